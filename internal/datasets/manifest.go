@@ -1,0 +1,247 @@
+// Package datasets stores versioned, immutable datasets in a [store.Store].
+//
+// A dataset version is a folder <name>/v<N>/ of Parquet part files and a
+// _MANIFEST.json written last; a folder without a manifest is incomplete
+// and invisible to readers. Start with [Begin] (write a version, resumable
+// after a crash), [Resolve] (find a version from a URI) and [ReadAll] /
+// [ReadTable] (read rows back with parquet-go, or columns with Arrow).
+package datasets
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/store"
+)
+
+// File names inside a version folder.
+const (
+	ManifestFile = "_MANIFEST.json"
+	PendingFile  = "_PENDING.json"
+)
+
+// ErrNoDataset is wrapped when no committed version exists.
+var ErrNoDataset = errors.New("no committed dataset")
+
+// Manifest describes one committed dataset version. It is the JSON form
+// printed by `mlerl inspect --json`.
+type Manifest struct {
+	Name          string    `json:"name"`
+	Version       int       `json:"version"`
+	Schema        string    `json:"schema"`
+	SchemaVersion string    `json:"schema_version"`
+	Files         []File    `json:"files"`
+	Rows          int64     `json:"rows"`
+	Bytes         int64     `json:"bytes"`
+	CreatedAt     time.Time `json:"created_at"`
+	Producer      Producer  `json:"producer"`
+	Parents       []Parent  `json:"parents,omitempty"`
+	// Extra holds stage-specific facts (summaries, split lists).
+	Extra map[string]any `json:"extra,omitempty"`
+	// URI is where the manifest was read from; not stored.
+	URI string `json:"-"`
+}
+
+// File is one part file of a version.
+type File struct {
+	Path   string `json:"path"` // relative to the version folder
+	Rows   int64  `json:"rows"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Producer says what wrote a version.
+type Producer struct {
+	Command     string `json:"command"`
+	Config      any    `json:"config,omitempty"`
+	GitRevision string `json:"git_revision,omitempty"`
+	Host        string `json:"host,omitempty"`
+}
+
+// Parent is a dataset version this one was derived from.
+type Parent struct {
+	URI     string `json:"uri"`
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
+// Ref returns the Parent describing m.
+func (m *Manifest) Ref() Parent {
+	return Parent{URI: strings.TrimSuffix(m.URI, "/"+ManifestFile), Name: m.Name, Version: m.Version}
+}
+
+// Dir returns the version folder key.
+func Dir(name string, version int) string { return fmt.Sprintf("%s/v%d", name, version) }
+
+var versionRe = regexp.MustCompile(`^v([0-9]+)$`)
+
+// Versions lists the version numbers of a dataset folder, committed or not,
+// ascending, and which are committed.
+func Versions(ctx context.Context, st store.Store, name string) (all []int, committed map[int]bool, err error) {
+	objs, err := st.List(ctx, name+"/")
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[int]bool{}
+	committed = map[int]bool{}
+	for _, o := range objs {
+		parts := strings.Split(strings.TrimPrefix(o.Key, name+"/"), "/")
+		if len(parts) < 2 {
+			continue
+		}
+		m := versionRe.FindStringSubmatch(parts[0])
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[1])
+		seen[v] = true
+		if len(parts) == 2 && parts[1] == ManifestFile {
+			committed[v] = true
+		}
+	}
+	for v := range seen {
+		all = append(all, v)
+	}
+	sort.Ints(all)
+	return all, committed, nil
+}
+
+// ReadManifest reads the manifest of name/v<version>.
+func ReadManifest(ctx context.Context, st store.Store, name string, version int) (*Manifest, error) {
+	key := Dir(name, version) + "/" + ManifestFile
+	b, err := store.ReadAll(ctx, st, key)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%s has no %s: the version is incomplete or missing: %w", st.URI(Dir(name, version)), ManifestFile, ErrNoDataset)
+		}
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: corrupt manifest: %v", st.URI(key), err)
+	}
+	m.URI = st.URI(key)
+	return &m, nil
+}
+
+// Latest returns the manifest of the newest committed version of name.
+func Latest(ctx context.Context, st store.Store, name string) (*Manifest, error) {
+	all, committed, err := Versions(ctx, st, name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if committed[all[i]] {
+			return ReadManifest(ctx, st, name, all[i])
+		}
+	}
+	return nil, fmt.Errorf("%s: %w (run the stage that writes %q first)", st.URI(name), ErrNoDataset, name)
+}
+
+// List returns the manifests of every committed version under the store
+// root, by dataset name then version.
+func List(ctx context.Context, st store.Store) ([]*Manifest, error) {
+	objs, err := st.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Manifest
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, "/"+ManifestFile) {
+			continue
+		}
+		dir := strings.TrimSuffix(o.Key, "/"+ManifestFile)
+		i := strings.LastIndex(dir, "/")
+		if i < 0 {
+			continue
+		}
+		m := versionRe.FindStringSubmatch(dir[i+1:])
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[1])
+		man, err := ReadManifest(ctx, st, dir[:i], v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, man)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out, nil
+}
+
+// SplitURI splits a dataset URI into its store root, dataset name and
+// version (0 for "latest"): "data/steps/v3" -> ("data", "steps", 3);
+// "gs://b/p/steps" -> ("gs://b/p", "steps", 0).
+func SplitURI(uri string) (root, name string, version int, err error) {
+	u := strings.TrimSuffix(uri, "/")
+	i := strings.LastIndex(u, "/")
+	if i < 0 {
+		return ".", u, 0, nil
+	}
+	last := u[i+1:]
+	if m := versionRe.FindStringSubmatch(last); m != nil {
+		version, _ = strconv.Atoi(m[1])
+		u = u[:i]
+		i = strings.LastIndex(u, "/")
+		if i < 0 {
+			return ".", u, version, nil
+		}
+		last = u[i+1:]
+	}
+	root = u[:i]
+	if root == "" || strings.HasSuffix(root, ":/") {
+		return "", "", 0, fmt.Errorf("dataset URI %q: want <root>/<name>[/v<N>]", uri)
+	}
+	return root, last, version, nil
+}
+
+// Resolve opens the store of a dataset URI and reads the manifest it names
+// (the latest committed version when the URI has no /v<N>).
+func Resolve(ctx context.Context, uri string) (store.Store, *Manifest, error) {
+	root, name, version, err := SplitURI(uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	var m *Manifest
+	if version == 0 {
+		m, err = Latest(ctx, st, name)
+	} else {
+		m, err = ReadManifest(ctx, st, name, version)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, m, nil
+}
+
+// ResolveIn is Resolve for a name (or name/v<N>) inside an open store.
+func ResolveIn(ctx context.Context, st store.Store, ref string) (*Manifest, error) {
+	name, ver := ref, 0
+	if i := strings.LastIndex(ref, "/"); i >= 0 {
+		if m := versionRe.FindStringSubmatch(ref[i+1:]); m != nil {
+			name = ref[:i]
+			ver, _ = strconv.Atoi(m[1])
+		}
+	}
+	if ver == 0 {
+		return Latest(ctx, st, name)
+	}
+	return ReadManifest(ctx, st, name, ver)
+}

@@ -1,0 +1,252 @@
+package datasets
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Pending is a dataset version being written. Part files become visible
+// one by one (each is an atomic object); the version becomes visible to
+// readers only when Commit writes its manifest.
+type Pending struct {
+	St      store.Store
+	Name    string
+	Version int
+	Schema  schemas.Info
+	// RunKey identifies the run: a rerun with the same key resumes this
+	// version instead of starting a new one.
+	RunKey string
+}
+
+type pendingFile struct {
+	Schema    string    `json:"schema"`
+	RunKey    string    `json:"run_key"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Begin starts (or resumes) a version of dataset name. When an uncommitted
+// version with the same runKey exists (a previous run of the same command
+// that died before committing), it is resumed: its finished part files are
+// kept and [Pending.Parts] lists them so the caller can skip their work.
+// Otherwise a new version max+1 is claimed; two concurrent Begins never
+// claim the same version.
+func Begin(ctx context.Context, st store.Store, name string, schema schemas.Info, runKey string) (*Pending, error) {
+	all, committed, err := Versions(ctx, st, name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		v := all[i]
+		if committed[v] {
+			continue
+		}
+		b, err := store.ReadAll(ctx, st, Dir(name, v)+"/"+PendingFile)
+		if err != nil {
+			continue // a folder of stray parts without a pending marker: leave it alone
+		}
+		var pf pendingFile
+		if json.Unmarshal(b, &pf) == nil && pf.RunKey == runKey && pf.Schema == schema.Name {
+			return &Pending{St: st, Name: name, Version: v, Schema: schema, RunKey: runKey}, nil
+		}
+	}
+	next := 1
+	if len(all) > 0 {
+		next = all[len(all)-1] + 1
+	}
+	for tries := 0; tries < 100; tries, next = tries+1, next+1 {
+		b, _ := json.MarshalIndent(pendingFile{Schema: schema.Name, RunKey: runKey, StartedAt: time.Now().UTC()}, "", "  ")
+		err := store.WriteAll(ctx, st, Dir(name, next)+"/"+PendingFile, b, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
+		if errors.Is(err, store.ErrExists) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{St: st, Name: name, Version: next, Schema: schema, RunKey: runKey}, nil
+	}
+	return nil, fmt.Errorf("%s: could not claim a new version", st.URI(name))
+}
+
+// Dir returns the version folder key.
+func (p *Pending) Dir() string { return Dir(p.Name, p.Version) }
+
+// URI returns the version's URI.
+func (p *Pending) URI() string { return p.St.URI(p.Dir()) }
+
+// Parts lists the finished part files (relative names), sorted.
+func (p *Pending) Parts(ctx context.Context) ([]string, error) {
+	objs, err := p.St.List(ctx, p.Dir()+"/")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.Key, p.Dir()+"/")
+		if strings.HasSuffix(rel, ".parquet") {
+			out = append(out, rel)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// HasPart reports whether part is already finished.
+func (p *Pending) HasPart(ctx context.Context, part string) (bool, error) {
+	return store.Exists(ctx, p.St, p.Dir()+"/"+part)
+}
+
+// PartWriter streams rows of type T into one Parquet part file.
+type PartWriter[T any] struct {
+	w    store.Writer
+	pw   *parquet.GenericWriter[T]
+	rows int64
+	uri  string
+}
+
+// RowGroupRows is the default row-group size: large enough for good
+// compression and column scans, small enough to stream.
+const RowGroupRows = 8192
+
+// NewPartWriter starts writing part (a name ending in .parquet) of p. The
+// file carries the schema name and version in its key-value metadata and is
+// zstd-compressed. Close commits the part; Abort drops it.
+func NewPartWriter[T any](ctx context.Context, p *Pending, part string) (*PartWriter[T], error) {
+	if !strings.HasSuffix(part, ".parquet") || strings.Contains(part, "/") {
+		return nil, fmt.Errorf("part name %q: want a plain name ending in .parquet", part)
+	}
+	w, err := p.St.Create(ctx, p.Dir()+"/"+part, store.CreateOptions{ContentType: "application/vnd.apache.parquet"})
+	if err != nil {
+		return nil, err
+	}
+	pw := parquet.NewGenericWriter[T](w,
+		parquet.Compression(&parquet.Zstd),
+		parquet.MaxRowsPerRowGroup(RowGroupRows),
+		parquet.KeyValueMetadata(schemas.MetaSchema, p.Schema.Name),
+		parquet.KeyValueMetadata(schemas.MetaVersion, p.Schema.Version),
+	)
+	return &PartWriter[T]{w: w, pw: pw, uri: p.St.URI(p.Dir() + "/" + part)}, nil
+}
+
+// Write appends rows.
+func (pw *PartWriter[T]) Write(rows ...T) error {
+	n, err := pw.pw.Write(rows)
+	pw.rows += int64(n)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", pw.uri, err)
+	}
+	return nil
+}
+
+// Rows returns the number of rows written so far.
+func (pw *PartWriter[T]) Rows() int64 { return pw.rows }
+
+// Close flushes and commits the part.
+func (pw *PartWriter[T]) Close() error {
+	if err := pw.pw.Close(); err != nil {
+		pw.w.Abort()
+		return fmt.Errorf("write %s: %w", pw.uri, err)
+	}
+	return pw.w.Close()
+}
+
+// Abort drops the part.
+func (pw *PartWriter[T]) Abort() error { return pw.w.Abort() }
+
+// WritePart writes rows as one finished part.
+func WritePart[T any](ctx context.Context, p *Pending, part string, rows []T) error {
+	w, err := NewPartWriter[T](ctx, p, part)
+	if err != nil {
+		return err
+	}
+	if err := w.Write(rows...); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Close()
+}
+
+// CommitOptions describe a version at commit time.
+type CommitOptions struct {
+	Producer Producer
+	Parents  []Parent
+	Extra    map[string]any
+}
+
+// Commit checks every part (schema metadata, row count), computes its
+// checksum and writes the manifest, which makes the version visible.
+// Committing twice is harmless: a second Commit of an already committed
+// version returns the existing manifest.
+func (p *Pending) Commit(ctx context.Context, opts CommitOptions) (*Manifest, error) {
+	if m, err := ReadManifest(ctx, p.St, p.Name, p.Version); err == nil {
+		return m, nil
+	}
+	parts, err := p.Parts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manifest{
+		Name: p.Name, Version: p.Version, Schema: p.Schema.Name, SchemaVersion: p.Schema.Version,
+		CreatedAt: time.Now().UTC(), Producer: opts.Producer, Parents: opts.Parents, Extra: opts.Extra,
+	}
+	if m.Producer.Host == "" {
+		m.Producer.Host, _ = os.Hostname()
+	}
+	for _, part := range parts {
+		f, err := checkFile(ctx, p.St, p.Dir()+"/"+part, p.Schema)
+		if err != nil {
+			return nil, err
+		}
+		f.Path = part
+		m.Files = append(m.Files, f)
+		m.Rows += f.Rows
+		m.Bytes += f.Bytes
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	key := p.Dir() + "/" + ManifestFile
+	err = store.WriteAll(ctx, p.St, key, b, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
+	if errors.Is(err, store.ErrExists) {
+		return ReadManifest(ctx, p.St, p.Name, p.Version)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.St.Delete(ctx, p.Dir()+"/"+PendingFile)
+	m.URI = p.St.URI(key)
+	return m, nil
+}
+
+// checkFile hashes an object and checks its Parquet footer against schema.
+func checkFile(ctx context.Context, st store.Store, key string, schema schemas.Info) (File, error) {
+	o, err := st.Open(ctx, key)
+	if err != nil {
+		return File{}, err
+	}
+	defer o.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.NewSectionReader(o, 0, o.Size()))
+	if err != nil {
+		return File{}, fmt.Errorf("read %s: %w", st.URI(key), err)
+	}
+	pf, err := openParquet(st.URI(key), o, schema)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Rows: pf.NumRows(), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}

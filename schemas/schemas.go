@@ -1,0 +1,282 @@
+// Package schemas describes every dataset the mlerl pipeline writes: one Go
+// row type per dataset, its Parquet schema (derived from the struct tags) and
+// its name and version.
+//
+// Start with [All], which lists every [Info]. Stages never share Go types
+// other than these: a stage's output is a dataset of one of these rows, and
+// the next stage reads it back through internal/datasets.
+//
+// Versioning: each file carries "mlerl.schema" and "mlerl.schema_version"
+// in its Parquet key-value metadata. A minor version adds optional columns
+// only; a reader refuses a file whose major version it does not know
+// ([Info.Check]).
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Metadata keys written into every Parquet file's key-value metadata.
+const (
+	MetaSchema  = "mlerl.schema"
+	MetaVersion = "mlerl.schema_version"
+)
+
+// ErrVersion is wrapped by errors about schema names or versions a reader
+// cannot accept.
+var ErrVersion = errors.New("unsupported schema version")
+
+// Info names a dataset schema and its version ("major.minor").
+type Info struct {
+	Name    string
+	Version string
+	// Row is a zero value of the row type, used to derive the Parquet schema.
+	Row any
+	// Doc is one line saying what a row is.
+	Doc string
+}
+
+// Major returns the major component of the version.
+func (i Info) Major() int {
+	m, _ := strconv.Atoi(strings.SplitN(i.Version, ".", 2)[0])
+	return m
+}
+
+// Check reports whether a file that declares schema name and version can be
+// read as i. It fails for another schema, a missing version or a different
+// major version, and says what to do.
+func (i Info) Check(name, version string) error {
+	if name != i.Name {
+		return fmt.Errorf("schema %q found, %q expected: %w (point the stage at a %s dataset)", name, i.Name, ErrVersion, i.Name)
+	}
+	major, err := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	if err != nil {
+		return fmt.Errorf("schema %s: version %q is not major.minor: %w", name, version, ErrVersion)
+	}
+	if major != i.Major() {
+		return fmt.Errorf("schema %s version %s is not readable by this mlerl (knows %s): %w; upgrade mlerl or re-create the dataset", name, version, i.Version, ErrVersion)
+	}
+	return nil
+}
+
+// The schemas, in pipeline order.
+var (
+	Tasks        = Info{Name: "tasks", Version: "1.0", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
+	Ideas        = Info{Name: "ideas", Version: "1.0", Row: Idea{}, Doc: "one candidate improvement idea with its embedding and diversity-filter verdict"}
+	Trajectories = Info{Name: "trajectories", Version: "1.0", Row: Trajectory{}, Doc: "one expert (or evaluated) episode on one task"}
+	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
+	SFTExamples  = Info{Name: "sft_examples", Version: "1.0", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
+	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
+	EvalResults  = Info{Name: "eval_results", Version: "1.0", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
+)
+
+// All lists every schema, in pipeline order.
+func All() []Info {
+	return []Info{Tasks, Ideas, Trajectories, Steps, SFTExamples, RLStates, EvalResults}
+}
+
+// ByName returns the schema with the given name.
+func ByName(name string) (Info, bool) {
+	for _, i := range All() {
+		if i.Name == name {
+			return i, true
+		}
+	}
+	return Info{}, false
+}
+
+// Direction values of a task's metric.
+const (
+	HigherIsBetter = "higher"
+	LowerIsBetter  = "lower"
+)
+
+// Split values: held-in tasks are for training, held-out ones only for evaluation.
+const (
+	HeldIn  = "held-in"
+	HeldOut = "held-out"
+)
+
+// Idea categories (ML-Agent).
+const (
+	CategoryData     = "data"
+	CategoryModel    = "model"
+	CategoryLearning = "learning"
+)
+
+// Categories lists the three idea categories in their canonical order.
+var Categories = []string{CategoryData, CategoryModel, CategoryLearning}
+
+// Task is a row of the tasks dataset.
+type Task struct {
+	TaskID      string  `parquet:"task_id"`
+	Title       string  `parquet:"title"`
+	Modality    string  `parquet:"modality"`             // tabular, image, text, time-series, graph...
+	TaskType    string  `parquet:"task_type"`            // classification, regression, forecasting...
+	Metric      string  `parquet:"metric"`               // accuracy, roc_auc, log_loss, rmse...
+	Direction   string  `parquet:"direction"`            // HigherIsBetter or LowerIsBetter
+	MInit       float64 `parquet:"m_init"`               // validation metric of the initial script
+	MInitTest   float64 `parquet:"m_init_test,optional"` // grader score of the initial submission
+	MBest       float64 `parquet:"m_best"`
+	MBestSource string  `parquet:"m_best_source"`
+	Split       string  `parquet:"split"`
+	// TimeLimitS bounds one execution of the task's script.
+	TimeLimitS float64 `parquet:"time_limit_s"`
+	// BaselineDurationS is the measured wall time of the initial script.
+	BaselineDurationS float64 `parquet:"baseline_duration_s"`
+	Description       string  `parquet:"description"`
+	// WorkspaceTree and PrivateTree reference content-addressed trees
+	// (internal/blobs) in the same data root: what the agent sees, and the
+	// hidden labels plus grader.
+	WorkspaceTree string `parquet:"workspace_tree"`
+	PrivateTree   string `parquet:"private_tree"`
+	Source        string `parquet:"source"` // builtin, mlebench, mlagentbench
+}
+
+// Idea is a row of the ideas dataset.
+type Idea struct {
+	IdeaID   string `parquet:"idea_id"`
+	TaskID   string `parquet:"task_id"`
+	Category string `parquet:"category"`
+	Text     string `parquet:"text"`
+	// Source is "catalog" or "llm:<model>".
+	Source string `parquet:"source"`
+	// Edit is the concrete edit (JSON) the offline editor applies; empty for
+	// LLM ideas, which an LLM editor carries out.
+	Edit      string    `parquet:"edit"`
+	Embedding []float32 `parquet:"embedding,list"`
+	Kept      bool      `parquet:"kept"`
+	// Rank is the selection order among kept ideas (0 first), -1 if dropped.
+	Rank int32 `parquet:"rank"`
+	// NearestKeptSim is the cosine similarity to the closest kept idea (other than itself).
+	NearestKeptSim float32 `parquet:"nearest_kept_sim"`
+}
+
+// Trajectory is a row of the trajectories dataset.
+type Trajectory struct {
+	TrajectoryID string   `parquet:"trajectory_id"`
+	TaskID       string   `parquet:"task_id"`
+	Expert       string   `parquet:"expert"` // scripted, llm:<model>, policy:<ckpt>...
+	Seed         int64    `parquet:"seed"`
+	PlanIdeaIDs  []string `parquet:"plan_idea_ids,list"`
+	Plan         string   `parquet:"plan"` // the plan as the expert read it
+	NumSteps     int32    `parquet:"num_steps"`
+	MInit        float64  `parquet:"m_init"`
+	// FinalMetric is the validation metric of the final workspace; null when
+	// no valid run happened.
+	FinalMetric *float64 `parquet:"final_metric,optional"`
+	BestMetric  *float64 `parquet:"best_metric,optional"`
+	TestScore   *float64 `parquet:"test_score,optional"` // grader on hidden labels
+	Improved    bool     `parquet:"improved"`
+	TotalReward float64  `parquet:"total_reward"`
+	EndReason   string   `parquet:"end_reason"` // final_answer, max_steps, time_limit, error
+	WallS       float64  `parquet:"wall_s"`
+	Tokens      int64    `parquet:"tokens"`
+	CostUSD     float64  `parquet:"cost_usd"`
+	Shard       int32    `parquet:"shard"`
+}
+
+// RewardTerm is one named term of a step's reward.
+type RewardTerm struct {
+	Name  string  `parquet:"name"`
+	Value float64 `parquet:"value"`
+}
+
+// Step is a row of the steps dataset: an expert state and what followed.
+type Step struct {
+	TaskID       string `parquet:"task_id"`
+	TrajectoryID string `parquet:"trajectory_id"`
+	StepIndex    int32  `parquet:"step_index"`
+	// State is the rendered prompt the agent saw before acting.
+	State string `parquet:"state"`
+	// ActionText is the agent's raw answer; ActionName and ActionInput
+	// (JSON) its parse, empty when it did not parse.
+	ActionText   string       `parquet:"action_text"`
+	ActionName   string       `parquet:"action_name"`
+	ActionInput  string       `parquet:"action_input"`
+	Observation  string       `parquet:"observation"`
+	Outcome      string       `parquet:"outcome"` // see rollout/env outcome classes
+	MetricBefore *float64     `parquet:"metric_before,optional"`
+	MetricAfter  *float64     `parquet:"metric_after,optional"`
+	BestBefore   *float64     `parquet:"best_before,optional"`
+	Markers      []string     `parquet:"markers,list"`
+	Reward       float64      `parquet:"reward"`
+	RewardTerms  []RewardTerm `parquet:"reward_terms,list"`
+	// ExecS is the action's execution time (the duration used by the
+	// duration-aware gradient); WallS the whole step including the agent.
+	ExecS            float64 `parquet:"exec_s"`
+	WallS            float64 `parquet:"wall_s"`
+	PromptTokens     int64   `parquet:"prompt_tokens"`
+	CompletionTokens int64   `parquet:"completion_tokens"`
+	CostUSD          float64 `parquet:"cost_usd"`
+	// SnapshotRef restores the environment state before the action;
+	// SnapshotAfter the state after it.
+	SnapshotRef   string `parquet:"snapshot_ref"`
+	SnapshotAfter string `parquet:"snapshot_after"`
+	Done          bool   `parquet:"done"`
+}
+
+// SFTExample is a row of the sft_examples dataset.
+type SFTExample struct {
+	ExampleID    string `parquet:"example_id"`
+	TaskID       string `parquet:"task_id"`
+	Split        string `parquet:"split"`
+	TrajectoryID string `parquet:"trajectory_id"`
+	StepIndex    int32  `parquet:"step_index"`
+	// Prompt is the compact rendering (the small policy's input); FullPrompt
+	// the full MLAgentBench-style one used by exports.
+	Prompt         string  `parquet:"prompt"`
+	FullPrompt     string  `parquet:"full_prompt"`
+	Response       string  `parquet:"response"`
+	PromptTokens   int32   `parquet:"prompt_tokens"`
+	ResponseTokens int32   `parquet:"response_tokens"`
+	Outcome        string  `parquet:"outcome"`
+	Reward         float64 `parquet:"reward"`
+}
+
+// RLState is a row of the rl_states dataset.
+type RLState struct {
+	StateID      string `parquet:"state_id"`
+	TaskID       string `parquet:"task_id"`
+	Split        string `parquet:"split"`
+	TrajectoryID string `parquet:"trajectory_id"`
+	StepIndex    int32  `parquet:"step_index"`
+	Prompt       string `parquet:"prompt"`
+	FullPrompt   string `parquet:"full_prompt"`
+	SnapshotRef  string `parquet:"snapshot_ref"`
+	// What the reward needs besides the snapshot.
+	Metric     string   `parquet:"metric"`
+	Direction  string   `parquet:"direction"`
+	MInit      float64  `parquet:"m_init"`
+	MBest      float64  `parquet:"m_best"`
+	MetricPrev *float64 `parquet:"metric_prev,optional"`
+	// The expert's own action from this state, for reference.
+	ExpertAction string  `parquet:"expert_action"`
+	ExpertReward float64 `parquet:"expert_reward"`
+	ExpertExecS  float64 `parquet:"expert_exec_s"`
+}
+
+// EvalResult is a row of the eval_results dataset.
+type EvalResult struct {
+	RunID      string  `parquet:"run_id"`
+	Method     string  `parquet:"method"` // initial, random, expert, sft, sft+ppo, llm
+	TaskID     string  `parquet:"task_id"`
+	Split      string  `parquet:"split"`
+	Metric     string  `parquet:"metric"`
+	Direction  string  `parquet:"direction"`
+	Trajectory int32   `parquet:"trajectory"`
+	Seed       int64   `parquet:"seed"`
+	MInit      float64 `parquet:"m_init"`
+	// FinalScore is the score of the final workspace's submission (m_init
+	// when the agent never produced a better valid run).
+	FinalScore float64  `parquet:"final_score"`
+	BestScore  *float64 `parquet:"best_score,optional"`
+	Steps      int32    `parquet:"steps"`
+	WallS      float64  `parquet:"wall_s"`
+	CostUSD    float64  `parquet:"cost_usd"`
+	Actions    []string `parquet:"actions,list"`
+	Outcomes   []string `parquet:"outcomes,list"`
+}
