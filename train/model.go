@@ -146,8 +146,10 @@ type batchInput struct {
 
 // embed maps tokens and positions to [B,S,D].
 func (p *Policy) embed(scope *model.Scope, tokens, positions *Node) *Node {
-	x := layers.Embedding(scope.In("token_embed"), tokens, dtypes.Float32, p.Cfg.Vocab, p.Cfg.DModel)
-	pe := layers.Embedding(scope.In("pos_embed"), positions, dtypes.Float32, p.Cfg.Ctx, p.Cfg.DModel)
+	// Explicit trailing index axis: layers.Embedding would otherwise read a
+	// [B,1] input (one decode step) as B indices.
+	x := layers.Embedding(scope.In("token_embed"), InsertAxes(tokens, -1), dtypes.Float32, p.Cfg.Vocab, p.Cfg.DModel)
+	pe := layers.Embedding(scope.In("pos_embed"), InsertAxes(positions, -1), dtypes.Float32, p.Cfg.Ctx, p.Cfg.DModel)
 	return Add(x, pe)
 }
 
@@ -178,8 +180,10 @@ func (p *Policy) block(scope *model.Scope, x, mask, cacheK, cacheV, write *Node)
 	if cacheK != nil {
 		// One-hot write: cache + write*(new - cache). k is [B,1,H,Dh] and
 		// broadcasts over Ctx; only the row's current position changes.
-		k = Add(cacheK, Mul(write, Sub(k, cacheK)))
-		v = Add(cacheV, Mul(write, Sub(v, cacheV)))
+		full := cacheK.Shape().Dimensions
+		w := BroadcastToDims(write, full...)
+		k = Add(cacheK, Mul(w, Sub(BroadcastToDims(k, full...), cacheK)))
+		v = Add(cacheV, Mul(w, Sub(BroadcastToDims(v, full...), cacheV)))
 	}
 	att, _ := attention.Core(q, k, v, attention.LayoutBSHD, attention.CoreOptions{AttentionMask: mask})
 	att = layers.Dense(scope.In("out"), Reshape(att, b, s, p.Cfg.DModel), true, p.Cfg.DModel)
