@@ -10,6 +10,12 @@
 // in its Parquet key-value metadata. A minor version adds optional columns
 // only; a reader refuses a file whose major version it does not know
 // ([Info.Check]).
+//
+// Nullability: a pointer field tagged ",optional" is a nullable column
+// (nil <-> null). A non-pointer field tagged ",optional" (columns added in a
+// minor version) stores its zero value as null, so an Arrow reader must
+// read null there as 0. Slices are tagged ",list" so Arrow sees LIST
+// columns (embedding: list<float32>).
 package schemas
 
 import (
@@ -46,25 +52,34 @@ func (i Info) Major() int {
 }
 
 // Check reports whether a file that declares schema name and version can be
-// read as i. It fails for another schema, a missing version or a different
-// major version, and says what to do.
+// read as i. It fails for another schema, a missing or malformed version or
+// a different major version, and says what to do; a newer minor version is
+// accepted (it only adds optional columns).
 func (i Info) Check(name, version string) error {
+	if name == "" {
+		return fmt.Errorf("no %q metadata: %w (not written by mlerl; point the stage at a %s dataset)", MetaSchema, ErrVersion, i.Name)
+	}
 	if name != i.Name {
 		return fmt.Errorf("schema %q found, %q expected: %w (point the stage at a %s dataset)", name, i.Name, ErrVersion, i.Name)
 	}
-	major, err := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
-	if err != nil {
-		return fmt.Errorf("schema %s: version %q is not major.minor: %w", name, version, ErrVersion)
+	major, minor, ok := strings.Cut(version, ".")
+	m, err := strconv.Atoi(major)
+	if ok {
+		_, err2 := strconv.Atoi(minor)
+		err = errors.Join(err, err2)
 	}
-	if major != i.Major() {
-		return fmt.Errorf("schema %s version %s is not readable by this mlerl (knows %s): %w; upgrade mlerl or re-create the dataset", name, version, i.Version, ErrVersion)
+	if version == "" || err != nil || m < 0 {
+		return fmt.Errorf("schema %s: version %q is not major.minor: %w (the file was not written by mlerl, or is damaged)", name, version, ErrVersion)
+	}
+	if m != i.Major() {
+		return fmt.Errorf("schema %s version %s is not readable by this mlerl (knows %s): %w; use an mlerl that knows %s %d.x, or re-create the dataset with this one", name, version, i.Version, ErrVersion, name, m)
 	}
 	return nil
 }
 
 // The schemas, in pipeline order.
 var (
-	Tasks        = Info{Name: "tasks", Version: "1.0", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
+	Tasks        = Info{Name: "tasks", Version: "1.1", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
 	Ideas        = Info{Name: "ideas", Version: "1.0", Row: Idea{}, Doc: "one candidate improvement idea with its embedding and diversity-filter verdict"}
 	Trajectories = Info{Name: "trajectories", Version: "1.0", Row: Trajectory{}, Doc: "one expert (or evaluated) episode on one task"}
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}

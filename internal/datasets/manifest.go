@@ -43,6 +43,8 @@ type Manifest struct {
 	CreatedAt     time.Time `json:"created_at"`
 	Producer      Producer  `json:"producer"`
 	Parents       []Parent  `json:"parents,omitempty"`
+	// RunKey is the run key given to [Begin]; [FindRun] finds a version by it.
+	RunKey string `json:"run_key,omitempty"`
 	// Extra holds stage-specific facts (summaries, split lists).
 	Extra map[string]any `json:"extra,omitempty"`
 	// URI is where the manifest was read from; not stored.
@@ -125,7 +127,10 @@ func ReadManifest(ctx context.Context, st store.Store, name string, version int)
 	}
 	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: corrupt manifest: %v", st.URI(key), err)
+		return nil, fmt.Errorf("%s: not a readable manifest (%v): %w; restore it from a good copy or delete the version folder and re-run the stage", st.URI(key), err, ErrCorrupt)
+	}
+	if m.Name != name || m.Version != version {
+		return nil, fmt.Errorf("%s: the manifest describes %s v%d, not %s v%d: %w; was the folder copied or renamed?", st.URI(key), m.Name, m.Version, name, version, ErrCorrupt)
 	}
 	m.URI = st.URI(key)
 	return &m, nil
@@ -143,6 +148,29 @@ func Latest(ctx context.Context, st store.Store, name string) (*Manifest, error)
 		}
 	}
 	return nil, fmt.Errorf("%s: %w (run the stage that writes %q first)", st.URI(name), ErrNoDataset, name)
+}
+
+// FindRun returns the committed version of name written with runKey (the
+// newest, if several), or nil when there is none. A scheduled stage calls
+// it before [Begin] to skip work that an earlier run already committed.
+func FindRun(ctx context.Context, st store.Store, name, runKey string) (*Manifest, error) {
+	all, committed, err := Versions(ctx, st, name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if !committed[all[i]] {
+			continue
+		}
+		m, err := ReadManifest(ctx, st, name, all[i])
+		if err != nil {
+			return nil, err
+		}
+		if m.RunKey == runKey {
+			return m, nil
+		}
+	}
+	return nil, nil
 }
 
 // List returns the manifests of every committed version under the store

@@ -138,14 +138,22 @@ func eachRecordInFile(ctx context.Context, st store.Store, key string, schema sc
 		return err
 	}
 	defer o.Close()
-	if _, err := openParquet(st.URI(key), o, schema); err != nil {
-		return err
-	}
 	pr, err := file.NewParquetReader(io.NewSectionReader(o, 0, o.Size()))
 	if err != nil {
-		return fmt.Errorf("%s: %v: %w", st.URI(key), err, ErrCorrupt)
+		return fmt.Errorf("%s: not a readable Parquet file (%v): %w; re-run the stage that wrote it", st.URI(key), err, ErrCorrupt)
 	}
 	defer pr.Close()
+	kv := pr.MetaData().KeyValueMetadata()
+	name, version := "", ""
+	if v := kv.FindValue(schemas.MetaSchema); v != nil {
+		name = *v
+	}
+	if v := kv.FindValue(schemas.MetaVersion); v != nil {
+		version = *v
+	}
+	if err := schema.Check(name, version); err != nil {
+		return fmt.Errorf("%s: %w", st.URI(key), err)
+	}
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 4096}, mem)
 	if err != nil {
 		return fmt.Errorf("%s: %v: %w", st.URI(key), err, ErrCorrupt)
@@ -174,17 +182,23 @@ func Verify(ctx context.Context, st store.Store, m *Manifest) error {
 		return fmt.Errorf("%s: unknown schema %q: %w", m.URI, m.Schema, schemas.ErrVersion)
 	}
 	var errs []error
+	var rows, bytes int64
 	for _, f := range m.Files {
+		rows += f.Rows
+		bytes += f.Bytes
 		key := Dir(m.Name, m.Version) + "/" + f.Path
-		got, err := checkFile(ctx, st, key, schema)
+		got, err := checkFile(ctx, st, key, schema, &f)
 		switch {
+		case errors.Is(err, store.ErrNotFound):
+			errs = append(errs, fmt.Errorf("%s: listed in the manifest but missing: %w", st.URI(key), ErrCorrupt))
 		case err != nil:
 			errs = append(errs, err)
-		case got.SHA256 != f.SHA256 || got.Bytes != f.Bytes:
-			errs = append(errs, fmt.Errorf("%s: sha256 %s (%d bytes), manifest says %s (%d bytes): %w; the file was changed after commit, re-publish it from a good copy", st.URI(key), got.SHA256, got.Bytes, f.SHA256, f.Bytes, ErrCorrupt))
 		case got.Rows != f.Rows:
 			errs = append(errs, fmt.Errorf("%s: %d rows, manifest says %d: %w", st.URI(key), got.Rows, f.Rows, ErrCorrupt))
 		}
+	}
+	if rows != m.Rows || bytes != m.Bytes {
+		errs = append(errs, fmt.Errorf("%s: totals say %d rows, %d bytes; its files add up to %d rows, %d bytes: %w", m.URI, m.Rows, m.Bytes, rows, bytes, ErrCorrupt))
 	}
 	return errors.Join(errs...)
 }

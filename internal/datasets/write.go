@@ -19,6 +19,10 @@ import (
 	"github.com/mlerl/mlerl/schemas"
 )
 
+// ErrCommitted is wrapped when a write targets a version that is already
+// committed.
+var ErrCommitted = errors.New("version already committed")
+
 // Pending is a dataset version being written. Part files become visible
 // one by one (each is an atomic object); the version becomes visible to
 // readers only when Commit writes its manifest.
@@ -128,6 +132,12 @@ func NewPartWriter[T any](ctx context.Context, p *Pending, part string) (*PartWr
 	if !strings.HasSuffix(part, ".parquet") || strings.Contains(part, "/") {
 		return nil, fmt.Errorf("part name %q: want a plain name ending in .parquet", part)
 	}
+	// A committed version is immutable: never add or replace its files.
+	if ok, err := store.Exists(ctx, p.St, p.Dir()+"/"+ManifestFile); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, fmt.Errorf("%s is already committed: %w; start a new version with Begin", p.URI(), ErrCommitted)
+	}
 	w, err := p.St.Create(ctx, p.Dir()+"/"+part, store.CreateOptions{ContentType: "application/vnd.apache.parquet"})
 	if err != nil {
 		return nil, err
@@ -201,12 +211,13 @@ func (p *Pending) Commit(ctx context.Context, opts CommitOptions) (*Manifest, er
 	m := &Manifest{
 		Name: p.Name, Version: p.Version, Schema: p.Schema.Name, SchemaVersion: p.Schema.Version,
 		CreatedAt: time.Now().UTC(), Producer: opts.Producer, Parents: opts.Parents, Extra: opts.Extra,
+		RunKey: p.RunKey, Files: []File{},
 	}
 	if m.Producer.Host == "" {
 		m.Producer.Host, _ = os.Hostname()
 	}
 	for _, part := range parts {
-		f, err := checkFile(ctx, p.St, p.Dir()+"/"+part, p.Schema)
+		f, err := checkFile(ctx, p.St, p.Dir()+"/"+part, p.Schema, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -232,21 +243,29 @@ func (p *Pending) Commit(ctx context.Context, opts CommitOptions) (*Manifest, er
 	return m, nil
 }
 
-// checkFile hashes an object and checks its Parquet footer against schema.
-func checkFile(ctx context.Context, st store.Store, key string, schema schemas.Info) (File, error) {
+// checkFile hashes an object and checks its Parquet footer against
+// schema. When want is not nil, a size or checksum mismatch is reported
+// before the footer is parsed (the manifest is the authority).
+func checkFile(ctx context.Context, st store.Store, key string, schema schemas.Info, want *File) (File, error) {
 	o, err := st.Open(ctx, key)
 	if err != nil {
 		return File{}, err
 	}
 	defer o.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, io.NewSectionReader(o, 0, o.Size()))
+	// Sequential reads: one stream on GCS, not a ranged request per buffer.
+	n, err := io.Copy(h, o)
 	if err != nil {
 		return File{}, fmt.Errorf("read %s: %w", st.URI(key), err)
 	}
+	got := File{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	if want != nil && (got.SHA256 != want.SHA256 || got.Bytes != want.Bytes) {
+		return got, fmt.Errorf("%s: checksum mismatch: sha256 %s (%d bytes), manifest says %s (%d bytes): %w; the file changed after commit, restore it from a good copy or re-run the stage into a new version", st.URI(key), got.SHA256, got.Bytes, want.SHA256, want.Bytes, ErrCorrupt)
+	}
 	pf, err := openParquet(st.URI(key), o, schema)
 	if err != nil {
-		return File{}, err
+		return got, err
 	}
-	return File{Rows: pf.NumRows(), Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	got.Rows = pf.NumRows()
+	return got, nil
 }
