@@ -1,0 +1,606 @@
+package env
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Outcome classifies how one step ended. Every step has exactly one.
+type Outcome string
+
+// Outcome classes.
+const (
+	// OutcomeSuccess: the action was carried out (for Execute Script: the
+	// script ran and its submission was graded valid).
+	OutcomeSuccess Outcome = "success"
+	// OutcomeFormatError: the response did not parse (see [FormatError]).
+	OutcomeFormatError Outcome = "format_error"
+	// OutcomeInvalidAction: the action parsed but was refused: a path that
+	// escapes the workspace or does not exist, a line range outside the
+	// file, nothing to undo, a non-Python script...
+	OutcomeInvalidAction Outcome = "invalid_action"
+	// OutcomeInvalidEdit: Edit Script (AI) could not carry out the instruction.
+	OutcomeInvalidEdit Outcome = "invalid_edit"
+	// OutcomeEditorError: the editor backend failed (network, no code block).
+	OutcomeEditorError Outcome = "editor_error"
+	// Execute Script outcomes from the sandbox.
+	OutcomeScriptError Outcome = "script_error"
+	OutcomeTimeout     Outcome = "timeout"
+	OutcomeOOM         Outcome = "oom"
+	OutcomeKilled      Outcome = "killed"
+	OutcomeOutputLimit Outcome = "output_limit"
+	// OutcomeInvalidSubmission: the script exited cleanly but submission.csv
+	// is missing or the grader refused it.
+	OutcomeInvalidSubmission Outcome = "invalid_submission"
+)
+
+// Outcomes lists every outcome class.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeSuccess, OutcomeFormatError, OutcomeInvalidAction, OutcomeInvalidEdit, OutcomeEditorError,
+		OutcomeScriptError, OutcomeTimeout, OutcomeOOM, OutcomeKilled, OutcomeOutputLimit, OutcomeInvalidSubmission}
+}
+
+// Reasons an episode ends.
+const (
+	DoneFinalAnswer = "final_answer"
+	DoneMaxSteps    = "max_steps"
+	DoneTimeLimit   = "time_limit"
+)
+
+// SubmissionFile is the file a script writes in its workspace.
+const SubmissionFile = "submission.csv"
+
+// ErrDone is returned by Step once the episode has ended.
+var ErrDone = errors.New("env: the episode has ended")
+
+// Instrumenter inserts nonce-tagged marker prints into a script before it
+// runs and finds them in its output afterwards (see instrument.go).
+type Instrumenter interface {
+	Instrument(ctx context.Context, python string, source []byte, nonce string) ([]byte, error)
+	// ParseMarkers returns the markers found (in order) and stdout without
+	// the marker lines.
+	ParseMarkers(stdout, nonce string) (markers []string, clean string)
+}
+
+// Config configures environments. Start from [DefaultConfig]; the fields
+// tagged yaml:"-" are run-time dependencies set by the caller.
+type Config struct {
+	MaxSteps         int           `yaml:"max_steps" help:"steps per episode (a format error counts as a step)"`
+	MaxTime          time.Duration `yaml:"max_time" help:"wall time per episode (steps plus time added with AddTime)"`
+	ObservationChars int           `yaml:"observation_chars" help:"observations longer than this keep their head and tail"`
+	MemoryBytes      int64         `yaml:"memory_bytes" help:"memory limit of one script execution"`
+	MaxProcs         int           `yaml:"max_procs" help:"process-count limit of one script execution"`
+	MaxOutputBytes   int           `yaml:"max_output_bytes" help:"stdout+stderr kept from one execution"`
+	GradeTimeout     time.Duration `yaml:"grade_timeout" help:"time limit of one grader run"`
+	Python           string        `yaml:"python" help:"task interpreter (empty: /usr/bin/python3 or python3 on PATH)"`
+	WorkDir          string        `yaml:"work_dir" help:"parent folder of episode workspaces (empty: the system temp folder)"`
+	Reward           RewardConfig  `yaml:"reward"`
+
+	// Runner executes scripts (required; the caller owns and closes it).
+	Runner sandbox.Runner `yaml:"-"`
+	// Editor carries out Edit Script (AI) (nil: the offline catalog editor).
+	Editor Editor `yaml:"-"`
+	// Instrumenter adds partial-credit markers (nil: no markers).
+	Instrumenter Instrumenter `yaml:"-"`
+	// FileLLM, when set, answers Understand File; otherwise a
+	// deterministic summary is returned.
+	FileLLM *llm.Client `yaml:"-"`
+}
+
+// DefaultConfig returns 15 steps and 30 minutes per episode (ML-Agent),
+// 8,000-character observations, 4 GiB / 64 processes / 1 MiB of output
+// per execution, a 2-minute grader limit and [DefaultRewardConfig].
+func DefaultConfig() Config {
+	return Config{
+		MaxSteps:         15,
+		MaxTime:          30 * time.Minute,
+		ObservationChars: 8000,
+		MemoryBytes:      4 << 30,
+		MaxProcs:         64,
+		MaxOutputBytes:   1 << 20,
+		GradeTimeout:     2 * time.Minute,
+		Reward:           DefaultRewardConfig(),
+	}
+}
+
+// Spec is what an environment needs from a task (a schemas.Task row).
+type Spec struct {
+	TaskID      string `json:"task_id"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Modality    string `json:"modality"`
+	TaskType    string `json:"task_type"`
+	Metric      string `json:"metric"`
+	Direction   string `json:"direction"`
+	// MInit is the grader's score of the initial submission (m_init) and
+	// MBest the best human-achievable score: the improvement's scale.
+	MInit float64 `json:"m_init"`
+	MBest float64 `json:"m_best"`
+	// TimeLimit bounds one execution.
+	TimeLimit time.Duration `json:"time_limit"`
+	// WorkspaceTree and PrivateTree are blob trees in the environment's store.
+	WorkspaceTree string `json:"workspace_tree"`
+	PrivateTree   string `json:"private_tree"`
+}
+
+// SpecFromTask takes a Spec from a tasks row. Rewards compare grader
+// scores, so MInit is the grader's score of the initial submission
+// (m_init_test) when the row has it, else the validation m_init.
+func SpecFromTask(t schemas.Task) Spec {
+	mInit := t.MInit
+	if t.MInitTest != 0 {
+		mInit = t.MInitTest
+	}
+	return Spec{
+		TaskID: t.TaskID, Title: t.Title, Description: t.Description, Modality: t.Modality, TaskType: t.TaskType,
+		Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: t.MBest,
+		TimeLimit:     time.Duration(t.TimeLimitS * float64(time.Second)),
+		WorkspaceTree: t.WorkspaceTree, PrivateTree: t.PrivateTree,
+	}
+}
+
+// Validate checks a Spec.
+func (s Spec) Validate() error {
+	switch {
+	case s.TaskID == "":
+		return errors.New("task spec: no task_id")
+	case s.Direction != schemas.HigherIsBetter && s.Direction != schemas.LowerIsBetter:
+		return fmt.Errorf("task %s: direction %q (want %q or %q)", s.TaskID, s.Direction, schemas.HigherIsBetter, schemas.LowerIsBetter)
+	case s.TimeLimit <= 0:
+		return fmt.Errorf("task %s: time limit %v must be positive", s.TaskID, s.TimeLimit)
+	case s.WorkspaceTree == "" || s.PrivateTree == "":
+		return fmt.Errorf("task %s: no workspace or private tree (ingest the task first)", s.TaskID)
+	case math.IsNaN(s.MInit) || math.IsNaN(s.MBest):
+		return fmt.Errorf("task %s: m_init or m_best is NaN", s.TaskID)
+	}
+	return nil
+}
+
+// HistoryEntry records one step.
+type HistoryEntry struct {
+	Step        int      `json:"step"`
+	ActionText  string   `json:"action_text"`
+	ActionName  string   `json:"action_name,omitempty"`
+	Observation string   `json:"observation"`
+	Outcome     Outcome  `json:"outcome"`
+	Reward      float64  `json:"reward"`
+	MetricAfter *float64 `json:"metric_after,omitempty"`
+}
+
+// state is everything a snapshot must carry besides the workspace files.
+type state struct {
+	Spec    Spec          `json:"spec"`
+	Steps   int           `json:"steps"`
+	Elapsed time.Duration `json:"elapsed"`
+	// Current is the score of the current submission (m_prev), starting at
+	// m_init; Best the best graded score so far (nil before any).
+	Current float64  `json:"current"`
+	Best    *float64 `json:"best,omitempty"`
+	// Edited: the workspace changed since the last graded run.
+	Edited     bool           `json:"edited"`
+	History    []HistoryEntry `json:"history"`
+	Done       bool           `json:"done"`
+	DoneReason string         `json:"done_reason,omitempty"`
+	// backups per file, oldest first; nil entries mean "did not exist".
+	Backups map[string][]*[]byte `json:"-"`
+}
+
+// Env is one episode's environment. It is not safe for concurrent use.
+// After Step returns an error the Env should be closed (or restored from
+// a snapshot): its state may be partly updated.
+type Env struct {
+	cfg     Config
+	st      store.Store
+	dir     string // the workspace
+	s       state
+	private blobs.Files // loaded on first grade
+}
+
+// StepResult is what one step did.
+type StepResult struct {
+	Step int // 1-based index of this step in the episode
+	// Action is the parsed action (nil on a format error, then FormatError is set).
+	Action      *Action
+	FormatError *FormatError
+	Observation string // what the agent reads next (truncated)
+	Outcome     Outcome
+	// Detail says why an action was refused or failed (for logs).
+	Detail string
+	// MetricBefore is the current score (m_prev) before the step;
+	// MetricAfter the grader's score of the new submission (Execute Script
+	// with a valid submission only); BestBefore the best score so far.
+	MetricBefore float64
+	MetricAfter  *float64
+	BestBefore   *float64
+	// ValMetric is the VAL_METRIC value the script printed (informational:
+	// the agent can forge it, rewards never use it).
+	ValMetric *float64
+	Markers   []string
+	Reward    Reward
+	// ExecDuration is the script's (or editor's) run time; WallDuration
+	// the whole step.
+	ExecDuration time.Duration
+	WallDuration time.Duration
+	Usage        llm.Usage // editor / file-LLM tokens
+	Done         bool
+	DoneReason   string
+}
+
+// New starts an episode: it checks the spec and materialises the task's
+// workspace tree from st into a fresh folder under cfg.WorkDir. Close the
+// Env to remove it.
+func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, Backups: map[string][]*[]byte{}}}
+	if err := e.init(); err != nil {
+		return nil, err
+	}
+	files, _, err := blobs.GetTree(ctx, st, spec.WorkspaceTree)
+	if err != nil {
+		return nil, fmt.Errorf("task %s workspace: %w", spec.TaskID, err)
+	}
+	if err := e.materialise(files); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Env) init() error {
+	if e.cfg.Runner == nil {
+		return errors.New("env: Config.Runner is nil (pass a sandbox runner, e.g. sandbox.NewWarm)")
+	}
+	if e.cfg.MaxSteps <= 0 || e.cfg.MaxTime <= 0 {
+		return fmt.Errorf("env: max_steps (%d) and max_time (%v) must be positive", e.cfg.MaxSteps, e.cfg.MaxTime)
+	}
+	if e.cfg.Editor == nil {
+		e.cfg.Editor = OfflineEditor{}
+	}
+	if e.cfg.Python == "" {
+		p, err := sandbox.FindPython("")
+		if err != nil {
+			return err
+		}
+		e.cfg.Python = p
+	}
+	return nil
+}
+
+func (e *Env) materialise(files blobs.Files) error {
+	dir, err := os.MkdirTemp(e.cfg.WorkDir, "mlerl-ws-"+safeName(e.s.Spec.TaskID)+"-")
+	if err != nil {
+		return fmt.Errorf("env: workspace folder: %w", err)
+	}
+	if err := blobs.WriteDir(dir, files); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("env: task %s workspace: %w", e.s.Spec.TaskID, err)
+	}
+	e.dir = dir
+	return nil
+}
+
+// Close removes the workspace folder.
+func (e *Env) Close() error {
+	if e.dir == "" {
+		return nil
+	}
+	err := os.RemoveAll(e.dir)
+	e.dir = ""
+	return err
+}
+
+// Dir returns the workspace folder.
+func (e *Env) Dir() string { return e.dir }
+
+// Spec returns the task spec.
+func (e *Env) Spec() Spec { return e.s.Spec }
+
+// Steps returns the number of steps taken.
+func (e *Env) Steps() int { return e.s.Steps }
+
+// Elapsed returns the episode's time so far.
+func (e *Env) Elapsed() time.Duration { return e.s.Elapsed }
+
+// Current returns the score of the current submission (m_init before any graded run).
+func (e *Env) Current() float64 { return e.s.Current }
+
+// Best returns the best graded score so far, if any.
+func (e *Env) Best() (float64, bool) {
+	if e.s.Best == nil {
+		return 0, false
+	}
+	return *e.s.Best, true
+}
+
+// History returns the steps so far (the caller must not modify it).
+func (e *Env) History() []HistoryEntry { return e.s.History }
+
+// Done reports whether the episode has ended, and why.
+func (e *Env) Done() (bool, string) { return e.s.Done, e.s.DoneReason }
+
+// AddTime counts time spent outside Step (the agent's thinking) towards
+// the episode's time limit.
+func (e *Env) AddTime(d time.Duration) {
+	e.s.Elapsed += d
+	if !e.s.Done && e.s.Elapsed >= e.cfg.MaxTime {
+		e.s.Done, e.s.DoneReason = true, DoneTimeLimit
+	}
+}
+
+// Step parses the agent's response, carries out the action and returns
+// what happened. Bad responses and refused actions are outcomes, not
+// errors; an error means the environment itself failed (store, grader,
+// runner, cancelled context). After the episode ends Step returns ErrDone.
+func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
+	if e.s.Done {
+		return StepResult{}, ErrDone
+	}
+	start := time.Now()
+	e.s.Steps++
+	r := StepResult{Step: e.s.Steps, MetricBefore: e.s.Current, BestBefore: copyPtr(e.s.Best)}
+	edited := e.s.Edited
+	a, err := Parse(actionText)
+	var executed bool
+	if err != nil {
+		var fe *FormatError
+		if !errors.As(err, &fe) {
+			return r, err
+		}
+		r.FormatError = fe
+		r.Outcome = OutcomeFormatError
+		r.Detail = fe.Error()
+		r.Observation = "Your response could not be parsed: " + fe.Error() + ".\nAnswer with the fields Reflection, Thought, Action and Action Input (a JSON object with the action's arguments)."
+	} else {
+		r.Action = &a
+		executed = a.Name == ExecuteScript
+		if err := e.do(ctx, a, &r); err != nil {
+			return r, err
+		}
+	}
+	r.Observation = truncateMiddle(r.Observation, e.cfg.ObservationChars)
+	r.Reward = ComputeReward(e.cfg.Reward, RewardInput{
+		Outcome: r.Outcome, Executed: executed, Edited: edited,
+		Prev: r.MetricBefore, New: r.MetricAfter,
+		MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction,
+		Markers: len(r.Markers),
+	})
+	r.WallDuration = time.Since(start)
+	e.s.Elapsed += r.WallDuration
+	h := HistoryEntry{Step: r.Step, ActionText: actionText, Observation: r.Observation, Outcome: r.Outcome, Reward: r.Reward.Total, MetricAfter: copyPtr(r.MetricAfter)}
+	if r.Action != nil {
+		h.ActionName = r.Action.Name
+	}
+	e.s.History = append(e.s.History, h)
+	switch {
+	case r.Action != nil && r.Action.Name == FinalAnswer:
+		e.s.Done, e.s.DoneReason = true, DoneFinalAnswer
+	case e.s.Steps >= e.cfg.MaxSteps:
+		e.s.Done, e.s.DoneReason = true, DoneMaxSteps
+	case e.s.Elapsed >= e.cfg.MaxTime:
+		e.s.Done, e.s.DoneReason = true, DoneTimeLimit
+	}
+	r.Done, r.DoneReason = e.s.Done, e.s.DoneReason
+	return r, nil
+}
+
+// refusal is an action the env will not carry out (outcome invalid_action).
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+func refuse(format string, args ...any) error {
+	return &refusal{fmt.Sprintf(format, args...)}
+}
+
+// do carries out a parsed action, filling r.
+func (e *Env) do(ctx context.Context, a Action, r *StepResult) error {
+	var err error
+	switch a.Name {
+	case ListFiles:
+		err = e.listFiles(a, r)
+	case UnderstandFile:
+		err = e.understandFile(ctx, a, r)
+	case InspectScriptLines:
+		err = e.inspect(a, r)
+	case EditScriptSegment:
+		err = e.editSegment(a, r)
+	case EditScriptAI:
+		err = e.editAI(ctx, a, r)
+	case ExecuteScript:
+		err = e.execute(ctx, a, r)
+	case UndoEditScript:
+		err = e.undo(a, r)
+	case CopyFile:
+		err = e.copyFile(a, r)
+	case FinalAnswer:
+		r.Outcome = OutcomeSuccess
+		r.Observation = "Final answer submitted. The episode has ended."
+	default:
+		err = refuse("unknown action %q", a.Name)
+	}
+	var rf *refusal
+	if errors.As(err, &rf) {
+		r.Outcome = OutcomeInvalidAction
+		r.Detail = rf.msg
+		r.Observation = "The action was refused: " + rf.msg + "."
+		return nil
+	}
+	return err
+}
+
+// execute runs a script: instrument with a fresh nonce, run in the
+// sandbox, collect markers, grade the submission.
+func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.ScriptName)
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(rel, ".py") {
+		return refuse("%s is not a Python script (Execute Script runs .py files)", rel)
+	}
+	src, err := e.readFile(rel, abs)
+	if err != nil {
+		return err
+	}
+	// A stale submission must not be graded as this run's.
+	if err := os.Remove(filepath.Join(e.dir, SubmissionFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("env: remove old submission: %w", err)
+	}
+	nonce := newNonce()
+	run := src
+	if e.cfg.Instrumenter != nil {
+		// A script the instrumenter cannot parse runs as written (and
+		// fails with its own syntax error).
+		if inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce); err == nil {
+			run = inst
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	timeout := e.s.Spec.TimeLimit
+	if left := e.cfg.MaxTime - e.s.Elapsed; left < timeout {
+		timeout = max(left, time.Second)
+	}
+	res, err := e.cfg.Runner.Run(ctx, sandbox.Request{
+		Dir: e.dir, Script: rel, Source: run,
+		Limits: sandbox.Limits{Timeout: timeout, MemoryBytes: e.cfg.MemoryBytes, MaxProcs: e.cfg.MaxProcs, MaxOutputBytes: e.cfg.MaxOutputBytes},
+	})
+	if err != nil {
+		return fmt.Errorf("env: execute %s: %w", rel, err)
+	}
+	r.ExecDuration = res.Duration
+	stdout := res.Stdout
+	if e.cfg.Instrumenter != nil {
+		r.Markers, stdout = e.cfg.Instrumenter.ParseMarkers(res.Stdout, nonce)
+	}
+	r.ValMetric = parseValMetric(stdout)
+	var obs strings.Builder
+	obs.WriteString("The script has been executed. Here is the output:\n")
+	obs.WriteString(stdout)
+	if res.Stderr != "" {
+		if !strings.HasSuffix(stdout, "\n") && stdout != "" {
+			obs.WriteString("\n")
+		}
+		obs.WriteString(res.Stderr)
+	}
+	switch res.Outcome {
+	case sandbox.Success:
+		g, err := e.grade(ctx)
+		if err != nil {
+			return err
+		}
+		if !g.Valid {
+			r.Outcome = OutcomeInvalidSubmission
+			r.Detail = g.Reason
+			fmt.Fprintf(&obs, "\nThe script finished but %s is not a valid submission: %s", SubmissionFile, g.Reason)
+			break
+		}
+		r.Outcome = OutcomeSuccess
+		score := g.Score
+		r.MetricAfter = &score
+		e.s.Current = score
+		if e.s.Best == nil || e.better(score, *e.s.Best) {
+			e.s.Best = &score
+		}
+		e.s.Edited = false
+	case sandbox.ScriptError:
+		r.Outcome = OutcomeScriptError
+		r.Detail = fmt.Sprintf("exit code %d", res.ExitCode)
+	case sandbox.Timeout:
+		r.Outcome = OutcomeTimeout
+		r.Detail = fmt.Sprintf("no result within %v", timeout)
+		fmt.Fprintf(&obs, "\nThe script was stopped after the time limit of %v.", timeout.Round(time.Second))
+	case sandbox.OOM:
+		r.Outcome = OutcomeOOM
+		r.Detail = "out of memory"
+		fmt.Fprintf(&obs, "\nThe script ran out of memory (limit %d MiB).", e.cfg.MemoryBytes>>20)
+	case sandbox.OutputLimit:
+		r.Outcome = OutcomeOutputLimit
+		r.Detail = "output limit"
+		fmt.Fprintf(&obs, "\nThe script was stopped: it printed more than %d bytes.", e.cfg.MaxOutputBytes)
+	default:
+		r.Outcome = OutcomeKilled
+		r.Detail = fmt.Sprintf("killed (%s)", res.Outcome)
+		obs.WriteString("\nThe script was killed by the sandbox (a resource limit was exceeded).")
+	}
+	r.Observation = obs.String()
+	return nil
+}
+
+func (e *Env) better(a, b float64) bool {
+	if e.s.Spec.Direction == schemas.LowerIsBetter {
+		return a < b
+	}
+	return a > b
+}
+
+// valMetricRe matches the metric line every built-in script prints.
+var valMetricRe = regexp.MustCompile(`(?m)^VAL_METRIC \S+ (\S+)\s*$`)
+
+// parseValMetric returns the last VAL_METRIC value printed, if any.
+func parseValMetric(stdout string) *float64 {
+	m := valMetricRe.FindAllStringSubmatch(stdout, -1)
+	if len(m) == 0 {
+		return nil
+	}
+	v, err := strconv.ParseFloat(m[len(m)-1][1], 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func newNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func copyPtr(p *float64) *float64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// truncateMiddle keeps a quarter of the limit from the head and the rest
+// from the tail (errors are at the end of a script's output).
+func truncateMiddle(s string, n int) string {
+	if n <= 0 || len(s) <= n {
+		return s
+	}
+	head := n / 4
+	tail := n - head
+	return s[:head] + fmt.Sprintf("\n...[%d characters cut]...\n", len(s)-head-tail) + s[len(s)-tail:]
+}
+
+func safeName(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			b.WriteRune(c)
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	return b.String()
+}

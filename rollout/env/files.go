@@ -1,0 +1,445 @@
+package env
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mlerl/mlerl/internal/llm"
+)
+
+// maxFileBytes bounds what an action reads from a workspace file.
+const maxFileBytes = 32 << 20
+
+// resolve checks a file argument and returns its clean workspace-relative
+// path ("." for the workspace itself) and its absolute path. Absolute
+// paths, paths that climb out with "..", and paths through symlinks are
+// refused.
+func (e *Env) resolve(name string) (rel, abs string, err error) {
+	n := strings.TrimSpace(name)
+	switch {
+	case n == "":
+		return "", "", refuse("empty file name")
+	case strings.ContainsRune(n, 0):
+		return "", "", refuse("file name contains a NUL character")
+	case filepath.IsAbs(n) || strings.HasPrefix(n, "/") || strings.HasPrefix(n, `\`) || strings.HasPrefix(n, "~"):
+		return "", "", refuse("%q is an absolute path; file arguments are relative to the workspace", truncate(n, 80))
+	}
+	c := path.Clean(filepath.ToSlash(n))
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", "", refuse("%q is outside the workspace", truncate(n, 80))
+	}
+	// No component may be a symlink (it could point anywhere).
+	cur := e.dir
+	if c != "." {
+		for _, part := range strings.Split(c, "/") {
+			cur = filepath.Join(cur, part)
+			fi, err := os.Lstat(cur)
+			if errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if err != nil {
+				return "", "", refuse("%s: %v", c, err)
+			}
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				return "", "", refuse("%s is a symlink; the environment does not follow symlinks", truncate(n, 80))
+			}
+		}
+	}
+	return c, filepath.Join(e.dir, filepath.FromSlash(c)), nil
+}
+
+// readFile reads an existing regular workspace file.
+func (e *Env) readFile(rel, abs string) ([]byte, error) {
+	fi, err := os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refuse("%s does not exist in the workspace%s", rel, e.nearby(rel))
+	}
+	if err != nil {
+		return nil, refuse("%s: %v", rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, refuse("%s is not a regular file", rel)
+	}
+	if fi.Size() > maxFileBytes {
+		return nil, refuse("%s is too large (%d bytes)", rel, fi.Size())
+	}
+	b, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, fmt.Errorf("env: read %s: %w", rel, err)
+	}
+	return b, nil
+}
+
+// nearby lists the files of the workspace root, for refusal messages.
+func (e *Env) nearby(string) string {
+	ents, err := os.ReadDir(e.dir)
+	if err != nil || len(ents) == 0 {
+		return ""
+	}
+	var names []string
+	for _, d := range ents {
+		names = append(names, d.Name())
+	}
+	sort.Strings(names)
+	if len(names) > 20 {
+		names = append(names[:20], "...")
+	}
+	return " (the workspace holds: " + strings.Join(names, ", ") + ")"
+}
+
+// writeFile saves content at rel, pushing the previous version (or its
+// absence) onto rel's undo stack.
+func (e *Env) writeFile(rel, abs string, content []byte) error {
+	if rel == "." {
+		return refuse("cannot write to the workspace folder itself")
+	}
+	old, err := os.ReadFile(abs)
+	switch {
+	case err == nil:
+		e.s.Backups[rel] = append(e.s.Backups[rel], &old)
+	case errors.Is(err, fs.ErrNotExist):
+		e.s.Backups[rel] = append(e.s.Backups[rel], nil)
+	default:
+		return refuse("%s: %v", rel, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return refuse("%s: %v", rel, err)
+	}
+	if err := os.WriteFile(abs, content, 0o644); err != nil {
+		return fmt.Errorf("env: write %s: %w", rel, err)
+	}
+	e.s.Edited = true
+	return nil
+}
+
+func (e *Env) listFiles(a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.DirPath)
+	if err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return refuse("%s does not exist", rel)
+	}
+	if err != nil {
+		return refuse("%s is not a folder", rel)
+	}
+	var lines []string
+	for _, d := range ents {
+		switch {
+		case d.IsDir():
+			lines = append(lines, d.Name()+"/")
+		case d.Type()&fs.ModeSymlink != 0:
+			lines = append(lines, d.Name()+"@")
+		default:
+			lines = append(lines, d.Name())
+		}
+	}
+	sort.Strings(lines)
+	r.Outcome = OutcomeSuccess
+	if len(lines) == 0 {
+		r.Observation = rel + " is empty."
+		return nil
+	}
+	r.Observation = strings.Join(lines, "\n") + "\n"
+	return nil
+}
+
+func (e *Env) inspect(a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.ScriptName)
+	if err != nil {
+		return err
+	}
+	b, err := e.readFile(rel, abs)
+	if err != nil {
+		return err
+	}
+	lines := splitLines(string(b))
+	if a.EndLine-a.StartLine+1 > MaxInspectLines {
+		return refuse("at most %d lines can be inspected at once (asked for %d to %d)", MaxInspectLines, a.StartLine, a.EndLine)
+	}
+	if a.StartLine > len(lines) {
+		return refuse("%s has %d lines; start_line_number %d is past its end", rel, len(lines), a.StartLine)
+	}
+	end := min(a.EndLine, len(lines))
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Here are the lines (the file ends at line %d):\n\n", len(lines))
+	for i := a.StartLine; i <= end; i++ {
+		sb.WriteString(lines[i-1])
+		sb.WriteString("\n")
+	}
+	r.Outcome = OutcomeSuccess
+	r.Observation = sb.String()
+	return nil
+}
+
+func (e *Env) editSegment(a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.ScriptName)
+	if err != nil {
+		return err
+	}
+	b, err := e.readFile(rel, abs)
+	if err != nil {
+		return err
+	}
+	lines := splitLines(string(b))
+	if a.StartLine > len(lines)+1 {
+		return refuse("%s has %d lines; start_line_number %d is past its end (use %d to append)", rel, len(lines), a.StartLine, len(lines)+1)
+	}
+	if a.EndLine > len(lines) {
+		return refuse("%s has %d lines; end_line_number %d is past its end", rel, len(lines), a.EndLine)
+	}
+	var out []string
+	out = append(out, lines[:a.StartLine-1]...)
+	out = append(out, splitLines(a.EditText)...)
+	out = append(out, lines[a.EndLine:]...)
+	next := strings.Join(out, "\n")
+	if len(out) > 0 {
+		next += "\n"
+	}
+	return e.saveEdit(rel, abs, string(b), next, r)
+}
+
+// saveEdit writes an edit's result and shows its diff.
+func (e *Env) saveEdit(rel, abs, old, next string, r *StepResult) error {
+	r.Outcome = OutcomeSuccess
+	if next == old {
+		r.Observation = "The edit left " + rel + " unchanged."
+		return nil
+	}
+	if err := e.writeFile(rel, abs, []byte(next)); err != nil {
+		return err
+	}
+	r.Observation = "The edited file is saved to " + rel + ". Here is the diff, please check if the edit is correct and desirable:\n\n" + UnifiedDiff(rel, rel, old, next)
+	return nil
+}
+
+func (e *Env) editAI(ctx context.Context, a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.ScriptName)
+	if err != nil {
+		return err
+	}
+	saveRel, saveAbs, err := e.resolve(a.SaveName)
+	if err != nil {
+		return err
+	}
+	var old []byte
+	if _, statErr := os.Stat(abs); !errors.Is(statErr, fs.ErrNotExist) {
+		if old, err = e.readFile(rel, abs); err != nil {
+			return err
+		}
+	} // a missing script is edited from empty (creating a new file)
+	var prevSave string
+	if saveRel != rel {
+		if b, err := os.ReadFile(saveAbs); err == nil {
+			prevSave = string(b)
+		}
+	} else {
+		prevSave = string(old)
+	}
+	if fi, err := os.Stat(saveAbs); err == nil && !fi.Mode().IsRegular() {
+		return refuse("%s is not a regular file", saveRel)
+	}
+	next, usage, err := e.cfg.Editor.Edit(ctx, string(old), a.EditInstruction)
+	r.Usage = usage
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.Detail = err.Error()
+		if errors.Is(err, ErrInvalidEdit) {
+			r.Outcome = OutcomeInvalidEdit
+			r.Observation = "The edit could not be carried out: " + err.Error() + "."
+		} else {
+			r.Outcome = OutcomeEditorError
+			r.Observation = "The editor failed (not your fault): " + err.Error() + ". The file is unchanged."
+		}
+		return nil
+	}
+	if !utf8.ValidString(next) {
+		next = strings.ToValidUTF8(next, "\uFFFD")
+	}
+	return e.saveEdit(saveRel, saveAbs, prevSave, next, r)
+}
+
+func (e *Env) undo(a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.ScriptName)
+	if err != nil {
+		return err
+	}
+	stack := e.s.Backups[rel]
+	if len(stack) == 0 {
+		return refuse("there is no edit of %s to undo", rel)
+	}
+	prev := stack[len(stack)-1]
+	if prev == nil {
+		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("env: undo %s: %w", rel, err)
+		}
+		r.Observation = "The edit was undone: " + rel + " did not exist before it and has been removed."
+	} else {
+		if err := os.WriteFile(abs, *prev, 0o644); err != nil {
+			return fmt.Errorf("env: undo %s: %w", rel, err)
+		}
+		r.Observation = "Content of " + rel + " after undo of the most recent edit:\n" + string(*prev)
+	}
+	if len(stack) == 1 {
+		delete(e.s.Backups, rel)
+	} else {
+		e.s.Backups[rel] = stack[:len(stack)-1]
+	}
+	e.s.Edited = true
+	r.Outcome = OutcomeSuccess
+	return nil
+}
+
+func (e *Env) copyFile(a Action, r *StepResult) error {
+	srcRel, srcAbs, err := e.resolve(a.Source)
+	if err != nil {
+		return err
+	}
+	dstRel, dstAbs, err := e.resolve(a.Destination)
+	if err != nil {
+		return err
+	}
+	if srcRel == dstRel {
+		return refuse("source and destination are the same file (%s)", srcRel)
+	}
+	b, err := e.readFile(srcRel, srcAbs)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dstAbs); err == nil && !fi.Mode().IsRegular() {
+		return refuse("%s is not a regular file", dstRel)
+	}
+	if err := e.writeFile(dstRel, dstAbs, b); err != nil {
+		return err
+	}
+	r.Outcome = OutcomeSuccess
+	r.Observation = fmt.Sprintf("File %s copied to %s.", srcRel, dstRel)
+	return nil
+}
+
+func (e *Env) understandFile(ctx context.Context, a Action, r *StepResult) error {
+	rel, abs, err := e.resolve(a.FileName)
+	if err != nil {
+		return err
+	}
+	b, err := e.readFile(rel, abs)
+	if err != nil {
+		return err
+	}
+	r.Outcome = OutcomeSuccess
+	if e.cfg.FileLLM != nil {
+		obs, usage, err := understandLLM(ctx, e.cfg.FileLLM, rel, b, a.ThingsToLookFor)
+		r.Usage = usage
+		if err == nil {
+			r.Observation = obs
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.Detail = "file LLM failed, summary given instead: " + err.Error()
+	}
+	r.Observation = Summarize(rel, b)
+	return nil
+}
+
+// summaryHeadLines is how many lines (or CSV rows) a summary shows.
+const summaryHeadLines = 20
+
+// Summarize returns a deterministic summary of a file: its size and line
+// count, then for a CSV its columns, row count and first rows, for other
+// text its first lines, and for binary data nothing more.
+func Summarize(name string, b []byte) string {
+	var sb strings.Builder
+	nl := bytes.Count(b, []byte("\n"))
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		nl++
+	}
+	fmt.Fprintf(&sb, "%s: %d bytes, %d lines.\n", name, len(b), nl)
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		sb.WriteString("It is a binary file.\n")
+		return sb.String()
+	}
+	if strings.HasSuffix(strings.ToLower(name), ".csv") {
+		if s, ok := summarizeCSV(b); ok {
+			sb.WriteString(s)
+			return sb.String()
+		}
+	}
+	lines := splitLines(string(b))
+	n := min(len(lines), summaryHeadLines)
+	fmt.Fprintf(&sb, "First %d lines:\n", n)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&sb, "%4d  %s\n", i+1, truncate(lines[i], 200))
+	}
+	return sb.String()
+}
+
+func summarizeCSV(b []byte) (string, bool) {
+	rd := csv.NewReader(bytes.NewReader(b))
+	rd.FieldsPerRecord = -1
+	header, err := rd.Read()
+	if err != nil {
+		return "", false
+	}
+	var head [][]string
+	rows := 0
+	for {
+		rec, err := rd.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", false
+		}
+		if rows < 5 {
+			head = append(head, rec)
+		}
+		rows++
+	}
+	var sb strings.Builder
+	cols := header
+	if len(cols) > 50 {
+		cols = append(append([]string{}, cols[:50]...), fmt.Sprintf("... (%d more)", len(header)-50))
+	}
+	fmt.Fprintf(&sb, "CSV with %d columns and %d data rows.\nColumns: %s\nFirst rows:\n", len(header), rows, strings.Join(cols, ", "))
+	for _, rec := range head {
+		sb.WriteString(truncate(strings.Join(rec, ","), 300))
+		sb.WriteString("\n")
+	}
+	return sb.String(), true
+}
+
+func understandLLM(ctx context.Context, c *llm.Client, name string, b []byte, what string) (string, llm.Usage, error) {
+	content := string(b)
+	if len(content) > 20000 {
+		content = content[:20000] + "\n...[file truncated]"
+	}
+	zero := 0.0
+	resp, err := c.Chat(ctx, llm.ChatRequest{
+		Messages: []llm.Message{
+			{Role: "system", Content: "You read a file for a machine-learning engineer and answer concisely, citing line numbers where useful. Say what you could not find."},
+			{Role: "user", Content: fmt.Sprintf("File %s:\n```\n%s\n```\n\nLook for: %s", name, content, what)},
+		},
+		Temperature: &zero,
+		MaxTokens:   800,
+	})
+	if err != nil {
+		return "", llm.Usage{}, err
+	}
+	return resp.Content, resp.Usage, nil
+}

@@ -1,0 +1,208 @@
+package env
+
+import (
+	"math"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Reward term names.
+const (
+	TermFormat      = "format"      // -1: the response did not parse, or the action was refused or an invalid edit
+	TermError       = "error"       // -1: the script crashed, was killed, flooded its output or wrote no valid submission
+	TermCornerCase  = "corner_case" // 0: timeout, out of memory, editor failure (not the agent's fault)
+	TermImprovement = "improvement" // squashed (m_new - m_prev) / (m_best - m_init), direction-signed
+	TermBinary      = "binary"      // +1 when an edit improved the score, else 0 (the ML-Agent ablation)
+	TermScore       = "score"       // the grader's score, sign flipped for lower-is-better (second paper)
+	TermMarkers     = "markers"     // +MarkerCredit per instrumentation marker reached by a failed run
+	TermNoValid     = "no_valid"    // NoValidPenalty when an execution produced no valid submission
+)
+
+// Squashing functions for the improvement term.
+const (
+	SquashClip = "clip" // clip to [-1, 1]
+	SquashTanh = "tanh" // tanh, smooth and in (-1, 1)
+	SquashNone = "none" // unbounded (for analysis only)
+)
+
+// RewardConfig switches each reward term on or off (the papers'
+// ablations). Start from [DefaultRewardConfig].
+type RewardConfig struct {
+	Format      bool    `yaml:"format" help:"-1 for a format error, a refused action or an invalid edit (off: 0)"`
+	Error       bool    `yaml:"error" help:"-1 for a script error, kill, output flood or invalid submission (off: 0)"`
+	CornerCase  bool    `yaml:"corner_case" help:"timeouts and out-of-memory runs score 0 (off: they count as errors, -1)"`
+	Improvement bool    `yaml:"improvement" help:"scaled, squashed improvement for an edit followed by a graded run"`
+	Squash      string  `yaml:"squash" help:"improvement squashing: clip (to [-1,1]), tanh or none"`
+	Binary      bool    `yaml:"binary" help:"binary performance reward: +1 when an edit improved the score (ablation)"`
+	Score       bool    `yaml:"score" help:"add the grader's direction-signed score for a valid submission (second paper)"`
+	Markers     bool    `yaml:"markers" help:"partial credit per instrumentation marker reached by a failed run"`
+	MarkerValue float64 `yaml:"marker_value" help:"credit per marker reached"`
+	NoValid     bool    `yaml:"no_valid" help:"penalty when an execution produces no valid submission (replaces the -1 error term)"`
+	NoValidPen  float64 `yaml:"no_valid_penalty" help:"the no-valid-submission penalty"`
+}
+
+// DefaultRewardConfig returns the ML-Agent terms (format -1, error -1,
+// corner cases 0, clipped scaled improvement) plus the second paper's
+// partial credit (+0.1 per marker reached by a failed run). The -10
+// no-valid penalty is configured but off, so that by default every step's
+// reward stays within [-1, 1] (a failed run scores -1 + 0.1 per marker).
+func DefaultRewardConfig() RewardConfig {
+	return RewardConfig{
+		Format: true, Error: true, CornerCase: true, Improvement: true, Squash: SquashClip,
+		Markers: true, MarkerValue: 0.1, NoValidPen: -10,
+	}
+}
+
+// PartialCreditRewardConfig returns the second paper's reward: a failed
+// run scores NoValidPenalty (-10) + 0.1 per marker, a valid run its
+// direction-signed score; format errors still cost -1.
+func PartialCreditRewardConfig() RewardConfig {
+	return RewardConfig{Format: true, Error: true, CornerCase: true, Score: true, Markers: true, MarkerValue: 0.1, NoValid: true, NoValidPen: -10}
+}
+
+// RewardInput is what the reward of one step depends on.
+type RewardInput struct {
+	Outcome Outcome
+	// Executed is true for Execute Script steps (the run terms apply).
+	Executed bool
+	// Edited is true when the workspace changed since the last graded run
+	// (only then does a graded run earn the improvement term).
+	Edited bool
+	// Prev is the score before the step (m_prev); New the grader's score of
+	// the run's submission, nil unless the submission was valid.
+	Prev float64
+	New  *float64
+	// MInit, MBest and Direction come from the task.
+	MInit, MBest float64
+	Direction    string
+	Markers      int
+}
+
+// Term is one named reward term.
+type Term struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Reward is a step's reward: its enabled terms (in a fixed order) and their sum.
+type Reward struct {
+	Terms []Term  `json:"terms"`
+	Total float64 `json:"total"`
+}
+
+// Term returns the value of a named term and whether it is present.
+func (r Reward) Term(name string) (float64, bool) {
+	for _, t := range r.Terms {
+		if t.Name == name {
+			return t.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Rows returns the terms as rows of the steps dataset.
+func (r Reward) Rows() []schemas.RewardTerm {
+	out := make([]schemas.RewardTerm, len(r.Terms))
+	for i, t := range r.Terms {
+		out[i] = schemas.RewardTerm{Name: t.Name, Value: t.Value}
+	}
+	return out
+}
+
+// ComputeReward turns one step's outcome into reward terms:
+//
+//   - format_error, invalid_action, invalid_edit: format = -1.
+//   - a valid non-running action (list, inspect, understand, edit, undo,
+//     copy, final answer): no term, total 0.
+//   - timeout, oom, editor_error: corner_case = 0 (with CornerCase off,
+//     timeout and oom count as errors instead).
+//   - script_error, killed, output_limit, invalid_submission: error = -1,
+//     plus markers = MarkerValue x markers reached; with NoValid on, the
+//     error term is replaced by no_valid = NoValidPen.
+//   - success (a graded, valid submission): after an edit, improvement =
+//     squash(s x (m_new - m_prev) / scale) where s is +1 for
+//     higher-is-better and -1 for lower-is-better metrics, and scale is
+//     |m_best - m_init|, or |m_init| when m_best == m_init, or 1 when both
+//     are 0; binary = 1 when that improvement is positive; score = s x m_new.
+//
+// Disabled terms are absent from Terms. The total is the terms' sum.
+func ComputeReward(c RewardConfig, in RewardInput) Reward {
+	var r Reward
+	add := func(name string, v float64) {
+		r.Terms = append(r.Terms, Term{name, v})
+		r.Total += v
+	}
+	sign := 1.0
+	if in.Direction == schemas.LowerIsBetter {
+		sign = -1
+	}
+	failed := func() {
+		if c.NoValid {
+			add(TermNoValid, c.NoValidPen)
+		} else if c.Error {
+			add(TermError, -1)
+		}
+		if c.Markers {
+			add(TermMarkers, c.MarkerValue*float64(in.Markers))
+		}
+	}
+	switch in.Outcome {
+	case OutcomeFormatError, OutcomeInvalidAction, OutcomeInvalidEdit:
+		if c.Format {
+			add(TermFormat, -1)
+		}
+	case OutcomeTimeout, OutcomeOOM:
+		if c.CornerCase {
+			add(TermCornerCase, 0)
+		} else {
+			failed()
+		}
+	case OutcomeEditorError:
+		if c.CornerCase {
+			add(TermCornerCase, 0)
+		}
+	case OutcomeScriptError, OutcomeKilled, OutcomeOutputLimit, OutcomeInvalidSubmission:
+		failed()
+	case OutcomeSuccess:
+		if !in.Executed || in.New == nil {
+			break
+		}
+		gain := sign * (*in.New - in.Prev) / improvementScale(in.MInit, in.MBest)
+		if in.Edited && c.Improvement {
+			add(TermImprovement, squash(c.Squash, gain))
+		}
+		if in.Edited && c.Binary {
+			b := 0.0
+			if gain > 0 {
+				b = 1
+			}
+			add(TermBinary, b)
+		}
+		if c.Score {
+			add(TermScore, sign**in.New)
+		}
+	}
+	return r
+}
+
+// improvementScale is the denominator of the scaled improvement.
+func improvementScale(mInit, mBest float64) float64 {
+	if d := math.Abs(mBest - mInit); d > 0 {
+		return d
+	}
+	if a := math.Abs(mInit); a > 0 {
+		return a
+	}
+	return 1
+}
+
+func squash(kind string, x float64) float64 {
+	switch kind {
+	case SquashTanh:
+		return math.Tanh(x)
+	case SquashNone:
+		return x
+	default:
+		return math.Max(-1, math.Min(1, x))
+	}
+}
