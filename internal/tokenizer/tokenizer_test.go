@@ -1,0 +1,531 @@
+package tokenizer
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+var (
+	qwenOnce sync.Once
+	qwenTok  *Tokenizer
+	qwenPath string
+	qwenErr  error
+)
+
+// qwen loads the installed Qwen3 tokenizer once per test binary, or skips
+// the test when `make setup` has not been run.
+func qwen(tb testing.TB) *Tokenizer {
+	tb.Helper()
+	qwenOnce.Do(func() {
+		if qwenPath, qwenErr = DefaultPath(); qwenErr == nil {
+			qwenTok, qwenErr = Load(qwenPath)
+		}
+	})
+	if errors.Is(qwenErr, ErrNotInstalled) {
+		tb.Skipf("skipping: the Qwen3 tokenizer.json is not installed (run `make setup`): %v", qwenErr)
+	}
+	if qwenErr != nil {
+		tb.Fatal(qwenErr)
+	}
+	return qwenTok
+}
+
+type goldenCase struct {
+	Text string `json:"text"`
+	IDs  []int  `json:"ids"`
+}
+
+func readGolden(tb testing.TB) []goldenCase {
+	tb.Helper()
+	f, err := os.Open("testdata/golden.jsonl")
+	if err != nil {
+		tb.Fatalf("%v (regenerate with `node scripts/tokenizer_golden.mjs`)", err)
+	}
+	defer f.Close()
+	var cases []goldenCase
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		var c goldenCase
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			tb.Fatalf("testdata/golden.jsonl line %d: %v", line, err)
+		}
+		cases = append(cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return cases
+}
+
+// TestGoldenFileMatchesInstalled guards against comparing with ids made
+// from another tokenizer.json than the one `make setup` installs.
+func TestGoldenFileMatchesInstalled(t *testing.T) {
+	qwen(t)
+	var meta struct {
+		Package string `json:"package"`
+		SHA256  string `json:"tokenizer_json_sha256"`
+		Strings int    `json:"strings"`
+	}
+	b, err := os.ReadFile("testdata/golden.meta.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatalf("testdata/golden.meta.json: %v", err)
+	}
+	data, err := os.ReadFile(qwenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != meta.SHA256 {
+		t.Fatalf("%s has sha256 %s, golden ids were made from %s (%s): rerun `make setup` or regenerate with `node scripts/tokenizer_golden.mjs`", qwenPath, got, meta.SHA256, meta.Package)
+	}
+	if n := len(readGolden(t)); n != meta.Strings {
+		t.Fatalf("golden.jsonl has %d strings, golden.meta.json says %d", n, meta.Strings)
+	}
+}
+
+// TestGolden compares every golden string's ids with those of the npm
+// package's JavaScript tokenizer.
+func TestGolden(t *testing.T) {
+	tok := qwen(t)
+	cases := readGolden(t)
+	if len(cases) < 300 {
+		t.Fatalf("only %d golden strings; want a few hundred", len(cases))
+	}
+	bad := 0
+	for i, c := range cases {
+		got := tok.Encode(c.Text)
+		if slices.Equal(got, c.IDs) {
+			continue
+		}
+		bad++
+		if bad <= 10 {
+			at := 0
+			for at < min(len(got), len(c.IDs)) && got[at] == c.IDs[at] {
+				at++
+			}
+			t.Errorf("golden line %d: Encode(%q)\n got  %v\n want %v\n first difference at index %d", i+1, c.Text, got, c.IDs, at)
+		}
+	}
+	t.Logf("%d/%d golden strings match the JavaScript reference", len(cases)-bad, len(cases))
+}
+
+func TestRoundTrip(t *testing.T) {
+	tok := qwen(t)
+	for i, c := range readGolden(t) {
+		want := c.Text
+		if !norm.NFC.IsNormalString(want) {
+			want = norm.NFC.String(want) // encoding normalises; decoding cannot undo it
+		}
+		if got := tok.Decode(tok.Encode(c.Text)); got != want {
+			t.Errorf("golden line %d: Decode(Encode(%q)) = %q, want %q", i+1, c.Text, got, want)
+		}
+		if got := tok.Decode(tok.EncodeOrdinary(c.Text)); got != want {
+			t.Errorf("golden line %d: Decode(EncodeOrdinary(%q)) = %q, want %q", i+1, c.Text, got, want)
+		}
+	}
+}
+
+// referenceBPE is the slow, obvious merge loop: rescan every adjacent pair,
+// apply the lowest-ranked (leftmost on ties), repeat.
+func referenceBPE(t *Tokenizer, word string) []int {
+	syms := make([]int32, len(word))
+	for i := range len(word) {
+		syms[i] = t.byteIDs[word[i]]
+	}
+	for {
+		best, at := uint64(0), -1
+		for i := 0; i+1 < len(syms); i++ {
+			v, ok := t.merges[uint64(syms[i])<<32|uint64(syms[i+1])]
+			if ok && (at < 0 || v>>32 < best>>32) {
+				best, at = v, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] = int32(uint32(best))
+		syms = slices.Delete(syms, at+1, at+2)
+	}
+	out := make([]int, len(syms))
+	for i, s := range syms {
+		out[i] = int(s)
+	}
+	return out
+}
+
+func TestMergeMatchesReference(t *testing.T) {
+	tok := qwen(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	parts := []string{"a", "b", "e", "t", "th", "the", "ing", " ", "  ", "\n", "_", "0", "1", "é", "日本", "😀", "'s", "ll", "=", "(", ")", "ab", "ba"}
+	words := []string{"", "x", "hello", " the", "aaaaaaaaaaaaaaaaaaaaaaaaaaaa", strings.Repeat(" ", 64), strings.Repeat("ab", 40), "自然言語処理"}
+	for range 2000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteString(parts[rng.IntN(len(parts))])
+		}
+		words = append(words, b.String())
+	}
+	for _, w := range words {
+		if w == "" {
+			continue
+		}
+		got := tok.merge(nil, w)
+		if want := referenceBPE(tok, w); !slices.Equal(got, want) {
+			t.Errorf("merge(%q) = %v, want %v (reference loop)", w, got, want)
+		}
+	}
+}
+
+func TestVocabulary(t *testing.T) {
+	tok := qwen(t)
+	if got, want := tok.VocabSize(), 151669; got != want {
+		t.Errorf("VocabSize() = %d, want %d", got, want)
+	}
+	tests := []struct {
+		token string
+		id    int
+		added bool
+	}{
+		{EndOfText, 151643, true},
+		{IMStart, 151644, true},
+		{IMEnd, 151645, true},
+		{"<think>", 151667, true},
+		{"Ġ", 220, false}, // space
+		{"Ċ", 198, false}, // newline
+		{"Hello", 9707, false},
+	}
+	for _, tt := range tests {
+		id, ok := tok.ID(tt.token)
+		if !ok || id != tt.id {
+			t.Errorf("ID(%q) = %d, %v, want %d, true", tt.token, id, ok, tt.id)
+		}
+		if s, ok := tok.Token(tt.id); !ok || s != tt.token {
+			t.Errorf("Token(%d) = %q, %v, want %q, true", tt.id, s, ok, tt.token)
+		}
+		if got := tok.IsAdded(tt.id); got != tt.added {
+			t.Errorf("IsAdded(%d) = %v, want %v", tt.id, got, tt.added)
+		}
+	}
+	for _, id := range []int{-1, tok.VocabSize(), 1 << 30} {
+		if s, ok := tok.Token(id); ok {
+			t.Errorf("Token(%d) = %q, true, want false", id, s)
+		}
+	}
+	if _, ok := tok.ID("no such token ∅"); ok {
+		t.Errorf("ID of an unknown string: got ok, want false")
+	}
+	if n := len(tok.AddedTokens()); n != 26 {
+		t.Errorf("AddedTokens(): %d tokens, want 26", n)
+	}
+}
+
+func TestEncodeEdges(t *testing.T) {
+	tok := qwen(t)
+	tests := []struct {
+		name, text string
+		want       []int
+	}{
+		{"empty", "", []int{}},
+		{"im_end alone", IMEnd, []int{151645}},
+		{"newline", "\n", []int{198}},
+		{"space", " ", []int{220}},
+		// The reference ids of these come from the JavaScript tokenizer too.
+		{"chat", "<|im_start|>user\nhi<|im_end|>\n", []int{151644, 872, 198, 6023, 151645, 198}},
+		{"spaces and tabs", "  a   b\t\tc", []int{220, 264, 256, 293, 197, 1444}},
+		{"invalid utf8 as U+FFFD", "a\xffb", tok.Encode("a\uFFFDb")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tok.Encode(tt.text); !slices.Equal(got, tt.want) {
+				t.Errorf("Encode(%q) = %v, want %v", tt.text, got, tt.want)
+			}
+		})
+	}
+	if got := tok.EncodeOrdinary(IMEnd); slices.Contains(got, 151645) || len(got) < 2 {
+		t.Errorf("EncodeOrdinary(%q) = %v, want ordinary tokens only", IMEnd, got)
+	}
+	if got, want := tok.Count("hello world"), 2; got != want {
+		t.Errorf("Count(hello world) = %d, want %d", got, want)
+	}
+}
+
+func TestDecodePartial(t *testing.T) {
+	tok := qwen(t)
+	ids := tok.Encode("日本")
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(tok.Decode([]int{id}))
+	}
+	if got := b.String(); got != "日本" {
+		t.Errorf("concatenated per-token Decode = %q, want %q", got, "日本")
+	}
+	if got := tok.Decode([]int{-5, 1 << 30}); got != "" {
+		t.Errorf("Decode(unknown ids) = %q, want empty", got)
+	}
+}
+
+func TestChat(t *testing.T) {
+	tok := qwen(t)
+	msgs := []Message{
+		{Role: "system", Content: "You improve ML scripts."},
+		{Role: "user", Content: "Task: digits.\nBest so far: 0.95"},
+		{Role: "assistant", Content: "Action: Execute Script\nAction Input: {\"script_name\": \"train.py\"}"},
+	}
+	const want = "<|im_start|>system\nYou improve ML scripts.<|im_end|>\n" +
+		"<|im_start|>user\nTask: digits.\nBest so far: 0.95<|im_end|>\n" +
+		"<|im_start|>assistant\nAction: Execute Script\nAction Input: {\"script_name\": \"train.py\"}<|im_end|>\n" +
+		"<|im_start|>assistant\n"
+	text := FormatChat(msgs, true)
+	if text != want {
+		t.Fatalf("FormatChat = %q, want %q", text, want)
+	}
+	if got, want := tok.EncodeChat(msgs, true), tok.Encode(text); !slices.Equal(got, want) {
+		t.Errorf("EncodeChat = %v, want Encode(FormatChat) = %v", got, want)
+	}
+	if got := FormatChat(nil, false); got != "" {
+		t.Errorf("FormatChat(nil, false) = %q, want empty", got)
+	}
+	// A message that quotes a control token cannot close its turn.
+	ids := tok.EncodeChat([]Message{{Role: "user", Content: "say <|im_end|> now"}}, false)
+	if n := strings.Count(tok.Decode(ids), IMEnd); n != 2 {
+		t.Errorf("decoded chat holds %d %s, want 2 (one quoted, one closing)", n, IMEnd)
+	}
+	ends := 0
+	for _, id := range ids {
+		if id == 151645 {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Errorf("EncodeChat gave %d <|im_end|> ids, want 1: quoted text must stay ordinary", ends)
+	}
+}
+
+func TestDefaultPathMissing(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MLERL_DEPS", filepath.Join(dir, "nothing"))
+	t.Chdir(dir)
+	_, err := DefaultPath()
+	if !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "make setup") {
+		t.Fatalf("DefaultPath() error = %v, want ErrNotInstalled saying `make setup`", err)
+	}
+	if _, err := Load(filepath.Join(dir, "tokenizer.json")); !errors.Is(err, ErrNotInstalled) {
+		t.Fatalf("Load(missing) error = %v, want ErrNotInstalled", err)
+	}
+}
+
+func TestDefaultPathFromParent(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, ".deps", "qwen3", "tokenizer.json")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "a", "b")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MLERL_DEPS", "")
+	t.Chdir(sub)
+	got, err := DefaultPath()
+	if err != nil || got != p {
+		t.Fatalf("DefaultPath() = %q, %v, want %q", got, err, p)
+	}
+}
+
+// tinyJSON is a minimal valid byte-level BPE tokenizer.json: the 256 byte
+// symbols, one merge ("a" + "b" -> "ab") and one added token.
+func tinyJSON(edit func(m map[string]any)) string {
+	vocab := map[string]any{}
+	for b := range 256 {
+		vocab[string(byteToRune[b])] = b
+	}
+	vocab["ab"] = 256
+	m := map[string]any{
+		"added_tokens": []any{map[string]any{"id": 257, "content": "<|x|>", "special": true}},
+		"normalizer":   map[string]any{"type": "NFC"},
+		"pre_tokenizer": map[string]any{"type": "Sequence", "pretokenizers": []any{
+			map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\s+|\S+`}, "behavior": "Isolated", "invert": false},
+			map[string]any{"type": "ByteLevel", "add_prefix_space": false, "use_regex": false},
+		}},
+		"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{[]any{"a", "b"}}},
+	}
+	if edit != nil {
+		edit(m)
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func TestReadTiny(t *testing.T) {
+	tok, err := Read(strings.NewReader(tinyJSON(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode("ab a<|x|>"), []int{256, 32, 97, 257}; !slices.Equal(got, want) {
+		t.Errorf("Encode = %v, want %v", got, want)
+	}
+	// Old "a b" merge layout.
+	tok, err = Read(strings.NewReader(tinyJSON(func(m map[string]any) {
+		m["model"].(map[string]any)["merges"] = []any{"a b"}
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode("ab"), []int{256}; !slices.Equal(got, want) {
+		t.Errorf("Encode with string merges = %v, want %v", got, want)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	model := func(m map[string]any) map[string]any { return m["model"].(map[string]any) }
+	tests := []struct {
+		name string
+		edit func(m map[string]any)
+		want string
+	}{
+		{"not json", nil, "parse tokenizer.json"},
+		{"wordpiece", func(m map[string]any) { model(m)["type"] = "WordPiece" }, "only BPE"},
+		{"nfkc", func(m map[string]any) { m["normalizer"] = map[string]any{"type": "NFKC"} }, "only NFC"},
+		{"no pre-tokenizer", func(m map[string]any) { delete(m, "pre_tokenizer") }, "pre_tokenizer"},
+		{"unknown merge", func(m map[string]any) { model(m)["merges"] = []any{[]any{"a", "zz"}} }, "merges[0]"},
+		{"bad merge string", func(m map[string]any) { model(m)["merges"] = []any{"ab"} }, "no space"},
+		{"missing byte", func(m map[string]any) { delete(model(m)["vocab"].(map[string]any), "Ġ") }, "byte 0x20"},
+		{"lstrip", func(m map[string]any) {
+			m["added_tokens"] = []any{map[string]any{"id": 257, "content": "<|x|>", "lstrip": true}}
+		}, "lstrip"},
+		{"byte fallback", func(m map[string]any) { model(m)["byte_fallback"] = true }, "byte_fallback"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := "{not json"
+			if tt.edit != nil {
+				in = tinyJSON(tt.edit)
+			}
+			_, err := Read(strings.NewReader(in))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Read error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestJSWhitespace(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`\s+`, `[` + jsSpace + `]+`},
+		{`[^\s\p{L}]`, `[^` + jsSpace + `\p{L}]`},
+		{`\s+(?!\S)`, `[` + jsSpace + `]+(?![^` + jsSpace + `])`},
+		{`\\s`, `\\s`},
+		{`[]\s]`, `[]` + jsSpace + `]`},
+	}
+	for _, tt := range tests {
+		if got := jsWhitespace(tt.in); got != tt.want {
+			t.Errorf("jsWhitespace(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestConcurrentEncode(t *testing.T) {
+	tok := qwen(t)
+	cases := readGolden(t)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(cases); i += 4 {
+				if got := tok.Encode(cases[i].Text); !slices.Equal(got, cases[i].IDs) {
+					t.Errorf("concurrent Encode(%q) differs from the golden ids", cases[i].Text)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// pythonSample returns about n bytes of Python from the golden strings.
+func pythonSample(tb testing.TB, n int) string {
+	var b strings.Builder
+	for b.Len() < n {
+		for _, c := range readGolden(tb) {
+			if strings.Contains(c.Text, "def ") || strings.Contains(c.Text, "import ") || strings.Contains(c.Text, "model.fit") {
+				b.WriteString(c.Text)
+				b.WriteByte('\n')
+			}
+		}
+	}
+	return b.String()[:n]
+}
+
+// BenchmarkEncode measures tokens/s on ~8 KB of Python code (pre-token
+// cache warm, as when encoding many prompts).
+func BenchmarkEncode(b *testing.B) {
+	tok := qwen(b)
+	text := pythonSample(b, 8<<10)
+	n := len(tok.Encode(text))
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	for b.Loop() {
+		tok.Encode(text)
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkEncodeCold is BenchmarkEncode with the pre-token cache cleared
+// before every call.
+func BenchmarkEncodeCold(b *testing.B) {
+	tok := qwen(b)
+	text := pythonSample(b, 8<<10)
+	n := len(tok.Encode(text))
+	b.SetBytes(int64(len(text)))
+	b.ResetTimer()
+	for b.Loop() {
+		tok.cacheMu.Lock()
+		clear(tok.cache)
+		tok.cacheMu.Unlock()
+		tok.Encode(text)
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkLoad measures reading tokenizer.json and the heap it keeps.
+func BenchmarkLoad(b *testing.B) {
+	qwen(b)
+	var heap uint64
+	start := time.Now()
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		tok, err := Load(qwenPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = after.HeapAlloc - before.HeapAlloc
+		runtime.KeepAlive(tok)
+	}
+	b.ReportMetric(float64(time.Since(start).Milliseconds())/float64(b.N), "ms/load")
+	b.ReportMetric(float64(heap)/(1<<20), "MB-kept")
+}
