@@ -36,3 +36,5 @@ func scalar(t *tensors.Tensor) (float64, error) {
 	}
 	return float64(v[0]), nil
 }
+
+type tensorsT = tensors.Tensor

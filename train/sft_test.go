@@ -1,0 +1,210 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// writeSFTExamples commits a small synthetic sft_examples dataset: the
+// response repeats a word of the prompt.
+func writeSFTExamples(t *testing.T, root string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"alpha", "beta", "gamma", "delta", "eps"}
+	var rows []schemas.SFTExample
+	for i := range n {
+		w := words[i%len(words)]
+		split := schemas.HeldIn
+		if i%4 == 3 {
+			split = schemas.HeldOut
+		}
+		rows = append(rows, schemas.SFTExample{ExampleID: fmt.Sprint(i), TaskID: "t", Split: split,
+			Prompt: "echo " + w + ":", Response: " " + w + " " + w})
+	}
+	p, err := datasets.Begin(ctx, st, schemas.SFTExamples.Name, schemas.SFTExamples, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := datasets.WritePart(ctx, p, "part-00000.parquet", rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Commit(ctx, datasets.CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tinySFTConfig(root string) SFTConfig {
+	cfg := DefaultSFTConfig()
+	cfg.Data = root
+	cfg.Tokenizer = "bytes"
+	cfg.Model = ModelConfig{DModel: 32, Heads: 2, Layers: 1, Ctx: 64}
+	cfg.Optim.LR = 3e-3
+	cfg.Optim.WarmupSteps = 2
+	cfg.BatchRows = 2
+	cfg.Epochs = 3
+	return cfg
+}
+
+func readMetrics(t *testing.T, root, dir string) []map[string]any {
+	t.Helper()
+	st, _ := store.Open(context.Background(), root)
+	b, err := store.ReadAll(context.Background(), st, dir+"/metrics.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestSFTLearnsAndValidates(t *testing.T) {
+	root := t.TempDir()
+	writeSFTExamples(t, root, 40)
+	var log bytes.Buffer
+	if err := runSFT(context.Background(), tinySFTConfig(root), &log); err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, root, "checkpoints/sft")
+	var first, last float64
+	var vals []float64
+	for _, m := range ms {
+		if v, ok := m["losses/sft"].(float64); ok {
+			if first == 0 {
+				first = v
+			}
+			last = v
+		}
+		if v, ok := m["losses/val"].(float64); ok {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) != 3 {
+		t.Fatalf("got %d validation losses, want one per epoch (3); log:\n%s", len(vals), log.String())
+	}
+	if !(last < first*0.7) {
+		t.Errorf("training loss went from %.3f to %.3f, want a clear decrease", first, last)
+	}
+	if !(vals[2] < vals[0]) {
+		t.Errorf("validation loss went from %.3f to %.3f, want a decrease", vals[0], vals[2])
+	}
+}
+
+func TestPackBatches(t *testing.T) {
+	exs := []encoded{
+		{Tokens: []int32{2, 10, 11, 3}, Response: 2},
+		{Tokens: []int32{2, 12, 3}, Response: 2},
+		{Tokens: []int32{2, 13, 14, 15, 16, 3}, Response: 3},
+	}
+	bs := packBatches(exs, []int{0, 1, 2}, 2, 8)
+	if len(bs) != 1 {
+		t.Fatalf("got %d batches want 1", len(bs))
+	}
+	b := bs[0]
+	// Row 0: examples 0 and 1 (7 tokens); row 1: example 2 (6 tokens).
+	if b.B != 2 || b.S != 8 {
+		t.Fatalf("got batch %dx%d want 2x8", b.B, b.S)
+	}
+	wantSeg := []int32{1, 1, 1, 1, 2, 2, 2, 0, 1, 1, 1, 1, 1, 1, 0, 0}
+	wantPos := []int32{0, 1, 2, 3, 0, 1, 2, 0, 0, 1, 2, 3, 4, 5, 0, 0}
+	wantW := []float32{0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0}
+	for i := range wantSeg {
+		if b.Segments[i] != wantSeg[i] || b.Positions[i] != wantPos[i] || b.Weights[i] != wantW[i] {
+			t.Fatalf("position %d: got seg %d pos %d weight %v, want %d %d %v", i, b.Segments[i], b.Positions[i], b.Weights[i], wantSeg[i], wantPos[i], wantW[i])
+		}
+	}
+	if b.Real != 13 || b.NumTargets != 6 {
+		t.Errorf("got real %d targets %d, want 13 and 6", b.Real, b.NumTargets)
+	}
+}
+
+func TestSFTResumeIsExact(t *testing.T) {
+	ctx := context.Background()
+	full, split := t.TempDir(), t.TempDir()
+	writeSFTExamples(t, full, 24)
+	writeSFTExamples(t, split, 24)
+	var log bytes.Buffer
+	if err := runSFT(ctx, tinySFTConfig(full), &log); err != nil {
+		t.Fatal(err)
+	}
+	// Stop mid-epoch, then resume in a fresh process state (new policy,
+	// new graphs, everything from the checkpoint).
+	cfg := tinySFTConfig(split)
+	cfg.MaxSteps = 5
+	if err := runSFT(ctx, cfg, &log); err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxSteps = 0
+	if err := runSFT(ctx, cfg, &log); err != nil {
+		t.Fatal(err)
+	}
+	wa, sa := readWeights(t, full, "checkpoints/sft")
+	wb, sb := readWeights(t, split, "checkpoints/sft")
+	if sa != sb {
+		t.Fatalf("final checkpoints: got %s after resuming, want %s", sb, sa)
+	}
+	if len(wa) != len(wb) {
+		t.Fatalf("got %d variables after resuming, want %d", len(wb), len(wa))
+	}
+	for path, a := range wa {
+		if !bytes.Equal(a, wb[path]) {
+			t.Errorf("variable %s after stop-and-resume differs from an uninterrupted run", path)
+		}
+	}
+	la, lb := readMetrics(t, full, "checkpoints/sft"), readMetrics(t, split, "checkpoints/sft")
+	if len(la) != len(lb) {
+		t.Fatalf("metrics: got %d lines after resuming, want %d", len(lb), len(la))
+	}
+	for i := range la {
+		for _, k := range []string{"losses/sft", "losses/val", "step"} {
+			if la[i][k] != lb[i][k] {
+				t.Errorf("metrics line %d %s: got %v after resuming, want %v", i, k, lb[i][k], la[i][k])
+			}
+		}
+	}
+}
+
+// readWeights returns the latest checkpoint's variables by path, and its name.
+func readWeights(t *testing.T, root, dir string) (map[string][]byte, string) {
+	t.Helper()
+	ctx := context.Background()
+	st, _ := store.Open(ctx, root)
+	latest, err := LatestCheckpoint(ctx, st, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := store.ReadAll(ctx, st, latest+"/weights.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := store.ReadAll(ctx, st, latest+"/weights.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []ckptVar
+	if err := json.Unmarshal(idx, &vars); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, v := range vars {
+		out[v.Path] = bin[v.Offset : v.Offset+v.Bytes]
+	}
+	return out, latest[strings.LastIndex(latest, "/")+1:]
+}
