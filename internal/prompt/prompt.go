@@ -1,0 +1,268 @@
+// Package prompt renders an agent's state as the text it reads before
+// acting. One renderer serves every place a prompt is made — the experts
+// during rollouts, the dataset stage, the trainer and evaluation — so
+// training and acting see identical prompts.
+//
+// Two renderings of the same [State]:
+//   - [Full]: the MLAgentBench-style prompt (research problem, tools, plan,
+//     history of actions and observations, answer format) for large LLMs
+//     and the exports.
+//   - [Compact]: a short prompt that fits the small CPU policy's context:
+//     task summary, scores, plan, the script's editable sections, and the
+//     last steps' outcomes.
+//
+// Both fit a token budget measured by a [Counter], dropping the oldest
+// history first and then shortening the script.
+package prompt
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mlerl/mlerl/rollout/env"
+)
+
+// Counter counts tokens.
+type Counter func(string) int
+
+// ApproxCounter estimates tokens as one per 4 bytes; use the real
+// tokenizer's count where it is loaded.
+func ApproxCounter(s string) int { return (len(s) + 3) / 4 }
+
+// Step is one past step as the prompt shows it.
+type Step struct {
+	ActionName  string
+	ActionText  string
+	Observation string
+	Outcome     string
+	MetricAfter *float64
+	Reward      float64
+}
+
+// State is everything a prompt shows.
+type State struct {
+	TaskID      string
+	Title       string
+	Description string
+	Metric      string
+	Direction   string
+	MInit       float64
+	Current     float64
+	Best        *float64
+	// Plan is the initial action plan: the ideas to try, in order.
+	Plan     []string
+	Script   string // the current train.py
+	History  []Step
+	Step     int // steps taken so far
+	MaxSteps int
+}
+
+// FromEnv reads the state of a live environment. plan is the episode's
+// action plan (empty when there is none).
+func FromEnv(e *env.Env, plan []string, maxSteps int, script string) State {
+	spec := e.Spec()
+	s := State{
+		TaskID: spec.TaskID, Title: spec.Title, Description: spec.Description,
+		Metric: spec.Metric, Direction: spec.Direction, MInit: spec.MInit,
+		Current: e.Current(), Plan: plan, Script: script, Step: e.Steps(), MaxSteps: maxSteps,
+	}
+	if b, ok := e.Best(); ok {
+		s.Best = &b
+	}
+	for _, h := range e.History() {
+		s.History = append(s.History, Step{ActionName: h.ActionName, ActionText: h.ActionText, Observation: h.Observation,
+			Outcome: string(h.Outcome), MetricAfter: h.MetricAfter, Reward: h.Reward})
+	}
+	return s
+}
+
+func direction(d string) string {
+	if d == "lower" {
+		return "lower is better"
+	}
+	return "higher is better"
+}
+
+func score(v *float64) string {
+	if v == nil {
+		return "none yet"
+	}
+	return fmt.Sprintf("%.4f", *v)
+}
+
+// Compact renders the small policy's prompt within budget tokens.
+func Compact(s State, budget int, count Counter) string {
+	var head strings.Builder
+	fmt.Fprintf(&head, "Task: %s (%s). Metric: %s, %s.\n", s.Title, s.TaskID, s.Metric, direction(s.Direction))
+	fmt.Fprintf(&head, "Score: initial %.4f, current %.4f, best %s. Step %d of %d.\n", s.MInit, s.Current, score(s.Best), s.Step+1, s.MaxSteps)
+	if len(s.Plan) > 0 {
+		head.WriteString("Plan:\n")
+		for i, p := range s.Plan {
+			fmt.Fprintf(&head, "%d. %s\n", i+1, p)
+		}
+	}
+	tail := "Answer with Reflection, Thought, Action, Action Input.\n"
+	hist := compactHistory(s.History)
+	script := editableSections(s.Script)
+	return fit(head.String(), script, hist, tail, budget, count, "Script train.py (editable sections):\n", "Recent steps:\n")
+}
+
+// compactHistory renders one line per step.
+func compactHistory(h []Step) []string {
+	out := make([]string, len(h))
+	for i, st := range h {
+		name := st.ActionName
+		if name == "" {
+			name = "(unparsed answer)"
+		}
+		line := fmt.Sprintf("%d. %s -> %s", i+1, name, st.Outcome)
+		if st.MetricAfter != nil {
+			line += fmt.Sprintf(", score %.4f", *st.MetricAfter)
+		}
+		line += fmt.Sprintf(", reward %.2f", st.Reward)
+		if obs := firstLine(st.Observation); obs != "" && st.MetricAfter == nil {
+			line += ": " + clip(obs, 100)
+		}
+		out[i] = line + "\n"
+	}
+	return out
+}
+
+// editableSections keeps the data, model and training sections of a
+// sectioned script (the whole script when it has no sections).
+func editableSections(script string) []string {
+	if script == "" {
+		return nil
+	}
+	lines := strings.SplitAfter(script, "\n")
+	if !strings.Contains(script, "# === model ===") {
+		return lines
+	}
+	var out []string
+	in := false
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case t == "# === data ===" || t == "# === model ===" || t == "# === training ===":
+			in = true
+		case strings.HasPrefix(t, "# === end "):
+			if in {
+				out = append(out, l)
+			}
+			in = false
+			continue
+		}
+		if in {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// fit assembles head + script + history + tail, keeping the newest history
+// entries and as many script lines as the budget allows (history first:
+// the last outcomes matter more than the script's tail).
+func fit(head string, script, hist []string, tail string, budget int, count Counter, scriptTitle, histTitle string) string {
+	used := count(head) + count(tail)
+	// Newest history entries first, within half the remaining budget.
+	keepHist := 0
+	histBudget := (budget - used) / 2
+	for i := len(hist) - 1; i >= 0; i-- {
+		c := count(hist[i])
+		if histBudget-c < 0 {
+			break
+		}
+		histBudget -= c
+		keepHist++
+	}
+	histText := ""
+	if keepHist > 0 {
+		histText = histTitle
+		if keepHist < len(hist) {
+			histText += fmt.Sprintf("(%d earlier steps not shown)\n", len(hist)-keepHist)
+		}
+		histText += strings.Join(hist[len(hist)-keepHist:], "")
+	}
+	used += count(histText)
+	var sb strings.Builder
+	if len(script) > 0 {
+		sb.WriteString(scriptTitle)
+		room := budget - used - count(scriptTitle)
+		for i, l := range script {
+			c := count(l)
+			if room-c < 0 {
+				fmt.Fprintf(&sb, "... (%d more lines)\n", len(script)-i)
+				break
+			}
+			room -= c
+			sb.WriteString(l)
+		}
+	}
+	return head + sb.String() + histText + tail
+}
+
+// Full renders the MLAgentBench-style prompt within budget tokens.
+func Full(s State, budget int, count Counter) string {
+	var head strings.Builder
+	head.WriteString("You are a helpful research assistant. You have access to the following tools:\n")
+	for _, name := range env.ActionNames() {
+		fmt.Fprintf(&head, "- %s: %s\n    Usage: Action: %s; Action Input: {%s}\n", name, toolDoc[name], name, argList(name))
+	}
+	fmt.Fprintf(&head, "\nResearch Problem (%s, metric %s, %s):\n%s\n", s.TaskID, s.Metric, direction(s.Direction), strings.TrimSpace(s.Description))
+	fmt.Fprintf(&head, "\nThe initial train.py scores %.4f on the hidden test set; the current workspace scores %.4f; best so far %s. You have used %d of %d steps.\n",
+		s.MInit, s.Current, score(s.Best), s.Step, s.MaxSteps)
+	if len(s.Plan) > 0 {
+		head.WriteString("\nInitial plan: try these ideas, one at a time, keeping those that improve the score:\n")
+		for i, p := range s.Plan {
+			fmt.Fprintf(&head, "%d. %s\n", i+1, p)
+		}
+	}
+	tail := `
+Always respond in this format exactly:
+Reflection: What does the observation mean? If there is an error, what caused the error and how to debug?
+Thought: What you are currently doing, what actions to perform and why
+Action: the action to take, should be one of the names of the tools
+Action Input: the input to the action as a valid JSON string
+`
+	hist := make([]string, len(s.History))
+	for i, st := range s.History {
+		hist[i] = fmt.Sprintf("\nStep %d:\n%s\nObservation:\n```\n%s\n```\n", i+1, strings.TrimSpace(st.ActionText), clip(strings.TrimSpace(st.Observation), 2000))
+	}
+	return fit(head.String(), nil, hist, tail, budget, count, "", "\nHere are the actions and observations so far:\n")
+}
+
+var toolDoc = map[string]string{
+	env.ListFiles:          "Use this to navigate the file system.",
+	env.UnderstandFile:     "Use this to read the whole file and understand certain aspects.",
+	env.InspectScriptLines: "Use this to inspect specific part of a python script precisely (at most 100 lines).",
+	env.EditScriptSegment:  "Replace the lines start..end of a script with the given text.",
+	env.EditScriptAI:       "Use this to do a relatively large but cohesive edit over a python script: an editor carries out the instruction and returns the diff.",
+	env.ExecuteScript:      "Use this to execute the python script. The script must already exist.",
+	env.UndoEditScript:     "Use this to undo the last edit of the python script.",
+	env.CopyFile:           "Use this to copy a file to a new location with a new name.",
+	env.FinalAnswer:        "Use this to provide the final answer to the current task.",
+}
+
+func argList(name string) string {
+	args := env.ActionArgs(name)
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = fmt.Sprintf("%q: ...", a)
+	}
+	return strings.Join(q, ", ")
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
