@@ -127,14 +127,18 @@ var Categories = []string{CategoryData, CategoryModel, CategoryLearning}
 
 // Task is a row of the tasks dataset.
 type Task struct {
-	TaskID      string  `parquet:"task_id"`
-	Title       string  `parquet:"title"`
-	Modality    string  `parquet:"modality"`             // tabular, image, text, time-series, graph...
-	TaskType    string  `parquet:"task_type"`            // classification, regression, forecasting...
-	Metric      string  `parquet:"metric"`               // accuracy, roc_auc, log_loss, rmse...
-	Direction   string  `parquet:"direction"`            // HigherIsBetter or LowerIsBetter
-	MInit       float64 `parquet:"m_init"`               // validation metric of the initial script
-	MInitTest   float64 `parquet:"m_init_test,optional"` // grader score of the initial submission
+	TaskID    string `parquet:"task_id"`
+	Title     string `parquet:"title"`
+	Modality  string `parquet:"modality"`  // tabular, image, text, time-series, graph...
+	TaskType  string `parquet:"task_type"` // classification, regression, forecasting...
+	Metric    string `parquet:"metric"`    // accuracy, roc_auc, log_loss, rmse...
+	Direction string `parquet:"direction"` // HigherIsBetter or LowerIsBetter
+	// MInit is the grader's score of the initial script's submission on
+	// the hidden labels: what rewards and delta_r compare against.
+	MInit     float64 `parquet:"m_init"`
+	MInitTest float64 `parquet:"m_init_test,optional"` // the same grader score (kept for readers of 1.0)
+	// MInitValid is the initial script's own VAL_METRIC (what the agent reads).
+	MInitValid  float64 `parquet:"m_init_valid,optional"`
 	MBest       float64 `parquet:"m_best"`
 	MBestSource string  `parquet:"m_best_source"`
 	Split       string  `parquet:"split"`

@@ -1,0 +1,153 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// GradeTimeout bounds one grader run when ctx has no earlier deadline.
+const GradeTimeout = 5 * time.Minute
+
+// Grade is a grader's verdict on one submission.
+type Grade struct {
+	Valid  bool    `json:"valid"`
+	Score  float64 `json:"score"`
+	Reason string  `json:"reason,omitempty"`
+}
+
+// RunGrader runs privateDir/grade.py on submissionPath against
+// privateDir/answers.csv, from privateDir's parent folder (the task
+// folder), as `python grade.py <submission> <answers>`. An invalid
+// submission is a Grade with Valid false and its Reason, not an error; the
+// error is for a grader that misbehaves: it crashes, times out, prints no
+// JSON line or claims a valid non-finite score.
+func RunGrader(ctx context.Context, python, privateDir, submissionPath string) (Grade, error) {
+	privateDir, err := filepath.Abs(privateDir)
+	if err != nil {
+		return Grade{}, err
+	}
+	if submissionPath, err = filepath.Abs(submissionPath); err != nil {
+		return Grade{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, GradeTimeout)
+	defer cancel()
+	grader := filepath.Join(privateDir, GraderFile)
+	cmd := exec.CommandContext(ctx, python, grader, submissionPath, filepath.Join(privateDir, AnswersFile))
+	cmd.Dir = filepath.Dir(privateDir)
+	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	if ctx.Err() != nil {
+		return Grade{}, fmt.Errorf("%s: did not finish within %s", grader, GradeTimeout)
+	}
+	if runErr != nil {
+		return Grade{}, fmt.Errorf("%s crashed (%v): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, runErr, tail(stderr.String(), 3))
+	}
+	g, err := parseGrade(stdout.String())
+	if err != nil {
+		return Grade{}, fmt.Errorf("%s: %v", grader, err)
+	}
+	return g, nil
+}
+
+// parseGrade reads the last line of out that is a JSON object.
+func parseGrade(out string) (Grade, error) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var raw struct {
+			Valid  *bool    `json:"valid"`
+			Score  *float64 `json:"score"`
+			Reason string   `json:"reason"`
+		}
+		if err := json.Unmarshal([]byte(line), &raw); err != nil {
+			return Grade{}, fmt.Errorf("output line %q is not valid JSON: %v", line, err)
+		}
+		if raw.Valid == nil {
+			return Grade{}, fmt.Errorf("output %q has no \"valid\" key", line)
+		}
+		g := Grade{Valid: *raw.Valid, Reason: raw.Reason}
+		if g.Valid {
+			if raw.Score == nil || math.IsNaN(*raw.Score) || math.IsInf(*raw.Score, 0) {
+				return Grade{}, fmt.Errorf("output %q says valid but has no finite \"score\"", line)
+			}
+			g.Score, g.Reason = *raw.Score, ""
+		} else if g.Reason == "" {
+			g.Reason = "the grader gave no reason"
+		}
+		return g, nil
+	}
+	return Grade{}, fmt.Errorf("printed no JSON line (want {\"valid\": true, \"score\": 0.91} or {\"valid\": false, \"reason\": \"...\"}); output was %q", tail(out, 3))
+}
+
+// ErrNoMetric is wrapped when a script's output has no usable VAL_METRIC line.
+var ErrNoMetric = errors.New("no validation metric")
+
+// ParseValMetric finds the line `VAL_METRIC <metric> <value>` in a script's
+// stdout. Exactly one such line must name metric; its value must be a
+// finite number. Lines naming another metric are an error too, since the
+// agent would read the wrong number.
+func ParseValMetric(stdout, metric string) (float64, error) {
+	var (
+		found []float64
+		other []string
+	)
+	for _, line := range strings.Split(stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != ValMetricPrefix {
+			continue
+		}
+		if len(f) != 3 {
+			return 0, fmt.Errorf("line %q: want %s <metric> <value>: %w", strings.TrimSpace(line), ValMetricPrefix, ErrNoMetric)
+		}
+		if f[1] != metric {
+			other = append(other, f[1])
+			continue
+		}
+		v, err := strconv.ParseFloat(f[2], 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("line %q: value %q is not a finite number: %w", strings.TrimSpace(line), f[2], ErrNoMetric)
+		}
+		found = append(found, v)
+	}
+	switch {
+	case len(other) > 0:
+		return 0, fmt.Errorf("printed %s %s but task.yaml's metric is %s: %w", ValMetricPrefix, other[0], metric, ErrNoMetric)
+	case len(found) == 0:
+		return 0, fmt.Errorf("printed no line `%s %s <value>`: %w", ValMetricPrefix, metric, ErrNoMetric)
+	case len(found) > 1:
+		return 0, fmt.Errorf("printed %d `%s %s` lines, want exactly one: %w", len(found), ValMetricPrefix, metric, ErrNoMetric)
+	}
+	return found[0], nil
+}
+
+// tail returns the last n non-empty lines of s, joined by " | ".
+func tail(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	if len(lines) == 0 {
+		return "(no output)"
+	}
+	return strings.Join(lines, " | ")
+}

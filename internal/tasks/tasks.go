@@ -1,0 +1,353 @@
+// Package tasks loads and checks ML task folders and runs their graders.
+//
+// A task is a folder <id>/ holding task.yaml ([Spec]), description.md,
+// workspace/ (what the agent sees: data files and train.py) and private/
+// (answers.csv and grade.py, never copied into a workspace). Start with
+// [Load] (one folder) or [LoadSuite] (every task folder under a root), then
+// [ParseValMetric] for the `VAL_METRIC <metric> <value>` line an initial
+// script prints, [Grade] for the hidden-label score of a submission, and
+// [UploadTrees] / [Materialize] to move a task's trees through a data root's
+// blob store.
+//
+// Errors about a task are [*Error] values naming the task, the file and the
+// field, so a caller can report many bad tasks at once and keep the good ones.
+package tasks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// File names inside a task folder.
+const (
+	SpecFile        = "task.yaml"
+	DescriptionFile = "description.md"
+	WorkspaceDir    = "workspace"
+	PrivateDir      = "private"
+	ScriptFile      = "train.py"       // in workspace/
+	SubmissionFile  = "submission.csv" // written by the script in its working directory
+	AnswersFile     = "answers.csv"    // in private/
+	GraderFile      = "grade.py"       // in private/
+	ValMetricPrefix = "VAL_METRIC"     // the line an initial script prints
+)
+
+// ErrInvalid is wrapped by every [*Error].
+var ErrInvalid = errors.New("invalid task")
+
+// Error is a fault in one task: which task, which file (relative to the
+// task folder) and, when known, which field, plus what to do about it.
+type Error struct {
+	Task  string // task id, or the folder name when the id is unknown
+	File  string // e.g. "task.yaml", "private/grade.py", "workspace/train.py"
+	Field string // e.g. "direction"; empty when the fault is the whole file
+	Msg   string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "task %s: %s", e.Task, e.File)
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %s", e.Field)
+	}
+	fmt.Fprintf(&b, ": %s", e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+// Spec is the content of task.yaml. Pointer fields are required; they are
+// pointers so that a missing key is told apart from a zero value.
+type Spec struct {
+	ID          string   `yaml:"id"`
+	Title       string   `yaml:"title"`
+	Modality    string   `yaml:"modality"`  // tabular, image, text, time-series, graph...
+	TaskType    string   `yaml:"task_type"` // binary-classification, regression, forecasting...
+	Metric      string   `yaml:"metric"`    // accuracy, roc_auc, log_loss, rmse, mae, f1_macro...
+	Direction   string   `yaml:"direction"` // higher or lower
+	MBest       *float64 `yaml:"m_best"`
+	MBestSource string   `yaml:"m_best_source"`
+	TimeLimitS  *float64 `yaml:"time_limit_s"` // per execution of the script
+	Split       string   `yaml:"split"`        // held-in or held-out
+	// Source is optional: where an imported task came from (mlebench,
+	// mlagentbench); empty for the built-in suite.
+	Source string `yaml:"source,omitempty"`
+}
+
+// Task is a loaded, checked task folder.
+type Task struct {
+	Spec
+	// Dir is the task folder (absolute).
+	Dir string
+	// Description is description.md.
+	Description string
+}
+
+// WorkspacePath returns the task's workspace/ folder.
+func (t *Task) WorkspacePath() string { return filepath.Join(t.Dir, WorkspaceDir) }
+
+// PrivatePath returns the task's private/ folder.
+func (t *Task) PrivatePath() string { return filepath.Join(t.Dir, PrivateDir) }
+
+// Row returns the tasks-dataset row of t without the measured fields
+// (m_init, baseline duration) and tree references.
+func (t *Task) Row() schemas.Task {
+	return schemas.Task{
+		TaskID: t.ID, Title: t.Title, Modality: t.Modality, TaskType: t.TaskType,
+		Metric: t.Metric, Direction: t.Direction, MBest: *t.MBest, MBestSource: t.MBestSource,
+		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description,
+	}
+}
+
+var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// Load reads and checks the task folder dir: task.yaml's schema (required
+// fields, known values, no unknown keys), that its id matches the folder
+// name, and that description.md, workspace/train.py, private/grade.py and
+// private/answers.csv exist and that no private file is copied into the
+// workspace. It does not run anything. Every fault found is returned
+// joined (each an [*Error]); the Task is nil then.
+func Load(dir string) (*Task, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(abs)
+	fail := func(file, field, format string, args ...any) error {
+		return &Error{Task: name, File: file, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
+	b, err := os.ReadFile(filepath.Join(abs, SpecFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fail(SpecFile, "", "missing: every task folder needs a task.yaml (see tasks/README.md for its fields)")
+		}
+		return nil, fail(SpecFile, "", "%v", err)
+	}
+	spec, err := ParseSpec(b)
+	if err != nil {
+		return nil, fail(SpecFile, "", "%v", err)
+	}
+	if spec.ID != "" {
+		name = spec.ID
+	}
+	var errs []error
+	for _, fe := range spec.Check() {
+		fe.Task = name
+		errs = append(errs, fe)
+	}
+	if spec.ID != "" && spec.ID != filepath.Base(abs) {
+		errs = append(errs, fail(SpecFile, "id", "%q differs from the folder name %q: rename one so they match", spec.ID, filepath.Base(abs)))
+	}
+	for _, f := range []struct{ rel, what string }{
+		{DescriptionFile, "the task statement the agent reads"},
+		{filepath.Join(WorkspaceDir, ScriptFile), "the initial script (sections imports, data, model, training, evaluate; prints VAL_METRIC, writes submission.csv)"},
+		{filepath.Join(PrivateDir, GraderFile), "the grader: python3 private/grade.py <submission.csv> <answers.csv> prints one JSON line"},
+		{filepath.Join(PrivateDir, AnswersFile), "the hidden test labels the grader reads"},
+	} {
+		if st, err := os.Stat(filepath.Join(abs, f.rel)); err != nil || !st.Mode().IsRegular() {
+			errs = append(errs, fail(filepath.ToSlash(f.rel), "", "missing: add %s", f.what))
+		}
+	}
+	if err := checkNoLeak(abs); err != nil {
+		errs = append(errs, fail(WorkspaceDir, "", "%v", err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	desc, err := os.ReadFile(filepath.Join(abs, DescriptionFile))
+	if err != nil {
+		return nil, fail(DescriptionFile, "", "%v", err)
+	}
+	if len(bytes.TrimSpace(desc)) == 0 {
+		return nil, fail(DescriptionFile, "", "empty: describe the task, its data files and the submission format")
+	}
+	return &Task{Spec: *spec, Dir: abs, Description: string(desc)}, nil
+}
+
+// ParseSpec decodes task.yaml, rejecting unknown keys (a misspelt field
+// would otherwise be silently missing). It does not check values; see
+// [Spec.Check].
+func ParseSpec(b []byte) (*Spec, error) {
+	var s Spec
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		msg := err.Error()
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty: fill in id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split")
+		}
+		msg = strings.ReplaceAll(msg, "not found in type tasks.Spec", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, source)")
+		return nil, fmt.Errorf("not valid task YAML: %s", msg)
+	}
+	return &s, nil
+}
+
+// Check returns one *Error per bad or missing field (Task left empty).
+func (s *Spec) Check() []*Error {
+	var errs []*Error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &Error{File: SpecFile, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if s.ID == "" {
+		bad("id", "missing: set it to the folder name")
+	} else if !idRe.MatchString(s.ID) {
+		bad("id", "%q: use lowercase letters, digits, '-', '_' or '.'", s.ID)
+	}
+	if strings.TrimSpace(s.Title) == "" {
+		bad("title", "missing: a one-line human title")
+	}
+	if s.Modality == "" {
+		bad("modality", "missing: tabular, image, text, time-series, graph, ...")
+	}
+	if s.TaskType == "" {
+		bad("task_type", "missing: binary-classification, multiclass-classification, regression, forecasting, ...")
+	}
+	if s.Metric == "" {
+		bad("metric", "missing: the metric the grader computes (accuracy, roc_auc, log_loss, rmse, mae, f1_macro, ...)")
+	}
+	switch s.Direction {
+	case schemas.HigherIsBetter, schemas.LowerIsBetter:
+	case "":
+		m := s.Metric
+		if d, ok := KnownDirection(m); ok {
+			bad("direction", "missing: metric %s needs a direction (%s for %s)", m, d, m)
+		} else {
+			bad("direction", "missing: metric %q needs a direction, %q or %q", m, schemas.HigherIsBetter, schemas.LowerIsBetter)
+		}
+	default:
+		bad("direction", "%q: want %q or %q", s.Direction, schemas.HigherIsBetter, schemas.LowerIsBetter)
+	}
+	if d, ok := KnownDirection(s.Metric); ok && s.Direction != "" && d != s.Direction {
+		bad("direction", "%q contradicts metric %s, which is %s-is-better", s.Direction, s.Metric, d)
+	}
+	if s.MBest == nil {
+		bad("m_best", "missing: the best known (or human) score on this task, with its source in m_best_source")
+	} else if math.IsNaN(*s.MBest) || math.IsInf(*s.MBest, 0) {
+		bad("m_best", "%v: want a finite number", *s.MBest)
+	}
+	if strings.TrimSpace(s.MBestSource) == "" {
+		bad("m_best_source", "missing: say where m_best comes from (a leaderboard, a paper, a measured strong script)")
+	}
+	if s.TimeLimitS == nil {
+		bad("time_limit_s", "missing: the wall-clock limit of one run of the script, in seconds")
+	} else if !(*s.TimeLimitS > 0) || math.IsInf(*s.TimeLimitS, 0) {
+		bad("time_limit_s", "%v: want a positive number of seconds", *s.TimeLimitS)
+	}
+	switch s.Split {
+	case schemas.HeldIn, schemas.HeldOut:
+	case "":
+		bad("split", "missing: %q (training) or %q (evaluation only)", schemas.HeldIn, schemas.HeldOut)
+	default:
+		bad("split", "%q: want %q or %q", s.Split, schemas.HeldIn, schemas.HeldOut)
+	}
+	return errs
+}
+
+// knownDirections gives the direction of common metrics, to catch a
+// direction that contradicts its metric.
+var knownDirections = map[string]string{
+	"accuracy": schemas.HigherIsBetter, "balanced_accuracy": schemas.HigherIsBetter,
+	"roc_auc": schemas.HigherIsBetter, "auc": schemas.HigherIsBetter, "average_precision": schemas.HigherIsBetter,
+	"f1": schemas.HigherIsBetter, "f1_macro": schemas.HigherIsBetter, "f1_micro": schemas.HigherIsBetter,
+	"f1_samples": schemas.HigherIsBetter, "f1_weighted": schemas.HigherIsBetter, "r2": schemas.HigherIsBetter,
+	"qwk": schemas.HigherIsBetter, "mcc": schemas.HigherIsBetter, "ndcg": schemas.HigherIsBetter,
+	"map": schemas.HigherIsBetter, "pearson": schemas.HigherIsBetter, "spearman": schemas.HigherIsBetter,
+	"jaccard":  schemas.HigherIsBetter,
+	"log_loss": schemas.LowerIsBetter, "rmse": schemas.LowerIsBetter, "mse": schemas.LowerIsBetter,
+	"mae": schemas.LowerIsBetter, "rmsle": schemas.LowerIsBetter, "mape": schemas.LowerIsBetter,
+	"smape": schemas.LowerIsBetter, "error_rate": schemas.LowerIsBetter, "hamming_loss": schemas.LowerIsBetter,
+}
+
+// KnownDirection returns the direction of a common metric name.
+func KnownDirection(metric string) (string, bool) {
+	d, ok := knownDirections[metric]
+	return d, ok
+}
+
+// checkNoLeak fails when a private file (by name or by content) appears in
+// the workspace: the agent must never see the hidden labels or the grader.
+func checkNoLeak(dir string) error {
+	private := map[string]string{}
+	filepath.WalkDir(filepath.Join(dir, PrivateDir), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(p); err == nil && len(b) > 0 {
+				private[string(b)] = filepath.Base(p)
+			}
+		}
+		return nil
+	})
+	var leaks []string
+	filepath.WalkDir(filepath.Join(dir, WorkspaceDir), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if base := filepath.Base(p); base == AnswersFile || base == GraderFile {
+			leaks = append(leaks, filepath.ToSlash(rel))
+			return nil
+		}
+		if st, err := d.Info(); err == nil && st.Size() < 64<<20 {
+			if b, err := os.ReadFile(p); err == nil {
+				if src, ok := private[string(b)]; ok {
+					leaks = append(leaks, fmt.Sprintf("%s (a copy of private/%s)", filepath.ToSlash(rel), src))
+				}
+			}
+		}
+		return nil
+	})
+	if len(leaks) > 0 {
+		sort.Strings(leaks)
+		return fmt.Errorf("holds private files %s: remove them, the agent must not see hidden labels or the grader", strings.Join(leaks, ", "))
+	}
+	return nil
+}
+
+// LoadSuite loads every task folder directly under root (a folder holding
+// a task.yaml). It returns the good tasks sorted by id and one error per
+// bad folder; an error reading root itself is returned as the last value.
+func LoadSuite(root string) ([]*Task, []error, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("task suite %s: %w", root, err)
+	}
+	var (
+		good []*Task
+		bad  []error
+	)
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), "_") {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, SpecFile)); errors.Is(err, os.ErrNotExist) {
+			// A folder without task.yaml that looks like a task is an error;
+			// anything else (a shared helper folder) is skipped.
+			if _, werr := os.Stat(filepath.Join(dir, WorkspaceDir)); werr == nil {
+				bad = append(bad, &Error{Task: e.Name(), File: SpecFile, Msg: "missing: the folder has workspace/ but no task.yaml"})
+			}
+			continue
+		}
+		t, err := Load(dir)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		good = append(good, t)
+	}
+	sort.Slice(good, func(i, j int) bool { return good[i].ID < good[j].ID })
+	if len(good) == 0 && len(bad) == 0 {
+		return nil, nil, fmt.Errorf("task suite %s: no task folders (each needs a %s)", root, SpecFile)
+	}
+	return good, bad, nil
+}
