@@ -209,8 +209,13 @@ type Step struct {
 	TaskID       string `parquet:"task_id"`
 	TrajectoryID string `parquet:"trajectory_id"`
 	StepIndex    int32  `parquet:"step_index"`
-	// State is the rendered prompt the agent saw before acting.
-	State string `parquet:"state"`
+	// State is the full (MLAgentBench-style) rendering of the state before
+	// the action; CompactState the small policy's rendering of the same
+	// state (internal/prompt renders both).
+	State        string `parquet:"state"`
+	CompactState string `parquet:"compact_state"`
+	// Plan is the episode's action plan (idea texts), shown in both prompts.
+	Plan []string `parquet:"plan,list"`
 	// ActionText is the agent's raw answer; ActionName and ActionInput
 	// (JSON) its parse, empty when it did not parse.
 	ActionText   string       `parquet:"action_text"`
