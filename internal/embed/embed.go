@@ -1,0 +1,149 @@
+// Package embed turns idea texts into vectors for the diversity filter.
+// Three [Embedder]s share one interface:
+//
+//   - [Hashed]: built in, needs no model: hashed word and character n-gram
+//     TF-IDF, L2-normalised, fixed dimension (default 384).
+//   - [Remote]: an OpenAI-compatible /v1/embeddings endpoint through
+//     internal/llm, in batches.
+//   - [ONNX]: a local sentence-embedding model (model.onnx + tokenizer.json)
+//     run with ONNX Runtime (github.com/yalue/onnxruntime_go), mean-pooled
+//     over the attention mask and L2-normalised.
+//
+// Start with [Config] and [New], which build the embedder a stage config
+// names; every embedder returns unit-length vectors (or all-zero vectors
+// for texts with no features), so a dot product is a cosine similarity.
+package embed
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/mlerl/mlerl/internal/llm"
+)
+
+// Embedder maps texts to vectors of one fixed dimension.
+type Embedder interface {
+	// Embed returns one vector per text, in input order. Vectors have
+	// length Dim() and unit L2 norm (zero for a text without features).
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	// Dim is the vector dimension (0 for a remote model not yet called).
+	Dim() int
+	// Name identifies the embedder and its model for manifests, e.g.
+	// "hashed-tfidf:384" or "openai:text-embedding-3-small".
+	Name() string
+}
+
+// Embedder kinds accepted by [Config.Kind].
+const (
+	KindHashed = "hashed"
+	KindOpenAI = "openai"
+	KindONNX   = "onnx"
+)
+
+// Config selects and configures an embedder; it is embedded in stage
+// configs under the key "embed".
+type Config struct {
+	Kind string `yaml:"kind" help:"embedder: hashed (built in, no model), openai (an /v1/embeddings endpoint) or onnx (a local model.onnx + tokenizer.json)"`
+	Dim  int    `yaml:"dim" help:"vector dimension of the hashed embedder"`
+	// BatchSize bounds the texts per request (openai) or per model run (onnx).
+	BatchSize int `yaml:"batch_size" help:"texts per embeddings request or ONNX run"`
+	// LLM is the embeddings endpoint for kind openai.
+	LLM llm.Config `yaml:"llm"`
+	// ONNX model files for kind onnx.
+	ModelPath     string `yaml:"model" help:"ONNX sentence-embedding model file (kind onnx)"`
+	TokenizerPath string `yaml:"tokenizer" help:"its HF tokenizer.json (WordLevel or WordPiece model; kind onnx)"`
+	LibraryPath   string `yaml:"onnxruntime_library" help:"ONNX Runtime shared library (empty: $MLERL_DEPS/onnxruntime/libonnxruntime.so.1, installed by make setup)"`
+	MaxTokens     int    `yaml:"max_tokens" help:"truncate each text to this many tokens (kind onnx)"`
+}
+
+// DefaultConfig is the built-in hashed embedder with 384 dimensions;
+// 64 texts per request or model run; 128 tokens per text for ONNX models.
+func DefaultConfig() Config {
+	c := llm.DefaultConfig()
+	c.Model = "text-embedding-3-small"
+	return Config{Kind: KindHashed, Dim: 384, BatchSize: 64, LLM: c, MaxTokens: 128}
+}
+
+// Validate checks the fields the chosen kind needs.
+func (c Config) Validate() error {
+	switch c.Kind {
+	case KindHashed:
+		if c.Dim <= 0 {
+			return fmt.Errorf("embed.dim must be positive for the hashed embedder, got %d", c.Dim)
+		}
+	case KindOpenAI:
+		if !c.LLM.Enabled() {
+			return fmt.Errorf("embed.kind openai needs embed.llm.base_url (an OpenAI-compatible endpoint)")
+		}
+	case KindONNX:
+		if c.ModelPath == "" || c.TokenizerPath == "" {
+			return fmt.Errorf("embed.kind onnx needs embed.model (model.onnx) and embed.tokenizer (tokenizer.json)")
+		}
+	default:
+		return fmt.Errorf("embed.kind %q: want %s, %s or %s", c.Kind, KindHashed, KindOpenAI, KindONNX)
+	}
+	if c.BatchSize <= 0 {
+		return fmt.Errorf("embed.batch_size must be positive, got %d", c.BatchSize)
+	}
+	return nil
+}
+
+// New builds the embedder cfg names. The caller closes it when it has a
+// Close method (the ONNX embedder holds a session); [Close] does that.
+func New(cfg Config) (Embedder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch cfg.Kind {
+	case KindOpenAI:
+		c, err := llm.New(cfg.LLM)
+		if err != nil {
+			return nil, err
+		}
+		return NewRemote(c, cfg.BatchSize), nil
+	case KindONNX:
+		return NewONNX(ONNXOptions{
+			ModelPath: cfg.ModelPath, TokenizerPath: cfg.TokenizerPath,
+			LibraryPath: cfg.LibraryPath, MaxTokens: cfg.MaxTokens, BatchSize: cfg.BatchSize,
+		})
+	default:
+		return NewHashed(cfg.Dim), nil
+	}
+}
+
+// Close releases an embedder's resources if it holds any.
+func Close(e Embedder) error {
+	if c, ok := e.(interface{ Close() error }); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// DefaultLibraryPath is where `make setup` installs ONNX Runtime:
+// $MLERL_DEPS/onnxruntime/libonnxruntime.so.1, with MLERL_DEPS defaulting
+// to .deps in the working directory.
+func DefaultLibraryPath() string {
+	deps := os.Getenv("MLERL_DEPS")
+	if deps == "" {
+		deps = ".deps"
+	}
+	return filepath.Join(deps, "onnxruntime", "libonnxruntime.so.1")
+}
+
+// normalize scales v to unit L2 norm in place; a zero vector stays zero.
+func normalize(v []float32) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	if s == 0 {
+		return
+	}
+	inv := float32(1 / math.Sqrt(s))
+	for i := range v {
+		v[i] *= inv
+	}
+}
