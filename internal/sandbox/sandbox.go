@@ -16,12 +16,28 @@ import (
 	"time"
 )
 
-// Limits bound one run.
+// Limits bound one run. A zero field takes its value from [DefaultLimits].
 type Limits struct {
-	Timeout        time.Duration
-	MemoryBytes    int64
-	MaxProcs       int
+	// Timeout is the wall-clock limit; the whole process group is killed
+	// when it passes (outcome timeout).
+	Timeout time.Duration
+	// MemoryBytes is the address-space limit (RLIMIT_AS) of the script's
+	// process; an allocation beyond it fails with MemoryError (outcome oom).
+	MemoryBytes int64
+	// MaxProcs bounds the processes and threads the script may have at once
+	// (a pids cgroup when one can be created, else RLIMIT_NPROC).
+	MaxProcs int
+	// MaxOutputBytes is how much of stdout and of stderr is kept: the first
+	// and the last half of it, with a note of what was left out between.
 	MaxOutputBytes int
+	// CPUTime is the CPU-time limit (RLIMIT_CPU); zero: Timeout.
+	CPUTime time.Duration
+	// MaxFileBytes is the largest file the script may write (RLIMIT_FSIZE).
+	MaxFileBytes int64
+	// KillOutputBytes is how much output (stdout and stderr together) the
+	// script may produce before it is killed (outcome output_limit); zero:
+	// 64 x MaxOutputBytes.
+	KillOutputBytes int64
 }
 
 // Request is one script run.
@@ -57,6 +73,14 @@ type Result struct {
 	Stderr    string
 	Truncated bool
 	Duration  time.Duration
+	// Signal is the signal that ended the script (0: it exited). ExitCode is
+	// -1 then.
+	Signal int
+	// MaxRSSBytes is the script process's peak resident memory (0 when
+	// unknown).
+	MaxRSSBytes int64
+	// Warm reports whether the warm worker ran it (false: a cold process).
+	Warm bool
 }
 
 // Runner runs scripts.

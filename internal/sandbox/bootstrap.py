@@ -1,0 +1,410 @@
+# mlerl sandbox bootstrap. Run by the Go runner as `python3 -I -c <this> MODE CONFIG`:
+#   cold CONFIG   set up the sandbox in this process, then run the script once
+#   serve CONFIG  warm worker: pre-import modules, then fork one sandboxed child
+#                 per request received on fd 3 (a SOCK_SEQPACKET unix socket)
+#   probe CONFIG  set up the sandbox and report which isolation worked
+# A child reports its setup on a status pipe: b"R" (ready, user code follows)
+# or b"E<message>" (setup failed, exit 125). User code cannot forge the status
+# because it only runs after the status pipe is closed.
+import sys
+
+if sys.path and sys.path[0] in ("", "."):
+    del sys.path[0]  # never import from the working directory before the sandbox is set up
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+
+MARK = b"# mlerl:inserted"
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MNT_DETACH = 2
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
+PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+RO_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
+DEVICES = ["null", "zero", "full", "random", "urandom"]
+
+_libc = None
+
+
+def libc():
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(ret, what):
+    if ret != 0:
+        import ctypes
+        e = ctypes.get_errno()
+        raise OSError(e, "%s: %s" % (what, os.strerror(e)))
+
+
+def mount(src, dst, fstype, flags, data):
+    enc = lambda s: None if s is None else s.encode()
+    _check(libc().mount(enc(src), enc(dst), enc(fstype), flags, enc(data)), "mount %s on %s" % (src or fstype, dst))
+
+
+def bind(src, dst, ro, strict):
+    if os.path.isdir(src):
+        os.makedirs(dst, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "a").close()
+    mount(src, dst, None, MS_BIND | MS_REC, None)
+    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | (MS_RDONLY if ro else 0)
+    if not src.startswith("/dev/"):
+        flags |= MS_NODEV
+    try:
+        mount(None, dst, None, flags, None)
+    except OSError:
+        # In a user namespace, flags locked by the parent cannot be cleared;
+        # the files stay protected by their owner's permissions.
+        if strict:
+            raise
+
+
+def isolate(cfg):
+    """Give the process a private filesystem view: system directories read-only,
+    the workspace read-write at its own path, a fresh /tmp; nothing else."""
+    mode = cfg["isolation"]
+    uid, gid = os.getuid(), os.getgid()
+    if mode == "userns":
+        _check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare user+mount namespace")
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write("%d %d 1" % (uid, uid))
+        with open("/proc/self/gid_map", "w") as f:
+            f.write("%d %d 1" % (gid, gid))
+    else:
+        _check(libc().unshare(CLONE_NEWNS), "unshare mount namespace")
+    strict = mode == "root"
+    mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+    root = cfg["root"]
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    ro = list(RO_DIRS)
+    for p in [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))] + sys.path:
+        if p and os.path.isabs(p) and os.path.isdir(p) and not any(p == d or p.startswith(d + "/") for d in ro):
+            ro.append(os.path.realpath(p))
+    ro.sort(key=len)
+    done = []
+    for d in ro:
+        if any(d.startswith(x + "/") for x in done):
+            continue
+        if os.path.islink(d):
+            os.symlink(os.readlink(d), root + d)
+        elif os.path.isdir(d):
+            bind(d, root + d, True, strict)
+            done.append(d)
+    os.makedirs(root + "/dev", exist_ok=True)
+    for n in DEVICES:
+        if os.path.exists("/dev/" + n):
+            bind("/dev/" + n, root + "/dev/" + n, False, strict)
+    for d, size in (("/dev/shm", cfg["tmp_bytes"]), ("/tmp", cfg["tmp_bytes"])):
+        os.makedirs(root + d, exist_ok=True)
+        mount("tmpfs", root + d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % size)
+    bind(cfg["dir"], root + cfg["dir"], False, strict)
+    os.makedirs(root + "/.old", exist_ok=True)
+    nr = PIVOT_ROOT.get(os.uname().machine)
+    if nr is None:
+        raise OSError("pivot_root: unknown architecture %s" % os.uname().machine)
+    _check(libc().syscall(nr, root.encode(), (root + "/.old").encode()), "pivot_root")
+    os.chdir("/")
+    _check(libc().umount2(b"/.old", MNT_DETACH), "umount old root")
+    os.rmdir("/.old")
+    mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None) if strict else None
+
+
+def count_procs(uid):
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if os.stat("/proc/" + p).st_uid == uid:
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+def setup(cfg, status_fd):
+    """Sandbox the current (fresh, single-threaded) process, then report on
+    status_fd. Never returns on failure."""
+    import resource
+    try:
+        if cfg.get("cgroup_procs"):
+            with open(cfg["cgroup_procs"], "w") as f:
+                f.write(str(os.getpid()))
+        uid = cfg.get("uid", -1)
+        nproc_uid = uid if uid >= 0 else os.getuid()
+        nproc = 0
+        if cfg["max_procs"] > 0 and not cfg.get("cgroup_procs") and nproc_uid != 0:
+            # RLIMIT_NPROC counts every process of the uid, not just ours.
+            nproc = count_procs(nproc_uid) + cfg["max_procs"]
+        if cfg["isolation"] != "none":
+            isolate(cfg)
+        os.chdir(cfg["dir"])
+        lim = cfg["limits"]
+        if lim["memory_bytes"] > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (lim["memory_bytes"], lim["memory_bytes"]))
+        if lim["cpu_seconds"] > 0:
+            resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_seconds"], lim["cpu_seconds"] + 2))
+        if lim["file_bytes"] > 0:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (lim["file_bytes"], lim["file_bytes"]))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if uid >= 0:
+            os.setgroups([])
+            os.setgid(cfg["gid"])
+            os.setuid(uid)
+        if nproc > 0:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        os.environ.clear()
+        os.environ.update(cfg["env"])
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        os.write(status_fd, b"R")
+        os.close(status_fd)
+    except BaseException as e:
+        try:
+            os.write(status_fd, ("E%s: %s" % (type(e).__name__, e)).encode())
+        finally:
+            os._exit(125)
+
+
+def compile_source(source, path):
+    """Compiles source so that tracebacks carry the line numbers of the file on
+    disk: lines ending in MARK were inserted by the instrumenter and do not
+    count."""
+    lines = source.split(b"\n")
+    inserted = [i + 1 for i, l in enumerate(lines) if l.rstrip().endswith(MARK)]
+    if not inserted:
+        return compile(source, path, "exec", dont_inherit=True)
+    import ast
+    import bisect
+    try:
+        tree = ast.parse(source, path)
+    except SyntaxError:
+        return compile(source, path, "exec", dont_inherit=True)
+    ins = set(inserted)
+
+    def orig(n):
+        k = bisect.bisect_left(inserted, n)
+        return max(1, n - k - 1) if n in ins else n - k
+
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) is not None:
+            node.lineno = orig(node.lineno)
+        if getattr(node, "end_lineno", None) is not None:
+            node.end_lineno = orig(node.end_lineno)
+    return compile(tree, path, "exec", dont_inherit=True)
+
+
+def run_user(cfg, source):
+    """Runs the script as __main__ and exits the process with its status."""
+    import io
+    import traceback
+    import types
+    sys.stdin = open(os.devnull)
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True)
+    path = os.path.join(cfg["dir"], cfg["script"])
+    sys.argv = [cfg["script"]]
+    sys.path.insert(0, cfg["dir"])
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()  # a forked child must not share the parent's RNG state
+    mod = types.ModuleType("__main__")
+    mod.__file__ = path
+    mod.__builtins__ = __builtins__
+    sys.modules["__main__"] = mod
+    code = 0
+    try:
+        exec(compile_source(source, path), mod.__dict__)
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException as e:
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<string>":
+            tb = tb.tb_next
+        try:
+            traceback.print_exception(type(e), e, tb)
+        except BaseException:
+            pass
+        code = 1
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xFF)
+
+
+def read_all(fd):
+    chunks = []
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def cold(cfg):
+    source = read_all(3)
+    setup(cfg, 4)
+    run_user(cfg, source)
+
+
+def serve(cfg):
+    import selectors
+    import socket
+    import select
+    for m in cfg.get("preload", []):
+        try:
+            __import__(m)
+        except Exception as e:
+            print("mlerl worker: preload %s: %s" % (m, e), file=sys.stderr)
+    import ast, bisect, ctypes, io, resource, traceback, types  # noqa: F401  (children need them)
+    libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    sock = socket.socket(fileno=3)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *a: None)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    running = {}  # pid -> request id
+
+    def send(obj):
+        sock.send(json.dumps(obj).encode())
+
+    def start(req, fds):
+        src_r, out_w, err_w = fds
+        st_r, st_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setpgid(0, 0)
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                sock.close()
+                for fd in (wake_r, wake_w, st_r):
+                    os.close(fd)
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)
+                os.dup2(out_w, 1)
+                os.dup2(err_w, 2)
+                for fd in (null, out_w, err_w):
+                    os.close(fd)
+                source = read_all(src_r)
+            except BaseException:
+                os._exit(125)
+            setup(req, st_w)
+            run_user(req, source)
+        try:
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
+        for fd in (src_r, out_w, err_w, st_w):
+            os.close(fd)
+        running[pid] = req["id"]
+        status = b""
+        r, _, _ = select.select([st_r], [], [], 30)
+        if r:
+            status = read_all(st_r)
+        else:
+            os.close(st_r)
+            os.killpg(pid, signal.SIGKILL)
+            status = b"Esandbox setup did not finish within 30 s"
+        ok = status == b"R"
+        send({"id": req["id"], "event": "started", "pid": pid, "ok": ok, "error": "" if ok else status[1:].decode(errors="replace")})
+
+    def reap():
+        while True:
+            try:
+                pid, st, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            rid = running.pop(pid, None)
+            if rid is None:
+                continue  # an orphaned grandchild (we are the subreaper)
+            try:
+                os.killpg(pid, signal.SIGKILL)  # stragglers left in the group
+            except OSError:
+                pass
+            msg = {"id": rid, "event": "exit", "maxrss_kb": ru.ru_maxrss, "cpu_s": ru.ru_utime + ru.ru_stime}
+            if os.WIFSIGNALED(st):
+                msg["signal"] = os.WTERMSIG(st)
+            else:
+                msg["code"] = os.WEXITSTATUS(st)
+            send(msg)
+
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ, "sock")
+    sel.register(wake_r, selectors.EVENT_READ, "wake")
+    send({"event": "ready", "pid": os.getpid()})
+    while True:
+        for key, _ in sel.select():
+            if key.data == "wake":
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                reap()
+                continue
+            try:
+                msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+            except InterruptedError:
+                continue
+            if not msg:
+                for pid in list(running):
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                os._exit(0)
+            req = json.loads(msg)
+            if req["op"] == "run":
+                if len(fds) != 3:
+                    for fd in fds:
+                        os.close(fd)
+                    send({"id": req["id"], "event": "started", "pid": 0, "ok": False, "error": "want 3 file descriptors, got %d" % len(fds)})
+                    send({"id": req["id"], "event": "exit", "code": 125})
+                    continue
+                start(req, fds)
+            elif req["op"] == "kill":
+                for pid, rid in running.items():
+                    if rid == req["id"]:
+                        try:
+                            os.killpg(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+            for fd in fds if req["op"] != "run" else ():
+                os.close(fd)
+        reap()
+
+
+def probe(cfg):
+    setup(cfg, 4)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    _cfg = json.loads(sys.argv[2])
+    {"cold": cold, "serve": serve, "probe": probe}[sys.argv[1]](_cfg)

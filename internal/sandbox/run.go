@@ -1,0 +1,383 @@
+package sandbox
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// bootstrap is the Python side of both runners: it sandboxes a fresh
+// process (or a forked child of the warm worker) and runs the script in it.
+//
+//go:embed bootstrap.py
+var bootstrap string
+
+// Errors a caller must tell apart from script failures: they are refusals
+// or faults of the sandbox itself, not outcomes of the script.
+var (
+	// ErrPathEscape: the script path is absolute, climbs out of Dir with
+	// "..", or resolves (through a symlink) to a file outside Dir.
+	ErrPathEscape = errors.New("script path escapes the workspace")
+	// ErrSetup: the sandbox could not be set up for the run (namespace,
+	// cgroup or limit failure); the script did not start.
+	ErrSetup = errors.New("sandbox setup failed")
+)
+
+// Isolation levels, from strongest to weakest; see [IsolationLevel].
+const (
+	// IsolateRoot: the runner is root. Each script gets its own mount
+	// namespace whose root is a fresh tmpfs holding read-only binds of the
+	// system directories (/usr, /etc, /lib...), /dev/{null,zero,full,random,urandom},
+	// a private tmpfs /tmp and /dev/shm, and the workspace read-write at its
+	// own path; nothing else of the host filesystem exists (pivot_root, old
+	// root detached). The script then runs as uid/gid 65534 (nobody) with
+	// no_new_privs, so it cannot undo the mounts; the runner hands the
+	// workspace to that uid before each run.
+	IsolateRoot = "root"
+	// IsolateUserNS: not root, but unprivileged user namespaces work: the
+	// same filesystem view inside a user namespace, keeping the caller's uid.
+	IsolateUserNS = "userns"
+	// IsolateNone: neither works. Limits still apply, but the script sees
+	// the host filesystem with the caller's permissions.
+	IsolateNone = "none"
+)
+
+// sandboxUID is the uid scripts run as under IsolateRoot.
+const sandboxUID = 65534
+
+// DefaultLimits returns the limits a zero field takes: 5 min wall clock,
+// 4 GiB of address space, 64 processes, 1 MiB of each output stream kept,
+// CPU time = wall clock, 2 GiB per written file, killed after 64 MiB of
+// output.
+func DefaultLimits() Limits {
+	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.Timeout <= 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.MaxProcs <= 0 {
+		l.MaxProcs = d.MaxProcs
+	}
+	if l.MaxOutputBytes <= 0 {
+		l.MaxOutputBytes = d.MaxOutputBytes
+	}
+	if l.CPUTime <= 0 {
+		l.CPUTime = l.Timeout
+	}
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = d.MaxFileBytes
+	}
+	if l.KillOutputBytes <= 0 {
+		l.KillOutputBytes = 64 * int64(l.MaxOutputBytes)
+	}
+	return l
+}
+
+// tmpBytes is the size of the private /tmp and /dev/shm tmpfs of an
+// isolated script (tmpfs pages are host memory outside RLIMIT_AS).
+const tmpBytes = 512 << 20
+
+// childConfig is what bootstrap.py reads: the command line of a cold run,
+// or one request message to the warm worker.
+type childConfig struct {
+	Op          string            `json:"op,omitempty"`
+	ID          int64             `json:"id,omitempty"`
+	Dir         string            `json:"dir"`
+	Script      string            `json:"script"`
+	Isolation   string            `json:"isolation"`
+	Root        string            `json:"root"`
+	TmpBytes    int64             `json:"tmp_bytes"`
+	UID         int               `json:"uid"`
+	GID         int               `json:"gid"`
+	CgroupProcs string            `json:"cgroup_procs,omitempty"`
+	MaxProcs    int               `json:"max_procs"`
+	Limits      childLimits       `json:"limits"`
+	Env         map[string]string `json:"env"`
+	Preload     []string          `json:"preload,omitempty"`
+}
+
+type childLimits struct {
+	MemoryBytes int64 `json:"memory_bytes"`
+	CPUSeconds  int64 `json:"cpu_seconds"`
+	FileBytes   int64 `json:"file_bytes"`
+}
+
+// baseEnv is the whole environment of a script; HOME is the workspace.
+func baseEnv(home, tmp string) map[string]string {
+	return map[string]string{
+		"PATH":                    "/usr/local/bin:/usr/bin:/bin",
+		"HOME":                    home,
+		"TMPDIR":                  tmp,
+		"LANG":                    "C.UTF-8",
+		"LC_ALL":                  "C.UTF-8",
+		"PYTHONHASHSEED":          "0",
+		"PYTHONUNBUFFERED":        "1",
+		"PYTHONDONTWRITEBYTECODE": "1",
+		"OMP_NUM_THREADS":         "1",
+		"OPENBLAS_NUM_THREADS":    "1",
+		"MKL_NUM_THREADS":         "1",
+		"NUMEXPR_NUM_THREADS":     "1",
+		"MPLBACKEND":              "Agg",
+		"MPLCONFIGDIR":            filepath.Join(tmp, "matplotlib"),
+	}
+}
+
+func envList(m map[string]string) []string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// host holds what every run of one runner shares: the interpreter, the
+// isolation level, the empty directory new roots are mounted on, and the
+// pids cgroup parent.
+type host struct {
+	python    string
+	isolation string
+	root      string
+	pids      *pidsCgroup
+	tmp       string // TMPDIR for IsolateNone
+}
+
+func newHost(python string) (*host, error) {
+	root, err := os.MkdirTemp("", "mlerl-sandbox-root-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	h := &host{python: python, root: root, pids: newPidsCgroup(), tmp: os.TempDir()}
+	h.isolation = IsolationLevel(python)
+	return h, nil
+}
+
+func (h *host) close() {
+	os.Remove(h.root)
+	h.pids.close()
+}
+
+// prepared is a validated request ready to hand to a child.
+type prepared struct {
+	cfg     childConfig
+	limits  Limits
+	source  []byte
+	cleanup func()
+}
+
+// prepare validates req, reads the script when no Source is given, creates
+// the run's pids cgroup and, under IsolateRoot, hands the workspace to the
+// sandbox uid.
+func (h *host) prepare(req Request) (*prepared, error) {
+	dir, script, err := resolveScript(req)
+	if err != nil {
+		return nil, err
+	}
+	source := req.Source
+	if source == nil {
+		if source, err = os.ReadFile(filepath.Join(dir, script)); err != nil {
+			return nil, fmt.Errorf("sandbox: read script: %w", err)
+		}
+	}
+	lim := req.Limits.withDefaults()
+	tmp := "/tmp"
+	if h.isolation == IsolateNone {
+		tmp = h.tmp
+	}
+	cfg := childConfig{
+		Dir: dir, Script: script, Isolation: h.isolation, Root: h.root, TmpBytes: tmpBytes,
+		UID: -1, GID: -1, MaxProcs: lim.MaxProcs,
+		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: lim.MaxFileBytes},
+		Env:    baseEnv(dir, tmp),
+	}
+	p := &prepared{cfg: cfg, limits: lim, source: source, cleanup: func() {}}
+	if h.isolation == IsolateRoot {
+		p.cfg.UID, p.cfg.GID = sandboxUID, sandboxUID
+		if err := chownTree(dir, sandboxUID, sandboxUID); err != nil {
+			return nil, fmt.Errorf("sandbox: hand the workspace to uid %d: %w", sandboxUID, err)
+		}
+	}
+	if procs, cleanup, err := h.pids.create(lim.MaxProcs); err == nil && procs != "" {
+		p.cfg.CgroupProcs, p.cleanup = procs, cleanup
+	}
+	return p, nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}
+
+// resolveScript returns the workspace's real path and the cleaned script
+// path, refusing scripts outside the workspace.
+func resolveScript(req Request) (dir, script string, err error) {
+	if req.Dir == "" {
+		return "", "", errors.New("sandbox: empty workspace Dir")
+	}
+	dir, err = filepath.Abs(req.Dir)
+	if err == nil {
+		dir, err = filepath.EvalSymlinks(dir)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("sandbox: workspace %s: %w", req.Dir, err)
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return "", "", fmt.Errorf("sandbox: workspace %s is not a directory", req.Dir)
+	}
+	s := req.Script
+	if s == "" {
+		return "", "", errors.New("sandbox: empty Script")
+	}
+	if filepath.IsAbs(s) || strings.ContainsRune(s, 0) {
+		return "", "", fmt.Errorf("%w: %q is not a path relative to the workspace", ErrPathEscape, s)
+	}
+	clean := filepath.Clean(s)
+	if clean == ".." || strings.HasPrefix(clean, "../") || clean == "." {
+		return "", "", fmt.Errorf("%w: %q climbs out of the workspace", ErrPathEscape, s)
+	}
+	full := filepath.Join(dir, clean)
+	real, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && req.Source != nil {
+			// The instrumented copy may run for a file that is gone; its
+			// parent must still be inside the workspace.
+			parent, perr := filepath.EvalSymlinks(filepath.Dir(full))
+			if perr == nil && (parent == dir || strings.HasPrefix(parent, dir+"/")) {
+				return dir, clean, nil
+			}
+		}
+		return "", "", fmt.Errorf("sandbox: script %q: %w", s, err)
+	}
+	if !strings.HasPrefix(real, dir+"/") {
+		return "", "", fmt.Errorf("%w: %q resolves to %s", ErrPathEscape, s, real)
+	}
+	if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() {
+		return "", "", fmt.Errorf("sandbox: script %q is not a regular file", s)
+	}
+	return dir, clean, nil
+}
+
+// memoryErrorRe matches the last line of a traceback ending in
+// MemoryError (numpy's _ArrayMemoryError included).
+var memoryErrorRe = regexp.MustCompile(`(?m)^(\w+\.)*\w*MemoryError\b.*$`)
+
+// classify turns how a run ended into an Outcome. A script that raises
+// MemoryError itself is classified oom too: the class is the script's own
+// report, and rewards treat oom as a corner case, never as a success.
+func classify(timedOut, outputKilled bool, exitCode, signal int, stderr string) Outcome {
+	switch {
+	case outputKilled:
+		return OutputLimit
+	case timedOut || signal == int(syscall.SIGXCPU):
+		return Timeout
+	case signal != 0:
+		return Killed
+	case exitCode == 0:
+		return Success
+	case memoryErrorRe.MatchString(lastLines(stderr, 3)):
+		return OOM
+	default:
+		return ScriptError
+	}
+}
+
+func lastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n ")
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			n--
+			if n == 0 {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+// IsolationLevel reports the strongest isolation that works for python on
+// this machine (IsolateRoot, IsolateUserNS or IsolateNone). It is probed
+// once per interpreter by sandboxing a throwaway process.
+func IsolationLevel(python string) string {
+	isoMu.Lock()
+	defer isoMu.Unlock()
+	if l, ok := isoCache[python]; ok {
+		return l
+	}
+	l := IsolateNone
+	modes := []string{IsolateUserNS}
+	if os.Geteuid() == 0 {
+		modes = []string{IsolateRoot}
+	}
+	for _, m := range modes {
+		if err := probe(python, m); err == nil {
+			l = m
+			break
+		}
+	}
+	isoCache[python] = l
+	return l
+}
+
+var (
+	isoMu    sync.Mutex
+	isoCache = map[string]string{}
+)
+
+func probe(python, mode string) error {
+	root, err := os.MkdirTemp("", "mlerl-sandbox-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	ws := filepath.Join(root, "ws")
+	nr := filepath.Join(root, "root")
+	for _, d := range []string{ws, nr} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	cfg := childConfig{Dir: ws, Script: "probe.py", Isolation: mode, Root: nr, TmpBytes: 1 << 20, UID: -1, GID: -1, Env: baseEnv(ws, "/tmp")}
+	if mode == IsolateRoot {
+		cfg.UID, cfg.GID = sandboxUID, sandboxUID
+	}
+	b, _ := json.Marshal(cfg)
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer stR.Close()
+	cmd := newPythonCmd(python, "probe", string(b))
+	cmd.ExtraFiles = []*os.File{nil, stW}
+	if err := cmd.Start(); err != nil {
+		stW.Close()
+		return err
+	}
+	stW.Close()
+	status, _ := readAllLimited(stR, 4096)
+	cmd.Wait()
+	if string(status) != "R" {
+		return fmt.Errorf("%w: %s", ErrSetup, strings.TrimPrefix(string(status), "E"))
+	}
+	return nil
+}
