@@ -1,0 +1,413 @@
+package ingest
+
+import (
+	"bytes"
+	"embed"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mlerl/mlerl/internal/tasks"
+)
+
+//go:embed templates/grade.py templates/train_tabular.py
+var templatesFS embed.FS
+
+// Imported is one converted task folder and what the importer could not
+// take from the source layout.
+type Imported struct {
+	ID     string
+	Dir    string // the task folder written (or found) under import_to
+	Source string // the folder it came from
+	// Generated lists what the importer wrote itself (a grader, a baseline).
+	Generated []string
+	// Missing lists what the task format needs and the layout lacked, each
+	// with the file/field to add and how.
+	Missing []string
+	// Kept is set when Dir already existed and was left as it was.
+	Kept bool
+}
+
+// Report renders what the import did, for the stage's log.
+func (im Imported) Report() string {
+	var b strings.Builder
+	if im.Kept {
+		fmt.Fprintf(&b, "import %s: %s already exists, ingesting it as it is (delete it to import %s again)\n", im.ID, im.Dir, im.Source)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "import %s: %s -> %s\n", im.ID, im.Source, im.Dir)
+	for _, g := range im.Generated {
+		fmt.Fprintf(&b, "  generated: %s\n", g)
+	}
+	for _, m := range im.Missing {
+		fmt.Fprintf(&b, "  MISSING:   %s\n", m)
+	}
+	return b.String()
+}
+
+// Import converts every task of source (in layout from) into task folders
+// under dst and returns one Imported per task found. A task folder that
+// already exists under dst is kept as it is, so that fields added by hand
+// (m_best, a grader) survive a rerun.
+func Import(from, source, dst string) ([]Imported, error) {
+	switch from {
+	case FromMLEBench:
+		return ImportMLEBench(source, dst)
+	case FromMLAgentBench:
+		return ImportMLAgentBench(source, dst)
+	}
+	return nil, fmt.Errorf("no importer for %q", from)
+}
+
+// metricInfo is a metric the generated grader computes.
+type metricInfo struct {
+	name      string // our metric name
+	direction string
+	classify  bool // labels (not numbers) are predicted
+}
+
+// graderMetrics maps MLE-bench grader names (config.yaml grader.name) and
+// our own names to the metrics the generated grader supports.
+var graderMetrics = map[string]string{
+	"accuracy": "accuracy", "multi-class-classification-accuracy": "accuracy", "classification-accuracy": "accuracy",
+	"top-1-classification-error": "error_rate", "error_rate": "error_rate",
+	"auc-roc": "roc_auc", "auc": "roc_auc", "roc-auc": "roc_auc", "roc_auc": "roc_auc", "auroc": "roc_auc",
+	"mean-column-wise-roc-auc": "roc_auc", "column-wise roc auc": "roc_auc", "auroc-multi-label": "roc_auc",
+	"log-loss": "log_loss", "logloss": "log_loss", "log_loss": "log_loss", "multi-class-log-loss": "log_loss",
+	"f1-score": "f1", "f1": "f1", "macro-f1-score": "f1_macro", "f1_macro": "f1_macro", "micro-f1-score": "f1_micro", "f1_micro": "f1_micro",
+	"root-mean-squared-error": "rmse", "root_mean_squared_error": "rmse", "rmse": "rmse",
+	"mean-squared-error": "mse", "mse": "mse",
+	"mean-absolute-error": "mae", "mae": "mae",
+	"mean-column-wise-rmsle": "rmsle", "rmsle": "rmsle", "root-mean-squared-log-error": "rmsle",
+	"r2": "r2", "quadratic-weighted-kappa": "qwk", "qwk": "qwk",
+	"matthews-correlation-coefficient": "mcc", "mcc": "mcc",
+	"pearson-correlation-coefficient": "pearson", "pearson": "pearson",
+}
+
+var classifyMetrics = map[string]bool{"accuracy": true, "error_rate": true, "roc_auc": true, "log_loss": true,
+	"f1": true, "f1_macro": true, "f1_micro": true, "mcc": true, "qwk": true}
+
+// lookupMetric maps a grader or metric name to a metric the generated
+// grader computes.
+func lookupMetric(name string) (metricInfo, bool) {
+	m, ok := graderMetrics[strings.ToLower(strings.TrimSpace(name))]
+	if !ok {
+		return metricInfo{}, false
+	}
+	d, _ := tasks.KnownDirection(m)
+	return metricInfo{name: m, direction: d, classify: classifyMetrics[m]}, true
+}
+
+// draft is a task folder being assembled by an importer.
+type draft struct {
+	spec        tasks.Spec
+	description string
+	workspace   map[string]string // dst relative to workspace/ -> source file
+	private     map[string]string // dst relative to private/ -> source file
+	written     map[string][]byte // generated files, relative to the task folder
+	im          Imported
+}
+
+func newDraft(id, source string) *draft {
+	return &draft{
+		spec:      tasks.Spec{ID: id},
+		workspace: map[string]string{}, private: map[string]string{}, written: map[string][]byte{},
+		im: Imported{ID: id, Source: source},
+	}
+}
+
+func (d *draft) missing(format string, args ...any) {
+	d.im.Missing = append(d.im.Missing, fmt.Sprintf(format, args...))
+}
+
+func (d *draft) generated(format string, args ...any) {
+	d.im.Generated = append(d.im.Generated, fmt.Sprintf(format, args...))
+}
+
+// write materialises the draft as dst/<id>, unless that folder exists.
+// It writes into a temporary sibling first so a crash never leaves half a
+// task folder.
+func (d *draft) write(dst string) (Imported, error) {
+	dir := filepath.Join(dst, d.spec.ID)
+	d.im.Dir = dir
+	if _, err := os.Stat(dir); err == nil {
+		d.im.Kept = true
+		return d.im, nil
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return d.im, err
+	}
+	tmp, err := os.MkdirTemp(dst, "."+d.spec.ID+"-")
+	if err != nil {
+		return d.im, err
+	}
+	defer os.RemoveAll(tmp)
+	for rel, src := range d.workspace {
+		if err := copyFile(src, filepath.Join(tmp, tasks.WorkspaceDir, rel)); err != nil {
+			return d.im, err
+		}
+	}
+	for rel, src := range d.private {
+		if err := copyFile(src, filepath.Join(tmp, tasks.PrivateDir, rel)); err != nil {
+			return d.im, err
+		}
+	}
+	d.written[tasks.SpecFile] = d.specYAML()
+	d.written[tasks.DescriptionFile] = []byte(d.description)
+	for rel, b := range d.written {
+		p := filepath.Join(tmp, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return d.im, err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return d.im, err
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return d.im, err
+	}
+	return d.im, nil
+}
+
+// specYAML renders task.yaml, with a comment in place of each field the
+// importer could not fill, so the user sees where to add it.
+func (d *draft) specYAML() []byte {
+	s := d.spec
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Imported by `mlerl ingest tasks --from %s` from %s.\n", s.Source, d.im.Source)
+	if len(d.im.Missing) > 0 {
+		b.WriteString("# Still missing (see the MISSING lines of the import log):\n")
+		for _, m := range d.im.Missing {
+			fmt.Fprintf(&b, "#   - %s\n", m)
+		}
+	}
+	field := func(key string, v any, ok bool) {
+		if !ok {
+			fmt.Fprintf(&b, "# %s: <fill in>\n", key)
+			return
+		}
+		out, _ := yaml.Marshal(map[string]any{key: v})
+		b.Write(out)
+	}
+	field("id", s.ID, true)
+	field("title", s.Title, s.Title != "")
+	field("modality", s.Modality, s.Modality != "")
+	field("task_type", s.TaskType, s.TaskType != "")
+	field("metric", s.Metric, s.Metric != "")
+	field("direction", s.Direction, s.Direction != "")
+	if s.MBest != nil {
+		field("m_best", *s.MBest, true)
+	} else {
+		field("m_best", nil, false)
+	}
+	field("m_best_source", s.MBestSource, s.MBestSource != "")
+	if s.TimeLimitS != nil {
+		field("time_limit_s", *s.TimeLimitS, true)
+	}
+	field("split", s.Split, s.Split != "")
+	field("source", s.Source, true)
+	return b.Bytes()
+}
+
+// workspaceNote is appended to every imported description.
+const workspaceNote = `
+
+## Working in this task (mlerl)
+
+Your working directory holds the data files and train.py. train.py must
+print the validation metric exactly once, on a line ` + "`VAL_METRIC %s <value>`" + `,
+and write submission.csv in this folder with the columns %s (one row per
+test id). The hidden test labels are scored by the grader; %s is better.
+`
+
+// tabularBaseline renders the generic sectioned train.py.
+func tabularBaseline(metric, target, id, trainFile, testFile string, classify bool) ([]byte, error) {
+	src, err := templatesFS.ReadFile("templates/train_tabular.py")
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New("train.py").Delims("[[", "]]").Parse(string(src))
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = t.Execute(&b, map[string]any{
+		"Metric": metric, "Target": target, "ID": id, "TrainFile": trainFile, "TestFile": testFile,
+		"Classify": classify, "Proba": metric == "roc_auc" || metric == "log_loss",
+	})
+	return b.Bytes(), err
+}
+
+// baselineMetrics are the metrics the generic baseline computes.
+var baselineMetrics = map[string]bool{"accuracy": true, "error_rate": true, "roc_auc": true, "log_loss": true,
+	"f1": true, "f1_macro": true, "f1_micro": true, "mcc": true,
+	"rmse": true, "mse": true, "mae": true, "rmsle": true, "r2": true}
+
+// addGrader adds the generated CSV grader for metric to d's private files.
+func (d *draft) addGrader(idColumn string, targets []string, metric string) error {
+	src, err := templatesFS.ReadFile("templates/grade.py")
+	if err != nil {
+		return err
+	}
+	cfg, _ := json.MarshalIndent(map[string]any{"id_column": idColumn, "target_columns": targets, "metric": metric}, "", "  ")
+	d.written[tasks.PrivateDir+"/"+tasks.GraderFile] = src
+	d.written[tasks.PrivateDir+"/grade.json"] = append(cfg, '\n')
+	d.generated("private/grade.py: CSV grader for metric %s on column(s) %s keyed by %s (settings in private/grade.json)", metric, strings.Join(targets, ", "), idColumn)
+	return nil
+}
+
+// csvHeader reads the first record of a CSV file.
+func csvHeader(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	h, err := r.Read()
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range h {
+		h[i] = strings.TrimSpace(strings.TrimPrefix(h[i], "\ufeff"))
+	}
+	return h, nil
+}
+
+// distinctValues counts the distinct values of column col in a CSV file
+// (reading at most 200,000 rows), and whether they are all numbers.
+func distinctValues(path, col string) (n int, numeric bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	h, err := r.Read()
+	if err != nil {
+		return 0, false, fmt.Errorf("%s: %w", path, err)
+	}
+	idx := -1
+	for i, c := range h {
+		if strings.TrimSpace(strings.TrimPrefix(c, "\ufeff")) == col {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return 0, false, fmt.Errorf("%s has no column %q", path, col)
+	}
+	seen := map[string]bool{}
+	numeric = true
+	for rows := 0; rows < 200000; rows++ {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", path, err)
+		}
+		if idx < len(rec) {
+			v := strings.TrimSpace(rec[idx])
+			seen[v] = true
+			if _, err := strconv.ParseFloat(v, 64); err != nil {
+				numeric = false
+			}
+		}
+	}
+	return len(seen), numeric, nil
+}
+
+// taskType guesses task_type from the metric and the target's labels.
+func taskType(m metricInfo, answers, target string) string {
+	if !m.classify {
+		return "regression"
+	}
+	if n, _, err := distinctValues(answers, target); err == nil && n > 2 {
+		return "multiclass-classification"
+	}
+	return "binary-classification"
+}
+
+// modalityOf says "tabular" when every file of dir is a CSV/TSV/TXT file.
+func modalityOf(dir string) string {
+	tabular := true
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".csv", ".tsv", ".txt", ".md", ".py":
+		default:
+			tabular = false
+		}
+		return nil
+	})
+	if tabular {
+		return "tabular"
+	}
+	return ""
+}
+
+var slugRe = regexp.MustCompile(`[^a-z0-9_.-]+`)
+
+// slug turns a benchmark's name into a task id.
+func slug(s string) string {
+	return strings.Trim(slugRe.ReplaceAllString(strings.ToLower(s), "-"), "-.")
+}
+
+// copyFile copies src to dst, creating dst's folder.
+func copyFile(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// filesUnder lists the regular files under dir, relative and sorted.
+func filesUnder(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			out = append(out, rel)
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+func float64p(v float64) *float64 { return &v }

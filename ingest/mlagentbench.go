@@ -1,0 +1,185 @@
+package ingest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/mlerl/mlerl/internal/tasks"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// ImportMLAgentBench converts MLAgentBench tasks into task folders under
+// dst. source is a checkout (holding MLAgentBench/benchmarks/), a
+// benchmarks/ folder, or one benchmarks/<task> folder. A task holds env/
+// (the files the agent sees, train.py among them) and scripts/
+// (research_problem.txt, eval.py, prepare.py, and after preparation the
+// hidden answers such as answer.csv). env/ becomes the workspace,
+// research_problem.txt the description, the answers private/answers.csv.
+// eval.py is copied to private/ for reference and its metric is inferred
+// from its code; a CSV grader is generated for it. MLAgentBench's
+// train.py has no sections and prints no VAL_METRIC line, so for tabular
+// CSV tasks a generic sectioned baseline replaces it (the original is kept
+// as train_original.py). MLAgentBench publishes no best score: m_best is
+// always listed as missing.
+func ImportMLAgentBench(source, dst string) ([]Imported, error) {
+	root := source
+	for _, r := range []string{"MLAgentBench/benchmarks", "benchmarks"} {
+		if st, err := os.Stat(filepath.Join(source, r)); err == nil && st.IsDir() {
+			root = filepath.Join(source, r)
+			break
+		}
+	}
+	dirs, err := findDirsWith(root, "scripts/research_problem.txt")
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("mlagentbench source %s: no task folder (one holding env/ and scripts/research_problem.txt) in it, its benchmarks/ or MLAgentBench/benchmarks/", source)
+	}
+	var out []Imported
+	for _, dir := range dirs {
+		im, err := importMLAgentBenchOne(dir, dst)
+		if err != nil {
+			return nil, fmt.Errorf("mlagentbench task %s: %w", dir, err)
+		}
+		out = append(out, im)
+	}
+	return out, nil
+}
+
+func importMLAgentBenchOne(dir, dst string) (Imported, error) {
+	name := filepath.Base(dir)
+	d := newDraft(slug(name), dir)
+	d.spec.Title = name
+	d.spec.Source = FromMLAgentBench
+	d.spec.Split = schemas.HeldIn
+	d.spec.TimeLimitS = float64p(600)
+	d.generated("task.yaml: title %q, split held-in and time_limit_s 600 are defaults: edit them", name)
+	env, scripts := filepath.Join(dir, "env"), filepath.Join(dir, "scripts")
+
+	problem, err := os.ReadFile(filepath.Join(scripts, "research_problem.txt"))
+	if err != nil {
+		return Imported{}, err
+	}
+	d.description = "# " + name + "\n\n" + strings.TrimSpace(string(problem)) + "\n"
+
+	// Workspace: env/ as is, except train.py (see below).
+	if st, err := os.Stat(env); err != nil || !st.IsDir() {
+		d.missing("workspace/: the task has no env/ folder; run its scripts/prepare.py, which downloads the data into env/")
+	} else {
+		files, err := filesUnder(env)
+		if err != nil {
+			return Imported{}, err
+		}
+		for _, f := range files {
+			d.workspace[f] = filepath.Join(env, f)
+		}
+		d.spec.Modality = modalityOf(env)
+		if d.spec.Modality == "" {
+			d.missing("task.yaml modality: env/ holds non-CSV files; set modality (image, text, graph, ...)")
+		}
+	}
+
+	// Hidden answers: what prepare.py left in scripts/.
+	answers := ""
+	for _, cand := range []string{"answer.csv", "answers.csv", "test_answer.csv", "test_labels.csv"} {
+		if p := filepath.Join(scripts, cand); fileExists(p) {
+			answers = p
+			break
+		}
+	}
+	if answers == "" {
+		d.missing("private/answers.csv: scripts/ holds no answer.csv; run the task's scripts/prepare.py (it writes the hidden test labels) and import again, or copy the labels (id column first) to private/answers.csv")
+	} else {
+		d.private[tasks.AnswersFile] = answers
+	}
+
+	// Metric from eval.py; the grader is generated, eval.py kept for reference.
+	var m metricInfo
+	known := false
+	if b, err := os.ReadFile(filepath.Join(scripts, "eval.py")); err == nil {
+		d.private["eval.py"] = filepath.Join(scripts, "eval.py")
+		if name, ok := metricFromCode(string(b)); ok {
+			m, known = lookupMetric(name)
+		}
+	}
+	if known {
+		d.spec.Metric, d.spec.Direction = m.name, m.direction
+		d.generated("task.yaml metric %s (%s is better): inferred from scripts/eval.py, check it", m.name, m.direction)
+	} else {
+		d.missing("task.yaml metric and direction: could not infer the metric from scripts/eval.py; set metric and direction (higher|lower), and write private/grade.py")
+	}
+	var idCol string
+	var targets []string
+	if answers != "" {
+		if h, err := csvHeader(answers); err == nil && len(h) >= 2 {
+			idCol, targets = h[0], h[1:]
+		} else {
+			d.missing("private/answers.csv: want an id column then the target column(s)")
+		}
+	}
+	if known && idCol != "" {
+		if err := d.addGrader(idCol, targets, m.name); err != nil {
+			return Imported{}, err
+		}
+		if len(targets) == 1 {
+			d.spec.TaskType = taskType(m, answers, targets[0])
+		}
+		d.description += fmt.Sprintf(workspaceNote, m.name, strings.Join(append([]string{idCol}, targets...), ", "), directionWord(m.direction))
+	}
+	if d.spec.TaskType == "" {
+		d.missing("task.yaml task_type: set binary-classification, multiclass-classification, regression, ...")
+	}
+	d.missing("task.yaml m_best and m_best_source: MLAgentBench publishes no best score; add the best known score for %s and where it comes from", d.spec.Metric)
+
+	// Initial script: keep env/train.py if it already follows the format.
+	orig, err := os.ReadFile(filepath.Join(env, tasks.ScriptFile))
+	if err == nil && strings.Contains(string(orig), "# === end evaluate ===") && strings.Contains(string(orig), tasks.ValMetricPrefix) {
+		return d.write(dst)
+	}
+	if err == nil {
+		delete(d.workspace, tasks.ScriptFile)
+		d.workspace["train_original.py"] = filepath.Join(env, tasks.ScriptFile)
+	}
+	before := len(d.im.Missing)
+	d.baseline(env, idCol, targets, m, known, "MLAgentBench's train.py has no sections and prints no VAL_METRIC line")
+	if len(d.im.Missing) > before && err == nil {
+		// No generated baseline: keep the original where the format expects it.
+		delete(d.workspace, "train_original.py")
+		d.workspace[tasks.ScriptFile] = filepath.Join(env, tasks.ScriptFile)
+	} else if err == nil {
+		d.generated("workspace/train_original.py: MLAgentBench's own train.py, kept for reference")
+	}
+	return d.write(dst)
+}
+
+// metricPatterns infer a metric from evaluation code, most specific first.
+var metricPatterns = []struct {
+	re     *regexp.Regexp
+	metric string
+}{
+	{regexp.MustCompile(`(?i)roc_auc|auroc|\bauc\b`), "roc_auc"},
+	{regexp.MustCompile(`(?i)log_loss|logloss|cross_entropy`), "log_loss"},
+	{regexp.MustCompile(`(?i)mean_squared_log_error|rmsle`), "rmsle"},
+	{regexp.MustCompile(`(?i)root_mean_squared|\brmse\b|sqrt\(\s*mean_squared_error`), "rmse"},
+	{regexp.MustCompile(`(?i)mean_absolute_error|\bmae\b|sum\(\s*abs\(`), "mae"},
+	{regexp.MustCompile(`(?i)mean_squared_error|\bmse\b`), "mse"},
+	{regexp.MustCompile(`(?i)f1_score\([^)]*average\s*=\s*['"]macro`), "f1_macro"},
+	{regexp.MustCompile(`(?i)f1_score\([^)]*average\s*=\s*['"]micro`), "f1_micro"},
+	{regexp.MustCompile(`(?i)f1_score|\bf1\b`), "f1"},
+	{regexp.MustCompile(`(?i)r2_score`), "r2"},
+	{regexp.MustCompile(`(?i)accuracy|\bacc\b`), "accuracy"},
+}
+
+// metricFromCode guesses the metric an evaluation script computes.
+func metricFromCode(src string) (string, bool) {
+	for _, p := range metricPatterns {
+		if p.re.MatchString(src) {
+			return p.metric, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,338 @@
+package ingest
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/mlerl/mlerl/internal/tasks"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// mleConfig is the part of an MLE-bench competition's config.yaml the
+// importer reads.
+type mleConfig struct {
+	ID              string `yaml:"id"`
+	Name            string `yaml:"name"`
+	CompetitionType string `yaml:"competition_type"`
+	Description     string `yaml:"description"`
+	Dataset         struct {
+		Answers          string `yaml:"answers"`
+		SampleSubmission string `yaml:"sample_submission"`
+	} `yaml:"dataset"`
+	Grader struct {
+		Name    string `yaml:"name"`
+		GradeFn string `yaml:"grade_fn"`
+	} `yaml:"grader"`
+}
+
+// ImportMLEBench converts MLE-bench competitions into task folders under
+// dst. source is one competition folder (holding config.yaml) or a folder
+// of them. A competition folder holds config.yaml, description.md, an
+// optional leaderboard.csv (score column, best first) and its prepared data
+// in prepared/public and prepared/private (or public/ and private/): the
+// public files become the workspace, the answers named by config.yaml's
+// dataset.answers become private/answers.csv, and the metric comes from
+// grader.name. MLE-bench's grade.py imports the mlebench package, so a
+// CSV grader is generated for the common metrics instead; m_best is the
+// leaderboard's top score and the direction follows the leaderboard's
+// order. Whatever cannot be derived is listed in Imported.Missing.
+func ImportMLEBench(source, dst string) ([]Imported, error) {
+	comps, err := findDirsWith(source, "config.yaml")
+	if err != nil {
+		return nil, err
+	}
+	if len(comps) == 0 {
+		return nil, fmt.Errorf("mlebench source %s: no competition folder (one holding config.yaml) in it or its subfolders", source)
+	}
+	var out []Imported
+	for _, dir := range comps {
+		im, err := importMLEBenchOne(dir, dst)
+		if err != nil {
+			return nil, fmt.Errorf("mlebench competition %s: %w", dir, err)
+		}
+		out = append(out, im)
+	}
+	return out, nil
+}
+
+func importMLEBenchOne(dir, dst string) (Imported, error) {
+	var cfg mleConfig
+	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		return Imported{}, err
+	}
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		return Imported{}, fmt.Errorf("config.yaml: %v", err)
+	}
+	id := slug(cfg.ID)
+	if id == "" {
+		id = slug(filepath.Base(dir))
+	}
+	d := newDraft(id, dir)
+	d.spec.Title = cfg.Name
+	if d.spec.Title == "" {
+		d.spec.Title = id
+	}
+	d.spec.Source = FromMLEBench
+	d.spec.Split = schemas.HeldIn
+	d.spec.TimeLimitS = float64p(600)
+	d.generated("task.yaml: split held-in and time_limit_s 600 are defaults: edit them (held-out keeps the task for evaluation)")
+
+	// Data: the prepared public and private folders.
+	public, private := firstDir(dir, "prepared/public", "public"), firstDir(dir, "prepared/private", "private")
+	if public == "" {
+		d.missing("workspace data: no prepared/public/ folder; run MLE-bench's `mlebench prepare -c %s` and copy its prepared/ folder into %s", cfg.ID, dir)
+	} else {
+		files, err := filesUnder(public)
+		if err != nil {
+			return Imported{}, err
+		}
+		for _, f := range files {
+			d.workspace[f] = filepath.Join(public, f)
+		}
+		d.spec.Modality = modalityOf(public)
+		if d.spec.Modality == "" {
+			d.missing("task.yaml modality: the public data is not only CSV files; set modality (image, text, audio, ...)")
+		}
+	}
+	answers := ""
+	if private != "" {
+		name := filepath.Base(cfg.Dataset.Answers)
+		if name == "." || name == "" {
+			name = "test.csv"
+		}
+		if p := filepath.Join(private, name); fileExists(p) {
+			answers = p
+			d.private[tasks.AnswersFile] = p
+		}
+	}
+	if answers == "" {
+		d.missing("private/answers.csv: no answers file (config.yaml dataset.answers, e.g. prepared/private/test.csv); copy the prepared private answers there")
+	}
+
+	// Metric and direction: grader.name, cross-checked with the leaderboard.
+	m, known := lookupMetric(cfg.Grader.Name)
+	if known {
+		d.spec.Metric, d.spec.Direction = m.name, m.direction
+	} else {
+		d.missing("task.yaml metric and direction: MLE-bench grader %q has no mapping; set metric and direction (higher|lower), and write private/grade.py (python3 private/grade.py <submission.csv> <answers.csv> prints {\"valid\": true, \"score\": x})", cfg.Grader.Name)
+	}
+	if best, dir2, n, err := leaderboardTop(filepath.Join(dir, "leaderboard.csv")); err == nil {
+		d.spec.MBest = float64p(best)
+		d.spec.MBestSource = fmt.Sprintf("MLE-bench leaderboard.csv: top of %d teams", n)
+		if d.spec.Direction == "" {
+			d.spec.Direction = dir2
+		} else if dir2 != "" && dir2 != d.spec.Direction {
+			d.missing("task.yaml direction: grader %s is %s-is-better but leaderboard.csv is ordered %s-is-better; check which is right", cfg.Grader.Name, d.spec.Direction, dir2)
+		}
+	} else {
+		d.missing("task.yaml m_best and m_best_source: %v; add the best known score and where it comes from", err)
+	}
+
+	// Submission format from sample_submission.csv: id column then targets.
+	var idCol string
+	var targets []string
+	sample := ""
+	if public != "" {
+		name := filepath.Base(cfg.Dataset.SampleSubmission)
+		if name == "." || name == "" {
+			name = "sample_submission.csv"
+		}
+		if p := filepath.Join(public, name); fileExists(p) {
+			sample = p
+		}
+	}
+	if sample == "" {
+		d.missing("workspace/sample_submission.csv: none found; without it the submission columns are unknown, so write private/grade.py and workspace/train.py by hand")
+	} else if h, err := csvHeader(sample); err != nil || len(h) < 2 {
+		d.missing("workspace/%s: want an id column and at least one target column", filepath.Base(sample))
+	} else {
+		idCol, targets = h[0], h[1:]
+	}
+	if known && idCol != "" && answers != "" {
+		if h, err := csvHeader(answers); err == nil && containsAll(h, append([]string{idCol}, targets...)) {
+			if err := d.addGrader(idCol, targets, m.name); err != nil {
+				return Imported{}, err
+			}
+			if len(targets) == 1 {
+				d.spec.TaskType = taskType(m, answers, targets[0])
+			}
+		} else {
+			d.missing("private/grade.py: answers %s lacks the sample submission's columns %s; write a grader by hand", filepath.Base(answers), strings.Join(append([]string{idCol}, targets...), ", "))
+		}
+	}
+	if d.spec.TaskType == "" {
+		d.missing("task.yaml task_type: set binary-classification, multiclass-classification, regression, ...")
+	}
+
+	// Description and an initial script.
+	desc, err := os.ReadFile(filepath.Join(dir, "description.md"))
+	if err != nil {
+		d.missing("description.md: copy the competition's description.md into the task folder")
+	}
+	d.description = string(desc)
+	if d.spec.Metric != "" && idCol != "" {
+		d.description += fmt.Sprintf(workspaceNote, d.spec.Metric, strings.Join(append([]string{idCol}, targets...), ", "), directionWord(d.spec.Direction))
+	}
+	d.baseline(public, idCol, targets, m, known, "MLE-bench ships no initial script")
+	return d.write(dst)
+}
+
+// baseline adds the generic tabular train.py when the data allows it, or
+// says what to write.
+func (d *draft) baseline(public, idCol string, targets []string, m metricInfo, known bool, why string) {
+	explain := func(reason string) {
+		d.missing("workspace/train.py: %s and %s; write a train.py with sections imports, data, model, training, evaluate that prints `VAL_METRIC %s <value>` and writes submission.csv", why, reason, d.spec.Metric)
+	}
+	switch {
+	case public == "" || !known:
+		explain("the data or metric is unknown")
+		return
+	case len(targets) != 1:
+		explain(fmt.Sprintf("the submission has %d target columns (the generic baseline predicts one)", len(targets)))
+		return
+	case !baselineMetrics[m.name]:
+		explain("the generic baseline does not compute " + m.name)
+		return
+	}
+	trainFile, testFile := "train.csv", "test.csv"
+	h, err := csvHeader(filepath.Join(public, trainFile))
+	if err != nil || !containsAll(h, targets) {
+		explain("train.csv with the target column " + targets[0] + " is missing")
+		return
+	}
+	if !fileExists(filepath.Join(public, testFile)) {
+		explain("test.csv is missing")
+		return
+	}
+	src, err := tabularBaseline(m.name, targets[0], idCol, trainFile, testFile, m.classify)
+	if err != nil {
+		explain(err.Error())
+		return
+	}
+	d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile] = src
+	d.generated("workspace/train.py: generic sectioned baseline (%s, unscaled features) predicting %s from train.csv", map[bool]string{true: "LogisticRegression", false: "Ridge"}[m.classify], targets[0])
+}
+
+// leaderboardTop reads an MLE-bench leaderboard.csv (a score column, best
+// team first) and returns the top score, the direction its order implies
+// and the number of teams.
+func leaderboardTop(path string) (float64, string, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("no leaderboard.csv (MLE-bench keeps it in Git LFS: run `git lfs pull`)")
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	h, err := r.Read()
+	if err != nil {
+		return 0, "", 0, fmt.Errorf("leaderboard.csv: %v", err)
+	}
+	col := -1
+	for i, c := range h {
+		if strings.TrimSpace(c) == "score" {
+			col = i
+		}
+	}
+	if col < 0 {
+		return 0, "", 0, fmt.Errorf("leaderboard.csv has no score column (is it a Git LFS pointer? run `git lfs pull`)")
+	}
+	var scores []float64
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, "", 0, fmt.Errorf("leaderboard.csv: %v", err)
+		}
+		if col < len(rec) {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(rec[col]), 64); err == nil {
+				scores = append(scores, v)
+			}
+		}
+	}
+	if len(scores) == 0 {
+		return 0, "", 0, fmt.Errorf("leaderboard.csv has no scores")
+	}
+	dir := ""
+	switch top, bottom := scores[0], scores[len(scores)-1]; {
+	case top < bottom:
+		dir = schemas.LowerIsBetter
+	case top > bottom:
+		dir = schemas.HigherIsBetter
+	}
+	return scores[0], dir, len(scores), nil
+}
+
+// findDirsWith returns source itself when it holds marker, else its
+// subfolders (one level) that do, sorted.
+func findDirsWith(source, marker string) ([]string, error) {
+	st, err := os.Stat(source)
+	if err != nil {
+		return nil, fmt.Errorf("import source: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("import source %s is not a folder", source)
+	}
+	if fileExists(filepath.Join(source, marker)) {
+		return []string{source}, nil
+	}
+	ents, err := os.ReadDir(source)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() && fileExists(filepath.Join(source, e.Name(), marker)) {
+			out = append(out, filepath.Join(source, e.Name()))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func firstDir(base string, rels ...string) string {
+	for _, r := range rels {
+		p := filepath.Join(base, r)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+func containsAll(have, want []string) bool {
+	set := map[string]bool{}
+	for _, h := range have {
+		set[h] = true
+	}
+	for _, w := range want {
+		if !set[w] {
+			return false
+		}
+	}
+	return true
+}
+
+func directionWord(d string) string {
+	if d == schemas.LowerIsBetter {
+		return "lower"
+	}
+	return "higher"
+}

@@ -1,0 +1,363 @@
+package ingest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/tasks"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Task sources (TasksConfig.From).
+const (
+	FromBuiltin      = "builtin"
+	FromMLEBench     = "mlebench"
+	FromMLAgentBench = "mlagentbench"
+)
+
+// TasksConfig configures `mlerl ingest tasks`.
+type TasksConfig struct {
+	// Data is the data root the tasks dataset and the task trees go to.
+	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix (default ./data)"`
+	// Suite is the built-in suite; it is ingested with any imported tasks.
+	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (default tasks; empty: only imported tasks)"`
+	// From selects an importer run before ingesting.
+	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too (default builtin)"`
+	// Source is what the importer reads.
+	Source string `yaml:"source" help:"folder to import: an MLE-bench competition folder (or a folder of them), or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
+	// ImportTo receives the converted task folders (kept, so that what the
+	// importer could not supply can be added by hand and ingested again).
+	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (default imported/<from>)"`
+	// Python runs the scripts and graders.
+	Python string `yaml:"python" help:"Python interpreter with numpy, pandas and scikit-learn (default: /usr/bin/python3, else python3 on PATH)"`
+	// Only restricts the run to some task ids.
+	Only []string `yaml:"only" help:"ingest only these task ids (default: all)"`
+	// Workers bounds how many initial scripts run at once.
+	Workers int `yaml:"workers" help:"tasks run at once (default 0: one per CPU core)"`
+	// Timeout overrides every task's time_limit_s for the baseline run.
+	Timeout time.Duration `yaml:"timeout" help:"time limit of one baseline run, overriding task.yaml's time_limit_s (default 0: use time_limit_s)"`
+	// MemoryMB bounds one baseline run's memory.
+	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (default 4096; 0: none)"`
+}
+
+// DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
+// written to ./data.
+func DefaultTasksConfig() TasksConfig {
+	return TasksConfig{Data: "./data", Suite: "tasks", From: FromBuiltin, MemoryMB: 4096}
+}
+
+// Derive fills the import folder from the source kind.
+func (c *TasksConfig) Derive() {
+	if c.ImportTo == "" && c.From != FromBuiltin && c.From != "" {
+		c.ImportTo = "imported/" + c.From
+	}
+}
+
+// Validate checks the config.
+func (c *TasksConfig) Validate() error {
+	switch c.From {
+	case FromBuiltin:
+		if c.Suite == "" {
+			return errors.New("suite is empty and from is builtin: nothing to ingest (set suite, or from mlebench|mlagentbench with a source)")
+		}
+		if c.Source != "" {
+			return fmt.Errorf("source %q is given but from is builtin: add --from mlebench or --from mlagentbench", c.Source)
+		}
+	case FromMLEBench, FromMLAgentBench:
+		if c.Source == "" {
+			return fmt.Errorf("from %s needs a source folder (the command's argument or --source)", c.From)
+		}
+	default:
+		return fmt.Errorf("from %q: want %s, %s or %s", c.From, FromBuiltin, FromMLEBench, FromMLAgentBench)
+	}
+	if c.Data == "" {
+		return errors.New("data is empty: set the data root")
+	}
+	if c.Workers < 0 || c.MemoryMB < 0 || c.Timeout < 0 {
+		return errors.New("workers, memory_mb and timeout must not be negative")
+	}
+	return nil
+}
+
+// ErrSomeFailed is wrapped by RunTasks's error when some tasks failed but
+// the others were committed.
+var ErrSomeFailed = errors.New("some tasks failed")
+
+// NewRunner makes the sandbox runner the baseline runs go through; tests
+// may replace it.
+var NewRunner = func(ctx context.Context, python string) (sandbox.Runner, error) {
+	return sandbox.NewCold(python), nil
+}
+
+// taskResult is one task's outcome.
+type taskResult struct {
+	id   string
+	row  schemas.Task
+	base tasks.Baseline
+	err  error
+}
+
+// RunTasks ingests tasks: it imports source folders if asked, loads and
+// checks every task, runs each initial script in a fresh workspace through
+// the sandbox (m_init_valid from its VAL_METRIC line, m_init from the
+// grader's score of its submission, and the baseline duration), uploads
+// each task's workspace/ and private/ trees to the blob store, and commits
+// a new version of the tasks dataset with the good tasks. Bad tasks are
+// reported one error each (task, file, field) and listed in the manifest's
+// Extra["failures"]; the error returned then wraps ErrSomeFailed. Nothing
+// is committed when no task succeeds; earlier versions are never touched.
+func RunTasks(ctx context.Context, cfg TasksConfig) error {
+	return runTasks(ctx, cfg, os.Stderr)
+}
+
+func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
+	python, err := sandbox.FindPython(cfg.Python)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return err
+	}
+
+	// 1. Import, then load and check every task folder.
+	var (
+		loaded   []*tasks.Task
+		failures []taskResult
+	)
+	if cfg.From != FromBuiltin {
+		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo)
+		if err != nil {
+			return err
+		}
+		for _, im := range imported {
+			fmt.Fprint(log, im.Report())
+			t, err := tasks.Load(im.Dir)
+			if err != nil {
+				failures = append(failures, taskResult{id: im.ID, err: err})
+				continue
+			}
+			loaded = append(loaded, t)
+		}
+	}
+	if cfg.Suite != "" {
+		good, bad, err := tasks.LoadSuite(cfg.Suite)
+		if err != nil {
+			return err
+		}
+		loaded = append(loaded, good...)
+		for _, e := range bad {
+			failures = append(failures, taskResult{id: taskOf(e), err: e})
+		}
+	}
+	loaded, failures, err = selectTasks(loaded, failures, cfg.Only)
+	if err != nil {
+		return err
+	}
+
+	// 2. Run each initial script, grade it and upload its trees, in parallel.
+	workers := cfg.Workers
+	if workers == 0 {
+		workers = runtime.NumCPU()
+	}
+	runner, err := NewRunner(ctx, python)
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	limits := sandbox.Limits{Timeout: cfg.Timeout, MemoryBytes: int64(cfg.MemoryMB) << 20, MaxOutputBytes: 1 << 20}
+	results := make([]taskResult, len(loaded))
+	bar := progress.New("ingest tasks", len(loaded))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i, t := range loaded {
+		g.Go(func() error {
+			results[i] = ingestOne(gctx, st, runner, python, t, limits)
+			bar.Add(1, t.ID)
+			return gctx.Err()
+		})
+	}
+	err = g.Wait()
+	bar.Done()
+	if err != nil {
+		return err
+	}
+
+	// 3. Summarise, and commit the good tasks.
+	var rows []schemas.Task
+	for _, r := range results {
+		if r.err != nil {
+			failures = append(failures, r)
+			continue
+		}
+		rows = append(rows, r.row)
+	}
+	printSummary(log, results, failures)
+	if len(rows) == 0 {
+		return fmt.Errorf("no task ingested, %d failed: %w", len(failures), ErrSomeFailed)
+	}
+	m, err := commitTasks(ctx, st, cfg, rows, failures)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "wrote %s (%d tasks)\n", m.Ref().URI, m.Rows)
+	if len(failures) > 0 {
+		return fmt.Errorf("%d of %d tasks failed (the other %d are in %s): %w", len(failures), len(failures)+len(rows), len(rows), m.Ref().URI, ErrSomeFailed)
+	}
+	return nil
+}
+
+// ingestOne measures and uploads one task.
+func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, python string, t *tasks.Task, limits sandbox.Limits) taskResult {
+	base, err := tasks.RunBaseline(ctx, runner, python, t, limits)
+	if err != nil {
+		return taskResult{id: t.ID, err: err}
+	}
+	ws, priv, err := tasks.UploadTrees(ctx, st, t)
+	if err != nil {
+		return taskResult{id: t.ID, err: err}
+	}
+	row := t.Row()
+	row.MInit = base.TestScore
+	row.MInitTest = base.TestScore
+	row.MInitValid = base.ValMetric
+	row.BaselineDurationS = base.Duration.Seconds()
+	row.WorkspaceTree, row.PrivateTree = ws, priv
+	row.Source = sourceOf(t)
+	return taskResult{id: t.ID, row: row, base: base}
+}
+
+// selectTasks keeps the tasks named in only (all when empty), and turns a
+// second task with an id already seen into a failure.
+func selectTasks(loaded []*tasks.Task, failures []taskResult, only []string) ([]*tasks.Task, []taskResult, error) {
+	seen := map[string]string{}
+	var out []*tasks.Task
+	for _, t := range loaded {
+		if prev, ok := seen[t.ID]; ok {
+			failures = append(failures, taskResult{id: t.ID, err: &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "id",
+				Msg: fmt.Sprintf("also used by %s: task ids must be unique, rename one", prev)}})
+			continue
+		}
+		seen[t.ID] = t.Dir
+		if len(only) == 0 || slices.Contains(only, t.ID) {
+			out = append(out, t)
+		}
+	}
+	if len(only) > 0 {
+		failed := map[string]bool{}
+		for _, f := range failures {
+			failed[f.id] = true
+		}
+		var kept []taskResult
+		for _, f := range failures {
+			if slices.Contains(only, f.id) {
+				kept = append(kept, f)
+			}
+		}
+		failures = kept
+		for _, id := range only {
+			if _, ok := seen[id]; !ok && !failed[id] {
+				return nil, nil, fmt.Errorf("only: no task %q (known: %s)", id, strings.Join(sortedKeys(seen), ", "))
+			}
+		}
+	}
+	return out, failures, nil
+}
+
+func commitTasks(ctx context.Context, st store.Store, cfg TasksConfig, rows []schemas.Task, failures []taskResult) (*datasets.Manifest, error) {
+	sort.Slice(rows, func(i, j int) bool { return rows[i].TaskID < rows[j].TaskID })
+	resolved := config.YAML(cfg)
+	key := sha256.Sum256([]byte(resolved))
+	p, err := datasets.Begin(ctx, st, schemas.Tasks.Name, schemas.Tasks, "ingest-tasks-"+hex.EncodeToString(key[:8]))
+	if err != nil {
+		return nil, err
+	}
+	if err := datasets.WritePart(ctx, p, "part-00000.parquet", rows); err != nil {
+		return nil, err
+	}
+	type failure struct {
+		Task  string `json:"task"`
+		Error string `json:"error"`
+	}
+	fl := []failure{}
+	for _, f := range failures {
+		fl = append(fl, failure{Task: f.id, Error: f.err.Error()})
+	}
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.TaskID
+	}
+	return p.Commit(ctx, datasets.CommitOptions{
+		Producer: datasets.Producer{Command: "mlerl ingest tasks", Config: cfg},
+		Extra:    map[string]any{"from": cfg.From, "tasks": ids, "failures": fl},
+	})
+}
+
+// printSummary writes one line per task: its measured baseline or its error.
+func printSummary(w io.Writer, results, failures []taskResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSPLIT\tMETRIC\tDIR\tM_INIT_VALID\tM_INIT\tM_BEST\tBASELINE_S\tSTATUS")
+	for _, r := range results {
+		if r.err != nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%.4f\t%.4g\t%.1f\tok\n", r.id, r.row.Split, r.row.Metric, r.row.Direction,
+			r.row.MInitValid, r.row.MInit, r.row.MBest, r.row.BaselineDurationS)
+	}
+	for _, f := range failures {
+		fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\tFAILED\n", f.id)
+	}
+	tw.Flush()
+	if len(failures) > 0 {
+		fmt.Fprintf(w, "\n%d task(s) failed:\n", len(failures))
+		for _, f := range failures {
+			for _, line := range strings.Split(f.err.Error(), "\n") {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
+		}
+	}
+}
+
+// taskOf returns the task named by a load error.
+func taskOf(err error) string {
+	var te *tasks.Error
+	if errors.As(err, &te) {
+		return te.Task
+	}
+	return "?"
+}
+
+// sourceOf tells where a task came from: task.yaml's source, else builtin.
+func sourceOf(t *tasks.Task) string {
+	if t.Source != "" {
+		return t.Source
+	}
+	return FromBuiltin
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
