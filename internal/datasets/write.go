@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -40,6 +41,10 @@ type pendingFile struct {
 	Schema    string    `json:"schema"`
 	RunKey    string    `json:"run_key"`
 	StartedAt time.Time `json:"started_at"`
+	// Token tells this claim from another writer's: a create whose
+	// response was lost is retried, fails its precondition, and is
+	// recognised as ours by reading the token back.
+	Token string `json:"token"`
 }
 
 // Begin starts (or resumes) a version of dataset name. When an uncommitted
@@ -71,10 +76,16 @@ func Begin(ctx context.Context, st store.Store, name string, schema schemas.Info
 	if len(all) > 0 {
 		next = all[len(all)-1] + 1
 	}
+	token := newToken()
 	for tries := 0; tries < 100; tries, next = tries+1, next+1 {
-		b, _ := json.MarshalIndent(pendingFile{Schema: schema.Name, RunKey: runKey, StartedAt: time.Now().UTC()}, "", "  ")
-		err := store.WriteAll(ctx, st, Dir(name, next)+"/"+PendingFile, b, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
+		key := Dir(name, next) + "/" + PendingFile
+		b, _ := json.MarshalIndent(pendingFile{Schema: schema.Name, RunKey: runKey, StartedAt: time.Now().UTC(), Token: token}, "", "  ")
+		err := store.WriteAll(ctx, st, key, b, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
 		if errors.Is(err, store.ErrExists) {
+			var pf pendingFile
+			if got, rerr := store.ReadAll(ctx, st, key); rerr == nil && json.Unmarshal(got, &pf) == nil && pf.Token == token {
+				return &Pending{St: st, Name: name, Version: next, Schema: schema, RunKey: runKey}, nil
+			}
 			continue
 		}
 		if err != nil {
@@ -83,6 +94,12 @@ func Begin(ctx context.Context, st store.Store, name string, schema schemas.Info
 		return &Pending{St: st, Name: name, Version: next, Schema: schema, RunKey: runKey}, nil
 	}
 	return nil, fmt.Errorf("%s: could not claim a new version", st.URI(name))
+}
+
+func newToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Dir returns the version folder key.

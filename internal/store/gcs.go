@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 )
 
@@ -22,31 +27,81 @@ type GCS struct {
 	client *storage.Client
 	bucket string
 	prefix string
+	retry  []storage.RetryOption
 }
 
-// OpenGCS returns a Store for gs://bucket/prefix. A nil client is created
-// with application default credentials. The bucket must exist.
+// GCSOptions adjust [OpenGCSWith]. Start from [DefaultGCSOptions].
+type GCSOptions struct {
+	// Client talks to GCS; nil creates one with application default
+	// credentials, or an unauthenticated one for the emulator named by
+	// STORAGE_EMULATOR_HOST (e.g. fake-gcs-server).
+	Client *storage.Client
+	// RetryInitial and RetryMax bound the exponential backoff between
+	// tries of an operation that failed transiently (429, 5xx, a broken
+	// connection).
+	RetryInitial, RetryMax time.Duration
+	// MaxAttempts bounds the tries of one operation, the first included.
+	MaxAttempts int
+}
+
+// DefaultGCSOptions returns the options [Open] uses for gs:// roots:
+// backoff from 500ms up to 30s, at most 10 tries.
+func DefaultGCSOptions() GCSOptions {
+	return GCSOptions{RetryInitial: 500 * time.Millisecond, RetryMax: 30 * time.Second, MaxAttempts: 10}
+}
+
+// OpenGCS returns a Store for gs://bucket/prefix with [DefaultGCSOptions]
+// and the given client (nil: application default credentials). The
+// bucket must exist.
 func OpenGCS(ctx context.Context, bucket, prefix string, client *storage.Client) (*GCS, error) {
-	uri := "gs://" + bucket + "/" + prefix
+	o := DefaultGCSOptions()
+	o.Client = client
+	return OpenGCSWith(ctx, bucket, prefix, o)
+}
+
+// OpenGCSWith returns a Store for gs://bucket/prefix. It checks that the
+// bucket exists, so a typo fails here with the bucket's name rather than
+// at the first write.
+func OpenGCSWith(ctx context.Context, bucket, prefix string, o GCSOptions) (*GCS, error) {
+	uri := "gs://" + bucket + "/" + strings.Trim(prefix, "/")
+	client := o.Client
 	if client == nil {
 		c, err := storage.NewClient(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("store %s: no Google Cloud credentials (%v); run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS", uri, err)
+			return nil, fmt.Errorf("store %s: no Google Cloud credentials (%v); run `gcloud auth application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or set STORAGE_EMULATOR_HOST for an emulator", uri, err)
 		}
 		client = c
 	}
 	g := &GCS{client: client, bucket: bucket, prefix: strings.Trim(prefix, "/")}
+	g.retry = []storage.RetryOption{storage.WithPolicy(storage.RetryAlways)}
+	if o.RetryInitial > 0 {
+		g.retry = append(g.retry, storage.WithBackoff(gax.Backoff{Initial: o.RetryInitial, Max: max(o.RetryMax, o.RetryInitial), Multiplier: 2}))
+	}
+	if o.MaxAttempts > 0 {
+		g.retry = append(g.retry, storage.WithMaxAttempts(o.MaxAttempts))
+	}
 	if _, err := g.bkt().Attrs(ctx); err != nil {
-		if errors.Is(err, storage.ErrBucketNotExist) {
-			return nil, fmt.Errorf("store %s: bucket %q does not exist: %w (create it, or fix the URI)", uri, bucket, ErrNotFound)
+		switch {
+		case errors.Is(err, storage.ErrBucketNotExist):
+			return nil, fmt.Errorf("store %s: bucket %q does not exist: %w (create it with `gcloud storage buckets create gs://%s`, or fix the URI)", uri, bucket, ErrNotFound, bucket)
+		case httpCode(err) == http.StatusForbidden:
+			// Object permissions without bucket metadata access: the
+			// bucket exists, carry on.
+		case httpCode(err) == http.StatusUnauthorized:
+			return nil, fmt.Errorf("store %s: not authorised (%v); run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS", uri, err)
+		default:
+			return nil, fmt.Errorf("store %s: %w", uri, err)
 		}
-		return nil, fmt.Errorf("store %s: %w", uri, err)
 	}
 	return g, nil
 }
 
+// EmulatorHost returns STORAGE_EMULATOR_HOST, which the client library
+// honours: when set, gs:// roots talk to that emulator without credentials.
+func EmulatorHost() string { return os.Getenv("STORAGE_EMULATOR_HOST") }
+
 func (g *GCS) bkt() *storage.BucketHandle {
-	return g.client.Bucket(g.bucket).Retryer(storage.WithPolicy(storage.RetryAlways))
+	return g.client.Bucket(g.bucket).Retryer(g.retry...)
 }
 
 func (g *GCS) name(key string) (string, error) {
@@ -139,7 +194,7 @@ func (w *gcsWriter) Close() error {
 	w.done = true
 	defer w.cancel()
 	if err := w.w.Close(); err != nil {
-		if isPreconditionFailed(err) {
+		if httpCode(err) == http.StatusPreconditionFailed {
 			return fmt.Errorf("%s: %w", w.uri, ErrExists)
 		}
 		return fmt.Errorf("commit %s: %w", w.uri, err)
@@ -230,10 +285,11 @@ func (g *GCS) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-func isPreconditionFailed(err error) bool {
-	var code interface{ HTTPCode() int }
-	if errors.As(err, &code) && code.HTTPCode() == 412 {
-		return true
+// httpCode returns the HTTP status of a GCS error, or 0.
+func httpCode(err error) int {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code
 	}
-	return strings.Contains(err.Error(), "412") || strings.Contains(strings.ToLower(err.Error()), "precondition")
+	return 0
 }

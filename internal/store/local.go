@@ -101,6 +101,12 @@ func (w *localWriter) Close() error {
 	}
 	w.done = true
 	tmp := w.f.Name()
+	// CreateTemp makes 0600 files; committed objects are ordinary files.
+	if err := w.f.Chmod(0o644); err != nil {
+		w.f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", w.target, err)
+	}
 	if err := w.f.Sync(); err != nil {
 		w.f.Close()
 		os.Remove(tmp)
@@ -172,6 +178,9 @@ func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 			return nil
 		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted while we walked
+		}
 		if err != nil {
 			return err
 		}
