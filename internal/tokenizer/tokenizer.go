@@ -170,7 +170,7 @@ type fileJSON struct {
 	PreTokenizer *preTokJSON            `json:"pre_tokenizer"`
 	Model        struct {
 		Type                    string          `json:"type"`
-		Vocab                   map[string]int  `json:"vocab"`
+		Vocab                   json.RawMessage `json:"vocab"`
 		Merges                  json.RawMessage `json:"merges"`
 		ByteFallback            bool            `json:"byte_fallback"`
 		IgnoreMerges            bool            `json:"ignore_merges"`
@@ -207,8 +207,12 @@ func Read(r io.Reader) (*Tokenizer, error) {
 	if m.ByteFallback || m.IgnoreMerges || m.ContinuingSubwordPrefix != "" || m.EndOfWordSuffix != "" {
 		return nil, fmt.Errorf("model: byte_fallback, ignore_merges, continuing_subword_prefix and end_of_word_suffix are not supported")
 	}
-	if len(m.Vocab) == 0 {
-		return nil, fmt.Errorf("model.vocab is empty")
+	vocab, err := scanVocab(m.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	if len(vocab) == 0 {
+		return nil, fmt.Errorf("model.vocab is empty or missing")
 	}
 	t := &Tokenizer{cache: make(map[string][]int32)}
 	if f.Normalizer != nil {
@@ -227,7 +231,7 @@ func Read(r io.Reader) (*Tokenizer, error) {
 
 	// The vocabulary, then added tokens on top (their ids follow it).
 	size := 0
-	for _, id := range m.Vocab {
+	for _, id := range vocab {
 		size = max(size, id+1)
 	}
 	for _, a := range f.AddedTokens {
@@ -235,8 +239,8 @@ func Read(r io.Reader) (*Tokenizer, error) {
 	}
 	t.tokens = make([]string, size)
 	t.isAdded = make([]bool, size)
-	t.ids = m.Vocab // added tokens join it below
-	for s, id := range m.Vocab {
+	t.ids = vocab // added tokens join it below
+	for s, id := range vocab {
 		if id < 0 {
 			return nil, fmt.Errorf("model.vocab[%q]: negative id %d", s, id)
 		}
@@ -281,20 +285,9 @@ func Read(r io.Reader) (*Tokenizer, error) {
 // readMerges accepts both layouts of model.merges: ["a b", ...] and
 // [["a", "b"], ...].
 func (t *Tokenizer) readMerges(raw json.RawMessage) error {
-	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		var joined []string
-		if err2 := json.Unmarshal(raw, &joined); err2 != nil {
-			return fmt.Errorf("model.merges: neither [[a, b], ...] nor [\"a b\", ...]: %w", err)
-		}
-		pairs = make([][2]string, len(joined))
-		for i, s := range joined {
-			a, b, ok := strings.Cut(s, " ")
-			if !ok {
-				return fmt.Errorf("model.merges[%d] %q: no space between the pair", i, s)
-			}
-			pairs[i] = [2]string{a, b}
-		}
+	pairs, err := scanMerges(raw)
+	if err != nil {
+		return err
 	}
 	t.merges = make(map[uint64]uint64, len(pairs))
 	var buf []byte
