@@ -117,6 +117,7 @@ type Policy struct {
 	fwd     *model.Exec // full forward: logits and values at every position
 	prefill *model.Exec // prompt forward: last logits, value and the KV cache
 	decode  *model.Exec // one token with the KV cache
+	logp    *model.Exec // log-probs of given targets
 }
 
 // NewPolicy makes a policy with freshly initialised weights (seeded).

@@ -112,6 +112,9 @@ type packedBatch struct {
 	Weights []float32
 	// Real counts non-padding tokens; Targets counts weighted targets.
 	Real, NumTargets int
+	// Starts holds each example's first flat index, by position in the
+	// packing order.
+	Starts []int
 }
 
 // packBatches packs the examples, in order, into rows of at most ctx
@@ -121,15 +124,16 @@ type packedBatch struct {
 // Attention stays inside an example through the segment ids and
 // per-example positions (see batchInput).
 func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatch {
-	var rows [][]int // example indices per row
+	var rows [][]int // positions in order, per row
 	var cur []int
 	used := 0
-	for _, i := range order {
+	for oi := range order {
+		i := order[oi]
 		n := len(exs[i].Tokens)
 		if used+n > ctx && len(cur) > 0 {
 			rows, cur, used = append(rows, cur), nil, 0
 		}
-		cur, used = append(cur, i), used+n
+		cur, used = append(cur, oi), used+n
 	}
 	if len(cur) > 0 {
 		rows = append(rows, cur)
@@ -140,8 +144,8 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 		width := 0
 		for _, r := range group {
 			n := 0
-			for _, i := range r {
-				n += len(exs[i].Tokens)
+			for _, oi := range r {
+				n += len(exs[order[oi]].Tokens)
 			}
 			width = max(width, n)
 		}
@@ -150,10 +154,12 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 		size := b.B * b.S
 		b.Tokens, b.Positions, b.Segments = make([]int32, size), make([]int32, size), make([]int32, size)
 		b.Targets, b.Weights = make([]int32, size), make([]float32, size)
+		b.Starts = make([]int, len(order))
 		for ri, r := range group {
 			at := ri * width
-			for si, i := range r {
-				e := exs[i]
+			for si, oi := range r {
+				e := exs[order[oi]]
+				b.Starts[oi] = at
 				for t, tok := range e.Tokens {
 					k := at + t
 					b.Tokens[k], b.Positions[k], b.Segments[k] = tok, int32(t), int32(si+1)

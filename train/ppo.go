@@ -1,0 +1,587 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/gomlx/compute"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Step-wise PPO (ML-Agent) with duration-aware weighting (the second
+// paper), reading top to bottom: settings; states and policies; the
+// asynchronous reward workers; then per update: rollout (generate one
+// action per sampled expert state, collect rewards as they arrive, drop
+// samples older than max_staleness policy versions), advantages, the
+// duration weights, flattening into b_ arrays, epochs x minibatches of the
+// clipped PPO loss, metrics and checkpoints.
+//
+// Each sample is a one-step episode (the state comes from the expert
+// state pool, the environment executes one action, the episode ends), so
+// the advantage estimator is A = R - V(s) with V(s) the value head at the
+// last prompt token, and the return target is R. Every token of the action
+// gets the sample's advantage (token-level advantages); the losses average
+// over the action tokens of a minibatch.
+
+// PPOConfig is the config of `mlerl train ppo`.
+type PPOConfig struct {
+	Data   string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
+	States string `yaml:"states" help:"rl_states dataset in the data root (name or name/v<N>)"`
+	SFT    string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step is the start and the KL reference)"`
+	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
+	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
+	// Updates x BatchSize samples in all (the paper: 1 epoch over 10k states).
+	Updates      int     `yaml:"updates" help:"PPO updates"`
+	BatchSize    int     `yaml:"batch_size" help:"samples (state, action, reward) per update"`
+	Minibatches  int     `yaml:"minibatches" help:"minibatches per update epoch"`
+	UpdateEpochs int     `yaml:"update_epochs" help:"passes over each batch"`
+	ClipCoef     float64 `yaml:"clip_coef" help:"PPO ratio clipping"`
+	VfCoef       float64 `yaml:"vf_coef" help:"value loss coefficient (the critic learns faster through it)"`
+	EntCoef      float64 `yaml:"ent_coef" help:"entropy bonus coefficient"`
+	KLCoef       float64 `yaml:"kl_coef" help:"KL penalty to the frozen SFT policy"`
+	NormAdv      bool    `yaml:"norm_adv" help:"normalise advantages over the batch"`
+	// DurationWeighting multiplies each sample's policy-gradient term by
+	// dt_k / mean(dt in batch).
+	DurationWeighting bool        `yaml:"duration_weighting" help:"weight policy-gradient terms by action duration / batch mean duration"`
+	MaxStaleness      int         `yaml:"max_staleness" help:"drop samples generated more than this many policy versions ago"`
+	Workers           int         `yaml:"workers" help:"concurrent reward workers"`
+	Optim             OptimConfig `yaml:"optim"`
+	Temperature       float64     `yaml:"temperature" help:"sampling temperature"`
+	TopP              float64     `yaml:"top_p" help:"nucleus sampling threshold"`
+	MaxNewTokens      int         `yaml:"max_new_tokens" help:"longest action in tokens"`
+	GenBatch          int         `yaml:"gen_batch" help:"states per generation call"`
+	Seed              int64       `yaml:"seed" help:"seed for state sampling and generation"`
+	CheckpointEvery   int         `yaml:"checkpoint_every" help:"save every N updates (and at the end)"`
+	Resume            bool        `yaml:"resume" help:"continue from the latest PPO checkpoint when there is one"`
+}
+
+// DefaultPPOConfig follows CleanRL's defaults where the papers are silent;
+// the learning rate is for the small demo policy (the paper's 1e-6 actor /
+// 1e-5 critic are for a 7B model; here one rate, and vf_coef for the critic).
+func DefaultPPOConfig() PPOConfig {
+	return PPOConfig{
+		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
+		Reward: "env", Updates: 20, BatchSize: 16, Minibatches: 2, UpdateEpochs: 1,
+		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.05, NormAdv: true,
+		DurationWeighting: true, MaxStaleness: 2, Workers: 4,
+		Optim:       OptimConfig{LR: 1e-5, MinLRRatio: 1, WarmupSteps: 0, WeightDecay: 0, Beta1: 0.9, Beta2: 0.999, ClipNorm: 0.5},
+		Temperature: 1, TopP: 1, MaxNewTokens: 160, GenBatch: 8, Seed: 1, CheckpointEvery: 5, Resume: true,
+	}
+}
+
+// Validate checks the config.
+func (c PPOConfig) Validate() error {
+	switch {
+	case c.Updates < 1 || c.BatchSize < 1 || c.UpdateEpochs < 1 || c.Workers < 1 || c.GenBatch < 1:
+		return fmt.Errorf("updates, batch_size, update_epochs, workers and gen_batch must be at least 1")
+	case c.Minibatches < 1 || c.Minibatches > c.BatchSize:
+		return fmt.Errorf("minibatches must be in [1, batch_size=%d], got %d", c.BatchSize, c.Minibatches)
+	case c.MaxStaleness < 0:
+		return fmt.Errorf("max_staleness must be >= 0, got %d", c.MaxStaleness)
+	case c.MaxNewTokens < 1:
+		return fmt.Errorf("max_new_tokens must be at least 1, got %d", c.MaxNewTokens)
+	}
+	return nil
+}
+
+// ppoState is the resumable position of a PPO run.
+type ppoState struct {
+	Update   int    `json:"update"`   // updates done (= policy version)
+	Drawn    int64  `json:"drawn"`    // states drawn so far (data position)
+	GenCalls uint64 `json:"gencalls"` // generation calls so far (their seeds)
+	RNG      []byte `json:"rng"`      // the state sampler's PCG state
+}
+
+// rollout is one generated action waiting for, or holding, its reward.
+type rollout struct {
+	State   schemas.RLState
+	Prompt  []int32   // model ids, BOS first
+	Action  []int32   // generated ids (EOS included when it stopped)
+	LogP    []float32 // behaviour log-probs of Action
+	Value   float32   // V(s) when generated
+	Version int       // policy version that generated it
+	Text    string    // decoded action
+	Out     Outcome
+	Cached  bool
+	Err     error
+}
+
+// RunPPO is `mlerl train ppo` with the reward named in cfg.Reward.
+func RunPPO(ctx context.Context, cfg PPOConfig) error {
+	reward, closeReward, err := openReward(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	defer closeReward()
+	return RunPPOWith(ctx, cfg, reward, os.Stderr)
+}
+
+// RunPPOWith runs step-wise PPO with the given reward function.
+func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Writer) error {
+	// --- Settings, data and policies.
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	m, err := datasets.ResolveIn(ctx, st, cfg.States)
+	if err != nil {
+		return fmt.Errorf("train ppo: %w (run `mlerl dataset` first)", err)
+	}
+	all, err := datasets.ReadAll[schemas.RLState](ctx, st, m, schemas.RLStates)
+	if err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	var states []schemas.RLState
+	for _, s := range all {
+		if s.Split == schemas.HeldIn {
+			states = append(states, s)
+		}
+	}
+	if len(states) == 0 {
+		return fmt.Errorf("train ppo: %s has no %s states", m.URI, schemas.HeldIn)
+	}
+	backend, err := compute.New()
+	if err != nil {
+		return fmt.Errorf("train ppo: backend: %w", err)
+	}
+	sftDir, err := LatestCheckpoint(ctx, st, cfg.SFT)
+	if err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	if sftDir == "" {
+		return fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first", st.URI(cfg.SFT))
+	}
+	var sftCfg SFTConfig
+	ref, refCk, err := LoadCheckpoint(ctx, st, sftDir, backend, LoadOptions{WeightsOnly: true}, &sftCfg, nil)
+	if err != nil {
+		return fmt.Errorf("train ppo: reference policy: %w", err)
+	}
+	vocab := refCk.Vocab
+	tok, err := OpenTokenizer(sftCfg.Tokenizer)
+	if err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	var (
+		policy  *Policy
+		state   ppoState
+		metrics []string
+	)
+	latest := ""
+	if cfg.Resume {
+		if latest, err = LatestCheckpoint(ctx, st, cfg.Out); err != nil {
+			return fmt.Errorf("train ppo: %w", err)
+		}
+	}
+	pcg := rand.NewPCG(uint64(cfg.Seed), 0x70706f)
+	if latest != "" {
+		var ck *Checkpoint
+		if policy, ck, err = LoadCheckpoint(ctx, st, latest, backend, LoadOptions{}, nil, &state); err != nil {
+			return fmt.Errorf("train ppo: resuming: %w", err)
+		}
+		metrics = ck.Metrics
+		if err := pcg.UnmarshalBinary(state.RNG); err != nil {
+			return fmt.Errorf("train ppo: resuming %s: RNG state: %w", st.URI(latest), err)
+		}
+		fmt.Fprintf(log, "train ppo: resuming from %s at update %d\n", st.URI(latest), state.Update)
+	} else if policy, _, err = LoadCheckpoint(ctx, st, sftDir, backend, LoadOptions{WeightsOnly: true}, nil, nil); err != nil {
+		return fmt.Errorf("train ppo: initial policy: %w", err)
+	}
+	rng := rand.New(pcg)
+	l, err := newLearner(policy, cfg.Optim, policy.ppoLoss(cfg))
+	if err != nil {
+		return fmt.Errorf("train ppo: %w", err)
+	}
+	fmt.Fprintf(log, "train ppo: %d held-in states, policy %d params from %s, reward %q, duration weighting %v\n",
+		len(states), policy.Cfg.NumParams(), st.URI(sftDir), cfg.Reward, cfg.DurationWeighting)
+
+	// --- Reward workers: they execute actions concurrently while the
+	// learner generates and updates; results arrive in completion order.
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	cache := newRewardCache()
+	outstanding := 0
+	jobs := make(chan *rollout, 4*cfg.BatchSize+cfg.GenBatch+cfg.Workers)
+	results := make(chan *rollout, cap(jobs))
+	for range cfg.Workers {
+		go func() {
+			for r := range jobs {
+				r.Out, r.Cached, r.Err = cache.get(wctx, reward, r.State, r.Text)
+				select {
+				case results <- r:
+				case <-wctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer close(jobs)
+
+	save := func() error {
+		rb, err := pcg.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		state.RNG = rb
+		sb, _ := json.Marshal(state)
+		return SaveCheckpoint(ctx, st, cfg.Out, state.Update, policy, Checkpoint{Config: cfg, Model: policy.Cfg, Vocab: vocab, State: sb, Metrics: metrics})
+	}
+	genOpts := GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens}
+	bar := progress.New("train ppo", cfg.Updates)
+	bar.Add(state.Update, "")
+	consecutiveErrors := 0
+	var carry []*rollout // results collected beyond the last batch
+
+	for state.Update < cfg.Updates {
+		version := state.Update
+		var genS, waitS, updS float64
+		start := time.Now()
+
+		// --- 1. Rollout: one action per sampled expert state; keep enough
+		// work in flight that slow actions overlap with generation.
+		var batch []*rollout
+		stale, formatErrors, cached, rewardErrors := 0, 0, 0, 0
+		take := func(r *rollout) error {
+			switch {
+			case r.Err != nil:
+				rewardErrors++
+				consecutiveErrors++
+				fmt.Fprintf(log, "train ppo: reward for state %s failed: %v\n", r.State.StateID, r.Err)
+				if consecutiveErrors > 2*cfg.BatchSize {
+					return fmt.Errorf("train ppo: %d reward errors in a row, the last: %w", consecutiveErrors, r.Err)
+				}
+			case version-r.Version > cfg.MaxStaleness:
+				stale++
+			case len(batch) < cfg.BatchSize:
+				consecutiveErrors = 0
+				batch = append(batch, r)
+				if r.Out.FormatError {
+					formatErrors++
+				}
+				if r.Cached {
+					cached++
+				}
+			default:
+				carry = append(carry, r) // over-collected: next update's
+			}
+			return nil
+		}
+		prev := carry
+		carry = nil
+		for _, r := range prev {
+			if err := take(r); err != nil {
+				return err
+			}
+		}
+		for len(batch) < cfg.BatchSize {
+			if outstanding < cfg.BatchSize+cfg.Workers {
+				t0 := time.Now()
+				n := cfg.GenBatch
+				picked := make([]schemas.RLState, n)
+				prompts := make([][]int32, n)
+				for i := range n {
+					picked[i] = states[rng.IntN(len(states))]
+					prompts[i] = append([]int32{BosID}, vocab.Encode(tok, picked[i].Prompt)...)
+				}
+				state.Drawn += int64(n)
+				genOpts.Seed = uint64(cfg.Seed)<<20 ^ state.GenCalls
+				state.GenCalls++
+				samples, err := policy.Generate(prompts, genOpts)
+				if err != nil {
+					return fmt.Errorf("train ppo: update %d: %w", version, err)
+				}
+				for i, s := range samples {
+					act := s.Tokens
+					if len(act) > 0 && act[len(act)-1] == EosID {
+						act = act[:len(act)-1]
+					}
+					jobs <- &rollout{State: picked[i], Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs,
+						Value: s.Value, Version: version, Text: vocab.Decode(tok, act)}
+					outstanding++
+				}
+				genS += time.Since(t0).Seconds()
+			}
+			// Take what has arrived; wait only when no more may be started.
+			t0 := time.Now()
+			arrived := false
+			for len(batch) < cfg.BatchSize {
+				select {
+				case r := <-results:
+					outstanding--
+					arrived = true
+					if err := take(r); err != nil {
+						return err
+					}
+					continue
+				default:
+				}
+				break
+			}
+			if !arrived && len(batch) < cfg.BatchSize && outstanding >= cfg.BatchSize+cfg.Workers {
+				select {
+				case r := <-results:
+					outstanding--
+					if err := take(r); err != nil {
+						return err
+					}
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			waitS += time.Since(t0).Seconds()
+		}
+
+		// --- 2. Advantages: one-step episodes, A = R - V(s), returns R.
+		b_rewards := make([]float64, len(batch))
+		b_values := make([]float64, len(batch))
+		b_durations := make([]float64, len(batch))
+		for i, r := range batch {
+			b_rewards[i], b_values[i], b_durations[i] = r.Out.Reward, float64(r.Value), r.Out.DurationS
+		}
+		b_advantages, b_returns := oneStepAdvantages(b_rewards, b_values, cfg.NormAdv)
+
+		// --- 3. Duration-aware weights: dt_k / mean(dt), or all ones.
+		b_weights := durationWeights(b_durations, cfg.DurationWeighting)
+
+		// --- 4. Epochs x minibatches of the clipped loss.
+		t0 := time.Now()
+		b_inds := make([]int, len(batch))
+		for i := range b_inds {
+			b_inds[i] = i
+		}
+		var sums [numPPOMetrics]float64
+		numMB := 0
+		lr := cfg.Optim.LRAt(state.Update, cfg.Updates)
+		for range cfg.UpdateEpochs {
+			rng.Shuffle(len(b_inds), func(i, j int) { b_inds[i], b_inds[j] = b_inds[j], b_inds[i] })
+			mbSize := (len(b_inds) + cfg.Minibatches - 1) / cfg.Minibatches
+			for start := 0; start < len(b_inds); start += mbSize {
+				mb_inds := b_inds[start:min(start+mbSize, len(b_inds))]
+				mb, err := ppoMinibatch(ref, batch, mb_inds, b_advantages, b_returns, b_weights)
+				if err != nil {
+					return fmt.Errorf("train ppo: update %d: %w", version, err)
+				}
+				loss, _, ms, err := l.Step(mb, lr)
+				if err != nil {
+					return fmt.Errorf("train ppo: update %d: %w", version, err)
+				}
+				if math.IsNaN(loss) {
+					return fmt.Errorf("train ppo: update %d: the loss is NaN; lower optim.lr", version)
+				}
+				for i := range sums {
+					sums[i] += ms[i]
+				}
+				numMB++
+			}
+		}
+		updS = time.Since(t0).Seconds()
+		state.Update++
+
+		// --- 5. Metrics and checkpoints.
+		mean := func(xs []float64) float64 {
+			s := 0.0
+			for _, x := range xs {
+				s += x
+			}
+			return s / float64(max(len(xs), 1))
+		}
+		rec := map[string]any{"stage": "ppo", "step": state.Update,
+			"charts/reward_mean": mean(b_rewards), "charts/value_mean": mean(b_values),
+			"charts/duration_mean": mean(b_durations), "charts/lr": lr,
+			"charts/format_error_rate": float64(formatErrors) / float64(len(batch)),
+			"charts/stale_fraction":    float64(stale) / float64(stale+len(batch)),
+			"charts/cache_hit_rate":    float64(cached) / float64(len(batch)),
+			"charts/reward_errors":     rewardErrors,
+			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
+			"time/generate_s":          genS, "time/wait_rewards_s": waitS, "time/update_s": updS,
+		}
+		for i, name := range ppoMetricNames {
+			rec[name] = sums[i] / float64(numMB)
+		}
+		b, _ := json.Marshal(rec)
+		metrics = append(metrics, string(b)+"\n")
+		bar.Add(1, fmt.Sprintf("reward %.3f", rec["charts/reward_mean"]))
+		if state.Update%max(cfg.CheckpointEvery, 1) == 0 || state.Update == cfg.Updates {
+			if err := save(); err != nil {
+				return fmt.Errorf("train ppo: %w", err)
+			}
+		}
+	}
+	bar.Done()
+	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", st.URI(cfg.Out))
+	return nil
+}
+
+// oneStepAdvantages returns A = R - V(s) (normalised to zero mean and unit
+// variance over the batch when norm is set) and the return targets R.
+func oneStepAdvantages(rewards, values []float64, norm bool) (adv, returns []float64) {
+	adv = make([]float64, len(rewards))
+	returns = make([]float64, len(rewards))
+	for i := range rewards {
+		adv[i] = rewards[i] - values[i]
+		returns[i] = rewards[i]
+	}
+	if norm && len(adv) > 1 {
+		mean, sq := 0.0, 0.0
+		for _, a := range adv {
+			mean += a
+		}
+		mean /= float64(len(adv))
+		for _, a := range adv {
+			sq += (a - mean) * (a - mean)
+		}
+		std := math.Sqrt(sq / float64(len(adv)-1))
+		for i := range adv {
+			adv[i] = (adv[i] - mean) / (std + 1e-8)
+		}
+	}
+	return adv, returns
+}
+
+// durationWeights returns dt_k / mean(dt) for every sample, so the weights
+// average 1; all ones when off or when every duration is 0.
+func durationWeights(durations []float64, on bool) []float64 {
+	w := make([]float64, len(durations))
+	mean := 0.0
+	for _, d := range durations {
+		mean += d
+	}
+	mean /= float64(max(len(durations), 1))
+	for i, d := range durations {
+		w[i] = 1
+		if on && mean > 0 {
+			w[i] = d / mean
+		}
+	}
+	return w
+}
+
+// ppoMinibatch packs the minibatch's (prompt, action) sequences and lays
+// the per-sample quantities out per action token: behaviour log-probs,
+// advantages, duration weights, the frozen reference's log-probs; and the
+// return at each prompt's last token, where the value is read.
+func ppoMinibatch(ref *Policy, batch []*rollout, mb_inds []int, adv, returns, weights []float64) ([]any, error) {
+	exs := make([]encoded, len(mb_inds))
+	for i, k := range mb_inds {
+		r := batch[k]
+		toks := append(append([]int32{}, r.Prompt...), r.Action...)
+		exs[i] = encoded{Tokens: toks, Response: len(r.Prompt)}
+	}
+	order := make([]int, len(exs))
+	for i := range order {
+		order[i] = i
+	}
+	// One batch holding every sample of the minibatch.
+	packed := packBatches(exs, order, len(exs), ref.Cfg.Ctx)
+	if len(packed) != 1 {
+		return nil, fmt.Errorf("ppo minibatch packed into %d batches, want 1", len(packed))
+	}
+	b := packed[0]
+	n := b.B * b.S
+	refLogp, err := ref.TargetLogProbs(b.batchInput, b.Targets)
+	if err != nil {
+		return nil, err
+	}
+	act := make([]float32, n)
+	oldLogp := make([]float32, n)
+	mbAdv := make([]float32, n)
+	mbW := make([]float32, n)
+	valMask := make([]float32, n)
+	mbRet := make([]float32, n)
+	for i, k := range mb_inds {
+		r := batch[k]
+		at := b.Starts[i] + len(r.Prompt) - 1 // position predicting the first action token
+		valMask[at], mbRet[at] = 1, float32(returns[k])
+		for j := range r.Action {
+			act[at+j], oldLogp[at+j] = 1, r.LogP[j]
+			mbAdv[at+j], mbW[at+j] = float32(adv[k]), float32(weights[k])
+		}
+	}
+	d := []int{b.B, b.S}
+	return append(b.tensors(), i32Tensor(b.Targets, d...), f32Tensor(act, d...), f32Tensor(oldLogp, d...),
+		f32Tensor(mbAdv, d...), f32Tensor(mbW, d...), f32Tensor(refLogp, d...), f32Tensor(valMask, d...), f32Tensor(mbRet, d...)), nil
+}
+
+// The PPO loss's metrics, in the order ppoLoss returns them.
+const numPPOMetrics = 6
+
+var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/kl_ref"}
+
+// ppoLoss is the clipped surrogate with duration weights, the value loss,
+// the entropy bonus and a KL penalty to the reference, over action tokens.
+// Inputs: tokens, positions, segments, targets, action mask, behaviour
+// log-probs, advantages, duration weights, reference log-probs, value mask,
+// returns (all [B,S]).
+func (p *Policy) ppoLoss(cfg PPOConfig) lossFn {
+	return func(scope *model.Scope, in []*Node) (*Node, []*Node) {
+		logits, values := p.forwardGraph(scope, in[0], in[1], in[2])
+		mb_targets, mask, mb_logprobs, mb_advantages, mb_weights, mb_reflogprobs, vmask, mb_returns :=
+			in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10]
+		g := logits.Graph()
+		newlogprob, entropy := tokenLogProbs(logits, mb_targets)
+		masked := func(x, m *Node) *Node { // mean of x over m
+			return Div(ReduceAllSum(Mul(x, m)), Max(ReduceAllSum(m), OnesLike(ReduceAllSum(m))))
+		}
+		logratio := Sub(newlogprob, mb_logprobs)
+		ratio := Exp(logratio)
+		approx_kl := masked(Sub(Sub(ratio, OnesLike(ratio)), logratio), mask)
+		clipfrac := masked(ConvertDType(GreaterThan(Abs(Sub(ratio, OnesLike(ratio))), Scalar(g, ratio.DType(), cfg.ClipCoef)), ratio.DType()), mask)
+
+		// Policy loss: clipped surrogate, each term weighted by dt_k/mean(dt).
+		pg_loss1 := Mul(Neg(mb_advantages), ratio)
+		pg_loss2 := Mul(Neg(mb_advantages), ClipScalar(ratio, 1-cfg.ClipCoef, 1+cfg.ClipCoef))
+		pg_loss := masked(Mul(mb_weights, Max(pg_loss1, pg_loss2)), mask)
+
+		// Value loss at each prompt's last token.
+		v_loss := Mul(Scalar(g, values.DType(), 0.5), masked(Square(Sub(values, mb_returns)), vmask))
+
+		entropy_loss := masked(entropy, mask)
+
+		// KL to the frozen SFT policy, k3 estimator: exp(d) - d - 1 with
+		// d = log pi_ref - log pi (non-negative, unbiased).
+		d := Sub(mb_reflogprobs, newlogprob)
+		kl_ref := masked(Sub(Sub(Exp(d), d), OnesLike(d)), mask)
+
+		loss := Add(Add(pg_loss, Mul(Scalar(g, pg_loss.DType(), cfg.VfCoef), v_loss)),
+			Sub(Mul(Scalar(g, pg_loss.DType(), cfg.KLCoef), kl_ref), Mul(Scalar(g, pg_loss.DType(), cfg.EntCoef), entropy_loss)))
+		return loss, []*Node{pg_loss, v_loss, entropy_loss, approx_kl, clipfrac, kl_ref}
+	}
+}
+
+// TargetLogProbs returns log pi(target) at every position of a batch
+// [B*S] (the frozen reference's log-probs in PPO).
+func (p *Policy) TargetLogProbs(in batchInput, targets []int32) ([]float32, error) {
+	if err := p.checkInput(in); err != nil {
+		return nil, err
+	}
+	if p.logp == nil {
+		var err error
+		p.logp, err = model.NewExec(p.Backend, p.Store, func(scope *model.Scope, tokens, positions, segments, targets *Node) *Node {
+			logits, _ := p.forwardGraph(scope, tokens, positions, segments)
+			lp, _ := tokenLogProbs(logits, targets)
+			return lp
+		})
+		if err != nil {
+			return nil, fmt.Errorf("model: log-prob graph: %w", err)
+		}
+	}
+	outs, err := p.logp.Exec(append(in.tensors(), i32Tensor(targets, in.B, in.S))...)
+	if err != nil {
+		return nil, fmt.Errorf("model: log-probs: %w", err)
+	}
+	return flat(outs[0])
+}

@@ -1,0 +1,195 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/compute"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// setupPPO writes an rl_states dataset and an "SFT" checkpoint holding a
+// freshly initialised tiny policy over a byte vocabulary.
+func setupPPO(t *testing.T, root string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []schemas.RLState
+	for i := range 8 {
+		rows = append(rows, schemas.RLState{StateID: fmt.Sprint(i), TaskID: "t", Split: schemas.HeldIn,
+			Prompt: fmt.Sprintf("s%d", i%4), SnapshotRef: fmt.Sprintf("sha256:%d", i)})
+	}
+	p, err := datasets.Begin(ctx, st, schemas.RLStates.Name, schemas.RLStates, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := datasets.WritePart(ctx, p, "part-00000.parquet", rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Commit(ctx, datasets.CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vocab := BuildVocab(ByteTokenizer{}, []string{"abcdefgh", "s0123"}, 1)
+	cfg := ModelConfig{Vocab: vocab.Size(), DModel: 32, Heads: 2, Layers: 1, Ctx: 16}
+	pol, err := NewPolicy(compute.MustNew(), cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pol.Generate([][]int32{{BosID}}, GenerateOptions{MaxNewTokens: 1}); err != nil {
+		t.Fatal(err) // builds the graphs, which creates the variables
+	}
+	if _, _, err := pol.Forward(batchInput{B: 1, S: 1, Tokens: []int32{BosID}, Positions: []int32{0}, Segments: []int32{1}}); err != nil {
+		t.Fatal(err)
+	}
+	sft := DefaultSFTConfig()
+	sft.Tokenizer = "bytes"
+	if err := SaveCheckpoint(ctx, st, "checkpoints/sft", 0, pol, Checkpoint{Config: sft, Model: cfg, Vocab: vocab, State: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tinyPPOConfig(root string) PPOConfig {
+	cfg := DefaultPPOConfig()
+	cfg.Data = root
+	cfg.Updates = 12
+	cfg.BatchSize = 16
+	cfg.Minibatches = 2
+	cfg.UpdateEpochs = 2
+	cfg.MaxNewTokens = 2
+	cfg.GenBatch = 8
+	cfg.Workers = 3
+	cfg.KLCoef = 0
+	cfg.Optim.LR = 1e-2
+	return cfg
+}
+
+// The best action is known: any action starting with "c" earns 1.
+func pickC(_ context.Context, s schemas.RLState, action string) (Outcome, error) {
+	out := Outcome{DurationS: 0.001 * float64(1+len(action))}
+	if strings.HasPrefix(action, "c") {
+		out.Reward = 1
+	}
+	return out, nil
+}
+
+func TestPPORaisesRewardOnKnownBestAction(t *testing.T) {
+	root := t.TempDir()
+	setupPPO(t, root)
+	var log bytes.Buffer
+	if err := RunPPOWith(context.Background(), tinyPPOConfig(root), pickC, &log); err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, log.String())
+	}
+	ms := readMetrics(t, root, "checkpoints/ppo")
+	if len(ms) != 12 {
+		t.Fatalf("got %d metric lines, want 12", len(ms))
+	}
+	for _, k := range []string{"losses/policy", "losses/value", "losses/approx_kl", "losses/clipfrac", "losses/entropy",
+		"charts/reward_mean", "charts/format_error_rate", "charts/samples_per_s", "charts/stale_fraction"} {
+		if _, ok := ms[0][k].(float64); !ok {
+			t.Errorf("metric %s missing from %v", k, ms[0])
+		}
+	}
+	avg := func(lines []map[string]any) float64 {
+		s := 0.0
+		for _, m := range lines {
+			s += m["charts/reward_mean"].(float64)
+		}
+		return s / float64(len(lines))
+	}
+	first, last := avg(ms[:3]), avg(ms[len(ms)-3:])
+	t.Logf("mean reward: first 3 updates %.3f, last 3 %.3f", first, last)
+	if !(last > first+0.3) {
+		t.Errorf("mean reward went from %.3f to %.3f, want a rise of at least 0.3", first, last)
+	}
+}
+
+func TestDurationWeightsHandComputed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dts  []float64
+		on   bool
+		want []float64
+	}{
+		// mean = (1+3+8)/3 = 4
+		{"weighted", []float64{1, 3, 8}, true, []float64{0.25, 0.75, 2}},
+		{"off", []float64{1, 3, 8}, false, []float64{1, 1, 1}},
+		{"all zero", []float64{0, 0}, true, []float64{1, 1}},
+		// mean = 0.5: a 60x spread in durations
+		{"fast and slow", []float64{0.0164, 0.9836}, true, []float64{0.0328, 1.9672}},
+	} {
+		got := durationWeights(tc.dts, tc.on)
+		for i := range got {
+			if math.Abs(got[i]-tc.want[i]) > 1e-9 {
+				t.Errorf("%s: got %v want %v", tc.name, got, tc.want)
+				break
+			}
+		}
+	}
+}
+
+func TestOneStepAdvantagesMatchReferenceLoop(t *testing.T) {
+	rewards := []float64{1, -1, 0, 0.5, -10}
+	values := []float64{0.2, 0.1, -0.3, 0.5, -2}
+	// Reference: a one-step episode's GAE with any gamma and lambda is its
+	// single TD error, r + gamma*V(terminal)=0 - V(s).
+	for _, norm := range []bool{false, true} {
+		var want []float64
+		for i := range rewards {
+			delta := rewards[i] + 0.99*0 - values[i]
+			want = append(want, delta)
+		}
+		if norm {
+			var mean, variance float64
+			for _, w := range want {
+				mean += w / float64(len(want))
+			}
+			for _, w := range want {
+				variance += (w - mean) * (w - mean) / float64(len(want)-1)
+			}
+			for i := range want {
+				want[i] = (want[i] - mean) / (math.Sqrt(variance) + 1e-8)
+			}
+		}
+		adv, ret := oneStepAdvantages(rewards, values, norm)
+		for i := range want {
+			if math.Abs(adv[i]-want[i]) > 1e-12 || ret[i] != rewards[i] {
+				t.Errorf("norm=%v sample %d: got adv %v ret %v, want %v %v", norm, i, adv[i], ret[i], want[i], rewards[i])
+			}
+		}
+	}
+}
+
+func TestRewardCacheKeysOnNormalisedAction(t *testing.T) {
+	calls := 0
+	fn := func(_ context.Context, _ schemas.RLState, a string) (Outcome, error) {
+		calls++
+		return Outcome{Reward: float64(len(a))}, nil
+	}
+	c := newRewardCache()
+	s := schemas.RLState{StateID: "1", SnapshotRef: "sha256:x"}
+	ctx := context.Background()
+	for _, a := range []string{"Action: List Files", "  Action:   List\nFiles ", "Action: Other"} {
+		if _, _, err := c.get(ctx, fn, s, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 2 {
+		t.Errorf("got %d executions, want 2 (layout-only differences are one action)", calls)
+	}
+	s2 := s
+	s2.SnapshotRef = "sha256:y"
+	if _, cached, _ := c.get(ctx, fn, s2, "Action: Other"); cached {
+		t.Errorf("another snapshot hit the cache")
+	}
+}

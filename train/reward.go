@@ -1,0 +1,158 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Outcome is what the environment returns for one action from one state.
+type Outcome struct {
+	// Reward is the scalar reward (the sum of Terms).
+	Reward float64
+	Terms  []schemas.RewardTerm
+	// DurationS is the action's execution time in seconds: the dt_k of the
+	// duration-aware gradient.
+	DurationS float64
+	// FormatError marks an action that did not parse (bad format, unknown
+	// action, bad arguments).
+	FormatError bool
+}
+
+// RewardFunc restores state's snapshot, executes action and scores it. It
+// is called from several goroutines at once. An error means the
+// environment failed (not the action: a bad action is a reward); the
+// sample is dropped and counted.
+type RewardFunc func(ctx context.Context, state schemas.RLState, action string) (Outcome, error)
+
+// RewardFactory opens a reward function for a PPO run; close releases it.
+type RewardFactory func(ctx context.Context, cfg PPOConfig) (reward RewardFunc, close func() error, err error)
+
+var (
+	rewardMu  sync.Mutex
+	rewardFns = map[string]RewardFactory{
+		"format": func(context.Context, PPOConfig) (RewardFunc, func() error, error) {
+			return FormatReward, func() error { return nil }, nil
+		},
+	}
+)
+
+// RegisterReward makes a reward available to PPOConfig.Reward by name. The
+// command registers "env" (the sandboxed environment with the agentic-ML
+// reward); "format" is built in.
+func RegisterReward(name string, f RewardFactory) {
+	rewardMu.Lock()
+	defer rewardMu.Unlock()
+	rewardFns[name] = f
+}
+
+func openReward(ctx context.Context, cfg PPOConfig) (RewardFunc, func() error, error) {
+	rewardMu.Lock()
+	f, ok := rewardFns[cfg.Reward]
+	var names []string
+	for n := range rewardFns {
+		names = append(names, n)
+	}
+	rewardMu.Unlock()
+	if !ok {
+		slices.Sort(names)
+		return nil, nil, fmt.Errorf("reward %q is not known (known: %s)", cfg.Reward, strings.Join(names, ", "))
+	}
+	return f(ctx, cfg)
+}
+
+// FormatReward scores only the action's format, without executing it: -1
+// when the answer has no "Action:" line or its "Action Input:" is not a
+// JSON object, else 0. It is a smoke-test reward (no environment needed),
+// not the paper's reward.
+func FormatReward(_ context.Context, _ schemas.RLState, action string) (Outcome, error) {
+	name, input, ok := splitAction(action)
+	if !ok || name == "" || !strings.HasPrefix(strings.TrimSpace(input), "{") || !strings.HasSuffix(strings.TrimSpace(input), "}") {
+		return Outcome{Reward: -1, Terms: []schemas.RewardTerm{{Name: "format", Value: -1}}, FormatError: true}, nil
+	}
+	return Outcome{Terms: []schemas.RewardTerm{{Name: "format", Value: 0}}}, nil
+}
+
+// splitAction finds the "Action:" and "Action Input:" fields of an answer.
+func splitAction(text string) (name, input string, ok bool) {
+	i := strings.Index(text, "Action:")
+	if i < 0 {
+		return "", "", false
+	}
+	rest := text[i+len("Action:"):]
+	j := strings.Index(rest, "Action Input:")
+	if j < 0 {
+		return strings.TrimSpace(rest), "", false
+	}
+	return strings.TrimSpace(rest[:j]), rest[j+len("Action Input:"):], true
+}
+
+// normaliseAction is the cache key form of an action: surrounding space
+// trimmed and every run of white space made one space, so answers that
+// differ only in layout are executed once.
+func normaliseAction(a string) string { return strings.Join(strings.Fields(a), " ") }
+
+// cacheKey is (snapshot, normalised action), plus the metric before the
+// action, which the improvement reward also depends on. States without a
+// snapshot are keyed by their id.
+func cacheKey(s schemas.RLState, action string) string {
+	snap := s.SnapshotRef
+	if snap == "" {
+		snap = "state:" + s.StateID
+	}
+	prev := "none"
+	if s.MetricPrev != nil {
+		prev = fmt.Sprint(*s.MetricPrev)
+	}
+	return snap + "\x00" + prev + "\x00" + normaliseAction(action)
+}
+
+// rewardCache memoises outcomes by (snapshot, normalised action); a second
+// request for a key being executed waits for the first.
+type rewardCache struct {
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+	hits    int
+	misses  int
+}
+
+type cacheEntry struct {
+	done chan struct{}
+	out  Outcome
+	err  error
+}
+
+func newRewardCache() *rewardCache { return &rewardCache{entries: map[string]*cacheEntry{}} }
+
+// get returns the outcome of (state, action), executing it at most once
+// per key. Failed executions are not cached.
+func (c *rewardCache) get(ctx context.Context, fn RewardFunc, s schemas.RLState, action string) (Outcome, bool, error) {
+	key := cacheKey(s, action)
+	c.mu.Lock()
+	if e, ok := c.entries[key]; ok {
+		c.hits++
+		c.mu.Unlock()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return Outcome{}, true, ctx.Err()
+		}
+		return e.out, true, e.err
+	}
+	e := &cacheEntry{done: make(chan struct{})}
+	c.entries[key] = e
+	c.misses++
+	c.mu.Unlock()
+	e.out, e.err = fn(ctx, s, action)
+	if e.err != nil {
+		c.mu.Lock()
+		delete(c.entries, key)
+		c.mu.Unlock()
+	}
+	close(e.done)
+	return e.out, false, e.err
+}
