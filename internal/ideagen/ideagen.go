@@ -326,3 +326,20 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// Merge returns the catalog ideas followed by the generated ones that are
+// not rewordings of a catalog idea (same words after folding case,
+// punctuation and spacing): the catalog idea, which carries an edit, wins.
+func Merge(catalogIdeas, generated []Idea) []Idea {
+	out := append([]Idea{}, catalogIdeas...)
+	seen := map[string]bool{}
+	for _, i := range catalogIdeas {
+		seen[dedupKey(i.Text)] = true
+	}
+	for _, i := range generated {
+		if !seen[dedupKey(i.Text)] {
+			out = append(out, i)
+		}
+	}
+	return out
+}

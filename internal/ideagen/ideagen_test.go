@@ -249,3 +249,22 @@ func TestGeneratePromptAsksForTheShortfall(t *testing.T) {
 		}
 	}
 }
+
+func TestMerge(t *testing.T) {
+	cat := []Idea{{ID: "data/scale", Text: "Scale the features.", Source: SourceCatalog}}
+	gen := []Idea{{Text: "scale the  features"}, {Text: "Add PCA"}}
+	got := texts(Merge(cat, gen))
+	if want := []string{"Scale the features.", "Add PCA"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q want %q", got, want)
+	}
+}
+
+func TestCatalog(t *testing.T) {
+	for _, cat := range schemas.Categories {
+		for _, i := range Catalog(task, cat) {
+			if i.Category != cat || i.Source != SourceCatalog || i.ID == "" || !strings.HasPrefix(i.Edit, `{"ops":`) {
+				t.Errorf("got catalog idea %+v for category %s", i, cat)
+			}
+		}
+	}
+}

@@ -1,0 +1,310 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/embed"
+	"github.com/mlerl/mlerl/internal/ideagen"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+var ideaTestTasks = []schemas.Task{
+	{TaskID: "digits", Title: "Digits", Modality: "tabular", TaskType: "multiclass-classification", Metric: "accuracy", Direction: "higher", Split: schemas.HeldIn, Description: "Classify digits."},
+	{TaskID: "reviews", Title: "Reviews", Modality: "text", TaskType: "binary-classification", Metric: "roc_auc", Direction: "higher", Split: schemas.HeldOut, Description: "Classify reviews."},
+}
+
+// writeTestTasks commits a tasks dataset into a fresh data root.
+func writeTestTasks(t *testing.T) (string, store.Store, *datasets.Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	root := t.TempDir()
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := datasets.Begin(ctx, st, schemas.Tasks.Name, schemas.Tasks, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := datasets.WritePart(ctx, p, "part-00000.parquet", ideaTestTasks); err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.Commit(ctx, datasets.CommitOptions{Producer: datasets.Producer{Command: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, st, m
+}
+
+func readIdeas(t *testing.T, st store.Store) ([]schemas.Idea, *datasets.Manifest) {
+	t.Helper()
+	m, err := datasets.Latest(context.Background(), st, schemas.Ideas.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := datasets.ReadAll[schemas.Idea](context.Background(), st, m, schemas.Ideas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, m
+}
+
+// checkPools checks the invariants every ideas dataset keeps, per task and
+// category: at most k kept, ranks 0..kept-1, unit embeddings of dim.
+func checkPools(t *testing.T, rows []schemas.Idea, k, dim int) map[string]int {
+	t.Helper()
+	kept := map[string]int{}
+	ranks := map[string][]bool{}
+	for _, r := range rows {
+		pool := r.TaskID + "/" + r.Category
+		if len(r.Embedding) != dim {
+			t.Fatalf("idea %s: got embedding dim %d want %d", r.IdeaID, len(r.Embedding), dim)
+		}
+		var n float64
+		for _, x := range r.Embedding {
+			n += float64(x) * float64(x)
+		}
+		if math.Abs(n-1) > 1e-4 {
+			t.Errorf("idea %s: got embedding norm² %v want 1", r.IdeaID, n)
+		}
+		if r.Kept != (r.Rank >= 0) {
+			t.Errorf("idea %s: kept %v with rank %d", r.IdeaID, r.Kept, r.Rank)
+		}
+		if r.Kept {
+			kept[pool]++
+			if ranks[pool] == nil {
+				ranks[pool] = make([]bool, k)
+			}
+			if int(r.Rank) >= k || ranks[pool][r.Rank] {
+				t.Errorf("idea %s: rank %d out of range or repeated", r.IdeaID, r.Rank)
+			} else {
+				ranks[pool][r.Rank] = true
+			}
+		}
+	}
+	for pool, n := range kept {
+		if n > k {
+			t.Errorf("pool %s: got %d kept want at most %d", pool, n, k)
+		}
+		for r := range n {
+			if !ranks[pool][r] {
+				t.Errorf("pool %s: rank %d missing among %d kept", pool, r, n)
+			}
+		}
+	}
+	return kept
+}
+
+func TestRunIdeasCatalog(t *testing.T) {
+	root, st, tasks := writeTestTasks(t)
+	cfg := DefaultIdeasConfig()
+	cfg.Data, cfg.K = root, 3
+	var log bytes.Buffer
+	if err := runIdeas(context.Background(), cfg, &log); err != nil {
+		t.Fatal(err)
+	}
+	rows, m := readIdeas(t, st)
+	if len(m.Parents) != 1 || m.Parents[0].Name != schemas.Tasks.Name || m.Parents[0].Version != tasks.Version {
+		t.Errorf("got parents %+v, want the tasks dataset v%d", m.Parents, tasks.Version)
+	}
+	want := 0
+	for _, task := range ideaTestTasks {
+		for _, cat := range schemas.Categories {
+			want += len(ideagen.Catalog(task, cat))
+		}
+	}
+	if len(rows) != want {
+		t.Fatalf("got %d rows want %d (the catalog's ideas for the test tasks)", len(rows), want)
+	}
+	checkPools(t, rows, 3, 384)
+	for _, r := range rows {
+		if r.Source != ideagen.SourceCatalog || !strings.HasPrefix(r.Edit, `{"ops":`) || !strings.HasPrefix(r.IdeaID, r.TaskID+"/"+r.Category+"/") {
+			t.Errorf("got row %+v, want a catalog idea with its edit and a <task>/<catalog id> id", r)
+		}
+	}
+	if m.Extra["embedder"] != "hashed-tfidf:384" || m.Extra["k"] != float64(3) {
+		t.Errorf("got manifest extra %v", m.Extra)
+	}
+	if !strings.Contains(log.String(), "MEAN_DIST_KEPT") || !strings.Contains(log.String(), "ingest ideas: wrote ") {
+		t.Errorf("got log %q, want the summary table and the dataset written", log.String())
+	}
+}
+
+// fakeAPI serves /v1/chat/completions (12 ideas per request, 2 of them
+// duplicates, about the category named in the prompt) and /v1/embeddings
+// (8-d vectors from the text's hash; texts ending in "(again)" get the
+// vector of the text without that suffix: near-duplicates).
+// failTask makes chat requests about that task fail with HTTP 500.
+func fakeAPI(t *testing.T, failTask string) *httptest.Server {
+	catRe := regexp.MustCompile(`category "(\w+)"`)
+	taskRe := regexp.MustCompile(`\((\w+)\)\n`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct{ Content string } `json:"messages"`
+			Input    []string                   `json:"input"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		switch r.URL.Path {
+		case "/v1/chat/completions":
+			prompt := req.Messages[len(req.Messages)-1].Content
+			cat, task := catRe.FindStringSubmatch(prompt)[1], taskRe.FindStringSubmatch(prompt)[1]
+			if task == failTask {
+				http.Error(w, `{"error": "down"}`, 500)
+				return
+			}
+			var ideas []string
+			for i := range 10 {
+				ideas = append(ideas, fmt.Sprintf("Idea %d about the %s of %s", i, cat, task))
+			}
+			ideas = append(ideas, ideas[0], ideas[1]+" (again)")
+			content, _ := json.Marshal(map[string][]string{"ideas": ideas})
+			json.NewEncoder(w).Encode(map[string]any{
+				"choices": []any{map[string]any{"message": map[string]string{"role": "assistant", "content": string(content)}, "finish_reason": "stop"}},
+				"usage":   map[string]int{"prompt_tokens": 50, "completion_tokens": 70},
+			})
+		case "/v1/embeddings":
+			var data []any
+			for i, text := range req.Input {
+				h := sha256.Sum256([]byte(strings.TrimSuffix(text, " (again)")))
+				v := make([]float32, 8)
+				for j := range v {
+					v[j] = float32(h[j]) - 127.5
+				}
+				if strings.HasSuffix(text, " (again)") {
+					v[0] += 1
+				}
+				data = append(data, map[string]any{"index": i, "embedding": v})
+			}
+			json.NewEncoder(w).Encode(map[string]any{"data": data, "usage": map[string]int{"prompt_tokens": 5 * len(req.Input)}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func llmIdeasConfig(root, url string) IdeasConfig {
+	cfg := DefaultIdeasConfig()
+	cfg.Data, cfg.Source, cfg.K = root, IdeasFromLLM, 4
+	cfg.LLM.BaseURL, cfg.LLM.Model, cfg.LLM.MaxRetries, cfg.LLM.Timeout, cfg.LLM.PromptPrice = url+"/v1", "gen-1", 0, 5*time.Second, 1
+	cfg.Gen.N, cfg.Gen.MinIdeas, cfg.Gen.MaxRounds = 12, 5, 2
+	cfg.Embed.Kind = embed.KindOpenAI
+	cfg.Embed.LLM.BaseURL, cfg.Embed.LLM.Model, cfg.Embed.BatchSize = url+"/v1", "emb-1", 5
+	return cfg
+}
+
+func TestRunIdeasLLM(t *testing.T) {
+	root, st, _ := writeTestTasks(t)
+	srv := fakeAPI(t, "")
+	var log bytes.Buffer
+	if err := runIdeas(context.Background(), llmIdeasConfig(root, srv.URL), &log); err != nil {
+		t.Fatal(err)
+	}
+	rows, m := readIdeas(t, st)
+	// 11 usable ideas per pool (one exact duplicate rejected); the
+	// generator asks again for the shortfall of one and gets only repeats.
+	if want := 2 * 3 * 11; len(rows) != want {
+		t.Fatalf("got %d rows want %d", len(rows), want)
+	}
+	kept := checkPools(t, rows, 4, 8)
+	for _, task := range ideaTestTasks {
+		for _, cat := range schemas.Categories {
+			if n := kept[task.TaskID+"/"+cat]; n != 4 {
+				t.Errorf("pool %s/%s: got %d kept want 4", task.TaskID, cat, n)
+			}
+		}
+	}
+	for _, r := range rows {
+		if r.Source != "llm:gen-1" || r.Edit != "" || !strings.HasPrefix(r.IdeaID, r.TaskID+"/"+r.Category+"/llm-") {
+			t.Errorf("got row %+v, want an llm:gen-1 idea without edit", r)
+		}
+		if strings.HasSuffix(r.Text, "(again)") && r.Kept && r.NearestKeptSim > 0.9 {
+			t.Errorf("near-duplicate %q kept with similarity %v to another kept idea", r.Text, r.NearestKeptSim)
+		}
+	}
+	llmExtra, _ := m.Extra["llm"].(map[string]any)
+	if llmExtra["requests"] != float64(12) || llmExtra["prompt_tokens"] != float64(600) || llmExtra["completion_tokens"] != float64(840) {
+		t.Errorf("got llm accounting %v, want 12 requests (2 per pool), 600 prompt and 840 completion tokens", llmExtra)
+	}
+	if !strings.Contains(log.String(), "llm: 12 requests") {
+		t.Errorf("got log %q, want the token summary", log.String())
+	}
+}
+
+func TestRunIdeasFailureCommitsNothing(t *testing.T) {
+	root, st, _ := writeTestTasks(t)
+	srv := fakeAPI(t, "reviews")
+	err := runIdeas(context.Background(), llmIdeasConfig(root, srv.URL), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "task reviews") || !strings.Contains(err.Error(), "HTTP 500") {
+		t.Fatalf("got error %v, want one naming task reviews and HTTP 500", err)
+	}
+	if _, err := datasets.Latest(context.Background(), st, schemas.Ideas.Name); !errors.Is(err, datasets.ErrNoDataset) {
+		t.Errorf("got %v after a failed run, want no committed ideas dataset", err)
+	}
+}
+
+func TestRunIdeasBadInput(t *testing.T) {
+	root, _, _ := writeTestTasks(t)
+	tests := []struct {
+		name string
+		edit func(*IdeasConfig)
+		want string
+	}{
+		{"no tasks dataset", func(c *IdeasConfig) { c.Data = t.TempDir() }, "run `mlerl ingest tasks` first"},
+		{"unknown task", func(c *IdeasConfig) { c.Only = []string{"nope"} }, `task "nope" (from only) is not in tasks v1`},
+		{"missing version", func(c *IdeasConfig) { c.Tasks = "tasks/v7" }, `tasks dataset "tasks/v7"`},
+		{"llm without endpoint", func(c *IdeasConfig) { c.Source = IdeasFromLLM }, "source llm needs llm.base_url"},
+		{"bad source", func(c *IdeasConfig) { c.Source = "web" }, `source "web"`},
+		{"bad k", func(c *IdeasConfig) { c.K = 0 }, "k must be positive"},
+		{"bad embedder", func(c *IdeasConfig) { c.Embed.Kind = "bert" }, `embed.kind "bert"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultIdeasConfig()
+			cfg.Data = root
+			tt.edit(&cfg)
+			err := cfg.Validate()
+			if err == nil {
+				err = runIdeas(context.Background(), cfg, &bytes.Buffer{})
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRunIdeasTasksURI(t *testing.T) {
+	root, _, tasks := writeTestTasks(t)
+	out := t.TempDir()
+	cfg := DefaultIdeasConfig()
+	cfg.Data, cfg.Tasks, cfg.Only = out, root+"/tasks/v1", []string{"digits"}
+	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := store.Open(context.Background(), out)
+	rows, m := readIdeas(t, st)
+	if m.Parents[0].URI != tasks.Ref().URI {
+		t.Errorf("got parent %+v want %+v", m.Parents[0], tasks.Ref())
+	}
+	for _, r := range rows {
+		if r.TaskID != "digits" {
+			t.Errorf("got a row for task %s, want only digits", r.TaskID)
+		}
+	}
+}
