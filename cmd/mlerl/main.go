@@ -31,7 +31,8 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-func main() {
+// newRootCommand assembles the binary's command tree.
+func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "mlerl",
 		Short:         "Train machine-learning-engineering agents with reinforcement learning",
@@ -41,9 +42,13 @@ func main() {
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	return root
+}
+
+func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := root.ExecuteContext(ctx); err != nil {
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "mlerl: %v\n", err)
 		var ee *exitError
 		if errors.As(err, &ee) {
@@ -56,7 +61,8 @@ func main() {
 // stageCommand builds a subcommand whose flags are the fields of a stage's
 // Config T. --config loads a YAML file (flags override it), --print-config
 // prints the resolved config and exits; otherwise the resolved config is
-// printed to stderr and run is called with it.
+// printed to stderr and run is called with it. A stage stores the same
+// config in its manifests with datasets.NewProducer(cfg).
 func stageCommand[T any](use, short string, defaults func() T, run func(ctx context.Context, cfg T) error) *cobra.Command {
 	var (
 		path  string
@@ -73,10 +79,10 @@ func stageCommand[T any](use, short string, defaults func() T, run func(ctx cont
 				return err
 			}
 			if print {
-				fmt.Print(config.YAML(cfg))
+				fmt.Fprint(cmd.OutOrStdout(), config.YAML(cfg))
 				return nil
 			}
-			fmt.Fprintf(os.Stderr, "# mlerl %s: resolved config\n%s", cmd.CommandPath()[len("mlerl "):], indent(config.YAML(cfg)))
+			fmt.Fprintf(cmd.ErrOrStderr(), "# %s: resolved config\n%s", cmd.CommandPath(), indent(config.YAML(cfg)))
 			return run(cmd.Context(), cfg)
 		},
 	}

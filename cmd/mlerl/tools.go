@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"reflect"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -44,13 +47,13 @@ func lsCommand() *cobra.Command {
 					Created string `json:"created_at"`
 					URI     string `json:"uri"`
 				}
-				enc := json.NewEncoder(os.Stdout)
+				enc := json.NewEncoder(cmd.OutOrStdout())
 				for _, m := range ms {
 					enc.Encode(row{m.Name, m.Version, m.Schema + "/" + m.SchemaVersion, m.Rows, m.Bytes, m.CreatedAt.Format("2006-01-02T15:04:05Z"), m.Ref().URI})
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "DATASET\tVERSION\tSCHEMA\tROWS\tSIZE\tCREATED")
 			for _, m := range ms {
 				fmt.Fprintf(tw, "%s\tv%d\t%s/%s\t%d\t%s\t%s\n", m.Name, m.Version, m.Schema, m.SchemaVersion, m.Rows, humanBytes(m.Bytes), m.CreatedAt.Format("2006-01-02 15:04"))
@@ -69,26 +72,37 @@ func inspectCommand() *cobra.Command {
 		Short: "Print a dataset version's manifest (the latest version when the URI has no /vN)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, m, err := datasets.Resolve(cmd.Context(), args[0])
+			st, m, err := datasets.Resolve(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(m)
+				// The manifest itself, byte for byte.
+				b, err := store.ReadAll(cmd.Context(), st, datasets.Dir(m.Name, m.Version)+"/"+datasets.ManifestFile)
+				if err != nil {
+					return err
+				}
+				_, err = out.Write(b)
+				if err == nil && (len(b) == 0 || b[len(b)-1] != '\n') {
+					_, err = io.WriteString(out, "\n")
+				}
+				return err
 			}
-			fmt.Printf("dataset   %s v%d\nuri       %s\nschema    %s %s\nrows      %d in %d files (%s)\ncreated   %s\ncommand   %s\n",
+			fmt.Fprintf(out, "dataset   %s v%d\nuri       %s\nschema    %s %s\nrows      %d in %d files (%s)\ncreated   %s\ncommand   %s\n",
 				m.Name, m.Version, m.Ref().URI, m.Schema, m.SchemaVersion, m.Rows, len(m.Files), humanBytes(m.Bytes),
 				m.CreatedAt.Format("2006-01-02 15:04:05 MST"), m.Producer.Command)
 			if m.Producer.GitRevision != "" {
-				fmt.Printf("revision  %s\n", m.Producer.GitRevision)
+				fmt.Fprintf(out, "revision  %s\n", m.Producer.GitRevision)
+			}
+			if m.RunKey != "" {
+				fmt.Fprintf(out, "run key   %s\n", m.RunKey)
 			}
 			for _, p := range m.Parents {
-				fmt.Printf("parent    %s (%s v%d)\n", p.URI, p.Name, p.Version)
+				fmt.Fprintf(out, "parent    %s (%s v%d)\n", p.URI, p.Name, p.Version)
 			}
 			for _, f := range m.Files {
-				fmt.Printf("file      %s  %d rows  %s  sha256:%s\n", f.Path, f.Rows, humanBytes(f.Bytes), f.SHA256[:16])
+				fmt.Fprintf(out, "file      %s  %d rows  %s  sha256:%.16s\n", f.Path, f.Rows, humanBytes(f.Bytes), f.SHA256)
 			}
 			return nil
 		},
@@ -107,11 +121,14 @@ func headCommand() *cobra.Command {
 		Short: "Print the first rows of a dataset",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if n < 0 {
+				return fmt.Errorf("-n %d: want a count of rows >= 0", n)
+			}
 			st, m, err := datasets.Resolve(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			return printRows(cmd.Context(), st, m, n, asJSON)
+			return printRows(cmd.Context(), cmd.OutOrStdout(), st, m, n, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines, one row per line")
@@ -122,30 +139,31 @@ func headCommand() *cobra.Command {
 var errEnough = errors.New("enough rows")
 
 // printRows prints the first n rows of m in its schema's row type.
-func printRows(ctx context.Context, st store.Store, m *datasets.Manifest, n int, asJSON bool) error {
+func printRows(ctx context.Context, w io.Writer, st store.Store, m *datasets.Manifest, n int, asJSON bool) error {
 	switch m.Schema {
 	case schemas.Tasks.Name:
-		return headOf[schemas.Task](ctx, st, m, schemas.Tasks, n, asJSON)
+		return headOf[schemas.Task](ctx, w, st, m, schemas.Tasks, n, asJSON)
 	case schemas.Ideas.Name:
-		return headOf[schemas.Idea](ctx, st, m, schemas.Ideas, n, asJSON)
+		return headOf[schemas.Idea](ctx, w, st, m, schemas.Ideas, n, asJSON)
 	case schemas.Trajectories.Name:
-		return headOf[schemas.Trajectory](ctx, st, m, schemas.Trajectories, n, asJSON)
+		return headOf[schemas.Trajectory](ctx, w, st, m, schemas.Trajectories, n, asJSON)
 	case schemas.Steps.Name:
-		return headOf[schemas.Step](ctx, st, m, schemas.Steps, n, asJSON)
+		return headOf[schemas.Step](ctx, w, st, m, schemas.Steps, n, asJSON)
 	case schemas.SFTExamples.Name:
-		return headOf[schemas.SFTExample](ctx, st, m, schemas.SFTExamples, n, asJSON)
+		return headOf[schemas.SFTExample](ctx, w, st, m, schemas.SFTExamples, n, asJSON)
 	case schemas.RLStates.Name:
-		return headOf[schemas.RLState](ctx, st, m, schemas.RLStates, n, asJSON)
+		return headOf[schemas.RLState](ctx, w, st, m, schemas.RLStates, n, asJSON)
 	case schemas.EvalResults.Name:
-		return headOf[schemas.EvalResult](ctx, st, m, schemas.EvalResults, n, asJSON)
+		return headOf[schemas.EvalResult](ctx, w, st, m, schemas.EvalResults, n, asJSON)
 	}
 	return fmt.Errorf("%s: unknown schema %q: %w", m.URI, m.Schema, schemas.ErrVersion)
 }
 
-func headOf[T any](ctx context.Context, st store.Store, m *datasets.Manifest, schema schemas.Info, n int, asJSON bool) error {
-	enc := json.NewEncoder(os.Stdout)
-	if !asJSON {
-		enc.SetIndent("", "  ")
+// headOf prints rows with their Parquet column names as keys, in column
+// order: one compact JSON object per line with asJSON, indented otherwise.
+func headOf[T any](ctx context.Context, w io.Writer, st store.Store, m *datasets.Manifest, schema schemas.Info, n int, asJSON bool) error {
+	if n == 0 {
+		return nil
 	}
 	count := 0
 	err := datasets.Each(ctx, st, m, schema, func(rows []T) error {
@@ -153,7 +171,16 @@ func headOf[T any](ctx context.Context, st store.Store, m *datasets.Manifest, sc
 			if count >= n {
 				return errEnough
 			}
-			if err := enc.Encode(r); err != nil {
+			b, err := rowJSON(reflect.ValueOf(r))
+			if err != nil {
+				return err
+			}
+			if !asJSON {
+				var buf bytes.Buffer
+				json.Indent(&buf, b, "", "  ")
+				b = buf.Bytes()
+			}
+			if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
 				return err
 			}
 			count++
@@ -163,6 +190,55 @@ func headOf[T any](ctx context.Context, st store.Store, m *datasets.Manifest, sc
 	if errors.Is(err, errEnough) {
 		return nil
 	}
+	return err
+}
+
+// rowJSON renders a row struct as a JSON object keyed by Parquet column
+// names, in field order (nested structs too).
+func rowJSON(v reflect.Value) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	t := v.Type()
+	for i := range t.NumField() {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		name := strings.Split(t.Field(i).Tag.Get("parquet"), ",")[0]
+		k, _ := json.Marshal(name)
+		buf.Write(k)
+		buf.WriteByte(':')
+		if err := valueJSON(&buf, v.Field(i)); err != nil {
+			return nil, err
+		}
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+func valueJSON(buf *bytes.Buffer, v reflect.Value) error {
+	switch {
+	case v.Kind() == reflect.Struct:
+		b, err := rowJSON(v)
+		buf.Write(b)
+		return err
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		buf.WriteByte('[')
+		for i := range v.Len() {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := valueJSON(buf, v.Index(i)); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+		return nil
+	case v.Kind() == reflect.Slice && v.IsNil():
+		buf.WriteString("[]")
+		return nil
+	}
+	b, err := json.Marshal(v.Interface())
+	buf.Write(b)
 	return err
 }
 
@@ -179,7 +255,7 @@ func verifyCommand() *cobra.Command {
 			if err := datasets.Verify(cmd.Context(), st, m); err != nil {
 				return err
 			}
-			fmt.Printf("ok  %s v%d: %d files, %d rows, checksums match\n", m.Name, m.Version, len(m.Files), m.Rows)
+			fmt.Fprintf(cmd.OutOrStdout(), "ok  %s v%d: %d files, %d rows, checksums match\n", m.Name, m.Version, len(m.Files), m.Rows)
 			return nil
 		},
 	}
