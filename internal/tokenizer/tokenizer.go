@@ -21,7 +21,13 @@
 // strings in testdata/golden.jsonl. Where that reference and Hugging Face's
 // Rust library disagree, this package follows the reference: `\s` in the
 // pre-tokenizer regex means JavaScript's whitespace set (which includes
-// U+FEFF and excludes U+0085).
+// U+FEFF and excludes U+0085). Letters and digits (\p{L}, \p{N}) follow
+// Go's Unicode tables (15.0); characters added in later Unicode versions
+// may split differently from a newer reference.
+//
+// Measured on a 2-core shared machine (go test -bench . ./internal/tokenizer):
+// loading takes ~0.25-0.3 s of CPU and keeps ~15 MB of heap; encoding Python
+// code runs at ~1.1-1.4M tokens per CPU-second.
 package tokenizer
 
 import (
