@@ -1,4 +1,4 @@
-# mlerl sandbox bootstrap. Run by the Go runner as `python3 -I -c <this> MODE CONFIG`:
+# mlerl sandbox bootstrap. Run by the Go runner as `python3 -s -c <this> MODE CONFIG`:
 #   cold CONFIG   set up the sandbox in this process, then run the script once
 #   serve CONFIG  warm worker: pre-import modules, then fork one sandboxed child
 #                 per request received on fd 3 (a SOCK_SEQPACKET unix socket)

@@ -224,10 +224,10 @@ def instrument(source, nonce):
     try:
         compile(out, "<instrumented>", "exec", dont_inherit=True)
     except SyntaxError:
-        # A section comment sat where a statement cannot go: keep the
-        # markers placed after whole statements only.
-        plan = {k: v for k, v in plan.items() if not SECTION_RE.match(ins.lines[v[0] - 1].strip())}
-        out, inserted = ins.render(plan, nonce)
+        # A section comment sat where a statement cannot go: place the
+        # markers by the AST alone.
+        ins.sections = {}
+        out, inserted = ins.render(ins.plan(), nonce)
         compile(out, "<instrumented>", "exec", dont_inherit=True)
     return out, inserted
 
