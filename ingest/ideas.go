@@ -385,6 +385,7 @@ func commitIdeas(ctx context.Context, st store.Store, cfg IdeasConfig, rows []sc
 			// The hashed embedder's IDF is fitted per pool: compare
 			// embeddings within a task and category only.
 			"embedding_scope": "pool",
+			"embed_usage":     embedUsage(emb),
 			"llm": map[string]any{
 				"requests": usage.Requests, "prompt_tokens": usage.Usage.PromptTokens,
 				"completion_tokens": usage.Usage.CompletionTokens, "cost_usd": usage.Usage.CostUSD,
@@ -400,6 +401,15 @@ func ideasBar(log io.Writer, label string, total int) *progress.Bar {
 		return progress.New(label, total)
 	}
 	return progress.NewTo(log, false, label, total)
+}
+
+// embedUsage is the token accounting of an embedder that calls an
+// endpoint; nil for local ones.
+func embedUsage(e embed.Embedder) any {
+	if u, ok := e.(interface{ Usage() llm.Usage }); ok {
+		return u.Usage()
+	}
+	return nil
 }
 
 func countKept(rows []schemas.Idea) int {

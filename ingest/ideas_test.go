@@ -241,6 +241,9 @@ func TestRunIdeasLLM(t *testing.T) {
 	if llmExtra["requests"] != float64(12) || llmExtra["prompt_tokens"] != float64(600) || llmExtra["completion_tokens"] != float64(840) {
 		t.Errorf("got llm accounting %v, want 12 requests (2 per pool), 600 prompt and 840 completion tokens", llmExtra)
 	}
+	if eu, _ := m.Extra["embed_usage"].(map[string]any); eu["prompt_tokens"] != float64(5*len(rows)) {
+		t.Errorf("got embeddings usage %v, want %d prompt tokens", m.Extra["embed_usage"], 5*len(rows))
+	}
 	if !strings.Contains(log.String(), "llm: 12 requests") {
 		t.Errorf("got log %q, want the token summary", log.String())
 	}

@@ -3,6 +3,7 @@ package embed
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -71,4 +72,25 @@ func TestHashedIDFDownweightsCommonWords(t *testing.T) {
 	if s := cosine(vecs[0], vecs[1]); s > 0.7 {
 		t.Errorf("got cosine %.3f between texts differing in their one rare word, want < 0.7", s)
 	}
+}
+
+// BenchmarkHashed1k embeds 1,000 idea-like sentences in one call.
+func BenchmarkHashed1k(b *testing.B) {
+	words := []string{"standardise", "features", "gradient", "boosting", "trees", "learning", "rate", "dropout", "ridge", "alpha", "impute", "median", "polynomial", "degree", "ensemble", "bagging", "early", "stopping", "epochs", "batch"}
+	texts := make([]string, 1000)
+	for i := range texts {
+		var sb []string
+		for j := range 14 {
+			sb = append(sb, words[(i*7+j*j+i/13)%len(words)])
+		}
+		texts[i] = strings.Join(sb, " ")
+	}
+	h := NewHashed(384)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := h.Embed(context.Background(), texts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(texts)*b.N)/b.Elapsed().Seconds(), "texts/s")
 }
