@@ -11,7 +11,9 @@ For each task it writes, under tasks/<id>/:
                       metric and columns filled in
   task.yaml           the task's metadata (from TASKS below)
 
-It never touches train.py or description.md (hand-written). Everything is
+  description.md      what the agent reads: the task, the files and their
+                      columns, the metric and the submission format
+It never touches train.py (hand-written). Everything is
 seeded, so rerunning it reproduces the committed files byte for byte on the
 same numpy/scikit-learn/statsmodels versions (Debian 12: numpy 1.24,
 scikit-learn 1.2, statsmodels 0.13).
@@ -536,8 +538,11 @@ def write_task(meta):
     out = meta["fn"]()
     train, valid, test, answers = out[:4]
     extra = out[4] if len(out) > 4 else {}
-    for name, df in [("train.csv", train), ("valid.csv", valid), ("test.csv", test)] + list(extra.items()):
+    files = [("train.csv", train), ("valid.csv", valid), ("test.csv", test)] + list(extra.items())
+    for name, df in files:
         df.to_csv(os.path.join(ws, name), index=False, float_format="%.6g")
+    with open(os.path.join(root, "description.md"), "w") as f:
+        f.write(describe(meta, files))
     answers.to_csv(os.path.join(priv, "answers.csv"), index=False, float_format="%.6g")
     with open(os.path.join(HERE, "grade_template.py")) as f:
         tpl = f.read()
@@ -569,6 +574,104 @@ def write_task(meta):
     with open(ypath, "w") as f:
         f.write("\n".join(lines) + "\n")
     return len(train), len(valid), len(test)
+
+
+ABOUT = {
+    "breast-cancer-diagnosis": "Each row describes the cell nuclei in a digitised image of a fine-needle aspirate of a breast mass "
+    "(Wisconsin Diagnostic Breast Cancer data): mean, standard error and worst value of 10 measurements such as radius, "
+    "texture and concavity. Predict the probability that the tumour is malignant.",
+    "wine-cultivar": "Each row is the chemical analysis of a wine grown in one region of Italy by one of three cultivators "
+    "(13 measurements such as alcohol, flavanoids and proline). Predict the cultivar (0, 1 or 2).",
+    "diabetes-progression": "Each row is a diabetes patient: age, sex, body-mass index, average blood pressure and six blood "
+    "serum measurements (s1..s6), unscaled. Predict the quantitative measure of disease progression one year after baseline.",
+    "affairs-survey": "Each row is a respondent of a 1974 Redbook magazine survey of married women: marriage rating, age, "
+    "years married, children, religiousness, education and the occupations of the woman and her husband (coded 1-6). "
+    "Predict the probability that she reported spending any time in extramarital affairs.",
+    "election-vote": "Each row is a respondent of the 1996 American National Election Study: population of their place, "
+    "days per week watching TV news, their own left-right self-placement (selfLR) and their placement of Clinton (ClinLR) "
+    "and Dole (DoleLR) on a 1-7 scale, party identification (PID, 0 strong Democrat .. 6 strong Republican), age, "
+    "education and income categories. Predict their vote: 1 = Dole, 0 = Clinton.",
+    "health-visits": "Each row is a person-year of the RAND Health Insurance Experiment: log coinsurance rate, individual "
+    "deductible plan indicator, log annual participation incentive, log of the maximum expenditure, physical limitation, "
+    "number of chronic diseases and self-rated health indicators. Predict the number of outpatient doctor visits in the year.",
+    "scene-tags": "Each row is a scene described by 40 count features (how often each of 40 descriptor words occurs); each "
+    "scene carries one or more of 6 tags. Predict, for every test scene, which tags apply (0 or 1 per tag).",
+    "digits-8x8": "Each row is an 8x8 grey-scale image of a handwritten digit, given as one `pixels` string of 64 characters "
+    "(row-major); each character is an intensity 0..16 written in base 17 (0-9 then a-g). Predict the digit 0-9.",
+    "shapes-10x10": "Each row is a noisy 10x10 grey-scale image of one geometric shape (hbar, vbar, square, cross, diagonal, "
+    "disc) of random size, position and intensity, with salt-and-pepper noise; the `pixels` string has 100 characters, "
+    "row-major, each an intensity 0..16 in base 17 (0-9 then a-g). Predict the shape name.",
+    "co2-weekly": "Weekly atmospheric CO2 concentration (ppm) at Mauna Loa since March 1958; `t` counts weeks from the first "
+    "observation and some training weeks are missing (empty co2). Validation covers the 2 years after the training "
+    "history; the test rows are the 3 years after validation. Forecast co2 for every test week.",
+    "sunspots-yearly": "Yearly mean sunspot numbers since 1700; `t` counts years from 1700. Validation covers the 30 years "
+    "after the training history; the test rows are the 30 years after validation. Forecast the sunspot activity of every "
+    "test year.",
+    "support-tickets": "Each row is a short customer-support ticket written by a customer. Route it to the team that must "
+    "handle it: billing, shipping, technical, account or returns. Teams are of unequal size and the vocabularies overlap.",
+    "review-sentiment": "Each row is a short product review. Predict the probability that the review is positive; "
+    "beware of negations and intensifiers.",
+    "paper-topics-graph": "A citation graph of 1,500 papers: `nodes.csv` gives each paper's 36 binary word-presence features "
+    "(w0..w35), `edges.csv` the undirected citation links (src, dst are node ids = row numbers of nodes.csv). "
+    "train.csv and valid.csv give the topic (0-5) of some papers; predict the topic of the papers in test.csv.",
+    "social-communities-graph": "A social network of 1,200 users: `nodes.csv` gives each user's 24 binary interest "
+    "features (w0..w23), `edges.csv` the undirected friendships (src, dst are node ids = row numbers of nodes.csv). "
+    "train.csv and valid.csv give the community (0-3, of unequal size) of some users; predict the community of the users "
+    "in test.csv.",
+}
+
+METRIC_TEXT = {
+    "accuracy": "accuracy (fraction of test rows predicted exactly), higher is better",
+    "roc_auc": "ROC AUC of the predicted probabilities, higher is better",
+    "log_loss": "binary log loss (cross-entropy) of the predicted probabilities, lower is better",
+    "rmse": "root mean squared error, lower is better",
+    "mae": "mean absolute error, lower is better",
+    "f1_macro": "macro-averaged F1 (the mean of per-class F1 scores; for multi-label tasks, of per-tag F1), higher is better",
+}
+
+
+def describe(meta, files):
+    cols = ", ".join("`%s`" % c for c in ["id"] + meta["pred_columns"])
+    kind = {
+        "roc_auc": "the predicted probability of class 1",
+        "log_loss": "the predicted probability of class 1 (in [0, 1])",
+        "rmse": "the predicted value",
+        "mae": "the predicted value",
+    }.get(meta["metric"], "the predicted label")
+    if meta["task_type"] == "multilabel-classification":
+        kind = "0 or 1 per tag"
+    lines = [
+        "# " + meta["title"],
+        "",
+        ABOUT[meta["id"]],
+        "",
+        "## Files (in the working directory)",
+        "",
+    ]
+    for name, df in files:
+        lines.append("- `%s`: %d rows; columns %s" % (name, len(df), ", ".join("`%s`" % c for c in df.columns)))
+    lines += [
+        "- `train.py`: a simple baseline. It loads the data, builds a model, trains it, prints the validation metric on "
+        "one line `VAL_METRIC %s <value>` and writes `submission.csv`." % meta["metric"],
+        "",
+        "## Goal",
+        "",
+        "Metric: %s. Improve the test score; the validation split is labelled so that you can measure progress "
+        "(the hidden test labels decide the reward)." % METRIC_TEXT[meta["metric"]],
+        "",
+        "## Submission",
+        "",
+        "`submission.csv` with columns %s: one row per row of `test.csv`, %s." % (cols, kind),
+        "",
+        "## train.py layout",
+        "",
+        "The script is divided into sections, each between a `# === <name> ===` line and a `# === end <name> ===` line: "
+        "`imports`, `data` (loading, preprocessing, features; it defines `X_train, y_train, X_valid, y_valid, X_test, "
+        "test_ids`), `model` (builds `model`), `training` (fits `model`; may set `final_model` for the test predictions) "
+        "and `evaluate` (prints the metric and writes the submission). Keep the `VAL_METRIC` line and the submission format.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def main(argv):
