@@ -411,7 +411,7 @@ func setArg(a *Action, s argSpec, v json.RawMessage) *FormatError {
 	switch s.kind {
 	case argString, argText:
 		var str string
-		if err := json.Unmarshal(v, &str); err != nil {
+		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &str) != nil {
 			return formatErr(BadArgumentType, s.name, "%q must be a JSON string, got %s", s.name, truncate(string(v), 40))
 		}
 		if s.kind == argString && strings.TrimSpace(str) == "" {
@@ -423,7 +423,7 @@ func setArg(a *Action, s argSpec, v json.RawMessage) *FormatError {
 		*a.strField(s.name) = str
 	case argLine:
 		var n json.Number
-		if err := json.Unmarshal(v, &n); err != nil {
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &n) != nil {
 			return formatErr(BadArgumentType, s.name, "%q must be a JSON integer, got %s", s.name, truncate(string(v), 40))
 		}
 		f, err := n.Float64()

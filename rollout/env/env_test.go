@@ -1,0 +1,354 @@
+package env
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+func TestNonRunningActions(t *testing.T) {
+	e, _ := newTestEnv(t, false)
+	tests := []struct {
+		name     string
+		text     string
+		contains []string
+	}{
+		{"list root", act(ListFiles, "."), []string{"data/\n", "test.csv\n", "train.csv\n", "train.py\n"}},
+		{"list subfolder", act(ListFiles, "data"), []string{"README.md"}},
+		{"understand csv", act(UnderstandFile, "train.csv", "the columns"), []string{"CSV with 2 columns and 20 data rows", "Columns: x, y"}},
+		{"understand script", act(UnderstandFile, "train.py", "the model"), []string{"train.py:", "lines.", "   1  \"\"\"Threshold classifier.\"\"\""}},
+		{"inspect", act(InspectScriptLines, "train.py", "13", "15"), []string{"(the file ends at line 26)", "# === model ===\nthreshold = 0.0\n# === end model ===\n"}},
+		{"inspect past the end is clipped", act(InspectScriptLines, "train.py", "25", "60"), []string{"# === end evaluate ===\n"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := step(t, e, tc.text)
+			if r.Outcome != OutcomeSuccess || r.Reward.Total != 0 || r.Action == nil {
+				t.Fatalf("got outcome %s reward %v (%s), want success and 0", r.Outcome, r.Reward.Total, r.Detail)
+			}
+			for _, c := range tc.contains {
+				if !strings.Contains(r.Observation, c) {
+					t.Errorf("observation lacks %q:\n%s", c, r.Observation)
+				}
+			}
+		})
+	}
+	if e.Steps() != len(tests) || len(e.History()) != len(tests) {
+		t.Errorf("got %d steps and %d history entries, want %d", e.Steps(), len(e.History()), len(tests))
+	}
+}
+
+func readWS(t *testing.T, e *Env, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.Dir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestEditsAndUndo(t *testing.T) {
+	e, _ := newTestEnv(t, false)
+	// Edit Script Segment replaces line 14 (threshold = 0.0).
+	r := step(t, e, act(EditScriptSegment, "train.py", "14", "14", "threshold = 0.25\nthreshold += 0.25"))
+	if r.Outcome != OutcomeSuccess || !strings.Contains(r.Observation, "-threshold = 0.0\n+threshold = 0.25\n+threshold += 0.25\n") {
+		t.Fatalf("segment edit: got %s\n%s", r.Outcome, r.Observation)
+	}
+	if got := readWS(t, e, "train.py"); !strings.Contains(got, "# === model ===\nthreshold = 0.25\nthreshold += 0.25\n# === end model ===") {
+		t.Fatalf("segment edit: file is\n%s", got)
+	}
+	// Insertion (end = start - 1) at the end of the file.
+	r = step(t, e, act(EditScriptSegment, "train.py", "28", "27", "print('bye')"))
+	if r.Outcome != OutcomeSuccess || !strings.HasSuffix(readWS(t, e, "train.py"), "# === end evaluate ===\nprint('bye')\n") {
+		t.Fatalf("append: got %s %s", r.Outcome, r.Detail)
+	}
+	// Edit Script (AI) into a new file.
+	r = step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train2.py"))
+	if r.Outcome != OutcomeSuccess || r.Usage.PromptTokens != 10 {
+		t.Fatalf("ai edit: got %s %s usage %+v", r.Outcome, r.Detail, r.Usage)
+	}
+	if !strings.HasPrefix(r.Observation, "The edited file is saved to train2.py.") || !strings.Contains(r.Observation, "+++ train2.py") {
+		t.Fatalf("ai edit observation:\n%s", r.Observation)
+	}
+	// Invalid edit and editor failure.
+	if r = step(t, e, act(EditScriptAI, "train.py", "make it great", "train.py")); r.Outcome != OutcomeInvalidEdit || r.Reward.Total != -1 {
+		t.Fatalf("unknown instruction: got %s reward %v", r.Outcome, r.Reward.Total)
+	}
+	if r = step(t, e, act(EditScriptAI, "train.py", "editor down", "train.py")); r.Outcome != OutcomeEditorError || r.Reward.Total != 0 {
+		t.Fatalf("editor failure: got %s reward %v", r.Outcome, r.Reward.Total)
+	}
+	// Undo, twice, restores the original; a third undo has nothing left.
+	step(t, e, act(UndoEditScript, "train.py"))
+	if r = step(t, e, act(UndoEditScript, "train.py")); r.Outcome != OutcomeSuccess {
+		t.Fatalf("undo: got %s %s", r.Outcome, r.Detail)
+	}
+	if got := readWS(t, e, "train.py"); got != fixtureScript {
+		t.Fatalf("after two undos train.py is\n%s", got)
+	}
+	if r = step(t, e, act(UndoEditScript, "train.py")); r.Outcome != OutcomeInvalidAction || r.Reward.Total != -1 {
+		t.Fatalf("undo with nothing to undo: got %s", r.Outcome)
+	}
+	// Undo of a file created by an edit removes it.
+	if r = step(t, e, act(UndoEditScript, "train2.py")); r.Outcome != OutcomeSuccess {
+		t.Fatalf("undo new file: got %s %s", r.Outcome, r.Detail)
+	}
+	if _, err := os.Stat(filepath.Join(e.Dir(), "train2.py")); !os.IsNotExist(err) {
+		t.Fatalf("train2.py still exists after undo: %v", err)
+	}
+	// Copy File, and undo of the copy.
+	if r = step(t, e, act(CopyFile, "train.py", "sub/copy.py")); r.Outcome != OutcomeSuccess || readWS(t, e, "sub/copy.py") != fixtureScript {
+		t.Fatalf("copy: got %s %s", r.Outcome, r.Detail)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	st := newLocalStore(t)
+	cfg := testConfig(t)
+	cfg.MaxSteps = 100
+	e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	outside := filepath.Join(filepath.Dir(e.Dir()), "outside.txt")
+	if err := os.WriteFile(outside, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(e.Dir(), "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(e.Dir()), filepath.Join(e.Dir(), "up")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, text, detail string
+	}{
+		{"parent path", act(UnderstandFile, "../outside.txt", "x"), "outside the workspace"},
+		{"parent path in the middle", act(InspectScriptLines, "data/../../outside.txt", "1", "1"), "outside the workspace"},
+		{"absolute path", act(InspectScriptLines, outside, "1", "1"), "absolute path"},
+		{"absolute path to the answers", act(CopyFile, "/etc/passwd", "p.txt"), "absolute path"},
+		{"home path", act(ListFiles, "~"), "absolute path"},
+		{"list the parent", act(ListFiles, ".."), "outside the workspace"},
+		{"symlinked file", act(UnderstandFile, "link.txt", "x"), "symlink"},
+		{"symlinked folder", act(UnderstandFile, "up/outside.txt", "x"), "symlink"},
+		{"copy onto a symlink", act(CopyFile, "train.py", "link.txt"), "symlink"},
+		{"edit through a symlink", act(EditScriptAI, "train.py", "raise the threshold", "up/evil.py"), "symlink"},
+		{"missing file", act(InspectScriptLines, "nope.py", "1", "2"), "does not exist"},
+		{"folder as file", act(UnderstandFile, "data", "x"), "not a regular file"},
+		{"file as folder", act(ListFiles, "train.py"), "not a folder"},
+		{"too many lines", act(InspectScriptLines, "train.py", "1", "101"), "at most 100 lines"},
+		{"start past the end", act(InspectScriptLines, "train.py", "40", "41"), "past its end"},
+		{"segment past the end", act(EditScriptSegment, "train.py", "20", "40", "x"), "past its end"},
+		{"execute a non-script", act(ExecuteScript, "train.csv"), "not a Python script"},
+		{"execute a missing script", act(ExecuteScript, "run.py"), "does not exist"},
+		{"copy onto itself", act(CopyFile, "train.py", "./train.py"), "same file"},
+		{"undo without edits", act(UndoEditScript, "train.py"), "no edit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := step(t, e, tc.text)
+			if r.Outcome != OutcomeInvalidAction || r.Reward.Total != -1 {
+				t.Fatalf("got outcome %s reward %v (%s), want invalid_action and -1", r.Outcome, r.Reward.Total, r.Detail)
+			}
+			if !strings.Contains(r.Detail, tc.detail) || !strings.Contains(r.Observation, tc.detail) {
+				t.Fatalf("got detail %q, want it to mention %q", r.Detail, tc.detail)
+			}
+		})
+	}
+	if got, _ := os.ReadFile(outside); string(got) != "secret\n" {
+		t.Fatalf("the file outside the workspace changed: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(e.Dir()), "evil.py")); !os.IsNotExist(err) {
+		t.Fatal("an edit wrote through a symlink")
+	}
+}
+
+func TestFormatErrorStep(t *testing.T) {
+	e, _ := newTestEnv(t, false)
+	r := step(t, e, "Action: Execute Script")
+	if r.Outcome != OutcomeFormatError || r.FormatError == nil || r.FormatError.Kind != MissingField || r.Action != nil || r.Reward.Total != -1 {
+		t.Fatalf("got %+v", r)
+	}
+	if !strings.Contains(r.Observation, "could not be parsed") {
+		t.Fatalf("observation: %s", r.Observation)
+	}
+}
+
+func TestExecuteAndReward(t *testing.T) {
+	for _, lower := range []bool{false, true} {
+		name := "higher"
+		if lower {
+			name = "lower"
+		}
+		t.Run(name, func(t *testing.T) {
+			e, _ := newTestEnv(t, lower)
+			score := func(acc float64) float64 {
+				if lower {
+					return 1 - acc
+				}
+				return acc
+			}
+			// The initial script: graded, no edit so no improvement term.
+			r := step(t, e, act(ExecuteScript, "train.py"))
+			if r.Outcome != OutcomeSuccess || r.MetricAfter == nil || *r.MetricAfter != score(0.5) {
+				t.Fatalf("initial run: got %s %v (%s)\n%s", r.Outcome, r.MetricAfter, r.Detail, r.Observation)
+			}
+			if r.Reward.Total != 0 || r.ValMetric == nil || r.ExecDuration <= 0 {
+				t.Fatalf("initial run: reward %v val %v exec %v", r.Reward.Total, r.ValMetric, r.ExecDuration)
+			}
+			if want := []string{"imports", "data", "model", "training", "evaluate"}; !reflect.DeepEqual(r.Markers, want) {
+				t.Fatalf("markers: got %v want %v", r.Markers, want)
+			}
+			if strings.Contains(r.Observation, "@@MARK") || !strings.Contains(r.Observation, "VAL_METRIC accuracy 0.") {
+				t.Fatalf("observation shows markers or lacks the metric line:\n%s", r.Observation)
+			}
+			// Raise the threshold: 0.5 -> 1.0, the full gap: improvement 1.
+			step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+			r = step(t, e, act(ExecuteScript, "train.py"))
+			if r.Outcome != OutcomeSuccess || *r.MetricAfter != score(1) || r.MetricBefore != score(0.5) {
+				t.Fatalf("after edit: got %s before %v after %v", r.Outcome, r.MetricBefore, r.MetricAfter)
+			}
+			if v, _ := r.Reward.Term(TermImprovement); math.Abs(v-1) > 1e-9 {
+				t.Fatalf("improvement: got %v want 1 (%+v)", v, r.Reward)
+			}
+			// Lower it to 0.2: 1.0 -> 0.7, a regression of 0.6 of the gap.
+			step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py"))
+			r = step(t, e, act(ExecuteScript, "train.py"))
+			if math.Abs(r.Reward.Total-(-0.6)) > 1e-9 || *r.MetricAfter != score(0.7) {
+				t.Fatalf("regression: got reward %v metric %v", r.Reward.Total, *r.MetricAfter)
+			}
+			if best, ok := e.Best(); !ok || best != score(1) || e.Current() != score(0.7) {
+				t.Fatalf("best %v current %v, want %v and %v", best, e.Current(), score(1), score(0.7))
+			}
+			// Re-running unchanged code earns nothing.
+			if r = step(t, e, act(ExecuteScript, "train.py")); r.Reward.Total != 0 || r.Outcome != OutcomeSuccess {
+				t.Fatalf("re-run: got %s %v", r.Outcome, r.Reward.Total)
+			}
+		})
+	}
+}
+
+func TestExecuteFailures(t *testing.T) {
+	e, _ := newTestEnv(t, false)
+	write := func(name, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(e.Dir(), name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A crash in the model section: markers for imports and data only.
+	r := step(t, e, act(EditScriptAI, "train.py", "break the model", "train.py"))
+	r = step(t, e, act(ExecuteScript, "train.py"))
+	if r.Outcome != OutcomeScriptError || !reflect.DeepEqual(r.Markers, []string{"imports", "data"}) || math.Abs(r.Reward.Total-(-0.8)) > 1e-9 {
+		t.Fatalf("crash: got %s markers %v reward %v", r.Outcome, r.Markers, r.Reward.Total)
+	}
+	if !strings.Contains(r.Observation, "NameError") || r.MetricAfter != nil || e.Current() != 0.5 {
+		t.Fatalf("crash observation/metric: %v %v\n%s", r.MetricAfter, e.Current(), r.Observation)
+	}
+	// Forged markers and a forged metric line earn nothing.
+	write("forge.py", "print('@@MARK 0000 imports')\nprint('VAL_METRIC accuracy 1.0')\nraise SystemExit(3)\n")
+	r = step(t, e, act(ExecuteScript, "forge.py"))
+	if r.Outcome != OutcomeScriptError || len(r.Markers) != 0 || r.Reward.Total != -1 || r.MetricAfter != nil {
+		t.Fatalf("forgery: got %s markers %v reward %v", r.Outcome, r.Markers, r.Reward.Total)
+	}
+	// A clean exit without a submission; a stale submission is not reused.
+	write("submission.csv", "id,y\nt0,0\n")
+	write("nosub.py", "print('VAL_METRIC accuracy 0.99')\n")
+	r = step(t, e, act(ExecuteScript, "nosub.py"))
+	if r.Outcome != OutcomeInvalidSubmission || !strings.Contains(r.Observation, "did not write submission.csv") || r.Reward.Total != -1 {
+		t.Fatalf("no submission: got %s %v\n%s", r.Outcome, r.Reward.Total, r.Observation)
+	}
+	if r.ValMetric == nil || *r.ValMetric != 0.99 {
+		t.Fatalf("the printed metric is reported: got %v", r.ValMetric)
+	}
+	// A submission the grader refuses.
+	write("badsub.py", "open('submission.csv', 'w').write('id,y\\nzzz,1\\n')\n")
+	if r = step(t, e, act(ExecuteScript, "badsub.py")); r.Outcome != OutcomeInvalidSubmission || !strings.Contains(r.Detail, "ids do not match") {
+		t.Fatalf("bad submission: got %s %s", r.Outcome, r.Detail)
+	}
+	// A syntax error (the instrumenter would fail on the real ast path).
+	write("syntax.py", "def f(:\n")
+	if r = step(t, e, act(ExecuteScript, "syntax.py")); r.Outcome != OutcomeScriptError || !strings.Contains(r.Observation, "SyntaxError") {
+		t.Fatalf("syntax error: got %s\n%s", r.Outcome, r.Observation)
+	}
+}
+
+func TestExecuteTimeout(t *testing.T) {
+	st := newLocalStore(t)
+	spec := fixture(t, st, false)
+	spec.TimeLimit = 500 * time.Millisecond
+	e, err := New(context.Background(), testConfig(t), spec, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	os.WriteFile(filepath.Join(e.Dir(), "loop.py"), []byte("while True:\n    pass\n"), 0o644)
+	r := step(t, e, act(ExecuteScript, "loop.py"))
+	if r.Outcome != OutcomeTimeout || r.Reward.Total != 0 {
+		t.Fatalf("got %s reward %v, want timeout and 0", r.Outcome, r.Reward.Total)
+	}
+	if _, ok := r.Reward.Term(TermCornerCase); !ok {
+		t.Fatalf("no corner-case term: %+v", r.Reward)
+	}
+}
+
+func TestEpisodeLimits(t *testing.T) {
+	t.Run("final answer", func(t *testing.T) {
+		e, _ := newTestEnv(t, false)
+		r := step(t, e, act(FinalAnswer, "done"))
+		if !r.Done || r.DoneReason != DoneFinalAnswer || r.Outcome != OutcomeSuccess {
+			t.Fatalf("got %+v", r)
+		}
+		if _, err := e.Step(context.Background(), act(ListFiles, ".")); !errors.Is(err, ErrDone) {
+			t.Fatalf("step after the end: got %v, want ErrDone", err)
+		}
+	})
+	t.Run("max steps", func(t *testing.T) {
+		st := newLocalStore(t)
+		cfg := testConfig(t)
+		cfg.MaxSteps = 3
+		e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		for i := 1; i <= 3; i++ {
+			r := step(t, e, "garbage")
+			if r.Done != (i == 3) {
+				t.Fatalf("step %d: done %v", i, r.Done)
+			}
+		}
+		if done, why := e.Done(); !done || why != DoneMaxSteps {
+			t.Fatalf("got done %v %q", done, why)
+		}
+	})
+	t.Run("time limit", func(t *testing.T) {
+		e, _ := newTestEnv(t, false)
+		step(t, e, act(ListFiles, "."))
+		e.AddTime(31 * time.Minute)
+		if done, why := e.Done(); !done || why != DoneTimeLimit {
+			t.Fatalf("got done %v %q", done, why)
+		}
+	})
+}
+
+func TestSpecFromTask(t *testing.T) {
+	row := schemas.Task{TaskID: "t", Metric: "rmse", Direction: schemas.LowerIsBetter, MInit: 2, MInitTest: 2.5, MBest: 1, TimeLimitS: 1.5, WorkspaceTree: "sha256:a", PrivateTree: "sha256:b"}
+	got := SpecFromTask(row)
+	if got.MInit != 2.5 || got.TimeLimit != 1500*time.Millisecond || got.Direction != schemas.LowerIsBetter {
+		t.Fatalf("got %+v", got)
+	}
+	bad := got
+	bad.Direction = "up"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "direction") {
+		t.Fatalf("got %v, want a direction error", err)
+	}
+}

@@ -1,0 +1,119 @@
+package env
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+func fp(v float64) *float64 { return &v }
+
+func TestComputeReward(t *testing.T) {
+	def := DefaultRewardConfig()
+	noFormat := def
+	noFormat.Format = false
+	noCorner := def
+	noCorner.CornerCase = false
+	tanh := def
+	tanh.Squash = SquashTanh
+	binary := def
+	binary.Improvement, binary.Binary = false, true
+	noMarkers := def
+	noMarkers.Markers = false
+	pc := PartialCreditRewardConfig()
+	penalty := pc
+	penalty.NoValidPen = -5
+
+	hi := func(in RewardInput) RewardInput {
+		in.Direction, in.MInit, in.MBest = schemas.HigherIsBetter, 0.6, 0.8
+		return in
+	}
+	lo := func(in RewardInput) RewardInput {
+		in.Direction, in.MInit, in.MBest = schemas.LowerIsBetter, 10, 6
+		return in
+	}
+	run := func(o Outcome) RewardInput { return RewardInput{Outcome: o, Executed: true, Edited: true} }
+	graded := func(prev, now float64, edited bool) RewardInput {
+		return RewardInput{Outcome: OutcomeSuccess, Executed: true, Edited: edited, Prev: prev, New: fp(now)}
+	}
+	withMarkers := func(in RewardInput, n int) RewardInput { in.Markers = n; return in }
+
+	tests := []struct {
+		name  string
+		cfg   RewardConfig
+		in    RewardInput
+		total float64
+		terms map[string]float64
+	}{
+		{"format error", def, hi(RewardInput{Outcome: OutcomeFormatError}), -1, map[string]float64{TermFormat: -1}},
+		{"invalid action", def, hi(RewardInput{Outcome: OutcomeInvalidAction}), -1, map[string]float64{TermFormat: -1}},
+		{"invalid edit", def, hi(RewardInput{Outcome: OutcomeInvalidEdit}), -1, map[string]float64{TermFormat: -1}},
+		{"format term off", noFormat, hi(RewardInput{Outcome: OutcomeFormatError}), 0, map[string]float64{}},
+		{"valid non-editing action", def, hi(RewardInput{Outcome: OutcomeSuccess}), 0, map[string]float64{}},
+		{"successful edit (no run yet)", def, hi(RewardInput{Outcome: OutcomeSuccess, Edited: true}), 0, map[string]float64{}},
+		{"editor failure is a corner case", def, hi(RewardInput{Outcome: OutcomeEditorError}), 0, map[string]float64{TermCornerCase: 0}},
+		{"timeout", def, hi(run(OutcomeTimeout)), 0, map[string]float64{TermCornerCase: 0}},
+		{"oom", def, hi(run(OutcomeOOM)), 0, map[string]float64{TermCornerCase: 0}},
+		{"timeout without corner-case term", noCorner, hi(withMarkers(run(OutcomeTimeout), 2)), -0.8, map[string]float64{TermError: -1, TermMarkers: 0.2}},
+		{"script error, no markers", def, hi(run(OutcomeScriptError)), -1, map[string]float64{TermError: -1, TermMarkers: 0}},
+		{"script error after 3 markers", def, hi(withMarkers(run(OutcomeScriptError), 3)), -0.7, map[string]float64{TermError: -1, TermMarkers: 0.3}},
+		{"script error, markers off", noMarkers, hi(withMarkers(run(OutcomeScriptError), 3)), -1, map[string]float64{TermError: -1}},
+		{"killed", def, hi(run(OutcomeKilled)), -1, map[string]float64{TermError: -1, TermMarkers: 0}},
+		{"output flood", def, hi(run(OutcomeOutputLimit)), -1, map[string]float64{TermError: -1, TermMarkers: 0}},
+		{"invalid submission after 6 markers", def, hi(withMarkers(run(OutcomeInvalidSubmission), 6)), -0.4, map[string]float64{TermError: -1, TermMarkers: 0.6}},
+		{"improvement higher-is-better", def, hi(graded(0.6, 0.7, true)), 0.5, map[string]float64{TermImprovement: 0.5}},
+		{"regression higher-is-better", def, hi(graded(0.7, 0.6, true)), -0.5, map[string]float64{TermImprovement: -0.5}},
+		{"improvement clipped", def, hi(graded(0.6, 1.0, true)), 1, map[string]float64{TermImprovement: 1}},
+		{"regression clipped", def, hi(graded(0.7, 0.1, true)), -1, map[string]float64{TermImprovement: -1}},
+		{"improvement tanh", tanh, hi(graded(0.6, 0.7, true)), math.Tanh(0.5), map[string]float64{TermImprovement: math.Tanh(0.5)}},
+		{"improvement lower-is-better", def, lo(graded(10, 9, true)), 0.25, map[string]float64{TermImprovement: 0.25}},
+		{"regression lower-is-better", def, lo(graded(9, 10, true)), -0.25, map[string]float64{TermImprovement: -0.25}},
+		{"re-run without an edit earns nothing", def, hi(graded(0.6, 0.7, false)), 0, map[string]float64{}},
+		{"m_best == m_init scales by |m_init|", def, RewardInput{Outcome: OutcomeSuccess, Executed: true, Edited: true, Prev: 0.5, New: fp(0.6), MInit: 0.5, MBest: 0.5, Direction: schemas.HigherIsBetter}, 0.2, map[string]float64{TermImprovement: 0.2}},
+		{"m_best == m_init == 0 scales by 1", def, RewardInput{Outcome: OutcomeSuccess, Executed: true, Edited: true, Prev: 0, New: fp(0.25), MInit: 0, MBest: 0, Direction: schemas.LowerIsBetter}, -0.25, map[string]float64{TermImprovement: -0.25}},
+		{"binary improved", binary, hi(graded(0.6, 0.61, true)), 1, map[string]float64{TermBinary: 1}},
+		{"binary not improved", binary, hi(graded(0.6, 0.6, true)), 0, map[string]float64{TermBinary: 0}},
+		{"partial credit: failed run", pc, hi(withMarkers(run(OutcomeScriptError), 4)), -9.6, map[string]float64{TermNoValid: -10, TermMarkers: 0.4}},
+		{"partial credit: configured penalty", penalty, hi(run(OutcomeInvalidSubmission)), -5, map[string]float64{TermNoValid: -5, TermMarkers: 0}},
+		{"partial credit: valid run scores", pc, hi(graded(0.6, 0.7, true)), 0.7, map[string]float64{TermScore: 0.7}},
+		{"partial credit: lower-is-better score flips sign", pc, lo(graded(10, 9, false)), -9, map[string]float64{TermScore: -9}},
+		{"partial credit: timeout stays a corner case", pc, hi(run(OutcomeTimeout)), 0, map[string]float64{TermCornerCase: 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ComputeReward(tc.cfg, tc.in)
+			if math.Abs(got.Total-tc.total) > 1e-12 {
+				t.Errorf("got total %v, want %v (terms %+v)", got.Total, tc.total, got.Terms)
+			}
+			if len(got.Terms) != len(tc.terms) {
+				t.Errorf("got terms %+v, want %v", got.Terms, tc.terms)
+			}
+			sum := 0.0
+			for _, term := range got.Terms {
+				want, ok := tc.terms[term.Name]
+				if !ok || math.Abs(term.Value-want) > 1e-12 {
+					t.Errorf("got term %s = %v, want %v (present: %v)", term.Name, term.Value, want, ok)
+				}
+				sum += term.Value
+			}
+			if math.Abs(sum-got.Total) > 1e-12 {
+				t.Errorf("terms sum to %v, total is %v", sum, got.Total)
+			}
+		})
+	}
+}
+
+// The default reward stays in [-1, 1] for every outcome.
+func TestDefaultRewardBounded(t *testing.T) {
+	for _, o := range Outcomes() {
+		for _, m := range []int{0, 3, 6} {
+			for _, now := range []float64{-100, 0.5, 100} {
+				in := RewardInput{Outcome: o, Executed: true, Edited: true, Prev: 0.5, New: fp(now), MInit: 0.5, MBest: 0.6, Direction: schemas.HigherIsBetter, Markers: m}
+				if r := ComputeReward(DefaultRewardConfig(), in); r.Total < -1 || r.Total > 1 {
+					t.Errorf("outcome %s markers %d new %v: got total %v, want within [-1, 1]", o, m, now, r.Total)
+				}
+			}
+		}
+	}
+}
