@@ -255,12 +255,20 @@ func TestDotMatchesGeneric(t *testing.T) {
 // are skewed (centre j is drawn with probability growing towards j = 0),
 // as idea pools are: many rewordings of a few common ideas.
 func clustered(r *rand.Rand, n, d, c int, noise float64) Matrix {
+	m, _ := clusteredLabels(r, n, d, c, noise)
+	return m
+}
+
+// clusteredLabels is clustered that also returns each row's centre.
+func clusteredLabels(r *rand.Rand, n, d, c int, noise float64) (Matrix, []int) {
 	centres := randomRows(r, c, d)
 	m := Matrix{Data: make([]float32, n*d), Rows: n, Dim: d}
+	labels := make([]int, n)
 	for i := range n {
 		row := m.Row(i)
 		u := r.Float64()
-		ctr := centres[int(float64(c)*u*u)]
+		labels[i] = int(float64(c) * u * u)
+		ctr := centres[labels[i]]
 		var nn float64
 		for j := range row {
 			row[j] = ctr[j] + float32(noise*r.NormFloat64())
@@ -270,14 +278,23 @@ func clustered(r *rand.Rand, n, d, c int, noise float64) Matrix {
 			row[j] /= float32(math.Sqrt(nn))
 		}
 	}
-	return m
+	return m, labels
+}
+
+// distinct counts the different labels among rows idx.
+func distinct(labels, idx []int) int {
+	seen := map[int]bool{}
+	for _, i := range idx {
+		seen[labels[i]] = true
+	}
+	return len(seen)
 }
 
 // TestKeptSetMoreDiverseThanRandom checks the filter's purpose on clustered
 // data: the kept set is more spread out than random subsets of its size.
 func TestKeptSetMoreDiverseThanRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 21))
-	m := clustered(r, 2000, 64, 30, 0.3)
+	m, labels := clusteredLabels(r, 2000, 64, 30, 0.3)
 	res, err := Select(context.Background(), m, Options{K: 30, Threshold: 0.9})
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +303,9 @@ func TestKeptSetMoreDiverseThanRandom(t *testing.T) {
 	random := meanRandomSubsetDistance(r, m, len(res.Order), 20)
 	if kept <= random {
 		t.Errorf("got kept-set mean distance %.4f, want more than random subsets' %.4f", kept, random)
+	}
+	if got := distinct(labels, res.Order); got != 30 {
+		t.Errorf("got %d of 30 clusters among the %d kept, want all 30", got, len(res.Order))
 	}
 }
 
@@ -317,7 +337,7 @@ func TestMeanPairwiseDistance(t *testing.T) {
 // random subsets of the same size.
 func BenchmarkDiversity100k(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	m := clustered(r, 100_000, 384, 1000, 0.5)
+	m, labels := clusteredLabels(r, 100_000, 384, 1000, 0.5)
 	opts := Options{K: 1000, Threshold: 0.9}
 	var res Result
 	b.ResetTimer()
@@ -331,6 +351,14 @@ func BenchmarkDiversity100k(b *testing.B) {
 	b.ReportMetric(float64(len(res.Order)), "kept")
 	b.ReportMetric(MeanPairwiseDistance(m, res.Order), "kept_mean_dist")
 	b.ReportMetric(meanRandomSubsetDistance(r, m, len(res.Order), 5), "random_mean_dist")
+	// Distinct clusters (underlying ideas) covered: the kept set against
+	// the mean of 5 random subsets of its size.
+	b.ReportMetric(float64(distinct(labels, res.Order)), "kept_clusters")
+	var random int
+	for range 5 {
+		random += distinct(labels, r.Perm(m.Rows)[:len(res.Order)])
+	}
+	b.ReportMetric(float64(random)/5, "random_clusters")
 }
 
 func ExampleSelect() {
