@@ -1,0 +1,169 @@
+// Package agents holds who acts in the environment: the [Agent] interface,
+// [RunEpisode] (one episode of any agent in a rollout/env environment,
+// recorded as a trajectory and its steps), and the built-in agents: the
+// [Scripted] expert (the embedded default), the [LLM] expert (an
+// OpenAI-compatible chat endpoint) and the [Random] valid-action baseline.
+// The trained policy (train/) implements Agent too, for evaluation.
+//
+// Start with [RunEpisode].
+package agents
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/prompt"
+	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Observation is what an agent sees before each action.
+type Observation struct {
+	// State is the structured state; Full and Compact its two renderings.
+	State   prompt.State
+	Full    string
+	Compact string
+	// Last is the previous step's result (nil before the first step).
+	Last *env.StepResult
+}
+
+// Agent acts in one episode. Act returns the agent's raw response text.
+type Agent interface {
+	Act(ctx context.Context, obs Observation) (text string, usage llm.Usage, err error)
+}
+
+// Factory makes one Agent per episode. Name identifies it in datasets
+// (trajectories.expert, eval_results.method).
+type Factory interface {
+	Name() string
+	// Episode starts an episode with its plan (idea texts) and a seed; the
+	// same seed and plan give the same behaviour.
+	Episode(plan []string, seed int64) Agent
+}
+
+// Options shape the prompts of an episode.
+type Options struct {
+	// FullBudget and CompactBudget are the token budgets of the two
+	// renderings, counted by Count.
+	FullBudget    int
+	CompactBudget int
+	Count         prompt.Counter
+	// MaxSteps is the environment's step limit (shown in the prompts).
+	MaxSteps int
+}
+
+// DefaultOptions returns 6,000 tokens for the full prompt and 448 for the
+// compact one, counted approximately (4 bytes a token), and 15 steps.
+func DefaultOptions() Options {
+	return Options{FullBudget: 6000, CompactBudget: 448, Count: prompt.ApproxCounter, MaxSteps: 15}
+}
+
+// Episode is a recorded episode.
+type Episode struct {
+	Trajectory schemas.Trajectory
+	Steps      []schemas.Step
+}
+
+// RunEpisode lets agent act in e until the episode ends, snapshotting the
+// state before every action so that any step can be restored. The
+// trajectory's identity fields (id, task, expert, seed, plan) come from
+// traj; the rest is filled in.
+func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Trajectory, plan []string, opts Options) (*Episode, error) {
+	start := time.Now()
+	ep := &Episode{Trajectory: traj}
+	ep.Trajectory.MInit = e.Spec().MInit
+	var last *env.StepResult
+	for {
+		if done, _ := e.Done(); done {
+			break
+		}
+		script, _ := os.ReadFile(filepath.Join(e.Dir(), "train.py"))
+		st := prompt.FromEnv(e, plan, opts.MaxSteps, string(script))
+		obs := Observation{State: st, Full: prompt.Full(st, opts.FullBudget, opts.Count), Compact: prompt.Compact(st, opts.CompactBudget, opts.Count), Last: last}
+		snap, err := e.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		text, usage, err := agent.Act(ctx, obs)
+		if err != nil {
+			return nil, fmt.Errorf("task %s, trajectory %s, step %d: agent: %w", traj.TaskID, traj.TrajectoryID, e.Steps()+1, err)
+		}
+		// The agent's thinking time counts against the episode's time limit.
+		e.AddTime(time.Since(t0))
+		r, err := e.Step(ctx, text)
+		if err == env.ErrDone {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("task %s, trajectory %s, step %d: %w", traj.TaskID, traj.TrajectoryID, e.Steps(), err)
+		}
+		ep.Steps = append(ep.Steps, stepRow(traj, plan, obs, snap, text, r, usage, time.Since(t0)))
+		ep.Trajectory.TotalReward += r.Reward.Total
+		ep.Trajectory.Tokens += usage.PromptTokens + usage.CompletionTokens + r.Usage.PromptTokens + r.Usage.CompletionTokens
+		ep.Trajectory.CostUSD += usage.CostUSD + r.Usage.CostUSD
+		last = &r
+	}
+	if len(ep.Steps) > 0 {
+		snap, err := e.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i := range ep.Steps {
+			if i+1 < len(ep.Steps) {
+				ep.Steps[i].SnapshotAfter = ep.Steps[i+1].SnapshotRef
+			} else {
+				ep.Steps[i].SnapshotAfter = snap
+				ep.Steps[i].Done = true
+			}
+		}
+	}
+	_, reason := e.Done()
+	t := &ep.Trajectory
+	t.NumSteps = int32(len(ep.Steps))
+	t.EndReason = reason
+	if b, ok := e.Best(); ok {
+		t.BestMetric = &b
+	}
+	if cur := e.Current(); last != nil {
+		t.FinalMetric = &cur
+	}
+	if t.BestMetric != nil {
+		t.Improved = better(e.Spec().Direction, *t.BestMetric, t.MInit)
+	}
+	t.WallS = time.Since(start).Seconds()
+	return ep, nil
+}
+
+func better(direction string, a, b float64) bool {
+	if direction == schemas.LowerIsBetter {
+		return a < b
+	}
+	return a > b
+}
+
+func stepRow(traj schemas.Trajectory, plan []string, obs Observation, snap, text string, r env.StepResult, usage llm.Usage, wall time.Duration) schemas.Step {
+	s := schemas.Step{
+		TaskID: traj.TaskID, TrajectoryID: traj.TrajectoryID, StepIndex: int32(r.Step - 1),
+		State: obs.Full, CompactState: obs.Compact, Plan: plan,
+		ActionText: text, Observation: r.Observation, Outcome: string(r.Outcome),
+		MetricAfter: r.MetricAfter, BestBefore: r.BestBefore, Markers: r.Markers,
+		Reward: r.Reward.Total, ExecS: r.ExecDuration.Seconds(), WallS: wall.Seconds(),
+		PromptTokens: usage.PromptTokens + r.Usage.PromptTokens, CompletionTokens: usage.CompletionTokens + r.Usage.CompletionTokens,
+		CostUSD: usage.CostUSD + r.Usage.CostUSD, SnapshotRef: snap,
+	}
+	mb := r.MetricBefore
+	s.MetricBefore = &mb
+	if r.Action != nil {
+		s.ActionName = r.Action.Name
+		s.ActionInput = r.Action.Input()
+	}
+	for _, t := range r.Reward.Terms {
+		s.RewardTerms = append(s.RewardTerms, schemas.RewardTerm{Name: t.Name, Value: t.Value})
+	}
+	return s
+}

@@ -1,0 +1,547 @@
+// Package rollout is the rollout stage: expert trajectories on the task
+// suite, recorded as the `trajectories` and `steps` datasets (the SFT data
+// and the pool of expert states that step-wise RL samples from).
+//
+// The whole flow is [Run]; the agents live in rollout/agents and the
+// environment in rollout/env.
+package rollout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/rollout/agents"
+	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Config is the rollout stage's configuration.
+type Config struct {
+	Data          string   `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
+	Tasks         string   `yaml:"tasks" help:"tasks dataset in the data root (name, or name/vN)"`
+	Ideas         string   `yaml:"ideas" help:"ideas dataset in the data root (name, or name/vN)"`
+	Trajectories  string   `yaml:"trajectories" help:"name of the trajectories dataset to write"`
+	Steps         string   `yaml:"steps" help:"name of the steps dataset to write"`
+	Split         string   `yaml:"split" help:"which tasks to roll out: held-in, held-out or all"`
+	Only          []string `yaml:"only" help:"task ids to roll out (empty: all of the split)"`
+	PerTask       int      `yaml:"per_task" help:"trajectories per task"`
+	Seed          int64    `yaml:"seed" help:"run seed: the same seed gives the same plans and expert choices"`
+	Shard         string   `yaml:"shard" help:"i/K: run only the i-th of K shards (0-based); empty: all"`
+	Workers       int      `yaml:"workers" help:"trajectories in parallel (0: one per core)"`
+	FlushEvery    int      `yaml:"flush_every" help:"finished trajectories per part file (a crash loses at most the unflushed ones)"`
+	Expert        string   `yaml:"expert" help:"scripted (built-in) or llm (needs llm.base_url)"`
+	SlipRate      float64  `yaml:"slip_rate" help:"scripted expert: chance of a slip (malformed answer, wrong file) per step"`
+	Temperature   float64  `yaml:"temperature" help:"llm expert: sampling temperature"`
+	Warm          bool     `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
+	Instrument    bool     `yaml:"instrument" help:"insert partial-credit markers before each execution"`
+	FullBudget    int      `yaml:"full_budget" help:"token budget of the full (LLM) prompt"`
+	CompactBudget int      `yaml:"compact_budget" help:"token budget of the compact (small policy) prompt"`
+
+	Env env.Config `yaml:"env"`
+	LLM llm.Config `yaml:"llm"`
+}
+
+// DefaultConfig returns the embedded default: 20 scripted trajectories per
+// held-in task, 15 steps and 30 minutes each.
+func DefaultConfig() Config {
+	return Config{
+		Data: "./data", Tasks: "tasks", Ideas: "ideas", Trajectories: "trajectories", Steps: "steps",
+		Split: schemas.HeldIn, PerTask: 20, Seed: 1, FlushEvery: 8, Expert: "scripted", SlipRate: 0.06,
+		Temperature: 0.7, Warm: true, Instrument: true, FullBudget: 6000, CompactBudget: 448,
+		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
+	}
+}
+
+// Validate implements config.Validator.
+func (c *Config) Validate() error {
+	if c.PerTask < 1 {
+		return fmt.Errorf("per_task must be at least 1")
+	}
+	if _, _, err := parseShard(c.Shard); err != nil {
+		return err
+	}
+	switch c.Split {
+	case schemas.HeldIn, schemas.HeldOut, "all":
+	default:
+		return fmt.Errorf("split %q: want held-in, held-out or all", c.Split)
+	}
+	switch c.Expert {
+	case "scripted":
+	case "llm":
+		if !c.LLM.Enabled() {
+			return fmt.Errorf("expert llm needs llm.base_url (an OpenAI-compatible endpoint)")
+		}
+	default:
+		return fmt.Errorf("expert %q: want scripted or llm", c.Expert)
+	}
+	if c.FlushEvery < 1 {
+		return fmt.Errorf("flush_every must be at least 1")
+	}
+	return nil
+}
+
+// parseShard reads "i/K".
+func parseShard(s string) (i, k int, err error) {
+	if s == "" {
+		return 0, 1, nil
+	}
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	k, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || k < 1 || i < 0 || i >= k {
+		return 0, 0, fmt.Errorf("shard %q: want i/K with 0 <= i < K", s)
+	}
+	return i, k, nil
+}
+
+// job is one trajectory to run.
+type job struct {
+	task schemas.Task
+	id   string
+	seed int64
+	plan []schemas.Idea
+}
+
+// Run rolls out the experts and writes the trajectories and steps datasets.
+// Rerun after a crash with the same config, it resumes: finished
+// trajectories (those in flushed part files) are skipped, and steps of
+// trajectories whose part was not completed are dropped and redone, so no
+// row is duplicated or lost.
+func Run(ctx context.Context, cfg Config) error {
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return err
+	}
+	shard, shards, _ := parseShard(cfg.Shard)
+
+	// 1. Inputs: the tasks of the split and their kept ideas.
+	tasksM, err := datasets.ResolveIn(ctx, st, cfg.Tasks)
+	if err != nil {
+		return fmt.Errorf("rollout: tasks: %w", err)
+	}
+	allTasks, err := datasets.ReadAll[schemas.Task](ctx, st, tasksM, schemas.Tasks)
+	if err != nil {
+		return err
+	}
+	ideasM, err := datasets.ResolveIn(ctx, st, cfg.Ideas)
+	if err != nil {
+		return fmt.Errorf("rollout: ideas: %w", err)
+	}
+	ideas, err := datasets.ReadAll[schemas.Idea](ctx, st, ideasM, schemas.Ideas)
+	if err != nil {
+		return err
+	}
+	pools := BuildPools(ideas)
+	tasks := selectTasks(allTasks, cfg.Split, cfg.Only)
+	if len(tasks) == 0 {
+		return fmt.Errorf("rollout: no %s tasks in %s (only=%v)", cfg.Split, tasksM.URI, cfg.Only)
+	}
+
+	// 2. The work list: every trajectory of this shard, with its plan.
+	var jobs []job
+	g := 0
+	for _, t := range tasks {
+		for i := 0; i < cfg.PerTask; i, g = i+1, g+1 {
+			if g%shards != shard {
+				continue
+			}
+			id := fmt.Sprintf("%s-%04d", t.TaskID, i)
+			seed := trajectorySeed(cfg.Seed, id)
+			plan, err := SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
+			if err != nil {
+				return fmt.Errorf("rollout: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
+			}
+			jobs = append(jobs, job{task: t, id: id, seed: seed, plan: plan})
+		}
+	}
+
+	// 3. Resume: open (or find) the pending versions and skip what is done.
+	key := runKey(cfg, tasksM, ideasM)
+	trajP, err := datasets.Begin(ctx, st, cfg.Trajectories, schemas.Trajectories, key)
+	if err != nil {
+		return err
+	}
+	stepsP, err := datasets.Begin(ctx, st, cfg.Steps, schemas.Steps, key)
+	if err != nil {
+		return err
+	}
+	done, nextSeq, err := resume(ctx, trajP, stepsP, shard, shards)
+	if err != nil {
+		return err
+	}
+	todo := slices.DeleteFunc(slices.Clone(jobs), func(j job) bool { return done[j.id] })
+	fmt.Fprintf(os.Stderr, "rollout: %d tasks, shard %d/%d: %d trajectories, %d already done, writing %s and %s\n",
+		len(tasks), shard, shards, len(jobs), len(jobs)-len(todo), trajP.URI(), stepsP.URI())
+
+	// 4. Run the trajectories in parallel; a writer flushes finished ones.
+	runner, closeRunner, err := newRunner(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeRunner()
+	envCfg := cfg.Env
+	envCfg.Runner = runner
+	if cfg.Instrument {
+		envCfg.Instrumenter = env.StaticInstrumenter{}
+	}
+	factory, err := newExpert(cfg)
+	if err != nil {
+		return err
+	}
+	opts := agents.DefaultOptions()
+	opts.FullBudget, opts.CompactBudget, opts.MaxSteps = cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps
+	if tok, err := tokenizer.Default(); err == nil {
+		opts.Count = func(s string) int { return len(tok.Encode(s)) }
+	}
+
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	bar := progress.New("rollout", len(todo))
+	results := make(chan *agents.Episode)
+	w := &partWriter{trajP: trajP, stepsP: stepsP, shard: shard, shards: shards, seq: nextSeq, every: cfg.FlushEvery}
+	var writeErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		writeErr = w.consume(ctx, results)
+	}()
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(workers)
+	for _, j := range todo {
+		eg.Go(func() error {
+			ep, err := runOne(ectx, st, envCfg, factory, opts, j, shard)
+			if err != nil {
+				return err
+			}
+			select {
+			case results <- ep:
+			case <-ectx.Done():
+				return ectx.Err()
+			}
+			bar.Add(1, j.id)
+			return nil
+		})
+	}
+	runErr := eg.Wait()
+	close(results)
+	wg.Wait()
+	bar.Done()
+	if err := errors.Join(runErr, writeErr); err != nil {
+		return fmt.Errorf("rollout: %w (rerun the same command to resume; finished trajectories are kept)", err)
+	}
+
+	// 5. Commit when every shard's trajectories are in.
+	all, err := readPending[schemas.Trajectory](ctx, trajP)
+	if err != nil {
+		return err
+	}
+	want := len(tasks) * cfg.PerTask
+	if len(all) < want {
+		fmt.Fprintf(os.Stderr, "rollout: shard %d/%d done; %d of %d trajectories written; the last shard to finish commits\n", shard, shards, len(all), want)
+		return nil
+	}
+	parents := []datasets.Parent{tasksM.Ref(), ideasM.Ref()}
+	producer := datasets.NewProducer(cfg)
+	steps, err := readPending[schemas.Step](ctx, stepsP)
+	if err != nil {
+		return err
+	}
+	summary := summarize(all, steps)
+	extra := map[string]any{"summary": summary, "expert": factory.Name(), "actions": countBy(steps, func(s schemas.Step) string { return s.ActionName }),
+		"outcomes": countBy(steps, func(s schemas.Step) string { return s.Outcome })}
+	sm, err := stepsP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: parents, Extra: extra})
+	if err != nil {
+		return err
+	}
+	tm, err := trajP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: append(parents, sm.Ref()), Extra: extra})
+	if err != nil {
+		return err
+	}
+	printSummary(os.Stdout, summary)
+	fmt.Printf("actions:  %v\noutcomes: %v\n", extra["actions"], extra["outcomes"])
+	fmt.Fprintf(os.Stderr, "rollout: committed %s v%d (%d rows) and %s v%d (%d rows)\n", tm.Name, tm.Version, tm.Rows, sm.Name, sm.Version, sm.Rows)
+	return nil
+}
+
+func selectTasks(all []schemas.Task, split string, only []string) []schemas.Task {
+	var out []schemas.Task
+	for _, t := range all {
+		if split != "all" && t.Split != split {
+			continue
+		}
+		if len(only) > 0 && !slices.Contains(only, t.TaskID) {
+			continue
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
+	return out
+}
+
+// runKey identifies a rollout: everything that changes its rows (not
+// workers, shard or flushing).
+func runKey(cfg Config, tasks, ideas *datasets.Manifest) string {
+	c := cfg
+	c.Workers, c.Shard, c.FlushEvery, c.Data = 0, "", 0, ""
+	h := sha256.New()
+	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.YAML(c))
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func newRunner(ctx context.Context, cfg Config) (sandbox.Runner, func(), error) {
+	python, err := sandbox.FindPython(cfg.Env.Python)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Warm {
+		r, err := sandbox.NewWarm(ctx, python)
+		if err == nil {
+			return r, func() { r.Close() }, nil
+		}
+		fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
+	}
+	r := sandbox.NewCold(python)
+	return r, func() { r.Close() }, nil
+}
+
+func newExpert(cfg Config) (agents.Factory, error) {
+	if cfg.Expert == "llm" {
+		c, err := llm.New(cfg.LLM)
+		if err != nil {
+			return nil, err
+		}
+		return agents.LLM{Client: c, Temperature: cfg.Temperature}, nil
+	}
+	return agents.Scripted{SlipRate: cfg.SlipRate}, nil
+}
+
+// runOne runs one trajectory in a fresh environment.
+func runOne(ctx context.Context, st store.Store, envCfg env.Config, factory agents.Factory, opts agents.Options, j job, shard int) (*agents.Episode, error) {
+	e, err := env.New(ctx, envCfg, env.SpecFromTask(j.task), st)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	texts := make([]string, len(j.plan))
+	ids := make([]string, len(j.plan))
+	for i, p := range j.plan {
+		texts[i], ids[i] = p.Text, p.IdeaID
+	}
+	traj := schemas.Trajectory{TrajectoryID: j.id, TaskID: j.task.TaskID, Expert: factory.Name(), Seed: j.seed,
+		PlanIdeaIDs: ids, Plan: strings.Join(texts, "\n"), Shard: int32(shard)}
+	return agents.RunEpisode(ctx, e, factory.Episode(texts, j.seed), traj, texts, opts)
+}
+
+// partWriter buffers finished episodes and writes them as numbered part
+// files: the steps part first, then the trajectories part of the same
+// name, which marks the trajectories done.
+type partWriter struct {
+	trajP, stepsP *datasets.Pending
+	shard, shards int
+	seq, every    int
+	buf           []*agents.Episode
+}
+
+func partName(shard, shards, seq int) string {
+	return fmt.Sprintf("shard-%03d-of-%03d-part-%05d.parquet", shard, shards, seq)
+}
+
+func (w *partWriter) consume(ctx context.Context, in <-chan *agents.Episode) error {
+	var err error
+	for ep := range in {
+		if err != nil {
+			continue // keep draining so workers do not block
+		}
+		w.buf = append(w.buf, ep)
+		if len(w.buf) >= w.every {
+			err = w.flush(ctx)
+		}
+	}
+	if err == nil && len(w.buf) > 0 {
+		err = w.flush(ctx)
+	}
+	return err
+}
+
+func (w *partWriter) flush(ctx context.Context) error {
+	// Sort so the part's content does not depend on completion order.
+	sort.Slice(w.buf, func(i, j int) bool { return w.buf[i].Trajectory.TrajectoryID < w.buf[j].Trajectory.TrajectoryID })
+	var trajs []schemas.Trajectory
+	var steps []schemas.Step
+	for _, ep := range w.buf {
+		trajs = append(trajs, ep.Trajectory)
+		steps = append(steps, ep.Steps...)
+	}
+	name := partName(w.shard, w.shards, w.seq)
+	if err := datasets.WritePart(ctx, w.stepsP, name, steps); err != nil {
+		return err
+	}
+	if err := datasets.WritePart(ctx, w.trajP, name, trajs); err != nil {
+		return err
+	}
+	w.seq++
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// resume lists the trajectories already written by this shard, removes
+// steps parts whose trajectories part never landed, and returns the next
+// part number.
+func resume(ctx context.Context, trajP, stepsP *datasets.Pending, shard, shards int) (map[string]bool, int, error) {
+	prefix := fmt.Sprintf("shard-%03d-of-%03d-part-", shard, shards)
+	trajParts, err := trajP.Parts(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	have := map[string]bool{}
+	done := map[string]bool{}
+	next := 0
+	for _, p := range trajParts {
+		if !strings.HasPrefix(p, prefix) {
+			continue
+		}
+		have[p] = true
+		if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, prefix), ".parquet")); err == nil && n >= next {
+			next = n + 1
+		}
+		rows, err := datasets.ReadPart[schemas.Trajectory](ctx, trajP, p)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range rows {
+			done[r.TrajectoryID] = true
+		}
+	}
+	stepParts, err := stepsP.Parts(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, p := range stepParts {
+		if strings.HasPrefix(p, prefix) && !have[p] {
+			if err := stepsP.St.Delete(ctx, stepsP.Dir()+"/"+p); err != nil {
+				return nil, 0, err
+			}
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, prefix), ".parquet"))
+			if n >= next {
+				next = n + 1
+			}
+		}
+	}
+	return done, next, nil
+}
+
+// readPending reads every finished part of a pending version.
+func readPending[T any](ctx context.Context, p *datasets.Pending) ([]T, error) {
+	parts, err := p.Parts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, part := range parts {
+		rows, err := datasets.ReadPart[T](ctx, p, part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+func countBy[T any](rows []T, key func(T) string) map[string]int {
+	out := map[string]int{}
+	for _, r := range rows {
+		k := key(r)
+		if k == "" {
+			k = "(none)"
+		}
+		out[k]++
+	}
+	return out
+}
+
+// TaskSummary is one task's line of the end-of-run summary.
+type TaskSummary struct {
+	TaskID       string  `json:"task_id"`
+	Trajectories int     `json:"trajectories"`
+	MeanSteps    float64 `json:"mean_steps"`
+	Improved     float64 `json:"improved_share"`
+	ErrorRate    float64 `json:"error_rate"` // share of steps that failed (format, refused, crashed...)
+	MeanReward   float64 `json:"mean_reward"`
+	MeanWallS    float64 `json:"mean_wall_s"`
+}
+
+func summarize(trajs []schemas.Trajectory, steps []schemas.Step) []TaskSummary {
+	by := map[string]*TaskSummary{}
+	stepsOf, errorsOf := map[string]int{}, map[string]int{}
+	for _, s := range steps {
+		stepsOf[s.TaskID]++
+		if s.Outcome != string(env.OutcomeSuccess) {
+			errorsOf[s.TaskID]++
+		}
+	}
+	var ids []string
+	for _, t := range trajs {
+		s := by[t.TaskID]
+		if s == nil {
+			s = &TaskSummary{TaskID: t.TaskID}
+			by[t.TaskID] = s
+			ids = append(ids, t.TaskID)
+		}
+		s.Trajectories++
+		s.MeanSteps += float64(t.NumSteps)
+		if t.Improved {
+			s.Improved++
+		}
+		s.MeanReward += t.TotalReward
+		s.MeanWallS += t.WallS
+	}
+	sort.Strings(ids)
+	out := make([]TaskSummary, len(ids))
+	for i, id := range ids {
+		s := by[id]
+		n := float64(s.Trajectories)
+		s.MeanSteps /= n
+		s.Improved /= n
+		s.MeanReward /= n
+		s.MeanWallS /= n
+		if stepsOf[id] > 0 {
+			s.ErrorRate = float64(errorsOf[id]) / float64(stepsOf[id])
+		}
+		out[i] = *s
+	}
+	return out
+}
+
+func printSummary(f *os.File, sum []TaskSummary) {
+	tw := tabwriter.NewWriter(f, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tTRAJECTORIES\tMEAN STEPS\tIMPROVED\tERROR RATE\tMEAN REWARD\tMEAN TIME")
+	for _, s := range sum {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f%%\t%.0f%%\t%.2f\t%s\n", s.TaskID, s.Trajectories, s.MeanSteps, 100*s.Improved, 100*s.ErrorRate, s.MeanReward, time.Duration(s.MeanWallS*float64(time.Second)).Round(time.Millisecond))
+	}
+	tw.Flush()
+}

@@ -1,0 +1,246 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/ingest"
+	"github.com/mlerl/mlerl/internal/catalog"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+const testTask = "wine-cultivar"
+
+func repoRoot(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// setupData ingests one built-in task and writes an ideas dataset of a few
+// catalog ideas per category, as the ingest stage would.
+func setupData(t testing.TB, root string) {
+	t.Helper()
+	if _, err := sandbox.FindPython(""); err != nil {
+		t.Skipf("no task runtime: %v", err)
+	}
+	ctx := context.Background()
+	cfg := ingest.DefaultTasksConfig()
+	cfg.Data, cfg.Suite, cfg.Only = root, filepath.Join(repoRoot(t), "tasks"), []string{testTask}
+	if err := ingest.RunTasks(ctx, cfg); err != nil {
+		t.Fatalf("ingest tasks: %v", err)
+	}
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := datasets.Latest(ctx, st, "tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := datasets.ReadAll[schemas.Task](ctx, st, tm, schemas.Tasks)
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("tasks: %v, %d rows", err, len(tasks))
+	}
+	var rows []schemas.Idea
+	perCat := map[string]int{}
+	for _, i := range catalog.ForTask(tasks[0].Modality, tasks[0].TaskType) {
+		if perCat[i.Category] >= 3 {
+			continue
+		}
+		rows = append(rows, schemas.Idea{IdeaID: i.ID, TaskID: testTask, Category: i.Category, Text: i.Text, Source: "catalog",
+			Edit: i.Edit.JSON(), Embedding: []float32{1}, Kept: true, Rank: int32(perCat[i.Category])})
+		perCat[i.Category]++
+	}
+	p, err := datasets.Begin(ctx, st, "ideas", schemas.Ideas, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := datasets.WritePart(ctx, p, "part-0.parquet", rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Commit(ctx, datasets.CommitOptions{Parents: []datasets.Parent{tm.Ref()}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testConfig(root string) Config {
+	cfg := DefaultConfig()
+	cfg.Data, cfg.PerTask, cfg.Workers, cfg.FlushEvery = root, 4, 2, 1
+	cfg.Env.MaxSteps = 8
+	cfg.Seed = 7
+	return cfg
+}
+
+func readRows(t testing.TB, root string) ([]schemas.Trajectory, []schemas.Step) {
+	t.Helper()
+	ctx := context.Background()
+	st, _ := store.Open(ctx, root)
+	tm, err := datasets.Latest(ctx, st, "trajectories")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm, err := datasets.Latest(ctx, st, "steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trajs, err := datasets.ReadAll[schemas.Trajectory](ctx, st, tm, schemas.Trajectories)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := datasets.ReadAll[schemas.Step](ctx, st, sm, schemas.Steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trajs, steps
+}
+
+func TestRolloutEndToEnd(t *testing.T) {
+	root := t.TempDir()
+	setupData(t, root)
+	ctx := context.Background()
+	if err := Run(ctx, testConfig(root)); err != nil {
+		t.Fatal(err)
+	}
+	trajs, steps := readRows(t, root)
+	if len(trajs) != 4 {
+		t.Fatalf("got %d trajectories, want 4", len(trajs))
+	}
+	per := map[string]int{}
+	actions := map[string]int{}
+	for _, s := range steps {
+		per[s.TrajectoryID]++
+		actions[s.ActionName]++
+		if s.SnapshotRef == "" || s.State == "" || s.CompactState == "" || s.ActionText == "" || s.Outcome == "" {
+			t.Fatalf("step %s/%d lacks a recorded field: %+v", s.TrajectoryID, s.StepIndex, s)
+		}
+	}
+	for _, tr := range trajs {
+		if int(tr.NumSteps) != per[tr.TrajectoryID] || tr.NumSteps == 0 || tr.NumSteps > 8 {
+			t.Errorf("trajectory %s: num_steps %d, %d step rows (max 8)", tr.TrajectoryID, tr.NumSteps, per[tr.TrajectoryID])
+		}
+		if len(tr.PlanIdeaIDs) < 1 || len(tr.PlanIdeaIDs) > 3 {
+			t.Errorf("trajectory %s: plan of %d ideas, want 1 to 3", tr.TrajectoryID, len(tr.PlanIdeaIDs))
+		}
+	}
+	if actions[env.EditScriptAI] == 0 || actions[env.ExecuteScript] == 0 {
+		t.Errorf("the expert never edited or executed: %v", actions)
+	}
+
+	// Any recorded state restores exactly: the restored env's history has
+	// the step's index and its current score equals the step's metric_before.
+	st, _ := store.Open(ctx, root)
+	s := steps[len(steps)/2]
+	ecfg := env.DefaultConfig()
+	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")
+	e, err := env.Restore(ctx, ecfg, st, s.SnapshotRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Steps() != int(s.StepIndex) || s.MetricBefore == nil || e.Current() != *s.MetricBefore {
+		t.Errorf("restored step %d: got steps %d current %v, want steps %d current %v", s.StepIndex, e.Steps(), e.Current(), s.StepIndex, *s.MetricBefore)
+	}
+}
+
+// canonical renders the rows that must not depend on timing or crashes.
+func canonical(trajs []schemas.Trajectory, steps []schemas.Step) []string {
+	var out []string
+	for _, t := range trajs {
+		fm := "nil"
+		if t.FinalMetric != nil {
+			fm = fmt.Sprintf("%.6f", *t.FinalMetric)
+		}
+		out = append(out, fmt.Sprintf("T %s %s %d %s %.6f", t.TrajectoryID, strings.Join(t.PlanIdeaIDs, ","), t.NumSteps, fm, t.TotalReward))
+	}
+	for _, s := range steps {
+		ma := "nil"
+		if s.MetricAfter != nil {
+			ma = fmt.Sprintf("%.6f", *s.MetricAfter)
+		}
+		out = append(out, fmt.Sprintf("S %s %02d %q %s %s %.6f", s.TrajectoryID, s.StepIndex, s.ActionText, s.Outcome, ma, s.Reward))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestRolloutResumesAfterSIGKILL(t *testing.T) {
+	if root := os.Getenv("MLERL_ROLLOUT_CHILD"); root != "" {
+		cfg := testConfig(root)
+		cfg.Workers = 1
+		if err := Run(context.Background(), cfg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	if testing.Short() {
+		t.Skip("runs three rollouts")
+	}
+	killed, clean := t.TempDir(), t.TempDir()
+	setupData(t, killed)
+	setupData(t, clean)
+
+	// A child process runs the rollout; it is SIGKILLed once some (not all)
+	// trajectories are flushed.
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestRolloutResumesAfterSIGKILL$")
+	cmd.Env = append(os.Environ(), "MLERL_ROLLOUT_CHILD="+killed)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		parts, _ := filepath.Glob(filepath.Join(killed, "trajectories", "v*", "shard-*.parquet"))
+		if len(parts) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the child wrote no part in 3 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	ctx := context.Background()
+	st, _ := store.Open(ctx, killed)
+	if m, err := datasets.Latest(ctx, st, "trajectories"); err == nil {
+		t.Skipf("the child finished before the kill (v%d committed); nothing to resume", m.Version)
+	}
+
+	// Rerun: it resumes the pending version.
+	cfg := testConfig(killed)
+	cfg.Workers = 1
+	if err := Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg = testConfig(clean)
+	cfg.Workers = 1
+	if err := Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := canonical(readRows(t, killed))
+	want := canonical(readRows(t, clean))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("resumed rollout differs from an uninterrupted one:\ngot  %d rows\nwant %d rows\nfirst got:  %v\nfirst want: %v", len(got), len(want), head(got), head(want))
+	}
+}
+
+func head(s []string) []string {
+	if len(s) > 5 {
+		return s[:5]
+	}
+	return s
+}
