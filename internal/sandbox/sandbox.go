@@ -1,11 +1,50 @@
 // Package sandbox runs untrusted Python scripts (the agent's train.py) with
-// a wall-clock timeout, memory, process-count and output limits, a scrubbed
-// environment and the workspace as working directory, and classifies how
-// each run ended.
+// a wall-clock timeout, CPU, memory, process-count, file-size and output
+// limits, a scrubbed environment and the workspace as working directory,
+// and classifies how each run ended.
 //
 // Start with [FindPython], then [NewWarm] (a warm worker that imports
 // numpy/pandas/sklearn once and forks a fresh child per run) or [NewCold]
-// (a fresh interpreter per run), and [Runner.Run].
+// (a fresh interpreter per run), and [Runner.Run]. Both run the same
+// embedded bootstrap (bootstrap.py), which sandboxes the process before any
+// user code runs:
+//
+//   - Filesystem: see [IsolateRoot], [IsolateUserNS], [IsolateNone] and
+//     [IsolationLevel]. Under the first two the script's whole filesystem
+//     is read-only system directories, a private /tmp and /dev/shm
+//     (512 MiB tmpfs each, gone after the run) and the workspace; the task
+//     folder, its private/ answers and grader, the repository and every
+//     other workspace do not exist for it. Writes outside the workspace
+//     fail (read-only or root-owned) or land in the private /tmp.
+//   - Memory: RLIMIT_AS = Limits.MemoryBytes; a failed allocation raises
+//     MemoryError (outcome oom). Address space, not resident memory: with
+//     OPENBLAS/OMP threads = 1 numpy reserves little, but a warm child
+//     starts with the worker's preloaded modules mapped (about 380 MB), so
+//     keep the limit at 1 GiB or more. A C extension that aborts on a failed
+//     allocation ends as killed.
+//   - Processes: a pids cgroup per run (v1 or v2, when the runner can create
+//     one: root, or a delegated v2 subtree) with pids.max = MaxProcs; its
+//     members are all killed when the run ends, even those that escaped the
+//     process group. Otherwise RLIMIT_NPROC (per uid: the uid's current
+//     process count + MaxProcs), which binds for the sandbox uid and for
+//     non-root callers but not for root under IsolateNone.
+//   - CPU: RLIMIT_CPU = Limits.CPUTime (SIGXCPU: outcome timeout). Files:
+//     RLIMIT_FSIZE = MaxFileBytes (the write fails with EFBIG).
+//   - Time: the runner SIGKILLs the script's process group (and cgroup) at
+//     Limits.Timeout (outcome timeout).
+//   - Output: stdout and stderr are drained continuously; the first and last
+//     MaxOutputBytes/2 of each are kept (Result.Truncated when more came);
+//     past KillOutputBytes in all the script is killed (outcome
+//     output_limit). The runner's memory per run is bounded by the caps.
+//   - Environment: only PATH, HOME (the workspace), TMPDIR, LANG/LC_ALL,
+//     PYTHONHASHSEED=0, PYTHONUNBUFFERED, PYTHONDONTWRITEBYTECODE,
+//     OMP/OPENBLAS/MKL/NUMEXPR threads = 1, MPLBACKEND=Agg, MPLCONFIGDIR.
+//     stdin is /dev/null. sys.argv is [Script], __file__ the script's path,
+//     __name__ "__main__", the workspace first on sys.path.
+//
+// Refusals (a Script that is absolute, climbs out with "..", or resolves
+// through a symlink outside Dir: [ErrPathEscape]) and sandbox faults
+// ([ErrSetup]) are errors, never outcomes.
 package sandbox
 
 import (

@@ -562,3 +562,33 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestUserNamespaceView runs the private-labels attack under the
+// user-namespace view (what a non-root runner gets) wherever user
+// namespaces work, root or not.
+func TestUserNamespaceView(t *testing.T) {
+	py := python(t)
+	if err := probe(py, IsolateUserNS); err != nil {
+		t.Skipf("user namespaces unavailable here: %v", err)
+	}
+	h, err := newHost(py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.isolation = IsolateUserNS
+	r := &coldRunner{h: h}
+	defer r.Close()
+	ws, answers := workspace(t, "")
+	script := fmt.Sprintf("import os\nfor p in ['../private/answers.csv', %q]:\n    try:\n        print('READ', open(p).read())\n    except OSError as e:\n        print('DENIED', type(e).__name__)\nprint(sorted(os.listdir('/')))\nopen('submission.csv', 'w').write('ok')\n", answers)
+	os.WriteFile(filepath.Join(ws, "train.py"), []byte(script), 0o644)
+	res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py"})
+	if err != nil || res.Outcome != Success {
+		t.Fatalf("got %v %s %s", err, res.Outcome, res.Stderr)
+	}
+	if strings.Contains(res.Stdout, "SECRET") || strings.Count(res.Stdout, "DENIED") != 2 {
+		t.Errorf("the hidden labels were reachable: %s", res.Stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "submission.csv")); err != nil || string(b) != "ok" {
+		t.Errorf("workspace not writable: %v", err)
+	}
+}
