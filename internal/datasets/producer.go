@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -47,12 +48,21 @@ var revisionOnce = sync.OnceValue(func() string {
 	// go run and go test binaries carry no VCS stamp: ask git, briefly.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
+	// Only inside an mlerl checkout: elsewhere git would name another repository.
+	top, err := exec.CommandContext(ctx, "git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return ""
+	}
+	dir := strings.TrimSpace(string(top))
+	if mod, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !strings.Contains(string(mod), "module github.com/mlerl/mlerl\n") {
+		return ""
+	}
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
 	if err != nil {
 		return ""
 	}
 	rev := strings.TrimSpace(string(out))
-	if exec.CommandContext(ctx, "git", "diff", "--quiet", "HEAD").Run() != nil {
+	if exec.CommandContext(ctx, "git", "-C", dir, "diff", "--quiet", "HEAD").Run() != nil {
 		rev += "-dirty"
 	}
 	return rev
