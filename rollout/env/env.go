@@ -2,8 +2,6 @@ package env
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -92,11 +90,13 @@ type Config struct {
 	WorkDir          string        `yaml:"work_dir" help:"parent folder of episode workspaces (empty: the system temp folder)"`
 	Reward           RewardConfig  `yaml:"reward"`
 
-	// Runner executes scripts (required; the caller owns and closes it).
+	// Runner executes scripts; the caller owns and closes it. Nil: each
+	// Env starts its own cold runner (sandbox.NewCold) and closes it in
+	// Close. Share one warm runner (sandbox.NewWarm) across envs for speed.
 	Runner sandbox.Runner `yaml:"-"`
 	// Editor carries out Edit Script (AI) (nil: the offline catalog editor).
 	Editor Editor `yaml:"-"`
-	// Instrumenter adds partial-credit markers (nil: no markers).
+	// Instrumenter adds partial-credit markers (nil: [StaticInstrumenter]).
 	Instrumenter Instrumenter `yaml:"-"`
 	// FileLLM, when set, answers Understand File; otherwise a
 	// deterministic summary is returned.
@@ -207,6 +207,7 @@ type state struct {
 type Env struct {
 	cfg     Config
 	st      store.Store
+	ownRun  bool // cfg.Runner was started by this Env
 	dir     string // the workspace
 	s       state
 	private blobs.Files // loaded on first grade
@@ -255,23 +256,25 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 	}
 	files, _, err := blobs.GetTree(ctx, st, spec.WorkspaceTree)
 	if err != nil {
+		e.Close()
 		return nil, fmt.Errorf("task %s workspace: %w", spec.TaskID, err)
 	}
 	if err := e.materialise(files); err != nil {
+		e.Close()
 		return nil, err
 	}
 	return e, nil
 }
 
 func (e *Env) init() error {
-	if e.cfg.Runner == nil {
-		return errors.New("env: Config.Runner is nil (pass a sandbox runner, e.g. sandbox.NewWarm)")
-	}
 	if e.cfg.MaxSteps <= 0 || e.cfg.MaxTime <= 0 {
 		return fmt.Errorf("env: max_steps (%d) and max_time (%v) must be positive", e.cfg.MaxSteps, e.cfg.MaxTime)
 	}
 	if e.cfg.Editor == nil {
 		e.cfg.Editor = OfflineEditor{}
+	}
+	if e.cfg.Instrumenter == nil {
+		e.cfg.Instrumenter = StaticInstrumenter{}
 	}
 	if e.cfg.Python == "" {
 		p, err := sandbox.FindPython("")
@@ -279,6 +282,10 @@ func (e *Env) init() error {
 			return err
 		}
 		e.cfg.Python = p
+	}
+	if e.cfg.Runner == nil {
+		e.cfg.Runner = sandbox.NewCold(e.cfg.Python)
+		e.ownRun = true
 	}
 	return nil
 }
@@ -298,6 +305,10 @@ func (e *Env) materialise(files blobs.Files) error {
 
 // Close removes the workspace folder.
 func (e *Env) Close() error {
+	if e.ownRun {
+		e.cfg.Runner.Close()
+		e.ownRun = false
+	}
 	if e.dir == "" {
 		return nil
 	}
@@ -463,16 +474,14 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 	if err := os.Remove(filepath.Join(e.dir, SubmissionFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("env: remove old submission: %w", err)
 	}
-	nonce := newNonce()
+	nonce := NewNonce()
 	run := src
-	if e.cfg.Instrumenter != nil {
-		// A script the instrumenter cannot parse runs as written (and
-		// fails with its own syntax error).
-		if inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce); err == nil {
-			run = inst
-		} else if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	// A script the instrumenter cannot parse runs as written (and fails
+	// with its own syntax error).
+	if inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce); err == nil {
+		run = inst
+	} else if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	timeout := e.s.Spec.TimeLimit
 	if left := e.cfg.MaxTime - e.s.Elapsed; left < timeout {
@@ -486,10 +495,8 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		return fmt.Errorf("env: execute %s: %w", rel, err)
 	}
 	r.ExecDuration = res.Duration
-	stdout := res.Stdout
-	if e.cfg.Instrumenter != nil {
-		r.Markers, stdout = e.cfg.Instrumenter.ParseMarkers(res.Stdout, nonce)
-	}
+	var stdout string
+	r.Markers, stdout = e.cfg.Instrumenter.ParseMarkers(res.Stdout, nonce)
 	r.ValMetric = parseValMetric(stdout)
 	var obs strings.Builder
 	obs.WriteString("The script has been executed. Here is the output:\n")
@@ -565,12 +572,6 @@ func parseValMetric(stdout string) *float64 {
 		return nil
 	}
 	return &v
-}
-
-func newNonce() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func copyPtr(p *float64) *float64 {

@@ -100,6 +100,7 @@ func Restore(ctx context.Context, cfg Config, st store.Store, ref string) (*Env,
 		return nil, err
 	}
 	if err := e.materialise(files); err != nil {
+		e.Close()
 		return nil, err
 	}
 	return e, nil

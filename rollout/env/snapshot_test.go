@@ -1,0 +1,121 @@
+package env
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/store"
+)
+
+func fakeGCS(t *testing.T) store.Store {
+	t.Helper()
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Host: "127.0.0.1", Port: 0, Scheme: "http", NoListener: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "mlerl-test"})
+	st, err := store.OpenGCS(context.Background(), "mlerl-test", "data", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	for _, backend := range []string{"local", "fake-gcs"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := context.Background()
+			var st store.Store
+			if backend == "local" {
+				st = newLocalStore(t)
+			} else {
+				st = fakeGCS(t)
+			}
+			cfg := testConfig(t)
+			e, err := New(ctx, cfg, fixture(t, st, false), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			step(t, e, act(ExecuteScript, "train.py"))
+			step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py")) // no-op: 0.0 is not 0.5
+			step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+			step(t, e, act(CopyFile, "train.py", "keep/train_v2.py"))
+			ref, err := e.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, err := e.Snapshot(ctx); err != nil || again != ref {
+				t.Fatalf("a second snapshot of the same state: got %s, %v; want %s", again, err, ref)
+			}
+
+			r, err := Restore(ctx, cfg, st, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if r.Dir() == e.Dir() {
+				t.Fatal("the restored env shares the workspace folder")
+			}
+			// The whole state, and every workspace file, comes back.
+			if !reflect.DeepEqual(r.s, e.s) {
+				t.Fatalf("restored state differs:\ngot  %+v\nwant %+v", r.s, e.s)
+			}
+			want, _ := blobs.ReadDir(e.Dir())
+			got, _ := blobs.ReadDir(r.Dir())
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("restored workspace differs: got %d files, want %d", len(got), len(want))
+			}
+
+			// Re-executing from the snapshot gives the identical metric and reward.
+			a := step(t, e, act(ExecuteScript, "train.py"))
+			b := step(t, r, act(ExecuteScript, "train.py"))
+			if a.MetricAfter == nil || b.MetricAfter == nil || *a.MetricAfter != *b.MetricAfter || *a.MetricAfter != 1 {
+				t.Fatalf("metrics after re-execution: original %v, restored %v, want both 1", a.MetricAfter, b.MetricAfter)
+			}
+			if !reflect.DeepEqual(a.Reward, b.Reward) || a.Step != b.Step || !reflect.DeepEqual(a.Markers, b.Markers) {
+				t.Fatalf("rewards differ: %+v vs %+v", a.Reward, b.Reward)
+			}
+			// The undo stack came back: one undo restores the initial script
+			// (the no-op edit left no backup), the next has nothing to undo.
+			if res := step(t, r, act(UndoEditScript, "train.py")); res.Outcome != OutcomeSuccess {
+				t.Fatalf("undo: %s %s", res.Outcome, res.Detail)
+			}
+			if b, _ := os.ReadFile(filepath.Join(r.Dir(), "train.py")); string(b) != fixtureScript {
+				t.Fatalf("after undo train.py is\n%s", b)
+			}
+			if res := step(t, r, act(UndoEditScript, "train.py")); res.Outcome != OutcomeInvalidAction {
+				t.Fatalf("second undo: got %s, want invalid_action", res.Outcome)
+			}
+		})
+	}
+}
+
+func TestRestoreErrors(t *testing.T) {
+	ctx := context.Background()
+	st := newLocalStore(t)
+	plain, err := blobs.PutTree(ctx, st, blobs.Files{"a.txt": {Data: []byte("a")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, ref string }{
+		{"not a reference", "train.py"},
+		{"missing tree", "sha256:" + blobs.Hash([]byte("nothing"))},
+		{"a tree that is not a snapshot", plain},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if e, err := Restore(ctx, testConfig(t), st, tc.ref); err == nil {
+				e.Close()
+				t.Fatalf("Restore(%q) succeeded", tc.ref)
+			}
+		})
+	}
+}
