@@ -207,7 +207,7 @@ type state struct {
 type Env struct {
 	cfg     Config
 	st      store.Store
-	ownRun  bool // cfg.Runner was started by this Env
+	ownRun  bool   // cfg.Runner was started by this Env
 	dir     string // the workspace
 	s       state
 	private blobs.Files // loaded on first grade
