@@ -190,8 +190,12 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 // baseline adds the generic tabular train.py when the data allows it, or
 // says what to write.
 func (d *draft) baseline(public, idCol string, targets []string, m metricInfo, known bool, why string) {
+	metric := d.spec.Metric
+	if metric == "" {
+		metric = "<metric>"
+	}
 	explain := func(reason string) {
-		d.missing("workspace/train.py: %s and %s; write a train.py with sections imports, data, model, training, evaluate that prints `VAL_METRIC %s <value>` and writes submission.csv", why, reason, d.spec.Metric)
+		d.missing("workspace/train.py: %s and %s; write a train.py with sections imports, data, model, training, evaluate that prints `VAL_METRIC %s <value>` and writes submission.csv", why, reason, metric)
 	}
 	switch {
 	case public == "" || !known:

@@ -54,6 +54,8 @@ type TasksConfig struct {
 	Workers int `yaml:"workers" help:"tasks run at once (default 0: one per CPU core)"`
 	// Timeout overrides every task's time_limit_s for the baseline run.
 	Timeout time.Duration `yaml:"timeout" help:"time limit of one baseline run, overriding task.yaml's time_limit_s (default 0: use time_limit_s)"`
+	// Warm reuses one interpreter that has imported numpy/pandas/sklearn.
+	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (default true; false: a fresh python per run)"`
 	// MemoryMB bounds one baseline run's memory.
 	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (default 4096; 0: none)"`
 }
@@ -61,7 +63,7 @@ type TasksConfig struct {
 // DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
 // written to ./data.
 func DefaultTasksConfig() TasksConfig {
-	return TasksConfig{Data: "./data", Suite: "tasks", From: FromBuiltin, MemoryMB: 4096}
+	return TasksConfig{Data: "./data", Suite: "tasks", From: FromBuiltin, Warm: true, MemoryMB: 4096}
 }
 
 // Derive fills the import folder from the source kind.
@@ -103,7 +105,10 @@ var ErrSomeFailed = errors.New("some tasks failed")
 
 // NewRunner makes the sandbox runner the baseline runs go through; tests
 // may replace it.
-var NewRunner = func(ctx context.Context, python string) (sandbox.Runner, error) {
+var NewRunner = func(ctx context.Context, python string, warm bool) (sandbox.Runner, error) {
+	if warm {
+		return sandbox.NewWarm(ctx, python)
+	}
 	return sandbox.NewCold(python), nil
 }
 
@@ -178,7 +183,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 	if workers == 0 {
 		workers = runtime.NumCPU()
 	}
-	runner, err := NewRunner(ctx, python)
+	runner, err := NewRunner(ctx, python, cfg.Warm)
 	if err != nil {
 		return err
 	}

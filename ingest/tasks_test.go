@@ -77,9 +77,9 @@ func fixtureTask(t *testing.T, root, id, metric string) string {
 	if m.classify {
 		taskType = "binary-classification"
 	}
-	mBest := 0.95
+	mBest := 0.99
 	if m.direction == schemas.LowerIsBetter {
-		mBest = 0.5
+		mBest = 0.3
 	}
 	files := map[string][]byte{
 		tasks.SpecFile: []byte(fmt.Sprintf("id: %s\ntitle: Toy %s\nmodality: tabular\ntask_type: %s\nmetric: %s\ndirection: %s\nm_best: %g\nm_best_source: noise level of the generator\ntime_limit_s: 60\nsplit: held-in\n",
@@ -201,6 +201,8 @@ func TestRunTasksBadInput(t *testing.T) {
 			[]string{"task crash: workspace/train.py", "crashed (exit 1)", "RuntimeError: diverged"}},
 		{"no-metric", func(dir string) { write(dir, "workspace/train.py", "print('done')\n") },
 			[]string{"task no-metric: workspace/train.py: field VAL_METRIC", "printed no line `VAL_METRIC accuracy"}},
+		{"no-headroom", func(dir string) { replaceIn(dir, tasks.SpecFile, "m_best: 0.99", "m_best: 0.2") },
+			[]string{"task no-headroom: task.yaml: field m_best: 0.2 is not better than the initial script's graded score"}},
 		{"bad-submission", func(dir string) {
 			write(dir, "workspace/train.py", "print('VAL_METRIC accuracy 0.5')\nopen('submission.csv','w').write('id\\n1\\n')\n")
 		},
@@ -295,4 +297,35 @@ func write(dir, rel, content string) {
 func replaceIn(dir, rel, old, new string) {
 	b, _ := os.ReadFile(filepath.Join(dir, rel))
 	write(dir, rel, strings.Replace(string(b), old, new, 1))
+}
+
+// TestBuiltinSuiteSubset ingests two tasks of the repository's built-in
+// suite (the whole suite is `make ingest`).
+func TestBuiltinSuiteSubset(t *testing.T) {
+	needPython(t)
+	suite := filepath.Join("..", "tasks")
+	good, _, err := tasks.LoadSuite(suite)
+	if err != nil || len(good) < 2 {
+		t.Skipf("no built-in suite at %s (%v)", suite, err)
+	}
+	cfg := testConfig(t, suite)
+	cfg.Only = []string{good[0].ID, good[len(good)-1].ID}
+	var log bytes.Buffer
+	if err := runTasks(context.Background(), cfg, &log); err != nil {
+		t.Fatalf("got %v; log:\n%s", err, log.String())
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 2 {
+		t.Fatalf("got %d rows, want 2", len(rows))
+	}
+	for _, r := range rows {
+		// Headroom: the initial score must be strictly worse than m_best.
+		worse := r.MInit < r.MBest
+		if r.Direction == schemas.LowerIsBetter {
+			worse = r.MInit > r.MBest
+		}
+		if !worse || r.WorkspaceTree == "" || r.PrivateTree == "" || r.Description == "" {
+			t.Errorf("%s: got m_init %v, m_best %v (%s is better), trees %q %q", r.TaskID, r.MInit, r.MBest, r.Direction, r.WorkspaceTree, r.PrivateTree)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/schemas"
 )
 
 // Baseline is what one run of a task's initial script measured.
@@ -34,7 +35,7 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, python string, t *T
 	fail := func(file, field, format string, args ...any) (Baseline, error) {
 		return Baseline{}, &Error{Task: t.ID, File: file, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
-	files, err := blobs.ReadDir(t.WorkspacePath())
+	files, err := ReadTree(t.WorkspacePath())
 	if err != nil {
 		return fail(WorkspaceDir, "", "%v", err)
 	}
@@ -80,7 +81,25 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, python string, t *T
 	if !g.Valid {
 		return fail(PrivateDir+"/"+GraderFile, "", "rejected the initial script's %s: %s (fix train.py's submission or the grader)", SubmissionFile, g.Reason)
 	}
+	if err := checkHeadroom(t, g.Score); err != nil {
+		return Baseline{}, err
+	}
 	return Baseline{ValMetric: val, TestScore: g.Score, Duration: res.Duration}, nil
+}
+
+// checkHeadroom fails when m_best is not strictly better than the initial
+// score: rewards scale improvements by m_best - m_init, so the gap must be
+// real.
+func checkHeadroom(t *Task, mInit float64) error {
+	best := *t.MBest
+	better := best > mInit
+	if t.Direction == schemas.LowerIsBetter {
+		better = best < mInit
+	}
+	if better {
+		return nil
+	}
+	return &Error{Task: t.ID, File: SpecFile, Field: "m_best", Msg: fmt.Sprintf("%g is not better than the initial script's graded score %g (%s is better): rewards scale by m_best - m_init, so set m_best to the best known score (or weaken the baseline)", best, mInit, t.Direction)}
 }
 
 var missingFileRe = regexp.MustCompile(`(?:FileNotFoundError|No such file or directory)[^\n]*?'([^'\n]+)'`)

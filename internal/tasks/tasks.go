@@ -220,7 +220,9 @@ func (s *Spec) Check() []*Error {
 	case schemas.HigherIsBetter, schemas.LowerIsBetter:
 	case "":
 		m := s.Metric
-		if d, ok := KnownDirection(m); ok {
+		if m == "" {
+			bad("direction", "missing: %q or %q", schemas.HigherIsBetter, schemas.LowerIsBetter)
+		} else if d, ok := KnownDirection(m); ok {
 			bad("direction", "missing: metric %s needs a direction (%s for %s)", m, d, m)
 		} else {
 			bad("direction", "missing: metric %q needs a direction, %q or %q", m, schemas.HigherIsBetter, schemas.LowerIsBetter)

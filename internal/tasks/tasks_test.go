@@ -235,3 +235,24 @@ func filesUnder(dir string) ([]string, error) {
 	})
 	return out, err
 }
+
+// TestBuiltinSuiteLoads checks every folder of the repository's built-in
+// suite against the format (no scripts are run here).
+func TestBuiltinSuiteLoads(t *testing.T) {
+	suite := filepath.Join("..", "..", "tasks")
+	if _, err := os.Stat(suite); err != nil {
+		t.Skip("no built-in suite")
+	}
+	good, bad, err := LoadSuite(suite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range bad {
+		t.Error(e)
+	}
+	held := map[string]int{}
+	for _, task := range good {
+		held[task.Split]++
+	}
+	t.Logf("%d tasks: %v", len(good), held)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/store"
@@ -17,7 +18,7 @@ func UploadTrees(ctx context.Context, st store.Store, t *Task) (workspace, priva
 		dir string
 		ref *string
 	}{{t.WorkspacePath(), &workspace}, {t.PrivatePath(), &private}} {
-		files, err := blobs.ReadDir(d.dir)
+		files, err := ReadTree(d.dir)
 		if err != nil {
 			return "", "", &Error{Task: t.ID, File: relTo(t.Dir, d.dir), Msg: err.Error()}
 		}
@@ -26,6 +27,22 @@ func UploadTrees(ctx context.Context, st store.Store, t *Task) (workspace, priva
 		}
 	}
 	return workspace, private, nil
+}
+
+// ReadTree loads a task's workspace/ or private/ folder as files, leaving
+// out what running the task leaves behind (submission.csv at the top,
+// __pycache__ folders, *.pyc): a workspace starts without a submission.
+func ReadTree(dir string) (blobs.Files, error) {
+	files, err := blobs.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for p := range files {
+		if p == SubmissionFile || strings.HasSuffix(p, ".pyc") || strings.HasPrefix(p, "__pycache__/") || strings.Contains(p, "/__pycache__/") {
+			delete(files, p)
+		}
+	}
+	return files, nil
 }
 
 // Materialize writes the tree ref from st's blob store into dir, which is

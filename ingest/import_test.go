@@ -1,0 +1,292 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlerl/mlerl/internal/tasks"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// writeFiles writes rel -> content under root.
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// toyCSVs renders toyData as a Kaggle-style split: train.csv with the
+// target, test.csv without it, and the answers for test.
+func toyCSVs(n int, classify bool, idCol, target string) (train, test, answers string) {
+	x, y := toyData(n, 3, classify)
+	var tr, te, an strings.Builder
+	fmt.Fprintf(&tr, "%s,f1,f2,%s\n", idCol, target)
+	fmt.Fprintf(&te, "%s,f1,f2\n", idCol)
+	fmt.Fprintf(&an, "%s,%s\n", idCol, target)
+	for i := range x {
+		label := fmt.Sprintf("%g", y[i])
+		if classify {
+			label = map[bool]string{true: "True", false: "False"}[y[i] == 1]
+		}
+		if i < n*4/5 {
+			fmt.Fprintf(&tr, "p%04d,%.4f,%.4f,%s\n", i, x[i][0], x[i][1], label)
+		} else {
+			fmt.Fprintf(&te, "p%04d,%.4f,%.4f\n", i, x[i][0], x[i][1])
+			fmt.Fprintf(&an, "p%04d,%s\n", i, label)
+		}
+	}
+	return tr.String(), te.String(), an.String()
+}
+
+// mleBenchFixture writes two competitions in MLE-bench's layout: a
+// tabular one with a mapped grader and a leaderboard, and an image one
+// whose grader has no mapping and whose leaderboard is a Git LFS pointer.
+func mleBenchFixture(t *testing.T) string {
+	root := t.TempDir()
+	train, test, answers := toyCSVs(300, true, "PassengerId", "Transported")
+	// MLE-bench keeps every column of the test rows in the private answers.
+	privateTest := strings.Replace(answers, "PassengerId,Transported", "PassengerId,Transported", 1)
+	sample := "PassengerId,Transported\n"
+	for _, line := range strings.Split(strings.TrimSpace(answers), "\n")[1:] {
+		sample += strings.Split(line, ",")[0] + ",False\n"
+	}
+	writeFiles(t, filepath.Join(root, "toy-titanic"), map[string]string{
+		"config.yaml": `id: toy-titanic
+name: Toy Titanic
+competition_type: simple
+awards_medals: false
+prizes: null
+description: mlebench/competitions/toy-titanic/description.md
+
+dataset:
+  answers: toy-titanic/prepared/private/test.csv
+  sample_submission: toy-titanic/prepared/public/sample_submission.csv
+
+grader:
+  name: accuracy
+  grade_fn: mlebench.competitions.toy-titanic.grade:grade
+
+preparer: mlebench.competitions.toy-titanic.prepare:prepare
+`,
+		"description.md":                        "# Toy Titanic\n\nPredict whether each passenger was transported.\n",
+		"grade.py":                              "from mlebench.competitions.utils import prepare_for_accuracy_metric\n",
+		"leaderboard.csv":                       "scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore\n0.99,1,True,2022-01-01,0.99,True\n0.9,2,True,2022-01-01,0.90,True\n0.5,3,True,2022-01-01,0.50,True\n",
+		"prepared/public/train.csv":             train,
+		"prepared/public/test.csv":              test,
+		"prepared/public/sample_submission.csv": sample,
+		"prepared/private/test.csv":             privateTest,
+	})
+	writeFiles(t, filepath.Join(root, "toy-segmentation"), map[string]string{
+		"config.yaml": `id: toy-segmentation
+name: Toy Segmentation
+competition_type: code
+dataset:
+  answers: toy-segmentation/prepared/private/test.csv
+  sample_submission: toy-segmentation/prepared/public/sample_submission.csv
+grader:
+  name: dice-hausdorff-combo
+  grade_fn: mlebench.competitions.toy-segmentation.grade:grade
+`,
+		"description.md":                        "# Toy Segmentation\n",
+		"leaderboard.csv":                       "version https://git-lfs.github.com/spec/v1\noid sha256:e071\nsize 125841\n",
+		"prepared/public/images/0001.png":       "\x89PNG",
+		"prepared/public/sample_submission.csv": "id,rle\n1,1 2\n",
+		"prepared/private/test.csv":             "id,rle\n1,3 4\n",
+	})
+	return root
+}
+
+func TestImportMLEBench(t *testing.T) {
+	src, dst := mleBenchFixture(t), t.TempDir()
+	got, err := ImportMLEBench(src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "toy-segmentation" || got[1].ID != "toy-titanic" {
+		t.Fatalf("got %+v, want toy-segmentation and toy-titanic", got)
+	}
+	titanic, err := tasks.Load(got[1].Dir)
+	if err != nil {
+		t.Fatalf("toy-titanic does not load: %v\n%s", err, got[1].Report())
+	}
+	want := tasks.Spec{ID: "toy-titanic", Title: "Toy Titanic", Modality: "tabular", TaskType: "binary-classification",
+		Metric: "accuracy", Direction: schemas.HigherIsBetter, MBestSource: "MLE-bench leaderboard.csv: top of 3 teams",
+		Split: schemas.HeldIn, Source: FromMLEBench}
+	gotSpec := titanic.Spec
+	if *gotSpec.MBest != 0.99 {
+		t.Errorf("got m_best %v, want 0.99 (the leaderboard's top)", *gotSpec.MBest)
+	}
+	gotSpec.MBest, gotSpec.TimeLimitS = nil, nil
+	if gotSpec != want {
+		t.Errorf("got spec %+v\nwant %+v", gotSpec, want)
+	}
+	if len(got[1].Missing) != 0 {
+		t.Errorf("toy-titanic: got missing %q, want none", got[1].Missing)
+	}
+	for _, f := range []string{"workspace/train.py", "workspace/train.csv", "workspace/sample_submission.csv", "private/answers.csv", "private/grade.py", "private/grade.json"} {
+		if _, err := os.Stat(filepath.Join(got[1].Dir, f)); err != nil {
+			t.Errorf("toy-titanic lacks %s", f)
+		}
+	}
+	// The unmapped competition says what to supply, file by file.
+	report := got[0].Report()
+	for _, w := range []string{
+		`MLE-bench grader "dice-hausdorff-combo" has no mapping; set metric and direction`,
+		"write private/grade.py",
+		"task.yaml m_best and m_best_source: leaderboard.csv has no score column (is it a Git LFS pointer? run `git lfs pull`)",
+		"task.yaml modality",
+		"workspace/train.py: MLE-bench ships no initial script",
+	} {
+		if !strings.Contains(report, w) {
+			t.Errorf("toy-segmentation report lacks %q:\n%s", w, report)
+		}
+	}
+	// A second import keeps what exists (hand edits survive).
+	again, err := ImportMLEBench(src, dst)
+	if err != nil || !again[1].Kept {
+		t.Errorf("got %+v, %v; want the existing folder kept", again, err)
+	}
+}
+
+func TestRunTasksFromMLEBench(t *testing.T) {
+	needPython(t)
+	cfg := testConfig(t, "")
+	cfg.From, cfg.Source = FromMLEBench, mleBenchFixture(t)
+	cfg.ImportTo = t.TempDir()
+	var log bytes.Buffer
+	err := runTasks(context.Background(), cfg, &log)
+	if !errors.Is(err, ErrSomeFailed) || !strings.Contains(err.Error(), "1 of 2 tasks failed") {
+		t.Fatalf("got %v, want 1 of 2 failed; log:\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "task toy-segmentation: task.yaml: field metric: missing") {
+		t.Errorf("log lacks toy-segmentation's metric error:\n%s", log.String())
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 1 || rows[0].TaskID != "toy-titanic" || rows[0].Source != FromMLEBench || rows[0].MBest != 0.99 {
+		t.Fatalf("got rows %+v, want toy-titanic from mlebench", rows)
+	}
+	if r := rows[0]; r.MInit < 0.6 || r.MInit > 1 || r.MInitValid < 0.6 || r.MInitValid > 1 {
+		t.Errorf("got m_init %v, m_init_valid %v, want both in [0.6, 1]", r.MInit, r.MInitValid)
+	}
+}
+
+// mlagentBenchFixture writes a checkout with two MLAgentBench tasks: a
+// house-price-like regression scored by MAE in eval.py, and a task whose
+// prepare.py has not been run (no answers).
+func mlagentBenchFixture(t *testing.T) string {
+	root := t.TempDir()
+	train, test, answers := toyCSVs(300, false, "Id", "SalePrice")
+	bench := filepath.Join(root, "MLAgentBench", "benchmarks")
+	writeFiles(t, filepath.Join(bench, "house-toy"), map[string]string{
+		"env/train.py": `import pandas as pd
+from sklearn.ensemble import RandomForestRegressor
+home_data = pd.read_csv('train.csv')
+# ***********************************************
+# In this part of the code, write and train the model on the above dataset to perform the task.
+# ***********************************************
+print("Validation MAE: {:,.0f}".format(valid_mae))
+`,
+		"env/train.csv":                train,
+		"env/test.csv":                 test,
+		"env/data_description.txt":     "f1, f2: measurements\n",
+		"scripts/research_problem.txt": "Go through data_description.txt, then fill in train.py to train a model and iterate to improve performance.\n",
+		"scripts/eval.py": `import os
+import pandas as pd
+def get_score(submission_folder="../env"):
+    submission = pd.read_csv(os.path.join(submission_folder, "submission.csv"))
+    test_data = pd.read_csv(os.path.join(os.path.dirname(__file__), 'answer.csv'))
+    mae = sum(abs(submission['SalePrice'] - test_data['SalePrice']))/len(test_data['SalePrice'])
+    return mae
+`,
+		"scripts/prepare.py": "# downloads the data with the kaggle CLI\n",
+		"scripts/answer.csv": answers,
+	})
+	writeFiles(t, filepath.Join(bench, "unprepared"), map[string]string{
+		"env/train.py":                 "import torch\n",
+		"scripts/research_problem.txt": "Improve the model.\n",
+		"scripts/eval.py":              "from sklearn.metrics import accuracy_score\n",
+		"scripts/prepare.py":           "# downloads the data\n",
+	})
+	return root
+}
+
+func TestImportMLAgentBench(t *testing.T) {
+	got, err := ImportMLAgentBench(mlagentBenchFixture(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "house-toy" || got[1].ID != "unprepared" {
+		t.Fatalf("got %+v", got)
+	}
+	house := got[0]
+	spec, err := os.ReadFile(filepath.Join(house.Dir, tasks.SpecFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"metric: mae\n", "direction: lower\n", "task_type: regression\n", "# m_best: <fill in>", "source: mlagentbench\n"} {
+		if !strings.Contains(string(spec), w) {
+			t.Errorf("house-toy task.yaml lacks %q:\n%s", w, spec)
+		}
+	}
+	for _, f := range []string{"workspace/train.py", "workspace/train_original.py", "workspace/data_description.txt", "private/answers.csv", "private/eval.py", "private/grade.py"} {
+		if _, err := os.Stat(filepath.Join(house.Dir, f)); err != nil {
+			t.Errorf("house-toy lacks %s", f)
+		}
+	}
+	script, _ := os.ReadFile(filepath.Join(house.Dir, "workspace/train.py"))
+	for _, section := range []string{"imports", "data", "model", "training", "evaluate"} {
+		if !strings.Contains(string(script), "# === "+section+" ===\n") || !strings.Contains(string(script), "# === end "+section+" ===\n") {
+			t.Errorf("generated train.py lacks section %s", section)
+		}
+	}
+	if len(house.Missing) != 1 || !strings.Contains(house.Missing[0], "m_best and m_best_source: MLAgentBench publishes no best score") {
+		t.Errorf("house-toy: got missing %q, want only m_best", house.Missing)
+	}
+	report := got[1].Report()
+	for _, w := range []string{"private/answers.csv: scripts/ holds no answer.csv; run the task's scripts/prepare.py", "task.yaml task_type"} {
+		if !strings.Contains(report, w) {
+			t.Errorf("unprepared report lacks %q:\n%s", w, report)
+		}
+	}
+}
+
+func TestRunTasksFromMLAgentBench(t *testing.T) {
+	needPython(t)
+	cfg := testConfig(t, "")
+	cfg.From, cfg.Source, cfg.ImportTo = FromMLAgentBench, mlagentBenchFixture(t), t.TempDir()
+	cfg.Only = []string{"house-toy"}
+	var log bytes.Buffer
+	err := runTasks(context.Background(), cfg, &log)
+	if !errors.Is(err, ErrSomeFailed) || !strings.Contains(log.String(), "task house-toy: task.yaml: field m_best: missing") {
+		t.Fatalf("got %v, want house-toy to fail on m_best; log:\n%s", err, log.String())
+	}
+	// Supplying what the report asked for makes the same command succeed.
+	spec := filepath.Join(cfg.ImportTo, "house-toy", tasks.SpecFile)
+	b, _ := os.ReadFile(spec)
+	b = bytes.Replace(b, []byte("# m_best: <fill in>\n# m_best_source: <fill in>\n"), []byte("m_best: 0.4\nm_best_source: the generator's noise level\n"), 1)
+	os.WriteFile(spec, b, 0o644)
+	log.Reset()
+	if err := runTasks(context.Background(), cfg, &log); err != nil {
+		t.Fatalf("got %v after adding m_best; log:\n%s", err, log.String())
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 1 || rows[0].Metric != "mae" || rows[0].Direction != schemas.LowerIsBetter || rows[0].Source != FromMLAgentBench {
+		t.Fatalf("got %+v", rows)
+	}
+	if r := rows[0]; r.MInit < 0.3 || r.MInit > 1.5 {
+		t.Errorf("got m_init %v, want a Ridge MAE in [0.3, 1.5] on noise 0.5", r.MInit)
+	}
+}
