@@ -10,6 +10,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/embed"
+	"github.com/mlerl/mlerl/internal/embed/onnxtest"
 	"github.com/mlerl/mlerl/internal/ideagen"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -309,5 +312,53 @@ func TestRunIdeasTasksURI(t *testing.T) {
 		if r.TaskID != "digits" {
 			t.Errorf("got a row for task %s, want only digits", r.TaskID)
 		}
+	}
+}
+
+// TestRunIdeasONNX runs the stage with the ONNX embedder on a real ONNX
+// file: a token-embedding model over a word vocabulary built from the
+// catalog's idea texts.
+func TestRunIdeasONNX(t *testing.T) {
+	lib, ok := onnxtest.Library()
+	if !ok {
+		t.Skip("ONNX Runtime library not installed: run `make setup`")
+	}
+	root, st, _ := writeTestTasks(t)
+	var words []string
+	for _, cat := range schemas.Categories {
+		for _, idea := range ideagen.Catalog(ideaTestTasks[0], cat) {
+			words = append(words, strings.Fields(strings.ToLower(idea.Text))...)
+		}
+	}
+	tok := onnxtest.WordLevelTokenizer(words)
+	var vocab struct {
+		Model struct{ Vocab map[string]int } `json:"model"`
+	}
+	json.Unmarshal(tok, &vocab)
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/model.onnx", onnxtest.TokenEmbeddingModel(onnxtest.Table(len(vocab.Model.Vocab), 16)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/tokenizer.json", tok, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultIdeasConfig()
+	cfg.Data, cfg.Only, cfg.K = root, []string{"digits"}, 5
+	cfg.Embed.Kind, cfg.Embed.ModelPath, cfg.Embed.TokenizerPath, cfg.Embed.LibraryPath = embed.KindONNX, dir+"/model.onnx", dir+"/tokenizer.json", lib
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, m := readIdeas(t, st)
+	kept := checkPools(t, rows, 5, 16)
+	for _, cat := range schemas.Categories {
+		if want := min(5, len(ideagen.Catalog(ideaTestTasks[0], cat))); kept["digits/"+cat] < 1 || kept["digits/"+cat] > want {
+			t.Errorf("pool digits/%s: got %d kept, want 1 to %d", cat, kept["digits/"+cat], want)
+		}
+	}
+	if m.Extra["embedder"] != "onnx:"+filepath.Base(dir) || m.Extra["dim"] != float64(16) {
+		t.Errorf("got embedder %v dim %v", m.Extra["embedder"], m.Extra["dim"])
 	}
 }
