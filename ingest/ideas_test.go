@@ -362,3 +362,26 @@ func TestRunIdeasONNX(t *testing.T) {
 		t.Errorf("got embedder %v dim %v", m.Extra["embedder"], m.Extra["dim"])
 	}
 }
+
+func TestRunIdeasBoth(t *testing.T) {
+	root, st, _ := writeTestTasks(t)
+	srv := fakeAPI(t, "")
+	cfg := llmIdeasConfig(root, srv.URL)
+	cfg.Source, cfg.Only = IdeasFromBoth, []string{"digits"}
+	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := readIdeas(t, st)
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Category+" "+r.Source]++
+	}
+	for _, cat := range schemas.Categories {
+		if got, want := count[cat+" catalog"], len(ideagen.Catalog(ideaTestTasks[0], cat)); got != want {
+			t.Errorf("category %s: got %d catalog ideas want %d", cat, got, want)
+		}
+		if got := count[cat+" llm:gen-1"]; got != 11 {
+			t.Errorf("category %s: got %d LLM ideas want 11", cat, got)
+		}
+	}
+}
