@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,48 @@ type capture struct {
 	tail   []byte // last bytes beyond head, at most 2*half before compaction
 	total  int64
 	budget *outputBudget
+
+	// Lines of the left-out middle that carry keepMark (instrumentation
+	// markers) are kept, so partial credit survives a chatty script.
+	line     []byte // the current line of the left-out bytes
+	lineLong bool   // it grew past maxKeptLine: not a marker
+	kept     []byte
+	keptN    int
+}
+
+// keepMark starts the marker lines of rollout/env's instrumenter; at most
+// maxKeptLines of at most maxKeptLine bytes are kept from the middle.
+const (
+	keepMark     = "@@MLERL "
+	maxKeptLine  = 256
+	maxKeptLines = 64
+)
+
+// dropped scans bytes leaving the kept window for marker lines.
+func (c *capture) dropped(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i+1]
+		}
+		if !c.lineLong {
+			if len(c.line)+len(part) > maxKeptLine {
+				c.lineLong, c.line = true, c.line[:0]
+			} else {
+				c.line = append(c.line, part...)
+			}
+		}
+		if i < 0 {
+			return
+		}
+		if !c.lineLong && c.keptN < maxKeptLines && bytes.Contains(c.line, []byte(keepMark)) {
+			c.kept = append(c.kept, c.line...)
+			c.keptN++
+		}
+		c.line, c.lineLong = c.line[:0], false
+		b = b[i+1:]
+	}
 }
 
 // outputBudget is shared by a run's stdout and stderr: past kill bytes in
@@ -61,10 +104,13 @@ func (c *capture) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	if len(p) >= c.half {
+		c.dropped(c.tail)
+		c.dropped(p[:len(p)-c.half])
 		c.tail = append(c.tail[:0], p[len(p)-c.half:]...)
 	} else if len(p) > 0 {
 		c.tail = append(c.tail, p...)
 		if len(c.tail) > 2*c.half {
+			c.dropped(c.tail[:len(c.tail)-c.half])
 			c.tail = append(c.tail[:0], c.tail[len(c.tail)-c.half:]...)
 		}
 	}
@@ -80,14 +126,21 @@ func (c *capture) result() (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tail := c.tail
+	var kept []byte
 	if len(tail) > c.half {
+		// Scan what result leaves out of the tail, on a copy of the state.
+		cc := capture{line: append([]byte(nil), c.line...), lineLong: c.lineLong, kept: append([]byte(nil), c.kept...), keptN: c.keptN}
+		cc.dropped(tail[:len(tail)-c.half])
+		kept = cc.kept
 		tail = tail[len(tail)-c.half:]
+	} else {
+		kept = c.kept
 	}
-	kept := int64(len(c.head) + len(tail))
-	if kept == c.total {
+	n := int64(len(c.head) + len(tail))
+	if n == c.total {
 		return string(c.head) + string(tail), false
 	}
-	return fmt.Sprintf("%s\n[... %d bytes of output left out ...]\n%s", c.head, c.total-kept, tail), true
+	return fmt.Sprintf("%s\n[... %d bytes of output left out ...]\n%s%s", c.head, c.total-n, kept, tail), true
 }
 
 // drain copies r into c until EOF or until r is closed.

@@ -523,6 +523,10 @@ func TestCapture(t *testing.T) {
 		{name: "head and tail", writes: []string{"abcdefghijklmnop"}, max: 10, want: "abcde\n[... 6 bytes of output left out ...]\nlmnop", trunc: true},
 		{name: "many small", writes: strings.Split("abcdefghijklmnopqrstuvwxyz", ""), max: 8, want: "abcd\n[... 18 bytes of output left out ...]\nwxyz", trunc: true},
 		{name: "big then small", writes: []string{"abcdefghijklmnopqrstuvwxy", "z"}, max: 8, want: "abcd\n[... 18 bytes of output left out ...]\nwxyz", trunc: true},
+		{name: "markers in the middle kept", writes: []string{"head", "\nxx\n@@MLERL n data_", "loaded@@\nyy\n", "zz\n@@MLERL n model_trained@@\n", "0123456789"}, max: 8,
+			want: "head\n[... 66 bytes of output left out ...]\n@@MLERL n data_loaded@@\n@@MLERL n model_trained@@\n6789", trunc: true},
+		{name: "long lines not kept", writes: []string{"head", strings.Repeat("@@MLERL ", 100) + "\n", "0123456789"}, max: 8,
+			want: "head\n[... 807 bytes of output left out ...]\n6789", trunc: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,12 +39,17 @@ var (
 // worker, shared by the tests of this file.
 func instrRun(t *testing.T, dir string, source []byte) sandbox.Result {
 	t.Helper()
+	return instrRunLimits(t, dir, source, sandbox.Limits{Timeout: 60e9})
+}
+
+func instrRunLimits(t *testing.T, dir string, source []byte, lim sandbox.Limits) sandbox.Result {
+	t.Helper()
 	py := instrPython(t)
 	instrRunnerOnce.Do(func() { instrRunner, instrRunnerErr = sandbox.NewWarm(context.Background(), py) })
 	if instrRunnerErr != nil {
 		t.Fatal(instrRunnerErr)
 	}
-	res, err := instrRunner.Run(context.Background(), sandbox.Request{Dir: dir, Script: "train.py", Source: source, Limits: sandbox.Limits{Timeout: 60e9}})
+	res, err := instrRunner.Run(context.Background(), sandbox.Request{Dir: dir, Script: "train.py", Source: source, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,5 +522,23 @@ func TestLLMInstrumenter(t *testing.T) {
 				t.Errorf("got markers %v output %q want %v %q", markers, clean, tc.markers, "1\n")
 			}
 		})
+	}
+}
+
+// TestMarkersSurviveTruncation: markers reached while the script floods
+// its output are still found in the truncated output.
+func TestMarkersSurviveTruncation(t *testing.T) {
+	py := instrPython(t)
+	script := "import pandas as pd\nfor i in range(3000):\n    print('epoch', i, 'x' * 500)\ndf = pd.read_csv('train.csv')\nfor i in range(3000):\n    print('epoch', i, 'y' * 500)\nprint('VAL_METRIC accuracy 0.5')\n"
+	dir := instrWorkspace(t, script)
+	nonce := NewNonce()
+	inst, err := Instrument(context.Background(), py, []byte(script), nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := instrRunLimits(t, dir, inst, sandbox.Limits{Timeout: 60e9, MaxOutputBytes: 8192, KillOutputBytes: 64 << 20})
+	markers, clean := ParseMarkers(res.Stdout, nonce)
+	if !res.Truncated || !reflect.DeepEqual(markers, []string{MarkerImportsDone, MarkerDataLoaded}) || !strings.HasSuffix(clean, "VAL_METRIC accuracy 0.5\n") {
+		t.Errorf("got truncated=%v markers %v, output ending %q", res.Truncated, markers, clean[max(0, len(clean)-100):])
 	}
 }
