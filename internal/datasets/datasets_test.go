@@ -471,6 +471,20 @@ func TestManifestContents(t *testing.T) {
 	if err != nil || len(ms) != 2 || ms[1].Version != 2 {
 		t.Fatalf("List: got %d, %v", len(ms), err)
 	}
+	// Nested names are listed; the blob store is not walked.
+	pn, _ := datasets.Begin(ctx, st, "exports/sft", schemas.SFTExamples, "x")
+	datasets.WritePart(ctx, pn, "part-0.parquet", []schemas.SFTExample{{ExampleID: "e"}})
+	if _, err := pn.Commit(ctx, datasets.CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store.WriteAll(ctx, st, "_blobs/sha256/v1/_MANIFEST.json", []byte("not a manifest"), store.CreateOptions{})
+	ms, err = datasets.List(ctx, st)
+	if err != nil || len(ms) != 3 || ms[0].Name != "exports/sft" {
+		t.Fatalf("List with a nested dataset: got %d, %v", len(ms), err)
+	}
+	if _, m2, err := datasets.Resolve(ctx, filepath.Join(root, "exports", "sft")); err != nil || m2.Rows != 1 {
+		t.Errorf("Resolve of a nested dataset: got %v, %v", m2, err)
+	}
 	latest, err := datasets.Latest(ctx, st, "steps")
 	if err != nil || latest.Version != 2 {
 		t.Errorf("Latest: got %v, %v want v2", latest, err)

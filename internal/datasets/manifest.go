@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -129,7 +130,9 @@ func ReadManifest(ctx context.Context, st store.Store, name string, version int)
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a readable manifest (%v): %w; restore it from a good copy or delete the version folder and re-run the stage", st.URI(key), err, ErrCorrupt)
 	}
-	if m.Name != name || m.Version != version {
+	// Compare the last name segment only: a nested dataset ("exports/sft")
+	// may be opened from a deeper store root.
+	if path.Base(m.Name) != path.Base(name) || m.Version != version {
 		return nil, fmt.Errorf("%s: the manifest describes %s v%d, not %s v%d: %w; was the folder copied or renamed?", st.URI(key), m.Name, m.Version, name, version, ErrCorrupt)
 	}
 	m.URI = st.URI(key)
@@ -174,32 +177,44 @@ func FindRun(ctx context.Context, st store.Store, name, runKey string) (*Manifes
 }
 
 // List returns the manifests of every committed version under the store
-// root, by dataset name then version.
+// root, by dataset name then version. It walks folders one level at a time
+// (a delimiter listing on GCS), so the blob store and other folders whose
+// names start with "_" or "." cost nothing; dataset names may be nested
+// ("exports/sft") up to four levels deep.
 func List(ctx context.Context, st store.Store) ([]*Manifest, error) {
-	objs, err := st.List(ctx, "")
-	if err != nil {
-		return nil, err
-	}
 	var out []*Manifest
-	for _, o := range objs {
-		if !strings.HasSuffix(o.Key, "/"+ManifestFile) {
-			continue
-		}
-		dir := strings.TrimSuffix(o.Key, "/"+ManifestFile)
-		i := strings.LastIndex(dir, "/")
-		if i < 0 {
-			continue
-		}
-		m := versionRe.FindStringSubmatch(dir[i+1:])
-		if m == nil {
-			continue
-		}
-		v, _ := strconv.Atoi(m[1])
-		man, err := ReadManifest(ctx, st, dir[:i], v)
+	var walk func(prefix string, depth int) error
+	walk = func(prefix string, depth int) error {
+		dirs, err := store.Dirs(ctx, st, prefix)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, man)
+		for _, d := range dirs {
+			if strings.HasPrefix(d, "_") || strings.HasPrefix(d, ".") {
+				continue
+			}
+			if m := versionRe.FindStringSubmatch(d); m != nil && prefix != "" {
+				v, _ := strconv.Atoi(m[1])
+				man, err := ReadManifest(ctx, st, strings.TrimSuffix(prefix, "/"), v)
+				if errors.Is(err, ErrNoDataset) {
+					continue // incomplete: invisible
+				}
+				if err != nil {
+					return err
+				}
+				out = append(out, man)
+				continue
+			}
+			if depth < 4 {
+				if err := walk(prefix+d+"/", depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk("", 0); err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Name != out[j].Name {

@@ -293,3 +293,32 @@ func httpCode(err error) int {
 	}
 	return 0
 }
+
+// Dirs implements DirLister with a delimiter query: one request per
+// thousand folders, whatever lies below them.
+func (g *GCS) Dirs(ctx context.Context, prefix string) ([]string, error) {
+	full := prefix
+	if g.prefix != "" {
+		full = g.prefix + "/" + prefix
+	}
+	q := &storage.Query{Prefix: full, Delimiter: "/"}
+	if err := q.SetAttrSelection([]string{"Name"}); err != nil {
+		return nil, err
+	}
+	it := g.bkt().Objects(ctx, q)
+	var out []string
+	for {
+		a, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", g.URI(prefix), err)
+		}
+		if a.Prefix != "" {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(a.Prefix, full), "/"))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -224,3 +224,29 @@ func (l *Local) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// Dirs implements DirLister.
+func (l *Local) Dirs(ctx context.Context, prefix string) ([]string, error) {
+	dir := l.root
+	if prefix != "" {
+		p, err := l.path(strings.TrimSuffix(prefix, "/"))
+		if err != nil {
+			return nil, err
+		}
+		dir = p
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", l.URI(prefix), err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil // os.ReadDir sorts by name
+}

@@ -131,6 +131,38 @@ func Exists(ctx context.Context, s Store, key string) (bool, error) {
 	return err == nil, err
 }
 
+// DirLister is implemented by stores that can list one level of folders
+// without listing every object below them.
+type DirLister interface {
+	// Dirs returns the names of the folders directly under prefix (""
+	// or a key ending in "/"), sorted, without the prefix or a trailing "/".
+	Dirs(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Dirs lists the folders directly under prefix ("" or ending in "/"),
+// sorted. It uses the store's DirLister when it has one (a delimiter query
+// on GCS), otherwise it lists every object below prefix.
+func Dirs(ctx context.Context, s Store, prefix string) ([]string, error) {
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	if d, ok := s.(DirLister); ok {
+		return d.Dirs(ctx, prefix)
+	}
+	objs, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		rest := strings.TrimPrefix(o.Key, prefix)
+		if name, _, ok := strings.Cut(rest, "/"); ok && (len(out) == 0 || out[len(out)-1] != name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
 // cleanKey validates a key: relative, slash-separated, without "..".
 func cleanKey(key string) (string, error) {
 	if key == "" {

@@ -57,6 +57,27 @@ func testStore(t *testing.T, st store.Store) {
 				t.Errorf("List(%q): got %q want %q", l.prefix, got, l.want)
 			}
 		}
+		dirs := []struct{ prefix, want string }{
+			{"", "a ab"},
+			{"a/", "b"},
+			{"a", "b"},
+			{"a/b/", ""},
+			{"nope/", ""},
+		}
+		for _, d := range dirs {
+			got, err := store.Dirs(ctx, st, d.prefix)
+			if err != nil {
+				t.Fatalf("Dirs(%q): %v", d.prefix, err)
+			}
+			if strings.Join(got, " ") != d.want {
+				t.Errorf("Dirs(%q): got %q want %q", d.prefix, strings.Join(got, " "), d.want)
+			}
+			// The generic fallback agrees with the backend's own.
+			got, _ = store.Dirs(ctx, listOnly{st}, d.prefix)
+			if strings.Join(got, " ") != d.want {
+				t.Errorf("Dirs(%q) by listing: got %q want %q", d.prefix, strings.Join(got, " "), d.want)
+			}
+		}
 		if err := st.Delete(ctx, "a/b/c.txt"); err != nil {
 			t.Fatal(err)
 		}
@@ -185,3 +206,6 @@ func testStore(t *testing.T, st store.Store) {
 		}
 	})
 }
+
+// listOnly hides a backend's DirLister.
+type listOnly struct{ store.Store }
