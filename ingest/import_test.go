@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/tasks"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -288,5 +290,61 @@ func TestRunTasksFromMLAgentBench(t *testing.T) {
 	}
 	if r := rows[0]; r.MInit < 0.3 || r.MInit > 1.5 {
 		t.Errorf("got m_init %v, want a Ridge MAE in [0.3, 1.5] on noise 0.5", r.MInit)
+	}
+}
+
+// TestGeneratedGrader checks the generated CSV grader: scores against
+// hand-computed values and a reason (never a crash) for bad submissions.
+func TestGeneratedGrader(t *testing.T) {
+	needPython(t)
+	python, _ := sandbox.FindPython("")
+	cases := []struct {
+		name, metric, answers, submission string
+		want                              float64
+		reason                            string // empty: valid
+	}{
+		{"accuracy", "accuracy", "id,y\na,cat\nb,dog\nc,cat\nd,dog\n", "id,y\nd,dog\nc,dog\nb,dog\na,cat\n", 0.75, ""},
+		{"mae", "mae", "id,y\n1,1.0\n2,2.0\n3,4.0\n", "id,y\n1,1.5\n2,2.0\n3,3.0\n", 0.5, ""},
+		{"roc_auc", "roc_auc", "id,y\n1,0\n2,1\n3,0\n4,1\n", "id,y\n1,0.1\n2,0.4\n3,0.35\n4,0.8\n", 1, ""},
+		{"log_loss", "log_loss", "id,y\n1,True\n2,False\n", "id,y\n1,0.5\n2,0.5\n", 0.693147, ""},
+		{"missing file", "accuracy", "id,y\n1,a\n", "", 0, "no submission file"},
+		{"wrong columns", "accuracy", "id,y\n1,a\n", "id,label\n1,a\n", 0, "lacks column(s) y"},
+		{"wrong row count", "accuracy", "id,y\n1,a\n2,b\n", "id,y\n1,a\n", 0, "has 1 rows, want 2"},
+		{"unknown ids", "accuracy", "id,y\n1,a\n2,b\n", "id,y\n1,a\n7,b\n", 0, "ids not in the test set"},
+		{"nan", "rmse", "id,y\n1,1\n2,2\n", "id,y\n1,1\n2,\n", 0, "missing values"},
+		{"unparsable", "rmse", "id,y\n1,1\n2,2\n", "id,y\n1,1\n2,abc\n", 0, "non-numeric"},
+		{"not a csv", "rmse", "id,y\n1,1\n", "\x00\x01\"unclosed\n", 0, ""},
+	}
+	grader, _ := templatesFS.ReadFile("templates/grade.py")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			files := map[string]string{
+				"private/grade.py":    string(grader),
+				"private/grade.json":  fmt.Sprintf(`{"id_column": "id", "target_columns": ["y"], "metric": %q}`, c.metric),
+				"private/answers.csv": c.answers,
+			}
+			if c.submission != "" {
+				files["submission.csv"] = c.submission
+			}
+			writeFiles(t, dir, files)
+			g, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+			if err != nil {
+				t.Fatalf("grader failed: %v", err)
+			}
+			switch {
+			case c.name == "not a csv":
+				if g.Valid {
+					t.Errorf("got %+v, want invalid", g)
+				}
+			case c.reason != "":
+				if g.Valid || !strings.Contains(g.Reason, c.reason) {
+					t.Errorf("got %+v, want invalid with reason containing %q", g, c.reason)
+				}
+			case !g.Valid || math.Abs(g.Score-c.want) > 1e-6:
+				t.Errorf("got %+v, want score %v", g, c.want)
+			}
+		})
 	}
 }
