@@ -40,7 +40,9 @@ type mleConfig struct {
 // optional leaderboard.csv (score column, best first) and its prepared data
 // in prepared/public and prepared/private (or public/ and private/): the
 // public files become the workspace, the answers named by config.yaml's
-// dataset.answers become private/answers.csv, and the metric comes from
+// dataset.answers become private/answers.csv (when the folder has no
+// prepared data, MLE-bench's own ~/.cache/mle-bench/data/<id>/prepared is
+// used), and the metric comes from
 // grader.name. MLE-bench's grade.py imports the mlebench package, so a
 // CSV grader is generated for the common metrics instead; m_best is the
 // leaderboard's top score and the direction follows the leaderboard's
@@ -89,6 +91,11 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 
 	// Data: the prepared public and private folders.
 	public, private := firstDir(dir, "prepared/public", "public"), firstDir(dir, "prepared/private", "private")
+	if home, err := os.UserHomeDir(); err == nil && public == "" && cfg.ID != "" {
+		// MLE-bench's own data folder (`mlebench prepare` writes there).
+		cache := filepath.Join(home, ".cache", "mle-bench", "data", cfg.ID)
+		public, private = firstDir(cache, "prepared/public"), firstDir(cache, "prepared/private")
+	}
 	if public == "" {
 		d.missing("workspace data: no prepared/public/ folder; run MLE-bench's `mlebench prepare -c %s` and copy its prepared/ folder into %s", cfg.ID, dir)
 	} else {

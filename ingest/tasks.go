@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"gopkg.in/yaml.v3"
 
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
@@ -311,7 +312,7 @@ func commitTasks(ctx context.Context, st store.Store, cfg TasksConfig, rows []sc
 		ids[i] = r.TaskID
 	}
 	return p.Commit(ctx, datasets.CommitOptions{
-		Producer: datasets.Producer{Command: "mlerl ingest tasks", Config: cfg},
+		Producer: datasets.Producer{Command: "mlerl ingest tasks", Config: asMap(resolved)},
 		Extra:    map[string]any{"from": cfg.From, "tasks": ids, "failures": fl},
 	})
 }
@@ -365,4 +366,14 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// asMap turns a rendered YAML config into a map, so the manifest's JSON
+// carries the same keys as the YAML file and flags.
+func asMap(resolved string) map[string]any {
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(resolved), &m); err != nil {
+		return map[string]any{"yaml": resolved}
+	}
+	return m
 }

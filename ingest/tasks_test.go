@@ -172,6 +172,9 @@ func TestRunTasksEndToEnd(t *testing.T) {
 			t.Errorf("%s: workspace tree holds answers.csv", r.TaskID)
 		}
 	}
+	if pc, _ := m.Producer.Config.(map[string]any); pc["suite"] != suite {
+		t.Errorf("got manifest config %v, want the resolved config with suite %s", m.Producer.Config, suite)
+	}
 	if m.Producer.Command != "mlerl ingest tasks" || m.Extra["failures"] == nil {
 		t.Errorf("got manifest producer %+v extra %v", m.Producer, m.Extra)
 	}
