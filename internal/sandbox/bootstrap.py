@@ -18,7 +18,7 @@ import signal  # noqa: E402
 MARK = b"# mlerl:inserted"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
 PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
@@ -109,6 +109,17 @@ def isolate(cfg):
         os.makedirs(root + d, exist_ok=True)
         mount("tmpfs", root + d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % size)
     bind(cfg["dir"], root + cfg["dir"], False, strict)
+    if mode == "root":
+        # A proc instance of our own (kernel >= 5.8: per-mount options) that
+        # shows only the script's uid's processes: the run's own, since each
+        # run gets its own uid. joblib/loky and psutil need it. Under a user
+        # namespace proc cannot be mounted without a pid namespace, and a bind
+        # of the host's /proc would expose the caller's own processes' roots.
+        os.makedirs(root + "/proc", exist_ok=True)
+        try:
+            mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+        except OSError:
+            pass
     os.makedirs(root + "/.old", exist_ok=True)
     nr = PIVOT_ROOT.get(os.uname().machine)
     if nr is None:

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -37,22 +39,27 @@ const (
 	// IsolateRoot: the runner is root. Each script gets its own mount
 	// namespace whose root is a fresh tmpfs holding read-only binds of the
 	// system directories (/usr, /etc, /lib...), /dev/{null,zero,full,random,urandom},
-	// a private tmpfs /tmp and /dev/shm, and the workspace read-write at its
-	// own path; nothing else of the host filesystem exists (pivot_root, old
-	// root detached). The script then runs as uid/gid 65534 (nobody) with
-	// no_new_privs, so it cannot undo the mounts; the runner hands the
-	// workspace to that uid before each run.
+	// a private tmpfs /tmp and /dev/shm, a proc showing only the run's own
+	// processes (hidepid), and the workspace read-write at its own path;
+	// nothing else of the host filesystem exists (pivot_root, old root
+	// detached). The script then runs with no_new_privs as an unprivileged
+	// uid/gid of its own (one of 1000 per runner, above 1,000,000, so that
+	// concurrent runs cannot see or ptrace each other), so it cannot undo
+	// the mounts; the runner hands the workspace to that uid before each run.
 	IsolateRoot = "root"
 	// IsolateUserNS: not root, but unprivileged user namespaces work: the
-	// same filesystem view inside a user namespace, keeping the caller's uid.
+	// same filesystem view inside a user namespace, keeping the caller's
+	// uid, without /proc (mounting one needs a pid namespace; binding the
+	// host's would expose the caller's other processes), so process-based
+	// parallelism that reads /proc (joblib's loky backend) fails there.
 	IsolateUserNS = "userns"
 	// IsolateNone: neither works. Limits still apply, but the script sees
 	// the host filesystem with the caller's permissions.
 	IsolateNone = "none"
 )
 
-// sandboxUID is the uid scripts run as under IsolateRoot.
-const sandboxUID = 65534
+// sandboxUIDs is how many uids a runner cycles through under IsolateRoot.
+const sandboxUIDs = 1000
 
 // DefaultLimits returns the limits a zero field takes: 5 min wall clock,
 // 4 GiB of address space, 64 processes, 1 MiB of each output stream kept,
@@ -134,6 +141,8 @@ func baseEnv(home, tmp string) map[string]string {
 		"NUMEXPR_NUM_THREADS":     "1",
 		"MPLBACKEND":              "Agg",
 		"MPLCONFIGDIR":            filepath.Join(tmp, "matplotlib"),
+		"USER":                    "sandbox", // the sandbox uid has no passwd entry
+		"LOGNAME":                 "sandbox",
 	}
 }
 
@@ -154,6 +163,8 @@ type host struct {
 	root      string
 	pids      *pidsCgroup
 	tmp       string // TMPDIR for IsolateNone
+	uidBase   int    // first sandbox uid (IsolateRoot)
+	runs      atomic.Int64
 }
 
 func newHost(python string) (*host, error) {
@@ -164,7 +175,7 @@ func newHost(python string) (*host, error) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	h := &host{python: python, root: root, pids: newPidsCgroup(), tmp: os.TempDir()}
+	h := &host{python: python, root: root, pids: newPidsCgroup(), tmp: os.TempDir(), uidBase: 1_000_000 + sandboxUIDs*mrand.IntN(1_000_000)}
 	h.isolation = IsolationLevel(python)
 	return h, nil
 }
@@ -209,9 +220,10 @@ func (h *host) prepare(req Request) (*prepared, error) {
 	}
 	p := &prepared{cfg: cfg, limits: lim, source: source, cleanup: func() {}}
 	if h.isolation == IsolateRoot {
-		p.cfg.UID, p.cfg.GID = sandboxUID, sandboxUID
-		if err := chownTree(dir, sandboxUID, sandboxUID); err != nil {
-			return nil, fmt.Errorf("sandbox: hand the workspace to uid %d: %w", sandboxUID, err)
+		uid := h.uidBase + int(h.runs.Add(1)%sandboxUIDs)
+		p.cfg.UID, p.cfg.GID = uid, uid
+		if err := chownTree(dir, uid, uid); err != nil {
+			return nil, fmt.Errorf("sandbox: hand the workspace to uid %d: %w", uid, err)
 		}
 	}
 	if procs, cleanup, err := h.pids.create(lim.MaxProcs); err == nil && procs != "" {
@@ -359,7 +371,7 @@ func probe(python, mode string) error {
 	}
 	cfg := childConfig{Dir: ws, Script: "probe.py", Isolation: mode, Root: nr, TmpBytes: 1 << 20, UID: -1, GID: -1, Env: baseEnv(ws, "/tmp")}
 	if mode == IsolateRoot {
-		cfg.UID, cfg.GID = sandboxUID, sandboxUID
+		cfg.UID, cfg.GID = 65534, 65534
 	}
 	b, _ := json.Marshal(cfg)
 	stR, stW, err := os.Pipe()

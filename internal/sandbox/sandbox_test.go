@@ -303,7 +303,7 @@ func TestForkBomb(t *testing.T) {
 	}
 	for rname, r := range runners(t) {
 		t.Run(rname, func(t *testing.T) {
-			ws, _ := workspace(t, "import os\nprint('bomb', flush=True)\nwhile True:\n    os.fork()\n")
+			ws, _ := workspace(t, "import os\nprint('uid', os.getuid(), flush=True)\nwhile True:\n    os.fork()\n")
 			start := time.Now()
 			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 5 * time.Second, MaxProcs: 32}})
 			if err != nil {
@@ -316,9 +316,13 @@ func TestForkBomb(t *testing.T) {
 				t.Errorf("took %v", d)
 			}
 			if IsolationLevel(python(t)) == IsolateRoot {
+				uid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(res.Stdout, "\n", 2)[0], "uid")))
+				if err != nil || uid < 1_000_000 {
+					t.Fatalf("the bomb ran as uid %q", res.Stdout)
+				}
 				time.Sleep(100 * time.Millisecond)
-				if n := countUID(sandboxUID); n > 0 {
-					t.Errorf("%d processes of uid %d survive the run", n, sandboxUID)
+				if n := countUID(uid); n > 0 {
+					t.Errorf("%d processes of uid %d survive the run", n, uid)
 				}
 			}
 		})
@@ -594,5 +598,58 @@ func TestUserNamespaceView(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "submission.csv")); err != nil || string(b) != "ok" {
 		t.Errorf("workspace not writable: %v", err)
+	}
+}
+
+// TestProcessesInvisible: a run sees only its own processes in /proc (so
+// joblib/psutil work) and nothing of the host's or a concurrent run's.
+func TestProcessesInvisible(t *testing.T) {
+	if IsolationLevel(python(t)) != IsolateRoot {
+		t.Skip("a private /proc needs root (IsolateRoot)")
+	}
+	r := runners(t)["warm"]
+	other, _ := workspace(t, "import time\ntime.sleep(3)\n")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(context.Background(), Request{Dir: other, Script: "train.py"})
+	}()
+	time.Sleep(500 * time.Millisecond)
+	ws, _ := workspace(t, `import os
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+print("PIDS", pids == [os.getpid()], len(pids))
+try:
+    import psutil
+    print("RSS", psutil.Process().memory_info().rss > 0)
+except ImportError:
+    print("RSS", open("/proc/self/statm").read().split()[1] != "0")
+print("INIT", os.path.exists("/proc/1/root"))
+`)
+	res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py"})
+	<-done
+	if err != nil || res.Outcome != Success {
+		t.Fatalf("got %v %s %s", err, res.Outcome, res.Stderr)
+	}
+	if want := "PIDS True 1\nRSS True\nINIT False\n"; res.Stdout != want {
+		t.Errorf("got %q want %q", res.Stdout, want)
+	}
+}
+
+// TestJoblibProcesses: process-based parallelism (joblib's loky, a
+// multiprocessing pool) works inside the sandbox.
+func TestJoblibProcesses(t *testing.T) {
+	if IsolationLevel(python(t)) == IsolateUserNS {
+		t.Skip("no /proc under a user namespace: loky cannot run")
+	}
+	r := runners(t)["warm"]
+	ws, _ := workspace(t, `import multiprocessing as mp
+from joblib import Parallel, delayed
+print(Parallel(n_jobs=2)(delayed(abs)(-i) for i in range(4)))
+with mp.Pool(2) as p:
+    print(p.map(abs, [-1, -2]))
+`)
+	res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: time.Minute}})
+	if err != nil || res.Outcome != Success || res.Stdout != "[0, 1, 2, 3]\n[1, 2]\n" {
+		t.Errorf("got %v %s %q %s", err, res.Outcome, res.Stdout, lastLines(res.Stderr, 5))
 	}
 }
