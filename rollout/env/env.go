@@ -88,7 +88,12 @@ type Config struct {
 	GradeTimeout     time.Duration `yaml:"grade_timeout" help:"time limit of one grader run"`
 	Python           string        `yaml:"python" help:"task interpreter (empty: /usr/bin/python3 or python3 on PATH)"`
 	WorkDir          string        `yaml:"work_dir" help:"parent folder of episode workspaces (empty: the system temp folder)"`
-	Reward           RewardConfig  `yaml:"reward"`
+	// ExecuteAfterEdit makes a successful edit of a .py file also run it
+	// (like Execute Script) in the same step, so that the edit's own reward
+	// carries the measured improvement: useful for step-wise RL, where each
+	// sampled state takes one action. Off: MLAgentBench semantics.
+	ExecuteAfterEdit bool         `yaml:"execute_after_edit" help:"run the script right after a successful edit of it, in the same step"`
+	Reward           RewardConfig `yaml:"reward"`
 
 	// Runner executes scripts; the caller owns and closes it. Nil: each
 	// Env starts its own cold runner (sandbox.NewCold) and closes it in
@@ -239,8 +244,14 @@ type StepResult struct {
 	ExecDuration time.Duration
 	WallDuration time.Duration
 	Usage        llm.Usage // editor / file-LLM tokens
-	Done         bool
-	DoneReason   string
+	// Executed reports whether the step ran a script (Execute Script, or an
+	// edit with Config.ExecuteAfterEdit) past the refusal checks.
+	Executed   bool
+	Done       bool
+	DoneReason string
+
+	editedBeforeRun bool   // the workspace had changed since the last graded run
+	saved           string // the file an edit wrote
 }
 
 // New starts an episode: it checks the spec and materialises the task's
@@ -366,9 +377,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	start := time.Now()
 	e.s.Steps++
 	r := StepResult{Step: e.s.Steps, MetricBefore: e.s.Current, BestBefore: copyPtr(e.s.Best)}
-	edited := e.s.Edited
 	a, err := Parse(actionText)
-	var executed bool
 	if err != nil {
 		var fe *FormatError
 		if !errors.As(err, &fe) {
@@ -380,14 +389,13 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 		r.Observation = "Your response could not be parsed: " + fe.Error() + ".\nAnswer with the fields Reflection, Thought, Action and Action Input (a JSON object with the action's arguments)."
 	} else {
 		r.Action = &a
-		executed = a.Name == ExecuteScript
 		if err := e.do(ctx, a, &r); err != nil {
 			return r, err
 		}
 	}
 	r.Observation = truncateMiddle(r.Observation, e.cfg.ObservationChars)
 	r.Reward = ComputeReward(e.cfg.Reward, RewardInput{
-		Outcome: r.Outcome, Executed: executed, Edited: edited,
+		Outcome: r.Outcome, Executed: r.Executed, Edited: r.editedBeforeRun,
 		Prev: r.MetricBefore, New: r.MetricAfter,
 		MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction,
 		Markers: len(r.Markers),
@@ -430,10 +438,18 @@ func (e *Env) do(ctx context.Context, a Action, r *StepResult) error {
 		err = e.understandFile(ctx, a, r)
 	case InspectScriptLines:
 		err = e.inspect(a, r)
-	case EditScriptSegment:
-		err = e.editSegment(a, r)
-	case EditScriptAI:
-		err = e.editAI(ctx, a, r)
+	case EditScriptSegment, EditScriptAI:
+		if a.Name == EditScriptSegment {
+			err = e.editSegment(a, r)
+		} else {
+			err = e.editAI(ctx, a, r)
+		}
+		if err == nil && e.cfg.ExecuteAfterEdit && r.saved != "" && strings.HasSuffix(r.saved, ".py") {
+			diff := r.Observation
+			if err = e.execute(ctx, Action{Name: ExecuteScript, ScriptName: r.saved}, r); err == nil {
+				r.Observation = diff + "\n\n" + r.Observation
+			}
+		}
 	case ExecuteScript:
 		err = e.execute(ctx, a, r)
 	case UndoEditScript:
@@ -470,6 +486,8 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 	if err != nil {
 		return err
 	}
+	r.Executed = true
+	r.editedBeforeRun = e.s.Edited
 	// A stale submission must not be graded as this run's.
 	if err := os.Remove(filepath.Join(e.dir, SubmissionFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("env: remove old submission: %w", err)

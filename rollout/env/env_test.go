@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -350,5 +351,56 @@ func TestSpecFromTask(t *testing.T) {
 	bad.Direction = "up"
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "direction") {
 		t.Fatalf("got %v, want a direction error", err)
+	}
+}
+
+func TestExecuteAfterEdit(t *testing.T) {
+	st := newLocalStore(t)
+	cfg := testConfig(t)
+	cfg.ExecuteAfterEdit = true
+	e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+	if !r.Executed || r.Outcome != OutcomeSuccess || r.MetricAfter == nil || *r.MetricAfter != 1 || r.Reward.Total != 1 {
+		t.Fatalf("got executed %v %s metric %v reward %+v", r.Executed, r.Outcome, r.MetricAfter, r.Reward)
+	}
+	if !strings.Contains(r.Observation, "+threshold = 0.5") || !strings.Contains(r.Observation, "The script has been executed") {
+		t.Fatalf("observation lacks the diff or the run:\n%s", r.Observation)
+	}
+	// A refused or invalid edit runs nothing.
+	if r = step(t, e, act(EditScriptAI, "train.py", "nonsense", "train.py")); r.Executed || r.Outcome != OutcomeInvalidEdit {
+		t.Fatalf("invalid edit: executed %v outcome %s", r.Executed, r.Outcome)
+	}
+	// A crashing edit is a script error in the edit's step.
+	if r = step(t, e, act(EditScriptSegment, "train.py", "14", "14", "threshold = nope")); !r.Executed || r.Outcome != OutcomeScriptError || r.Reward.Total >= 0 {
+		t.Fatalf("crashing edit: executed %v outcome %s reward %v", r.Executed, r.Outcome, r.Reward.Total)
+	}
+}
+
+func TestUnderstandFileLLM(t *testing.T) {
+	srv, last := chatServer(t, "The threshold is on line 14.", 200)
+	c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "reader"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newLocalStore(t)
+	cfg := testConfig(t)
+	cfg.FileLLM = c
+	e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	r := step(t, e, act(UnderstandFile, "train.py", "where the threshold is set"))
+	if r.Outcome != OutcomeSuccess || r.Observation != "The threshold is on line 14." || r.Usage.PromptTokens != 120 {
+		t.Fatalf("got %s %q usage %+v", r.Outcome, r.Observation, r.Usage)
+	}
+	msgs, _ := (*last)["messages"].([]any)
+	user, _ := msgs[len(msgs)-1].(map[string]any)["content"].(string)
+	if !strings.Contains(user, "threshold = 0.0") || !strings.Contains(user, "where the threshold is set") {
+		t.Fatalf("prompt lacks the file or the question: %q", user)
 	}
 }

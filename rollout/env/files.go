@@ -221,6 +221,7 @@ func (e *Env) saveEdit(rel, abs, old, next string, r *StepResult) error {
 	if err := e.writeFile(rel, abs, []byte(next)); err != nil {
 		return err
 	}
+	r.saved = rel
 	r.Observation = "The edited file is saved to " + rel + ". Here is the diff, please check if the edit is correct and desirable:\n\n" + UnifiedDiff(rel, rel, old, next)
 	return nil
 }
