@@ -38,11 +38,18 @@ type Imported struct {
 	Missing []string
 	// Kept is set when Dir already existed and was left as it was.
 	Kept bool
+	// Err is set when the source itself is incomplete (its data is not
+	// prepared): nothing is written then, so a later import starts afresh.
+	Err error
 }
 
 // Report renders what the import did, for the stage's log.
 func (im Imported) Report() string {
 	var b strings.Builder
+	if im.Err != nil {
+		fmt.Fprintf(&b, "import %s: not imported: %v\n", im.ID, im.Err)
+		return b.String()
+	}
 	if im.Kept {
 		fmt.Fprintf(&b, "import %s: %s already exists, ingesting it as it is (delete it to import %s again)\n", im.ID, im.Dir, im.Source)
 		return b.String()
@@ -118,6 +125,7 @@ type draft struct {
 	private     map[string]string // dst relative to private/ -> source file
 	written     map[string][]byte // generated files, relative to the task folder
 	im          Imported
+	broken      bool // the source is incomplete: write nothing
 }
 
 func newDraft(id, source string) *draft {
@@ -132,6 +140,13 @@ func (d *draft) missing(format string, args ...any) {
 	d.im.Missing = append(d.im.Missing, fmt.Sprintf(format, args...))
 }
 
+// incomplete records a fault of the source that the task folder cannot
+// fix: the draft is then not written.
+func (d *draft) incomplete(format string, args ...any) {
+	d.im.Missing = append(d.im.Missing, fmt.Sprintf(format, args...))
+	d.broken = true
+}
+
 func (d *draft) generated(format string, args ...any) {
 	d.im.Generated = append(d.im.Generated, fmt.Sprintf(format, args...))
 }
@@ -142,6 +157,10 @@ func (d *draft) generated(format string, args ...any) {
 func (d *draft) write(dst string) (Imported, error) {
 	dir := filepath.Join(dst, d.spec.ID)
 	d.im.Dir = dir
+	if d.broken {
+		d.im.Err = &tasks.Error{Task: d.spec.ID, File: d.im.Source, Msg: strings.Join(d.im.Missing, "; ")}
+		return d.im, nil
+	}
 	if _, err := os.Stat(dir); err == nil {
 		d.im.Kept = true
 		return d.im, nil

@@ -257,11 +257,13 @@ func TestImportMLAgentBench(t *testing.T) {
 	if len(house.Missing) != 1 || !strings.Contains(house.Missing[0], "m_best and m_best_source: MLAgentBench publishes no best score") {
 		t.Errorf("house-toy: got missing %q, want only m_best", house.Missing)
 	}
+	// An unprepared source is not imported (a later import starts afresh).
 	report := got[1].Report()
-	for _, w := range []string{"private/answers.csv: scripts/ holds no answer.csv; run the task's scripts/prepare.py", "task.yaml task_type"} {
-		if !strings.Contains(report, w) {
-			t.Errorf("unprepared report lacks %q:\n%s", w, report)
-		}
+	if got[1].Err == nil || !strings.Contains(report, "not imported") || !strings.Contains(report, "scripts/answer.csv: missing; run the task's scripts/prepare.py") {
+		t.Errorf("unprepared: got %v, report:\n%s", got[1].Err, report)
+	}
+	if _, err := os.Stat(got[1].Dir); err == nil {
+		t.Errorf("unprepared: %s was written", got[1].Dir)
 	}
 }
 

@@ -68,7 +68,7 @@ func importMLAgentBenchOne(dir, dst string) (Imported, error) {
 
 	// Workspace: env/ as is, except train.py (see below).
 	if st, err := os.Stat(env); err != nil || !st.IsDir() {
-		d.missing("workspace/: the task has no env/ folder; run its scripts/prepare.py, which downloads the data into env/")
+		d.incomplete("env/: missing; run the task's scripts/prepare.py, which downloads the data into env/, then import again")
 	} else {
 		files, err := filesUnder(env)
 		if err != nil {
@@ -92,7 +92,7 @@ func importMLAgentBenchOne(dir, dst string) (Imported, error) {
 		}
 	}
 	if answers == "" {
-		d.missing("private/answers.csv: scripts/ holds no answer.csv; run the task's scripts/prepare.py (it writes the hidden test labels) and import again, or copy the labels (id column first) to private/answers.csv")
+		d.incomplete("scripts/answer.csv: missing; run the task's scripts/prepare.py (it writes the hidden test labels there), then import again")
 	} else {
 		d.private[tasks.AnswersFile] = answers
 	}

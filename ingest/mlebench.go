@@ -97,7 +97,7 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 		public, private = firstDir(cache, "prepared/public"), firstDir(cache, "prepared/private")
 	}
 	if public == "" {
-		d.missing("workspace data: no prepared/public/ folder; run MLE-bench's `mlebench prepare -c %s` and copy its prepared/ folder into %s", cfg.ID, dir)
+		d.incomplete("prepared/public/: missing; run MLE-bench's `mlebench prepare -c %s` and copy its prepared/ folder into %s (or leave it in ~/.cache/mle-bench/data/%s/), then import again", cfg.ID, dir, cfg.ID)
 	} else {
 		files, err := filesUnder(public)
 		if err != nil {
@@ -123,7 +123,7 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 		}
 	}
 	if answers == "" {
-		d.missing("private/answers.csv: no answers file (config.yaml dataset.answers, e.g. prepared/private/test.csv); copy the prepared private answers there")
+		d.incomplete("prepared/private/%s: missing (config.yaml dataset.answers); run `mlebench prepare -c %s`, then import again", filepath.Base(cfg.Dataset.Answers), cfg.ID)
 	}
 
 	// Metric and direction: grader.name, cross-checked with the leaderboard.

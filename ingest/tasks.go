@@ -156,6 +156,10 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 		}
 		for _, im := range imported {
 			fmt.Fprint(log, im.Report())
+			if im.Err != nil {
+				failures = append(failures, taskResult{id: im.ID, err: im.Err})
+				continue
+			}
 			t, err := tasks.Load(im.Dir)
 			if err != nil {
 				failures = append(failures, taskResult{id: im.ID, err: err})
