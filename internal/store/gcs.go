@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -127,55 +128,126 @@ func (g *GCS) URI(key string) string {
 	return "gs://" + g.bucket + "/" + p
 }
 
+// Ranged reads are served from a small cache of aligned blocks: Parquet
+// readers issue many small ReadAts (footer, then pages of every column in
+// turn), and one HTTP request per 4 KiB page would be slow and costly.
+const (
+	gcsBlockSize = 1 << 20 // bytes fetched per ranged request
+	gcsMaxBlocks = 32      // blocks kept per open object (32 MiB)
+)
+
 type gcsObject struct {
-	r    *storage.Reader
-	obj  *storage.ObjectHandle
+	obj  *storage.ObjectHandle // pinned to the generation opened
 	ctx  context.Context
+	uri  string
 	size int64
+
+	r *storage.Reader // sequential reader, opened on first Read
+
+	mu     sync.Mutex
+	blocks map[int64][]byte // block index -> content
+	order  []int64          // least recently used first
 }
 
-func (o *gcsObject) Read(p []byte) (int, error) { return o.r.Read(p) }
-func (o *gcsObject) Close() error               { return o.r.Close() }
-func (o *gcsObject) Size() int64                { return o.size }
+// Read streams the object from where the previous Read stopped.
+func (o *gcsObject) Read(p []byte) (int, error) {
+	if o.r == nil {
+		r, err := o.obj.NewReader(o.ctx)
+		if err != nil {
+			return 0, fmt.Errorf("read %s: %w", o.uri, err)
+		}
+		o.r = r
+	}
+	return o.r.Read(p)
+}
 
-// ReadAt issues a ranged read; it is what Parquet readers use.
+func (o *gcsObject) Close() error {
+	if o.r != nil {
+		return o.r.Close()
+	}
+	return nil
+}
+
+func (o *gcsObject) Size() int64 { return o.size }
+
+// ReadAt implements io.ReaderAt (safe for concurrent use).
 func (o *gcsObject) ReadAt(p []byte, off int64) (int, error) {
-	if off >= o.size {
-		return 0, io.EOF
+	if off < 0 {
+		return 0, fmt.Errorf("read %s: negative offset %d", o.uri, off)
 	}
-	n := int64(len(p))
-	if off+n > o.size {
-		n = o.size - off
+	n := 0
+	for n < len(p) && off+int64(n) < o.size {
+		pos := off + int64(n)
+		b, err := o.block(pos / gcsBlockSize)
+		if err != nil {
+			return n, err
+		}
+		n += copy(p[n:], b[pos%gcsBlockSize:])
 	}
-	r, err := o.obj.NewRangeReader(o.ctx, off, n)
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// block returns block i, fetching it with one ranged request on a miss.
+func (o *gcsObject) block(i int64) ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b, ok := o.blocks[i]; ok {
+		o.touch(i)
+		return b, nil
+	}
+	start := i * gcsBlockSize
+	length := min(gcsBlockSize, o.size-start)
+	r, err := o.obj.NewRangeReader(o.ctx, start, length)
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("read %s at %d: %w", o.uri, start, err)
 	}
 	defer r.Close()
-	got, err := io.ReadFull(r, p[:n])
-	if err == nil && got < len(p) {
-		err = io.EOF
+	b := make([]byte, length)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("read %s at %d: %w", o.uri, start, err)
 	}
-	return got, err
+	if o.blocks == nil {
+		o.blocks = map[int64][]byte{}
+	}
+	if len(o.order) >= gcsMaxBlocks {
+		delete(o.blocks, o.order[0])
+		o.order = o.order[1:]
+	}
+	o.blocks[i] = b
+	o.order = append(o.order, i)
+	return b, nil
 }
 
-// Open implements Store.
+func (o *gcsObject) touch(i int64) {
+	for j, k := range o.order {
+		if k == i {
+			o.order = append(append(o.order[:j:j], o.order[j+1:]...), i)
+			return
+		}
+	}
+}
+
+// Open implements Store. It fetches the object's attributes (one request);
+// content is read lazily.
 func (g *GCS) Open(ctx context.Context, key string) (Object, error) {
 	n, err := g.name(key)
 	if err != nil {
 		return nil, err
 	}
 	obj := g.bkt().Object(n)
-	r, err := obj.NewReader(ctx)
+	a, err := obj.Attrs(ctx)
 	if err != nil {
 		if errors.Is(err, storage.ErrObjectNotExist) {
 			return nil, fmt.Errorf("%s: %w", g.URI(key), ErrNotFound)
 		}
 		return nil, fmt.Errorf("open %s: %w", g.URI(key), err)
 	}
-	// Pin later ranged reads to the generation we opened.
-	obj = obj.Generation(r.Attrs.Generation)
-	return &gcsObject{r: r, obj: obj, ctx: ctx, size: r.Attrs.Size}, nil
+	// Pin every later read to the generation we saw: a concurrent
+	// overwrite cannot mix two versions of the object.
+	return &gcsObject{obj: obj.Generation(a.Generation), ctx: ctx, uri: g.URI(key), size: a.Size}, nil
 }
 
 type gcsWriter struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -347,5 +348,42 @@ func TestGCSDataset(t *testing.T) {
 	}
 	if err := datasets.Verify(ctx, st2, m); err == nil || !strings.Contains(err.Error(), "gs://bkt/"+key) || !errors.Is(err, datasets.ErrCorrupt) {
 		t.Errorf("Verify after damage: got %v want ErrCorrupt naming gs://bkt/%s", err, key)
+	}
+}
+
+// TestGCSRangedReads checks random ReadAts across block boundaries
+// against the content, and that blocks are fetched once each.
+func TestGCSRangedReads(t *testing.T) {
+	ctx := context.Background()
+	f := newFaultyGCS(t)
+	st := openFast(t, "", 3)
+	data := make([]byte, 2<<20+12345) // three 1 MiB blocks, the last partial
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	if err := store.WriteAll(ctx, st, "big", data, store.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o, err := st.Open(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	f.inject(nil, nil)
+	for i := range 300 {
+		off := r.Int64N(int64(len(data)) + 10)
+		buf := make([]byte, r.IntN(300<<10)+1)
+		n, err := o.ReadAt(buf, off)
+		want := data[min(off, int64(len(data))):min(off+int64(len(buf)), int64(len(data)))]
+		if string(buf[:n]) != string(want) {
+			t.Fatalf("read %d: ReadAt(%d bytes, %d): got %d bytes that differ", i, len(buf), off, n)
+		}
+		if wantEOF := off+int64(len(buf)) > int64(len(data)); (err != nil) != wantEOF {
+			t.Fatalf("read %d: ReadAt(%d bytes, %d): err %v, want EOF %v", i, len(buf), off, err, wantEOF)
+		}
+	}
+	if _, seen := f.counts(); seen["read"] != 3 {
+		t.Errorf("ranged requests for 300 reads of a 3-block object: got %d want 3", seen["read"])
 	}
 }

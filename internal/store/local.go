@@ -18,10 +18,15 @@ type Local struct {
 	root string
 }
 
-// NewLocal returns a Store rooted at dir.
+// NewLocal returns a Store rooted at dir. The root is made absolute, so
+// the URIs recorded in manifests (lineage) do not depend on the working
+// directory of the process that wrote them.
 func NewLocal(dir string) *Local {
 	if dir == "" {
 		dir = "."
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
 	}
 	return &Local{root: filepath.Clean(dir)}
 }

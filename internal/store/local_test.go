@@ -38,12 +38,14 @@ func TestLocalLeavesNoTempFiles(t *testing.T) {
 
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
+	cwd, _ := os.Getwd()
 	cases := []struct {
 		root    string
 		wantURI string // URI("k")
 		wantErr string
 	}{
-		{"./data", "data/k", ""},
+		{"./data", filepath.Join(cwd, "data", "k"), ""},
+		{"rel/../d", filepath.Join(cwd, "d", "k"), ""},
 		{"/tmp/x", "/tmp/x/k", ""},
 		{"file:///tmp/y", "/tmp/y/k", ""},
 		{"s3://bucket/p", "", "unsupported scheme"},
