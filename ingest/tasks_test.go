@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -329,6 +330,22 @@ func TestBuiltinSuiteSubset(t *testing.T) {
 		}
 		if !worse || r.WorkspaceTree == "" || r.PrivateTree == "" || r.Description == "" {
 			t.Errorf("%s: got m_init %v, m_best %v (%s is better), trees %q %q", r.TaskID, r.MInit, r.MBest, r.Direction, r.WorkspaceTree, r.PrivateTree)
+		}
+	}
+}
+
+// BenchmarkIngestBuiltinSuite times a whole ingest of the built-in suite
+// (every baseline run and graded, trees uploaded, dataset committed).
+func BenchmarkIngestBuiltinSuite(b *testing.B) {
+	suite := filepath.Join("..", "tasks")
+	if _, _, err := tasks.LoadSuite(suite); err != nil {
+		b.Skip(err)
+	}
+	for i := 0; i < b.N; i++ {
+		cfg := DefaultTasksConfig()
+		cfg.Suite, cfg.Data = suite, b.TempDir()
+		if err := runTasks(context.Background(), cfg, io.Discard); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
