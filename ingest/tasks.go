@@ -58,7 +58,7 @@ type TasksConfig struct {
 	// Warm reuses one interpreter that has imported numpy/pandas/sklearn.
 	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (default true; false: a fresh python per run)"`
 	// MemoryMB bounds one baseline run's memory.
-	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (default 4096; 0: none)"`
+	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (default 4096; 0: the sandbox's default)"`
 }
 
 // DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
@@ -104,9 +104,8 @@ func (c *TasksConfig) Validate() error {
 // the others were committed.
 var ErrSomeFailed = errors.New("some tasks failed")
 
-// NewRunner makes the sandbox runner the baseline runs go through; tests
-// may replace it.
-var NewRunner = func(ctx context.Context, python string, warm bool) (sandbox.Runner, error) {
+// newRunner makes the sandbox runner the baseline runs go through.
+func newRunner(ctx context.Context, python string, warm bool) (sandbox.Runner, error) {
 	if warm {
 		return sandbox.NewWarm(ctx, python)
 	}
@@ -115,10 +114,9 @@ var NewRunner = func(ctx context.Context, python string, warm bool) (sandbox.Run
 
 // taskResult is one task's outcome.
 type taskResult struct {
-	id   string
-	row  schemas.Task
-	base tasks.Baseline
-	err  error
+	id  string
+	row schemas.Task
+	err error
 }
 
 // RunTasks ingests tasks: it imports source folders if asked, loads and
@@ -188,7 +186,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 	if workers == 0 {
 		workers = runtime.NumCPU()
 	}
-	runner, err := NewRunner(ctx, python, cfg.Warm)
+	runner, err := newRunner(ctx, python, cfg.Warm)
 	if err != nil {
 		return err
 	}
@@ -252,7 +250,7 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, pytho
 	row.BaselineDurationS = base.Duration.Seconds()
 	row.WorkspaceTree, row.PrivateTree = ws, priv
 	row.Source = sourceOf(t)
-	return taskResult{id: t.ID, row: row, base: base}
+	return taskResult{id: t.ID, row: row}
 }
 
 // selectTasks keeps the tasks named in only (all when empty), and turns a
