@@ -67,7 +67,7 @@ func OpenGCSWith(ctx context.Context, bucket, prefix string, o GCSOptions) (*GCS
 	uri := "gs://" + bucket + "/" + strings.Trim(prefix, "/")
 	client := o.Client
 	if client == nil {
-		c, err := storage.NewClient(ctx)
+		c, err := defaultClient(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: no Google Cloud credentials (%v); run `gcloud auth application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or set STORAGE_EMULATOR_HOST for an emulator", uri, err)
 		}
@@ -95,6 +95,29 @@ func OpenGCSWith(ctx context.Context, bucket, prefix string, o GCSOptions) (*GCS
 		}
 	}
 	return g, nil
+}
+
+// The default clients, one per emulator setting ("" for real GCS): a
+// client holds a connection pool, so every gs:// root shares one.
+var (
+	clientsMu sync.Mutex
+	clients   = map[string]*storage.Client{}
+)
+
+func defaultClient(ctx context.Context) (*storage.Client, error) {
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	key := EmulatorHost() + "|" + os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
+	if c, ok := clients[key]; ok {
+		return c, nil
+	}
+	// The client outlives this call's context.
+	c, err := storage.NewClient(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, err
+	}
+	clients[key] = c
+	return c, nil
 }
 
 // EmulatorHost returns STORAGE_EMULATOR_HOST, which the client library
