@@ -353,12 +353,20 @@ func distinctValues(path, col string) (n int, numeric bool, err error) {
 	return len(seen), numeric, nil
 }
 
-// taskType guesses task_type from the metric and the target's labels.
-func taskType(m metricInfo, answers, target string) string {
-	if !m.classify {
+// taskType guesses task_type from the metric and the target columns: one
+// column of labels is binary or multiclass by its number of distinct
+// values; several columns are per-class probabilities (log loss) or
+// labels (multi-label).
+func taskType(m metricInfo, answers string, targets []string) string {
+	switch {
+	case !m.classify:
 		return "regression"
+	case len(targets) > 1 && m.name == "log_loss":
+		return "multiclass-classification"
+	case len(targets) > 1:
+		return "multilabel-classification"
 	}
-	if n, _, err := distinctValues(answers, target); err == nil && n > 2 {
+	if n, _, err := distinctValues(answers, targets[0]); err == nil && n > 2 {
 		return "multiclass-classification"
 	}
 	return "binary-classification"

@@ -350,3 +350,63 @@ func TestGeneratedGrader(t *testing.T) {
 		})
 	}
 }
+
+func TestMetricMapping(t *testing.T) {
+	cases := []struct{ grader, metric, direction string }{
+		{"accuracy", "accuracy", schemas.HigherIsBetter},
+		{"auc-roc", "roc_auc", schemas.HigherIsBetter},
+		{"multi-class-log-loss", "log_loss", schemas.LowerIsBetter},
+		{"root-mean-squared-error", "rmse", schemas.LowerIsBetter},
+		{"root_mean_squared_error", "rmse", schemas.LowerIsBetter},
+		{"mean-absolute-error", "mae", schemas.LowerIsBetter},
+		{"macro-f1-score", "f1_macro", schemas.HigherIsBetter},
+		{"quadratic-weighted-kappa", "qwk", schemas.HigherIsBetter},
+		{"top-1-classification-error", "error_rate", schemas.LowerIsBetter},
+		{"mean-column-wise-rmsle", "rmsle", schemas.LowerIsBetter},
+		{"dice-hausdorff-combo", "", ""},
+	}
+	for _, c := range cases {
+		m, ok := lookupMetric(c.grader)
+		if ok != (c.metric != "") || m.name != c.metric || m.direction != c.direction {
+			t.Errorf("%s: got %+v %v, want %s %s", c.grader, m, ok, c.metric, c.direction)
+		}
+	}
+	code := []struct{ src, want string }{
+		{"mae = sum(abs(submission['SalePrice'] - test_data['SalePrice']))/len(test_data)", "mae"},
+		{"from sklearn.metrics import accuracy_score", "accuracy"},
+		{"rmse = np.sqrt(mean_squared_error(y, p))", "rmse"},
+		{"f1_score(y, p, average='macro')", "f1_macro"},
+		{"roc_auc_score(y, p)", "roc_auc"},
+		{"print(time.time() - start)", ""},
+	}
+	for _, c := range code {
+		if got, _ := metricFromCode(c.src); got != c.want {
+			t.Errorf("metricFromCode(%q): got %q, want %q", c.src, got, c.want)
+		}
+	}
+}
+
+func TestTaskType(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.csv": "id,y,z\n1,a,0\n2,b,1\n3,c,0\n"})
+	answers := filepath.Join(dir, "a.csv")
+	acc, _ := lookupMetric("accuracy")
+	ll, _ := lookupMetric("log_loss")
+	rmse, _ := lookupMetric("rmse")
+	cases := []struct {
+		m       metricInfo
+		targets []string
+		want    string
+	}{
+		{acc, []string{"y"}, "multiclass-classification"},
+		{acc, []string{"z"}, "binary-classification"},
+		{acc, []string{"y", "z"}, "multilabel-classification"},
+		{ll, []string{"y", "z"}, "multiclass-classification"},
+		{rmse, []string{"z"}, "regression"},
+	}
+	for _, c := range cases {
+		if got := taskType(c.m, answers, c.targets); got != c.want {
+			t.Errorf("taskType(%s, %v): got %s, want %s", c.m.name, c.targets, got, c.want)
+		}
+	}
+}

@@ -125,9 +125,7 @@ func importMLAgentBenchOne(dir, dst string) (Imported, error) {
 		if err := d.addGrader(idCol, targets, m.name); err != nil {
 			return Imported{}, err
 		}
-		if len(targets) == 1 {
-			d.spec.TaskType = taskType(m, answers, targets[0])
-		}
+		d.spec.TaskType = taskType(m, answers, targets)
 		d.description += fmt.Sprintf(workspaceNote, m.name, strings.Join(append([]string{idCol}, targets...), ", "), directionWord(m.direction))
 	}
 	if d.spec.TaskType == "" {

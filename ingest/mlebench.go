@@ -170,9 +170,7 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 			if err := d.addGrader(idCol, targets, m.name); err != nil {
 				return Imported{}, err
 			}
-			if len(targets) == 1 {
-				d.spec.TaskType = taskType(m, answers, targets[0])
-			}
+			d.spec.TaskType = taskType(m, answers, targets)
 		} else {
 			d.missing("private/grade.py: answers %s lacks the sample submission's columns %s; write a grader by hand", filepath.Base(answers), strings.Join(append([]string{idCol}, targets...), ", "))
 		}
