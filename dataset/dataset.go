@@ -1,0 +1,411 @@
+package dataset
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Config is the dataset stage's configuration.
+type Config struct {
+	Data     string `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
+	Steps    string `yaml:"steps" help:"steps dataset to read (name, or name/vN)"`
+	Tasks    string `yaml:"tasks" help:"tasks dataset giving each task's split (name, or name/vN); empty: the version the steps were rolled out from"`
+	SFT      string `yaml:"sft" help:"name of the sft_examples dataset to write"`
+	RLStates string `yaml:"rl_states" help:"name of the rl_states dataset to write"`
+	// SFT filters.
+	ErrorSteps        string `yaml:"error_steps" help:"SFT: steps whose own outcome is an error: keep, drop-refused (drop invalid_action/invalid_edit, keep failed runs) or drop (successes only); format errors are always dropped"`
+	MaxTokens         int    `yaml:"max_tokens" help:"SFT: drop examples whose compact prompt + response exceed this many Qwen tokens (0: no limit)"`
+	HeldOutValidation bool   `yaml:"held_out_validation" help:"SFT: keep steps of held-out tasks as split=held-out examples (validation loss only; never in rl_states or exports)"`
+	// RL state pool.
+	PerStratum int   `yaml:"per_stratum" help:"RL: at most this many states per (task, step index), sampled with seed (0: every expert state)"`
+	Seed       int64 `yaml:"seed" help:"RL: seed of the per-stratum sample"`
+	// Outputs.
+	Exports bool `yaml:"exports" help:"write the ShareGPT (sft) and verl (rl_states) exports under exports/<name>/v<N>/"`
+	Workers int  `yaml:"workers" help:"tokenizer goroutines (0: one per core)"`
+}
+
+// DefaultConfig returns the embedded default: every expert step becomes an
+// SFT example (refused slips and format errors dropped, at most 1024
+// tokens) and an RL state; exports on.
+func DefaultConfig() Config {
+	sft, rl := DefaultSFTOptions(), DefaultRLOptions()
+	return Config{
+		Data: "./data", Steps: schemas.Steps.Name, SFT: schemas.SFTExamples.Name, RLStates: schemas.RLStates.Name,
+		ErrorSteps: sft.ErrorSteps, MaxTokens: sft.MaxTokens, HeldOutValidation: sft.HeldOutValidation,
+		PerStratum: rl.PerStratum, Seed: rl.Seed, Exports: true,
+	}
+}
+
+// Validate implements config.Validator.
+func (c *Config) Validate() error {
+	switch c.ErrorSteps {
+	case ErrorStepsKeep, ErrorStepsDropRefused, ErrorStepsDrop:
+	default:
+		return fmt.Errorf("error_steps %q: want %s, %s or %s", c.ErrorSteps, ErrorStepsKeep, ErrorStepsDropRefused, ErrorStepsDrop)
+	}
+	if c.MaxTokens < 0 || c.PerStratum < 0 {
+		return fmt.Errorf("max_tokens and per_stratum must not be negative")
+	}
+	if c.SFT == "" || c.RLStates == "" || c.SFT == c.RLStates {
+		return fmt.Errorf("sft (%q) and rl_states (%q) must be two different non-empty names", c.SFT, c.RLStates)
+	}
+	return nil
+}
+
+// Attachment is a file written beside a dataset version (its stats.md,
+// its exports), listed with its checksum in the manifest's
+// Extra["attachments"] so that `mlerl dataset publish` copies and
+// verifies it along with the part files.
+type Attachment struct {
+	Key    string `json:"key"` // relative to the data root
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Run builds sft_examples and rl_states from the expert steps:
+//
+//  1. read the steps and the tasks they were rolled out on (for the split);
+//  2. count tokens with the Qwen tokenizer;
+//  3. build the SFT examples and the RL state pool and check that no
+//     held-out task leaks into training data;
+//  4. write each dataset with its stats.md and exports, and commit it with
+//     its lineage (steps, tasks, and the steps' own parents: ideas).
+//
+// Rerun with the same config and inputs, it does nothing: each dataset is
+// found by its run key. A run that died before committing is resumed.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	start := time.Now()
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return err
+	}
+
+	// 1. Inputs.
+	stepsM, err := datasets.ResolveIn(ctx, st, cfg.Steps)
+	if err != nil {
+		return fmt.Errorf("dataset: steps: %w (run `mlerl rollout` first)", err)
+	}
+	tasksM, err := tasksFor(ctx, st, stepsM, cfg.Tasks)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	taskRows, err := datasets.ReadAll[schemas.Task](ctx, st, tasksM, schemas.Tasks)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	tasks := map[string]schemas.Task{}
+	for i, t := range taskRows {
+		if t.Split != schemas.HeldIn && t.Split != schemas.HeldOut {
+			return fmt.Errorf("dataset: %s row %d (task %q): split %q is neither %s nor %s; fix the task's task.yaml and re-ingest", tasksM.URI, i, t.TaskID, t.Split, schemas.HeldIn, schemas.HeldOut)
+		}
+		tasks[t.TaskID] = t
+	}
+	steps, err := datasets.ReadAll[schemas.Step](ctx, st, stepsM, schemas.Steps)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	slices.SortFunc(steps, func(a, b schemas.Step) int {
+		return cmp.Or(cmp.Compare(a.TrajectoryID, b.TrajectoryID), cmp.Compare(a.StepIndex, b.StepIndex))
+	})
+	fmt.Fprintf(os.Stderr, "dataset: %d steps from %s v%d, splits from %s v%d\n", len(steps), stepsM.Name, stepsM.Version, tasksM.Name, tasksM.Version)
+
+	// 2. Token counts (compact prompt and response) with the real tokenizer.
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	t0 := time.Now()
+	tokens := CountTokens(steps, tok.Count, cfg.Workers)
+	fmt.Fprintf(os.Stderr, "dataset: tokenized %d steps in %s\n", len(steps), time.Since(t0).Round(time.Millisecond))
+
+	// 3. Build, then refuse to write anything that would leak.
+	sftOpts := SFTOptions{ErrorSteps: cfg.ErrorSteps, MaxTokens: cfg.MaxTokens, HeldOutValidation: cfg.HeldOutValidation}
+	sft, sftCounts, err := BuildSFT(steps, tokens, tasks, sftOpts)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	rl, rlCounts, err := BuildRLStates(steps, tasks, RLOptions{PerStratum: cfg.PerStratum, Seed: cfg.Seed})
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	if err := CheckNoLeak(tasks, sft, rl, cfg.HeldOutValidation); err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+
+	// 4. Write and commit each dataset.
+	byID := map[string]int{}
+	for i, s := range steps {
+		byID[exampleID(s)] = i
+	}
+	statRow := func(id, task, split string) StatRow {
+		i := byID[id]
+		return StatRow{TaskID: task, Split: split, Outcome: steps[i].Outcome, StepIndex: steps[i].StepIndex,
+			Reward: steps[i].Reward, PromptTokens: tokens[i].Prompt, ResponseTokens: tokens[i].Response}
+	}
+	key := runKey(cfg, stepsM, tasksM)
+	commit := datasets.CommitOptions{Producer: datasets.NewProducer(cfg), Parents: lineage(stepsM, tasksM)}
+
+	sftOut := output[schemas.SFTExample]{
+		name: cfg.SFT, schema: schemas.SFTExamples, rows: sft, counts: sftCounts,
+		stat: func(e schemas.SFTExample) StatRow { return statRow(e.ExampleID, e.TaskID, e.Split) },
+		task: func(e schemas.SFTExample) (string, string) { return e.TaskID, e.Split },
+	}
+	if cfg.Exports {
+		sftOut.exports = exportSFT
+	}
+	sftM, sftStats, err := writeOutput(ctx, st, key, sftOut, commit)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	rlOut := output[schemas.RLState]{
+		name: cfg.RLStates, schema: schemas.RLStates, rows: rl, counts: rlCounts,
+		stat: func(s schemas.RLState) StatRow { return statRow(s.StateID, s.TaskID, s.Split) },
+		task: func(s schemas.RLState) (string, string) { return s.TaskID, s.Split },
+	}
+	if cfg.Exports {
+		rlOut.exports = exportRL
+	}
+	rlM, rlStats, err := writeOutput(ctx, st, key, rlOut, commit)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+
+	os.Stdout.Write(sftStats)
+	fmt.Println()
+	os.Stdout.Write(rlStats)
+	fmt.Fprintf(os.Stderr, "dataset: %s v%d (%d rows) and %s v%d (%d rows) in %s\n",
+		sftM.Name, sftM.Version, sftM.Rows, rlM.Name, rlM.Version, rlM.Rows, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// tasksFor returns the tasks version named by ref, or (ref empty) the
+// tasks parent of the steps version in the same root.
+func tasksFor(ctx context.Context, st store.Store, stepsM *datasets.Manifest, ref string) (*datasets.Manifest, error) {
+	if ref != "" {
+		m, err := datasets.ResolveIn(ctx, st, ref)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: %w", err)
+		}
+		return m, nil
+	}
+	for _, p := range stepsM.Parents {
+		m, err := datasets.ReadManifest(ctx, st, p.Name, p.Version)
+		if err == nil && m.Schema == schemas.Tasks.Name {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("%s names no tasks version of this data root among its parents; pass --tasks <name or name/vN>", stepsM.URI)
+}
+
+// lineage lists the versions the outputs derive from: the steps, the
+// tasks, and the steps' own parents (ideas, and the tasks again).
+func lineage(stepsM, tasksM *datasets.Manifest) []datasets.Parent {
+	out := []datasets.Parent{stepsM.Ref(), tasksM.Ref()}
+	for _, p := range stepsM.Parents {
+		if !slices.ContainsFunc(out, func(q datasets.Parent) bool { return q.Name == p.Name && q.Version == p.Version }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// runKey identifies a run: the inputs' versions and every setting that
+// changes the rows (not the data root or the worker count).
+func runKey(cfg Config, stepsM, tasksM *datasets.Manifest) string {
+	c := cfg
+	c.Data, c.Workers = "", 0
+	return shortHash(fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.YAML(c))
+}
+
+// CheckNoLeak fails when a held-out task could reach training: an RL
+// state of a held-out task, or an SFT example whose split is not its
+// task's (a held-out task's example labelled held-in), or any held-out
+// example when heldOutValidation is off.
+func CheckNoLeak(tasks map[string]schemas.Task, sft []schemas.SFTExample, rl []schemas.RLState, heldOutValidation bool) error {
+	for i, s := range rl {
+		if t := tasks[s.TaskID]; t.Split != schemas.HeldIn || s.Split != schemas.HeldIn {
+			return fmt.Errorf("rl_states row %d (state %s): task %s (split %q, row says %q) would leak into RL training: %w", i, s.StateID, s.TaskID, t.Split, s.Split, ErrHeldOut)
+		}
+	}
+	for i, e := range sft {
+		t := tasks[e.TaskID]
+		if e.Split != t.Split || (t.Split == schemas.HeldOut && !heldOutValidation) {
+			return fmt.Errorf("sft_examples row %d (example %s): task %s is %q, row says %q: %w", i, e.ExampleID, e.TaskID, t.Split, e.Split, ErrHeldOut)
+		}
+	}
+	return nil
+}
+
+// output is one dataset the stage writes.
+type output[T any] struct {
+	name    string
+	schema  schemas.Info
+	rows    []T
+	counts  any
+	stat    func(T) StatRow
+	task    func(T) (id, split string)
+	exports func(ctx context.Context, st store.Store, dir string, rows []T) ([]Attachment, map[string]any, error)
+}
+
+// writeOutput writes o as a new version (or finds the one an earlier run
+// with the same key committed): the part file, stats.md beside it, the
+// exports, then the manifest with the stats, splits and attachments in
+// Extra. It returns the manifest and the rendered stats.
+func writeOutput[T any](ctx context.Context, st store.Store, key string, o output[T], commit datasets.CommitOptions) (*datasets.Manifest, []byte, error) {
+	if m, err := datasets.FindRun(ctx, st, o.name, key); err != nil {
+		return nil, nil, err
+	} else if m != nil {
+		fmt.Fprintf(os.Stderr, "dataset: %s v%d was already built from the same inputs and config; nothing to do\n", m.Name, m.Version)
+		md, err := store.ReadAll(ctx, st, datasets.Dir(m.Name, m.Version)+"/stats.md")
+		return m, md, err
+	}
+	p, err := datasets.Begin(ctx, st, o.name, o.schema, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := datasets.WritePart(ctx, p, "part-00000.parquet", o.rows); err != nil {
+		return nil, nil, err
+	}
+
+	rows := make([]StatRow, len(o.rows))
+	splits := map[string][]string{schemas.HeldIn: {}, schemas.HeldOut: {}}
+	seen := map[string]bool{}
+	for i, r := range o.rows {
+		rows[i] = o.stat(r)
+		if id, split := o.task(r); !seen[id] {
+			seen[id] = true
+			splits[split] = append(splits[split], id)
+		}
+	}
+	for _, ids := range splits {
+		sort.Strings(ids)
+	}
+	stats := ComputeStats(o.name, p.Version, rows, o.counts)
+	var md bytes.Buffer
+	if err := stats.WriteMarkdown(&md); err != nil {
+		return nil, nil, err
+	}
+	statsAtt, err := writeAttachment(ctx, st, p.Dir()+"/stats.md", func(w io.Writer) error { _, err := w.Write(md.Bytes()); return err })
+	if err != nil {
+		return nil, nil, err
+	}
+	atts := []Attachment{statsAtt}
+	extra := map[string]any{"stats": stats, "tasks": splits, "filter": o.counts}
+	if o.exports != nil {
+		more, info, err := o.exports(ctx, st, fmt.Sprintf("exports/%s/v%d", o.name, p.Version), o.rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		atts = append(atts, more...)
+		extra["exports"] = info
+	}
+	extra["attachments"] = atts
+	commit.Extra = extra
+	m, err := p.Commit(ctx, commit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, md.Bytes(), nil
+}
+
+// writeAttachment streams an object through write, hashing what it writes.
+func writeAttachment(ctx context.Context, st store.Store, key string, write func(io.Writer) error) (Attachment, error) {
+	w, err := st.Create(ctx, key, store.CreateOptions{})
+	if err != nil {
+		return Attachment{}, err
+	}
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(w, h)}
+	if err := write(cw); err != nil {
+		w.Abort()
+		return Attachment{}, fmt.Errorf("write %s: %w", st.URI(key), err)
+	}
+	if err := w.Close(); err != nil {
+		return Attachment{}, err
+	}
+	return Attachment{Key: key, Bytes: cw.n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Export file names under exports/<name>/v<N>/.
+const (
+	ShareGPTFile    = "sharegpt.jsonl"
+	DatasetInfoFile = "dataset_info.json"
+	VerlTrainFile   = "verl_train.parquet"
+	// LlamaFactoryName is the dataset name dataset_info.json registers.
+	LlamaFactoryName = "mlerl_sft"
+)
+
+// heldIn returns the rows of held-in tasks: exports are for training.
+func heldIn[T any](rows []T, split func(T) string) []T {
+	var out []T
+	for _, r := range rows {
+		if split(r) == schemas.HeldIn {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// exportSFT writes the held-in examples as ShareGPT JSON Lines with the
+// full prompt, and LLaMA-Factory's dataset_info.json registering them.
+func exportSFT(ctx context.Context, st store.Store, dir string, rows []schemas.SFTExample) ([]Attachment, map[string]any, error) {
+	train := heldIn(rows, func(e schemas.SFTExample) string { return e.Split })
+	a, err := writeAttachment(ctx, st, dir+"/"+ShareGPTFile, func(w io.Writer) error {
+		return WriteShareGPT(w, train, DefaultShareGPTOptions())
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := writeAttachment(ctx, st, dir+"/"+DatasetInfoFile, func(w io.Writer) error {
+		return WriteDatasetInfo(w, LlamaFactoryName, ShareGPTFile)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return []Attachment{a, b}, map[string]any{"sharegpt": st.URI(a.Key), "dataset_info": st.URI(b.Key), "sharegpt_rows": len(train)}, nil
+}
+
+// exportRL writes the held-in states in verl's RL Parquet layout.
+func exportRL(ctx context.Context, st store.Store, dir string, rows []schemas.RLState) ([]Attachment, map[string]any, error) {
+	train := heldIn(rows, func(s schemas.RLState) string { return s.Split })
+	a, err := writeAttachment(ctx, st, dir+"/"+VerlTrainFile, func(w io.Writer) error {
+		return WriteVerl(w, train, DefaultVerlOptions())
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return []Attachment{a}, map[string]any{"verl_train": st.URI(a.Key), "verl_rows": len(train)}, nil
+}
+
+// errNoAttachments is wrapped when a manifest's attachments list cannot be read.
+var errNoAttachments = errors.New("unreadable attachments list")

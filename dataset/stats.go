@@ -1,0 +1,225 @@
+package dataset
+
+// The statistics report written beside each dataset version (stats.md, and
+// the same numbers as JSON in the manifest's Extra["stats"]).
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+// StatRow is what the report needs of one row of either dataset.
+type StatRow struct {
+	TaskID, Split  string
+	Outcome        string // the expert step's outcome
+	StepIndex      int32
+	Reward         float64 // the expert step's reward
+	PromptTokens   int     // compact prompt, Qwen tokens
+	ResponseTokens int
+}
+
+// Stats is the report on one dataset version.
+type Stats struct {
+	Dataset string `json:"dataset"`
+	Version int    `json:"version"`
+	Rows    int    `json:"rows"`
+	// Tasks lists the rows per task and split, by task id.
+	Tasks          []TaskRows     `json:"tasks"`
+	Splits         map[string]int `json:"splits"`
+	PromptTokens   Dist           `json:"prompt_tokens"`
+	ResponseTokens Dist           `json:"response_tokens"`
+	StepIndex      Dist           `json:"step_index"`
+	Reward         Dist           `json:"reward"`
+	Outcomes       map[string]int `json:"outcomes"`
+	// Filter holds the builder's kept/dropped counts (SFTCounts or RLCounts).
+	Filter any `json:"filter"`
+}
+
+// TaskRows counts one task's rows.
+type TaskRows struct {
+	TaskID string `json:"task_id"`
+	Split  string `json:"split"`
+	Rows   int    `json:"rows"`
+}
+
+// Dist summarises a distribution: order statistics and a histogram.
+type Dist struct {
+	N    int     `json:"n"`
+	Min  float64 `json:"min"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	Max  float64 `json:"max"`
+	// Edges e0 < e1 < ... bound the bins (-inf,e0), [e0,e1), ..., [en,+inf);
+	// Counts has len(Edges)+1 entries.
+	Edges  []float64 `json:"edges"`
+	Counts []int     `json:"counts"`
+}
+
+// Histogram edges: token lengths in powers of two; rewards around zero.
+var (
+	tokenEdges  = []float64{0, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+	stepEdges   = []float64{0, 1, 2, 3, 5, 8, 13, 21}
+	rewardEdges = []float64{-1, -0.5, -0.1, -1e-9, 1e-9, 0.1, 0.5, 1}
+)
+
+// NewDist summarises xs with the given histogram edges. Empty xs give a
+// Dist with N=0 and zero counts.
+func NewDist(xs []float64, edges []float64) Dist {
+	d := Dist{N: len(xs), Edges: edges, Counts: make([]int, len(edges)+1)}
+	if len(xs) == 0 {
+		return d
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+		d.Counts[sort.Search(len(edges), func(i int) bool { return edges[i] > x })]++
+	}
+	d.Min, d.Max, d.Mean = s[0], s[len(s)-1], sum/float64(len(s))
+	d.P50, d.P90 = quantile(s, 0.5), quantile(s, 0.9)
+	return d
+}
+
+// quantile of sorted s by the nearest-rank method.
+func quantile(s []float64, q float64) float64 {
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// ComputeStats builds the report on rows; filter is the builder's counts.
+func ComputeStats(dataset string, version int, rows []StatRow, filter any) Stats {
+	st := Stats{Dataset: dataset, Version: version, Rows: len(rows), Splits: map[string]int{}, Outcomes: map[string]int{}, Filter: filter}
+	per := map[[2]string]int{}
+	var prompt, resp, step, reward []float64
+	for _, r := range rows {
+		per[[2]string{r.TaskID, r.Split}]++
+		st.Splits[r.Split]++
+		st.Outcomes[r.Outcome]++
+		prompt = append(prompt, float64(r.PromptTokens))
+		resp = append(resp, float64(r.ResponseTokens))
+		step = append(step, float64(r.StepIndex))
+		reward = append(reward, r.Reward)
+	}
+	for k, n := range per {
+		st.Tasks = append(st.Tasks, TaskRows{TaskID: k[0], Split: k[1], Rows: n})
+	}
+	sort.Slice(st.Tasks, func(i, j int) bool {
+		if st.Tasks[i].TaskID != st.Tasks[j].TaskID {
+			return st.Tasks[i].TaskID < st.Tasks[j].TaskID
+		}
+		return st.Tasks[i].Split < st.Tasks[j].Split
+	})
+	st.PromptTokens = NewDist(prompt, tokenEdges)
+	st.ResponseTokens = NewDist(resp, tokenEdges)
+	st.StepIndex = NewDist(step, stepEdges)
+	st.Reward = NewDist(reward, rewardEdges)
+	return st
+}
+
+// WriteMarkdown renders the report as Markdown (what stats.md holds and
+// the stage prints).
+func (s Stats) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s v%d: %d rows\n\n", s.Dataset, s.Version, s.Rows)
+	fmt.Fprintf(&b, "Splits: %s\n\n", countsLine(s.Splits))
+	fmt.Fprintf(&b, "Filter: %s\n\n", filterLine(s.Filter))
+	b.WriteString("| task | split | rows |\n|---|---|---:|\n")
+	for _, t := range s.Tasks {
+		fmt.Fprintf(&b, "| %s | %s | %d |\n", t.TaskID, t.Split, t.Rows)
+	}
+	b.WriteString("\n")
+	writeDist(&b, "Prompt tokens (compact, Qwen)", s.PromptTokens, "%.0f")
+	writeDist(&b, "Response tokens (Qwen)", s.ResponseTokens, "%.0f")
+	writeDist(&b, "Step index", s.StepIndex, "%.0f")
+	writeDist(&b, "Expert step reward", s.Reward, "%.3g")
+	fmt.Fprintf(&b, "Outcomes: %s\n", countsLine(s.Outcomes))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeDist(b *strings.Builder, title string, d Dist, f string) {
+	fmt.Fprintf(b, "## %s\n\n", title)
+	if d.N == 0 {
+		b.WriteString("(no rows)\n\n")
+		return
+	}
+	fmt.Fprintf(b, "n %d, min "+f+", mean %.1f, p50 "+f+", p90 "+f+", max "+f+"\n\n", d.N, d.Min, d.Mean, d.P50, d.P90, d.Max)
+	b.WriteString("| bin | rows | |\n|---|---:|---|\n")
+	peak := 0
+	for _, c := range d.Counts {
+		peak = max(peak, c)
+	}
+	// Only the bins from the first to the last non-empty one.
+	lo, hi := 0, len(d.Counts)-1
+	for lo < hi && d.Counts[lo] == 0 {
+		lo++
+	}
+	for hi > lo && d.Counts[hi] == 0 {
+		hi--
+	}
+	for i := lo; i <= hi; i++ {
+		c := d.Counts[i]
+		fmt.Fprintf(b, "| %s | %d | %s |\n", binLabel(d.Edges, i, f), c, strings.Repeat("#", (30*c+peak-1)/max(peak, 1)))
+	}
+	b.WriteString("\n")
+}
+
+func binLabel(edges []float64, i int, f string) string {
+	// Edges within 1e-6 of zero bound the "exactly zero" bin of rewards.
+	e := func(x float64) string {
+		if math.Abs(x) < 1e-6 {
+			return "0"
+		}
+		return fmt.Sprintf(f, x)
+	}
+	switch {
+	case i == 0:
+		return "< " + e(edges[0])
+	case i == len(edges):
+		return ">= " + e(edges[i-1])
+	case edges[i-1] < 0 && edges[i] > 0 && edges[i]-edges[i-1] < 1e-6:
+		return "0"
+	case edges[i-1] > 0 && edges[i-1] < 1e-6:
+		return "(0, " + e(edges[i]) + ")"
+	default:
+		return "[" + e(edges[i-1]) + ", " + e(edges[i]) + ")"
+	}
+}
+
+func countsLine(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		name := k
+		if name == "" {
+			name = "(none)"
+		}
+		parts[i] = fmt.Sprintf("%s %d", name, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func filterLine(f any) string {
+	switch c := f.(type) {
+	case SFTCounts:
+		return fmt.Sprintf("%d steps -> %d kept; dropped: format_error %d, refused %d, duplicate %d, too_long %d, held_out %d, empty_prompt %d",
+			c.Steps, c.Kept, c.FormatError, c.Refused, c.Duplicate, c.TooLong, c.HeldOut, c.EmptyPrompt)
+	case RLCounts:
+		return fmt.Sprintf("%d steps -> %d kept; dropped: held_out %d, no_snapshot %d, empty_prompt %d, duplicate %d, sampled_out %d",
+			c.Steps, c.Kept, c.HeldOut, c.NoSnapshot, c.EmptyPrompt, c.Duplicate, c.Sampled)
+	default:
+		return fmt.Sprint(f)
+	}
+}
