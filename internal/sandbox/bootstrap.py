@@ -18,6 +18,7 @@ import signal  # noqa: E402
 MARK = b"# mlerl:inserted"
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -68,21 +69,38 @@ def bind(src, dst, ro, strict):
             raise
 
 
+def loopback_up():
+    """A new network namespace has only a loopback interface, down: bring it
+    up so that scripts can still talk to themselves (multiprocessing
+    managers, local servers). Nothing else is reachable: no host services,
+    no cloud metadata server, no internet."""
+    import fcntl
+    import socket
+    import struct
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))  # SIOCSIFFLAGS: UP|LOOPBACK|RUNNING
+    finally:
+        s.close()
+
+
 def isolate(cfg):
     """Give the process a private filesystem view: system directories read-only,
     the workspace read-write at its own path, a fresh /tmp; nothing else."""
     mode = cfg["isolation"]
     uid, gid = os.getuid(), os.getgid()
     if mode == "userns":
-        _check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare user+mount namespace")
+        _check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET), "unshare user+mount+network namespace")
         with open("/proc/self/setgroups", "w") as f:
             f.write("deny")
         with open("/proc/self/uid_map", "w") as f:
             f.write("%d %d 1" % (uid, uid))
         with open("/proc/self/gid_map", "w") as f:
             f.write("%d %d 1" % (gid, gid))
+        loopback_up()
     else:
-        _check(libc().unshare(CLONE_NEWNS), "unshare mount namespace")
+        _check(libc().unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare mount+network namespace")
+    loopback_up()
     strict = mode == "root"
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)
     root = cfg["root"]

@@ -36,8 +36,9 @@ var (
 
 // Isolation levels, from strongest to weakest; see [IsolationLevel].
 const (
-	// IsolateRoot: the runner is root. Each script gets its own mount
-	// namespace whose root is a fresh tmpfs holding read-only binds of the
+	// IsolateRoot: the runner is root. Each script gets its own network
+	// namespace (loopback only: no host services, no cloud metadata server,
+	// no internet) and its own mount namespace whose root is a fresh tmpfs holding read-only binds of the
 	// system directories (/usr, /etc, /lib...), /dev/{null,zero,full,random,urandom},
 	// a private tmpfs /tmp and /dev/shm, a proc showing only the run's own
 	// processes (hidepid), and the workspace read-write at its own path;
@@ -48,7 +49,7 @@ const (
 	// the mounts; the runner hands the workspace to that uid before each run.
 	IsolateRoot = "root"
 	// IsolateUserNS: not root, but unprivileged user namespaces work: the
-	// same filesystem view inside a user namespace, keeping the caller's
+	// same network and filesystem view inside a user namespace, keeping the caller's
 	// uid, without /proc (mounting one needs a pid namespace; binding the
 	// host's would expose the caller's other processes), so process-based
 	// parallelism that reads /proc (joblib's loky backend) fails there.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -651,5 +652,54 @@ with mp.Pool(2) as p:
 	res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: time.Minute}})
 	if err != nil || res.Outcome != Success || res.Stdout != "[0, 1, 2, 3]\n[1, 2]\n" {
 		t.Errorf("got %v %s %q %s", err, res.Outcome, res.Stdout, lastLines(res.Stderr, 5))
+	}
+}
+
+// TestNoNetwork: the script cannot reach a service on the host's loopback
+// (where an object-store emulator or an LLM endpoint may listen), but its
+// own loopback works.
+func TestNoNetwork(t *testing.T) {
+	requireIsolation(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOST-SECRET\n"))
+			c.Close()
+		}
+	}()
+	for rname, r := range runners(t) {
+		t.Run(rname, func(t *testing.T) {
+			ws, _ := workspace(t, fmt.Sprintf(`import socket
+try:
+    print("HOST", socket.create_connection(("127.0.0.1", %d), timeout=2).recv(100))
+except OSError as e:
+    print("HOST refused", type(e).__name__)
+try:
+    socket.create_connection(("8.8.8.8", 53), timeout=2)
+    print("OUTSIDE reachable")
+except OSError as e:
+    print("OUTSIDE refused", type(e).__name__)
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen()
+c = socket.create_connection(srv.getsockname())
+print("LOCAL ok")
+`, ln.Addr().(*net.TCPAddr).Port))
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py"})
+			if err != nil || res.Outcome != Success {
+				t.Fatalf("got %v %s %s", err, res.Outcome, res.Stderr)
+			}
+			if strings.Contains(res.Stdout, "SECRET") || strings.Contains(res.Stdout, "reachable") || !strings.Contains(res.Stdout, "LOCAL ok") {
+				t.Errorf("got %q", res.Stdout)
+			}
+		})
 	}
 }
