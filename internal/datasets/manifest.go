@@ -2,9 +2,20 @@
 //
 // A dataset version is a folder <name>/v<N>/ of Parquet part files and a
 // _MANIFEST.json written last; a folder without a manifest is incomplete
-// and invisible to readers. Start with [Begin] (write a version, resumable
-// after a crash), [Resolve] (find a version from a URI) and [ReadAll] /
-// [ReadTable] (read rows back with parquet-go, or columns with Arrow).
+// and invisible to readers, and a committed version is never modified.
+//
+// Where to start:
+//   - Writing: [Begin] claims (or, after a crash, resumes) a version for a
+//     run key; [WritePart] / [NewPartWriter] add atomic part files, and
+//     [Pending.HasPart] lets a resumed run skip finished ones;
+//     [Pending.Commit] checksums the parts and writes the manifest with a
+//     [Producer] (use [NewProducer] with the stage's resolved config) and
+//     the parent datasets. [FindRun] finds a run that already committed.
+//   - Reading: [Resolve] (a URI such as data/steps or gs://b/p/steps/v3) or
+//     [ResolveIn] / [Latest] (inside an open store) give a [Manifest];
+//     [ReadAll] / [Each] return typed rows (parquet-go), [EachRecord] Arrow
+//     record batches (pqarrow) for columnar readers such as the trainer.
+//   - Checking: [Verify] re-hashes every file against the manifest.
 package datasets
 
 import (
