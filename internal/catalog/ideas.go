@@ -639,6 +639,8 @@ func (c *cat) regressorModels() {
 		c.model("gradient-boosting-reg-"+strings.ReplaceAll(loss, "_", "-"), fmt.Sprintf("Use gradient boosting regression with the robust %q loss (200 trees, learning_rate=0.05)", loss), m, t,
 			"from sklearn.ensemble import GradientBoostingRegressor", fmt.Sprintf("GradientBoostingRegressor(loss=%q, n_estimators=200, learning_rate=0.05, max_depth=3, random_state=0)", loss))
 	}
+	c.model("hist-gradient-boosting-reg-absolute-error", "Use histogram gradient boosting with the absolute-error loss (predicts conditional medians; suits MAE)", m, t,
+		"from sklearn.ensemble import HistGradientBoostingRegressor", `HistGradientBoostingRegressor(loss="absolute_error", max_iter=200, learning_rate=0.05, random_state=0)`)
 	c.model("hist-gradient-boosting-poisson", "Use histogram gradient boosting with a Poisson loss (for non-negative count-like targets)", m, t,
 		"from sklearn.ensemble import HistGradientBoostingRegressor", `HistGradientBoostingRegressor(loss="poisson", max_iter=200, learning_rate=0.05, random_state=0)`)
 	for _, a := range []float64{1e-4, 1} {

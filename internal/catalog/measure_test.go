@@ -1,0 +1,352 @@
+package catalog
+
+// The headroom measurement of the built-in suite (tasks/README.md's table):
+//
+//	MLERL_MEASURE=1 MLERL_MEASURE_OUT=/tmp/measure.md go test -run TestMeasureHeadroom -timeout 60m ./internal/catalog
+//
+// With MLERL_MEASURE_WRITE=1 it also records a better measured m_best (and
+// its source) in the task's task.yaml.
+//
+// For every task it runs the initial script (its wall time in a fresh
+// process is the reported runtime) and grades it (m_init), then runs a few
+// obvious catalog edits (single ideas or data+model(+learning) compositions)
+// and a broader set of strong combinations, and reports the best hidden-test
+// score of each set. m_best in task.yaml is the best of both sets.
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Edit lists per kind of task: "obvious" are what a first attempt would
+// try; "strong" widen the search for m_best.
+var (
+	obviousByKind = map[string][][]string{
+		"tabular/clf": {
+			{"data/standard-scaler"},
+			{"model/random-forest-n300-dnone"},
+			{"model/hist-gradient-boosting-i100-lr0p1"},
+			{"data/standard-scaler", "model/logreg-c1"},
+			{"data/standard-scaler", "model/svc-rbf-c10"},
+		},
+		"tabular/reg": {
+			{"model/random-forest-reg-n300-dnone"},
+			{"model/hist-gradient-boosting-reg-i100-lr0p05"},
+			{"model/gradient-boosting-reg-n100-lr0p05"},
+			{"data/standard-scaler", "model/ridge-alpha1"},
+			{"model/huber"},
+		},
+		"tabular/multilabel": {
+			{"model/ml-random-forest-n500"},
+			{"data/standard-scaler", "model/ml-ovr-logreg-c1"},
+			{"data/standard-scaler", "model/ml-mlp"},
+		},
+		"image": {
+			{"data/standard-scaler", "model/logreg-c1"},
+			{"model/random-forest-n300-dnone"},
+			{"data/standard-scaler", "model/svc-rbf-c10"},
+			{"data/pixels-unit-range", "model/mlp-128-64"},
+		},
+		"text": {
+			{"data/tfidf-ngram1-2-mindf1-sublinear", "model/text-logreg-c10"},
+			{"data/counts-all-words-ngram1-1", "model/multinomial-nb-alpha0p5"},
+			{"data/tfidf-ngram1-1-mindf1", "model/text-linear-svc-c1"},
+		},
+		"time-series": {
+			{"data/fourier-2"},
+			{"data/poly-trend-2"},
+			{"data/seasonal-lag-1"},
+			{"data/fourier-3", "data/poly-trend-2"},
+		},
+		"graph": {
+			{"data/neighbor-mean-1hop"},
+			{"data/neighbor-mean-2hop"},
+			{"data/neighbor-label-fractions"},
+			{"data/sgc-propagate-2", "model/logreg-c1"},
+		},
+	}
+	strongByKind = map[string][][]string{
+		"tabular/clf": {
+			{"data/standard-scaler", "model/logreg-c0p1", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/logreg-c10", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/svc-rbf-c1", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/mlp-64-alpha0p01", "learning/refit-train-valid"},
+			{"model/gradient-boosting-n100-lr0p05", "learning/refit-train-valid"},
+			{"model/extra-trees-n500", "learning/refit-train-valid"},
+			{"model/random-forest-n300-d8", "learning/soft-voting-logreg", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/lda-shrinkage", "learning/refit-train-valid"},
+			{"data/onehot-low-cardinality-12", "model/scaled-logreg", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/scaled-knn", "learning/refit-train-valid"},
+		},
+		"tabular/reg": {
+			{"data/standard-scaler", "model/ridge-alpha10", "learning/refit-train-valid"},
+			{"model/hist-gradient-boosting-poisson", "learning/refit-train-valid"},
+			{"model/gradient-boosting-reg-absolute-error", "learning/refit-train-valid"},
+			{"model/random-forest-reg-n300-d8", "learning/averaging-ridge", "learning/refit-train-valid"},
+			{"model/poisson-glm-alpha1", "learning/refit-train-valid"},
+			{"model/lasso-alpha0p1", "learning/refit-train-valid"},
+			{"model/huber", "learning/refit-train-valid"},
+			{"model/gradient-boosting-reg-n100-lr0p05", "learning/min-samples-leaf-10", "learning/refit-train-valid"},
+			{"model/hist-gradient-boosting-reg-absolute-error", "learning/refit-train-valid"},
+			{"data/log1p-skewed", "model/gradient-boosting-reg-absolute-error", "learning/refit-train-valid"},
+		},
+		"tabular/multilabel": {
+			{"data/standard-scaler", "model/ml-ovr-svc", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/ml-classifier-chain", "learning/refit-train-valid"},
+			{"data/quantile-normal", "model/ml-ovr-logreg-c0p1", "learning/refit-train-valid"},
+			{"model/ml-ovr-hist-gradient-boosting", "learning/refit-train-valid"},
+			{"data/standard-scaler", "model/ml-knn-k15", "learning/refit-train-valid"},
+		},
+		"image": {
+			{"data/pixels-unit-range", "model/svc-rbf-c10", "learning/refit-train-valid"},
+			{"data/augment-shift-4", "model/scaled-svc", "learning/refit-train-valid"},
+			{"data/median-filter-3", "model/scaled-svc", "learning/refit-train-valid"},
+			{"data/hog-8", "model/scaled-svc", "learning/refit-train-valid"},
+			{"data/median-filter-3", "model/extra-trees-n500", "learning/refit-train-valid"},
+			{"data/pixels-unit-range", "model/mlp-128-64", "learning/refit-train-valid"},
+			{"data/augment-shift-8", "model/extra-trees-n500", "learning/refit-train-valid"},
+			{"data/augment-shift-8", "model/scaled-svc", "learning/refit-train-valid"},
+		},
+		"text": {
+			{"data/tfidf-ngram1-2-mindf1-sublinear", "model/text-logreg-c100", "learning/refit-train-valid"},
+			{"data/mark-negations", "model/text-logreg-c10", "learning/refit-train-valid"},
+			{"data/tfidf-ngram1-3-mindf1-sublinear", "model/text-linear-svc-c1", "learning/refit-train-valid"},
+			{"data/tfidf-words-and-chars", "model/text-logreg-c10", "learning/refit-train-valid"},
+			{"data/binary-all-words-ngram1-2", "model/multinomial-nb-alpha0p1", "learning/refit-train-valid"},
+			{"data/tfidf-ngram1-2-mindf1-sublinear", "model/complement-nb-alpha0p3", "learning/refit-train-valid"},
+			{"data/tfidf-ngram1-2-mindf1-sublinear", "model/text-logreg-c10", "learning/class-weight-balanced"},
+			{"data/mark-negations", "data/tfidf-ngram1-2-mindf1-sublinear", "model/text-logreg-c10", "learning/refit-train-valid"},
+			{"data/mark-negations", "data/tfidf-ngram1-3-mindf1-sublinear", "model/text-linear-svc-c1", "learning/refit-train-valid"},
+			{"data/counts-all-words-ngram1-1", "model/complement-nb-alpha1", "learning/refit-train-valid"},
+		},
+		"time-series": {
+			{"data/interpolate-missing", "data/fourier-3", "data/poly-trend-2"},
+			{"data/interpolate-missing", "data/fourier-4", "data/poly-trend-3"},
+			{"data/fourier-3", "data/poly-trend-2", "learning/refit-train-valid"},
+			{"data/interpolate-missing", "data/seasonal-lag-2", "data/poly-trend-2"},
+			{"data/fourier-2", "data/poly-trend-2", "data/seasonal-lag-1"},
+			{"data/fourier-3", "model/hist-gradient-boosting-reg-i100-lr0p05", "learning/trend-plus-residual-quadratic"},
+			{"data/recent-window-0p25", "data/fourier-3", "learning/refit-train-valid"},
+			{"data/fourier-6", "model/ridge-alpha1"},
+			{"data/fourier-2", "data/poly-trend-2", "data/seasonal-lag-1", "learning/refit-train-valid"},
+			{"data/interpolate-missing", "data/fourier-3", "data/poly-trend-2", "data/seasonal-lag-1", "learning/refit-train-valid"},
+		},
+		"graph": {
+			{"data/neighbor-mean-2hop", "model/logreg-c1", "learning/refit-train-valid"},
+			{"data/sgc-propagate-2", "model/scaled-logreg", "learning/refit-train-valid"},
+			{"data/sgc-propagate-3", "model/scaled-logreg", "learning/refit-train-valid"},
+			{"data/label-propagation-0p9", "model/scaled-logreg", "learning/refit-train-valid"},
+			{"data/neighbor-mean-3hop", "model/scaled-svc", "learning/refit-train-valid"},
+			{"data/two-hop-label-fractions", "model/hist-gradient-boosting-i100-lr0p05", "learning/refit-train-valid"},
+			{"data/spectral-embedding-16", "model/scaled-logreg", "learning/refit-train-valid"},
+			{"data/sgc-propagate-3", "data/neighbor-label-fractions", "model/scaled-logreg", "learning/refit-train-valid"},
+		},
+	}
+)
+
+func taskKind(st *suiteTask) string {
+	switch {
+	case st.Modality != "tabular":
+		return st.Modality
+	case st.TaskType == "multilabel-classification":
+		return "tabular/multilabel"
+	case st.TaskType == "regression" || st.TaskType == "forecasting":
+		return "tabular/reg"
+	}
+	return "tabular/clf"
+}
+
+type measured struct {
+	ids   []string
+	res   runResult
+	score float64
+}
+
+func better(direction string, a, b float64) bool {
+	if math.IsNaN(b) {
+		return true
+	}
+	if direction == "lower" {
+		return a < b
+	}
+	return a > b
+}
+
+// writeMBest records a measured best score and how it was reached in the
+// task's task.yaml (only ever improving it).
+func writeMBest(st *suiteTask, best measured, trials int) error {
+	p := filepath.Join(st.dir, "task.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	src := fmt.Sprintf("best of %d catalog edit combinations measured by internal/catalog TestMeasureHeadroom: %s", trials, strings.Join(best.ids, " + "))
+	s := regexp.MustCompile(`(?m)^m_best: .*$`).ReplaceAllLiteralString(string(b), "m_best: "+strconv.FormatFloat(best.score, 'g', 6, 64))
+	s = regexp.MustCompile(`(?m)^m_best_source: .*$`).ReplaceAllLiteralString(s, "m_best_source: "+strconv.Quote(src))
+	return os.WriteFile(p, []byte(s), 0o644)
+}
+
+func TestMeasureHeadroom(t *testing.T) {
+	if os.Getenv("MLERL_MEASURE") != "1" {
+		t.Skip("set MLERL_MEASURE=1 to measure the suite's headroom (minutes)")
+	}
+	py := python(t)
+	suite := loadSuite(t)
+	if only := os.Getenv("MLERL_MEASURE_TASKS"); only != "" {
+		var keep []*suiteTask
+		for _, st := range suite {
+			if strings.Contains(","+only+",", ","+st.ID+",") {
+				keep = append(keep, st)
+			}
+		}
+		suite = keep
+	}
+	tmp := t.TempDir()
+
+	// Initial scripts in fresh processes: the runtime an agent will see.
+	runtimes := make([]time.Duration, len(suite))
+	for k, st := range suite {
+		dir := filepath.Join(tmp, "init-"+st.ID)
+		if err := prepare(st, st.script, dir); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(py, "train.py")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1")
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: initial script: %v\n%s", st.ID, err, out)
+		}
+		runtimes[k] = time.Since(start)
+	}
+
+	// Every edit list of every task, through two batch interpreters.
+	type entry struct {
+		task   int
+		ids    []string
+		strong bool
+	}
+	var entries []entry
+	var jobs []job
+	for k, st := range suite {
+		entries = append(entries, entry{k, nil, false})
+		jobs = append(jobs, job{st, st.script})
+		for _, strong := range []bool{false, true} {
+			lists := obviousByKind[taskKind(st)]
+			if strong {
+				lists = strongByKind[taskKind(st)]
+			}
+			for _, ids := range lists {
+				s, err := applyIDs(st.script, ids...)
+				if err != nil {
+					t.Errorf("%s: %v", st.ID, err)
+					continue
+				}
+				entries = append(entries, entry{k, ids, strong})
+				jobs = append(jobs, job{st, s})
+			}
+		}
+	}
+	half := len(jobs) / 2
+	parts := [][]job{jobs[:half], jobs[half:]}
+	outs := make([][]runResult, 2)
+	errs := make([]error, 2)
+	parallel(2, func(p int) {
+		outs[p], errs[p] = runJobs(py, parts[p], filepath.Join(tmp, fmt.Sprintf("part%d", p)))
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := append(outs[0], outs[1]...)
+
+	type row struct {
+		init             runResult
+		obvious, strong  measured
+		failures, trials int
+	}
+	rows := make([]row, len(suite))
+	for k := range rows {
+		rows[k].obvious.score, rows[k].strong.score = math.NaN(), math.NaN()
+	}
+	for k, e := range entries {
+		st, r := suite[e.task], results[k]
+		if e.ids == nil {
+			if r.err != nil || !r.valid {
+				t.Fatalf("%s: initial script: %v %s", st.ID, r.err, r.reason)
+			}
+			rows[e.task].init = r
+			continue
+		}
+		rows[e.task].trials++
+		if r.err != nil || !r.valid {
+			rows[e.task].failures++
+			t.Logf("%s + %v: failed: %v %s", st.ID, e.ids, r.err, r.reason)
+			continue
+		}
+		t.Logf("%s + %v: val %.4f test %.4f", st.ID, e.ids, r.valMetric, r.score)
+		m := &rows[e.task].obvious
+		if e.strong {
+			m = &rows[e.task].strong
+		}
+		if better(st.Direction, r.score, m.score) {
+			*m = measured{ids: e.ids, res: r, score: r.score}
+		}
+	}
+
+	var b strings.Builder
+	b.WriteString("| id | modality | task type | metric | direction | m_init | best by obvious edits | m_best (measured) | task.yaml m_best | split | runtime (s) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	order := make([]int, len(suite))
+	for k := range order {
+		order[k] = k
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		a, c := suite[order[i]], suite[order[j]]
+		if a.Split != c.Split {
+			return a.Split == "held-in"
+		}
+		return a.ID < c.ID
+	})
+	for _, k := range order {
+		st, r := suite[k], rows[k]
+		best := r.obvious
+		if better(st.Direction, r.strong.score, best.score) {
+			best = r.strong
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.4f | %.4f (%s) | %.4f (%s) | %.4f | %s | %.1f |\n",
+			st.ID, st.Modality, st.TaskType, st.Metric, st.Direction, r.init.score,
+			r.obvious.score, strings.Join(r.obvious.ids, " + "), best.score, strings.Join(best.ids, " + "),
+			st.MBest, st.Split, runtimes[k].Seconds())
+		if r.failures > 0 {
+			t.Logf("%s: %d of %d edit lists failed", st.ID, r.failures, r.trials)
+		}
+		// The suite's premise: obvious edits close part of the gap.
+		if !better(st.Direction, r.obvious.score, r.init.score) {
+			t.Errorf("%s: no obvious edit beats the initial script (%.4f vs m_init %.4f): no headroom", st.ID, r.obvious.score, r.init.score)
+		}
+		if st.MBest == 0 || better(st.Direction, best.score, st.MBest) {
+			if os.Getenv("MLERL_MEASURE_WRITE") != "1" {
+				t.Logf("%s: measured %.4f beats task.yaml m_best %.4f: rerun with MLERL_MEASURE_WRITE=1 to record it", st.ID, best.score, st.MBest)
+			} else if err := writeMBest(st, best, r.trials); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Log("\n" + b.String())
+	if p := os.Getenv("MLERL_MEASURE_OUT"); p != "" {
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
