@@ -532,3 +532,60 @@ func TestProducer(t *testing.T) {
 		t.Errorf("Revision: got %q want %q (+ -dirty)", rev, want)
 	}
 }
+
+// stepV11 is a steps row as a later minor version (1.1) might write it:
+// one more optional column.
+type stepV11 struct {
+	schemas.Step
+	Confidence *float64 `parquet:"confidence,optional"`
+}
+
+// stepOld is a steps row as an earlier writer might have had it, without
+// the last columns (snapshot_after, done).
+type stepOld struct {
+	TaskID       string `parquet:"task_id"`
+	TrajectoryID string `parquet:"trajectory_id"`
+	StepIndex    int32  `parquet:"step_index"`
+	State        string `parquet:"state"`
+}
+
+// TestMinorVersionColumns reads files with an extra column (newer minor)
+// and with missing columns (older minor) as today's Step.
+func TestMinorVersionColumns(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewLocal(t.TempDir())
+	newer := schemas.Steps
+	newer.Version = "1.1"
+	p, err := datasets.Begin(ctx, st, "steps", newer, "newer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := 0.9
+	if err := datasets.WritePart(ctx, p, "part-0.parquet", []stepV11{{Step: schemas.Step{TaskID: "a", StepIndex: 3, Done: true}, Confidence: &c}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.Commit(ctx, datasets.CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := datasets.ReadAll[schemas.Step](ctx, st, m, schemas.Steps)
+	if err != nil || len(rows) != 1 || rows[0].TaskID != "a" || rows[0].StepIndex != 3 || !rows[0].Done {
+		t.Errorf("1.1 file read as 1.0: got %+v, %v", rows, err)
+	}
+
+	p, err = datasets.Begin(ctx, st, "steps", schemas.Steps, "older")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := datasets.WritePart(ctx, p, "part-0.parquet", []stepOld{{TaskID: "b", StepIndex: 4, State: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = p.Commit(ctx, datasets.CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err = datasets.ReadAll[schemas.Step](ctx, st, m, schemas.Steps)
+	if err != nil || len(rows) != 1 || rows[0].TaskID != "b" || rows[0].State != "s" || rows[0].Done || rows[0].SnapshotAfter != "" {
+		t.Errorf("file without the newer columns: got %+v, %v", rows, err)
+	}
+}
