@@ -3,34 +3,57 @@
 // execution, grading on hidden labels, rewards and exact snapshots.
 // Rollouts, step-wise RL and evaluation all step it.
 //
-// Start with [New] (an episode on a task [Spec], usually [SpecFromTask] of a
-// tasks row) and [Env.Step], which takes the agent's raw response and
+// Start with [New] (an episode on a task [Spec], usually [SpecFromTask] of
+// a tasks row) and [Env.Step], which takes the agent's raw response and
 // returns a [StepResult]: the parsed [Action] (or a [FormatError]), the
 // observation, the [Outcome] class, the scores before and after, the
 // partial-credit markers, the [Reward] terms and the durations.
 // [Env.Snapshot] and [Restore] save and bring back the whole state exactly
-// (step-wise RL samples expert states this way).
+// (step-wise RL samples expert states this way). See the package Example.
 //
 // The pieces, one file each:
 //
 //   - action.go: [Parse] (strict; every failure a *[FormatError] of one
 //     [FormatErrorKind]) and [Render] (canonical text, used by experts).
+//   - env.go: [Config], [Spec], [Env], [Env.Step] and the [Outcome] classes.
+//   - files.go: the file actions and the workspace boundary (absolute
+//     paths, "..", symlinks are refused as invalid actions).
 //   - editor.go: the [Editor] behind Edit Script (AI): [OfflineEditor]
 //     (the idea catalog's concrete edits) and [LLMEditor] (chat completions).
 //   - diff.go: [UnifiedDiff], the observation of an edit.
-//   - files.go: the file actions and the workspace boundary (absolute
-//     paths, "..", symlinks are refused as invalid actions).
-//   - grade.go: [Grade], the task's private grader.
+//   - instrument.go: the partial-credit markers ([StaticInstrumenter]).
+//   - grade.go: [Grade], the task's private grader on hidden labels.
 //   - reward.go: [ComputeReward] and [RewardConfig], one switch per term.
 //   - snapshot.go: [Env.Snapshot], [Restore].
 //
-// An episode ends after a Final Answer, after Config.MaxSteps steps (15) or
-// once Config.MaxTime (30 min) has elapsed; Step then returns [ErrDone].
+// # Episodes
+//
+// An episode ends after a Final Answer, after Config.MaxSteps steps (15;
+// a format error counts as a step) or once Config.MaxTime (30 min) has
+// elapsed (the time inside Step plus what the caller adds with
+// [Env.AddTime]); Step then returns [ErrDone]. An error from Step means
+// the environment itself failed (store, grader, runner, cancelled
+// context); everything the agent can do wrong is an outcome.
+//
 // Execute Script removes any old submission.csv, instruments the script
-// with a fresh nonce (Config.Instrumenter), runs it through
-// Config.Runner with the task's time limit, strips the markers from its
-// output, and grades submission.csv; only the grader's score on hidden
-// labels moves the current and best scores and the reward. The
-// VAL_METRIC line the script prints is reported (StepResult.ValMetric) but
-// never rewarded.
+// with a fresh nonce (Config.Instrumenter), runs it through Config.Runner
+// with the task's time limit (cut to the episode's remaining time), strips
+// the markers from its output, and grades submission.csv with the task's
+// private grader, whose files exist only in a temporary folder outside the
+// workspace while it runs. Only the grader's score moves the current score
+// (m_prev, starting at m_init) and the best score, and only it enters the
+// reward; the VAL_METRIC line the script prints is reported
+// (StepResult.ValMetric) but never rewarded.
+//
+// # Rewards
+//
+// [ComputeReward] documents every case. In short (defaults): -1 for a
+// format error, refused action or invalid edit; 0 for other non-running
+// actions and for timeouts, out-of-memory runs and editor failures; -1 plus
+// 0.1 per marker reached for a failed run; and for a graded run after an
+// edit, (m_new - m_prev) / (m_best - m_init), sign-flipped for
+// lower-is-better metrics and clipped to [-1, 1]. Re-running an unchanged
+// workspace earns 0, so a lucky re-run of a random script is not rewarded.
+// With Config.ExecuteAfterEdit an edit runs its script in the same step
+// and so carries its own improvement (for step-wise RL).
 package env

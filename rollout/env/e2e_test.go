@@ -111,9 +111,14 @@ func TestBuiltinTaskEpisode(t *testing.T) {
 	if idea == nil {
 		t.Fatalf("no catalog idea applies to %s", task.ID)
 	}
+	runner, err := sandbox.NewWarm(ctx, python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runner.Close()
 	cfg := DefaultConfig()
-	cfg.Python, cfg.WorkDir = python, t.TempDir()
-	e, err := New(ctx, cfg, spec, st) // default cold runner, offline editor, static instrumenter
+	cfg.Python, cfg.WorkDir, cfg.Runner = python, t.TempDir(), runner
+	e, err := New(ctx, cfg, spec, st) // offline editor, static instrumenter
 	if err != nil {
 		t.Fatal(err)
 	}
