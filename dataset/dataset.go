@@ -90,6 +90,11 @@ type Attachment struct {
 // Rerun with the same config and inputs, it does nothing: each dataset is
 // found by its run key. A run that died before committing is resumed.
 func Run(ctx context.Context, cfg Config) error {
+	return run(ctx, cfg, os.Stdout, os.Stderr)
+}
+
+// run is Run with the report (stats) and log lines going to out and log.
+func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
@@ -126,7 +131,7 @@ func Run(ctx context.Context, cfg Config) error {
 	slices.SortFunc(steps, func(a, b schemas.Step) int {
 		return cmp.Or(cmp.Compare(a.TrajectoryID, b.TrajectoryID), cmp.Compare(a.StepIndex, b.StepIndex))
 	})
-	fmt.Fprintf(os.Stderr, "dataset: %d steps from %s v%d, splits from %s v%d\n", len(steps), stepsM.Name, stepsM.Version, tasksM.Name, tasksM.Version)
+	fmt.Fprintf(log, "dataset: %d steps from %s v%d, splits from %s v%d\n", len(steps), stepsM.Name, stepsM.Version, tasksM.Name, tasksM.Version)
 
 	// 2. Token counts (compact prompt and response) with the real tokenizer.
 	tok, err := tokenizer.Default()
@@ -135,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	t0 := time.Now()
 	tokens := CountTokens(steps, tok.Count, cfg.Workers)
-	fmt.Fprintf(os.Stderr, "dataset: tokenized %d steps in %s\n", len(steps), time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(log, "dataset: tokenized %d steps in %s\n", len(steps), time.Since(t0).Round(time.Millisecond))
 
 	// 3. Build, then refuse to write anything that would leak.
 	sftOpts := SFTOptions{ErrorSteps: cfg.ErrorSteps, MaxTokens: cfg.MaxTokens, HeldOutValidation: cfg.HeldOutValidation}
@@ -172,7 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Exports {
 		sftOut.exports = exportSFT
 	}
-	sftM, sftStats, err := writeOutput(ctx, st, key, sftOut, commit)
+	sftM, sftStats, err := writeOutput(ctx, st, key, sftOut, commit, log)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
@@ -184,15 +189,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Exports {
 		rlOut.exports = exportRL
 	}
-	rlM, rlStats, err := writeOutput(ctx, st, key, rlOut, commit)
+	rlM, rlStats, err := writeOutput(ctx, st, key, rlOut, commit, log)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
 
-	os.Stdout.Write(sftStats)
-	fmt.Println()
-	os.Stdout.Write(rlStats)
-	fmt.Fprintf(os.Stderr, "dataset: %s v%d (%d rows) and %s v%d (%d rows) in %s\n",
+	out.Write(sftStats)
+	fmt.Fprintln(out)
+	out.Write(rlStats)
+	fmt.Fprintf(log, "dataset: %s v%d (%d rows) and %s v%d (%d rows) in %s\n",
 		sftM.Name, sftM.Version, sftM.Rows, rlM.Name, rlM.Version, rlM.Rows, time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -270,11 +275,11 @@ type output[T any] struct {
 // with the same key committed): the part file, stats.md beside it, the
 // exports, then the manifest with the stats, splits and attachments in
 // Extra. It returns the manifest and the rendered stats.
-func writeOutput[T any](ctx context.Context, st store.Store, key string, o output[T], commit datasets.CommitOptions) (*datasets.Manifest, []byte, error) {
+func writeOutput[T any](ctx context.Context, st store.Store, key string, o output[T], commit datasets.CommitOptions, log io.Writer) (*datasets.Manifest, []byte, error) {
 	if m, err := datasets.FindRun(ctx, st, o.name, key); err != nil {
 		return nil, nil, err
 	} else if m != nil {
-		fmt.Fprintf(os.Stderr, "dataset: %s v%d was already built from the same inputs and config; nothing to do\n", m.Name, m.Version)
+		fmt.Fprintf(log, "dataset: %s v%d was already built from the same inputs and config; nothing to do\n", m.Name, m.Version)
 		md, err := store.ReadAll(ctx, st, datasets.Dir(m.Name, m.Version)+"/stats.md")
 		return m, md, err
 	}

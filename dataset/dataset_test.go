@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -218,8 +219,14 @@ func testRunConfig(root string) Config {
 func TestRunLeak(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	if err := Run(ctx, testRunConfig(f.root)); err != nil {
+	var report bytes.Buffer
+	if err := run(ctx, testRunConfig(f.root), &report, io.Discard); err != nil {
 		t.Fatal(err)
+	}
+	for _, want := range []string{"# sft_examples v1: 8 rows", "# rl_states v1: 14 rows", "Filter: 24 steps -> 8 kept"} {
+		if !strings.Contains(report.String(), want) {
+			t.Errorf("printed report lacks %q:\n%s", want, report.String())
+		}
 	}
 	heldOut := map[string]bool{}
 	_, tasks := f.steps(t)
@@ -358,7 +365,7 @@ func TestRunLeak(t *testing.T) {
 	}
 
 	// A second run with the same inputs writes nothing new.
-	if err := Run(ctx, testRunConfig(f.root)); err != nil {
+	if err := run(ctx, testRunConfig(f.root), io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"sft_examples", "rl_states"} {

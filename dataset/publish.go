@@ -66,8 +66,8 @@ type PublishResult struct {
 //   - the manifest is written last, byte for byte, with an if-not-exists
 //     precondition: until then the version is invisible at dst.
 //
-// On any mismatch nothing is committed and the part files this call wrote
-// are removed. Publishing a version that dst already holds with the same
+// On any mismatch nothing is committed and the part files and attachments
+// this call wrote are removed. Publishing a version that dst already holds with the same
 // checksums is a no-op (missing blobs are still filled in); with
 // different content it fails with an error wrapping [ErrConflict]. A
 // version folder at dst that a stage is still writing (it has a pending
@@ -127,61 +127,67 @@ func Publish(ctx context.Context, src, dst store.Store, name string, version int
 		return nil, err
 	}
 
-	if !res.NoOp {
-		var written []string
-		undo := func() {
-			for _, k := range written {
-				dst.Delete(ctx, k)
+	// Copy; on any failure before the manifest lands, remove the part
+	// files and attachments this call wrote (blobs stay: they are
+	// content-addressed, checked, and may be shared by other versions).
+	var written []string
+	err = func() error {
+		if !res.NoOp {
+			for _, f := range m.Files {
+				key := dir + "/" + f.Path
+				n, err := copyChecked(ctx, src, dst, key, f.SHA256, f.Bytes)
+				if err != nil {
+					return err
+				}
+				written = append(written, key)
+				res.Files++
+				res.Bytes += n
+			}
+			if err := datasets.Verify(ctx, dst, m); err != nil {
+				return fmt.Errorf("after copying to %s: %w", dst.URI(dir), err)
 			}
 		}
-		for _, f := range m.Files {
-			key := dir + "/" + f.Path
-			n, err := copyChecked(ctx, src, dst, key, f.SHA256, f.Bytes)
-			if err != nil {
-				undo()
-				return nil, err
+		for _, a := range atts {
+			if ok, err := sameObject(ctx, dst, a); err != nil {
+				return err
+			} else if ok {
+				continue
 			}
-			written = append(written, key)
-			res.Files++
+			n, err := copyChecked(ctx, src, dst, a.Key, a.SHA256, a.Bytes)
+			if err != nil {
+				return err
+			}
+			written = append(written, a.Key)
+			res.Attachments++
 			res.Bytes += n
 		}
-		if err := datasets.Verify(ctx, dst, m); err != nil {
-			undo()
-			return nil, fmt.Errorf("after copying to %s: %w", dst.URI(dir), err)
-		}
-	}
-	for _, a := range atts {
-		if ok, err := sameObject(ctx, dst, a); err != nil {
-			return nil, err
-		} else if ok {
-			continue
-		}
-		n, err := copyChecked(ctx, src, dst, a.Key, a.SHA256, a.Bytes)
+		refs, err := blobRefs(ctx, src, m)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		res.Attachments++
-		res.Bytes += n
-	}
-	refs, err := blobRefs(ctx, src, m)
-	if err != nil {
-		return nil, err
-	}
-	nb, bb, err := copyBlobClosure(ctx, src, dst, refs)
-	if err != nil {
-		return nil, err
-	}
-	res.Blobs, res.Bytes = nb, res.Bytes+bb
-
-	if !res.NoOp {
-		err := store.WriteAll(ctx, dst, manifestKey, raw, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
+		nb, bb, err := copyBlobClosure(ctx, src, dst, refs)
+		res.Blobs, res.Bytes = nb, res.Bytes+bb
+		if err != nil {
+			return err
+		}
+		if res.NoOp {
+			return nil
+		}
+		err = store.WriteAll(ctx, dst, manifestKey, raw, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
 		if errors.Is(err, store.ErrExists) { // published concurrently: fine if it is the same
 			if got, rerr := datasets.ReadManifest(ctx, dst, m.Name, m.Version); rerr != nil || !sameFiles(m, got) {
-				return nil, fmt.Errorf("%s v%d appeared at %s while publishing, with other files: %w", m.Name, m.Version, dst.URI(dir), ErrConflict)
+				return fmt.Errorf("%s v%d appeared at %s while publishing, with other files: %w", m.Name, m.Version, dst.URI(dir), ErrConflict)
 			}
-		} else if err != nil {
-			return nil, err
+			written = nil // theirs now
+			return nil
 		}
+		return err
+	}()
+	if err != nil {
+		for _, k := range written {
+			dst.Delete(ctx, k)
+		}
+		return nil, fmt.Errorf("%s v%d -> %s: nothing committed: %w", m.Name, m.Version, dst.URI(dir), err)
 	}
 	if opts.Log != nil {
 		state := "published"
