@@ -57,7 +57,7 @@ func requestKind(r *http.Request) string {
 
 // newFaultyGCS starts the fake server with bucket "bkt" and points
 // STORAGE_EMULATOR_HOST at it.
-func newFaultyGCS(t *testing.T) *faultyGCS {
+func newFaultyGCS(t testing.TB) *faultyGCS {
 	f := &faultyGCS{before: map[string]int{}, after: map[string]int{}, served: map[string]int{}, seen: map[string]int{}}
 	var inner http.Handler
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,7 +131,7 @@ func maps(m map[string]int) map[string]int {
 }
 
 // openFast opens gs://bkt/<prefix> with millisecond backoff.
-func openFast(t *testing.T, prefix string, attempts int) *store.GCS {
+func openFast(t testing.TB, prefix string, attempts int) *store.GCS {
 	t.Helper()
 	st, err := store.OpenGCSWith(context.Background(), "bkt", prefix, store.GCSOptions{RetryInitial: time.Millisecond, RetryMax: 5 * time.Millisecond, MaxAttempts: attempts})
 	if err != nil {
