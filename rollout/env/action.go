@@ -177,11 +177,13 @@ func marshalNoEscape(s string) []byte {
 
 // Render returns the canonical text of an action: the four fields, one
 // per line, the Action Input as indented JSON with arguments in canonical
-// order. Parse(Render(a)) returns a again for any action Parse accepts.
+// order. Parse(Render(a)) returns a again for any action Parse accepts. A
+// line of Reflection or Thought that starts like a field ("Action: ...")
+// is indented by one space so that it stays part of its field.
 func Render(a Action) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s\n", FieldReflection, a.Reflection)
-	fmt.Fprintf(&b, "%s: %s\n", FieldThought, a.Thought)
+	fmt.Fprintf(&b, "%s: %s\n", FieldReflection, guardFields(a.Reflection))
+	fmt.Fprintf(&b, "%s: %s\n", FieldThought, guardFields(a.Thought))
 	fmt.Fprintf(&b, "%s: %s\n", FieldAction, a.Name)
 	fmt.Fprintf(&b, "%s: {\n", FieldActionInput)
 	specs := actionArgs[a.Name]
@@ -195,6 +197,20 @@ func Render(a Action) string {
 	}
 	b.WriteString("}")
 	return b.String()
+}
+
+// guardFields indents the lines of free text that would start a field.
+func guardFields(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		for _, f := range fieldOrder {
+			if i > 0 && strings.HasPrefix(l, f+":") {
+				lines[i] = " " + l
+				break
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // FormatErrorKind classifies a response that does not parse.

@@ -135,6 +135,17 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+func TestRenderGuardsFields(t *testing.T) {
+	a := Action{Reflection: "It failed.\nAction: was wrong", Thought: "Retry.\nThought: again", Name: ExecuteScript, ScriptName: "train.py"}
+	got, err := Parse(Render(a))
+	if err != nil {
+		t.Fatalf("Parse(Render(a)): %v\n%s", err, Render(a))
+	}
+	if got.Reflection != "It failed.\n Action: was wrong" || got.Thought != "Retry.\n Thought: again" || got.ScriptName != "train.py" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
 func TestActionInput(t *testing.T) {
 	a := Action{Name: EditScriptSegment, ScriptName: "t.py", StartLine: 1, EndLine: 2, EditText: "if a < b & c:\n    pass"}
 	got := a.Input()
