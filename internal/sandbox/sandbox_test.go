@@ -104,7 +104,7 @@ func TestOutcomes(t *testing.T) {
 		{name: "cpu limit", script: "while True:\n    pass\n", limits: Limits{Timeout: time.Minute, CPUTime: time.Second}, want: Timeout, signal: int(syscall.SIGXCPU), maxTime: 10 * time.Second},
 		{name: "memory hog", script: "b = bytearray(3 << 30)\n", limits: Limits{MemoryBytes: 1 << 30}, want: OOM, code: 1, stderr: "MemoryError"},
 		{name: "numpy memory hog", script: "import numpy as np\na = np.ones(1 << 31)\n", limits: Limits{MemoryBytes: 1 << 30}, want: OOM, code: 1, stderr: "Unable to allocate"},
-		{name: "growing list", script: "x = []\nwhile True:\n    x.append(' ' * (1 << 20))\n", limits: Limits{MemoryBytes: 1 << 30}, want: OOM, code: 1},
+		{name: "growing list", script: "x = []\nwhile True:\n    x.append(' ' * (1 << 20))\n", limits: Limits{MemoryBytes: 600 << 20}, want: OOM, code: 1},
 		{name: "killed by signal", script: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", want: Killed, code: -1, signal: int(syscall.SIGKILL)},
 		{name: "segfault", script: "import ctypes\nctypes.string_at(0)\n", want: Killed, code: -1, signal: int(syscall.SIGSEGV)},
 		{name: "endless output", script: "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", limits: Limits{MaxOutputBytes: 4096, KillOutputBytes: 8 << 20}, want: OutputLimit, maxTime: 10 * time.Second},

@@ -14,13 +14,17 @@ import (
 	"time"
 )
 
-// DefaultPreload is what the warm worker imports before forking children.
+// DefaultPreload is what the warm worker imports before forking children:
+// what the built-in tasks' scripts and the idea catalog's edits import.
 var DefaultPreload = []string{
-	"numpy", "pandas", "scipy", "sklearn", "sklearn.base", "sklearn.linear_model",
-	"sklearn.ensemble", "sklearn.preprocessing", "sklearn.model_selection",
-	"sklearn.metrics", "sklearn.pipeline", "sklearn.impute", "sklearn.tree",
-	"sklearn.neighbors", "sklearn.svm", "sklearn.decomposition",
-	"sklearn.feature_extraction.text", "sklearn.compose", "sklearn.datasets",
+	"numpy", "pandas", "scipy", "scipy.sparse", "scipy.sparse.linalg", "scipy.stats", "scipy.optimize",
+	"sklearn", "sklearn.base", "sklearn.calibration", "sklearn.cluster", "sklearn.compose",
+	"sklearn.datasets", "sklearn.decomposition", "sklearn.discriminant_analysis", "sklearn.ensemble",
+	"sklearn.feature_extraction.text", "sklearn.feature_selection", "sklearn.impute",
+	"sklearn.kernel_approximation", "sklearn.kernel_ridge", "sklearn.linear_model", "sklearn.metrics",
+	"sklearn.model_selection", "sklearn.multiclass", "sklearn.multioutput", "sklearn.naive_bayes",
+	"sklearn.neighbors", "sklearn.neural_network", "sklearn.pipeline", "sklearn.preprocessing",
+	"sklearn.svm", "sklearn.tree", "sklearn.utils.class_weight",
 }
 
 // errWorkerDied: the warm worker exited or its socket broke during a run.
