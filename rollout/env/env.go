@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mlerl/mlerl/internal/blobs"
@@ -216,6 +217,12 @@ type Env struct {
 	dir     string // the workspace
 	s       state
 	private blobs.Files // loaded on first grade
+
+	// Snapshot caches: blob hashes known to be in st, and workspace file
+	// hashes by size and mtime.
+	mu     sync.Mutex
+	stored map[string]bool
+	hashes map[string]hashEntry
 }
 
 // StepResult is what one step did.
@@ -265,12 +272,12 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 	if err := e.init(); err != nil {
 		return nil, err
 	}
-	files, _, err := blobs.GetTree(ctx, st, spec.WorkspaceTree)
+	files, tree, err := blobs.GetTree(ctx, st, spec.WorkspaceTree)
 	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("task %s workspace: %w", spec.TaskID, err)
 	}
-	if err := e.materialise(files); err != nil {
+	if err := e.materialise(files, tree); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -301,7 +308,12 @@ func (e *Env) init() error {
 	return nil
 }
 
-func (e *Env) materialise(files blobs.Files) error {
+// materialise writes a tree's files into a fresh workspace folder.
+func (e *Env) materialise(files blobs.Files, tree *blobs.Tree) error {
+	e.stored = map[string]bool{}
+	for _, en := range tree.Entries {
+		e.stored[en.Hash] = true
+	}
 	dir, err := os.MkdirTemp(e.cfg.WorkDir, "mlerl-ws-"+safeName(e.s.Spec.TaskID)+"-")
 	if err != nil {
 		return fmt.Errorf("env: workspace folder: %w", err)

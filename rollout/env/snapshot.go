@@ -4,7 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
+	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/store"
@@ -28,9 +34,13 @@ type snapshotMeta struct {
 // count, the elapsed time, the done flag and the task spec. Identical
 // files are stored once across all snapshots. The returned reference
 // ("sha256:...") restores it with [Restore]; equal states give equal
-// references.
+// references. Only regular files are kept (a symlink or fifo a script
+// created is left out; empty folders too). Files unchanged since the last
+// snapshot (same size and mtime, older than racyWindow) are not re-read,
+// and blobs this Env has seen in the store are not re-uploaded: the blob
+// store must not be pruned while an Env lives.
 func (e *Env) Snapshot(ctx context.Context) (string, error) {
-	files, err := blobs.ReadDir(e.dir)
+	entries, err := e.putWorkspace(ctx)
 	if err != nil {
 		return "", fmt.Errorf("env snapshot: %w", err)
 	}
@@ -44,7 +54,7 @@ func (e *Env) Snapshot(ctx context.Context) (string, error) {
 		for _, b := range e.s.Backups[p] {
 			h := ""
 			if b != nil {
-				if h, err = blobs.Put(ctx, e.st, *b); err != nil {
+				if h, err = e.put(ctx, *b); err != nil {
 					return "", fmt.Errorf("env snapshot: backup of %s: %w", p, err)
 				}
 			}
@@ -55,11 +65,117 @@ func (e *Env) Snapshot(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("env snapshot: %w", err)
 	}
-	ref, err := blobs.PutTree(ctx, e.st, files, meta)
+	// The same listing blobs.PutTree writes, so equal states give equal refs.
+	tree, err := json.Marshal(blobs.Tree{Entries: entries, Meta: meta})
 	if err != nil {
 		return "", fmt.Errorf("env snapshot: %w", err)
 	}
-	return ref, nil
+	h, err := e.put(ctx, tree)
+	if err != nil {
+		return "", fmt.Errorf("env snapshot: %w", err)
+	}
+	return blobs.Ref(h), nil
+}
+
+// hashEntry caches a workspace file's hash by size and modification time.
+type hashEntry struct {
+	size  int64
+	mtime time.Time
+	hash  string
+}
+
+// racyWindow: a file modified this recently is re-hashed even when its
+// size and mtime match (file-system timestamps are coarse, so a same-size
+// rewrite within one tick would look unchanged).
+const racyWindow = 2 * time.Second
+
+// put stores b unless this Env already knows the store has it.
+func (e *Env) put(ctx context.Context, b []byte) (string, error) {
+	h := blobs.Hash(b)
+	e.mu.Lock()
+	known := e.stored[h]
+	e.mu.Unlock()
+	if known {
+		return h, nil
+	}
+	if _, err := blobs.Put(ctx, e.st, b); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.stored[h] = true
+	e.mu.Unlock()
+	return h, nil
+}
+
+// putWorkspace stores the workspace's regular files as blobs and returns
+// their tree entries, sorted by path. Symlinks and other non-regular files
+// (which a script may create) are not part of a snapshot. Unchanged files
+// are neither re-read nor re-uploaded.
+func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
+	if e.stored == nil {
+		e.stored = map[string]bool{}
+	}
+	if e.hashes == nil {
+		e.hashes = map[string]hashEntry{}
+	}
+	now := time.Now()
+	var entries []blobs.Entry
+	var mtimes []time.Time // as stat'ed before reading: a later change shows
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	err := filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(e.dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		entries = append(entries, blobs.Entry{Path: rel, Mode: uint32(info.Mode().Perm()), Size: info.Size()})
+		mtimes = append(mtimes, info.ModTime())
+		i := len(entries) - 1
+		if c, ok := e.hashes[rel]; ok && c.size == info.Size() && c.mtime.Equal(info.ModTime()) && now.Sub(c.mtime) > racyWindow {
+			e.mu.Lock()
+			known := e.stored[c.hash]
+			e.mu.Unlock()
+			if known {
+				entries[i].Hash = c.hash
+				return nil
+			}
+		}
+		g.Go(func() error {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if int64(len(b)) != entries[i].Size {
+				return fmt.Errorf("%s changed while being snapshotted", rel)
+			}
+			h, err := e.put(gctx, b)
+			entries[i].Hash = h
+			return err
+		})
+		return nil
+	})
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, en := range entries {
+		e.hashes[en.Path] = hashEntry{size: en.Size, mtime: mtimes[i], hash: en.Hash}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
+	return entries, nil
 }
 
 // Restore brings back an environment from a snapshot reference in st, in
@@ -99,7 +215,7 @@ func Restore(ctx context.Context, cfg Config, st store.Store, ref string) (*Env,
 	if err := e.init(); err != nil {
 		return nil, err
 	}
-	if err := e.materialise(files); err != nil {
+	if err := e.materialise(files, tree); err != nil {
 		e.Close()
 		return nil, err
 	}

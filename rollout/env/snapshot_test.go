@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
@@ -117,5 +120,62 @@ func TestRestoreErrors(t *testing.T) {
 				t.Fatalf("Restore(%q) succeeded", tc.ref)
 			}
 		})
+	}
+}
+
+// Files a script leaves behind: symlinks and fifos are not snapshotted,
+// and a same-size rewrite right after a snapshot is seen by the next one.
+func TestSnapshotWorkspaceChanges(t *testing.T) {
+	ctx := context.Background()
+	e, st := newTestEnv(t, false)
+	dir := e.Dir()
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref1, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := blobs.GetTree(ctx, st, ref1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := files["link"]; ok {
+		t.Fatal("the symlink was snapshotted")
+	}
+	if _, ok := files["fifo"]; ok {
+		t.Fatal("the fifo was snapshotted")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "train.csv"), []byte(strings.Repeat("9", len(files["train.csv"].Data))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref2, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref2 == ref1 {
+		t.Fatal("a same-size rewrite did not change the snapshot")
+	}
+	r, err := Restore(ctx, testConfig(t), st, ref2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, _ := os.ReadFile(filepath.Join(r.Dir(), "train.csv")); !strings.HasPrefix(string(b), "9999") {
+		t.Fatalf("restored train.csv starts %q", b[:4])
+	}
+	// Unchanged files keep their hashes (and a snapshot of the same state
+	// the same reference) when the cache is used.
+	old := time.Now().Add(-time.Hour)
+	for _, f := range []string{"train.csv", "train.py", "test.csv", "data/README.md"} {
+		os.Chtimes(filepath.Join(dir, f), old, old)
+	}
+	a, _ := e.Snapshot(ctx)
+	b, _ := e.Snapshot(ctx)
+	if a != b || a != ref2 {
+		t.Fatalf("snapshots of an unchanged state: %s, %s, want %s", a, b, ref2)
 	}
 }
