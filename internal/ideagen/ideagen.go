@@ -161,6 +161,9 @@ func (g *Generator) Generate(ctx context.Context, t schemas.Task, category strin
 		if err != nil {
 			rep.Malformed++
 			lastProblem = err.Error()
+			if resp.FinishReason == "length" {
+				lastProblem += fmt.Sprintf(" (the answer was cut at max_tokens %d)", g.opts.MaxTokens)
+			}
 			continue
 		}
 		rep.Returned += len(items)
