@@ -147,6 +147,13 @@ func runIdeas(ctx context.Context, cfg IdeasConfig, log io.Writer) error {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	// The embedder first: a missing model or runtime fails before any
+	// LLM tokens are spent.
+	emb, err := embed.New(cfg.Embed)
+	if err != nil {
+		return fmt.Errorf("ingest ideas: %w", err)
+	}
+	defer embed.Close(emb)
 
 	// 1. Candidates per task and category.
 	var gen *ideagen.Generator
@@ -203,11 +210,6 @@ func runIdeas(ctx context.Context, cfg IdeasConfig, log io.Writer) error {
 
 	// 2. Embeddings, one pool per call (the hashed embedder fits its IDF
 	// on the pool it filters).
-	emb, err := embed.New(cfg.Embed)
-	if err != nil {
-		return err
-	}
-	defer embed.Close(emb)
 	bar = ideasBar(log, "ingest ideas: embed", total)
 	for _, p := range pools {
 		if len(p.ideas) == 0 {
