@@ -3,6 +3,7 @@ package env
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -35,7 +36,8 @@ type snapshotMeta struct {
 // files are stored once across all snapshots. The returned reference
 // ("sha256:...") restores it with [Restore]; equal states give equal
 // references. Only regular files are kept (a symlink or fifo a script
-// created is left out; empty folders too). Files unchanged since the last
+// created is left out; so are empty folders and what a script made
+// unreadable). Files unchanged since the last
 // snapshot (same size and mtime, older than racyWindow) are not re-read,
 // and blobs this Env has seen in the store are not re-uploaded: the blob
 // store must not be pruned while an Env lives.
@@ -125,10 +127,18 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	g.SetLimit(8)
 	err := filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			if errors.Is(err, fs.ErrPermission) && p != e.dir {
+				return nil // a folder a script made unreadable is left out
+			}
 			return err
 		}
 		if !d.Type().IsRegular() {
 			return nil
+		}
+		if f, err := os.Open(p); errors.Is(err, fs.ErrPermission) {
+			return nil // likewise an unreadable file
+		} else if err == nil {
+			f.Close()
 		}
 		info, err := d.Info()
 		if err != nil {

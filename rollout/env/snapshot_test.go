@@ -179,3 +179,21 @@ func TestSnapshotWorkspaceChanges(t *testing.T) {
 		t.Fatalf("snapshots of an unchanged state: %s, %s, want %s", a, b, ref2)
 	}
 }
+
+func TestSnapshotUnreadableFiles(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads every file")
+	}
+	e, st := newTestEnv(t, false)
+	os.WriteFile(filepath.Join(e.Dir(), "locked.txt"), []byte("x"), 0o000)
+	os.Mkdir(filepath.Join(e.Dir(), "locked"), 0o000)
+	defer os.Chmod(filepath.Join(e.Dir(), "locked"), 0o755)
+	ref, err := e.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := blobs.GetTree(context.Background(), st, ref)
+	if err != nil || len(files) != 4 {
+		t.Fatalf("got %d files, %v; want the 4 readable ones", len(files), err)
+	}
+}
