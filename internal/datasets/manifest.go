@@ -133,7 +133,7 @@ func ReadManifest(ctx context.Context, st store.Store, name string, version int)
 	b, err := store.ReadAll(ctx, st, key)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, fmt.Errorf("%s has no %s: the version is incomplete or missing: %w", st.URI(Dir(name, version)), ManifestFile, ErrNoDataset)
+			return nil, fmt.Errorf("%s has no %s: %w (the version is missing, or incomplete: its writer died or is still running; rerun the stage to resume it, or name a committed version, see `mlerl ls`)", st.URI(Dir(name, version)), ManifestFile, ErrNoDataset)
 		}
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func OpenGCS(ctx context.Context, bucket, prefix string, client *storage.Client)
 // bucket exists, so a typo fails here with the bucket's name rather than
 // at the first write.
 func OpenGCSWith(ctx context.Context, bucket, prefix string, o GCSOptions) (*GCS, error) {
-	uri := "gs://" + bucket + "/" + strings.Trim(prefix, "/")
+	uri := strings.TrimSuffix("gs://"+bucket+"/"+strings.Trim(prefix, "/"), "/")
 	client := o.Client
 	if client == nil {
 		c, err := defaultClient(ctx)
