@@ -49,7 +49,7 @@ func (e *Env) resolve(name string) (rel, abs string, err error) {
 				break
 			}
 			if err != nil {
-				return "", "", refuse("%s: %v", c, err)
+				return "", "", refuse("%s: %v", c, why(err))
 			}
 			if fi.Mode()&fs.ModeSymlink != 0 {
 				return "", "", refuse("%s is a symlink; the environment does not follow symlinks", truncate(n, 80))
@@ -66,7 +66,7 @@ func (e *Env) readFile(rel, abs string) ([]byte, error) {
 		return nil, refuse("%s does not exist in the workspace%s", rel, e.nearby(rel))
 	}
 	if err != nil {
-		return nil, refuse("%s: %v", rel, err)
+		return nil, refuse("%s: %v", rel, why(err))
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, refuse("%s is not a regular file", rel)
@@ -76,7 +76,7 @@ func (e *Env) readFile(rel, abs string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(abs)
 	if err != nil {
-		return nil, fmt.Errorf("env: read %s: %w", rel, err)
+		return nil, refuse("%s cannot be read: %v", rel, why(err))
 	}
 	return b, nil
 }
@@ -104,23 +104,33 @@ func (e *Env) writeFile(rel, abs string, content []byte) error {
 	if rel == "." {
 		return refuse("cannot write to the workspace folder itself")
 	}
+	var backup *[]byte
 	old, err := os.ReadFile(abs)
 	switch {
 	case err == nil:
-		e.s.Backups[rel] = append(e.s.Backups[rel], &old)
+		backup = &old
 	case errors.Is(err, fs.ErrNotExist):
-		e.s.Backups[rel] = append(e.s.Backups[rel], nil)
 	default:
-		return refuse("%s: %v", rel, err)
+		return refuse("%s cannot be read: %v", rel, why(err))
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return refuse("%s: %v", rel, err)
+		return refuse("%s: %v", rel, why(err))
 	}
 	if err := os.WriteFile(abs, content, 0o644); err != nil {
-		return fmt.Errorf("env: write %s: %w", rel, err)
+		return refuse("%s cannot be written: %v", rel, why(err))
 	}
+	e.s.Backups[rel] = append(e.s.Backups[rel], backup)
 	e.s.Edited = true
 	return nil
+}
+
+// why returns the cause of a path error (without the absolute path,
+// which the agent need not see).
+func why(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
 }
 
 func (e *Env) listFiles(a Action, r *StepResult) error {
@@ -286,12 +296,12 @@ func (e *Env) undo(a Action, r *StepResult) error {
 	prev := stack[len(stack)-1]
 	if prev == nil {
 		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("env: undo %s: %w", rel, err)
+			return refuse("undo %s: %v", rel, why(err))
 		}
 		r.Observation = "The edit was undone: " + rel + " did not exist before it and has been removed."
 	} else {
 		if err := os.WriteFile(abs, *prev, 0o644); err != nil {
-			return fmt.Errorf("env: undo %s: %w", rel, err)
+			return refuse("undo %s: %v", rel, why(err))
 		}
 		r.Observation = "Content of " + rel + " after undo of the most recent edit:\n" + string(*prev)
 	}
