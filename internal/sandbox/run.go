@@ -46,7 +46,8 @@ const (
 	// detached). The script then runs with no_new_privs as an unprivileged
 	// uid/gid of its own (one of 1000 per runner, above 1,000,000, so that
 	// concurrent runs cannot see or ptrace each other), so it cannot undo
-	// the mounts; the runner hands the workspace to that uid before each run.
+	// the mounts; the runner hands the workspace to that uid for the run and
+	// back to the workspace's owner afterwards.
 	IsolateRoot = "root"
 	// IsolateUserNS: not root, but unprivileged user namespaces work: the
 	// same network and filesystem view inside a user namespace, keeping the caller's
@@ -219,16 +220,33 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: lim.MaxFileBytes},
 		Env:    baseEnv(dir, tmp),
 	}
-	p := &prepared{cfg: cfg, limits: lim, source: source, cleanup: func() {}}
-	if h.isolation == IsolateRoot {
-		uid := h.uidBase + int(h.runs.Add(1)%sandboxUIDs)
-		p.cfg.UID, p.cfg.GID = uid, uid
-		if err := chownTree(dir, uid, uid); err != nil {
-			return nil, fmt.Errorf("sandbox: hand the workspace to uid %d: %w", uid, err)
+	p := &prepared{cfg: cfg, limits: lim, source: source}
+	var cleanups []func()
+	p.cleanup = func() {
+		for _, f := range cleanups {
+			f()
 		}
 	}
 	if procs, cleanup, err := h.pids.create(lim.MaxProcs); err == nil && procs != "" {
-		p.cfg.CgroupProcs, p.cleanup = procs, cleanup
+		p.cfg.CgroupProcs = procs
+		cleanups = append(cleanups, cleanup)
+	}
+	if h.isolation == IsolateRoot {
+		// The workspace belongs to the run's uid while it runs, and to the
+		// workspace's owner again afterwards (new files included), once
+		// every process of the run is dead.
+		var st syscall.Stat_t
+		if err := syscall.Stat(dir, &st); err != nil {
+			p.cleanup()
+			return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
+		}
+		uid := h.uidBase + int(h.runs.Add(1)%sandboxUIDs)
+		p.cfg.UID, p.cfg.GID = uid, uid
+		cleanups = append(cleanups, func() { chownTree(dir, int(st.Uid), int(st.Gid)) })
+		if err := chownTree(dir, uid, uid); err != nil {
+			p.cleanup()
+			return nil, fmt.Errorf("sandbox: hand the workspace to uid %d: %w", uid, err)
+		}
 	}
 	return p, nil
 }

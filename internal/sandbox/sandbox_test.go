@@ -262,6 +262,15 @@ func TestWritesOutside(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(ws, "submission.csv")); err != nil {
 				t.Errorf("submission not written in the workspace: %v", err)
 			}
+			// Afterwards the workspace and what the script wrote belong to
+			// the workspace's owner again.
+			filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+				var st syscall.Stat_t
+				if err == nil && syscall.Lstat(p, &st) == nil && int(st.Uid) != os.Geteuid() {
+					t.Errorf("%s belongs to uid %d after the run, want %d", p, st.Uid, os.Geteuid())
+				}
+				return nil
+			})
 		})
 	}
 }
