@@ -56,7 +56,9 @@ const (
 	// parallelism that reads /proc (joblib's loky backend) fails there.
 	IsolateUserNS = "userns"
 	// IsolateNone: neither works. Limits still apply, but the script sees
-	// the host filesystem with the caller's permissions.
+	// the host filesystem and network: with the caller's permissions, or,
+	// when the caller is root, as an unprivileged uid of its own (which
+	// still reads world-readable files).
 	IsolateNone = "none"
 )
 
@@ -231,7 +233,7 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		p.cfg.CgroupProcs = procs
 		cleanups = append(cleanups, cleanup)
 	}
-	if h.isolation == IsolateRoot {
+	if h.isolation == IsolateRoot || (h.isolation == IsolateNone && os.Geteuid() == 0) {
 		// The workspace belongs to the run's uid while it runs, and to the
 		// workspace's owner again afterwards (new files included), once
 		// every process of the run is dead.
@@ -358,7 +360,7 @@ func IsolationLevel(python string) string {
 	l := IsolateNone
 	modes := []string{IsolateUserNS}
 	if os.Geteuid() == 0 {
-		modes = []string{IsolateRoot}
+		modes = []string{IsolateRoot, IsolateUserNS}
 	}
 	for _, m := range modes {
 		if err := probe(python, m); err == nil {
