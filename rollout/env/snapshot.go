@@ -91,13 +91,17 @@ type hashEntry struct {
 // rewrite within one tick would look unchanged).
 const racyWindow = 2 * time.Second
 
+// known reports whether the store is known to hold the blob h.
+func (e *Env) known(h string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stored[h]
+}
+
 // put stores b unless this Env already knows the store has it.
 func (e *Env) put(ctx context.Context, b []byte) (string, error) {
 	h := blobs.Hash(b)
-	e.mu.Lock()
-	known := e.stored[h]
-	e.mu.Unlock()
-	if known {
+	if e.known(h) {
 		return h, nil
 	}
 	if _, err := blobs.Put(ctx, e.st, b); err != nil {
@@ -123,8 +127,7 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	now := time.Now()
 	var entries []blobs.Entry
 	var mtimes []time.Time // as stat'ed before reading: a later change shows
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	var toRead []int       // entries whose hash is not known
 	err := filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrPermission) && p != e.dir {
@@ -149,20 +152,25 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		entries = append(entries, blobs.Entry{Path: rel, Mode: uint32(info.Mode().Perm()), Size: info.Size()})
-		mtimes = append(mtimes, info.ModTime())
-		i := len(entries) - 1
-		if c, ok := e.hashes[rel]; ok && c.size == info.Size() && c.mtime.Equal(info.ModTime()) && now.Sub(c.mtime) > racyWindow {
-			e.mu.Lock()
-			known := e.stored[c.hash]
-			e.mu.Unlock()
-			if known {
-				entries[i].Hash = c.hash
-				return nil
-			}
+		en := blobs.Entry{Path: rel, Mode: uint32(info.Mode().Perm()), Size: info.Size()}
+		if c, ok := e.hashes[rel]; ok && c.size == info.Size() && c.mtime.Equal(info.ModTime()) && now.Sub(c.mtime) > racyWindow && e.known(c.hash) {
+			en.Hash = c.hash
+		} else {
+			toRead = append(toRead, len(entries))
 		}
+		entries = append(entries, en)
+		mtimes = append(mtimes, info.ModTime())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, i := range toRead {
 		g.Go(func() error {
-			b, err := os.ReadFile(p)
+			rel := entries[i].Path
+			b, err := os.ReadFile(filepath.Join(e.dir, filepath.FromSlash(rel)))
 			if err != nil {
 				return err
 			}
@@ -173,14 +181,11 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 			entries[i].Hash = h
 			return err
 		})
-		return nil
-	})
-	if werr := g.Wait(); err == nil {
-		err = werr
 	}
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	e.hashes = make(map[string]hashEntry, len(entries)) // forget deleted files
 	for i, en := range entries {
 		e.hashes[en.Path] = hashEntry{size: en.Size, mtime: mtimes[i], hash: en.Hash}
 	}
