@@ -1,10 +1,45 @@
 // Package dataset is the `mlerl dataset` stage: it turns the rollout
-// stage's steps into what trainers consume — SFT examples, the step-wise RL
-// state pool (split by task) — and exports them for other teams' tools.
+// stage's steps into what trainers consume — SFT examples and the
+// step-wise RL state pool, split by task — exports them for other teams'
+// tools, and shares dataset versions between data roots.
 //
-// The stage's main flow will live in dataset.go (Run). Start there once it
-// exists; export.go holds the exports: [WriteShareGPT] (LLaMA-Factory's
-// ShareGPT JSON Lines, with [WriteDatasetInfo] for its dataset_info.json)
-// and [WriteVerl] (verl's RL Parquet layout). Token counts come from
-// internal/tokenizer.
+// Start with [Run] (dataset.go), which reads top to bottom: read the steps
+// and the tasks they were rolled out on, count tokens with the Qwen
+// tokenizer (internal/tokenizer), build the examples ([BuildSFT], sft.go)
+// and the state pool ([BuildRLStates], rlstates.go), check for leaks
+// ([CheckNoLeak]), then write each dataset with its statistics report
+// ([ComputeStats], stats.go: stats.md beside the version, JSON in the
+// manifest) and its exports (export.go: [WriteShareGPT] with
+// [WriteDatasetInfo] for LLaMA-Factory, [WriteVerl] for verl).
+// [Publish] (publish.go) copies a committed version to another root.
+//
+// # Splits: where held-out tasks may appear
+//
+// The split is the task's (tasks dataset), never a row's: every row of a
+// task carries that task's split. Held-out tasks are evaluation tasks;
+// by default the rollout stage does not even roll them out. When the
+// steps do contain them (rollout split=all):
+//
+//   - sft_examples may hold them, labelled split=held-out, only while
+//     held_out_validation is on (the default): the SFT trainer reads
+//     held-out rows as its validation set and never trains on them.
+//     Turn it off to keep evaluation tasks out of every dataset.
+//   - rl_states never holds them: the RL trainer samples start states
+//     from the pool, so the pool is held-in only.
+//   - the exports (ShareGPT, verl) never hold them: they are training
+//     files for tools that do not know our split column.
+//
+// [CheckNoLeak] enforces this before anything is written, and the
+// writers of the exports refuse held-out rows themselves ([ErrHeldOut]).
+//
+// # Layout in a data root
+//
+//	sft_examples/v<N>/part-00000.parquet, stats.md, _MANIFEST.json
+//	rl_states/v<N>/part-00000.parquet, stats.md, _MANIFEST.json
+//	exports/sft_examples/v<N>/sharegpt.jsonl, dataset_info.json
+//	exports/rl_states/v<N>/verl_train.parquet
+//
+// Each manifest lists stats.md and the exports with their sha256 under
+// Extra["attachments"], the stats under Extra["stats"], the task ids per
+// split under Extra["tasks"], and its parents (steps, tasks, ideas).
 package dataset
