@@ -125,6 +125,19 @@ func DefaultConfig() Config {
 	}
 }
 
+// Validate checks the settings; New and Restore call it.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxSteps <= 0:
+		return fmt.Errorf("env: max_steps %d must be positive", c.MaxSteps)
+	case c.MaxTime <= 0:
+		return fmt.Errorf("env: max_time %v must be positive", c.MaxTime)
+	case c.ObservationChars < 0:
+		return fmt.Errorf("env: observation_chars %d must not be negative (0: no limit)", c.ObservationChars)
+	}
+	return c.Reward.Validate()
+}
+
 // Spec is what an environment needs from a task (a schemas.Task row).
 type Spec struct {
 	TaskID      string `json:"task_id"`
@@ -285,8 +298,8 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 }
 
 func (e *Env) init() error {
-	if e.cfg.MaxSteps <= 0 || e.cfg.MaxTime <= 0 {
-		return fmt.Errorf("env: max_steps (%d) and max_time (%v) must be positive", e.cfg.MaxSteps, e.cfg.MaxTime)
+	if err := e.cfg.Validate(); err != nil {
+		return err
 	}
 	if e.cfg.Editor == nil {
 		e.cfg.Editor = OfflineEditor{}

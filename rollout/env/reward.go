@@ -1,6 +1,8 @@
 package env
 
 import (
+	"errors"
+	"fmt"
 	"math"
 
 	"github.com/mlerl/mlerl/schemas"
@@ -51,6 +53,23 @@ func DefaultRewardConfig() RewardConfig {
 		Format: true, Error: true, CornerCase: true, Improvement: true, Squash: SquashClip,
 		Markers: true, MarkerValue: 0.1, NoValidPen: -10,
 	}
+}
+
+// Validate checks the squashing name and the marker value.
+func (c RewardConfig) Validate() error {
+	switch c.Squash {
+	case SquashClip, SquashTanh, SquashNone:
+	case "":
+		if c.Improvement {
+			return errors.New("reward: squash is empty (want clip, tanh or none)")
+		}
+	default:
+		return fmt.Errorf("reward: squash %q (want clip, tanh or none)", c.Squash)
+	}
+	if c.MarkerValue < 0 || math.IsNaN(c.MarkerValue) {
+		return fmt.Errorf("reward: marker_value %v must be a non-negative number", c.MarkerValue)
+	}
+	return nil
 }
 
 // PartialCreditRewardConfig returns the second paper's reward: a failed

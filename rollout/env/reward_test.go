@@ -117,3 +117,24 @@ func TestDefaultRewardBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestRewardConfigValidate(t *testing.T) {
+	bad := DefaultRewardConfig()
+	bad.Squash = "sigmoid"
+	neg := DefaultRewardConfig()
+	neg.MarkerValue = -0.1
+	for _, tc := range []struct {
+		name string
+		cfg  RewardConfig
+		ok   bool
+	}{
+		{"default", DefaultRewardConfig(), true},
+		{"partial credit", PartialCreditRewardConfig(), true},
+		{"unknown squash", bad, false},
+		{"negative marker value", neg, false},
+	} {
+		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: got %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
