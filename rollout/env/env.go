@@ -85,7 +85,7 @@ type Config struct {
 	ObservationChars int           `yaml:"observation_chars" help:"observations longer than this keep their head and tail"`
 	MemoryBytes      int64         `yaml:"memory_bytes" help:"memory limit of one script execution"`
 	MaxProcs         int           `yaml:"max_procs" help:"process-count limit of one script execution"`
-	MaxOutputBytes   int           `yaml:"max_output_bytes" help:"stdout+stderr kept from one execution"`
+	MaxOutputBytes   int           `yaml:"max_output_bytes" help:"output kept per stream (stdout, stderr) from one execution"`
 	GradeTimeout     time.Duration `yaml:"grade_timeout" help:"time limit of one grader run"`
 	Python           string        `yaml:"python" help:"task interpreter (empty: /usr/bin/python3 or python3 on PATH)"`
 	WorkDir          string        `yaml:"work_dir" help:"parent folder of episode workspaces (empty: the system temp folder)"`

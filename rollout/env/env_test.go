@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -402,5 +403,46 @@ func TestUnderstandFileLLM(t *testing.T) {
 	user, _ := msgs[len(msgs)-1].(map[string]any)["content"].(string)
 	if !strings.Contains(user, "threshold = 0.0") || !strings.Contains(user, "where the threshold is set") {
 		t.Fatalf("prompt lacks the file or the question: %q", user)
+	}
+}
+
+// stubRunner returns a fixed result, for the outcome mapping.
+type stubRunner struct{ res sandbox.Result }
+
+func (s stubRunner) Run(context.Context, sandbox.Request) (sandbox.Result, error) { return s.res, nil }
+func (stubRunner) Close() error                                                   { return nil }
+
+func TestSandboxOutcomeMapping(t *testing.T) {
+	tests := []struct {
+		sandbox sandbox.Outcome
+		want    Outcome
+		reward  float64
+		obs     string
+	}{
+		{sandbox.Success, OutcomeInvalidSubmission, -1, "did not write submission.csv"},
+		{sandbox.ScriptError, OutcomeScriptError, -1, "Traceback"},
+		{sandbox.Timeout, OutcomeTimeout, 0, "time limit"},
+		{sandbox.OOM, OutcomeOOM, 0, "out of memory"},
+		{sandbox.Killed, OutcomeKilled, -1, "killed by the sandbox"},
+		{sandbox.OutputLimit, OutcomeOutputLimit, -1, "printed more than"},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.sandbox), func(t *testing.T) {
+			st := newLocalStore(t)
+			cfg := testConfig(t)
+			cfg.Runner = stubRunner{sandbox.Result{Outcome: tc.sandbox, Stdout: "out\n", Stderr: "Traceback (most recent call last)\n", Duration: time.Second}}
+			e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			r := step(t, e, act(ExecuteScript, "train.py"))
+			if r.Outcome != tc.want || r.Reward.Total != tc.reward || r.ExecDuration != time.Second || !r.Executed {
+				t.Fatalf("got %s reward %v exec %v, want %s and %v", r.Outcome, r.Reward.Total, r.ExecDuration, tc.want, tc.reward)
+			}
+			if !strings.Contains(r.Observation, tc.obs) {
+				t.Fatalf("observation lacks %q:\n%s", tc.obs, r.Observation)
+			}
+		})
 	}
 }
