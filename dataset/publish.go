@@ -73,6 +73,15 @@ type PublishResult struct {
 // version folder at dst that a stage is still writing (it has a pending
 // marker) is refused.
 func Publish(ctx context.Context, src, dst store.Store, name string, version int, opts PublishOptions) (*PublishResult, error) {
+	return publish(ctx, src, dst, name, version, opts, map[string]*PublishResult{})
+}
+
+// publish is Publish; done holds the versions this call tree already
+// handled, so a parent shared by several children is copied once.
+func publish(ctx context.Context, src, dst store.Store, name string, version int, opts PublishOptions, done map[string]*PublishResult) (*PublishResult, error) {
+	if r, ok := done[datasets.Dir(name, version)]; ok && version != 0 {
+		return r, nil
+	}
 	var m *datasets.Manifest
 	var err error
 	if version == 0 {
@@ -100,7 +109,7 @@ func Publish(ctx context.Context, src, dst store.Store, name string, version int
 			if _, err := datasets.ReadManifest(ctx, src, p.Name, p.Version); err != nil {
 				continue // not in this root: its URI still names it
 			}
-			pr, err := Publish(ctx, src, dst, p.Name, p.Version, opts)
+			pr, err := publish(ctx, src, dst, p.Name, p.Version, opts, done)
 			if err != nil {
 				return nil, fmt.Errorf("parent %s v%d of %s v%d: %w", p.Name, p.Version, m.Name, m.Version, err)
 			}
@@ -189,6 +198,7 @@ func Publish(ctx context.Context, src, dst store.Store, name string, version int
 		}
 		return nil, fmt.Errorf("%s v%d -> %s: nothing committed: %w", m.Name, m.Version, dst.URI(dir), err)
 	}
+	done[dir] = res
 	if opts.Log != nil {
 		state := "published"
 		if res.NoOp {
