@@ -40,7 +40,9 @@
 // with the task's time limit (cut to the episode's remaining time), strips
 // the markers from its output, and grades submission.csv with the task's
 // private grader, whose files exist only in a temporary folder outside the
-// workspace while it runs. Only the grader's score moves the current score
+// workspace while it runs (verdicts are cached per process by private
+// tree and submission hash: graders are pure functions of their files).
+// Only the grader's score moves the current score
 // (m_prev, starting at m_init) and the best score, and only it enters the
 // reward; the VAL_METRIC line the script prints is reported
 // (StepResult.ValMetric) but never rewarded.

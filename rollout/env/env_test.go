@@ -446,3 +446,28 @@ func TestSandboxOutcomeMapping(t *testing.T) {
 		})
 	}
 }
+
+// Identical submissions are graded once per process.
+func TestGradeCache(t *testing.T) {
+	grades.mu.Lock()
+	clear(grades.m) // other tests graded the fixture's submissions already
+	grades.mu.Unlock()
+	e, _ := newTestEnv(t, false)
+	r1 := step(t, e, act(ExecuteScript, "train.py"))
+	before := grades.runs.Load()
+	r2 := step(t, e, act(ExecuteScript, "train.py"))
+	if got := grades.runs.Load() - before; got != 0 {
+		t.Fatalf("the same submission was graded again (%d grader runs)", got)
+	}
+	if r1.MetricAfter == nil || r2.MetricAfter == nil || *r1.MetricAfter != *r2.MetricAfter {
+		t.Fatalf("metrics %v and %v", r1.MetricAfter, r2.MetricAfter)
+	}
+	step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+	before = grades.runs.Load()
+	if r := step(t, e, act(ExecuteScript, "train.py")); r.MetricAfter == nil || *r.MetricAfter != 1 {
+		t.Fatalf("after the edit: %v", r.MetricAfter)
+	}
+	if got := grades.runs.Load() - before; got != 1 {
+		t.Fatalf("a new submission: %d grader runs, want 1", got)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/tasks"
@@ -22,6 +24,10 @@ func (e *Env) grade(ctx context.Context) (tasks.Grade, error) {
 	}
 	if err != nil {
 		return tasks.Grade{}, fmt.Errorf("env: read submission: %w", err)
+	}
+	key := e.s.Spec.PrivateTree + " " + blobs.Hash(sub)
+	if g, ok := grades.get(key); ok {
+		return g, nil
 	}
 	if e.private == nil {
 		files, _, err := blobs.GetTree(ctx, e.st, e.s.Spec.PrivateTree)
@@ -39,7 +45,41 @@ func (e *Env) grade(ctx context.Context) (tasks.Grade, error) {
 	if err != nil {
 		return g, fmt.Errorf("task %s: %w", e.s.Spec.TaskID, err)
 	}
+	grades.put(key, g)
 	return g, nil
+}
+
+// gradeCache remembers verdicts by (private tree, submission hash), for
+// the whole process: a grader is a pure function of the submission file
+// and the answers, and one run (a Python start plus pandas and
+// scikit-learn imports, 1-3 s) often costs more than a warm execution.
+// Re-executions of an unchanged deterministic script, and the many
+// restores of one expert state in step-wise RL, hit it.
+type gradeCache struct {
+	mu   sync.Mutex
+	m    map[string]tasks.Grade
+	runs atomic.Int64 // grader processes started (for tests and benchmarks)
+}
+
+// gradeCacheSize bounds the cache; when full it starts over.
+const gradeCacheSize = 1 << 14
+
+var grades = &gradeCache{m: map[string]tasks.Grade{}}
+
+func (c *gradeCache) get(key string) (tasks.Grade, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.m[key]
+	return g, ok
+}
+
+func (c *gradeCache) put(key string, g tasks.Grade) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= gradeCacheSize {
+		clear(c.m)
+	}
+	c.m[key] = g
 }
 
 // Grade runs a task's grader (internal/tasks.RunGrader, the task-format
@@ -60,6 +100,7 @@ func Grade(ctx context.Context, python string, private blobs.Files, submission [
 	if err := blobs.WriteDir(privDir, private); err != nil {
 		return tasks.Grade{}, fmt.Errorf("grade: %w", err)
 	}
+	grades.runs.Add(1)
 	subPath := filepath.Join(dir, SubmissionFile)
 	if err := os.WriteFile(subPath, submission, 0o644); err != nil {
 		return tasks.Grade{}, fmt.Errorf("grade: %w", err)
