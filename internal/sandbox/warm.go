@@ -27,6 +27,9 @@ var DefaultPreload = []string{
 	"sklearn.svm", "sklearn.tree", "sklearn.utils.class_weight",
 }
 
+// restartEvery spaces restart attempts of a worker that keeps dying.
+const restartEvery = 5 * time.Second
+
 // errWorkerDied: the warm worker exited or its socket broke during a run.
 var errWorkerDied = errors.New("warm worker died")
 
@@ -39,6 +42,7 @@ type warmRunner struct {
 	mu         sync.Mutex
 	w          *worker
 	restarting bool
+	lastStart  time.Time // of the last restart attempt: one per restartEvery at most
 	closed     bool
 	starts     int // workers started, for tests
 }
@@ -83,8 +87,8 @@ func (r *warmRunner) worker() *worker {
 	if r.w != nil && !r.w.isDead() {
 		return r.w
 	}
-	if !r.restarting && !r.closed {
-		r.restarting = true
+	if !r.restarting && !r.closed && time.Since(r.lastStart) > restartEvery {
+		r.restarting, r.lastStart = true, time.Now()
 		go r.restart()
 	}
 	return nil
