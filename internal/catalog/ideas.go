@@ -783,6 +783,15 @@ if _name is None:
     raise ValueError("no hyperparameter to tune: the model has none of C, alpha, n_neighbors, max_depth, learning_rate")
 `
 
+// needsSampleWeight, placed just before the weighted fit, refuses with a
+// clear message a model whose fit takes no sample_weight (k-NN, pipelines)
+// instead of letting the fit fail obscurely.
+const needsSampleWeight = `import inspect
+
+if "sample_weight" not in inspect.signature(model.fit).parameters:
+    raise ValueError("sample weights need a model whose fit takes sample_weight; %s does not" % type(model).__name__)
+`
+
 func (c *cat) trainingProcedures() {
 	const cat = "learning"
 	wrap := func(id, text string, mods, types []string, code string) {
@@ -852,11 +861,10 @@ func (c *cat) trainingProcedures() {
 	wrap("scale-in-pipeline", "Fit the model inside a pipeline that first standardises the features (StandardScaler)", []string{tabular, image, graph, timeSeries}, nil,
 		"from sklearn.pipeline import make_pipeline\nfrom sklearn.preprocessing import StandardScaler\nmodel = make_pipeline(StandardScaler(), model)\n")
 	c.add("balanced-sample-weights", cat, "Fit with balanced per-sample weights so every class contributes equally to the loss", nil, singleClass,
-		sub("training", `model\.fit\(X_train, y_train\)`, "model.fit(X_train, y_train, sample_weight=compute_sample_weight(\"balanced\", y_train))"),
-		prependTo("training", "from sklearn.utils.class_weight import compute_sample_weight\n"))
+		sub("training", `(?m)^model\.fit\(X_train, y_train\)`, needsSampleWeight+"from sklearn.utils.class_weight import compute_sample_weight\n\nmodel.fit(X_train, y_train, sample_weight=compute_sample_weight(\"balanced\", y_train))"))
 	for _, hl := range []int{2, 5} {
 		c.add(fmt.Sprintf("recency-weights-%dseasons", hl), cat, fmt.Sprintf("Weight training rows by recency: the weight halves every %d seasons back in time", hl), []string{timeSeries}, nil,
-			sub("training", `model\.fit\(X_train, y_train\)`, fmt.Sprintf(`model.fit(X_train, y_train, sample_weight=0.5 ** ((X_train["t"].max() - X_train["t"]) / (%d * PERIOD)))`, hl)))
+			sub("training", `(?m)^model\.fit\(X_train, y_train\)`, needsSampleWeight+fmt.Sprintf(`model.fit(X_train, y_train, sample_weight=0.5 ** ((X_train["t"].max() - X_train["t"]) / (%d * PERIOD)))`, hl)))
 	}
 	const ttr = "from sklearn.compose import TransformedTargetRegressor\n"
 	wrap("target-log1p", "Fit the regressor on log1p of the (non-negative) target and invert with expm1 (TransformedTargetRegressor)", []string{tabular, timeSeries}, regTypes,
