@@ -131,6 +131,14 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	slices.SortFunc(steps, func(a, b schemas.Step) int {
 		return cmp.Or(cmp.Compare(a.TrajectoryID, b.TrajectoryID), cmp.Compare(a.StepIndex, b.StepIndex))
 	})
+	byID := map[string]int{} // example and state ids are the steps' (trajectory, step index)
+	for i, s := range steps {
+		id := exampleID(s)
+		if _, dup := byID[id]; dup {
+			return fmt.Errorf("dataset: %s: two rows are trajectory %s step %d; the steps dataset is damaged, re-run the rollout into a new version", stepsM.URI, s.TrajectoryID, s.StepIndex)
+		}
+		byID[id] = i
+	}
 	fmt.Fprintf(log, "dataset: %d steps from %s v%d, splits from %s v%d\n", len(steps), stepsM.Name, stepsM.Version, tasksM.Name, tasksM.Version)
 
 	// 2. Token counts (compact prompt and response) with the real tokenizer.
@@ -157,10 +165,6 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	}
 
 	// 4. Write and commit each dataset.
-	byID := map[string]int{}
-	for i, s := range steps {
-		byID[exampleID(s)] = i
-	}
 	statRow := func(id, task, split string) StatRow {
 		i := byID[id]
 		return StatRow{TaskID: task, Split: split, Outcome: steps[i].Outcome, StepIndex: steps[i].StepIndex,
@@ -314,7 +318,7 @@ func writeOutput[T any](ctx context.Context, st store.Store, key string, o outpu
 		return nil, nil, err
 	}
 	atts := []Attachment{statsAtt}
-	extra := map[string]any{"stats": stats, "tasks": splits, "filter": o.counts}
+	extra := map[string]any{"stats": stats, "tasks": splits}
 	if o.exports != nil {
 		more, info, err := o.exports(ctx, st, fmt.Sprintf("exports/%s/v%d", o.name, p.Version), o.rows)
 		if err != nil {

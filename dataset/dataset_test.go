@@ -375,3 +375,49 @@ func TestRunLeak(t *testing.T) {
 		}
 	}
 }
+
+func TestRunRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, f fixture) Config
+		wantMsg string
+	}{
+		{"duplicate step", func(t *testing.T, f fixture) Config {
+			steps, _ := f.steps(t)
+			commitRows(t, f.st, "steps", schemas.Steps, append(steps, steps[3]), f.tasksM.Ref())
+			return testRunConfig(f.root)
+		}, "two rows are trajectory alpha-0000 step 3"},
+		{"no tasks parent", func(t *testing.T, f fixture) Config {
+			steps, _ := f.steps(t)
+			commitRows(t, f.st, "steps", schemas.Steps, steps)
+			return testRunConfig(f.root)
+		}, "names no tasks version"},
+		{"task missing from the given tasks", func(t *testing.T, f fixture) Config {
+			_, tasks := f.steps(t)
+			commitRows(t, f.st, "tasks", schemas.Tasks, []schemas.Task{tasks["alpha"]})
+			cfg := testRunConfig(f.root)
+			cfg.Tasks = "tasks/v2"
+			return cfg
+		}, `task "beta" is not in the tasks dataset`},
+		{"bad error_steps", func(t *testing.T, f fixture) Config {
+			cfg := testRunConfig(f.root)
+			cfg.ErrorSteps = "sometimes"
+			return cfg
+		}, `error_steps "sometimes"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			err := run(ctx, tt.prepare(t, f), io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.wantMsg)
+			}
+			if _, _, err := datasets.Versions(ctx, f.st, "sft_examples"); err == nil {
+				if m, err := datasets.Latest(ctx, f.st, "sft_examples"); err == nil {
+					t.Errorf("a version was committed despite the error: %s v%d", m.Name, m.Version)
+				}
+			}
+		})
+	}
+}
