@@ -306,6 +306,9 @@ def serve(cfg):
             print("mlerl worker: preload %s: %s" % (m, e), file=sys.stderr)
     import ast, bisect, ctypes, io, resource, traceback, types  # noqa: F401  (children need them)
     libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    import gc
+    gc.collect()
+    gc.freeze()  # children's collections skip the preloaded objects: no copy-on-write of the shared heap
     sock = socket.socket(fileno=3)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
