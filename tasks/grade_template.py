@@ -49,15 +49,15 @@ def read_csv(path, what):
         invalid("%s file %s is not a readable CSV: %s" % (what, path, str(e).splitlines()[0] if str(e) else type(e).__name__))
 
 
-def as_float(values, column):
+def as_float(frame, column):
     out = []
-    for k, v in enumerate(values):
+    for i, v in zip(frame[ID_COLUMN], frame[column]):
         try:
             f = float(v)
         except (TypeError, ValueError):
-            invalid("column %r row %d: %r is not a number" % (column, k + 2, v))
+            invalid("column %r, id %s: %r is not a number" % (column, i, v))
         if math.isnan(f) or math.isinf(f):
-            invalid("column %r row %d: %r is not a finite number" % (column, k + 2, v))
+            invalid("column %r, id %s: %r is not a finite number" % (column, i, v))
         out.append(f)
     return out
 
@@ -67,9 +67,9 @@ def score(metric, sub, ans):
         col = PRED_COLUMNS[0]
         pred = [v.strip() for v in sub[col]]
         true = [v.strip() for v in ans[col]]
-        for k, v in enumerate(pred):
+        for i, v in zip(sub[ID_COLUMN], pred):
             if v == "" or v.lower() == "nan":
-                invalid("column %r row %d: empty or NaN label" % (col, k + 2))
+                invalid("column %r, id %s: empty or NaN label" % (col, i))
         # Labels compare as numbers when both sides are numbers ("1" == "1.0").
         def canon(v):
             try:
@@ -83,20 +83,20 @@ def score(metric, sub, ans):
             return metrics.accuracy_score(true, pred)
         return metrics.f1_score(true, pred, average="macro", labels=sorted(set(true)))
     if metric == "f1_macro":  # multi-label: one 0/1 column per label
-        pred = np.array([as_float(sub[c], c) for c in PRED_COLUMNS]).T
-        true = np.array([as_float(ans[c], c) for c in PRED_COLUMNS]).T
+        pred = np.array([as_float(sub, c) for c in PRED_COLUMNS]).T
+        true = np.array([as_float(ans, c) for c in PRED_COLUMNS]).T
         bad = ~np.isin(pred, (0.0, 1.0))
         if bad.any():
             r, c = np.argwhere(bad)[0]
-            invalid("column %r row %d: %r is not 0 or 1" % (PRED_COLUMNS[c], r + 2, pred[r, c]))
+            invalid("column %r, id %s: %r is not 0 or 1" % (PRED_COLUMNS[c], sub[ID_COLUMN].iloc[r], pred[r, c]))
         return metrics.f1_score(true, pred, average="macro", zero_division=0)
     col = PRED_COLUMNS[0]
-    pred = np.array(as_float(sub[col], col))
-    true = np.array(as_float(ans[col], col))
+    pred = np.array(as_float(sub, col))
+    true = np.array(as_float(ans, col))
     if metric in ("roc_auc", "log_loss"):
         if (pred < 0).any() or (pred > 1).any():
             k = int(np.argmax((pred < 0) | (pred > 1)))
-            invalid("column %r row %d: probability %r is outside [0, 1]" % (col, k + 2, pred[k]))
+            invalid("column %r, id %s: probability %r is outside [0, 1]" % (col, sub[ID_COLUMN].iloc[k], pred[k]))
         if metric == "roc_auc":
             return metrics.roc_auc_score(true, pred)
         p = np.clip(pred, 1e-15, 1 - 1e-15)

@@ -81,8 +81,16 @@ func loadSuite(t testing.TB) []*suiteTask {
 	return out
 }
 
+// graderSettings is the block of grade.py that differs between tasks.
+var graderSettings = regexp.MustCompile(`(?s)# === grader settings ===\n.*?# === end grader settings ===\n`)
+
 func TestSuiteShape(t *testing.T) {
 	suite := loadSuite(t)
+	tpl, err := os.ReadFile(filepath.Join(suiteRoot, "grade_template.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := graderSettings.ReplaceAllString(string(tpl), "")
 	heldOut, modsIn, modsOut, metrics := 0, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	dirs := map[string]bool{}
 	for _, st := range suite {
@@ -94,6 +102,14 @@ func TestSuiteShape(t *testing.T) {
 		}
 		metrics[st.Metric] = true
 		dirs[st.Direction] = true
+		g, err := os.ReadFile(filepath.Join(st.dir, "private", "grade.py"))
+		if err != nil {
+			t.Errorf("%s: %v", st.ID, err)
+		} else if graderSettings.ReplaceAllString(string(g), "") != common {
+			t.Errorf("%s: private/grade.py differs from tasks/grade_template.py outside its settings: rerun tasks/generate.py", st.ID)
+		} else if !strings.Contains(string(g), fmt.Sprintf("METRIC = %q", st.Metric)) && !strings.Contains(string(g), fmt.Sprintf("METRIC = '%s'", st.Metric)) {
+			t.Errorf("%s: private/grade.py does not grade metric %s", st.ID, st.Metric)
+		}
 		if st.MBest == 0 || st.MBestSrc == "" {
 			t.Errorf("%s: m_best %v (source %q) is not set", st.ID, st.MBest, st.MBestSrc)
 		}
