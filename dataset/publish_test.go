@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,5 +268,53 @@ func TestPublishRefuses(t *testing.T) {
 				t.Errorf("a manifest was committed at the destination: %+v", m)
 			}
 		})
+	}
+}
+
+// TestRunOnBucket runs the stage with a gs:// data root: the fixture's
+// inputs are published to fake GCS (with their blobs), the stage reads and
+// writes there, and its outputs pull back intact.
+func TestRunOnBucket(t *testing.T) {
+	ctx := context.Background()
+	// The client reads objects by path-style URLs on the emulator host:
+	// the fake server must know that host, so it sits behind httptest.
+	var handler http.Handler
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	t.Cleanup(ts.Close)
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{NoListener: true, Scheme: "http", ExternalURL: ts.URL, PublicHost: strings.TrimPrefix(ts.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "bkt"})
+	handler = srv.HTTPHandler()
+	t.Setenv("STORAGE_EMULATOR_HOST", ts.URL)
+	const root = "gs://bkt/team/data"
+	bucket, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	if _, err := Publish(ctx, f.st, bucket, "steps", 1, PublishOptions{WithParents: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(ctx, testRunConfig(root), io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	rows, m := readStates(t, bucket)
+	if len(rows) != 14 || !strings.HasPrefix(m.URI, root+"/rl_states/v1/") {
+		t.Errorf("got %d rl states at %s, want 14 under %s", len(rows), m.URI, root)
+	}
+	local := store.NewLocal(t.TempDir())
+	for _, name := range []string{"sft_examples", "rl_states"} {
+		if _, err := Publish(ctx, bucket, local, name, 1, PublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range rows {
+		checkRestorable(t, local, s.SnapshotRef)
+	}
+	if ok, _ := store.Exists(ctx, local, "exports/sft_examples/v1/"+ShareGPTFile); !ok {
+		t.Error("the ShareGPT export did not come back with sft_examples")
 	}
 }
