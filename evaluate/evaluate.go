@@ -1,0 +1,485 @@
+package evaluate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/gomlx/compute"
+	_ "github.com/gomlx/compute/gobackend" // the default GoMLX backend; GOMLX_BACKEND selects others
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/rollout"
+	"github.com/mlerl/mlerl/rollout/agents"
+	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
+	"github.com/mlerl/mlerl/train"
+)
+
+// Method names, in report order.
+const (
+	MethodInitial = "initial"
+	MethodRandom  = "random"
+	MethodExpert  = "expert"
+	MethodLLM     = "llm"
+	MethodSFT     = "sft"
+	MethodPPO     = "sft+ppo"
+)
+
+// AllMethods lists every method in report order.
+var AllMethods = []string{MethodInitial, MethodRandom, MethodExpert, MethodLLM, MethodSFT, MethodPPO}
+
+// Config is the evaluation stage's configuration.
+type Config struct {
+	Data    string   `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
+	Tasks   string   `yaml:"tasks" help:"tasks dataset in the data root (name, or name/vN)"`
+	Ideas   string   `yaml:"ideas" help:"ideas dataset (the plans' kept ideas) in the data root (name, or name/vN)"`
+	Out     string   `yaml:"out" help:"name of the eval_results dataset to write"`
+	Splits  []string `yaml:"splits" help:"splits to evaluate, each reported separately: held-out, held-in"`
+	Only    []string `yaml:"only" help:"task ids to evaluate (empty: every task of the splits)"`
+	Methods []string `yaml:"methods" help:"methods: initial, random, expert, llm (needs llm.base_url), sft, sft+ppo; llm without an endpoint and policies without a checkpoint are skipped with a note"`
+	PerTask int      `yaml:"per_task" help:"trajectories per task and method (avg@N, best@N)"`
+	Seed    int64    `yaml:"seed" help:"run seed: trajectory i of a task gets the same seed and plan for every method"`
+	Workers int      `yaml:"workers" help:"episodes in parallel (0: one per core)"`
+	SFT     string   `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step)"`
+	PPO     string   `yaml:"ppo" help:"PPO checkpoint folder in the data root (its latest step)"`
+	// The policies' sampling.
+	Temperature  float64 `yaml:"temperature" help:"policy sampling temperature (0: greedy)"`
+	TopP         float64 `yaml:"top_p" help:"policy nucleus sampling threshold"`
+	MaxNewTokens int     `yaml:"max_new_tokens" help:"longest policy answer in tokens"`
+	// The baselines' settings (as in the rollouts).
+	SlipRate       float64 `yaml:"slip_rate" help:"expert: chance of a slip per step (the rollouts' setting)"`
+	LLMTemperature float64 `yaml:"llm_temperature" help:"llm agent: sampling temperature"`
+	// The environment (as in the rollouts).
+	Warm          bool       `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
+	Instrument    bool       `yaml:"instrument" help:"insert partial-credit markers before each execution (rewards only; scores are the grader's)"`
+	FullBudget    int        `yaml:"full_budget" help:"token budget of the full (LLM) prompt"`
+	CompactBudget int        `yaml:"compact_budget" help:"token budget of the compact (policy) prompt: keep the rollouts' value"`
+	Report        string     `yaml:"report" help:"local folder for report.md and the plots (empty: reports/eval-v<N>/ in the data root)"`
+	Env           env.Config `yaml:"env"`
+	LLM           llm.Config `yaml:"llm"`
+}
+
+// DefaultConfig returns 8 trajectories per held-out task and method, the
+// rollouts' environment limits (15 steps, 30 minutes), and the checkpoint
+// folders `mlerl train sft|ppo` write by default.
+func DefaultConfig() Config {
+	return Config{
+		Data: "./data", Tasks: "tasks", Ideas: "ideas", Out: schemas.EvalResults.Name,
+		Splits: []string{schemas.HeldOut}, Methods: slices.Clone(AllMethods), PerTask: 8, Seed: 1,
+		SFT: train.DefaultSFTConfig().Out, PPO: train.DefaultPPOConfig().Out,
+		Temperature: 0.7, TopP: 0.95, MaxNewTokens: train.DefaultPPOConfig().MaxNewTokens,
+		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true, Instrument: true,
+		FullBudget: 6000, CompactBudget: 448,
+		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
+	}
+}
+
+// Validate implements config.Validator.
+func (c *Config) Validate() error {
+	if c.PerTask < 1 {
+		return fmt.Errorf("per_task must be at least 1")
+	}
+	if len(c.Splits) == 0 {
+		return fmt.Errorf("splits is empty: want held-out, held-in or both")
+	}
+	for _, s := range c.Splits {
+		if s != schemas.HeldOut && s != schemas.HeldIn {
+			return fmt.Errorf("splits: %q is not held-out or held-in", s)
+		}
+	}
+	if len(c.Methods) == 0 {
+		return fmt.Errorf("methods is empty: want some of %s", strings.Join(AllMethods, ", "))
+	}
+	for _, m := range c.Methods {
+		if !slices.Contains(AllMethods, m) {
+			return fmt.Errorf("methods: %q is not one of %s", m, strings.Join(AllMethods, ", "))
+		}
+	}
+	if c.MaxNewTokens < 1 {
+		return fmt.Errorf("max_new_tokens must be at least 1")
+	}
+	return c.Env.Validate()
+}
+
+// method is one evaluated agent.
+type method struct {
+	name    string
+	factory agents.Factory // nil for initial
+	source  string         // checkpoint or endpoint, for the report
+}
+
+// job is one evaluation trajectory.
+type job struct {
+	method *method
+	task   schemas.Task
+	index  int
+	seed   int64
+	plan   []schemas.Idea
+}
+
+// Run evaluates the methods and writes the eval_results dataset and the
+// report. Rerun after a crash with the same config, it resumes: a (method,
+// task) whose part file was written is not run again.
+func Run(ctx context.Context, cfg Config) error {
+	return run(ctx, cfg, os.Stdout, os.Stderr)
+}
+
+func run(ctx context.Context, cfg Config, out, log io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("evaluate: %w", err)
+	}
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return err
+	}
+
+	// 1. Inputs: the tasks of the splits and their kept ideas.
+	tasksM, err := datasets.ResolveIn(ctx, st, cfg.Tasks)
+	if err != nil {
+		return fmt.Errorf("evaluate: tasks: %w", err)
+	}
+	allTasks, err := datasets.ReadAll[schemas.Task](ctx, st, tasksM, schemas.Tasks)
+	if err != nil {
+		return err
+	}
+	ideasM, err := datasets.ResolveIn(ctx, st, cfg.Ideas)
+	if err != nil {
+		return fmt.Errorf("evaluate: ideas: %w", err)
+	}
+	ideas, err := datasets.ReadAll[schemas.Idea](ctx, st, ideasM, schemas.Ideas)
+	if err != nil {
+		return err
+	}
+	pools := rollout.BuildPools(ideas)
+	var tasks []schemas.Task
+	for _, t := range allTasks {
+		if slices.Contains(cfg.Splits, t.Split) && (len(cfg.Only) == 0 || slices.Contains(cfg.Only, t.TaskID)) {
+			tasks = append(tasks, t)
+		}
+	}
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].TaskID < tasks[j].TaskID })
+	if len(tasks) == 0 {
+		return fmt.Errorf("evaluate: no %s tasks in %s (only=%v)", strings.Join(cfg.Splits, "/"), tasksM.URI, cfg.Only)
+	}
+
+	// 2. Methods: the baselines and the trained policies.
+	methods, notes, err := openMethods(ctx, st, cfg)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(log, "evaluate: %s\n", n)
+	}
+
+	// 3. The work list: trajectory i of a task has one seed and one plan,
+	// shared by every method.
+	var jobs []job
+	for i := range cfg.PerTask {
+		for _, t := range tasks {
+			seed := trajectorySeed(cfg.Seed, t.TaskID, i)
+			plan, err := rollout.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
+			if err != nil {
+				return fmt.Errorf("evaluate: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
+			}
+			for _, m := range methods {
+				if m.factory == nil && i > 0 {
+					continue // initial: one row per task, nothing is run
+				}
+				jobs = append(jobs, job{method: m, task: t, index: i, seed: seed, plan: plan})
+			}
+		}
+	}
+
+	// 4. Resume: one part file per (method, task).
+	key := runKey(cfg, tasksM, ideasM, methods)
+	pending, err := datasets.Begin(ctx, st, cfg.Out, schemas.EvalResults, key)
+	if err != nil {
+		return err
+	}
+	parts, err := pending.Parts(ctx)
+	if err != nil {
+		return err
+	}
+	todo := slices.DeleteFunc(slices.Clone(jobs), func(j job) bool { return slices.Contains(parts, partName(j.method.name, j.task.TaskID)) })
+	remaining := map[string]int{}
+	for _, j := range todo {
+		remaining[partName(j.method.name, j.task.TaskID)]++
+	}
+	fmt.Fprintf(log, "evaluate: %d tasks x %d methods, %d trajectories each: %d episodes, %d already done, writing %s\n",
+		len(tasks), len(methods), cfg.PerTask, len(jobs), len(jobs)-len(todo), pending.URI())
+
+	// 5. The episodes, in parallel; a (method, task) is written as soon as
+	// its trajectories are in.
+	runner, err := newRunner(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	envCfg := cfg.Env
+	envCfg.Runner = runner
+	if cfg.Instrument {
+		envCfg.Instrumenter = env.StaticInstrumenter{}
+	}
+	opts := agents.DefaultOptions()
+	opts.FullBudget, opts.CompactBudget, opts.MaxSteps = cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps
+	if tok, err := tokenizer.Default(); err == nil {
+		opts.Count = func(s string) int { return len(tok.Encode(s)) }
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	bar := progress.New("evaluate", len(todo))
+	var mu sync.Mutex
+	buf := map[string][]schemas.EvalResult{}
+	eg, ectx := errgroup.WithContext(ctx)
+	eg.SetLimit(workers)
+	for _, j := range todo {
+		eg.Go(func() error {
+			row, err := runOne(ectx, st, envCfg, opts, j, key)
+			if err != nil {
+				return fmt.Errorf("%s on %s, trajectory %d: %w", j.method.name, j.task.TaskID, j.index, err)
+			}
+			part := partName(j.method.name, j.task.TaskID)
+			mu.Lock()
+			buf[part] = append(buf[part], row)
+			remaining[part]--
+			var rows []schemas.EvalResult
+			if remaining[part] == 0 {
+				rows = buf[part]
+				delete(buf, part)
+			}
+			mu.Unlock()
+			if rows != nil {
+				sort.Slice(rows, func(a, b int) bool { return rows[a].Trajectory < rows[b].Trajectory })
+				if err := datasets.WritePart(ectx, pending, part, rows); err != nil {
+					return err
+				}
+			}
+			bar.Add(1, fmt.Sprintf("%s %s #%d", j.method.name, j.task.TaskID, j.index))
+			return nil
+		})
+	}
+	err = eg.Wait()
+	bar.Done()
+	if err != nil {
+		return fmt.Errorf("evaluate: %w (rerun the same command to resume; finished (method, task) pairs are kept)", err)
+	}
+
+	// 6. The dataset, with lineage to its inputs and the checkpoints.
+	rows, err := readPending(ctx, pending)
+	if err != nil {
+		return err
+	}
+	sum := Summarize(rows)
+	sources := map[string]string{}
+	for _, m := range methods {
+		if m.source != "" {
+			sources[m.name] = m.source
+		}
+	}
+	extra := map[string]any{"methods": methodNames(methods), "sources": sources, "notes": notes,
+		"per_task": cfg.PerTask, "max_steps": cfg.Env.MaxSteps, "headline": sum.Headlines}
+	m, err := pending.Commit(ctx, datasets.CommitOptions{Producer: datasets.NewProducer(cfg),
+		Parents: []datasets.Parent{tasksM.Ref(), ideasM.Ref()}, Extra: extra})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "evaluate: committed %s v%d (%d rows)\n", m.Name, m.Version, m.Rows)
+
+	// 7. The report: Markdown and plots, with the trainers' curves.
+	in := ReportInput{Summary: sum, Results: m, Tasks: tasksM, Ideas: ideasM, Sources: sources, Notes: notes,
+		PerTask: cfg.PerTask, MaxSteps: cfg.Env.MaxSteps, Curves: readCurves(ctx, st, cfg)}
+	where, err := WriteReport(ctx, st, cfg.Report, fmt.Sprintf("reports/eval-v%d", m.Version), in)
+	if err != nil {
+		return fmt.Errorf("evaluate: report: %w", err)
+	}
+	PrintHeadline(out, sum)
+	fmt.Fprintf(out, "report: %s\n", where)
+	return nil
+}
+
+// openMethods builds the requested methods; unavailable ones (llm without
+// an endpoint, a policy without a checkpoint) are left out with a note.
+func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []string, error) {
+	var out []*method
+	var notes []string
+	var backend compute.Backend
+	for _, name := range AllMethods {
+		if !slices.Contains(cfg.Methods, name) {
+			continue
+		}
+		switch name {
+		case MethodInitial:
+			out = append(out, &method{name: name})
+		case MethodRandom:
+			out = append(out, &method{name: name, factory: agents.Random{}})
+		case MethodExpert:
+			out = append(out, &method{name: name, factory: agents.Scripted{SlipRate: cfg.SlipRate}})
+		case MethodLLM:
+			if !cfg.LLM.Enabled() {
+				notes = append(notes, "llm: skipped (no llm.base_url configured)")
+				continue
+			}
+			c, err := llm.New(cfg.LLM)
+			if err != nil {
+				return nil, nil, fmt.Errorf("evaluate: llm: %w", err)
+			}
+			out = append(out, &method{name: name, factory: agents.LLM{Client: c, Temperature: cfg.LLMTemperature}, source: cfg.LLM.BaseURL + " " + c.Model()})
+		case MethodSFT, MethodPPO:
+			dir := cfg.SFT
+			if name == MethodPPO {
+				dir = cfg.PPO
+			}
+			latest, err := train.LatestCheckpoint(ctx, st, dir)
+			if err != nil {
+				return nil, nil, err
+			}
+			if latest == "" {
+				notes = append(notes, fmt.Sprintf("%s: skipped (no checkpoint in %s; run `mlerl train %s`)", name, st.URI(dir), map[string]string{MethodSFT: "sft", MethodPPO: "ppo"}[name]))
+				continue
+			}
+			if backend == nil {
+				if backend, err = compute.New(); err != nil {
+					return nil, nil, fmt.Errorf("evaluate: backend: %w", err)
+				}
+			}
+			a, err := train.LoadAgent(ctx, st, dir, name, backend, train.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens})
+			if err != nil {
+				return nil, nil, fmt.Errorf("evaluate: %w", err)
+			}
+			out = append(out, &method{name: name, factory: a, source: a.Source})
+		}
+	}
+	if len(out) == 0 {
+		return nil, notes, fmt.Errorf("evaluate: none of the methods %v is available (%s)", cfg.Methods, strings.Join(notes, "; "))
+	}
+	return out, notes, nil
+}
+
+// runOne runs one trajectory (or, for initial, records m_init).
+func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.Options, j job, key string) (schemas.EvalResult, error) {
+	spec := env.SpecFromTask(j.task)
+	row := schemas.EvalResult{RunID: key, Method: j.method.name, TaskID: j.task.TaskID, Split: j.task.Split,
+		Metric: j.task.Metric, Direction: j.task.Direction, Trajectory: int32(j.index), Seed: j.seed,
+		MInit: spec.MInit, FinalScore: spec.MInit}
+	if j.method.factory == nil {
+		return row, nil
+	}
+	e, err := env.New(ctx, envCfg, spec, st)
+	if err != nil {
+		return row, err
+	}
+	defer e.Close()
+	texts := make([]string, len(j.plan))
+	ids := make([]string, len(j.plan))
+	for i, p := range j.plan {
+		texts[i], ids[i] = p.Text, p.IdeaID
+	}
+	traj := schemas.Trajectory{TrajectoryID: fmt.Sprintf("eval-%s-%s-%02d", j.method.name, j.task.TaskID, j.index),
+		TaskID: j.task.TaskID, Expert: j.method.name, Seed: j.seed, PlanIdeaIDs: ids, Plan: strings.Join(texts, "\n")}
+	ep, err := agents.RunEpisode(ctx, e, j.method.factory.Episode(texts, j.seed), traj, texts, opts)
+	if err != nil {
+		return row, err
+	}
+	row.FinalScore = e.Current()
+	if b, ok := e.Best(); ok {
+		row.BestScore = &b
+	}
+	row.Steps = ep.Trajectory.NumSteps
+	row.WallS = ep.Trajectory.WallS
+	row.CostUSD = ep.Trajectory.CostUSD
+	for _, s := range ep.Steps {
+		name := s.ActionName
+		if name == "" {
+			name = "(unparsed)"
+		}
+		row.Actions = append(row.Actions, name)
+		row.Outcomes = append(row.Outcomes, s.Outcome)
+	}
+	return row, nil
+}
+
+func newRunner(ctx context.Context, cfg Config, log io.Writer) (sandbox.Runner, error) {
+	python, err := sandbox.FindPython(cfg.Env.Python)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Warm {
+		r, err := sandbox.NewWarm(ctx, python)
+		if err == nil {
+			return r, nil
+		}
+		fmt.Fprintf(log, "evaluate: warm worker unavailable (%v); using cold processes\n", err)
+	}
+	return sandbox.NewCold(python), nil
+}
+
+// trajectorySeed derives trajectory i's seed of a task from the run seed.
+func trajectorySeed(seed int64, task string, i int) int64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "eval/%d/%s/%d", seed, task, i)
+	return int64(h.Sum64() & (1<<63 - 1))
+}
+
+// runKey identifies an evaluation: everything that changes its rows.
+func runKey(cfg Config, tasks, ideas *datasets.Manifest, methods []*method) string {
+	c := cfg
+	c.Workers, c.Data, c.Report = 0, "", ""
+	h := sha256.New()
+	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.YAML(c))
+	for _, m := range methods {
+		fmt.Fprintf(h, "\n%s %s", m.name, m.source)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+func partName(method, task string) string {
+	return strings.NewReplacer("+", "-plus-", ":", "-", "/", "-").Replace(method) + "--" + task + ".parquet"
+}
+
+func methodNames(ms []*method) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.name
+	}
+	return out
+}
+
+func readPending(ctx context.Context, p *datasets.Pending) ([]schemas.EvalResult, error) {
+	parts, err := p.Parts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []schemas.EvalResult
+	for _, part := range parts {
+		rows, err := datasets.ReadPart[schemas.EvalResult](ctx, p, part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("evaluate: no results were written")
+	}
+	return out, nil
+}

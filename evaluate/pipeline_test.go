@@ -1,0 +1,228 @@
+package evaluate
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/dataset"
+	"github.com/mlerl/mlerl/ingest"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/rollout"
+	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
+	"github.com/mlerl/mlerl/train"
+)
+
+// smokeTasks: one held-in and one held-out built-in task.
+var smokeTasks = []string{"wine-cultivar", "election-vote"}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// smokeSuite copies the smoke tasks to a temporary suite. While a
+// task.yaml has no measured m_best (0), ingest refuses it; the copy then
+// gets m_best 1.0 (both tasks score accuracy in [0, 1]).
+func smokeSuite(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, id := range smokeTasks {
+		dst := filepath.Join(dir, id)
+		if err := os.CopyFS(dst, os.DirFS(filepath.Join(repoRoot(), "tasks", id))); err != nil {
+			t.Fatal(err)
+		}
+		y := filepath.Join(dst, "task.yaml")
+		b, err := os.ReadFile(y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixed := regexp.MustCompile(`(?m)^m_best: 0$`).ReplaceAll(b, []byte("m_best: 1.0"))
+		if err := os.WriteFile(y, fixed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// envReward is the environment reward of step-wise PPO (as the command
+// wires it): restore the state, take the action, return the reward.
+func envReward(st store.Store) train.RewardFunc {
+	ecfg := env.DefaultConfig()
+	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")
+	return func(ctx context.Context, s schemas.RLState, action string) (train.Outcome, error) {
+		e, err := env.Restore(ctx, ecfg, st, s.SnapshotRef)
+		if err != nil {
+			return train.Outcome{}, err
+		}
+		defer e.Close()
+		r, err := e.Step(ctx, action)
+		if err != nil {
+			return train.Outcome{}, err
+		}
+		return train.Outcome{Reward: r.Reward.Total, DurationS: r.ExecDuration.Seconds(), FormatError: r.FormatError != nil}, nil
+	}
+}
+
+// TestPipelineSmoke runs the whole pipeline with tiny budgets: ingest
+// (tasks, catalog ideas) -> rollout (2 x 5 steps on the held-in task) -> dataset ->
+// SFT (a few updates of a tiny model) -> PPO (2 updates) -> evaluate
+// (2 trajectories per method, held-out and held-in), and checks the
+// eval_results rows and the report.
+func TestPipelineSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole pipeline")
+	}
+	if _, err := sandbox.FindPython(""); err != nil {
+		t.Skipf("no task runtime: %v", err)
+	}
+	if _, err := tokenizer.Default(); err != nil {
+		t.Skipf("no tokenizer: %v", err)
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	var stages []string
+	mark := time.Now()
+	stage := func(name string) {
+		stages = append(stages, name+" "+time.Since(mark).Round(time.Millisecond).String())
+		mark = time.Now()
+	}
+
+	tc := ingest.DefaultTasksConfig()
+	tc.Data, tc.Suite, tc.Only = root, smokeSuite(t), smokeTasks
+	if err := ingest.RunTasks(ctx, tc); err != nil {
+		t.Fatalf("ingest tasks: %v", err)
+	}
+	ic := ingest.DefaultIdeasConfig()
+	ic.Data, ic.K = root, 3
+	if err := ingest.RunIdeas(ctx, ic); err != nil {
+		t.Fatalf("ingest ideas: %v", err)
+	}
+	stage("ingest")
+
+	rc := rollout.DefaultConfig()
+	rc.Data, rc.Split, rc.PerTask, rc.Seed, rc.Workers = root, schemas.HeldIn, 2, 7, 2
+	rc.Env.MaxSteps = 5
+	if err := rollout.Run(ctx, rc); err != nil {
+		t.Fatalf("rollout: %v", err)
+	}
+	stage("rollout")
+
+	dc := dataset.DefaultConfig()
+	dc.Data, dc.Exports = root, false
+	if err := dataset.Run(ctx, dc); err != nil {
+		t.Fatalf("dataset: %v", err)
+	}
+	stage("dataset")
+
+	sc := train.DefaultSFTConfig()
+	sc.Data, sc.Tokenizer = root, "bytes"
+	sc.Model = train.ModelConfig{DModel: 32, Heads: 2, Layers: 1, Ctx: 192}
+	sc.Epochs, sc.BatchRows, sc.MaxSteps = 1, 2, 4
+	if err := train.RunSFT(ctx, sc); err != nil {
+		t.Fatalf("train sft: %v", err)
+	}
+	stage("sft")
+
+	pc := train.DefaultPPOConfig()
+	pc.Data, pc.Updates, pc.BatchSize, pc.Minibatches, pc.GenBatch, pc.Workers, pc.MaxNewTokens = root, 2, 2, 1, 2, 2, 16
+	st, _ := store.Open(ctx, root)
+	if err := train.RunPPOWith(ctx, pc, envReward(st), io.Discard); err != nil {
+		t.Fatalf("train ppo: %v", err)
+	}
+	stage("ppo")
+
+	cfg := DefaultConfig()
+	cfg.Data, cfg.PerTask, cfg.MaxNewTokens = root, 2, 16
+	cfg.Splits = []string{schemas.HeldOut, schemas.HeldIn}
+	cfg.Env.MaxSteps = 3
+	var out, log bytes.Buffer
+	if err := run(ctx, cfg, &out, &log); err != nil {
+		t.Fatalf("evaluate: %v\n%s", err, log.String())
+	}
+	stage("evaluate")
+	t.Logf("stages: %s", strings.Join(stages, ", "))
+
+	m, err := datasets.Latest(ctx, st, schemas.EvalResults.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := datasets.ReadAll[schemas.EvalResult](ctx, st, m, schemas.EvalResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{MethodInitial: 1, MethodRandom: 2, MethodExpert: 2, MethodSFT: 2, MethodPPO: 2}
+	got := map[string]int{}
+	for _, r := range rows {
+		got[r.Method+" "+r.TaskID]++
+		wantSplit := map[string]string{"wine-cultivar": schemas.HeldIn, "election-vote": schemas.HeldOut}[r.TaskID]
+		if r.Split != wantSplit {
+			t.Errorf("row %s/%s/%d: split %q, want %q", r.Method, r.TaskID, r.Trajectory, r.Split, wantSplit)
+		}
+		if r.MInit <= 0 || math.IsNaN(r.FinalScore) {
+			t.Errorf("row %s/%s/%d: m_init %v final %v", r.Method, r.TaskID, r.Trajectory, r.MInit, r.FinalScore)
+		}
+		if r.Method == MethodInitial && (r.FinalScore != r.MInit || r.Steps != 0) {
+			t.Errorf("initial on %s: final %v steps %d, want m_init %v and no steps", r.TaskID, r.FinalScore, r.Steps, r.MInit)
+		}
+		if r.Method != MethodInitial && (r.Steps < 1 || r.Steps > 3 || len(r.Actions) != int(r.Steps) || len(r.Outcomes) != int(r.Steps)) {
+			t.Errorf("%s on %s #%d: %d steps, %d actions, %d outcomes; want 1..3 steps, one action and outcome each", r.Method, r.TaskID, r.Trajectory, r.Steps, len(r.Actions), len(r.Outcomes))
+		}
+	}
+	for _, task := range smokeTasks {
+		for method, n := range want {
+			if got[method+" "+task] != n {
+				t.Errorf("%s on %s: got %d rows, want %d", method, task, got[method+" "+task], n)
+			}
+		}
+	}
+	sources, _ := m.Extra["sources"].(map[string]any)
+	for _, method := range []string{MethodSFT, MethodPPO} {
+		if s, _ := sources[method].(string); !strings.Contains(s, "checkpoints/") {
+			t.Errorf("manifest extra sources[%s] = %q, want its checkpoint", method, s)
+		}
+	}
+	if len(m.Parents) != 2 {
+		t.Errorf("manifest parents %v: want tasks and ideas", m.Parents)
+	}
+
+	// The report and its plots.
+	dir := filepath.Join(root, "reports", "eval-v1")
+	md, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## held-out tasks", "## held-in tasks", "| election-vote |", "| sft+ppo |", DeltaPlot, SFTPlot, PPOPlot} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("report.md lacks %q", s)
+		}
+	}
+	for _, p := range []string{DeltaPlot, SFTPlot, PPOPlot, TimePlot, ActionsPlot, OutcomesPlot} {
+		f, err := os.Open(filepath.Join(dir, p))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil || img.Bounds().Dx() < 400 {
+			t.Errorf("%s: not a readable PNG (%v)", p, err)
+		}
+	}
+	if !strings.Contains(out.String(), "HELD-OUT") || !strings.Contains(out.String(), "report: ") {
+		t.Errorf("headline output:\n%s", out.String())
+	}
+}

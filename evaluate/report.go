@@ -1,0 +1,338 @@
+package evaluate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Curve is one trainer's metrics, one record per JSON line of its
+// metrics.jsonl (numeric fields only), in file order.
+type Curve struct {
+	Source  string
+	Records []map[string]float64
+}
+
+// Curves are the training curves shown in the report.
+type Curves struct {
+	SFT, PPO Curve
+}
+
+// ReportInput is everything the report shows.
+type ReportInput struct {
+	Summary Summary
+	// Results, Tasks and Ideas are the datasets (for lineage).
+	Results, Tasks, Ideas *datasets.Manifest
+	// Sources maps a method to its checkpoint or endpoint.
+	Sources map[string]string
+	Notes   []string
+	PerTask int
+	// MaxSteps is the environment's step limit per trajectory.
+	MaxSteps int
+	Curves   Curves
+}
+
+// Report file names.
+const (
+	ReportFile   = "report.md"
+	DeltaPlot    = "delta_r.png"
+	SFTPlot      = "training_sft.png"
+	PPOPlot      = "training_ppo.png"
+	TimePlot     = "time_cost.png"
+	ActionsPlot  = "actions.png"
+	OutcomesPlot = "outcomes.png"
+)
+
+// WriteReport renders report.md and its plots and writes them to the
+// local folder dir, or, when dir is empty, under key in st. It returns
+// where report.md is.
+func WriteReport(ctx context.Context, st store.Store, dir, key string, in ReportInput) (string, error) {
+	files := map[string][]byte{}
+	plots := []struct {
+		name string
+		draw func(ReportInput) ([]byte, error)
+	}{{DeltaPlot, plotDelta}, {SFTPlot, plotSFT}, {PPOPlot, plotPPO}, {TimePlot, plotTime}, {ActionsPlot, plotActions}, {OutcomesPlot, plotOutcomes}}
+	var drawn []string
+	for _, p := range plots {
+		b, err := p.draw(in)
+		if err != nil {
+			return "", fmt.Errorf("plot %s: %w", p.name, err)
+		}
+		if b != nil { // nil: nothing to draw (no training metrics)
+			files[p.name] = b
+			drawn = append(drawn, p.name)
+		}
+	}
+	var md bytes.Buffer
+	writeMarkdown(&md, in, drawn)
+	files[ReportFile] = md.Bytes()
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				return "", err
+			}
+		}
+		abs, err := filepath.Abs(filepath.Join(dir, ReportFile))
+		if err != nil {
+			return "", err
+		}
+		return abs, nil
+	}
+	for name, b := range files {
+		if err := store.WriteAll(ctx, st, key+"/"+name, b, store.CreateOptions{}); err != nil {
+			return "", err
+		}
+	}
+	return st.URI(key + "/" + ReportFile), nil
+}
+
+func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
+	s := in.Summary
+	has := func(name string) bool {
+		for _, p := range plots {
+			if p == name {
+				return true
+			}
+		}
+		return false
+	}
+	fmt.Fprintf(w, "# Evaluation report\n\n")
+	if in.Results != nil {
+		fmt.Fprintf(w, "Results: `%s` (%d rows), %s.\n", in.Results.Ref().URI, in.Results.Rows, in.Results.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	if in.Tasks != nil && in.Ideas != nil {
+		fmt.Fprintf(w, "Tasks: `%s`; plans from the kept ideas of `%s`.\n", in.Tasks.Ref().URI, in.Ideas.Ref().URI)
+	}
+	fmt.Fprintf(w, "Budget: %d trajectories per task and method, at most %d steps each.\n\n", in.PerTask, in.MaxSteps)
+	if len(in.Sources) > 0 {
+		fmt.Fprintf(w, "| method | source |\n|---|---|\n")
+		for _, m := range s.Methods {
+			if src, ok := in.Sources[m]; ok {
+				fmt.Fprintf(w, "| %s | `%s` |\n", m, src)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	for _, n := range in.Notes {
+		fmt.Fprintf(w, "- Note: %s\n", n)
+	}
+	if len(in.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+
+	for _, split := range []string{schemas.HeldOut, schemas.HeldIn} {
+		var hs []Headline
+		for _, h := range s.Headlines {
+			if h.Split == split {
+				hs = append(hs, h)
+			}
+		}
+		if len(hs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "## %s tasks\n\n", split)
+		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), share of trajectories ending above m_init, mean steps, time and cost per trajectory.\n\n")
+		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | improved | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, h := range hs {
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f%% | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,
+				pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, h.MeanSteps, h.MeanWallS, h.MeanCost)
+		}
+		fmt.Fprintln(w)
+		if v := Verdict(s, split); v != "" {
+			fmt.Fprintf(w, "%s\n\n", v)
+		}
+		fmt.Fprintf(w, "| task | metric | m_init | method | n | avg@n | best@n | delta_r | 95%% CI |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, c := range s.Cells {
+			if c.Split != split {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s (%s) | %.4g | %s | %d | %.4g | %.4g | %s | %s |\n", c.TaskID, c.Metric, c.Direction, c.MInit,
+				c.Method, c.N, c.Avg, c.Best, pct(c.Delta), ci(c.DeltaCI))
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "## Plots\n\n")
+	captions := map[string]string{
+		DeltaPlot:    "delta_r per task and method (held-out tasks first; intervals in the tables)",
+		SFTPlot:      "SFT: training loss per update and validation loss per epoch",
+		PPOPlot:      "PPO: mean reward and losses per update",
+		TimePlot:     "time and cost per trajectory, per method",
+		ActionsPlot:  "actions per method (share of steps)",
+		OutcomesPlot: "outcome classes per method (share of steps)",
+	}
+	for _, p := range []string{DeltaPlot, SFTPlot, PPOPlot, TimePlot, ActionsPlot, OutcomesPlot} {
+		if has(p) {
+			fmt.Fprintf(w, "![%s](%s)\n\n*%s*\n\n", captions[p], p, captions[p])
+		} else if p == SFTPlot || p == PPOPlot {
+			fmt.Fprintf(w, "- %s: no metrics found.\n\n", captions[p])
+		}
+	}
+
+	fmt.Fprintf(w, "## How the numbers are computed\n\n")
+	fmt.Fprintf(w, "- A trajectory's final score is the grader's score (hidden labels) of the submission standing at the end: the last valid graded run, or m_init when the agent never produced one. best_score (the best run during the episode) is in the dataset but not used here.\n")
+	fmt.Fprintf(w, "- avg@n is the mean of the n final scores, best@n the best of them; delta_r = beta (avg@n - m_init) / m_init with beta = -1 for lower-is-better metrics.\n")
+	fmt.Fprintf(w, "- Intervals: Student t over the n trajectories of a task; per method, the mean of the tasks' delta_r with their standard errors combined (tasks treated as fixed).\n")
+	fmt.Fprintf(w, "- initial is the untouched initial script: its delta_r is 0 by construction (one row per task).\n")
+	fmt.Fprintf(w, "- Trajectory i of a task has the same seed and initial plan (sampled from the task's kept ideas, which are generated without labels) for every method.\n")
+}
+
+// Verdict says, in one sentence, whether RL beat SFT on a split, and
+// whether the difference is within the intervals.
+func Verdict(s Summary, split string) string {
+	var sft, ppo *Headline
+	for i := range s.Headlines {
+		h := &s.Headlines[i]
+		if h.Split != split {
+			continue
+		}
+		switch h.Method {
+		case MethodSFT:
+			sft = h
+		case MethodPPO:
+			ppo = h
+		}
+	}
+	if sft == nil || ppo == nil || math.IsNaN(sft.Delta) || math.IsNaN(ppo.Delta) {
+		return ""
+	}
+	overlap := math.Abs(ppo.Delta-sft.Delta) <= ppo.DeltaCI+sft.DeltaCI
+	qual := ""
+	if overlap {
+		qual = " (within the 95% intervals: not a clear difference)"
+	}
+	switch {
+	case ppo.Delta > sft.Delta:
+		return fmt.Sprintf("On %s tasks, SFT+PPO beats SFT: delta_r %s vs %s%s.", split, pct(ppo.Delta), pct(sft.Delta), qual)
+	case ppo.Delta == sft.Delta:
+		return fmt.Sprintf("On %s tasks, RL does not beat SFT: both have delta_r %s.", split, pct(ppo.Delta))
+	default:
+		return fmt.Sprintf("On %s tasks, RL does not beat SFT: SFT+PPO delta_r %s vs SFT %s%s.", split, pct(ppo.Delta), pct(sft.Delta), qual)
+	}
+}
+
+// PrintHeadline writes the headline table of every split, and the verdicts.
+func PrintHeadline(w io.Writer, s Summary) {
+	for _, split := range []string{schemas.HeldOut, schemas.HeldIn} {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		n := 0
+		for _, h := range s.Headlines {
+			if h.Split != split {
+				continue
+			}
+			if n == 0 {
+				fmt.Fprintf(tw, "%s\tTASKS\tTRAJ\tDELTA_R\t95%% CI\tIMPROVED\tSTEPS\tTIME/TRAJ\n", strings.ToUpper(split))
+			}
+			n++
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f%%\t%.1f\t%.1fs\n", h.Method, h.Tasks, h.Trajectories, pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, h.MeanSteps, h.MeanWallS)
+		}
+		tw.Flush()
+		if v := Verdict(s, split); v != "" {
+			fmt.Fprintln(w, v)
+		}
+	}
+}
+
+func pct(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.2f%%", 100*x)
+}
+
+func ci(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("±%.2f%%", 100*x)
+}
+
+// readCurves reads the trainers' metrics.jsonl beside their checkpoints;
+// a missing file gives an empty curve.
+func readCurves(ctx context.Context, st store.Store, cfg Config) Curves {
+	return Curves{SFT: readCurve(ctx, st, cfg.SFT), PPO: readCurve(ctx, st, cfg.PPO)}
+}
+
+func readCurve(ctx context.Context, st store.Store, dir string) Curve {
+	c := Curve{Source: st.URI(dir + "/metrics.jsonl")}
+	b, err := store.ReadAll(ctx, st, dir+"/metrics.jsonl")
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			fmt.Fprintf(os.Stderr, "evaluate: %s: %v (no curve)\n", c.Source, err)
+		}
+		return c
+	}
+	c.Records = ParseMetrics(b)
+	return c
+}
+
+// ParseMetrics reads JSON lines of metrics, keeping numeric fields; lines
+// that do not parse are skipped.
+func ParseMetrics(b []byte) []map[string]float64 {
+	var out []map[string]float64
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<16), 1<<24)
+	for sc.Scan() {
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		rec := map[string]float64{}
+		for k, v := range m {
+			if f, ok := v.(float64); ok {
+				rec[k] = f
+			}
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// series returns (step, value) pairs of the records that have key.
+func (c Curve) series(key string) (xs, ys []float64) {
+	for i, r := range c.Records {
+		v, ok := r[key]
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		x, ok := r["step"]
+		if !ok {
+			x = float64(i + 1)
+		}
+		xs, ys = append(xs, x), append(ys, v)
+	}
+	return xs, ys
+}
+
+// sortedKeys returns m's keys, most frequent first.
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}

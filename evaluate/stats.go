@@ -1,0 +1,262 @@
+package evaluate
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Cell is one method on one task: the statistics of its final scores.
+type Cell struct {
+	Method    string  `json:"method"`
+	TaskID    string  `json:"task_id"`
+	Split     string  `json:"split"`
+	Metric    string  `json:"metric"`
+	Direction string  `json:"direction"`
+	MInit     float64 `json:"m_init"`
+	N         int     `json:"n"`
+	Avg       float64 `json:"avg"`  // avg@N of the final scores
+	Best      float64 `json:"best"` // best@N of the final scores
+	// SE is the standard error of Avg (0 when N is 1).
+	SE float64 `json:"se"`
+	// Delta is delta_r; DeltaCI the half-width of its 95% interval (NaN
+	// when m_init is 0: the relative gain is undefined).
+	Delta   float64 `json:"delta_r"`
+	DeltaCI float64 `json:"delta_r_ci95"`
+	// Improved is the share of trajectories whose final score beats m_init.
+	Improved  float64 `json:"improved"`
+	MeanSteps float64 `json:"mean_steps"`
+	MeanWallS float64 `json:"mean_wall_s"`
+	MeanCost  float64 `json:"mean_cost_usd"`
+}
+
+// Headline is one method on one split: the mean of its tasks' delta_r.
+type Headline struct {
+	Method       string  `json:"method"`
+	Split        string  `json:"split"`
+	Tasks        int     `json:"tasks"`
+	Trajectories int     `json:"trajectories"`
+	Delta        float64 `json:"delta_r"`
+	DeltaCI      float64 `json:"delta_r_ci95"`
+	Improved     float64 `json:"improved"`
+	MeanSteps    float64 `json:"mean_steps"`
+	MeanWallS    float64 `json:"mean_wall_s"`
+	MeanCost     float64 `json:"mean_cost_usd"`
+}
+
+// Summary is what the report shows.
+type Summary struct {
+	Cells     []Cell     `json:"cells"`     // by split, task, method
+	Headlines []Headline `json:"headlines"` // by split, method
+	// Actions and Outcomes count steps per method.
+	Actions  map[string]map[string]int `json:"actions"`
+	Outcomes map[string]map[string]int `json:"outcomes"`
+	Methods  []string                  `json:"methods"` // in report order
+}
+
+// Summarize computes the cells and headlines of a set of eval_results
+// rows (see the package doc for the formulas).
+func Summarize(rows []schemas.EvalResult) Summary {
+	type key struct{ split, task, method string }
+	groups := map[key][]schemas.EvalResult{}
+	sum := Summary{Actions: map[string]map[string]int{}, Outcomes: map[string]map[string]int{}}
+	for _, r := range rows {
+		k := key{r.Split, r.TaskID, r.Method}
+		groups[k] = append(groups[k], r)
+		if !slices.Contains(sum.Methods, r.Method) {
+			sum.Methods = append(sum.Methods, r.Method)
+		}
+		if sum.Actions[r.Method] == nil {
+			sum.Actions[r.Method], sum.Outcomes[r.Method] = map[string]int{}, map[string]int{}
+		}
+		for _, a := range r.Actions {
+			sum.Actions[r.Method][a]++
+		}
+		for _, o := range r.Outcomes {
+			sum.Outcomes[r.Method][o]++
+		}
+	}
+	sortMethods(sum.Methods)
+	for k, g := range groups {
+		sum.Cells = append(sum.Cells, cell(k.method, g))
+	}
+	order := func(m string) int { return slices.Index(sum.Methods, m) }
+	sort.Slice(sum.Cells, func(i, j int) bool {
+		a, b := sum.Cells[i], sum.Cells[j]
+		if a.Split != b.Split {
+			return splitOrder(a.Split) < splitOrder(b.Split)
+		}
+		if a.TaskID != b.TaskID {
+			return a.TaskID < b.TaskID
+		}
+		return order(a.Method) < order(b.Method)
+	})
+
+	// Headlines: mean delta_r over a split's tasks, per method.
+	type hk struct{ split, method string }
+	var hkeys []hk
+	byH := map[hk][]Cell{}
+	for _, c := range sum.Cells {
+		k := hk{c.Split, c.Method}
+		if byH[k] == nil {
+			hkeys = append(hkeys, k)
+		}
+		byH[k] = append(byH[k], c)
+	}
+	sort.SliceStable(hkeys, func(i, j int) bool {
+		if hkeys[i].split != hkeys[j].split {
+			return splitOrder(hkeys[i].split) < splitOrder(hkeys[j].split)
+		}
+		return order(hkeys[i].method) < order(hkeys[j].method)
+	})
+	for _, k := range hkeys {
+		sum.Headlines = append(sum.Headlines, headline(k.split, k.method, byH[k]))
+	}
+	return sum
+}
+
+func cell(method string, g []schemas.EvalResult) Cell {
+	r0 := g[0]
+	c := Cell{Method: method, TaskID: r0.TaskID, Split: r0.Split, Metric: r0.Metric, Direction: r0.Direction, MInit: r0.MInit, N: len(g)}
+	scores := make([]float64, len(g))
+	for i, r := range g {
+		scores[i] = r.FinalScore
+		if better(r.Direction, r.FinalScore, r.MInit) {
+			c.Improved++
+		}
+		c.MeanSteps += float64(r.Steps)
+		c.MeanWallS += r.WallS
+		c.MeanCost += r.CostUSD
+	}
+	n := float64(len(g))
+	c.Improved /= n
+	c.MeanSteps /= n
+	c.MeanWallS /= n
+	c.MeanCost /= n
+	c.Avg, c.SE = meanSE(scores)
+	c.Best = scores[0]
+	for _, s := range scores[1:] {
+		if better(c.Direction, s, c.Best) {
+			c.Best = s
+		}
+	}
+	c.Delta, c.DeltaCI = math.NaN(), math.NaN()
+	if c.MInit != 0 {
+		scale := beta(c.Direction) / c.MInit
+		c.Delta = scale * (c.Avg - c.MInit)
+		c.DeltaCI = math.Abs(scale) * c.SE * tQuantile975(len(g)-1)
+	}
+	return c
+}
+
+func headline(split, method string, cells []Cell) Headline {
+	h := Headline{Method: method, Split: split}
+	var se2 float64
+	df := 0
+	for _, c := range cells {
+		h.Trajectories += c.N
+		w := float64(c.N)
+		h.Improved += c.Improved * w
+		h.MeanSteps += c.MeanSteps * w
+		h.MeanWallS += c.MeanWallS * w
+		h.MeanCost += c.MeanCost * w
+		if math.IsNaN(c.Delta) {
+			continue
+		}
+		h.Tasks++
+		h.Delta += c.Delta
+		s := math.Abs(beta(c.Direction)/c.MInit) * c.SE
+		se2 += s * s
+		df += c.N - 1
+	}
+	if n := float64(h.Trajectories); n > 0 {
+		h.Improved /= n
+		h.MeanSteps /= n
+		h.MeanWallS /= n
+		h.MeanCost /= n
+	}
+	if h.Tasks == 0 {
+		h.Delta, h.DeltaCI = math.NaN(), math.NaN()
+		return h
+	}
+	t := float64(h.Tasks)
+	h.Delta /= t
+	h.DeltaCI = tQuantile975(df) * math.Sqrt(se2) / t
+	return h
+}
+
+// meanSE returns the mean and the standard error of the mean (sample
+// standard deviation / sqrt(n); 0 for one value).
+func meanSE(xs []float64) (mean, se float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
+}
+
+// t975 holds the 0.975 quantiles of Student's t for 1..30 degrees of freedom.
+var t975 = []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// tQuantile975 is the two-sided 95% t quantile with df degrees of freedom
+// (the table up to 30, then the Cornish-Fisher expansion around 1.96,
+// within 0.001 of the exact value). With df 0 the interval is unknown: 0
+// is returned, as the standard error is 0 then too.
+func tQuantile975(df int) float64 {
+	switch {
+	case df <= 0:
+		return 0
+	case df <= len(t975):
+		return t975[df-1]
+	}
+	z, v := 1.959964, float64(df)
+	return z + (z*z*z+z)/(4*v) + (5*math.Pow(z, 5)+16*z*z*z+3*z)/(96*v*v)
+}
+
+func beta(direction string) float64 {
+	if direction == schemas.LowerIsBetter {
+		return -1
+	}
+	return 1
+}
+
+func better(direction string, a, b float64) bool {
+	if direction == schemas.LowerIsBetter {
+		return a < b
+	}
+	return a > b
+}
+
+func splitOrder(s string) int {
+	if s == schemas.HeldOut {
+		return 0
+	}
+	return 1
+}
+
+// sortMethods puts known methods in report order, others after them.
+func sortMethods(ms []string) {
+	rank := func(m string) int {
+		if i := slices.Index(AllMethods, m); i >= 0 {
+			return i
+		}
+		return len(AllMethods)
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		if rank(ms[i]) != rank(ms[j]) {
+			return rank(ms[i]) < rank(ms[j])
+		}
+		return ms[i] < ms[j]
+	})
+}
