@@ -82,11 +82,13 @@ func (c *gradeCache) put(key string, g tasks.Grade) {
 	c.m[key] = g
 }
 
-// Grade runs a task's grader (internal/tasks.RunGrader, the task-format
-// contract) on a submission: private is the task's private tree
-// (grade.py and answers.csv), written for the run into a fresh temporary
-// task folder and removed afterwards. An invalid submission is a Grade
-// with Valid false; an error means the grader itself misbehaved.
+// Grade runs a task's grader on a submission, as the task-format contract
+// says (`python private/grade.py <submission> <answers>`): private is the
+// task's private tree (grade.py and answers.csv), written for the run into
+// a fresh temporary task folder and removed afterwards. The grader runs in
+// the warm grader worker (grade_warm.go), else through tasks.RunGrader. An
+// invalid submission is a Grade with Valid false; an error means the
+// grader itself misbehaved (crashed, timed out, printed no verdict).
 func Grade(ctx context.Context, python string, private blobs.Files, submission []byte) (tasks.Grade, error) {
 	if _, ok := private[tasks.GraderFile]; !ok {
 		return tasks.Grade{}, fmt.Errorf("grade: the private tree has no %s", tasks.GraderFile)
@@ -104,6 +106,14 @@ func Grade(ctx context.Context, python string, private blobs.Files, submission [
 	subPath := filepath.Join(dir, SubmissionFile)
 	if err := os.WriteFile(subPath, submission, 0o644); err != nil {
 		return tasks.Grade{}, fmt.Errorf("grade: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, tasks.GradeTimeout)
+		defer cancel()
+	}
+	if g, err, ok := warmGrader(python).grade(ctx, dir, filepath.Join(privDir, tasks.GraderFile), subPath, filepath.Join(privDir, tasks.AnswersFile)); ok {
+		return g, err
 	}
 	return tasks.RunGrader(ctx, python, privDir, subPath)
 }
