@@ -712,3 +712,28 @@ print("LOCAL ok")
 		})
 	}
 }
+
+// TestEndlessOutput: a script that would print gigabytes is killed after
+// KillOutputBytes (256 MiB here) with outcome output_limit, and the runner
+// keeps only its caps in memory while draining it.
+func TestEndlessOutput(t *testing.T) {
+	for rname, r := range runners(t) {
+		t.Run(rname, func(t *testing.T) {
+			ws, _ := workspace(t, "import sys\nchunk = 'z' * (1 << 20)\nwhile True:\n    sys.stdout.write(chunk)\n")
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{MaxOutputBytes: 64 << 10, KillOutputBytes: 256 << 20, Timeout: time.Minute}})
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != OutputLimit || !res.Truncated || len(res.Stdout) > 70<<10 {
+				t.Errorf("got %s truncated=%v kept %d bytes want output_limit, truncated, about 64 KiB", res.Outcome, res.Truncated, len(res.Stdout))
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+				t.Errorf("the runner allocated %d MiB while draining 256 MiB", grew>>20)
+			}
+		})
+	}
+}
