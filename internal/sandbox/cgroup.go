@@ -37,6 +37,7 @@ func newPidsCgroup() *pidsCgroup {
 		}
 	}
 	for _, p := range parents {
+		removeStale(p)
 		dir := filepath.Join(p, fmt.Sprintf("mlerl-sandbox-%d-%d", os.Getpid(), time.Now().UnixNano()))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			continue
@@ -99,5 +100,31 @@ func removeCgroup(dir string) {
 func (g *pidsCgroup) close() {
 	if g != nil {
 		removeCgroup(g.dir)
+	}
+}
+
+// removeStale removes the cgroups left by runners whose process is gone
+// (killed before Close).
+func removeStale(parent string) {
+	ents, _ := os.ReadDir(parent)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "mlerl-sandbox-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		runs, _ := os.ReadDir(dir)
+		for _, r := range runs {
+			if r.IsDir() {
+				killCgroup(filepath.Join(dir, r.Name()))
+				os.Remove(filepath.Join(dir, r.Name()))
+			}
+		}
+		os.Remove(dir)
 	}
 }
