@@ -186,11 +186,13 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 	if workers == 0 {
 		workers = runtime.NumCPU()
 	}
-	runner, err := newRunner(ctx, python, cfg.Warm)
-	if err != nil {
-		return err
+	var runner sandbox.Runner
+	if len(loaded) > 0 {
+		if runner, err = newRunner(ctx, python, cfg.Warm); err != nil {
+			return err
+		}
+		defer runner.Close()
 	}
-	defer runner.Close()
 	limits := sandbox.Limits{Timeout: cfg.Timeout, MemoryBytes: int64(cfg.MemoryMB) << 20, MaxOutputBytes: 1 << 20}
 	results := make([]taskResult, len(loaded))
 	bar := progress.New("ingest tasks", len(loaded))
