@@ -85,7 +85,7 @@ type Attachment struct {
 //  3. build the SFT examples and the RL state pool and check that no
 //     held-out task leaks into training data;
 //  4. write each dataset with its stats.md and exports, and commit it with
-//     its lineage (steps, tasks, and the steps' own parents: ideas).
+//     its lineage (steps, tasks, ideas, trajectories).
 //
 // Rerun with the same config and inputs, it does nothing: each dataset is
 // found by its run key. A run that died before committing is resumed.
@@ -171,7 +171,11 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			Reward: steps[i].Reward, PromptTokens: tokens[i].Prompt, ResponseTokens: tokens[i].Response}
 	}
 	key := runKey(cfg, stepsM, tasksM)
-	commit := datasets.CommitOptions{Producer: datasets.NewProducer(cfg), Parents: lineage(stepsM, tasksM)}
+	parents, err := lineage(ctx, st, stepsM, tasksM)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	commit := datasets.CommitOptions{Producer: datasets.NewProducer(cfg), Parents: parents}
 
 	sftOut := output[schemas.SFTExample]{
 		name: cfg.SFT, schema: schemas.SFTExamples, rows: sft, counts: sftCounts,
@@ -226,15 +230,37 @@ func tasksFor(ctx context.Context, st store.Store, stepsM *datasets.Manifest, re
 }
 
 // lineage lists the versions the outputs derive from: the steps, the
-// tasks, and the steps' own parents (ideas, and the tasks again).
-func lineage(stepsM, tasksM *datasets.Manifest) []datasets.Parent {
+// tasks, the steps' own parents (ideas), and the trajectories version the
+// same rollout committed (the one whose parents name these steps), when
+// it is in the root.
+func lineage(ctx context.Context, st store.Store, stepsM, tasksM *datasets.Manifest) ([]datasets.Parent, error) {
 	out := []datasets.Parent{stepsM.Ref(), tasksM.Ref()}
-	for _, p := range stepsM.Parents {
+	add := func(p datasets.Parent) {
 		if !slices.ContainsFunc(out, func(q datasets.Parent) bool { return q.Name == p.Name && q.Version == p.Version }) {
 			out = append(out, p)
 		}
 	}
-	return out
+	for _, p := range stepsM.Parents {
+		add(p)
+	}
+	all, committed, err := datasets.Versions(ctx, st, schemas.Trajectories.Name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		if !committed[all[i]] {
+			continue
+		}
+		m, err := datasets.ReadManifest(ctx, st, schemas.Trajectories.Name, all[i])
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(m.Parents, func(p datasets.Parent) bool { return p.Name == stepsM.Name && p.Version == stepsM.Version }) {
+			add(m.Ref())
+			break
+		}
+	}
+	return out, nil
 }
 
 // runKey identifies a run: the inputs' versions and every setting that

@@ -41,5 +41,6 @@
 //
 // Each manifest lists stats.md and the exports with their sha256 under
 // Extra["attachments"], the stats under Extra["stats"], the task ids per
-// split under Extra["tasks"], and its parents (steps, tasks, ideas).
+// split under Extra["tasks"], and its parents (steps, tasks, ideas, and
+// the trajectories of the same rollout).
 package dataset

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,15 @@ func TestDatasetEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, _ := readStates(t, st)
+	rl, rlM := readStates(t, st)
+	var parents []string
+	for _, p := range rlM.Parents {
+		parents = append(parents, p.Name)
+	}
+	slices.Sort(parents)
+	if want := []string{"ideas", "steps", "tasks", "trajectories"}; !slices.Equal(parents, want) {
+		t.Errorf("rl_states lineage: got %v want %v", parents, want)
+	}
 	if len(sft) == 0 || len(rl) == 0 {
 		t.Fatalf("got %d sft examples and %d rl states from %d steps", len(sft), len(rl), len(steps))
 	}
