@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,7 +173,8 @@ type host struct {
 }
 
 func newHost(python string) (*host, error) {
-	root, err := os.MkdirTemp("", "mlerl-sandbox-root-")
+	removeStaleRoots()
+	root, err := os.MkdirTemp("", fmt.Sprintf("mlerl-sandbox-root-%d-", os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
@@ -182,6 +184,22 @@ func newHost(python string) (*host, error) {
 	h := &host{python: python, root: root, pids: newPidsCgroup(), tmp: os.TempDir(), uidBase: 1_000_000 + sandboxUIDs*mrand.IntN(1_000_000)}
 	h.isolation = IsolationLevel(python)
 	return h, nil
+}
+
+// removeStaleRoots removes the (empty) mount-point directories of runners
+// whose process is gone without Close.
+func removeStaleRoots() {
+	ents, _ := os.ReadDir(os.TempDir())
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "mlerl-sandbox-root-")
+		if !ok {
+			continue
+		}
+		pidStr, _, found := strings.Cut(rest, "-")
+		if pid, err := strconv.Atoi(pidStr); found && err == nil && syscall.Kill(pid, 0) != nil {
+			os.Remove(filepath.Join(os.TempDir(), e.Name())) // only if empty
+		}
+	}
 }
 
 func (h *host) close() {
