@@ -200,7 +200,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 	g.SetLimit(workers)
 	for i, t := range loaded {
 		g.Go(func() error {
-			results[i] = ingestOne(gctx, st, runner, python, t, limits)
+			results[i] = ingestOne(gctx, st, runner, t, limits)
 			bar.Add(1, t.ID)
 			return gctx.Err()
 		})
@@ -236,8 +236,8 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 }
 
 // ingestOne measures and uploads one task.
-func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, python string, t *tasks.Task, limits sandbox.Limits) taskResult {
-	base, err := tasks.RunBaseline(ctx, runner, python, t, limits)
+func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *tasks.Task, limits sandbox.Limits) taskResult {
+	base, err := tasks.RunBaseline(ctx, runner, t, limits)
 	if err != nil {
 		return taskResult{id: t.ID, err: err}
 	}

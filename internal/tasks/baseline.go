@@ -26,11 +26,12 @@ type Baseline struct {
 // RunBaseline copies t's workspace into a fresh temporary folder, runs
 // train.py there through runner with limits (Timeout defaults to the task's
 // time_limit_s), reads its VAL_METRIC line and grades its submission.csv
-// with the task's private grader (run with python, outside the workspace).
+// with the task's private grader (through the same runner, in a separate
+// folder: the script never sees private/).
 // A script that crashes, times out, prints no metric or writes no valid
 // submission gives an *Error naming the file at fault. The temporary folder
 // is removed.
-func RunBaseline(ctx context.Context, runner sandbox.Runner, python string, t *Task, limits sandbox.Limits) (Baseline, error) {
+func RunBaseline(ctx context.Context, runner sandbox.Runner, t *Task, limits sandbox.Limits) (Baseline, error) {
 	script := WorkspaceDir + "/" + ScriptFile
 	fail := func(file, field, format string, args ...any) (Baseline, error) {
 		return Baseline{}, &Error{Task: t.ID, File: file, Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -74,7 +75,7 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, python string, t *T
 	if _, err := os.Stat(sub); err != nil {
 		return fail(script, "", "wrote no %s in its working directory", SubmissionFile)
 	}
-	g, err := RunGrader(ctx, python, t.PrivatePath(), sub)
+	g, err := RunGraderIn(ctx, runner, t.PrivatePath(), sub)
 	if err != nil {
 		return fail(PrivateDir+"/"+GraderFile, "", "%v", err)
 	}

@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/sandbox"
 )
 
 // GradeTimeout bounds one grader run when ctx has no earlier deadline.
@@ -150,4 +153,55 @@ func tail(s string, n int) string {
 		return "(no output)"
 	}
 	return strings.Join(lines, " | ")
+}
+
+// graderShim runs private/grade.py as `python3 private/grade.py
+// submission.csv private/answers.csv` would, inside a runner's process.
+const graderShim = `import runpy, sys
+sys.argv = ["private/grade.py", "submission.csv", "private/answers.csv"]
+sys.path.insert(0, "private")
+runpy.run_path("private/grade.py", run_name="__main__")
+`
+
+// RunGraderIn is RunGrader through a sandbox runner: it copies privateDir
+// and the submission (when it exists) into a fresh folder laid out like a
+// task folder and runs grade.py there with the runner's limits (a warm
+// runner avoids a fresh interpreter's imports per grade). Verdicts and
+// errors are those of RunGrader.
+func RunGraderIn(ctx context.Context, runner sandbox.Runner, privateDir, submissionPath string) (Grade, error) {
+	grader := filepath.Join(privateDir, GraderFile)
+	files, err := blobs.ReadDir(privateDir)
+	if err != nil {
+		return Grade{}, fmt.Errorf("%s: %w", privateDir, err)
+	}
+	dir, err := os.MkdirTemp("", "mlerl-grade-")
+	if err != nil {
+		return Grade{}, err
+	}
+	defer os.RemoveAll(dir)
+	if err := blobs.WriteDir(filepath.Join(dir, PrivateDir), files); err != nil {
+		return Grade{}, err
+	}
+	if b, err := os.ReadFile(submissionPath); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, SubmissionFile), b, 0o644); err != nil {
+			return Grade{}, err
+		}
+	}
+	res, err := runner.Run(ctx, sandbox.Request{Dir: dir, Script: PrivateDir + "/" + GraderFile, Source: []byte(graderShim),
+		Limits: sandbox.Limits{Timeout: GradeTimeout}})
+	if err != nil {
+		return Grade{}, fmt.Errorf("%s: %w", grader, err)
+	}
+	switch res.Outcome {
+	case sandbox.Success:
+	case sandbox.Timeout:
+		return Grade{}, fmt.Errorf("%s: did not finish within %s", grader, GradeTimeout)
+	default:
+		return Grade{}, fmt.Errorf("%s crashed (%s, exit %d): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, res.Outcome, res.ExitCode, tail(res.Stderr, 3))
+	}
+	g, err := parseGrade(res.Stdout)
+	if err != nil {
+		return Grade{}, fmt.Errorf("%s: %v", grader, err)
+	}
+	return g, nil
 }

@@ -5,7 +5,9 @@
 // (answers.csv and grade.py, never copied into a workspace). Start with
 // [Load] (one folder) or [LoadSuite] (every task folder under a root), then
 // [ParseValMetric] for the `VAL_METRIC <metric> <value>` line an initial
-// script prints, [Grade] for the hidden-label score of a submission, and
+// script prints, [RunGrader] / [RunGraderIn] (through a sandbox runner) for
+// the hidden-label score of a submission, [RunBaseline] for both on the
+// initial script, and
 // [UploadTrees] / [Materialize] to move a task's trees through a data root's
 // blob store.
 //

@@ -163,6 +163,8 @@ func TestRunGrader(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
+	runner := sandbox.NewCold(python)
+	defer runner.Close()
 	cases := []struct {
 		name, grader string
 		want         Grade
@@ -170,23 +172,31 @@ func TestRunGrader(t *testing.T) {
 	}{
 		{"valid", "import json\nprint(json.dumps({'valid': True, 'score': 0.75}))\n", Grade{Valid: true, Score: 0.75}, ""},
 		{"invalid", "import json\nprint(json.dumps({'valid': False, 'reason': 'wrong row count'}))\n", Grade{Reason: "wrong row count"}, ""},
-		{"args", "import json,sys,os\nprint(json.dumps({'valid': os.path.basename(sys.argv[2]) == 'answers.csv' and os.path.isdir('private'), 'score': 1, 'reason': 'bad args'}))\n", Grade{Valid: true, Score: 1}, ""},
+		{"args", "import json,sys,os\nprint(json.dumps({'valid': os.path.basename(sys.argv[2]) == 'answers.csv' and os.path.isfile(sys.argv[2]) and os.path.isdir('private'), 'score': 1, 'reason': 'bad args'}))\n", Grade{Valid: true, Score: 1}, ""},
+		{"sibling module", "import json,helper\nprint(json.dumps({'valid': True, 'score': helper.X}))\n", Grade{Valid: true, Score: 2}, ""},
 		{"crash", "raise ValueError('boom')\n", Grade{}, "crashed"},
 		{"no json", "print('score: 0.5')\n", Grade{}, "printed no JSON line"},
 		{"valid without score", "print('{\"valid\": true}')\n", Grade{}, "no finite"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := writeTask(t, t.TempDir(), "g", map[string]string{"private/grade.py": c.grader})
-			got, err := RunGrader(context.Background(), python, filepath.Join(dir, PrivateDir), filepath.Join(dir, "nowhere.csv"))
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("got %+v, %v; want error containing %q", got, err, c.err)
+			dir := writeTask(t, t.TempDir(), "g", map[string]string{"private/grade.py": c.grader, "private/helper.py": "X = 2\n"})
+			direct, derr := RunGrader(context.Background(), python, filepath.Join(dir, PrivateDir), filepath.Join(dir, "nowhere.csv"))
+			viaRunner, rerr := RunGraderIn(context.Background(), runner, filepath.Join(dir, PrivateDir), filepath.Join(dir, "nowhere.csv"))
+			for _, r := range []struct {
+				how string
+				got Grade
+				err error
+			}{{"RunGrader", direct, derr}, {"RunGraderIn", viaRunner, rerr}} {
+				if c.err != "" {
+					if r.err == nil || !strings.Contains(r.err.Error(), c.err) {
+						t.Errorf("%s: got %+v, %v; want error containing %q", r.how, r.got, r.err, c.err)
+					}
+					continue
 				}
-				return
-			}
-			if err != nil || got != c.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, c.want)
+				if r.err != nil || r.got != c.want {
+					t.Errorf("%s: got %+v, %v; want %+v", r.how, r.got, r.err, c.want)
+				}
 			}
 		})
 	}
