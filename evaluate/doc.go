@@ -27,6 +27,12 @@
 // labels, so giving them to an agent on a held-out task leaks nothing that
 // an agent could not have written itself.
 //
+// A trained policy's N episodes of a task run in lockstep (lockstep.go):
+// each step, the policy answers every running episode in one batched
+// generation. Its answers then depend on the batch as well as on the
+// seeds, but the batches are the same from run to run, so an evaluation
+// is reproducible.
+//
 // # Scores
 //
 // A trajectory's final score is the grader's score (hidden labels) of the

@@ -124,16 +124,24 @@ func (c *Config) Validate() error {
 type method struct {
 	name    string
 	factory agents.Factory // nil for initial
+	batch   BatchActor     // the trained policies: episodes run in lockstep
 	source  string         // checkpoint or endpoint, for the report
 }
 
-// job is one evaluation trajectory.
+// item is one evaluation trajectory of a task.
+type item struct {
+	index int
+	seed  int64
+	plan  []schemas.Idea
+}
+
+// job is one method's trajectories of one task that run together: one
+// trajectory for the baselines, all of them for a trained policy (run in
+// lockstep so that its generation is batched).
 type job struct {
 	method *method
 	task   schemas.Task
-	index  int
-	seed   int64
-	plan   []schemas.Idea
+	items  []item
 }
 
 // Run evaluates the methods and writes the eval_results dataset and the
@@ -193,21 +201,31 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	// 3. The work list: trajectory i of a task has one seed and one plan,
 	// shared by every method.
 	var jobs []job
-	for i := range cfg.PerTask {
-		for _, t := range tasks {
+	for _, t := range tasks {
+		items := make([]item, cfg.PerTask)
+		for i := range items {
 			seed := trajectorySeed(cfg.Seed, t.TaskID, i)
 			plan, err := rollout.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
 			if err != nil {
 				return fmt.Errorf("evaluate: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
 			}
-			for _, m := range methods {
-				if m.factory == nil && i > 0 {
-					continue // initial: one row per task, nothing is run
+			items[i] = item{index: i, seed: seed, plan: plan}
+		}
+		for _, m := range methods {
+			switch {
+			case m.factory == nil: // initial: one row per task, nothing is run
+				jobs = append(jobs, job{method: m, task: t, items: items[:1]})
+			case m.batch != nil:
+				jobs = append(jobs, job{method: m, task: t, items: items})
+			default:
+				for _, it := range items {
+					jobs = append(jobs, job{method: m, task: t, items: []item{it}})
 				}
-				jobs = append(jobs, job{method: m, task: t, index: i, seed: seed, plan: plan})
 			}
 		}
 	}
+	// Interleave methods so that slow and fast episodes overlap.
+	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].items[0].index < jobs[b].items[0].index })
 
 	// 4. Resume: one part file per (method, task).
 	key := runKey(cfg, tasksM, ideasM, methods)
@@ -221,11 +239,16 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	}
 	todo := slices.DeleteFunc(slices.Clone(jobs), func(j job) bool { return slices.Contains(parts, partName(j.method.name, j.task.TaskID)) })
 	remaining := map[string]int{}
+	episodes, left := 0, 0
+	for _, j := range jobs {
+		episodes += len(j.items)
+	}
 	for _, j := range todo {
 		remaining[partName(j.method.name, j.task.TaskID)]++
+		left += len(j.items)
 	}
 	fmt.Fprintf(log, "evaluate: %d tasks x %d methods, %d trajectories each: %d episodes, %d already done, writing %s\n",
-		len(tasks), len(methods), cfg.PerTask, len(jobs), len(jobs)-len(todo), pending.URI())
+		len(tasks), len(methods), cfg.PerTask, episodes, episodes-left, pending.URI())
 
 	// 5. The episodes, in parallel; a (method, task) is written as soon as
 	// its trajectories are in.
@@ -248,20 +271,20 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
-	bar := progress.New("evaluate", len(todo))
+	bar := progress.New("evaluate", left)
 	var mu sync.Mutex
 	buf := map[string][]schemas.EvalResult{}
 	eg, ectx := errgroup.WithContext(ctx)
 	eg.SetLimit(workers)
 	for _, j := range todo {
 		eg.Go(func() error {
-			row, err := runOne(ectx, st, envCfg, opts, j, key)
+			got, err := runJob(ectx, st, envCfg, opts, j, key, bar)
 			if err != nil {
-				return fmt.Errorf("%s on %s, trajectory %d: %w", j.method.name, j.task.TaskID, j.index, err)
+				return fmt.Errorf("%s on %s: %w", j.method.name, j.task.TaskID, err)
 			}
 			part := partName(j.method.name, j.task.TaskID)
 			mu.Lock()
-			buf[part] = append(buf[part], row)
+			buf[part] = append(buf[part], got...)
 			remaining[part]--
 			var rows []schemas.EvalResult
 			if remaining[part] == 0 {
@@ -275,7 +298,6 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 					return err
 				}
 			}
-			bar.Add(1, fmt.Sprintf("%s %s #%d", j.method.name, j.task.TaskID, j.index))
 			return nil
 		})
 	}
@@ -367,7 +389,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)
 			}
-			out = append(out, &method{name: name, factory: a, source: a.Source})
+			out = append(out, &method{name: name, factory: a, batch: a, source: a.Source})
 		}
 	}
 	if len(out) == 0 {
@@ -376,13 +398,58 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 	return out, notes, nil
 }
 
-// runOne runs one trajectory (or, for initial, records m_init).
-func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.Options, j job, key string) (schemas.EvalResult, error) {
+// runJob runs a job's trajectories: one by one, or, for a trained
+// policy, all at once in lockstep.
+func runJob(ctx context.Context, st store.Store, envCfg env.Config, opts agents.Options, j job, key string, bar *progress.Bar) ([]schemas.EvalResult, error) {
+	rows := make([]schemas.EvalResult, len(j.items))
+	if j.method.batch == nil {
+		for k, it := range j.items {
+			var agent agents.Agent
+			if j.method.factory != nil {
+				agent = j.method.factory.Episode(planTexts(it.plan), it.seed)
+			}
+			row, err := runOne(ctx, st, envCfg, opts, j, it, agent, key)
+			if err != nil {
+				return nil, fmt.Errorf("trajectory %d: %w", it.index, err)
+			}
+			rows[k] = row
+			bar.Add(1, fmt.Sprintf("%s %s #%d", j.method.name, j.task.TaskID, it.index))
+		}
+		return rows, nil
+	}
+	ls := newLockstep(j.method.batch, trajectorySeed(j.items[0].seed, j.method.name, len(j.items)), len(j.items))
+	eg, ectx := errgroup.WithContext(ctx)
+	for k, it := range j.items {
+		eg.Go(func() error {
+			defer ls.leave(ectx, k)
+			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.agent(k), key)
+			if err != nil {
+				return fmt.Errorf("trajectory %d: %w", it.index, err)
+			}
+			rows[k] = row
+			bar.Add(1, fmt.Sprintf("%s %s #%d", j.method.name, j.task.TaskID, it.index))
+			return nil
+		})
+	}
+	return rows, eg.Wait()
+}
+
+func planTexts(plan []schemas.Idea) []string {
+	texts := make([]string, len(plan))
+	for i, p := range plan {
+		texts[i] = p.Text
+	}
+	return texts
+}
+
+// runOne runs one trajectory with agent (nil: initial, which records
+// m_init without running anything).
+func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.Options, j job, it item, agent agents.Agent, key string) (schemas.EvalResult, error) {
 	spec := env.SpecFromTask(j.task)
 	row := schemas.EvalResult{RunID: key, Method: j.method.name, TaskID: j.task.TaskID, Split: j.task.Split,
-		Metric: j.task.Metric, Direction: j.task.Direction, Trajectory: int32(j.index), Seed: j.seed,
+		Metric: j.task.Metric, Direction: j.task.Direction, Trajectory: int32(it.index), Seed: it.seed,
 		MInit: spec.MInit, FinalScore: spec.MInit}
-	if j.method.factory == nil {
+	if agent == nil {
 		return row, nil
 	}
 	e, err := env.New(ctx, envCfg, spec, st)
@@ -390,14 +457,14 @@ func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 		return row, err
 	}
 	defer e.Close()
-	texts := make([]string, len(j.plan))
-	ids := make([]string, len(j.plan))
-	for i, p := range j.plan {
-		texts[i], ids[i] = p.Text, p.IdeaID
+	texts := planTexts(it.plan)
+	ids := make([]string, len(it.plan))
+	for i, p := range it.plan {
+		ids[i] = p.IdeaID
 	}
-	traj := schemas.Trajectory{TrajectoryID: fmt.Sprintf("eval-%s-%s-%02d", j.method.name, j.task.TaskID, j.index),
-		TaskID: j.task.TaskID, Expert: j.method.name, Seed: j.seed, PlanIdeaIDs: ids, Plan: strings.Join(texts, "\n")}
-	ep, err := agents.RunEpisode(ctx, e, j.method.factory.Episode(texts, j.seed), traj, texts, opts)
+	traj := schemas.Trajectory{TrajectoryID: fmt.Sprintf("eval-%s-%s-%02d", j.method.name, j.task.TaskID, it.index),
+		TaskID: j.task.TaskID, Expert: j.method.name, Seed: it.seed, PlanIdeaIDs: ids, Plan: strings.Join(texts, "\n")}
+	ep, err := agents.RunEpisode(ctx, e, agent, traj, texts, opts)
 	if err != nil {
 		return row, err
 	}

@@ -142,25 +142,45 @@ type policyEpisode struct {
 // Act samples one answer for the compact state. The generation seed is
 // derived from the episode seed and the step number.
 func (e *policyEpisode) Act(ctx context.Context, obs agents.Observation) (string, llm.Usage, error) {
-	if err := ctx.Err(); err != nil {
-		return "", llm.Usage{}, err
-	}
-	a := e.a
 	e.step++
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%d", e.seed, e.step)
-	prompt := append([]int32{BosID}, a.vocab.Encode(a.tok, obs.Compact)...)
-	opts := GenerateOptions{Temperature: a.opts.Temperature, TopP: a.opts.TopP, MaxNewTokens: a.opts.MaxNewTokens, Seed: h.Sum64()}
+	texts, usage, err := e.a.ActBatch(ctx, []string{obs.Compact}, h.Sum64())
+	if err != nil {
+		return "", llm.Usage{}, err
+	}
+	return texts[0], usage[0], nil
+}
+
+// ActBatch samples one answer for each compact state in one batched
+// generation (much cheaper per answer than one at a time). The answers
+// depend on the seed and on the whole batch, in order: callers that want
+// reproducible answers must form the same batches (see evaluate's
+// lockstep episodes).
+func (a *PolicyAgent) ActBatch(ctx context.Context, states []string, seed uint64) ([]string, []llm.Usage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	prompts := make([][]int32, len(states))
+	for i, s := range states {
+		prompts[i] = append([]int32{BosID}, a.vocab.Encode(a.tok, s)...)
+	}
+	opts := GenerateOptions{Temperature: a.opts.Temperature, TopP: a.opts.TopP, MaxNewTokens: a.opts.MaxNewTokens, Seed: seed}
 	a.mu.Lock()
-	samples, err := a.policy.Generate([][]int32{prompt}, opts)
+	samples, err := a.policy.Generate(prompts, opts)
 	a.mu.Unlock()
 	if err != nil {
-		return "", llm.Usage{}, fmt.Errorf("policy %s: %w", a.name, err)
+		return nil, nil, fmt.Errorf("policy %s: %w", a.name, err)
 	}
-	act := samples[0].Tokens
-	if len(act) > 0 && act[len(act)-1] == EosID {
-		act = act[:len(act)-1]
+	texts := make([]string, len(samples))
+	usage := make([]llm.Usage, len(samples))
+	for i, s := range samples {
+		act := s.Tokens
+		if len(act) > 0 && act[len(act)-1] == EosID {
+			act = act[:len(act)-1]
+		}
+		texts[i] = strings.TrimSpace(a.vocab.Decode(a.tok, act))
+		usage[i] = llm.Usage{PromptTokens: int64(len(s.Prompt)), CompletionTokens: int64(len(s.Tokens))}
 	}
-	text := strings.TrimSpace(a.vocab.Decode(a.tok, act))
-	return text, llm.Usage{PromptTokens: int64(len(samples[0].Prompt)), CompletionTokens: int64(len(samples[0].Tokens))}, nil
+	return texts, usage, nil
 }

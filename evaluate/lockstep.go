@@ -1,0 +1,114 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/rollout/agents"
+)
+
+// BatchActor answers several compact states in one batched generation
+// (train.PolicyAgent). The answers may depend on the whole batch.
+type BatchActor interface {
+	ActBatch(ctx context.Context, states []string, seed uint64) ([]string, []llm.Usage, error)
+}
+
+// lockstep runs the N episodes of one (policy, task) in step: each round,
+// once every episode still running has asked for its next action, the
+// policy answers them all in one batch (in episode order), with a seed
+// derived from the group seed and the round. Rounds are therefore the
+// same from run to run (a round holds exactly the episodes still running
+// at that step), and so are the answers, while the cost of generation is
+// shared by the batch.
+type lockstep struct {
+	actor BatchActor
+	seed  int64
+
+	mu      sync.Mutex
+	alive   int
+	round   int
+	pending map[int]*lockRequest
+}
+
+type lockRequest struct {
+	state string
+	reply chan lockReply
+}
+
+type lockReply struct {
+	text  string
+	usage llm.Usage
+	err   error
+}
+
+func newLockstep(actor BatchActor, seed int64, members int) *lockstep {
+	return &lockstep{actor: actor, seed: seed, alive: members, pending: map[int]*lockRequest{}}
+}
+
+// agent returns member i's agent.
+func (l *lockstep) agent(i int) agents.Agent { return &lockAgent{l: l, member: i} }
+
+// leave marks member i's episode as finished (call it exactly once, when
+// the episode ends for any reason).
+func (l *lockstep) leave(ctx context.Context, i int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.alive--
+	delete(l.pending, i)
+	l.maybeRun(ctx)
+}
+
+func (l *lockstep) act(ctx context.Context, i int, state string) (string, llm.Usage, error) {
+	req := &lockRequest{state: state, reply: make(chan lockReply, 1)}
+	l.mu.Lock()
+	l.pending[i] = req
+	l.maybeRun(ctx)
+	l.mu.Unlock()
+	select {
+	case r := <-req.reply:
+		return r.text, r.usage, r.err
+	case <-ctx.Done():
+		return "", llm.Usage{}, ctx.Err()
+	}
+}
+
+// maybeRun answers the round once every running episode waits. l.mu is held.
+func (l *lockstep) maybeRun(ctx context.Context) {
+	if l.alive == 0 || len(l.pending) < l.alive {
+		return
+	}
+	var members []int
+	for i := range l.pending {
+		members = append(members, i)
+	}
+	slices.Sort(members)
+	states := make([]string, len(members))
+	for k, i := range members {
+		states[k] = l.pending[i].state
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "lockstep/%d/%d", l.seed, l.round)
+	l.round++
+	texts, usage, err := l.actor.ActBatch(ctx, states, h.Sum64())
+	for k, i := range members {
+		r := lockReply{err: err}
+		if err == nil {
+			r.text, r.usage = texts[k], usage[k]
+		}
+		l.pending[i].reply <- r
+		delete(l.pending, i)
+	}
+}
+
+type lockAgent struct {
+	l      *lockstep
+	member int
+}
+
+func (a *lockAgent) Act(ctx context.Context, obs agents.Observation) (string, llm.Usage, error) {
+	return a.l.act(ctx, a.member, obs.Compact)
+}

@@ -1,0 +1,63 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mlerl/mlerl/internal/llm"
+)
+
+// recorder answers "<state>@<round>" and records every batch.
+type recorder struct {
+	mu      sync.Mutex
+	batches []string
+}
+
+func (r *recorder) ActBatch(_ context.Context, states []string, seed uint64) ([]string, []llm.Usage, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, strings.Join(states, ","))
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = fmt.Sprintf("%s@%d", s, len(r.batches))
+	}
+	return out, make([]llm.Usage, len(states)), nil
+}
+
+// Member i acts i+1 times, so the rounds shrink as members finish; the
+// batches must be the same whatever the goroutines' timing.
+func TestLockstepRounds(t *testing.T) {
+	want := []string{"m0,m1,m2", "m1,m2", "m2"}
+	for try := range 20 {
+		rec := &recorder{}
+		ls := newLockstep(rec, 1, 3)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		answers := make([][]string, 3)
+		for i := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer ls.leave(ctx, i)
+				for range i + 1 {
+					text, _, err := ls.act(ctx, i, fmt.Sprintf("m%d", i))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					answers[i] = append(answers[i], text)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := strings.Join(rec.batches, " | "); got != strings.Join(want, " | ") {
+			t.Fatalf("try %d: got batches %q, want %q", try, got, strings.Join(want, " | "))
+		}
+		if got := strings.Join(answers[2], ","); got != "m2@1,m2@2,m2@3" {
+			t.Fatalf("try %d: member 2 got %q, want its answers of rounds 1-3", try, got)
+		}
+	}
+}

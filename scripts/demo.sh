@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# demo.sh: the `make demo` driver (after `make setup build`). Runs the whole
+# pipeline on the built-in suite with small budgets and ends with the
+# held-out headline table and the report's path:
+#
+#   ingest tasks -> ingest ideas -> rollout (scripted expert, held-in tasks)
+#   -> dataset -> train sft -> train ppo -> evaluate (held-out tasks)
+#
+#   scripts/demo.sh [DATA]            # DATA: data root, default ./data
+#
+# Budgets (environment variables; the defaults aim at 15 minutes on 2 cores):
+#   ROLLOUT_PER_TASK  expert trajectories per held-in task     (3)
+#   MAX_STEPS         steps per trajectory, rollout and eval   (8)
+#   SFT_STEPS         SFT updates of the demo model            (24)
+#   SFT_BATCH_ROWS    packed rows of 512 tokens per SFT update (4)
+#   PPO_UPDATES       PPO updates                              (4)
+#   PPO_BATCH         samples per PPO update                   (8)
+#   EVAL_PER_TASK     trajectories per held-out task and method (8)
+#   MAX_NEW_TOKENS    longest policy answer, PPO and eval      (96)
+# Every stage's log is kept in DATA/demo-logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DATA="${1:-./data}"
+BIN="${MLERL_BIN:-bin/mlerl}"
+ROLLOUT_PER_TASK="${ROLLOUT_PER_TASK:-3}"
+MAX_STEPS="${MAX_STEPS:-8}"
+SFT_STEPS="${SFT_STEPS:-24}"
+SFT_BATCH_ROWS="${SFT_BATCH_ROWS:-4}"
+PPO_UPDATES="${PPO_UPDATES:-4}"
+PPO_BATCH="${PPO_BATCH:-8}"
+EVAL_PER_TASK="${EVAL_PER_TASK:-8}"
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-96}"
+export GOEXPERIMENT="${GOEXPERIMENT:-simd}"
+export MLERL_DEPS="${MLERL_DEPS:-$PWD/.deps}"
+
+if [ ! -x "$BIN" ]; then
+	echo "demo: $BIN not found; run \`make build\` (or \`make demo\`, which builds it)" >&2
+	exit 1
+fi
+LOGS="$DATA/demo-logs"
+mkdir -p "$LOGS"
+if [ -e "$DATA/tasks" ]; then
+	echo "demo: note: $DATA already holds datasets; this run adds new versions and retrains the checkpoints"
+fi
+
+echo "mlerl demo: data root $DATA, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
+echo "budgets: rollout $ROLLOUT_PER_TASK trajectories x $MAX_STEPS steps per held-in task; SFT $SFT_STEPS updates x $SFT_BATCH_ROWS rows;"
+echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples; evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out task and method"
+echo
+
+TIMES=()
+START=$(date +%s)
+# stage NAME CMD...: runs CMD with its output in LOGS/NAME.log, prints a
+# banner and the elapsed time; on failure shows the log's tail.
+stage() {
+	local name="$1"
+	shift
+	local t0
+	t0=$(date +%s)
+	echo "=== [$((t0 - START))s] $name: $*"
+	if ! "$@" >"$LOGS/$name.log" 2>&1; then
+		echo "demo: stage $name failed; the end of $LOGS/$name.log:" >&2
+		tail -n 30 "$LOGS/$name.log" >&2
+		exit 1
+	fi
+	local dt=$(($(date +%s) - t0))
+	TIMES+=("$(printf '%-14s %5ss' "$name" "$dt")")
+	echo "    done in ${dt}s (load $(cut -d' ' -f1 /proc/loadavg))"
+}
+
+stage ingest-tasks "$BIN" ingest tasks --data "$DATA"
+stage ingest-ideas "$BIN" ingest ideas --data "$DATA" --source catalog
+stage rollout "$BIN" rollout --data "$DATA" --split held-in --per_task "$ROLLOUT_PER_TASK" --env.max_steps "$MAX_STEPS"
+stage dataset "$BIN" dataset --data "$DATA"
+stage train-sft "$BIN" train sft --data "$DATA" --max_steps "$SFT_STEPS" --batch_rows "$SFT_BATCH_ROWS" --epochs 1 --resume=false
+stage train-ppo "$BIN" train ppo --data "$DATA" --updates "$PPO_UPDATES" --batch_size "$PPO_BATCH" --gen_batch "$PPO_BATCH" \
+	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false
+stage evaluate "$BIN" evaluate --data "$DATA" --per_task "$EVAL_PER_TASK" --env.max_steps "$MAX_STEPS" \
+	--max_new_tokens "$MAX_NEW_TOKENS" --methods initial,random,expert,sft,sft+ppo
+
+TOTAL=$(($(date +%s) - START))
+echo
+echo "=== stage times (total ${TOTAL}s, load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%s\n' "${TIMES[@]}"
+echo
+echo "=== held-out results ($EVAL_PER_TASK trajectories x $MAX_STEPS steps per task and method; delta_r = relative gain of the final score over the initial script)"
+# evaluate prints the headline tables, the verdict and the report's path
+# last on stdout; its log holds them after the progress lines.
+sed -n '/^HELD-OUT/,$p' "$LOGS/evaluate.log" | grep -v '^evaluate[: ]'
+if ! grep -q '^On held-out tasks' "$LOGS/evaluate.log"; then
+	echo "(no SFT vs SFT+PPO verdict: one of the policies was not evaluated; see $LOGS/evaluate.log)"
+fi
