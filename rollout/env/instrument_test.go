@@ -542,3 +542,27 @@ func TestMarkersSurviveTruncation(t *testing.T) {
 		t.Errorf("got truncated=%v markers %v, output ending %q", res.Truncated, markers, clean[max(0, len(clean)-100):])
 	}
 }
+
+// FuzzParseMarkers: a marker written anywhere into output that does not
+// carry the nonce is found, and removing it gives back exactly the output.
+func FuzzParseMarkers(f *testing.F) {
+	f.Add("hello\nworld\n", uint(3), uint8(1))
+	f.Add("", uint(0), uint8(0))
+	f.Add("@@MLERL x data_loaded@@\n@@MLERL", uint(7), uint8(5))
+	f.Add("no newline", uint(100), uint8(2))
+	f.Fuzz(func(t *testing.T, text string, pos uint, which uint8) {
+		if strings.Contains(text, instrNonce) {
+			return
+		}
+		name := MarkerNames[int(which)%len(MarkerNames)]
+		p := int(pos % uint(len(text)+1))
+		out := text[:p] + "@@MLERL " + instrNonce + " " + name + "@@\n" + text[p:]
+		markers, clean := ParseMarkers(out, instrNonce)
+		if !reflect.DeepEqual(markers, []string{name}) || clean != text {
+			t.Errorf("ParseMarkers(%q): got %v %q want [%s] %q", out, markers, clean, name, text)
+		}
+		if m, c := ParseMarkers(text, instrNonce); m != nil || c != text {
+			t.Errorf("ParseMarkers(%q) without markers: got %v %q", text, m, c)
+		}
+	})
+}
