@@ -1,0 +1,144 @@
+package evaluate
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mlerl/mlerl/schemas"
+)
+
+func rowsOf(method, task, split, direction string, mInit float64, finals ...float64) []schemas.EvalResult {
+	var out []schemas.EvalResult
+	for i, f := range finals {
+		out = append(out, schemas.EvalResult{Method: method, TaskID: task, Split: split, Metric: "m", Direction: direction,
+			Trajectory: int32(i), MInit: mInit, FinalScore: f, Steps: 2, WallS: 1,
+			Actions: []string{"List Files", "Final Answer"}, Outcomes: []string{"success", "success"}})
+	}
+	return out
+}
+
+// reference computes a cell's numbers the slow, obvious way.
+func reference(direction string, mInit float64, xs []float64) (avg, best, delta, ci float64) {
+	sum := 0.0
+	best = xs[0]
+	for _, x := range xs {
+		sum += x
+		if (direction == schemas.HigherIsBetter && x > best) || (direction == schemas.LowerIsBetter && x < best) {
+			best = x
+		}
+	}
+	avg = sum / float64(len(xs))
+	ss := 0.0
+	for _, x := range xs {
+		ss += (x - avg) * (x - avg)
+	}
+	sd := math.Sqrt(ss / float64(len(xs)-1))
+	b := 1.0
+	if direction == schemas.LowerIsBetter {
+		b = -1
+	}
+	delta = b * (avg - mInit) / mInit
+	ci = t975[len(xs)-2] * sd / math.Sqrt(float64(len(xs))) / math.Abs(mInit)
+	return
+}
+
+func TestCell(t *testing.T) {
+	tests := []struct {
+		name      string
+		direction string
+		mInit     float64
+		finals    []float64
+	}{
+		{"higher", schemas.HigherIsBetter, 0.8, []float64{0.8, 0.9}},
+		{"higher eight", schemas.HigherIsBetter, 0.5, []float64{0.5, 0.52, 0.61, 0.49, 0.55, 0.5, 0.7, 0.45}},
+		{"lower", schemas.LowerIsBetter, 10, []float64{9, 8, 12}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cell("m", rowsOf("m", "t", schemas.HeldOut, tc.direction, tc.mInit, tc.finals...))
+			avg, best, delta, ci := reference(tc.direction, tc.mInit, tc.finals)
+			for _, v := range []struct {
+				what      string
+				got, want float64
+			}{{"avg", c.Avg, avg}, {"best", c.Best, best}, {"delta_r", c.Delta, delta}, {"ci", c.DeltaCI, ci}} {
+				if math.Abs(v.got-v.want) > 1e-12 {
+					t.Errorf("%s: got %v, want %v", v.what, v.got, v.want)
+				}
+			}
+		})
+	}
+	// Lower is better: 9, 8 and 12 against 10 -> avg 9.667, a gain of 3.33%.
+	c := cell("m", rowsOf("m", "t", schemas.HeldOut, schemas.LowerIsBetter, 10, 9, 8, 12))
+	if math.Abs(c.Delta-1.0/30) > 1e-12 || c.Best != 8 || math.Abs(c.Improved-2.0/3) > 1e-12 {
+		t.Errorf("lower: got delta %v best %v improved %v, want 0.0333 8 0.667", c.Delta, c.Best, c.Improved)
+	}
+	if c := cell("m", rowsOf("m", "t", schemas.HeldOut, schemas.HigherIsBetter, 0, 0.1, 0.2)); !math.IsNaN(c.Delta) {
+		t.Errorf("m_init 0: got delta %v, want NaN (undefined)", c.Delta)
+	}
+	if c := cell("initial", rowsOf("initial", "t", schemas.HeldOut, schemas.HigherIsBetter, 0.7, 0.7)); c.Delta != 0 || c.DeltaCI != 0 {
+		t.Errorf("one trajectory at m_init: got delta %v ± %v, want 0 ± 0", c.Delta, c.DeltaCI)
+	}
+}
+
+func TestSummarizeHeadlines(t *testing.T) {
+	var rows []schemas.EvalResult
+	rows = append(rows, rowsOf(MethodSFT, "a", schemas.HeldOut, schemas.HigherIsBetter, 0.5, 0.5, 0.6)...)
+	rows = append(rows, rowsOf(MethodSFT, "b", schemas.HeldOut, schemas.LowerIsBetter, 2, 1, 1)...)
+	rows = append(rows, rowsOf(MethodSFT, "c", schemas.HeldIn, schemas.HigherIsBetter, 0.5, 0.5)...)
+	rows = append(rows, rowsOf(MethodInitial, "a", schemas.HeldOut, schemas.HigherIsBetter, 0.5, 0.5)...)
+	s := Summarize(rows)
+	if got := len(s.Headlines); got != 3 {
+		t.Fatalf("got %d headlines, want 3 (initial and sft held-out, sft held-in)", got)
+	}
+	if h := s.Headlines[0]; h.Method != MethodInitial || h.Split != schemas.HeldOut {
+		t.Errorf("first headline %s/%s, want initial/held-out", h.Method, h.Split)
+	}
+	h := s.Headlines[1]
+	// a: +10%, b: +50% -> mean +30%; a's se 0.05/0.5 = 0.1, b's 0 -> ci t(2) * 0.1 / 2.
+	if h.Method != MethodSFT || h.Tasks != 2 || h.Trajectories != 4 || math.Abs(h.Delta-0.3) > 1e-12 || math.Abs(h.DeltaCI-4.303*0.1/2) > 1e-12 {
+		t.Errorf("sft held-out: got %+v, want 2 tasks, 4 trajectories, delta 0.3 ± %v", h, 4.303*0.1/2)
+	}
+	if got := s.Actions[MethodSFT]["Final Answer"]; got != 5 {
+		t.Errorf("sft Final Answer count %d, want 5", got)
+	}
+	if got, want := s.Methods, []string{MethodInitial, MethodSFT}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("methods %v, want %v", got, want)
+	}
+}
+
+func TestTQuantile(t *testing.T) {
+	// Exact values from a t table.
+	tests := []struct {
+		df   int
+		want float64
+	}{{1, 12.706}, {7, 2.365}, {30, 2.042}, {40, 2.021}, {60, 2.000}, {120, 1.980}, {1000, 1.962}}
+	for _, tc := range tests {
+		if got := tQuantile975(tc.df); math.Abs(got-tc.want) > 0.0015 {
+			t.Errorf("df %d: got %.4f, want %.3f", tc.df, got, tc.want)
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	mk := func(sft, sftCI, ppo, ppoCI float64) Summary {
+		return Summary{Headlines: []Headline{
+			{Method: MethodSFT, Split: schemas.HeldOut, Delta: sft, DeltaCI: sftCI},
+			{Method: MethodPPO, Split: schemas.HeldOut, Delta: ppo, DeltaCI: ppoCI}}}
+	}
+	tests := []struct {
+		name string
+		s    Summary
+		want string
+	}{
+		{"rl better, clear", mk(0.01, 0.001, 0.05, 0.001), "On held-out tasks, SFT+PPO beats SFT: delta_r +5.00% vs +1.00%."},
+		{"rl better, within noise", mk(0.01, 0.05, 0.02, 0.05), "On held-out tasks, SFT+PPO beats SFT: delta_r +2.00% vs +1.00% (within the 95% intervals: not a clear difference)."},
+		{"rl worse", mk(0.02, 0.001, -0.01, 0.001), "On held-out tasks, RL does not beat SFT: SFT+PPO delta_r -1.00% vs SFT +2.00%."},
+		{"equal", mk(0, 0, 0, 0), "On held-out tasks, RL does not beat SFT: both have delta_r +0.00%."},
+		{"no ppo", Summary{Headlines: []Headline{{Method: MethodSFT, Split: schemas.HeldOut}}}, ""},
+	}
+	for _, tc := range tests {
+		if got := Verdict(tc.s, schemas.HeldOut); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
