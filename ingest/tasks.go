@@ -169,7 +169,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 	if cfg.Suite != "" {
 		good, bad, err := tasks.LoadSuite(cfg.Suite)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (set suite to the built-in tasks/ folder, or to \"\" to ingest only imported tasks)", err)
 		}
 		loaded = append(loaded, good...)
 		for _, e := range bad {
