@@ -3,13 +3,11 @@ package train
 import (
 	"slices"
 	"testing"
-
-	"github.com/gomlx/compute"
 )
 
 func TestGenerateCacheMatchesFullForward(t *testing.T) {
 	cfg := ModelConfig{Vocab: 12, DModel: 32, Heads: 4, Layers: 2, Ctx: 40}
-	p, err := NewPolicy(compute.MustNew(), cfg, 7)
+	p, err := NewPolicy(mustBackend(), cfg, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +34,7 @@ func TestGenerateCacheMatchesFullForward(t *testing.T) {
 
 func TestGenerateDeterministicForSeed(t *testing.T) {
 	cfg := ModelConfig{Vocab: 12, DModel: 16, Heads: 2, Layers: 1, Ctx: 32}
-	p, err := NewPolicy(compute.MustNew(), cfg, 3)
+	p, err := NewPolicy(mustBackend(), cfg, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

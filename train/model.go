@@ -16,13 +16,14 @@
 //     in the training corpus;
 //   - checkpoint.go saves and restores everything a run needs to resume.
 //
-// The backend comes from compute.MustNew(): the pure-Go backend by default,
+// The backend comes from mustBackend(): the pure-Go backend by default,
 // GOMLX_BACKEND selects another (e.g. XLA on a GPU machine); nothing here
 // depends on which.
 package train
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -285,3 +286,19 @@ func isOptimizerVar(path string) bool {
 }
 
 var _ = shapes.Make
+
+// DefaultGoBackendConfig is the pure-Go backend's configuration when
+// GOMLX_BACKEND is not set. Ops run one after another (each op still uses
+// every core): in compute v0.1.2, running graph nodes in parallel while
+// large ops fan out inside them can exhaust the shared worker pool and
+// deadlock (observed on 2 cores with the benchmark model).
+const DefaultGoBackendConfig = "go:ops_sequential"
+
+// NewBackend returns the backend named by $GOMLX_BACKEND (e.g. "xla:cuda"
+// on a GPU machine), or the pure-Go backend with DefaultGoBackendConfig.
+func NewBackend() (compute.Backend, error) {
+	if _, ok := os.LookupEnv(compute.ConfigEnvVar); ok {
+		return compute.New()
+	}
+	return compute.NewWithConfig(DefaultGoBackendConfig)
+}

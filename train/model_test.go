@@ -12,7 +12,7 @@ func tinyConfig() ModelConfig {
 }
 
 func TestForwardPackedIsolation(t *testing.T) {
-	p, err := NewPolicy(compute.MustNew(), tinyConfig(), 1)
+	p, err := NewPolicy(mustBackend(), tinyConfig(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,4 +42,12 @@ func TestForwardPackedIsolation(t *testing.T) {
 	if p.NumParams() != p.Cfg.NumParams() {
 		t.Errorf("NumParams: got %d want %d", p.NumParams(), p.Cfg.NumParams())
 	}
+}
+
+func mustBackend() compute.Backend {
+	b, err := NewBackend()
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
 
@@ -155,7 +154,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	if len(states) == 0 {
 		return fmt.Errorf("train ppo: %s has no %s states", m.URI, schemas.HeldIn)
 	}
-	backend, err := compute.New()
+	backend, err := NewBackend()
 	if err != nil {
 		return fmt.Errorf("train ppo: backend: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/gomlx/compute"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
 
@@ -243,7 +242,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
-	backend, err := compute.New()
+	backend, err := NewBackend()
 	if err != nil {
 		return fmt.Errorf("train sft: backend: %w", err)
 	}

@@ -57,7 +57,7 @@ func tinySFTConfig(root string) SFTConfig {
 	return cfg
 }
 
-func readMetrics(t *testing.T, root, dir string) []map[string]any {
+func readMetrics(t testing.TB, root, dir string) []map[string]any {
 	t.Helper()
 	st, _ := store.Open(context.Background(), root)
 	b, err := store.ReadAll(context.Background(), st, dir+"/metrics.jsonl")
