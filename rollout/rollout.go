@@ -30,6 +30,7 @@ import (
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/shard"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/rollout/agents"
@@ -48,7 +49,7 @@ type Config struct {
 	Only          []string `yaml:"only" help:"task ids to roll out (empty: all of the split)"`
 	PerTask       int      `yaml:"per_task" help:"trajectories per task"`
 	Seed          int64    `yaml:"seed" help:"run seed: the same seed gives the same plans and expert choices"`
-	Shard         string   `yaml:"shard" help:"i/K: run only the i-th of K shards (0-based); empty: all"`
+	Shard         string   `yaml:"shard" help:"i/K: run only the i-th of K shards (0-based); empty: JOB_COMPLETION_INDEX of MLERL_SHARDS when set, else all"`
 	Workers       int      `yaml:"workers" help:"trajectories in parallel (0: one per core)"`
 	FlushEvery    int      `yaml:"flush_every" help:"finished trajectories per part file (a crash loses at most the unflushed ones)"`
 	Expert        string   `yaml:"expert" help:"scripted (built-in) or llm (needs llm.base_url)"`
@@ -79,7 +80,7 @@ func (c *Config) Validate() error {
 	if c.PerTask < 1 {
 		return fmt.Errorf("per_task must be at least 1")
 	}
-	if _, _, err := parseShard(c.Shard); err != nil {
+	if _, err := shard.Resolve(c.Shard, os.Getenv); err != nil {
 		return err
 	}
 	switch c.Split {
@@ -102,18 +103,53 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// parseShard reads "i/K".
+// Derive implements config.Deriver: in a Kubernetes Indexed Job the shard
+// comes from JOB_COMPLETION_INDEX and MLERL_SHARDS (see internal/shard),
+// so the resolved config printed and stored says which shard ran.
+func (c *Config) Derive() {
+	if s, err := shard.Resolve(c.Shard, os.Getenv); err == nil && c.Shard == "" && s != shard.All {
+		c.Shard = s.String()
+	}
+}
+
+// parseShard reads "i/K" (see shard.Parse).
 func parseShard(s string) (i, k int, err error) {
-	if s == "" {
-		return 0, 1, nil
+	sh, err := shard.Parse(s)
+	return sh.Index, sh.Count, err
+}
+
+// inputs are the datasets a rollout reads and the tasks it rolls out.
+type inputs struct {
+	st             store.Store
+	tasksM, ideasM *datasets.Manifest
+	tasks          []schemas.Task
+	ideas          []schemas.Idea
+}
+
+func loadInputs(ctx context.Context, cfg Config) (*inputs, error) {
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return nil, err
 	}
-	a, b, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(a)
-	k, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || k < 1 || i < 0 || i >= k {
-		return 0, 0, fmt.Errorf("shard %q: want i/K with 0 <= i < K", s)
+	in := &inputs{st: st}
+	if in.tasksM, err = datasets.ResolveIn(ctx, st, cfg.Tasks); err != nil {
+		return nil, fmt.Errorf("rollout: tasks: %w", err)
 	}
-	return i, k, nil
+	allTasks, err := datasets.ReadAll[schemas.Task](ctx, st, in.tasksM, schemas.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	if in.ideasM, err = datasets.ResolveIn(ctx, st, cfg.Ideas); err != nil {
+		return nil, fmt.Errorf("rollout: ideas: %w", err)
+	}
+	if in.ideas, err = datasets.ReadAll[schemas.Idea](ctx, st, in.ideasM, schemas.Ideas); err != nil {
+		return nil, err
+	}
+	in.tasks = selectTasks(allTasks, cfg.Split, cfg.Only)
+	if len(in.tasks) == 0 {
+		return nil, fmt.Errorf("rollout: no %s tasks in %s (only=%v)", cfg.Split, in.tasksM.URI, cfg.Only)
+	}
+	return in, nil
 }
 
 // job is one trajectory to run.
@@ -129,35 +165,27 @@ type job struct {
 // trajectories (those in flushed part files) are skipped, and steps of
 // trajectories whose part was not completed are dropped and redone, so no
 // row is duplicated or lost.
+//
+// Sharded (cfg.Shard "i/K", or a Kubernetes Indexed Job's environment, see
+// internal/shard), each process runs every K-th trajectory into the same
+// pending version (found by run key) and writes its own part files; the
+// process that sees every trajectory written commits, and [Commit] does
+// the same as a separate step. A rerun once the run is committed does
+// nothing.
 func Run(ctx context.Context, cfg Config) error {
-	st, err := store.Open(ctx, cfg.Data)
+	sh, err := shard.Resolve(cfg.Shard, os.Getenv)
 	if err != nil {
 		return err
 	}
-	shard, shards, _ := parseShard(cfg.Shard)
+	shard, shards := sh.Index, sh.Count
 
 	// 1. Inputs: the tasks of the split and their kept ideas.
-	tasksM, err := datasets.ResolveIn(ctx, st, cfg.Tasks)
-	if err != nil {
-		return fmt.Errorf("rollout: tasks: %w", err)
-	}
-	allTasks, err := datasets.ReadAll[schemas.Task](ctx, st, tasksM, schemas.Tasks)
+	in, err := loadInputs(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	ideasM, err := datasets.ResolveIn(ctx, st, cfg.Ideas)
-	if err != nil {
-		return fmt.Errorf("rollout: ideas: %w", err)
-	}
-	ideas, err := datasets.ReadAll[schemas.Idea](ctx, st, ideasM, schemas.Ideas)
-	if err != nil {
-		return err
-	}
-	pools := BuildPools(ideas)
-	tasks := selectTasks(allTasks, cfg.Split, cfg.Only)
-	if len(tasks) == 0 {
-		return fmt.Errorf("rollout: no %s tasks in %s (only=%v)", cfg.Split, tasksM.URI, cfg.Only)
-	}
+	st, tasksM, ideasM, tasks := in.st, in.tasksM, in.ideasM, in.tasks
+	pools := BuildPools(in.ideas)
 
 	// 2. The work list: every trajectory of this shard, with its plan.
 	var jobs []job
@@ -179,11 +207,17 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// 3. Resume: open (or find) the pending versions and skip what is done.
 	key := runKey(cfg, tasksM, ideasM)
+	if m, err := datasets.FindRun(ctx, st, cfg.Trajectories, key); err != nil {
+		return err
+	} else if m != nil {
+		fmt.Fprintf(os.Stderr, "rollout: this run (key %s) is already committed as %s v%d; nothing to do (change the seed or config for a new run)\n", key, m.Name, m.Version)
+		return nil
+	}
 	trajP, err := datasets.Begin(ctx, st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
 		return err
 	}
-	stepsP, err := datasets.Begin(ctx, st, cfg.Steps, schemas.Steps, key)
+	stepsP, err := beginSteps(ctx, st, cfg, key)
 	if err != nil {
 		return err
 	}
@@ -256,36 +290,137 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	// 5. Commit when every shard's trajectories are in.
-	all, err := readPending[schemas.Trajectory](ctx, trajP)
+	_, err = commitIfComplete(ctx, cfg, in, trajP, stepsP, factory.Name(), sh)
+	return err
+}
+
+// Commit is the commit step of a sharded rollout (`mlerl rollout commit`):
+// with the same config as the shards, it finds their pending version and
+// writes the manifests once every trajectory is written. It is idempotent
+// and safe to run concurrently with another commit or with the last shard
+// (manifests are created only if absent: the GCS generation precondition),
+// and when parts are missing it fails naming the shards to rerun.
+func Commit(ctx context.Context, cfg Config) error {
+	in, err := loadInputs(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	want := len(tasks) * cfg.PerTask
-	if len(all) < want {
-		fmt.Fprintf(os.Stderr, "rollout: shard %d/%d done; %d of %d trajectories written; the last shard to finish commits\n", shard, shards, len(all), want)
+	key := runKey(cfg, in.tasksM, in.ideasM)
+	if m, err := datasets.FindRun(ctx, in.st, cfg.Trajectories, key); err != nil {
+		return err
+	} else if m != nil {
+		fmt.Fprintf(os.Stderr, "rollout commit: already committed: %s v%d (%d rows)\n", m.Name, m.Version, m.Rows)
 		return nil
 	}
-	parents := []datasets.Parent{tasksM.Ref(), ideasM.Ref()}
+	trajP, err := datasets.FindPending(ctx, in.st, cfg.Trajectories, schemas.Trajectories, key)
+	if err != nil {
+		return err
+	}
+	if trajP == nil {
+		return fmt.Errorf("rollout commit: no pending %s version for run key %s in %s: run the shards first, with the same config", cfg.Trajectories, key, cfg.Data)
+	}
+	stepsP, err := beginSteps(ctx, in.st, cfg, key)
+	if err != nil {
+		return err
+	}
+	factory, err := newExpert(cfg)
+	if err != nil {
+		return err
+	}
+	complete, err := commitIfComplete(ctx, cfg, in, trajP, stepsP, factory.Name(), shard.All)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		return fmt.Errorf("rollout commit: %s is incomplete: %w", trajP.URI(), missingShards(ctx, cfg, in, trajP))
+	}
+	return nil
+}
+
+// beginSteps resumes the run's steps version, or its committed manifest's
+// version when a commit died between the steps and trajectories manifests.
+func beginSteps(ctx context.Context, st store.Store, cfg Config, key string) (*datasets.Pending, error) {
+	if m, err := datasets.FindRun(ctx, st, cfg.Steps, key); err != nil {
+		return nil, err
+	} else if m != nil {
+		return &datasets.Pending{St: st, Name: m.Name, Version: m.Version, Schema: schemas.Steps, RunKey: key}, nil
+	}
+	return datasets.Begin(ctx, st, cfg.Steps, schemas.Steps, key)
+}
+
+// commitIfComplete commits the run when every trajectory of every shard is
+// written, and reports whether it was.
+func commitIfComplete(ctx context.Context, cfg Config, in *inputs, trajP, stepsP *datasets.Pending, expert string, sh shard.Shard) (bool, error) {
+	all, err := readPending[schemas.Trajectory](ctx, trajP)
+	if err != nil {
+		return false, err
+	}
+	want := len(in.tasks) * cfg.PerTask
+	if len(all) < want {
+		fmt.Fprintf(os.Stderr, "rollout: shard %s done; %d of %d trajectories written; the last shard to finish commits (or run `mlerl rollout commit`)\n", sh, len(all), want)
+		return false, nil
+	}
+	parents := []datasets.Parent{in.tasksM.Ref(), in.ideasM.Ref()}
 	producer := datasets.NewProducer(cfg)
 	steps, err := readPending[schemas.Step](ctx, stepsP)
 	if err != nil {
-		return err
+		return false, err
 	}
 	summary := summarize(all, steps)
-	extra := map[string]any{"summary": summary, "expert": factory.Name(), "actions": countBy(steps, func(s schemas.Step) string { return s.ActionName }),
+	extra := map[string]any{"summary": summary, "expert": expert, "actions": countBy(steps, func(s schemas.Step) string { return s.ActionName }),
 		"outcomes": countBy(steps, func(s schemas.Step) string { return s.Outcome })}
 	sm, err := stepsP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: parents, Extra: extra})
 	if err != nil {
-		return err
+		return false, err
 	}
 	tm, err := trajP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: append(parents, sm.Ref()), Extra: extra})
 	if err != nil {
-		return err
+		return false, err
 	}
 	printSummary(os.Stdout, summary)
 	fmt.Printf("actions:  %v\noutcomes: %v\n", extra["actions"], extra["outcomes"])
 	fmt.Fprintf(os.Stderr, "rollout: committed %s v%d (%d rows) and %s v%d (%d rows)\n", tm.Name, tm.Version, tm.Rows, sm.Name, sm.Version, sm.Rows)
-	return nil
+	return true, nil
+}
+
+// missingShards says which shards' trajectories are not all written.
+func missingShards(ctx context.Context, cfg Config, in *inputs, trajP *datasets.Pending) error {
+	have := map[string]bool{}
+	rows, err := readPending[schemas.Trajectory](ctx, trajP)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		have[r.TrajectoryID] = true
+	}
+	// The shard count is in the part names: shard-<i>-of-<K>-part-<n>.
+	shards := 1
+	parts, err := trajP.Parts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		var i, k, n int
+		if _, err := fmt.Sscanf(p, "shard-%d-of-%d-part-%d.parquet", &i, &k, &n); err == nil && k > shards {
+			shards = k
+		}
+	}
+	missing := map[int]int{}
+	g := 0
+	for _, t := range in.tasks {
+		for i := 0; i < cfg.PerTask; i, g = i+1, g+1 {
+			if !have[fmt.Sprintf("%s-%04d", t.TaskID, i)] {
+				missing[g%shards]++
+			}
+		}
+	}
+	var list []string
+	for i := 0; i < shards; i++ {
+		if missing[i] > 0 {
+			list = append(list, fmt.Sprintf("shard %d/%d (%d trajectories)", i, shards, missing[i]))
+		}
+	}
+	return fmt.Errorf("%d of %d trajectories written; missing: %s; rerun those shards with the same config", len(rows), len(in.tasks)*cfg.PerTask, strings.Join(list, ", "))
 }
 
 func selectTasks(all []schemas.Task, split string, only []string) []schemas.Task {

@@ -83,7 +83,10 @@ func Begin(ctx context.Context, st store.Store, name string, schema schemas.Info
 		err := store.WriteAll(ctx, st, key, b, store.CreateOptions{IfNotExists: true, ContentType: "application/json"})
 		if errors.Is(err, store.ErrExists) {
 			var pf pendingFile
-			if got, rerr := store.ReadAll(ctx, st, key); rerr == nil && json.Unmarshal(got, &pf) == nil && pf.Token == token {
+			if got, rerr := store.ReadAll(ctx, st, key); rerr == nil && json.Unmarshal(got, &pf) == nil &&
+				(pf.Token == token || (pf.RunKey == runKey && pf.Schema == schema.Name)) {
+				// Ours, or a concurrent Begin of the same run (another
+				// shard of it) claimed it first: join that version.
 				return &Pending{St: st, Name: name, Version: next, Schema: schema, RunKey: runKey}, nil
 			}
 			continue
@@ -285,4 +288,30 @@ func checkFile(ctx context.Context, st store.Store, key string, schema schemas.I
 	}
 	got.Rows = pf.NumRows()
 	return got, nil
+}
+
+// FindPending returns the uncommitted version of name that [Begin] would
+// resume for runKey, or nil when there is none. Unlike Begin it never
+// claims a new version: a commit step uses it to find the parts that
+// other processes wrote.
+func FindPending(ctx context.Context, st store.Store, name string, schema schemas.Info, runKey string) (*Pending, error) {
+	all, committed, err := Versions(ctx, st, name)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		v := all[i]
+		if committed[v] {
+			continue
+		}
+		b, err := store.ReadAll(ctx, st, Dir(name, v)+"/"+PendingFile)
+		if err != nil {
+			continue
+		}
+		var pf pendingFile
+		if json.Unmarshal(b, &pf) == nil && pf.RunKey == runKey && pf.Schema == schema.Name {
+			return &Pending{St: st, Name: name, Version: v, Schema: schema, RunKey: runKey}, nil
+		}
+	}
+	return nil, nil
 }
