@@ -209,12 +209,28 @@ func (p *Policy) heads(scope *model.Scope, x *Node) (logits, values *Node) {
 // forwardGraph is the full forward over a packed batch: logits [B,S,V] and
 // values [B,S].
 func (p *Policy) forwardGraph(scope *model.Scope, tokens, positions, segments *Node) (logits, values *Node) {
+	return p.heads(scope, p.trunk(scope, tokens, positions, segments))
+}
+
+// trunk runs the blocks over a packed batch: hidden states [B,S,D] before
+// the final LayerNorm.
+func (p *Policy) trunk(scope *model.Scope, tokens, positions, segments *Node) *Node {
 	x := p.embed(scope, tokens, positions)
 	mask := packedMask(segments)
 	for l := range p.Cfg.Layers {
 		x, _, _ = p.block(scope.In("block_%d", l), x, mask, nil, nil, nil)
 	}
-	return p.heads(scope, x)
+	return x
+}
+
+// gatherRows picks hidden states [B,S,D] at flat indices idx [K] (into
+// B*S): [K,D]. Losses apply the heads only where they are needed (the
+// response targets, the value positions): with a 4k vocabulary the LM head
+// and its softmax cost as much as two blocks per token.
+func gatherRows(hidden, idx *Node) *Node {
+	d := hidden.Shape().Dimensions
+	flatH := Reshape(hidden, d[0]*d[1], d[2])
+	return Gather(flatH, InsertAxes(idx, -1))
 }
 
 // Forward runs the full forward pass and returns logits [B*S*V] and values

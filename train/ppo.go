@@ -469,16 +469,19 @@ func durationWeights(durations []float64, on bool) []float64 {
 	return w
 }
 
-// ppoMinibatch packs the minibatch's (prompt, action) sequences and lays
-// the per-sample quantities out per action token: behaviour log-probs,
-// advantages, duration weights, the frozen reference's log-probs; and the
-// return at each prompt's last token, where the value is read.
+// ppoMinibatch packs the minibatch's (prompt, action) sequences and lists
+// the action tokens (flat index, target, behaviour log-prob, advantage,
+// duration weight, the frozen reference's log-prob) and the value positions
+// (each prompt's last token, with its return). Lists are padded with mask 0
+// to multiples of 64 and 8 so that few graph shapes are compiled.
 func ppoMinibatch(ref *Policy, batch []*rollout, mb_inds []int, adv, returns, weights []float64) ([]any, error) {
 	exs := make([]encoded, len(mb_inds))
+	numAct := 0
 	for i, k := range mb_inds {
 		r := batch[k]
 		toks := append(append([]int32{}, r.Prompt...), r.Action...)
 		exs[i] = encoded{Tokens: toks, Response: len(r.Prompt)}
+		numAct += len(r.Action)
 	}
 	order := make([]int, len(exs))
 	for i := range order {
@@ -490,29 +493,29 @@ func ppoMinibatch(ref *Policy, batch []*rollout, mb_inds []int, adv, returns, we
 		return nil, fmt.Errorf("ppo minibatch packed into %d batches, want 1", len(packed))
 	}
 	b := packed[0]
-	n := b.B * b.S
-	refLogp, err := ref.TargetLogProbs(b.batchInput, b.Targets)
+	k := max(64, (numAct+63)/64*64)
+	m := max(8, (len(mb_inds)+7)/8*8)
+	idx, targets := make([]int32, k), make([]int32, k)
+	act, oldLogp, mbAdv, mbW := make([]float32, k), make([]float32, k), make([]float32, k), make([]float32, k)
+	vIdx, vMask, mbRet := make([]int32, m), make([]float32, m), make([]float32, m)
+	j := 0
+	for i, s := range mb_inds {
+		r := batch[s]
+		at := b.Starts[i] + len(r.Prompt) - 1 // position predicting the first action token
+		vIdx[i], vMask[i], mbRet[i] = int32(at), 1, float32(returns[s])
+		for t := range r.Action {
+			idx[j], targets[j] = int32(at+t), r.Action[t]
+			act[j], oldLogp[j] = 1, r.LogP[t]
+			mbAdv[j], mbW[j] = float32(adv[s]), float32(weights[s])
+			j++
+		}
+	}
+	refLogp, err := ref.TargetLogProbs(b.batchInput, idx, targets)
 	if err != nil {
 		return nil, err
 	}
-	act := make([]float32, n)
-	oldLogp := make([]float32, n)
-	mbAdv := make([]float32, n)
-	mbW := make([]float32, n)
-	valMask := make([]float32, n)
-	mbRet := make([]float32, n)
-	for i, k := range mb_inds {
-		r := batch[k]
-		at := b.Starts[i] + len(r.Prompt) - 1 // position predicting the first action token
-		valMask[at], mbRet[at] = 1, float32(returns[k])
-		for j := range r.Action {
-			act[at+j], oldLogp[at+j] = 1, r.LogP[j]
-			mbAdv[at+j], mbW[at+j] = float32(adv[k]), float32(weights[k])
-		}
-	}
-	d := []int{b.B, b.S}
-	return append(b.tensors(), i32Tensor(b.Targets, d...), f32Tensor(act, d...), f32Tensor(oldLogp, d...),
-		f32Tensor(mbAdv, d...), f32Tensor(mbW, d...), f32Tensor(refLogp, d...), f32Tensor(valMask, d...), f32Tensor(mbRet, d...)), nil
+	return append(b.tensors(), i32Tensor(idx, k), i32Tensor(targets, k), f32Tensor(act, k), f32Tensor(oldLogp, k),
+		f32Tensor(mbAdv, k), f32Tensor(mbW, k), f32Tensor(refLogp, k), i32Tensor(vIdx, m), f32Tensor(vMask, m), f32Tensor(mbRet, m)), nil
 }
 
 // The PPO loss's metrics, in the order ppoLoss returns them.
@@ -522,14 +525,19 @@ var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "los
 
 // ppoLoss is the clipped surrogate with duration weights, the value loss,
 // the entropy bonus and a KL penalty to the reference, over action tokens.
-// Inputs: tokens, positions, segments, targets, action mask, behaviour
-// log-probs, advantages, duration weights, reference log-probs, value mask,
-// returns (all [B,S]).
+// Inputs: tokens, positions, segments [B,S]; action-token indices,
+// targets, mask, behaviour log-probs, advantages, duration weights,
+// reference log-probs [K]; value indices, mask, returns [M].
 func (p *Policy) ppoLoss(cfg PPOConfig) lossFn {
 	return func(scope *model.Scope, in []*Node) (*Node, []*Node) {
-		logits, values := p.forwardGraph(scope, in[0], in[1], in[2])
+		hidden := p.trunk(scope, in[0], in[1], in[2])
+		// One pass of the heads over action positions then value positions.
+		k := in[3].Shape().Dimensions[0]
+		allLogits, allValues := p.heads(scope, gatherRows(hidden, Concatenate([]*Node{in[3], in[10]}, 0)))
+		logits := Slice(allLogits, AxisRange(0, k))
+		values := Slice(allValues, AxisRange(k))
 		mb_targets, mask, mb_logprobs, mb_advantages, mb_weights, mb_reflogprobs, vmask, mb_returns :=
-			in[3], in[4], in[5], in[6], in[7], in[8], in[9], in[10]
+			in[4], in[5], in[6], in[7], in[8], in[9], in[11], in[12]
 		g := logits.Graph()
 		newlogprob, entropy := tokenLogProbs(logits, mb_targets)
 		masked := func(x, m *Node) *Node { // mean of x over m
@@ -561,16 +569,19 @@ func (p *Policy) ppoLoss(cfg PPOConfig) lossFn {
 	}
 }
 
-// TargetLogProbs returns log pi(target) at every position of a batch
-// [B*S] (the frozen reference's log-probs in PPO).
-func (p *Policy) TargetLogProbs(in batchInput, targets []int32) ([]float32, error) {
+// TargetLogProbs returns log pi(targets[i]) at the flat positions idx[i]
+// of a batch (the frozen reference's log-probs in PPO).
+func (p *Policy) TargetLogProbs(in batchInput, idx, targets []int32) ([]float32, error) {
 	if err := p.checkInput(in); err != nil {
 		return nil, err
 	}
+	if len(idx) != len(targets) {
+		return nil, fmt.Errorf("model: %d indices for %d targets", len(idx), len(targets))
+	}
 	if p.logp == nil {
 		var err error
-		p.logp, err = model.NewExec(p.Backend, p.Store, func(scope *model.Scope, tokens, positions, segments, targets *Node) *Node {
-			logits, _ := p.forwardGraph(scope, tokens, positions, segments)
+		p.logp, err = model.NewExec(p.Backend, p.Store, func(scope *model.Scope, tokens, positions, segments, idx, targets *Node) *Node {
+			logits, _ := p.heads(scope, gatherRows(p.trunk(scope, tokens, positions, segments), idx))
 			lp, _ := tokenLogProbs(logits, targets)
 			return lp
 		})
@@ -578,7 +589,7 @@ func (p *Policy) TargetLogProbs(in batchInput, targets []int32) ([]float32, erro
 			return nil, fmt.Errorf("model: log-prob graph: %w", err)
 		}
 	}
-	outs, err := p.logp.Exec(append(in.tensors(), i32Tensor(targets, in.B, in.S))...)
+	outs, err := p.logp.Exec(append(in.tensors(), i32Tensor(idx, len(idx)), i32Tensor(targets, len(targets)))...)
 	if err != nil {
 		return nil, fmt.Errorf("model: log-probs: %w", err)
 	}

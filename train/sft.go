@@ -179,16 +179,36 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 	return out
 }
 
+// compactTargets lists the weighted targets of a batch: their flat
+// indices, target ids and weights, padded with weight 0 to a multiple of
+// 64 (few compiled shapes).
+func (b packedBatch) compactTargets() (idx, targets []int32, weights []float32) {
+	k := max(64, (b.NumTargets+63)/64*64)
+	idx, targets, weights = make([]int32, k), make([]int32, k), make([]float32, k)
+	j := 0
+	for i, w := range b.Weights {
+		if w != 0 {
+			idx[j], targets[j], weights[j] = int32(i), b.Targets[i], w
+			j++
+		}
+	}
+	return idx, targets, weights
+}
+
 func (b packedBatch) inputs() []any {
-	return append(b.tensors(), i32Tensor(b.Targets, b.B, b.S), f32Tensor(b.Weights, b.B, b.S))
+	idx, targets, weights := b.compactTargets()
+	k := len(idx)
+	return append(b.tensors(), i32Tensor(idx, k), i32Tensor(targets, k), f32Tensor(weights, k))
 }
 
 // sftLoss is the mean next-token negative log-likelihood over response
-// tokens (prompt tokens and padding have weight 0).
+// tokens; the LM head runs only at those positions. Inputs: tokens,
+// positions, segments [B,S]; target indices, targets, weights [K].
 func (p *Policy) sftLoss(scope *model.Scope, in []*Node) (*Node, []*Node) {
-	logits, _ := p.forwardGraph(scope, in[0], in[1], in[2])
-	logp, _ := tokenLogProbs(logits, in[3])
-	w := in[4]
+	h := gatherRows(p.trunk(scope, in[0], in[1], in[2]), in[3])
+	logits, _ := p.heads(scope, h)
+	logp, _ := tokenLogProbs(logits, in[4])
+	w := in[5]
 	n := Max(ReduceAllSum(w), OnesLike(ReduceAllSum(w)))
 	return Div(Neg(ReduceAllSum(Mul(w, logp))), n), nil
 }
