@@ -1,0 +1,128 @@
+"""mlerl's environment reward as a verl custom reward function.
+
+verl (https://github.com/volcengine/verl) trains 3B-7B policies on GPUs
+with Ray. This module lets it score each generated action with mlerl's own
+environment and reward: the action is sent to `mlerl serve-env`, which
+restores the expert state's snapshot in a sandbox, carries the action out
+and answers the reward (the same terms `mlerl train ppo` uses).
+
+Use it with the verl export of `mlerl dataset` (rows carry
+extra_info.state_id and reward_model.ground_truth, a JSON object holding
+the snapshot_ref):
+
+    mlerl serve-env --data gs://bucket/data --rl_states rl_states --addr :8080
+    python3 -m verl.trainer.main_ppo \\
+        data.train_files=.../exports/rl_states/vN/verl.parquet \\
+        custom_reward_function.path=scripts/verl_reward.py \\
+        custom_reward_function.name=compute_score ...
+
+Settings (environment variables of the verl reward workers):
+  MLERL_ENV_URL      serve-env's base URL (default http://127.0.0.1:8080)
+  MLERL_ENV_TIMEOUT  seconds to wait for one answer (default 900)
+  MLERL_ENV_RETRIES  retries when the server is busy (429), draining (503)
+                     or unreachable (default 6, exponential backoff)
+
+Only the Python standard library is used. An environment failure raises
+EnvServerError instead of returning a made-up reward: a silent 0 would
+corrupt training.
+"""
+
+import json
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+# Statuses worth retrying: busy, draining or restarting. A 504 (the action
+# ran past the server's request_timeout) is not retried: it would run again
+# just as long.
+_RETRY_STATUS = (429, 502, 503)
+
+
+class EnvServerError(RuntimeError):
+    """serve-env refused the request or the environment failed."""
+
+
+def _settings():
+    url = os.environ.get("MLERL_ENV_URL", DEFAULT_URL).rstrip("/")
+    timeout = float(os.environ.get("MLERL_ENV_TIMEOUT", "900"))
+    retries = int(os.environ.get("MLERL_ENV_RETRIES", "6"))
+    return url, timeout, retries
+
+
+def step(action, state_id=None, snapshot_ref=None):
+    """POST one action for one state to serve-env's /v1/step.
+
+    Returns the decoded answer: reward, terms, outcome, duration_s,
+    observation, ... Raises EnvServerError with the server's message.
+    """
+    if not state_id and not snapshot_ref:
+        raise EnvServerError("no state: give extra_info.state_id or a ground_truth with snapshot_ref")
+    url, timeout, retries = _settings()
+    body = {"action": action}
+    if state_id:
+        body["state_id"] = str(state_id)
+    if snapshot_ref:
+        body["snapshot_ref"] = str(snapshot_ref)
+    data = json.dumps(body).encode("utf-8")
+    delay = 0.5
+    for attempt in range(retries + 1):
+        req = urllib.request.Request(url + "/v1/step", data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as e:
+            msg = _error_message(e)
+            if e.code not in _RETRY_STATUS or attempt == retries:
+                raise EnvServerError("serve-env %s: HTTP %d: %s" % (url, e.code, msg)) from None
+            wait = _retry_after(e, delay)
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            if attempt == retries:
+                raise EnvServerError("serve-env %s unreachable after %d tries: %s (is `mlerl serve-env` running there? set MLERL_ENV_URL)"
+                                     % (url, retries + 1, getattr(e, "reason", e))) from None
+            wait = delay
+        time.sleep(wait * (1 + 0.25 * random.random()))
+        delay = min(delay * 2, 30.0)
+    raise EnvServerError("unreachable")  # the loop always returns or raises
+
+
+def _error_message(e):
+    try:
+        return json.loads(e.read().decode("utf-8"))["error"]
+    except Exception:  # not our JSON error: say what came back
+        return e.reason
+
+
+def _retry_after(e, default):
+    try:
+        return max(float(e.headers.get("Retry-After", default)), default)
+    except (TypeError, ValueError):
+        return default
+
+
+def _snapshot_ref(ground_truth):
+    """The snapshot_ref of the verl export's ground_truth (JSON text or dict)."""
+    if isinstance(ground_truth, (bytes, bytearray)):
+        ground_truth = ground_truth.decode("utf-8")
+    if isinstance(ground_truth, str):
+        if not ground_truth.strip():
+            return None
+        try:
+            ground_truth = json.loads(ground_truth)
+        except ValueError:
+            raise EnvServerError("ground_truth is not the JSON object `mlerl dataset` exports: %r" % ground_truth[:80]) from None
+    if isinstance(ground_truth, dict):
+        return ground_truth.get("snapshot_ref") or None
+    return None
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """verl's custom reward function: the environment's reward (a float)
+    for the policy's answer solution_str from the state of this row."""
+    state_id = (extra_info or {}).get("state_id")
+    answer = step(solution_str, state_id=state_id, snapshot_ref=_snapshot_ref(ground_truth))
+    return float(answer["reward"])

@@ -1,0 +1,471 @@
+// Package serve is `mlerl serve-env`: an HTTP server that exposes the
+// environment and its reward to trainers outside this binary (verl on a
+// GPU cluster, through scripts/verl_reward.py).
+//
+// A trainer POSTs one action for one expert state to /v1/step; the server
+// restores the state's snapshot into a fresh sandboxed workspace, carries
+// the action out, and answers the reward terms, the outcome, the
+// execution time and the observation. The states come from an rl_states
+// dataset loaded at start (by state_id), or a request names a snapshot
+// directly. Start at [Run]; [New] builds the handler for tests.
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Config is serve-env's configuration.
+type Config struct {
+	Data            string        `yaml:"data" help:"data root holding the states' snapshots (local path or gs://bucket/prefix)"`
+	RLStates        string        `yaml:"rl_states" help:"rl_states dataset whose state ids requests name (name, or name/vN; empty: requests must give snapshot_ref)"`
+	Addr            string        `yaml:"addr" help:"listen address (host:port; :8080 listens on every interface)"`
+	Concurrency     int           `yaml:"concurrency" help:"actions executed at once (0: one per core)"`
+	Queue           int           `yaml:"queue" help:"requests that may wait for a free slot; more are refused with 429"`
+	RequestTimeout  time.Duration `yaml:"request_timeout" help:"limit of one request, waiting included (a running script is killed)"`
+	MaxBodyBytes    int64         `yaml:"max_body_bytes" help:"largest request body accepted (413 above)"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long in-flight requests may take to finish"`
+	Warm            bool          `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
+
+	Env env.Config `yaml:"env"`
+}
+
+// DefaultConfig returns loopback port 8080, one action per core with 64
+// waiting, 10 minutes per request, 1 MiB bodies and the default
+// environment (the rollout's reward).
+func DefaultConfig() Config {
+	return Config{
+		Data: "./data", RLStates: "rl_states", Addr: "127.0.0.1:8080",
+		Queue: 64, RequestTimeout: 10 * time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Minute, Warm: true,
+		Env: env.DefaultConfig(),
+	}
+}
+
+// Validate implements config.Validator.
+func (c *Config) Validate() error {
+	switch {
+	case c.Concurrency < 0:
+		return fmt.Errorf("concurrency %d must not be negative (0: one per core)", c.Concurrency)
+	case c.Queue < 0:
+		return fmt.Errorf("queue %d must not be negative", c.Queue)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("request_timeout %v must be positive", c.RequestTimeout)
+	case c.MaxBodyBytes < 1:
+		return fmt.Errorf("max_body_bytes %d must be positive", c.MaxBodyBytes)
+	case c.Addr == "":
+		return errors.New("addr is empty: want host:port, e.g. 127.0.0.1:8080")
+	}
+	return c.Env.Validate()
+}
+
+// StepRequest is the body of POST /v1/step. Give state_id (a row of the
+// loaded rl_states) or snapshot_ref (a snapshot in the data root); when
+// both are given they must agree. Without an rl_states dataset loaded,
+// snapshot_ref is required and state_id is only echoed back.
+type StepRequest struct {
+	StateID     string `json:"state_id,omitempty"`
+	SnapshotRef string `json:"snapshot_ref,omitempty"`
+	// Action is the policy's whole answer (Reflection, Thought, Action,
+	// Action Input); a malformed one is a format error with its reward,
+	// not a request error.
+	Action string `json:"action"`
+}
+
+// StepResponse is the answer of POST /v1/step.
+type StepResponse struct {
+	StateID     string `json:"state_id,omitempty"`
+	SnapshotRef string `json:"snapshot_ref"`
+	// Reward is the total; Terms its parts by name.
+	Reward float64            `json:"reward"`
+	Terms  map[string]float64 `json:"terms"`
+	// Outcome is the env's class (success, format_error, script_error...).
+	Outcome string `json:"outcome"`
+	// DurationS is the execution time of the action (the dt of the
+	// duration-aware gradient); WallS the whole request.
+	DurationS    float64  `json:"duration_s"`
+	WallS        float64  `json:"wall_s"`
+	Observation  string   `json:"observation"`
+	ActionName   string   `json:"action_name,omitempty"`
+	MetricBefore float64  `json:"metric_before"`
+	MetricAfter  *float64 `json:"metric_after,omitempty"`
+	FormatError  bool     `json:"format_error"`
+	Done         bool     `json:"done"`
+}
+
+// errorResponse is every error's body.
+type errorResponse struct {
+	Error string `json:"error"`
+}
+
+// Server serves the environment. Build it with [New]; it is an
+// http.Handler.
+type Server struct {
+	cfg    Config
+	st     store.Store
+	states map[string]schemas.RLState
+	source string // the rl_states version, for messages
+	envCfg env.Config
+	log    *slog.Logger
+
+	slots    chan struct{} // running actions
+	waiting  atomic.Int64  // requests waiting for a slot
+	draining atomic.Bool
+	mux      *http.ServeMux
+
+	closeOnce sync.Once
+	closeFn   func() error
+}
+
+// New opens the data root, loads the rl_states rows into memory and
+// starts the script runner. Close releases the runner.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, st: st, states: map[string]schemas.RLState{}, log: log}
+	if cfg.RLStates != "" {
+		m, err := datasets.ResolveIn(ctx, st, cfg.RLStates)
+		if err != nil {
+			return nil, fmt.Errorf("serve-env: rl_states: %w (set rl_states to an existing dataset, or to \"\" to accept only snapshot_ref)", err)
+		}
+		rows, err := datasets.ReadAll[schemas.RLState](ctx, st, m, schemas.RLStates)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range rows {
+			if r.StateID == "" {
+				return nil, fmt.Errorf("serve-env: %s row %d: empty state_id; rebuild it with `mlerl dataset`", m.URI, i)
+			}
+			s.states[r.StateID] = r
+		}
+		s.source = fmt.Sprintf("%s v%d", m.Name, m.Version)
+	}
+	python, err := sandbox.FindPython(cfg.Env.Python)
+	if err != nil {
+		return nil, err
+	}
+	var runner sandbox.Runner
+	if cfg.Warm {
+		if runner, err = sandbox.NewWarm(ctx, python); err != nil {
+			log.Warn("warm worker unavailable; using cold processes", "err", err.Error())
+		}
+	}
+	if runner == nil {
+		runner = sandbox.NewCold(python)
+	}
+	s.closeFn = runner.Close
+	s.envCfg = cfg.Env
+	// Set the interpreter once: an empty one makes every restore probe
+	// Python for numpy/pandas/sklearn (about 2 s).
+	s.envCfg.Python = python
+	s.envCfg.Runner = runner
+	n := cfg.Concurrency
+	if n == 0 {
+		n = runtime.NumCPU()
+	}
+	s.slots = make(chan struct{}, n)
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("/v1/step", s.handleStep)
+	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	s.mux.HandleFunc("/readyz", s.handleReady)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route %s %s: the endpoints are POST /v1/step, GET /healthz and GET /readyz", r.Method, r.URL.Path)
+	})
+	return s, nil
+}
+
+// States returns the number of states loaded.
+func (s *Server) States() int { return len(s.states) }
+
+// Close stops the script runner; call it after the HTTP server has
+// drained.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.closeFn() })
+	return err
+}
+
+// ServeHTTP logs every request (one JSON line: method, path, status,
+// duration, state, outcome) and routes it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(rec, r)
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", rec.status, "bytes", rec.bytes,
+		"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
+	if rec.stateID != "" {
+		attrs = append(attrs, "state_id", rec.stateID)
+	}
+	if rec.outcome != "" {
+		attrs = append(attrs, "outcome", rec.outcome, "reward", rec.reward)
+	}
+	if rec.errMsg != "" {
+		attrs = append(attrs, "error", rec.errMsg)
+	}
+	s.log.Info("request", attrs...)
+}
+
+// recorder keeps what the access log needs.
+type recorder struct {
+	http.ResponseWriter
+	status  int
+	bytes   int
+	stateID string
+	outcome string
+	reward  float64
+	errMsg  string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += n
+	return n, err
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "shutting down")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "states": len(s.states), "rl_states": s.source,
+		"running": len(s.slots), "capacity": cap(s.slots), "waiting": s.waiting.Load()})
+}
+
+func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
+	rec, _ := w.(*recorder)
+	fail := func(code int, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		if rec != nil {
+			rec.errMsg = msg
+		}
+		writeError(w, code, "%s", msg)
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(http.StatusMethodNotAllowed, "%s /v1/step: use POST with a JSON body {\"state_id\": ..., \"action\": ...}", r.Method)
+		return
+	}
+	if s.draining.Load() {
+		fail(http.StatusServiceUnavailable, "shutting down; retry on another replica")
+		return
+	}
+
+	// 1. The request: bounded size, known fields only.
+	var req StepRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			fail(http.StatusRequestEntityTooLarge, "request body over %d bytes (max_body_bytes)", s.cfg.MaxBodyBytes)
+			return
+		}
+		fail(http.StatusBadRequest, "bad JSON body: %v; want {\"state_id\": \"...\", \"action\": \"...\"}", err)
+		return
+	}
+	if dec.More() {
+		fail(http.StatusBadRequest, "bad JSON body: more than one JSON value")
+		return
+	}
+	if rec != nil {
+		rec.stateID = req.StateID
+	}
+
+	// 2. The state to restore.
+	ref, status, err := s.lookup(req)
+	if err != nil {
+		fail(status, "%v", err)
+		return
+	}
+
+	// 3. A slot: run now, wait in the bounded queue, or refuse.
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		if s.waiting.Add(1) > int64(s.cfg.Queue) {
+			s.waiting.Add(-1)
+			w.Header().Set("Retry-After", "1")
+			fail(http.StatusTooManyRequests, "busy: %d actions running and %d waiting (concurrency %d, queue %d); retry later", cap(s.slots), s.cfg.Queue, cap(s.slots), s.cfg.Queue)
+			return
+		}
+		select {
+		case s.slots <- struct{}{}:
+			s.waiting.Add(-1)
+		case <-ctx.Done():
+			s.waiting.Add(-1)
+			fail(http.StatusGatewayTimeout, "timed out after %v waiting for a free slot (request_timeout)", s.cfg.RequestTimeout)
+			return
+		}
+	}
+	defer func() { <-s.slots }()
+
+	// 4. Restore, act, score.
+	start := time.Now()
+	resp, err := s.step(ctx, ref, req.Action)
+	if err != nil {
+		if ctx.Err() != nil {
+			fail(http.StatusGatewayTimeout, "state %s: timed out after %v (request_timeout): %v", label(req), s.cfg.RequestTimeout, err)
+			return
+		}
+		fail(http.StatusInternalServerError, "state %s: environment failed: %v", label(req), err)
+		return
+	}
+	resp.StateID = req.StateID
+	resp.WallS = time.Since(start).Seconds()
+	if rec != nil {
+		rec.outcome, rec.reward = resp.Outcome, resp.Reward
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func label(req StepRequest) string {
+	if req.StateID != "" {
+		return req.StateID
+	}
+	return req.SnapshotRef
+}
+
+// lookup finds the snapshot a request names, or says what is wrong with it
+// and the HTTP status to answer.
+func (s *Server) lookup(req StepRequest) (string, int, error) {
+	if req.SnapshotRef != "" && !strings.HasPrefix(req.SnapshotRef, "sha256:") {
+		return "", http.StatusBadRequest, fmt.Errorf("snapshot_ref %q: want \"sha256:<hex>\" (an rl_states row's snapshot_ref)", req.SnapshotRef)
+	}
+	if req.StateID == "" {
+		if req.SnapshotRef == "" {
+			return "", http.StatusBadRequest, errors.New("give state_id (an rl_states row) or snapshot_ref")
+		}
+		return req.SnapshotRef, 0, nil
+	}
+	st, ok := s.states[req.StateID]
+	if !ok && s.source == "" && req.SnapshotRef != "" {
+		// Snapshot-only mode: the id is the caller's label.
+		return req.SnapshotRef, 0, nil
+	}
+	if !ok {
+		if s.source == "" {
+			return "", http.StatusNotFound, fmt.Errorf("unknown state_id %q: no rl_states dataset is loaded (start serve-env with --rl_states, or send snapshot_ref)", req.StateID)
+		}
+		return "", http.StatusNotFound, fmt.Errorf("unknown state_id %q: not in %s (%d states); is the trainer's data from the same dataset version?", req.StateID, s.source, len(s.states))
+	}
+	if req.SnapshotRef != "" && req.SnapshotRef != st.SnapshotRef {
+		return "", http.StatusBadRequest, fmt.Errorf("state_id %q has snapshot_ref %s, the request says %s", req.StateID, st.SnapshotRef, req.SnapshotRef)
+	}
+	if st.SnapshotRef == "" {
+		return "", http.StatusUnprocessableEntity, fmt.Errorf("state_id %q has no snapshot_ref to restore", req.StateID)
+	}
+	return st.SnapshotRef, 0, nil
+}
+
+// step restores ref into a fresh workspace, carries the action out there
+// and removes the workspace.
+func (s *Server) step(ctx context.Context, ref, action string) (*StepResponse, error) {
+	e, err := env.Restore(ctx, s.envCfg, s.st, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	r, err := e.Step(ctx, action)
+	if err != nil {
+		return nil, err
+	}
+	resp := &StepResponse{
+		SnapshotRef: ref, Reward: r.Reward.Total, Terms: map[string]float64{}, Outcome: string(r.Outcome),
+		DurationS: r.ExecDuration.Seconds(), Observation: r.Observation,
+		MetricBefore: r.MetricBefore, MetricAfter: r.MetricAfter, FormatError: r.FormatError != nil, Done: r.Done,
+	}
+	if r.Action != nil {
+		resp.ActionName = r.Action.Name
+	}
+	for _, t := range r.Reward.Terms {
+		resp.Terms[t.Name] += t.Value
+	}
+	return resp, nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, errorResponse{Error: fmt.Sprintf(format, args...)})
+}
+
+// Serve answers on ln until ctx is cancelled (SIGTERM in the command), then
+// stops accepting, reports not ready, and waits up to ShutdownTimeout for
+// in-flight requests before closing the runner.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close()
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("shutting down: draining in-flight requests", "running", len(s.slots), "waiting", s.waiting.Load(), "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if cerr := s.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("serve-env: shutdown: %w", err)
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// Run is `mlerl serve-env`: load the states, listen on cfg.Addr and serve
+// until ctx is cancelled.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := New(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		s.Close()
+		return fmt.Errorf("serve-env: %w", err)
+	}
+	s.log.Info("listening", "addr", ln.Addr().String(), "states", s.States(), "rl_states", s.source, "concurrency", cap(s.slots), "queue", cfg.Queue)
+	return s.Serve(ctx, ln)
+}

@@ -1,0 +1,267 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/rollout/env"
+)
+
+func TestStep(t *testing.T) {
+	_, ts, logs := testServer(t, nil)
+	cases := []struct {
+		name        string
+		req         StepRequest
+		wantOutcome string
+		wantAction  string
+		wantObs     string
+		wantMetric  bool // metric_after set
+		wantFormat  bool
+	}{
+		{name: "list files by state id", req: StepRequest{StateID: state0.StateID, Action: act(env.ListFiles, ".")},
+			wantOutcome: "success", wantAction: env.ListFiles, wantObs: "train.py"},
+		{name: "list files by snapshot", req: StepRequest{SnapshotRef: state1.SnapshotRef, Action: act(env.ListFiles, ".")},
+			wantOutcome: "success", wantAction: env.ListFiles, wantObs: "train.py"},
+		{name: "both ids agreeing", req: StepRequest{StateID: state1.StateID, SnapshotRef: state1.SnapshotRef, Action: act(env.ListFiles, ".")},
+			wantOutcome: "success", wantAction: env.ListFiles, wantObs: "train.py"},
+		{name: "execute", req: StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")},
+			wantOutcome: "success", wantAction: env.ExecuteScript, wantMetric: true},
+		{name: "malformed answer", req: StepRequest{StateID: state0.StateID, Action: "I would like to train a model."},
+			wantOutcome: "format_error", wantFormat: true},
+		{name: "missing file", req: StepRequest{StateID: state0.StateID, Action: act(env.ExecuteScript, "nope.py")},
+			wantOutcome: "invalid_action", wantAction: env.ExecuteScript},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got StepResponse
+			if code := post(t, ts.URL, c.req, &got); code != http.StatusOK {
+				t.Fatalf("status %d, want 200", code)
+			}
+			if got.Outcome != c.wantOutcome || got.ActionName != c.wantAction || got.FormatError != c.wantFormat {
+				t.Fatalf("got outcome %q action %q format_error %v, want %q %q %v (observation %q)", got.Outcome, got.ActionName, got.FormatError, c.wantOutcome, c.wantAction, c.wantFormat, got.Observation)
+			}
+			if c.wantObs != "" && !strings.Contains(got.Observation, c.wantObs) {
+				t.Errorf("observation %q does not mention %q", got.Observation, c.wantObs)
+			}
+			if (got.MetricAfter != nil) != c.wantMetric {
+				t.Errorf("metric_after %v, want set=%v", got.MetricAfter, c.wantMetric)
+			}
+			sum := 0.0
+			for _, v := range got.Terms {
+				sum += v
+			}
+			if got.Terms == nil || diff(sum, got.Reward) > 1e-9 {
+				t.Errorf("terms %v sum to %v, reward %v: want terms summing to the reward", got.Terms, sum, got.Reward)
+			}
+			if c.wantMetric && got.DurationS <= 0 {
+				t.Errorf("duration_s %v for an execution, want > 0", got.DurationS)
+			}
+			if c.wantFormat && got.Reward >= 0 {
+				t.Errorf("a format error earned %v, want a penalty", got.Reward)
+			}
+			if got.SnapshotRef == "" || got.WallS <= 0 {
+				t.Errorf("snapshot_ref %q wall_s %v: want both set", got.SnapshotRef, got.WallS)
+			}
+		})
+	}
+
+	// Each request is a fresh restore: the same action from the same state
+	// earns the same reward again.
+	var a, b StepResponse
+	post(t, ts.URL, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")}, &a)
+	post(t, ts.URL, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")}, &b)
+	if a.Reward != b.Reward || a.Outcome != b.Outcome || a.MetricBefore != b.MetricBefore {
+		t.Errorf("same state and action twice: got %v/%s then %v/%s", a.Reward, a.Outcome, b.Reward, b.Outcome)
+	}
+
+	// The access log has one JSON line per request with the state and outcome.
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, state0.StateID) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatalf("access log line %q: %v", l, err)
+			}
+			break
+		}
+	}
+	if line["path"] != "/v1/step" || line["status"] != float64(200) || line["outcome"] == nil || line["duration_ms"] == nil {
+		t.Errorf("access log line %v: want path, status 200, outcome, duration_ms", line)
+	}
+}
+
+func diff(a, b float64) float64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+func TestStepErrors(t *testing.T) {
+	_, ts, _ := testServer(t, func(c *Config) { c.MaxBodyBytes = 4096 })
+	cases := []struct {
+		name     string
+		method   string
+		path     string
+		body     string
+		wantCode int
+		wantMsg  string
+	}{
+		{name: "unknown state", body: `{"state_id": "nope", "action": "x"}`, wantCode: 404, wantMsg: `unknown state_id "nope"`},
+		{name: "bad json", body: `{"state_id": `, wantCode: 400, wantMsg: "bad JSON body"},
+		{name: "unknown field", body: `{"state": "x", "action": "x"}`, wantCode: 400, wantMsg: `unknown field "state"`},
+		{name: "two values", body: `{"state_id": "x", "action": "x"} {}`, wantCode: 400, wantMsg: "more than one JSON value"},
+		{name: "no state", body: `{"action": "x"}`, wantCode: 400, wantMsg: "give state_id"},
+		{name: "bad snapshot ref", body: `{"snapshot_ref": "v1/abc", "action": "x"}`, wantCode: 400, wantMsg: `want "sha256:<hex>"`},
+		{name: "ids disagree", body: `{"state_id": "` + state0.StateID + `", "snapshot_ref": "` + state1.SnapshotRef + `", "action": "x"}`, wantCode: 400, wantMsg: "has snapshot_ref"},
+		{name: "unknown snapshot", body: `{"snapshot_ref": "sha256:0000000000000000000000000000000000000000000000000000000000000000", "action": "x"}`, wantCode: 500, wantMsg: "environment failed"},
+		{name: "too large", body: `{"state_id": "x", "action": "` + strings.Repeat("a", 5000) + `"}`, wantCode: 413, wantMsg: "over 4096 bytes"},
+		{name: "GET step", method: "GET", wantCode: 405, wantMsg: "use POST"},
+		{name: "unknown route", method: "GET", path: "/v2/step", wantCode: 404, wantMsg: "no route GET /v2/step"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			method, path := c.method, c.path
+			if method == "" {
+				method = "POST"
+			}
+			if path == "" {
+				path = "/v1/step"
+			}
+			req, _ := http.NewRequest(method, ts.URL+path, strings.NewReader(c.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got errorResponse
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatalf("status %d, body is not a JSON error: %v", resp.StatusCode, err)
+			}
+			if resp.StatusCode != c.wantCode || !strings.Contains(got.Error, c.wantMsg) {
+				t.Fatalf("got %d %q, want %d with %q", resp.StatusCode, got.Error, c.wantCode, c.wantMsg)
+			}
+		})
+	}
+}
+
+func TestHealthAndReady(t *testing.T) {
+	s, ts, _ := testServer(t, nil)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: got %d %v, want 200", path, resp.StatusCode, body)
+		}
+		if path == "/readyz" && body["states"] != float64(2) {
+			t.Errorf("/readyz: states %v, want 2", body["states"])
+		}
+	}
+	s.draining.Store(true)
+	resp, err := http.Get(ts.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while draining: got %d, want 503", resp.StatusCode)
+	}
+}
+
+// With every slot taken, one request may wait (queue 1), the next is
+// refused with 429, and the waiting one runs once a slot frees.
+func TestConcurrencyLimit(t *testing.T) {
+	s, ts, _ := testServer(t, func(c *Config) { c.Concurrency, c.Queue = 1, 1 })
+	s.slots <- struct{}{} // occupy the only slot
+	waited := make(chan int, 1)
+	go func() {
+		var got StepResponse
+		waited <- post(t, ts.URL, StepRequest{StateID: state0.StateID, Action: act(env.ListFiles, ".")}, &got)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.waiting.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never queued")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var e errorResponse
+	if code := post(t, ts.URL, StepRequest{StateID: state0.StateID, Action: act(env.ListFiles, ".")}, &e); code != http.StatusTooManyRequests || !strings.Contains(e.Error, "busy") {
+		t.Fatalf("with the slot taken and the queue full: got %d %q, want 429 busy", code, e.Error)
+	}
+	<-s.slots
+	if code := <-waited; code != http.StatusOK {
+		t.Fatalf("queued request: got %d, want 200 once the slot freed", code)
+	}
+}
+
+func TestRequestTimeout(t *testing.T) {
+	s, ts, _ := testServer(t, func(c *Config) { c.Concurrency, c.Queue, c.RequestTimeout = 1, 4, 200*time.Millisecond })
+	s.slots <- struct{}{}
+	defer func() { <-s.slots }()
+	var e errorResponse
+	if code := post(t, ts.URL, StepRequest{StateID: state0.StateID, Action: act(env.ListFiles, ".")}, &e); code != http.StatusGatewayTimeout || !strings.Contains(e.Error, "request_timeout") {
+		t.Fatalf("got %d %q, want 504 naming request_timeout", code, e.Error)
+	}
+}
+
+// Cancelling Serve's context (SIGTERM in the command) lets an in-flight
+// execution finish and answer, refuses new work, then returns.
+func TestGracefulShutdown(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Data = fixture(t)
+	s, err := New(context.Background(), cfg, slogDiscard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+
+	inflight := make(chan StepResponse, 1)
+	codes := make(chan int, 1)
+	go func() {
+		var got StepResponse
+		codes <- post(t, url, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")}, &got)
+		inflight <- got
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(s.slots) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if code := <-codes; code != http.StatusOK {
+		t.Fatalf("in-flight request during shutdown: got %d, want 200", code)
+	}
+	if got := <-inflight; got.Outcome != "success" {
+		t.Errorf("in-flight request: outcome %q, want success", got.Outcome)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after the drain")
+	}
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Error("the server still accepts connections after shutdown")
+	}
+}
