@@ -49,6 +49,8 @@ func envReward(ctx context.Context, cfg train.PPOConfig) (train.RewardFunc, func
 	}
 	ecfg := env.DefaultConfig()
 	ecfg.Runner = runner
+	// An empty Python makes every Restore probe the interpreter (~2 s).
+	ecfg.Python = python
 	fn := func(ctx context.Context, s schemas.RLState, action string) (train.Outcome, error) {
 		if s.SnapshotRef == "" {
 			return train.Outcome{}, fmt.Errorf("state %s has no snapshot_ref to restore", s.StateID)
