@@ -20,6 +20,8 @@ PKGS="${PKGS:-./...}"
 BENCHTIME="${BENCHTIME:-1x}"
 COUNT="${COUNT:-1}"
 GO="${GO:-go}"
+# BenchmarkSFT writes its batches here for the PyTorch reference below.
+export MLERL_BENCH_DATA="${MLERL_BENCH_DATA:-$(mktemp -t mlerl-sft-batches.XXXXXX)}"
 
 cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
 mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo 2>/dev/null || true)"
@@ -34,3 +36,12 @@ echo
 # -run '^$' skips the tests; packages without benchmarks print nothing.
 "$GO" test -run '^$' -bench "$BENCH" -benchtime "$BENCHTIME" -count "$COUNT" -benchmem \
 	-timeout "${BENCH_TIMEOUT:-60m}" $PKGS 2>&1 | grep -v -e '^?' -e '^PASS$' -e 'no test files'
+
+# The trainer's PyTorch CPU reference (train/BenchmarkSFT writes its batches
+# to MLERL_BENCH_DATA; scripts/bench_torch.py trains the same model on them).
+if [ -s "${MLERL_BENCH_DATA:-}" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+	echo
+	echo "# PyTorch CPU reference on BenchmarkSFT's batches (scripts/bench_torch.py, 2 threads):"
+	/usr/bin/python3 scripts/bench_torch.py "$MLERL_BENCH_DATA" 6 2 full
+	/usr/bin/python3 scripts/bench_torch.py "$MLERL_BENCH_DATA" 6 2 targets
+fi

@@ -9,7 +9,11 @@ same loss (response-token NLL), block-diagonal causal attention over packed
 examples, AdamW and global-norm clipping, and prints real (non-padding)
 tokens/s as one JSON line.
 
-Usage: bench_torch.py <batches.bin> [steps] [threads]
+Usage: bench_torch.py <batches.bin> [steps] [threads] [full|targets]
+
+"full" (the default) applies the LM head at every position, as a plain
+PyTorch training loop does; "targets" applies it only at the response
+targets, as the Go trainer does.
 """
 import json
 import math
@@ -50,7 +54,9 @@ class Block(nn.Module):
         b, s, _ = x.shape
         y = self.ln1(x)
         q, k, v = (m(y).view(b, s, HEADS, D // HEADS).transpose(1, 2) for m in (self.q, self.k, self.v))
-        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        # Explicit attention (torch 1.13 has no scaled_dot_product_attention).
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(D // HEADS)
+        att = scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
         x = x + self.o(att.transpose(1, 2).reshape(b, s, D))
         return x + self.ffn_out(F.gelu(self.ffn_in(self.ln2(x))))
 
@@ -63,13 +69,15 @@ class Policy(nn.Module):
         self.ln = nn.LayerNorm(D, eps=1e-5)
         self.lm_head, self.value_head = nn.Linear(D, VOCAB), nn.Linear(D, 1)
 
-    def forward(self, tokens, positions, segments):
+    def forward(self, tokens, positions, segments, target_idx=None):
         s = tokens.shape[1]
         causal = torch.ones(s, s, dtype=torch.bool).tril()
         mask = (segments[:, :, None] == segments[:, None, :]) & causal  # [B,S,S]
         x = self.tok(tokens.long()) + self.pos(positions.long())
         for blk in self.blocks:
             x = blk(x, mask[:, None])
+        if target_idx is not None:
+            x = x.reshape(-1, D)[target_idx]
         x = self.ln(x)
         return self.lm_head(x), self.value_head(x).squeeze(-1)
 
@@ -79,6 +87,7 @@ def main():
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
     if len(sys.argv) > 3:
         torch.set_num_threads(int(sys.argv[3]))
+    targets_only = len(sys.argv) > 4 and sys.argv[4] == "targets"
     torch.manual_seed(1)
     batches = read_batches(path)
     model = Policy()
@@ -86,9 +95,15 @@ def main():
 
     def step(bt):
         tokens, positions, segments, targets, weights = bt
-        logits, _ = model(tokens, positions, segments)
-        nll = F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1).long(), reduction="none")
-        loss = (nll * weights.view(-1)).sum() / weights.sum().clamp(min=1)
+        if targets_only:
+            idx = weights.view(-1).nonzero().squeeze(-1)
+            logits, _ = model(tokens, positions, segments, idx)
+            nll = F.cross_entropy(logits, targets.view(-1)[idx].long(), reduction="sum")
+            loss = nll / max(len(idx), 1)
+        else:
+            logits, _ = model(tokens, positions, segments)
+            nll = F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1).long(), reduction="none")
+            loss = (nll * weights.view(-1)).sum() / weights.sum().clamp(min=1)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -105,7 +120,7 @@ def main():
         padded += bt[0].numel()
     secs = time.perf_counter() - start
     params = sum(p.numel() for p in model.parameters())
-    print(json.dumps({"impl": "pytorch-cpu", "torch": torch.__version__, "threads": torch.get_num_threads(),
+    print(json.dumps({"impl": "pytorch-cpu", "lm_head": "targets" if targets_only else "full", "torch": torch.__version__, "threads": torch.get_num_threads(),
                       "steps": steps, "real_tok_per_s": round(real / secs, 1),
                       "pad_frac": round(1 - real / padded, 4), "params": params}))
 
