@@ -220,6 +220,10 @@ func epochOrder(n int, seed int64, epoch int) []int {
 	return r.Perm(n)
 }
 
+// afterSFTStep, when set (tests only), is called after every update; the
+// kill test SIGKILLs its own process from it.
+var afterSFTStep func(step int)
+
 // RunSFT is `mlerl train sft`: it reads sft_examples, builds (or resumes)
 // the vocabulary and policy, trains on held-in examples with packed
 // batches and validates on held-out ones each epoch, writing checkpoints
@@ -372,6 +376,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				if err := save(); err != nil {
 					return fmt.Errorf("train sft: %w", err)
 				}
+			}
+			if afterSFTStep != nil {
+				afterSFTStep(state.Step)
 			}
 		}
 		if len(valBatches) > 0 {

@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mlerl/mlerl/internal/datasets"
@@ -207,4 +212,57 @@ func readWeights(t *testing.T, root, dir string) (map[string][]byte, string) {
 		out[v.Path] = bin[v.Offset : v.Offset+v.Bytes]
 	}
 	return out, latest[strings.LastIndex(latest, "/")+1:]
+}
+
+// TestSFTResumeAfterSIGKILL runs SFT in a child process that SIGKILLs
+// itself after update 7 (checkpoints every 3 updates, so the last complete
+// one is at 6 and update 7 is lost), resumes it here, and compares the
+// final weights with an uninterrupted run.
+func TestSFTResumeAfterSIGKILL(t *testing.T) {
+	if root := os.Getenv("MLERL_SFT_KILL_ROOT"); root != "" {
+		afterSFTStep = func(step int) {
+			if step == 7 {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+		cfg := tinySFTConfig(root)
+		cfg.CheckpointEvery = 3
+		if err := runSFT(context.Background(), cfg, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	ctx := context.Background()
+	full, killed := t.TempDir(), t.TempDir()
+	writeSFTExamples(t, full, 24)
+	writeSFTExamples(t, killed, 24)
+	cfg := tinySFTConfig(full)
+	cfg.CheckpointEvery = 3
+	if err := runSFT(ctx, cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSFTResumeAfterSIGKILL$")
+	cmd.Env = append(os.Environ(), "MLERL_SFT_KILL_ROOT="+killed)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: got %v, want death by SIGKILL; output:\n%s", err, out)
+	}
+	if _, name := readWeights(t, killed, "checkpoints/sft"); name != "step-000000006" {
+		t.Fatalf("after the kill the latest checkpoint is %s, want step-000000006", name)
+	}
+	cfg.Data = killed
+	if err := runSFT(ctx, cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	wa, sa := readWeights(t, full, "checkpoints/sft")
+	wb, sb := readWeights(t, killed, "checkpoints/sft")
+	if sa != sb || len(wa) != len(wb) {
+		t.Fatalf("got %s with %d variables after the kill, want %s with %d", sb, len(wb), sa, len(wa))
+	}
+	for path, a := range wa {
+		if !bytes.Equal(a, wb[path]) {
+			t.Errorf("variable %s after kill and resume differs from an uninterrupted run", path)
+		}
+	}
 }
