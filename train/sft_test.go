@@ -138,6 +138,13 @@ func TestPackBatches(t *testing.T) {
 	if b.Real != 13 || b.NumTargets != 6 {
 		t.Errorf("got real %d targets %d, want 13 and 6", b.Real, b.NumTargets)
 	}
+	// First fit: lengths 5, 6, 3 in a context of 8 need 2 rows (5+3, 6),
+	// not the 3 of sequential packing.
+	mk := func(n int) encoded { return encoded{Tokens: make([]int32, n), Response: 1} }
+	bs = packBatches([]encoded{mk(5), mk(6), mk(3)}, []int{0, 1, 2}, 4, 8)
+	if len(bs) != 1 || bs[0].B != 2 || bs[0].Starts[2] != 5 {
+		t.Errorf("first fit: got %d batches, %d rows, example 2 at %d; want 1 batch of 2 rows with example 2 at 5", len(bs), bs[0].B, bs[0].Starts[2])
+	}
 }
 
 func TestSFTResumeIsExact(t *testing.T) {
