@@ -230,13 +230,14 @@ func Run(ctx context.Context, cfg Config) error {
 		len(tasks), shard, shards, len(jobs), len(jobs)-len(todo), trajP.URI(), stepsP.URI())
 
 	// 4. Run the trajectories in parallel; a writer flushes finished ones.
-	runner, closeRunner, err := newRunner(ctx, cfg)
+	runner, python, closeRunner, err := newRunner(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer closeRunner()
 	envCfg := cfg.Env
 	envCfg.Runner = runner
+	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
 	if cfg.Instrument {
 		envCfg.Instrumenter = env.StaticInstrumenter{}
 	}
@@ -448,20 +449,20 @@ func runKey(cfg Config, tasks, ideas *datasets.Manifest) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func newRunner(ctx context.Context, cfg Config) (sandbox.Runner, func(), error) {
+func newRunner(ctx context.Context, cfg Config) (sandbox.Runner, string, func(), error) {
 	python, err := sandbox.FindPython(cfg.Env.Python)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	if cfg.Warm {
 		r, err := sandbox.NewWarm(ctx, python)
 		if err == nil {
-			return r, func() { r.Close() }, nil
+			return r, python, func() { r.Close() }, nil
 		}
 		fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
 	}
 	r := sandbox.NewCold(python)
-	return r, func() { r.Close() }, nil
+	return r, python, func() { r.Close() }, nil
 }
 
 func newExpert(cfg Config) (agents.Factory, error) {
