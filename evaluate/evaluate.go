@@ -17,7 +17,7 @@ import (
 	"sync"
 
 	"github.com/gomlx/compute"
-	_ "github.com/gomlx/compute/gobackend" // the default GoMLX backend; GOMLX_BACKEND selects others
+	_ "github.com/gomlx/compute/gobackend" // the default GoMLX backend (train.NewBackend); GOMLX_BACKEND selects others
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mlerl/mlerl/internal/config"
@@ -381,7 +381,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 				continue
 			}
 			if backend == nil {
-				if backend, err = compute.New(); err != nil {
+				if backend, err = train.NewBackend(); err != nil {
 					return nil, nil, fmt.Errorf("evaluate: backend: %w", err)
 				}
 			}

@@ -145,7 +145,11 @@ func benchAct(b *testing.B, batch int) {
 	vocab := NewVocab(ids)
 	cfg := DemoModelConfig()
 	cfg.Vocab = vocab.Size()
-	pol, err := NewPolicy(compute.MustNew(), cfg, 1)
+	backend, err := NewBackend()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol, err := NewPolicy(backend, cfg, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
