@@ -196,6 +196,9 @@ func TestManifests(t *testing.T) {
 				if p := num(w.job, "parallelism"); p < 1 || p > completions {
 					t.Errorf("parallelism %d, want 1..completions (%d)", p, completions)
 				}
+				if str(w.job, "podReplacementPolicy") != "Failed" {
+					t.Errorf("podReplacementPolicy %q, want Failed: a replacement pod overlapping a terminating one of the same index would write the same part names", str(w.job, "podReplacementPolicy"))
+				}
 				if get(w.job, "backoffLimitPerIndex") != nil && str(w.pod, "restartPolicy") != "Never" {
 					t.Errorf("backoffLimitPerIndex needs restartPolicy Never, got %q", str(w.pod, "restartPolicy"))
 				}
