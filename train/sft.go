@@ -337,6 +337,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	valBatches := packBatches(valEx, identity, cfg.BatchRows, p.Cfg.Ctx)
 	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %d params, %d updates\n",
 		len(trainEx), len(valEx), vocab.Size(), p.Cfg.NumParams(), total)
+	if len(valEx) == 0 {
+		fmt.Fprintf(log, "train sft: %s has no %s examples: no validation loss (the dataset stage decides which tasks are held out)\n", m.URI, schemas.HeldOut)
+	}
 
 	l, err := newLearner(p, cfg.Optim, p.sftLoss)
 	if err != nil {
