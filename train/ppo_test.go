@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -190,5 +191,61 @@ func TestRewardCacheKeysOnNormalisedAction(t *testing.T) {
 	s2.SnapshotRef = "sha256:y"
 	if _, cached, _ := c.get(ctx, fn, s2, "Action: Other"); cached {
 		t.Errorf("another snapshot hit the cache")
+	}
+}
+
+// A PPO run stopped after its last update resumes from the checkpoint with
+// the saved weights, optimizer state, policy version and data position.
+func TestPPOResumesFromCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	setupPPO(t, root)
+	cfg := tinyPPOConfig(root)
+	cfg.Updates, cfg.CheckpointEvery = 2, 2
+	if err := RunPPOWith(ctx, cfg, pickC, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := store.Open(ctx, root)
+	latest, err := LatestCheckpoint(ctx, st, cfg.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saved ppoState
+	p, _, err := LoadCheckpoint(ctx, st, latest, mustBackend(), LoadOptions{}, nil, &saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if saved.Update != 2 || saved.Drawn == 0 || len(saved.RNG) == 0 {
+		t.Fatalf("saved state %+v: want update 2, states drawn and an RNG state", saved)
+	}
+	before, _ := readWeights(t, root, cfg.Out)
+	for v := range p.Store.IterVariables() {
+		tv, _ := v.Value()
+		var b []byte
+		tv.ConstBytes(func(d []byte) { b = append([]byte{}, d...) })
+		if !bytes.Equal(b, before[v.Path()]) {
+			t.Errorf("variable %s: loaded value differs from the checkpoint", v.Path())
+		}
+	}
+	cfg.Updates = 4
+	if err := RunPPOWith(ctx, cfg, pickC, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, root, cfg.Out)
+	if len(ms) != 4 {
+		t.Fatalf("got %d metric lines after resuming, want 4 (2 before, 2 after)", len(ms))
+	}
+	for i, m := range ms {
+		if got := m["step"].(float64); got != float64(i+1) {
+			t.Errorf("metrics line %d: step %v, want %d", i, got, i+1)
+		}
+	}
+	var resumed ppoState
+	latest, _ = LatestCheckpoint(ctx, st, cfg.Out)
+	if _, _, err := LoadCheckpoint(ctx, st, latest, mustBackend(), LoadOptions{}, nil, &resumed); err != nil {
+		t.Fatal(err)
+	}
+	if resumed.Update != 4 || resumed.Drawn <= saved.Drawn {
+		t.Errorf("after resuming: got update %d drawn %d, want 4 and more than %d", resumed.Update, resumed.Drawn, saved.Drawn)
 	}
 }
