@@ -306,3 +306,37 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The shard of an Indexed Job's pod lands in the resolved config (what is
+// printed and stored); a manifest whose variables disagree fails at start.
+func TestConfigShardFromEnv(t *testing.T) {
+	cases := []struct {
+		name, flag, index, count string
+		want, wantErr            string
+	}{
+		{name: "no env", want: ""},
+		{name: "indexed job", index: "2", count: "3", want: "2/3"},
+		{name: "flag wins", flag: "0/2", index: "2", count: "3", want: "0/2"},
+		{name: "index beyond count", index: "3", count: "3", wantErr: "disagree"},
+		{name: "count missing", index: "1", wantErr: "MLERL_SHARDS is not"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(shard.EnvIndex, c.index)
+			t.Setenv(shard.EnvCount, c.count)
+			cfg := DefaultConfig()
+			cfg.Shard = c.flag
+			cfg.Derive()
+			err := cfg.Validate()
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.Shard != c.want {
+				t.Fatalf("got shard %q, %v want %q", cfg.Shard, err, c.want)
+			}
+		})
+	}
+}
