@@ -20,7 +20,7 @@ import (
 //	GOEXPERIMENT=simd go test ./serve -run '^$' -bench ServeEnv -benchtime 3x
 func BenchmarkServeEnv(b *testing.B) {
 	const clients, cheap, exec = 8, 56, 8
-	_, ts, _ := testServer(b, func(c *Config) { c.Concurrency = 0 })
+	_, ts, _ := testServer(b, func(c *Config) { c.Concurrency, c.Warm = 0, true })
 	type job struct {
 		kind string
 		req  StepRequest

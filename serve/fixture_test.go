@@ -140,13 +140,15 @@ func act(name string, args ...string) string {
 	return env.Render(a)
 }
 
-// testServer starts a Server on the fixture behind httptest; its access
-// log goes to the returned buffer.
+// testServer starts a Server on the fixture behind httptest, with cold
+// script runs unless mod turns warm on; its access log goes to the
+// returned buffer.
 func testServer(t testing.TB, mod func(*Config)) (*Server, *httptest.Server, *syncBuffer) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Data = fixture(t)
 	cfg.Concurrency = 2
+	cfg.Warm = false // starting the warm worker costs seconds; tests that run scripts turn it on
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func TestStep(t *testing.T) {
-	_, ts, logs := testServer(t, nil)
+	_, ts, logs := testServer(t, func(c *Config) { c.Warm = true })
 	cases := []struct {
 		name        string
 		req         StepRequest
