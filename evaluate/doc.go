@@ -19,8 +19,10 @@
 //     checkpoint of the SFT and PPO folders (`mlerl train sft|ppo`).
 //
 // Every method gets the same N trajectories per task (per_task, 8 by
-// default), each with the same environment limits (env.max_steps, 15, and
-// env.max_time) as the rollouts. Trajectory i of a task has the same seed
+// default; policy_per_task may give the trained policies only the first
+// few, to save time, and the report says so), each with the same
+// environment limits (env.max_steps, 15, and env.max_time) as the
+// rollouts. Trajectory i of a task has the same seed
 // and the same initial plan for every method (a paired comparison). Plans
 // are sampled as in the rollouts (rollout.SamplePlan) from the task's kept
 // ideas: ideas are generated from the task description alone, without its

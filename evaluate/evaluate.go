@@ -57,10 +57,13 @@ type Config struct {
 	Only    []string `yaml:"only" help:"task ids to evaluate (empty: every task of the splits)"`
 	Methods []string `yaml:"methods" help:"methods: initial, random, expert, llm (needs llm.base_url), sft, sft+ppo; llm without an endpoint and policies without a checkpoint are skipped with a note"`
 	PerTask int      `yaml:"per_task" help:"trajectories per task and method (avg@N, best@N)"`
-	Seed    int64    `yaml:"seed" help:"run seed: trajectory i of a task gets the same seed and plan for every method"`
-	Workers int      `yaml:"workers" help:"episodes in parallel (0: one per core)"`
-	SFT     string   `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step)"`
-	PPO     string   `yaml:"ppo" help:"PPO checkpoint folder in the data root (its latest step)"`
+	// PolicyPerTask trades statistical power for time: on CPU the trained
+	// policies' generation is the slowest part of an evaluation.
+	PolicyPerTask int    `yaml:"policy_per_task" help:"trajectories per task for the trained policies (sft, sft+ppo), the first of per_task's (0: per_task)"`
+	Seed          int64  `yaml:"seed" help:"run seed: trajectory i of a task gets the same seed and plan for every method"`
+	Workers       int    `yaml:"workers" help:"episodes in parallel (0: one per core)"`
+	SFT           string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step)"`
+	PPO           string `yaml:"ppo" help:"PPO checkpoint folder in the data root (its latest step)"`
 	// The policies' sampling.
 	Temperature  float64 `yaml:"temperature" help:"policy sampling temperature (0: greedy)"`
 	TopP         float64 `yaml:"top_p" help:"policy nucleus sampling threshold"`
@@ -97,6 +100,9 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	if c.PerTask < 1 {
 		return fmt.Errorf("per_task must be at least 1")
+	}
+	if c.PolicyPerTask < 0 || c.PolicyPerTask > c.PerTask {
+		return fmt.Errorf("policy_per_task %d: want 0 (per_task) up to per_task (%d)", c.PolicyPerTask, c.PerTask)
 	}
 	if len(c.Splits) == 0 {
 		return fmt.Errorf("splits is empty: want held-out, held-in or both")
@@ -194,6 +200,13 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if p := cfg.PolicyPerTask; p > 0 && p < cfg.PerTask {
+		for _, m := range methods {
+			if m.batch != nil {
+				notes = append(notes, fmt.Sprintf("%s: %d trajectories per task (the others %d), to save time", m.name, p, cfg.PerTask))
+			}
+		}
+	}
 	for _, n := range notes {
 		fmt.Fprintf(log, "evaluate: %s\n", n)
 	}
@@ -216,7 +229,11 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			case m.factory == nil: // initial: one row per task, nothing is run
 				jobs = append(jobs, job{method: m, task: t, items: items[:1]})
 			case m.batch != nil:
-				jobs = append(jobs, job{method: m, task: t, items: items})
+				n := cfg.PerTask
+				if cfg.PolicyPerTask > 0 {
+					n = cfg.PolicyPerTask
+				}
+				jobs = append(jobs, job{method: m, task: t, items: items[:n]})
 			default:
 				for _, it := range items {
 					jobs = append(jobs, job{method: m, task: t, items: []item{it}})
@@ -247,7 +264,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		remaining[partName(j.method.name, j.task.TaskID)]++
 		left += len(j.items)
 	}
-	fmt.Fprintf(log, "evaluate: %d tasks x %d methods, %d trajectories each: %d episodes, %d already done, writing %s\n",
+	fmt.Fprintf(log, "evaluate: %d tasks x %d methods, up to %d trajectories each: %d episodes, %d already done, writing %s\n",
 		len(tasks), len(methods), cfg.PerTask, episodes, episodes-left, pending.URI())
 
 	// 5. The episodes, in parallel; a (method, task) is written as soon as
@@ -320,7 +337,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		}
 	}
 	extra := map[string]any{"methods": methodNames(methods), "sources": sources, "notes": notes,
-		"per_task": cfg.PerTask, "max_steps": cfg.Env.MaxSteps, "headline": sum.Headlines}
+		"per_task": cfg.PerTask, "policy_per_task": cfg.PolicyPerTask, "max_steps": cfg.Env.MaxSteps, "headline": sum.Headlines}
 	m, err := pending.Commit(ctx, datasets.CommitOptions{Producer: datasets.NewProducer(cfg),
 		Parents: []datasets.Parent{tasksM.Ref(), ideasM.Ref()}, Extra: extra})
 	if err != nil {

@@ -121,7 +121,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 	if in.Tasks != nil && in.Ideas != nil {
 		fmt.Fprintf(w, "Tasks: `%s`; plans from the kept ideas of `%s`.\n", in.Tasks.Ref().URI, in.Ideas.Ref().URI)
 	}
-	fmt.Fprintf(w, "Budget: %d trajectories per task and method, at most %d steps each.\n\n", in.PerTask, in.MaxSteps)
+	fmt.Fprintf(w, "Budget: up to %d trajectories per task and method (the table's n), at most %d steps each.\n\n", in.PerTask, in.MaxSteps)
 	if len(in.Sources) > 0 {
 		fmt.Fprintf(w, "| method | source |\n|---|---|\n")
 		for _, m := range s.Methods {

@@ -16,6 +16,8 @@
 #   PPO_UPDATES       PPO updates                              (4)
 #   PPO_BATCH         samples per PPO update                   (8)
 #   EVAL_PER_TASK     trajectories per held-out task and method (8)
+#   POLICY_PER_TASK   of those, for the trained policies        (3: their
+#                     generation is the slow part on 2 CPU cores)
 #   MAX_NEW_TOKENS    longest policy answer, PPO and eval      (96)
 # Every stage's log is kept in DATA/demo-logs/.
 set -euo pipefail
@@ -30,6 +32,7 @@ SFT_BATCH_ROWS="${SFT_BATCH_ROWS:-4}"
 PPO_UPDATES="${PPO_UPDATES:-4}"
 PPO_BATCH="${PPO_BATCH:-8}"
 EVAL_PER_TASK="${EVAL_PER_TASK:-8}"
+POLICY_PER_TASK="${POLICY_PER_TASK:-3}"
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-96}"
 export GOEXPERIMENT="${GOEXPERIMENT:-simd}"
 export MLERL_DEPS="${MLERL_DEPS:-$PWD/.deps}"
@@ -46,7 +49,8 @@ fi
 
 echo "mlerl demo: data root $DATA, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 echo "budgets: rollout $ROLLOUT_PER_TASK trajectories x $MAX_STEPS steps per held-in task; SFT $SFT_STEPS updates x $SFT_BATCH_ROWS rows;"
-echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples; evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out task and method"
+echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples; evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out task and method,"
+echo "         but $POLICY_PER_TASK for the trained policies (SFT, SFT+PPO): their generation is the slow part on CPU"
 echo
 
 TIMES=()
@@ -77,14 +81,15 @@ stage train-sft "$BIN" train sft --data "$DATA" --max_steps "$SFT_STEPS" --batch
 stage train-ppo "$BIN" train ppo --data "$DATA" --updates "$PPO_UPDATES" --batch_size "$PPO_BATCH" --gen_batch "$PPO_BATCH" \
 	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false
 stage evaluate "$BIN" evaluate --data "$DATA" --per_task "$EVAL_PER_TASK" --env.max_steps "$MAX_STEPS" \
-	--max_new_tokens "$MAX_NEW_TOKENS" --methods initial,random,expert,sft,sft+ppo
+	--policy_per_task "$POLICY_PER_TASK" --max_new_tokens "$MAX_NEW_TOKENS" --methods initial,random,expert,sft,sft+ppo
 
 TOTAL=$(($(date +%s) - START))
 echo
 echo "=== stage times (total ${TOTAL}s, load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
 printf '%s\n' "${TIMES[@]}"
 echo
-echo "=== held-out results ($EVAL_PER_TASK trajectories x $MAX_STEPS steps per task and method; delta_r = relative gain of the final score over the initial script)"
+echo "=== held-out results ($EVAL_PER_TASK trajectories x $MAX_STEPS steps per task and method, $POLICY_PER_TASK for SFT and SFT+PPO (TRAJ column);"
+echo "    delta_r = relative gain of the final score over the initial script, mean over the held-out tasks)"
 # evaluate prints the headline tables, the verdict and the report's path
 # last on stdout; its log holds them after the progress lines.
 sed -n '/^HELD-OUT/,$p' "$LOGS/evaluate.log" | grep -v '^evaluate[: ]'
