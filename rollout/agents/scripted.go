@@ -67,7 +67,9 @@ type scriptedAgent struct {
 
 func (a *scriptedAgent) Act(ctx context.Context, obs Observation) (string, llm.Usage, error) {
 	act := a.decide(obs)
-	if !a.lastSlip && obs.State.Step > 0 && a.rng.Float64() < a.slip {
+	// Slips never come first or last: the expert always gets going and
+	// always submits its Final Answer.
+	if !a.lastSlip && obs.State.Step > 0 && obs.State.MaxSteps-obs.State.Step > 1 && a.rng.Float64() < a.slip {
 		a.lastSlip = true
 		return a.slipText(act), llm.Usage{}, nil
 	}
@@ -132,7 +134,7 @@ func (a *scriptedAgent) followUp(obs Observation) (env.Action, bool) {
 		}
 		return a.runEdit(obs), true
 	case "run-edit":
-		if r.Action == nil || r.Action.Name != env.ExecuteScript {
+		if r.Action == nil || r.Action.Name != env.ExecuteScript || r.Outcome == env.OutcomeInvalidAction {
 			if len(a.queue) > 0 {
 				return env.Action{}, false // the queued run comes next
 			}

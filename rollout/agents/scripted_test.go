@@ -1,0 +1,173 @@
+package agents
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/mlerl/mlerl/internal/prompt"
+	"github.com/mlerl/mlerl/rollout/env"
+)
+
+// fakeEpisode plays the scripted expert against a tiny fake environment in
+// which applying plan idea i improves the score iff good[i].
+func fakeEpisode(t *testing.T, seed int64, plan []string, good map[string]bool, maxSteps int) []env.Action {
+	t.Helper()
+	agent := Scripted{SlipRate: 0.2}.Episode(plan, seed)
+	st := prompt.State{Metric: "accuracy", Direction: "higher", MInit: 0.5, Current: 0.5, MaxSteps: maxSteps, Script: "# === model ===\nm = 1\n# === end model ===\n# === training ===\n# === end training ===\n"}
+	best := 0.5
+	var last *env.StepResult
+	var pendingIdea string
+	var acts []env.Action
+	for st.Step = 0; st.Step < maxSteps; st.Step++ {
+		text, _, err := agent.Act(context.Background(), Observation{State: st, Last: last})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &env.StepResult{Step: st.Step + 1, MetricBefore: st.Current}
+		b := best
+		r.BestBefore = &b
+		a, perr := env.Parse(text)
+		if perr != nil {
+			r.Outcome = env.OutcomeFormatError
+			last = r
+			continue
+		}
+		r.Action = &a
+		r.Outcome = env.OutcomeSuccess
+		switch a.Name {
+		case env.EditScriptAI:
+			pendingIdea = a.EditInstruction
+		case env.ExecuteScript:
+			if a.ScriptName != "train.py" {
+				r.Outcome = env.OutcomeInvalidAction
+				break
+			}
+			score := st.Current
+			if pendingIdea != "" && good[pendingIdea] {
+				score = best + 0.1
+			} else if pendingIdea != "" {
+				score = best - 0.1
+			}
+			pendingIdea = ""
+			r.MetricAfter = &score
+			st.Current = score
+			if score > best {
+				best = score
+			}
+		case env.UndoEditScript:
+			st.Current = best
+		case env.InspectScriptLines:
+			if a.StartLine > 100 {
+				r.Outcome = env.OutcomeInvalidAction
+			}
+		}
+		acts = append(acts, a)
+		last = r
+		if a.Name == env.FinalAnswer {
+			break
+		}
+	}
+	return acts
+}
+
+func names(acts []env.Action) string {
+	var s []string
+	for _, a := range acts {
+		s = append(s, a.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+func TestScriptedKeepsGoodEditsAndUndoesBadOnes(t *testing.T) {
+	plan := []string{"idea good", "idea bad", "idea good too"}
+	good := map[string]bool{"idea good": true, "idea good too": true}
+	distinct := map[string]bool{}
+	for seed := int64(0); seed < 40; seed++ {
+		acts := fakeEpisode(t, seed, plan, good, 15)
+		distinct[names(acts)] = true
+		if got := acts[len(acts)-1].Name; got != env.FinalAnswer {
+			t.Fatalf("seed %d: last action %s, want Final Answer: %s", seed, got, names(acts))
+		}
+		edits := map[string]int{}
+		for i, a := range acts {
+			if a.Name == env.EditScriptAI {
+				edits[a.EditInstruction]++
+			}
+			// A bad idea's run is followed by an undo; a good one's is not.
+			if a.Name == env.ExecuteScript && i > 0 {
+				var idea string
+				for j := i - 1; j >= 0; j-- {
+					if acts[j].Name == env.EditScriptAI {
+						idea = acts[j].EditInstruction
+						break
+					}
+					if acts[j].Name == env.ExecuteScript || acts[j].Name == env.UndoEditScript {
+						break
+					}
+				}
+				if idea == "" || i+1 >= len(acts) {
+					continue
+				}
+				next := acts[i+1].Name
+				if !good[idea] && next != env.UndoEditScript && next != env.ExecuteScript {
+					// a slip may come in between; the undo must follow soon
+					found := false
+					for k := i + 1; k < len(acts) && k < i+4; k++ {
+						if acts[k].Name == env.UndoEditScript {
+							found = true
+						}
+					}
+					if !found {
+						t.Errorf("seed %d: bad idea %q was not undone: %s", seed, idea, names(acts))
+					}
+				}
+				if good[idea] && next == env.UndoEditScript {
+					t.Errorf("seed %d: good idea %q was undone: %s", seed, idea, names(acts))
+				}
+			}
+		}
+		// Ideas are tried in plan order: the tried ones are a prefix of the
+		// plan (slips may leave no steps for the last ones).
+		for i, p := range plan {
+			if i == 0 && edits[p] == 0 {
+				t.Errorf("seed %d: the first plan idea was never tried: %s", seed, names(acts))
+			}
+			if i > 0 && edits[p] > 0 && edits[plan[i-1]] == 0 {
+				t.Errorf("seed %d: plan idea %q tried before %q: %s", seed, p, plan[i-1], names(acts))
+			}
+		}
+		again := fakeEpisode(t, seed, plan, good, 15)
+		if names(again) != names(acts) {
+			t.Fatalf("seed %d: not deterministic", seed)
+		}
+	}
+	if len(distinct) < 10 {
+		t.Errorf("40 seeds gave %d distinct action sequences, want a real spread", len(distinct))
+	}
+}
+
+func TestScriptedEndsWithinTheStepLimit(t *testing.T) {
+	for seed := int64(0); seed < 20; seed++ {
+		acts := fakeEpisode(t, seed, []string{"a", "b", "c"}, nil, 6)
+		if len(acts) > 6 || acts[len(acts)-1].Name != env.FinalAnswer {
+			t.Errorf("seed %d: %d actions ending with %s, want at most 6 ending with Final Answer: %s", seed, len(acts), acts[len(acts)-1].Name, names(acts))
+		}
+	}
+}
+
+func TestRandomAnswersAlwaysParse(t *testing.T) {
+	agent := Random{}.Episode([]string{"idea"}, 3)
+	seen := map[string]bool{}
+	for i := 0; i < 200; i++ {
+		text, _, _ := agent.Act(context.Background(), Observation{})
+		a, err := env.Parse(text)
+		if err != nil {
+			t.Fatalf("random answer does not parse: %v\n%s", err, text)
+		}
+		seen[a.Name] = true
+	}
+	if len(seen) != len(env.ActionNames()) {
+		t.Errorf("random agent used %d of %d actions", len(seen), len(env.ActionNames()))
+	}
+}
