@@ -49,7 +49,7 @@ type Config struct {
 	Only          []string `yaml:"only" help:"task ids to roll out (empty: all of the split)"`
 	PerTask       int      `yaml:"per_task" help:"trajectories per task"`
 	Seed          int64    `yaml:"seed" help:"run seed: the same seed gives the same plans and expert choices"`
-	Shard         string   `yaml:"shard" help:"i/K: run only the i-th of K shards (0-based); empty: JOB_COMPLETION_INDEX of MLERL_SHARDS when set, else all"`
+	Shard         string   `yaml:"shard" help:"i/K: run only the i-th of K shards (0-based); empty: from JOB_COMPLETION_INDEX and MLERL_SHARDS when set, else all"`
 	Workers       int      `yaml:"workers" help:"trajectories in parallel (0: one per core)"`
 	FlushEvery    int      `yaml:"flush_every" help:"finished trajectories per part file (a crash loses at most the unflushed ones)"`
 	Expert        string   `yaml:"expert" help:"scripted (built-in) or llm (needs llm.base_url)"`
@@ -192,7 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g := 0
 	for _, t := range tasks {
 		for i := 0; i < cfg.PerTask; i, g = i+1, g+1 {
-			if g%shards != shard {
+			if !sh.Owns(g) {
 				continue
 			}
 			id := fmt.Sprintf("%s-%04d", t.TaskID, i)
