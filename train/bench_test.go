@@ -116,7 +116,7 @@ func BenchmarkPPO(b *testing.B) {
 	cfg.Workers = 4
 	slow := func(ctx context.Context, s schemas.RLState, a string) (Outcome, error) {
 		time.Sleep(20 * time.Millisecond)
-		return pickC(ctx, s, a)
+		return pickD(ctx, s, a)
 	}
 	b.ResetTimer()
 	if err := RunPPOWith(context.Background(), cfg, slow, discard{}); err != nil {

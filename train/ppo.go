@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
 	. "github.com/gomlx/gomlx/core/graph"
@@ -216,9 +217,15 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	outstanding := 0
 	jobs := make(chan *rollout, 4*cfg.BatchSize+cfg.GenBatch+cfg.Workers)
 	results := make(chan *rollout, cap(jobs))
+	var workers sync.WaitGroup
 	for range cfg.Workers {
+		workers.Add(1)
 		go func() {
+			defer workers.Done()
 			for r := range jobs {
+				if wctx.Err() != nil {
+					return // the run ended: drop queued actions
+				}
 				r.Out, r.Cached, r.Err = cache.get(wctx, reward, r.State, r.Text)
 				select {
 				case results <- r:
@@ -228,7 +235,13 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 			}
 		}()
 	}
-	defer close(jobs)
+	// On return, cancel in-flight actions and wait for the workers, so no
+	// reward call outlives the run (the caller then closes the environment).
+	defer func() {
+		stopWorkers()
+		close(jobs)
+		workers.Wait()
+	}()
 
 	save := func() error {
 		rb, err := pcg.MarshalBinary()

@@ -74,10 +74,12 @@ func tinyPPOConfig(root string) PPOConfig {
 	return cfg
 }
 
-// The best action is known: any action starting with "c" earns 1.
-func pickC(_ context.Context, s schemas.RLState, action string) (Outcome, error) {
+// The best action is known: any action starting with "d" earns 1. The
+// initial policy (seed 5) starts about 1 answer in 8 with "d": rare, but
+// found in every run's first updates whatever order rewards arrive in.
+func pickD(_ context.Context, s schemas.RLState, action string) (Outcome, error) {
 	out := Outcome{DurationS: 0.001 * float64(1+len(action))}
-	if strings.HasPrefix(action, "c") {
+	if strings.HasPrefix(action, "d") {
 		out.Reward = 1
 	}
 	return out, nil
@@ -87,7 +89,7 @@ func TestPPORaisesRewardOnKnownBestAction(t *testing.T) {
 	root := t.TempDir()
 	setupPPO(t, root)
 	var log bytes.Buffer
-	if err := RunPPOWith(context.Background(), tinyPPOConfig(root), pickC, &log); err != nil {
+	if err := RunPPOWith(context.Background(), tinyPPOConfig(root), pickD, &log); err != nil {
 		t.Fatalf("%v\nlog:\n%s", err, log.String())
 	}
 	ms := readMetrics(t, root, "checkpoints/ppo")
@@ -202,7 +204,7 @@ func TestPPOResumesFromCheckpoint(t *testing.T) {
 	setupPPO(t, root)
 	cfg := tinyPPOConfig(root)
 	cfg.Updates, cfg.CheckpointEvery = 2, 2
-	if err := RunPPOWith(ctx, cfg, pickC, io.Discard); err != nil {
+	if err := RunPPOWith(ctx, cfg, pickD, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := store.Open(ctx, root)
@@ -228,7 +230,7 @@ func TestPPOResumesFromCheckpoint(t *testing.T) {
 		}
 	}
 	cfg.Updates = 4
-	if err := RunPPOWith(ctx, cfg, pickC, io.Discard); err != nil {
+	if err := RunPPOWith(ctx, cfg, pickD, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	ms := readMetrics(t, root, cfg.Out)
