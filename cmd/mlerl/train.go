@@ -51,6 +51,11 @@ func envReward(ctx context.Context, cfg train.PPOConfig) (train.RewardFunc, func
 	ecfg.Runner = runner
 	// An empty Python makes every Restore probe the interpreter (~2 s).
 	ecfg.Python = python
+	// Step-wise RL takes one action per sampled state: an edit also runs
+	// its script so that its reward carries the measured improvement
+	// (otherwise every edit would earn 0 and only the expert's next
+	// Execute Script would be credited).
+	ecfg.ExecuteAfterEdit = true
 	fn := func(ctx context.Context, s schemas.RLState, action string) (train.Outcome, error) {
 		if s.SnapshotRef == "" {
 			return train.Outcome{}, fmt.Errorf("state %s has no snapshot_ref to restore", s.StateID)
