@@ -49,12 +49,16 @@ type Config struct {
 
 // DefaultConfig returns loopback port 8080, one action per core with 64
 // waiting, 10 minutes per request, 1 MiB bodies and the default
-// environment (the rollout's reward).
+// environment (the rollout's reward) with edits executed in the same step,
+// as in `mlerl train ppo`: an external step-wise RL trainer sends one action
+// per state, so an edit's reward must carry its measured improvement.
 func DefaultConfig() Config {
+	ecfg := env.DefaultConfig()
+	ecfg.ExecuteAfterEdit = true
 	return Config{
 		Data: "./data", RLStates: "rl_states", Addr: "127.0.0.1:8080",
 		Queue: 64, RequestTimeout: 10 * time.Minute, MaxBodyBytes: 1 << 20, ShutdownTimeout: 10 * time.Minute, Warm: true,
-		Env: env.DefaultConfig(),
+		Env: ecfg,
 	}
 }
 
