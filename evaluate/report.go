@@ -255,6 +255,9 @@ func pct(x float64) string {
 	if math.IsNaN(x) {
 		return "n/a"
 	}
+	if math.Abs(x) < 5e-5 {
+		x = 0 // no "-0.00%" for a gain too small to show
+	}
 	return fmt.Sprintf("%+.2f%%", 100*x)
 }
 
