@@ -26,7 +26,6 @@ import (
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/rollout"
 	"github.com/mlerl/mlerl/rollout/agents"
 	"github.com/mlerl/mlerl/rollout/env"
@@ -279,11 +278,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if cfg.Instrument {
 		envCfg.Instrumenter = env.StaticInstrumenter{}
 	}
-	opts := agents.DefaultOptions()
-	opts.FullBudget, opts.CompactBudget, opts.MaxSteps = cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps
-	if tok, err := tokenizer.Default(); err == nil {
-		opts.Count = func(s string) int { return len(tok.Encode(s)) }
-	}
+	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = runtime.NumCPU()
@@ -508,14 +503,9 @@ func newRunner(ctx context.Context, cfg Config, log io.Writer) (sandbox.Runner, 
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Warm {
-		r, err := sandbox.NewWarm(ctx, python)
-		if err == nil {
-			return r, nil
-		}
+	return sandbox.New(ctx, python, cfg.Warm, func(err error) {
 		fmt.Fprintf(log, "evaluate: warm worker unavailable (%v); using cold processes\n", err)
-	}
-	return sandbox.NewCold(python), nil
+	}), nil
 }
 
 // trajectorySeed derives trajectory i's seed of a task from the run seed.

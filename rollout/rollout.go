@@ -32,7 +32,6 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/shard"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/rollout/agents"
 	"github.com/mlerl/mlerl/rollout/env"
 	"github.com/mlerl/mlerl/schemas"
@@ -245,11 +244,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	opts := agents.DefaultOptions()
-	opts.FullBudget, opts.CompactBudget, opts.MaxSteps = cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps
-	if tok, err := tokenizer.Default(); err == nil {
-		opts.Count = func(s string) int { return len(tok.Encode(s)) }
-	}
+	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
 
 	workers := cfg.Workers
 	if workers <= 0 {
@@ -454,14 +449,9 @@ func newRunner(ctx context.Context, cfg Config) (sandbox.Runner, string, func(),
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if cfg.Warm {
-		r, err := sandbox.NewWarm(ctx, python)
-		if err == nil {
-			return r, python, func() { r.Close() }, nil
-		}
+	r := sandbox.New(ctx, python, cfg.Warm, func(err error) {
 		fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
-	}
-	r := sandbox.NewCold(python)
+	})
 	return r, python, func() { r.Close() }, nil
 }
 

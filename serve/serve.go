@@ -172,15 +172,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var runner sandbox.Runner
-	if cfg.Warm {
-		if runner, err = sandbox.NewWarm(ctx, python); err != nil {
-			log.Warn("warm worker unavailable; using cold processes", "err", err.Error())
-		}
-	}
-	if runner == nil {
-		runner = sandbox.NewCold(python)
-	}
+	runner := sandbox.New(ctx, python, cfg.Warm, func(err error) {
+		log.Warn("warm worker unavailable; using cold processes", "err", err.Error())
+	})
 	s.closeFn = runner.Close
 	s.envCfg = cfg.Env
 	// Set the interpreter once: an empty one makes every restore probe

@@ -168,3 +168,19 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// New returns a warm runner when warm is set and the worker starts, and a
+// cold one otherwise; warn (if not nil) is told why the warm worker could
+// not start. Stages pick their runner through it.
+func New(ctx context.Context, python string, warm bool, warn func(error)) Runner {
+	if warm {
+		r, err := NewWarm(ctx, python)
+		if err == nil {
+			return r
+		}
+		if warn != nil {
+			warn(err)
+		}
+	}
+	return NewCold(python)
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/prompt"
+	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/rollout/env"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -60,6 +61,19 @@ type Options struct {
 // compact one, counted approximately (4 bytes a token), and 15 steps.
 func DefaultOptions() Options {
 	return Options{FullBudget: 6000, CompactBudget: 448, Count: prompt.ApproxCounter, MaxSteps: 15}
+}
+
+// NewOptions returns the options stages use: the given budgets and step
+// limit, with tokens counted by the Qwen tokenizer when it is installed
+// (`make setup`), approximately otherwise. Rollouts and evaluation must
+// count the same way, so that the policy acts on the prompts it was
+// trained on.
+func NewOptions(fullBudget, compactBudget, maxSteps int) Options {
+	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: prompt.ApproxCounter, MaxSteps: maxSteps}
+	if tok, err := tokenizer.Default(); err == nil {
+		o.Count = tok.Count
+	}
+	return o
 }
 
 // Episode is a recorded episode.
