@@ -35,6 +35,8 @@ type SFTConfig struct {
 	CheckpointEvery int  `yaml:"checkpoint_every" help:"save a checkpoint every N updates (0: each epoch)"`
 	MaxSteps        int  `yaml:"max_steps" help:"stop after N updates in total (0: run every epoch); a later run resumes"`
 	Resume          bool `yaml:"resume" help:"continue from the latest checkpoint in out when there is one"`
+	// Response selects what the policy learns to write (see TerseResponse).
+	Response string `yaml:"response" help:"full (the expert's whole answer) or terse (the same action with one-word Reflection and Thought and a one-line Action Input: far fewer tokens for a small policy to learn)"`
 }
 
 // DefaultSFTConfig is the CPU demo: the demo model, 2 epochs (as the paper),
@@ -54,12 +56,15 @@ func DefaultSFTConfig() SFTConfig {
 		BatchRows: 8,
 		Seed:      1,
 		Resume:    true,
+		Response:  ResponseFull,
 	}
 }
 
 // Validate checks the config.
 func (c SFTConfig) Validate() error {
 	switch {
+	case c.Response != ResponseFull && c.Response != ResponseTerse:
+		return fmt.Errorf("response %q: want %s or %s", c.Response, ResponseFull, ResponseTerse)
 	case c.Epochs < 1:
 		return fmt.Errorf("epochs must be at least 1, got %d", c.Epochs)
 	case c.BatchRows < 1:
@@ -258,6 +263,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	}
 	var train, val []schemas.SFTExample
 	for i, r := range rows {
+		if cfg.Response == ResponseTerse {
+			r.Response = TerseResponse(r.Response)
+		}
 		switch r.Split {
 		case schemas.HeldIn:
 			train = append(train, r)
