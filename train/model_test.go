@@ -51,3 +51,30 @@ func mustBackend() compute.Backend {
 	}
 	return b
 }
+
+// TestForwardIsCausal: changing later tokens of an example must not change
+// the logits of earlier positions (no attention to the future).
+func TestForwardIsCausal(t *testing.T) {
+	p, err := NewPolicy(mustBackend(), tinyConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := batchInput{B: 2, S: 6,
+		Tokens:    []int32{2, 5, 6, 7, 8, 9, 2, 5, 6, 12, 13, 14},
+		Positions: []int32{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5},
+		Segments:  []int32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+	}
+	logits, _, err := p.Forward(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := p.Cfg.Vocab
+	for pos := range 3 {
+		for j := range V {
+			a, b := logits[pos*V+j], logits[(6+pos)*V+j]
+			if d := a - b; d > 1e-4 || d < -1e-4 {
+				t.Fatalf("position %d sees later tokens: logit %d got %v, want %v", pos, j, a, b)
+			}
+		}
+	}
+}
