@@ -21,7 +21,6 @@ import (
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/rollout"
-	"github.com/mlerl/mlerl/rollout/env"
 	"github.com/mlerl/mlerl/schemas"
 	"github.com/mlerl/mlerl/train"
 )
@@ -58,23 +57,12 @@ func smokeSuite(t *testing.T) string {
 	return dir
 }
 
-// envReward is the environment reward of step-wise PPO (as the command
-// wires it): restore the state, take the action, return the reward.
+// envReward is the environment reward of step-wise PPO, as `mlerl train
+// ppo` uses it, on a cold runner.
 func envReward(st store.Store) train.RewardFunc {
-	ecfg := env.DefaultConfig()
+	ecfg := train.EnvRewardConfig()
 	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")
-	return func(ctx context.Context, s schemas.RLState, action string) (train.Outcome, error) {
-		e, err := env.Restore(ctx, ecfg, st, s.SnapshotRef)
-		if err != nil {
-			return train.Outcome{}, err
-		}
-		defer e.Close()
-		r, err := e.Step(ctx, action)
-		if err != nil {
-			return train.Outcome{}, err
-		}
-		return train.Outcome{Reward: r.Reward.Total, DurationS: r.ExecDuration.Seconds(), FormatError: r.FormatError != nil}, nil
-	}
+	return train.EnvReward(st, ecfg)
 }
 
 // TestPipelineSmoke runs the whole pipeline with tiny budgets: ingest

@@ -391,12 +391,7 @@ func (s *Server) lookup(req StepRequest) (string, int, error) {
 // step restores ref into a fresh workspace, carries the action out there
 // and removes the workspace.
 func (s *Server) step(ctx context.Context, ref, action string) (*StepResponse, error) {
-	e, err := env.Restore(ctx, s.envCfg, s.st, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer e.Close()
-	r, err := e.Step(ctx, action)
+	r, err := env.StepFrom(ctx, s.envCfg, s.st, ref, action)
 	if err != nil {
 		return nil, err
 	}

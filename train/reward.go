@@ -38,12 +38,13 @@ var (
 		"format": func(context.Context, PPOConfig) (RewardFunc, func() error, error) {
 			return FormatReward, func() error { return nil }, nil
 		},
+		"env": openEnvReward,
 	}
 )
 
-// RegisterReward makes a reward available to PPOConfig.Reward by name. The
-// command registers "env" (the sandboxed environment with the agentic-ML
-// reward); "format" is built in.
+// RegisterReward makes a reward available to PPOConfig.Reward by name.
+// "env" (the sandboxed environment with the agentic-ML reward, see
+// EnvReward) and "format" are built in.
 func RegisterReward(name string, f RewardFactory) {
 	rewardMu.Lock()
 	defer rewardMu.Unlock()

@@ -236,3 +236,15 @@ func Restore(ctx context.Context, cfg Config, st store.Store, ref string) (*Env,
 	}
 	return e, nil
 }
+
+// StepFrom restores the state ref in a fresh workspace, carries out one
+// action there and removes the workspace: one step-wise RL sample (the
+// trainer's reward workers and serve-env both use it).
+func StepFrom(ctx context.Context, cfg Config, st store.Store, ref, actionText string) (StepResult, error) {
+	e, err := Restore(ctx, cfg, st, ref)
+	if err != nil {
+		return StepResult{}, err
+	}
+	defer e.Close()
+	return e.Step(ctx, actionText)
+}
