@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/ingest"
-	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
@@ -32,32 +29,8 @@ func repoRoot() string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// testSuite copies the e2e tasks to a temporary suite. While a task.yaml
-// has no measured m_best (0), ingest refuses it; the copy then gets
-// m_best 1.0 (both tasks score higher-is-better in [0, 1]).
-func testSuite(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, id := range e2eTasks {
-		dst := filepath.Join(dir, id)
-		if err := os.CopyFS(dst, os.DirFS(filepath.Join(repoRoot(), "tasks", id))); err != nil {
-			t.Fatal(err)
-		}
-		y := filepath.Join(dst, "task.yaml")
-		b, err := os.ReadFile(y)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fixed := regexp.MustCompile(`(?m)^m_best: 0$`).ReplaceAll(b, []byte("m_best: 1.0"))
-		if err := os.WriteFile(y, fixed, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// rolledOut ingests the e2e tasks and a few catalog ideas per category
-// for each (as the ingest stage would), then rolls out 2 short scripted
+// rolledOut runs the ingest stage on the e2e tasks (3 kept catalog ideas
+// per category), then rolls out 2 short scripted
 // trajectories per task, held-out ones included (rollout split=all).
 func rolledOut(t *testing.T) string {
 	t.Helper()
@@ -70,32 +43,15 @@ func rolledOut(t *testing.T) string {
 	ctx := context.Background()
 	root := t.TempDir()
 	tc := ingest.DefaultTasksConfig()
-	tc.Data, tc.Suite, tc.Only = root, testSuite(t), e2eTasks
+	tc.Data, tc.Suite, tc.Only = root, filepath.Join(repoRoot(), "tasks"), e2eTasks
 	if err := ingest.RunTasks(ctx, tc); err != nil {
 		t.Fatalf("ingest tasks: %v", err)
 	}
-	st, _ := store.Open(ctx, root)
-	tm, err := datasets.Latest(ctx, st, "tasks")
-	if err != nil {
-		t.Fatal(err)
+	ic := ingest.DefaultIdeasConfig()
+	ic.Data, ic.K = root, 3
+	if err := ingest.RunIdeas(ctx, ic); err != nil {
+		t.Fatalf("ingest ideas: %v", err)
 	}
-	tasks, err := datasets.ReadAll[schemas.Task](ctx, st, tm, schemas.Tasks)
-	if err != nil || len(tasks) != len(e2eTasks) {
-		t.Fatalf("tasks: %v, %d rows", err, len(tasks))
-	}
-	var ideas []schemas.Idea
-	for _, task := range tasks {
-		perCat := map[string]int{}
-		for _, i := range catalog.ForTask(task.Modality, task.TaskType) {
-			if perCat[i.Category] >= 3 {
-				continue
-			}
-			ideas = append(ideas, schemas.Idea{IdeaID: task.TaskID + "/" + i.ID, TaskID: task.TaskID, Category: i.Category, Text: i.Text, Source: "catalog",
-				Edit: i.Edit.JSON(), Embedding: []float32{1}, Kept: true, Rank: int32(perCat[i.Category])})
-			perCat[i.Category]++
-		}
-	}
-	commitRows(t, st, "ideas", schemas.Ideas, ideas, tm.Ref())
 	rc := rollout.DefaultConfig()
 	rc.Data, rc.Split, rc.PerTask, rc.Seed, rc.Workers = root, "all", 2, 7, 2
 	rc.Env.MaxSteps = 6

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/ingest"
-	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
@@ -29,8 +28,8 @@ func repoRoot(t testing.TB) string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
-// setupData ingests one built-in task and writes an ideas dataset of a few
-// catalog ideas per category, as the ingest stage would.
+// setupData runs the ingest stage on one built-in task: its tasks dataset
+// and an ideas dataset keeping 3 catalog ideas per category.
 func setupData(t testing.TB, root string) {
 	t.Helper()
 	if _, err := sandbox.FindPython(""); err != nil {
@@ -42,37 +41,10 @@ func setupData(t testing.TB, root string) {
 	if err := ingest.RunTasks(ctx, cfg); err != nil {
 		t.Fatalf("ingest tasks: %v", err)
 	}
-	st, err := store.Open(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tm, err := datasets.Latest(ctx, st, "tasks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := datasets.ReadAll[schemas.Task](ctx, st, tm, schemas.Tasks)
-	if err != nil || len(tasks) != 1 {
-		t.Fatalf("tasks: %v, %d rows", err, len(tasks))
-	}
-	var rows []schemas.Idea
-	perCat := map[string]int{}
-	for _, i := range catalog.ForTask(tasks[0].Modality, tasks[0].TaskType) {
-		if perCat[i.Category] >= 3 {
-			continue
-		}
-		rows = append(rows, schemas.Idea{IdeaID: i.ID, TaskID: testTask, Category: i.Category, Text: i.Text, Source: "catalog",
-			Edit: i.Edit.JSON(), Embedding: []float32{1}, Kept: true, Rank: int32(perCat[i.Category])})
-		perCat[i.Category]++
-	}
-	p, err := datasets.Begin(ctx, st, "ideas", schemas.Ideas, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := datasets.WritePart(ctx, p, "part-0.parquet", rows); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Commit(ctx, datasets.CommitOptions{Parents: []datasets.Parent{tm.Ref()}}); err != nil {
-		t.Fatal(err)
+	ic := ingest.DefaultIdeasConfig()
+	ic.Data, ic.K = root, 3
+	if err := ingest.RunIdeas(ctx, ic); err != nil {
+		t.Fatalf("ingest ideas: %v", err)
 	}
 }
 
