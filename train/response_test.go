@@ -1,9 +1,11 @@
 package train
 
 import (
+	"context"
 	"testing"
 
 	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/schemas"
 )
 
 func TestTerseResponseKeepsTheAction(t *testing.T) {
@@ -27,5 +29,24 @@ func TestTerseResponseKeepsTheAction(t *testing.T) {
 	}
 	if got := TerseResponse("not an answer"); got != "not an answer" {
 		t.Errorf("unparseable answer: got %q, want it unchanged", got)
+	}
+}
+
+func TestFormatRewardUsesTheStrictParser(t *testing.T) {
+	valid := env.Render(env.Action{Reflection: "r", Thought: "t", Name: env.ExecuteScript, ScriptName: "train.py"})
+	for _, tc := range []struct {
+		name   string
+		answer string
+		want   float64
+	}{
+		{"valid", valid, 0},
+		{"no Action Input", "Reflection: r\nThought: t\nAction: Execute Script\n", -1},
+		{"unknown action", "Reflection: r\nThought: t\nAction: Run Everything\nAction Input: {}", -1},
+		{"missing argument", "Reflection: r\nThought: t\nAction: Execute Script\nAction Input: {}", -1},
+	} {
+		got, err := FormatReward(context.Background(), schemas.RLState{}, tc.answer)
+		if err != nil || got.Reward != tc.want || got.FormatError != (tc.want < 0) {
+			t.Errorf("%s: got reward %v format error %v (%v), want %v", tc.name, got.Reward, got.FormatError, err, tc.want)
+		}
 	}
 }

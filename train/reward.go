@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/mlerl/mlerl/rollout/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -67,29 +68,14 @@ func openReward(ctx context.Context, cfg PPOConfig) (RewardFunc, func() error, e
 }
 
 // FormatReward scores only the action's format, without executing it: -1
-// when the answer has no "Action:" line or its "Action Input:" is not a
-// JSON object, else 0. It is a smoke-test reward (no environment needed),
-// not the paper's reward.
+// when the environment's strict parser (env.Parse) rejects the answer,
+// else 0. It is a smoke-test reward (no environment needed), not the
+// paper's reward.
 func FormatReward(_ context.Context, _ schemas.RLState, action string) (Outcome, error) {
-	name, input, ok := splitAction(action)
-	if !ok || name == "" || !strings.HasPrefix(strings.TrimSpace(input), "{") || !strings.HasSuffix(strings.TrimSpace(input), "}") {
+	if _, err := env.Parse(action); err != nil {
 		return Outcome{Reward: -1, Terms: []schemas.RewardTerm{{Name: "format", Value: -1}}, FormatError: true}, nil
 	}
 	return Outcome{Terms: []schemas.RewardTerm{{Name: "format", Value: 0}}}, nil
-}
-
-// splitAction finds the "Action:" and "Action Input:" fields of an answer.
-func splitAction(text string) (name, input string, ok bool) {
-	i := strings.Index(text, "Action:")
-	if i < 0 {
-		return "", "", false
-	}
-	rest := text[i+len("Action:"):]
-	j := strings.Index(rest, "Action Input:")
-	if j < 0 {
-		return strings.TrimSpace(rest), "", false
-	}
-	return strings.TrimSpace(rest[:j]), rest[j+len("Action Input:"):], true
 }
 
 // normaliseAction is the cache key form of an action: surrounding space
