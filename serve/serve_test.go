@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +266,34 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := http.Get(url + "/healthz"); err == nil {
 		t.Error("the server still accepts connections after shutdown")
+	}
+}
+
+// TestSymlinkedSubmissionEarnsNothing: the reward hack of a script that
+// links submission.csv to the task's hidden answers (here through
+// /proc/self/cwd, which needs only the task id: the server runs from the
+// repository, where tasks/<id>/private/answers.csv lives) is an invalid
+// submission, not a perfect score.
+func TestSymlinkedSubmissionEarnsNothing(t *testing.T) {
+	_, ts, _ := testServer(t, nil)
+	cwd, _ := os.Getwd()
+	answers := filepath.Join(repoRoot(), "tasks", testTask, "private", "answers.csv")
+	rel, err := filepath.Rel(cwd, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{answers, "/proc/self/cwd/" + rel} {
+		code := "import os\nos.symlink(" + strconv.Quote(target) + ", 'submission.csv')\nraise SystemExit(0)\n"
+		a := env.Render(env.Action{Reflection: "r", Thought: "t", Name: env.EditScriptSegment, ScriptName: "train.py", StartLine: 1, EndLine: 1, EditText: code})
+		var got StepResponse
+		if status := post(t, ts.URL, StepRequest{StateID: state0.StateID, Action: a}, &got); status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+		if got.Reward > 0 || got.MetricAfter != nil || got.Outcome != string(env.OutcomeInvalidSubmission) {
+			t.Errorf("link to %s: outcome %s reward %v metric %v, want an invalid submission and no reward (%s)", target, got.Outcome, got.Reward, got.MetricAfter, got.Observation)
+		}
+		if !strings.Contains(got.Observation, "symbolic link") {
+			t.Errorf("the observation does not say why: %s", got.Observation)
+		}
 	}
 }

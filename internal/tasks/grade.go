@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/sandbox"
 )
 
@@ -163,6 +164,9 @@ sys.path.insert(0, "private")
 runpy.run_path("private/grade.py", run_name="__main__")
 `
 
+// MaxSubmissionBytes bounds the submission file a grader is given.
+const MaxSubmissionBytes = 256 << 20
+
 // RunGraderIn is RunGrader through a sandbox runner: it copies privateDir
 // and the submission (when it exists) into a fresh folder laid out like a
 // task folder and runs grade.py there with the runner's limits (a warm
@@ -182,10 +186,20 @@ func RunGraderIn(ctx context.Context, runner sandbox.Runner, privateDir, submiss
 	if err := blobs.WriteDir(filepath.Join(dir, PrivateDir), files); err != nil {
 		return Grade{}, err
 	}
-	if b, err := os.ReadFile(submissionPath); err == nil {
+	// The submission comes from a script's folder: read without following
+	// links (a link to the answers must not be graded as a submission).
+	b, err := safefile.ReadFile(filepath.Dir(submissionPath), filepath.Base(submissionPath), safefile.Options{MaxBytes: MaxSubmissionBytes, SingleLink: true})
+	var se *safefile.Error
+	switch {
+	case err == nil:
 		if err := os.WriteFile(filepath.Join(dir, SubmissionFile), b, 0o644); err != nil {
 			return Grade{}, err
 		}
+	case errors.Is(err, safefile.ErrNotExist):
+	case errors.As(err, &se):
+		return Grade{Reason: se.Error() + "; a submission must be a regular file the script writes"}, nil
+	default:
+		return Grade{}, err
 	}
 	res, err := runner.Run(ctx, sandbox.Request{Dir: dir, Script: PrivateDir + "/" + GraderFile, Source: []byte(graderShim),
 		Limits: sandbox.Limits{Timeout: GradeTimeout}})

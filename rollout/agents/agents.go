@@ -11,8 +11,6 @@ package agents
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/mlerl/mlerl/internal/llm"
@@ -82,6 +80,9 @@ type Episode struct {
 	Steps      []schemas.Step
 }
 
+// maxPromptScriptBytes bounds the train.py read into a prompt.
+const maxPromptScriptBytes = 1 << 20
+
 // RunEpisode lets agent act in e until the episode ends, snapshotting the
 // state before every action so that any step can be restored. The
 // trajectory's identity fields (id, task, expert, seed, plan) come from
@@ -95,7 +96,7 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 		if done, _ := e.Done(); done {
 			break
 		}
-		script, _ := os.ReadFile(filepath.Join(e.Dir(), "train.py"))
+		script, _ := e.ReadFile("train.py", maxPromptScriptBytes) // a link or FIFO left by a run shows as no script
 		st := prompt.FromEnv(e, plan, opts.MaxSteps, string(script))
 		obs := Observation{State: st, Full: prompt.Full(st, opts.FullBudget, opts.Count), Compact: prompt.Compact(st, opts.CompactBudget, opts.Count), Last: last}
 		snap, err := e.Snapshot(ctx)

@@ -17,13 +17,18 @@
 //     [FormatErrorKind]) and [Render] (canonical text, used by experts).
 //   - env.go: [Config], [Spec], [Env], [Env.Step] and the [Outcome] classes.
 //   - files.go: the file actions and the workspace boundary (absolute
-//     paths, "..", symlinks are refused as invalid actions).
+//     paths, "..", symlinks are refused as invalid actions). Everything
+//     the host reads from a workspace (files for actions, the submission
+//     the grader scores, snapshots, the script a prompt shows) goes
+//     through internal/safefile: no link is followed, only regular files
+//     are read, with a size cap, and a FIFO or device is never opened.
 //   - editor.go: the [Editor] behind Edit Script (AI): [OfflineEditor]
 //     (the idea catalog's concrete edits) and [LLMEditor] (chat completions).
 //   - diff.go: [UnifiedDiff], the observation of an edit.
 //   - instrument.go: the partial-credit markers ([StaticInstrumenter]).
 //   - grade.go, grade_warm.go: [Grade], the task's private grader on hidden
-//     labels, run by a warm worker that imports numpy/pandas/scikit-learn
+//     labels (a submission.csv that is a link, a hard link, a FIFO, a
+//     device or over [MaxSubmissionBytes] is an invalid submission), run by a warm worker that imports numpy/pandas/scikit-learn
 //     once (about 0.1 s a grade instead of 1-3 s).
 //   - reward.go: [ComputeReward] and [RewardConfig], one switch per term.
 //   - snapshot.go: [Env.Snapshot], [Restore].

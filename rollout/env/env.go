@@ -445,12 +445,17 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 }
 
 // refusal is an action the env will not carry out (outcome invalid_action).
-type refusal struct{ msg string }
+type refusal struct {
+	msg   string
+	cause error // what made it (errors.Is looks through), if anything
+}
 
 func (r *refusal) Error() string { return r.msg }
 
+func (r *refusal) Unwrap() error { return r.cause }
+
 func refuse(format string, args ...any) error {
-	return &refusal{fmt.Sprintf(format, args...)}
+	return &refusal{msg: fmt.Sprintf(format, args...)}
 }
 
 // do carries out a parsed action, filling r.

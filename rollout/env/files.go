@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/safefile"
 )
 
 // maxFileBytes bounds what an action reads from a workspace file.
@@ -59,26 +60,44 @@ func (e *Env) resolve(name string) (rel, abs string, err error) {
 	return c, filepath.Join(e.dir, filepath.FromSlash(c)), nil
 }
 
-// readFile reads an existing regular workspace file.
-func (e *Env) readFile(rel, abs string) ([]byte, error) {
-	fi, err := os.Stat(abs)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refuse("%s does not exist in the workspace%s", rel, e.nearby(rel))
+// readFile reads an existing regular workspace file through
+// internal/safefile: no link is followed, nothing but a regular file of
+// at most maxFileBytes is read, and a FIFO or device is never opened.
+func (e *Env) readFile(rel, _ string) ([]byte, error) {
+	b, err := e.ReadFile(rel, maxFileBytes)
+	var se *safefile.Error
+	switch {
+	case errors.Is(err, safefile.ErrNotExist):
+		return nil, &refusal{msg: fmt.Sprintf("%s does not exist in the workspace%s", rel, e.nearby(rel)), cause: err}
+	case errors.As(err, &se):
+		return nil, &refusal{msg: se.Error(), cause: err}
 	}
-	if err != nil {
-		return nil, refuse("%s: %v", rel, why(err))
+	return b, err
+}
+
+// ReadFile reads the workspace file rel as the host side must read
+// anything a script may have left: through internal/safefile (no link
+// followed, regular files only, at most limit bytes, never blocking). A
+// refusal is a *safefile.Error whose text names rel, not the host path.
+func (e *Env) ReadFile(rel string, limit int64) ([]byte, error) {
+	return safefile.ReadFile(e.dir, rel, safefile.Options{MaxBytes: limit})
+}
+
+// regularOrAbsent refuses rel when something other than a regular file
+// stands there (a later write would replace it).
+func (e *Env) regularOrAbsent(rel string) error {
+	f, err := safefile.Open(e.dir, rel, safefile.Options{})
+	if err == nil {
+		return f.Close()
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, refuse("%s is not a regular file", rel)
+	var se *safefile.Error
+	switch {
+	case errors.Is(err, safefile.ErrNotExist):
+		return nil
+	case errors.As(err, &se):
+		return refuse("%s", se.Error())
 	}
-	if fi.Size() > maxFileBytes {
-		return nil, refuse("%s is too large (%d bytes)", rel, fi.Size())
-	}
-	b, err := os.ReadFile(abs)
-	if err != nil {
-		return nil, refuse("%s cannot be read: %v", rel, why(err))
-	}
-	return b, nil
+	return err
 }
 
 // nearby lists the files of the workspace root, for refusal messages.
@@ -99,25 +118,27 @@ func (e *Env) nearby(string) string {
 }
 
 // writeFile saves content at rel, pushing the previous version (or its
-// absence) onto rel's undo stack.
-func (e *Env) writeFile(rel, abs string, content []byte) error {
+// absence) onto rel's undo stack. Whatever stood at rel is replaced, never
+// written through (internal/safefile).
+func (e *Env) writeFile(rel, _ string, content []byte) error {
 	if rel == "." {
 		return refuse("cannot write to the workspace folder itself")
 	}
 	var backup *[]byte
-	old, err := os.ReadFile(abs)
+	old, err := e.readFile(rel, "")
 	switch {
 	case err == nil:
 		backup = &old
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, safefile.ErrNotExist):
 	default:
-		return refuse("%s cannot be read: %v", rel, why(err))
+		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return refuse("%s: %v", rel, why(err))
-	}
-	if err := os.WriteFile(abs, content, 0o644); err != nil {
-		return refuse("%s cannot be written: %v", rel, why(err))
+	if err := safefile.WriteFile(e.dir, rel, content, 0o644); err != nil {
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			return refuse("%s", se.Error())
+		}
+		return err
 	}
 	e.s.Backups[rel] = append(e.s.Backups[rel], backup)
 	e.s.Edited = true
@@ -245,22 +266,20 @@ func (e *Env) editAI(ctx context.Context, a Action, r *StepResult) error {
 	if err != nil {
 		return err
 	}
-	var old []byte
-	if _, statErr := os.Stat(abs); !errors.Is(statErr, fs.ErrNotExist) {
-		if old, err = e.readFile(rel, abs); err != nil {
-			return err
-		}
+	old, err := e.readFile(rel, abs)
+	if err != nil && !errors.Is(err, safefile.ErrNotExist) {
+		return err
 	} // a missing script is edited from empty (creating a new file)
 	var prevSave string
 	if saveRel != rel {
-		if b, err := os.ReadFile(saveAbs); err == nil {
+		if err := e.regularOrAbsent(saveRel); err != nil {
+			return err
+		}
+		if b, err := e.readFile(saveRel, saveAbs); err == nil {
 			prevSave = string(b)
 		}
 	} else {
 		prevSave = string(old)
-	}
-	if fi, err := os.Stat(saveAbs); err == nil && !fi.Mode().IsRegular() {
-		return refuse("%s is not a regular file", saveRel)
 	}
 	next, usage, err := e.cfg.Editor.Edit(ctx, string(old), a.EditInstruction)
 	r.Usage = usage
@@ -300,8 +319,8 @@ func (e *Env) undo(a Action, r *StepResult) error {
 		}
 		r.Observation = "The edit was undone: " + rel + " did not exist before it and has been removed."
 	} else {
-		if err := os.WriteFile(abs, *prev, 0o644); err != nil {
-			return refuse("undo %s: %v", rel, why(err))
+		if err := safefile.WriteFile(e.dir, rel, *prev, 0o644); err != nil {
+			return refuse("undo %s: %v", rel, err)
 		}
 		r.Observation = "Content of " + rel + " after undo of the most recent edit:\n" + string(*prev)
 	}
@@ -331,8 +350,8 @@ func (e *Env) copyFile(a Action, r *StepResult) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(dstAbs); err == nil && !fi.Mode().IsRegular() {
-		return refuse("%s is not a regular file", dstRel)
+	if err := e.regularOrAbsent(dstRel); err != nil {
+		return err
 	}
 	if err := e.writeFile(dstRel, dstAbs, b); err != nil {
 		return err

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+		"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/tasks"
 )
 
@@ -18,11 +18,12 @@ import (
 // grader. The private files exist on disk only while the grader runs, in a
 // folder outside the workspace, so no script ever sees them.
 func (e *Env) grade(ctx context.Context) (tasks.Grade, error) {
-	sub, err := os.ReadFile(filepath.Join(e.dir, SubmissionFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return tasks.Grade{Reason: "the script did not write " + SubmissionFile}, nil
-	}
+	sub, err := ReadSubmission(e.dir)
 	if err != nil {
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			return tasks.Grade{Reason: submissionReason(se)}, nil
+		}
 		return tasks.Grade{}, fmt.Errorf("env: read submission: %w", err)
 	}
 	key := e.s.Spec.PrivateTree + " " + blobs.Hash(sub)
@@ -47,6 +48,27 @@ func (e *Env) grade(ctx context.Context) (tasks.Grade, error) {
 	}
 	grades.put(key, g)
 	return g, nil
+}
+
+// MaxSubmissionBytes bounds the submission file the grader reads.
+const MaxSubmissionBytes = tasks.MaxSubmissionBytes
+
+// ReadSubmission reads dir's submission.csv as the grader sees it: a
+// regular file of its own (one hard link), inside dir, reached without
+// following any link, at most MaxSubmissionBytes. A symbolic link (to the
+// hidden answers, through /proc/self/cwd, or even to another workspace
+// file), a hard link, a FIFO or a device is refused, never opened or
+// followed: the host's view of the filesystem is wider than the script's.
+func ReadSubmission(dir string) ([]byte, error) {
+	return safefile.ReadFile(dir, SubmissionFile, safefile.Options{MaxBytes: MaxSubmissionBytes, SingleLink: true})
+}
+
+// submissionReason is the invalid-submission reason for a refused read.
+func submissionReason(err *safefile.Error) string {
+	if errors.Is(err, safefile.ErrNotExist) {
+		return "the script did not write " + SubmissionFile
+	}
+	return err.Error() + "; the script must write its predictions to " + SubmissionFile + " itself, as a regular file in the workspace"
 }
 
 // gradeCache remembers verdicts by (private tree, submission hash), for

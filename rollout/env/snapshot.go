@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/store"
 )
 
@@ -113,9 +114,20 @@ func (e *Env) put(ctx context.Context, b []byte) (string, error) {
 	return h, nil
 }
 
+// Snapshot bounds: a file larger than maxSnapshotFileBytes is left out
+// (like a symlink), and at most snapshotReadBytes of file content is held
+// in memory at once while a snapshot reads changed files.
+const (
+	maxSnapshotFileBytes = 512 << 20
+	snapshotReadBytes    = 1 << 30
+)
+
 // putWorkspace stores the workspace's regular files as blobs and returns
-// their tree entries, sorted by path. Symlinks and other non-regular files
-// (which a script may create) are not part of a snapshot. Unchanged files
+// their tree entries, sorted by path. Symlinks, other non-regular files
+// (which a script may create), files over maxSnapshotFileBytes and files
+// a script made unreadable are not part of a snapshot; files are read
+// through internal/safefile, so a file swapped for a link or a FIFO after
+// the walk is left out too, never followed or blocked on. Unchanged files
 // are neither re-read nor re-uploaded.
 func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	if e.stored == nil {
@@ -138,14 +150,12 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		if f, err := os.Open(p); errors.Is(err, fs.ErrPermission) {
-			return nil // likewise an unreadable file
-		} else if err == nil {
-			f.Close()
-		}
 		info, err := d.Info()
 		if err != nil {
 			return err
+		}
+		if info.Size() > maxSnapshotFileBytes {
+			return nil
 		}
 		rel, err := filepath.Rel(e.dir, p)
 		if err != nil {
@@ -167,10 +177,21 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
+	mem := semaphore.NewWeighted(snapshotReadBytes)
+	leftOut := make([]bool, len(entries))
 	for _, i := range toRead {
 		g.Go(func() error {
 			rel := entries[i].Path
-			b, err := os.ReadFile(filepath.Join(e.dir, filepath.FromSlash(rel)))
+			if err := mem.Acquire(gctx, max(entries[i].Size, 1)); err != nil {
+				return err
+			}
+			defer mem.Release(max(entries[i].Size, 1))
+			b, err := e.ReadFile(rel, maxSnapshotFileBytes)
+			var se *safefile.Error
+			if errors.As(err, &se) && !errors.Is(err, safefile.ErrTooLarge) {
+				leftOut[i] = true // unreadable, or no longer a regular file
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -185,12 +206,17 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	kept := entries[:0]
 	e.hashes = make(map[string]hashEntry, len(entries)) // forget deleted files
 	for i, en := range entries {
+		if leftOut[i] {
+			continue
+		}
 		e.hashes[en.Path] = hashEntry{size: en.Size, mtime: mtimes[i], hash: en.Hash}
+		kept = append(kept, en)
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
-	return entries, nil
+	sort.Slice(kept, func(i, j int) bool { return kept[i].Path < kept[j].Path })
+	return kept, nil
 }
 
 // Restore brings back an environment from a snapshot reference in st, in
