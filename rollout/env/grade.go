@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"os"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
