@@ -32,7 +32,7 @@ const (
 	ErrorStepsDrop = "drop"
 )
 
-// Outcome names used by the filters (rollout/env's outcome classes, as
+// Outcome names used by the filters (env's outcome classes, as
 // stored in the steps dataset).
 const (
 	outcomeSuccess       = "success"

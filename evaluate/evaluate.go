@@ -28,7 +28,7 @@ import (
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/rollout"
 	"github.com/mlerl/mlerl/rollout/agents"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 	"github.com/mlerl/mlerl/train"
 )

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // TestLLMExpertEndToEnd rolls out the LLM expert against an httptest server

@@ -3,7 +3,7 @@
 // and the pool of expert states that step-wise RL samples from).
 //
 // The whole flow is [Run]; the agents live in rollout/agents and the
-// environment in rollout/env.
+// environment in env.
 package rollout
 
 import (
@@ -33,7 +33,7 @@ import (
 	"github.com/mlerl/mlerl/internal/shard"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/rollout/agents"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

@@ -222,7 +222,7 @@ type Step struct {
 	ActionName   string       `parquet:"action_name"`
 	ActionInput  string       `parquet:"action_input"`
 	Observation  string       `parquet:"observation"`
-	Outcome      string       `parquet:"outcome"` // see rollout/env outcome classes
+	Outcome      string       `parquet:"outcome"` // see env outcome classes
 	MetricBefore *float64     `parquet:"metric_before,optional"`
 	MetricAfter  *float64     `parquet:"metric_after,optional"`
 	BestBefore   *float64     `parquet:"best_before,optional"`

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // BenchmarkServeEnv is the bounded load test: per iteration, 64 requests

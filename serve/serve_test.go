@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 func TestStep(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // pyScore calls scripts/verl_reward.py's compute_score as verl would, in

@@ -6,12 +6,12 @@ import (
 
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 
 // EnvRewardConfig is the environment configuration of the "env" reward:
-// rollout/env's defaults with edits executed in the same step. Step-wise
+// env's defaults with edits executed in the same step. Step-wise
 // RL takes one action per sampled state, so an edit also runs its script
 // and its reward carries the measured improvement (otherwise every edit
 // would earn 0 and only the expert's next Execute Script would be

@@ -1,7 +1,7 @@
 package train
 
 import (
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // Response styles of SFT targets.

@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // Counter counts tokens.

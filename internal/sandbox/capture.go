@@ -31,7 +31,7 @@ type capture struct {
 	keptN    int
 }
 
-// keepMark starts the marker lines of rollout/env's instrumenter; at most
+// keepMark starts the marker lines of env's instrumenter; at most
 // maxKeptLines of at most maxKeptLine bytes are kept from the middle.
 const (
 	keepMark     = "@@MLERL "

@@ -1,5 +1,5 @@
 // Package agents holds who acts in the environment: the [Agent] interface,
-// [RunEpisode] (one episode of any agent in a rollout/env environment,
+// [RunEpisode] (one episode of any agent in a env environment,
 // recorded as a trajectory and its steps), and the built-in agents: the
 // [Scripted] expert (the embedded default), the [LLM] expert (an
 // OpenAI-compatible chat endpoint) and the [Random] valid-action baseline.
@@ -16,7 +16,7 @@ import (
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/prompt"
 	"github.com/mlerl/mlerl/internal/tokenizer"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/mlerl/mlerl/internal/llm"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // Random is the random valid-action baseline: each step it picks an action

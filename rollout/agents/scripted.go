@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mlerl/mlerl/internal/llm"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // Scripted is the built-in expert of the embedded default. It works like a

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mlerl/mlerl/internal/prompt"
-	"github.com/mlerl/mlerl/rollout/env"
+	"github.com/mlerl/mlerl/env"
 )
 
 // fakeEpisode plays the scripted expert against a tiny fake environment in

@@ -279,9 +279,9 @@ func TestInstrumentSameComputation(t *testing.T) {
 // digits-8x8 computes the same with and without them.
 func TestInstrumentBuiltinTasks(t *testing.T) {
 	py := instrPython(t)
-	scripts, _ := filepath.Glob("../../tasks/*/workspace/train.py")
+	scripts, _ := filepath.Glob("../tasks/*/workspace/train.py")
 	if len(scripts) == 0 {
-		t.Skip("no built-in tasks in ../../tasks")
+		t.Skip("no built-in tasks in ../tasks")
 	}
 	for _, path := range scripts {
 		src, err := os.ReadFile(path)
@@ -300,7 +300,7 @@ func TestInstrumentBuiltinTasks(t *testing.T) {
 			t.Errorf("%s: the script changed", path)
 		}
 	}
-	ws := "../../tasks/digits-8x8/workspace"
+	ws := "../tasks/digits-8x8/workspace"
 	if _, err := os.Stat(ws); err != nil {
 		return
 	}

@@ -85,7 +85,7 @@ func TestEpisodeRealSandbox(t *testing.T) {
 func TestBuiltinTaskEpisode(t *testing.T) {
 	ctx := context.Background()
 	python := realPython(t)
-	task, err := tasks.Load(filepath.Join("..", "..", "tasks", "wine-cultivar"))
+	task, err := tasks.Load(filepath.Join("..", "tasks", "wine-cultivar"))
 	if err != nil {
 		t.Skipf("built-in task not available: %v", err)
 	}

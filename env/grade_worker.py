@@ -1,4 +1,4 @@
-"""Warm grader worker for rollout/env (trusted code: the tasks' graders).
+"""Warm grader worker for env (trusted code: the tasks' graders).
 
 Imports numpy, pandas and scikit-learn once, then for each request line
 {"dir", "grader", "submission", "answers"} forks a child that runs the

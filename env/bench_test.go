@@ -16,7 +16,7 @@ import (
 // the fixture task (instrument, run, strip markers, grade) through the
 // cold and the warm sandbox runner; and a snapshot of the workspace.
 //
-//	GOEXPERIMENT=simd go test -run XXX -bench Step -benchtime 20x ./rollout/env/
+//	GOEXPERIMENT=simd go test -run XXX -bench Step -benchtime 20x ./env/
 func BenchmarkStep(b *testing.B) {
 	ctx := context.Background()
 	python := realPython(b)
@@ -83,11 +83,11 @@ func BenchmarkStep(b *testing.B) {
 // warm runner (the verdict comes from the grade cache after the first
 // run), and one uncached grader run.
 //
-//	GOEXPERIMENT=simd go test -run XXX -bench StepBuiltin -benchtime 5x ./rollout/env/
+//	GOEXPERIMENT=simd go test -run XXX -bench StepBuiltin -benchtime 5x ./env/
 func BenchmarkStepBuiltin(b *testing.B) {
 	ctx := context.Background()
 	python := realPython(b)
-	task, err := tasks.Load(filepath.Join("..", "..", "tasks", "wine-cultivar"))
+	task, err := tasks.Load(filepath.Join("..", "tasks", "wine-cultivar"))
 	if err != nil {
 		b.Skip(err)
 	}
