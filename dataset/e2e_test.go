@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/ingest"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/rollout"
-	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

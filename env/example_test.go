@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

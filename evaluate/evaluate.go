@@ -20,6 +20,8 @@ import (
 	_ "github.com/gomlx/compute/gobackend" // the default GoMLX backend (train.NewBackend); GOMLX_BACKEND selects others
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/llm"
@@ -27,8 +29,6 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/rollout"
-	"github.com/mlerl/mlerl/rollout/agents"
-	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 	"github.com/mlerl/mlerl/train"
 )

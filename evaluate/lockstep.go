@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/llm"
-	"github.com/mlerl/mlerl/rollout/agents"
 )
 
 // BatchActor answers several compact states in one batched generation

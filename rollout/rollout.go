@@ -25,6 +25,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/llm"
@@ -32,8 +34,6 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/shard"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/rollout/agents"
-	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

@@ -25,10 +25,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/rollout/agents"
 )
 
 // The trained policy as an agent (evaluation): it reads the compact

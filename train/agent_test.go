@@ -9,8 +9,8 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/rollout/agents"
 )
 
 // agentCheckpoints saves one tiny policy as an SFT checkpoint (bytes

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 

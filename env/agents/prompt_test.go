@@ -1,4 +1,4 @@
-package prompt
+package agents
 
 import (
 	"fmt"

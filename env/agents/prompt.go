@@ -1,4 +1,4 @@
-// Package prompt renders an agent's state as the text it reads before
+// The prompt renderer: an agent's state as the text it reads before
 // acting. One renderer serves every place a prompt is made — the experts
 // during rollouts, the dataset stage, the trainer and evaluation — so
 // training and acting see identical prompts.
@@ -13,7 +13,8 @@
 //
 // Both fit a token budget measured by a [Counter], dropping the oldest
 // history first and then shortening the script.
-package prompt
+
+package agents
 
 import (
 	"fmt"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 
-	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/llm"
 )
 
 // Random is the random valid-action baseline: each step it picks an action

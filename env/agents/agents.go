@@ -1,9 +1,10 @@
 // Package agents holds who acts in the environment: the [Agent] interface,
-// [RunEpisode] (one episode of any agent in a env environment,
-// recorded as a trajectory and its steps), and the built-in agents: the
+// [RunEpisode] (one episode of any agent in an [env.Env], recorded as a
+// trajectory and its steps), the prompt renderer every agent reads
+// ([State], [Full], [Compact]; prompt.go), and the built-in agents: the
 // [Scripted] expert (the embedded default), the [LLM] expert (an
 // OpenAI-compatible chat endpoint) and the [Random] valid-action baseline.
-// The trained policy (train/) implements Agent too, for evaluation.
+// The trained policy implements Agent too, for evaluation.
 //
 // Start with [RunEpisode].
 package agents
@@ -13,17 +14,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mlerl/mlerl/internal/llm"
-	"github.com/mlerl/mlerl/internal/prompt"
-	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/schemas"
 )
 
 // Observation is what an agent sees before each action.
 type Observation struct {
 	// State is the structured state; Full and Compact its two renderings.
-	State   prompt.State
+	State   State
 	Full    string
 	Compact string
 	// Last is the previous step's result (nil before the first step).
@@ -50,7 +50,7 @@ type Options struct {
 	// renderings, counted by Count.
 	FullBudget    int
 	CompactBudget int
-	Count         prompt.Counter
+	Count         Counter
 	// MaxSteps is the environment's step limit (shown in the prompts).
 	MaxSteps int
 }
@@ -58,7 +58,7 @@ type Options struct {
 // DefaultOptions returns 6,000 tokens for the full prompt and 448 for the
 // compact one, counted approximately (4 bytes a token), and 15 steps.
 func DefaultOptions() Options {
-	return Options{FullBudget: 6000, CompactBudget: 448, Count: prompt.ApproxCounter, MaxSteps: 15}
+	return Options{FullBudget: 6000, CompactBudget: 448, Count: ApproxCounter, MaxSteps: 15}
 }
 
 // NewOptions returns the options stages use: the given budgets and step
@@ -67,7 +67,7 @@ func DefaultOptions() Options {
 // count the same way, so that the policy acts on the prompts it was
 // trained on.
 func NewOptions(fullBudget, compactBudget, maxSteps int) Options {
-	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: prompt.ApproxCounter, MaxSteps: maxSteps}
+	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: ApproxCounter, MaxSteps: maxSteps}
 	if tok, err := tokenizer.Default(); err == nil {
 		o.Count = tok.Count
 	}
@@ -97,8 +97,8 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 			break
 		}
 		script, _ := e.ReadFile("train.py", maxPromptScriptBytes) // a link or FIFO left by a run shows as no script
-		st := prompt.FromEnv(e, plan, opts.MaxSteps, string(script))
-		obs := Observation{State: st, Full: prompt.Full(st, opts.FullBudget, opts.Count), Compact: prompt.Compact(st, opts.CompactBudget, opts.Count), Last: last}
+		st := FromEnv(e, plan, opts.MaxSteps, string(script))
+		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: Compact(st, opts.CompactBudget, opts.Count), Last: last}
 		snap, err := e.Snapshot(ctx)
 		if err != nil {
 			return nil, err

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlerl/mlerl/internal/prompt"
 	"github.com/mlerl/mlerl/env"
 )
 
@@ -14,7 +13,7 @@ import (
 func fakeEpisode(t *testing.T, seed int64, plan []string, good map[string]bool, maxSteps int) []env.Action {
 	t.Helper()
 	agent := Scripted{SlipRate: 0.2}.Episode(plan, seed)
-	st := prompt.State{Metric: "accuracy", Direction: "higher", MInit: 0.5, Current: 0.5, MaxSteps: maxSteps, Script: "# === model ===\nm = 1\n# === end model ===\n# === training ===\n# === end training ===\n"}
+	st := State{Metric: "accuracy", Direction: "higher", MInit: 0.5, Current: 0.5, MaxSteps: maxSteps, Script: "# === model ===\nm = 1\n# === end model ===\n# === training ===\n# === end training ===\n"}
 	best := 0.5
 	var last *env.StepResult
 	var pendingIdea string

@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/llm"
 )
 
 // Scripted is the built-in expert of the embedded default. It works like a
