@@ -28,7 +28,6 @@ import (
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/rollout"
 	"github.com/mlerl/mlerl/schemas"
 	"github.com/mlerl/mlerl/train"
 )
@@ -182,7 +181,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	pools := rollout.BuildPools(ideas)
+	pools := agents.BuildPools(ideas)
 	var tasks []schemas.Task
 	for _, t := range allTasks {
 		if slices.Contains(cfg.Splits, t.Split) && (len(cfg.Only) == 0 || slices.Contains(cfg.Only, t.TaskID)) {
@@ -217,7 +216,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		items := make([]item, cfg.PerTask)
 		for i := range items {
 			seed := trajectorySeed(cfg.Seed, t.TaskID, i)
-			plan, err := rollout.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
+			plan, err := agents.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
 			if err != nil {
 				return fmt.Errorf("evaluate: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
 			}

@@ -111,12 +111,6 @@ func (c *Config) Derive() {
 	}
 }
 
-// parseShard reads "i/K" (see shard.Parse).
-func parseShard(s string) (i, k int, err error) {
-	sh, err := shard.Parse(s)
-	return sh.Index, sh.Count, err
-}
-
 // inputs are the datasets a rollout reads and the tasks it rolls out.
 type inputs struct {
 	st             store.Store
@@ -184,7 +178,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	st, tasksM, ideasM, tasks := in.st, in.tasksM, in.ideasM, in.tasks
-	pools := BuildPools(in.ideas)
+	pools := agents.BuildPools(in.ideas)
 
 	// 2. The work list: every trajectory of this shard, with its plan.
 	var jobs []job
@@ -195,8 +189,8 @@ func Run(ctx context.Context, cfg Config) error {
 				continue
 			}
 			id := fmt.Sprintf("%s-%04d", t.TaskID, i)
-			seed := trajectorySeed(cfg.Seed, id)
-			plan, err := SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
+			seed := agents.TrajectorySeed(cfg.Seed, id)
+			plan, err := agents.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
 			if err != nil {
 				return fmt.Errorf("rollout: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
 			}

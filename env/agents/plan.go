@@ -1,4 +1,4 @@
-package rollout
+package agents
 
 import (
 	"fmt"
@@ -56,9 +56,9 @@ func SamplePlan(rng *rand.Rand, pools Pools) ([]schemas.Idea, error) {
 	return plan, nil
 }
 
-// trajectorySeed derives a trajectory's seed from the run seed and its id,
+// TrajectorySeed derives a trajectory's seed from the run seed and its id,
 // so that any trajectory can be re-run alone with the same behaviour.
-func trajectorySeed(seed int64, id string) int64 {
+func TrajectorySeed(seed int64, id string) int64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%d/%s", seed, id)
 	return int64(h.Sum64() & (1<<63 - 1))

@@ -1,4 +1,4 @@
-package rollout
+package agents
 
 import (
 	"math/rand/v2"
@@ -52,18 +52,5 @@ func TestSamplePlan(t *testing.T) {
 	}
 	if _, err := SamplePlan(rand.New(rand.NewPCG(1, 1)), Pools{}); err == nil {
 		t.Error("empty pools: got no error")
-	}
-}
-
-func TestParseShard(t *testing.T) {
-	for _, tc := range []struct {
-		in      string
-		i, k    int
-		wantErr bool
-	}{{"", 0, 1, false}, {"0/3", 0, 3, false}, {"2/3", 2, 3, false}, {"3/3", 0, 0, true}, {"-1/2", 0, 0, true}, {"a/b", 0, 0, true}, {"1", 0, 0, true}} {
-		i, k, err := parseShard(tc.in)
-		if (err != nil) != tc.wantErr || (!tc.wantErr && (i != tc.i || k != tc.k)) {
-			t.Errorf("parseShard(%q) = %d, %d, %v; want %d, %d, error %v", tc.in, i, k, err, tc.i, tc.k, tc.wantErr)
-		}
 	}
 }
