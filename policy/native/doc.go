@@ -7,20 +7,19 @@
 //
 // Where to start:
 //
-//   - [Config] and [New] build a [Model]; [Model.Params] names every
-//     tensor (views into one flat parameter array and one gradient array)
-//     for loading and saving weights.
-//   - A training step reads top to bottom:
+// [Config] and [New] build a [Model]; [Model.Params] names every tensor
+// (views into one flat parameter array and one gradient array) for loading
+// and saving weights. A training step reads top to bottom:
 //
-//     m.ZeroGrad()
-//     m.Forward(batch)                                 // trunk, activations kept
-//     loss, _ := m.CrossEntropyBackward(idx, targets, w) // heads + loss + backward
-//     gradNorm := opt.Step(m, lr)                      // [AdamW]
+//	m.ZeroGrad()
+//	err := m.Forward(batch)                               // trunk; activations kept
+//	loss, err := m.CrossEntropyBackward(idx, targets, w)  // heads, loss, backward
+//	gradNorm := opt.Step(m, lr)                           // AdamW
 //
-//     For other losses (PPO), [Model.Heads] gives logits and values at
-//     chosen positions and [Model.Backward] takes their gradients.
-//   - Generation: [Model.NewCache], then [Model.Extend] (prompts, or forced
-//     strings) and [Model.Decode] (one token per active row).
+// For other losses (PPO), [Model.Heads] gives logits and values at chosen
+// positions and [Model.Backward] takes their gradients. For generation,
+// [Model.NewCache], then [Model.Extend] (prompts, or forced strings) and
+// [Model.Decode] (one token per active row).
 //
 // model.go holds the forward and backward passes in model order, one
 // function per layer in layers.go and attention.go. All matrix products
