@@ -1,0 +1,148 @@
+package native
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// fullLogits re-runs the whole sequence through Forward and returns the
+// logits at every position.
+func fullLogits(t *testing.T, m *Model, seq []int32) []float32 {
+	t.Helper()
+	b := packRows(len(seq), 0, []example{{seq, 0}})
+	if err := m.Forward(b); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := m.Heads(realPositions(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), l...)
+}
+
+// TestDecodeMatchesForward generates greedily with the cache, rows of
+// different prompt lengths stepping together (one stops early, one gets
+// a multi-token forced extension mid-way), and checks every step's logits
+// against a full re-forward of that row's sequence.
+func TestDecodeMatchesForward(t *testing.T) {
+	cfg := Config{Vocab: 13, DModel: 8, Heads: 2, Layers: 2, FFN: 12, Ctx: 120}
+	m := newTestModel(t, cfg, 21)
+	r := rand.New(rand.NewPCG(15, 16))
+	v := cfg.Vocab
+	for _, tc := range []struct {
+		name    string
+		prompts []int
+		steps   []int // new tokens per row
+	}{
+		{"batch 1", []int{5}, []int{8}},
+		{"batch 3 ragged", []int{3, 70, 6}, []int{9, 4, 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachKernel(t, func(t *testing.T) {
+				rows := len(tc.prompts)
+				c, err := m.NewCache(rows, cfg.Ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs := make([][]int32, rows)
+				got := make([][][]float32, rows) // per row, per step: logits after its last token
+				all := make([]int, rows)
+				prompts := make([][]int32, rows)
+				for i := range rows {
+					all[i] = i
+					prompts[i] = randTokens(r, tc.prompts[i], v)
+					seqs[i] = prompts[i]
+				}
+				logits, err := m.Extend(c, all, prompts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range rows {
+					got[i] = append(got[i], append([]float32(nil), logits[i*v:(i+1)*v]...))
+				}
+				for step := 0; ; step++ {
+					var active []int
+					var toks []int32
+					for i := range rows {
+						if step < tc.steps[i] {
+							next := argmax(got[i][len(got[i])-1])
+							active, toks = append(active, i), append(toks, next)
+							seqs[i] = append(seqs[i], next)
+						}
+					}
+					if len(active) == 0 {
+						break
+					}
+					if step == 2 && rows > 1 {
+						// Row 0 gets a forced three-token string instead of
+						// one token, in the same call as the others' one.
+						ext := make([][]int32, len(active))
+						for k := range active {
+							ext[k] = toks[k : k+1]
+						}
+						ext[0] = []int32{toks[0], 4, 7}
+						seqs[0] = append(seqs[0], 4, 7)
+						got[0] = append(got[0], nil, nil) // positions inside the string
+						logits, err = m.Extend(c, active, ext)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for k, i := range active {
+							got[i] = append(got[i], append([]float32(nil), logits[k*v:(k+1)*v]...))
+						}
+						continue
+					}
+					logits, err = m.Decode(c, active, toks)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for k, i := range active {
+						got[i] = append(got[i], append([]float32(nil), logits[k*v:(k+1)*v]...))
+					}
+				}
+				for i := range rows {
+					if c.Len(i) != len(seqs[i]) {
+						t.Fatalf("row %d: cache holds %d tokens, sequence has %d", i, c.Len(i), len(seqs[i]))
+					}
+					want := fullLogits(t, m, seqs[i])
+					for s, g := range got[i] {
+						if g == nil {
+							continue
+						}
+						at := tc.prompts[i] - 1 + s
+						if d := maxRelDiff(g, toF64(want[at*v:(at+1)*v]), 1); d > 1e-5 {
+							t.Errorf("row %d, position %d: cached logits differ from a full forward by %.2g", i, at, d)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestCacheErrors(t *testing.T) {
+	m := newTestModel(t, tinyConfig(), 22)
+	if _, err := m.NewCache(1, 41); err == nil {
+		t.Error("cache larger than ctx: got no error")
+	}
+	c, _ := m.NewCache(2, 4)
+	if _, err := m.Extend(c, []int{0}, [][]int32{{1, 2, 3, 4, 5}}); err == nil {
+		t.Error("overflowing the cache: got no error")
+	}
+	if _, err := m.Decode(c, []int{1, 1}, []int32{1, 2}); err == nil {
+		t.Error("a row listed twice: got no error")
+	}
+	if _, err := m.Decode(c, []int{2}, []int32{1}); err == nil {
+		t.Error("row out of range: got no error")
+	}
+}

@@ -1,0 +1,37 @@
+// Package native is a CPU training and inference engine, in plain Go, for
+// the policy's transformer: pre-LayerNorm blocks with RoPE attention over
+// packed rows and an exact-GELU FFN, an LM head and a value head. It
+// computes the same function as the GoMLX engine, with the same
+// checkpoint variable names, and is built for small models on a few
+// cores, in the spirit of llm.c's train_gpt2.c.
+//
+// Where to start:
+//
+// [Config] and [New] build a [Model]; [Model.Params] names every tensor
+// (views into one flat parameter array and one gradient array) for loading
+// and saving weights. A training step reads top to bottom:
+//
+//	m.ZeroGrad()
+//	err := m.Forward(batch)                               // trunk; activations kept
+//	loss, err := m.CrossEntropyBackward(idx, targets, w)  // heads, loss, backward
+//	gradNorm := opt.Step(m, lr)                           // AdamW
+//
+// For other losses (PPO), [Model.Heads] gives logits and values at chosen
+// positions and [Model.Backward] takes their gradients. For generation,
+// [Model.NewCache], then [Model.Extend] (prompts, or forced strings) and
+// [Model.Decode] (one token per active row).
+//
+// model.go holds the forward and backward passes in model order, one
+// function per layer in layers.go and attention.go. All matrix products
+// go through gemm.go (packed GEMM around a register-tiled micro-kernel);
+// kernels.go holds the portable kernels and kernels_simd_amd64.go the
+// AVX-512 and AVX2 ones (built with GOEXPERIMENT=simd), chosen at start by
+// CPU features or forced with MLERL_NATIVE_KERNEL=avx512|avx2|generic.
+// Work is spread over a small pool of blocking worker goroutines, one per
+// GOMAXPROCS (pool.go).
+//
+// The tests check everything against a slow float64 reference
+// (reference_test.go): logits, every gradient by finite differences, the
+// KV-cache decode against full re-forwards, and each kernel against plain
+// loops on every kernel path this CPU has.
+package native

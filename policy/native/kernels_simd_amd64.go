@@ -1,0 +1,478 @@
+//go:build goexperiment.simd && amd64
+
+package native
+
+// AVX-512 and AVX2 kernels, written with simd/archsimd (GOEXPERIMENT=simd).
+//
+// Every function here that touches 256- or 512-bit registers calls
+// archsimd.ClearAVXUpperBits (VZEROUPPER) before it returns or does any
+// scalar float work. Go's scalar float code and math.Exp/Log/Sqrt use
+// legacy-SSE instructions; on Intel CPUs each of those pays a large
+// AVX-to-SSE transition penalty while the upper register halves are dirty
+// (2M math.Exp calls: 2.33 s after one 512-bit add, 14 ms after a
+// VZEROUPPER). Tails shorter than a vector are padded through a small
+// array so the kernels stay in vector code to the end.
+//
+// The GEMM micro-kernels are 4 rows x 2 vectors: Go's register allocator
+// uses 16 vector registers, and this tile (8 accumulators, 2 B vectors, 4
+// broadcasts) is the largest that runs without spills; it reaches the
+// FMA peak of a Zen 4 core on data in L1.
+
+import (
+	"math"
+	"simd/archsimd"
+	"unsafe"
+)
+
+func init() {
+	if archsimd.X86.AVX512() {
+		simdKernels = append(simdKernels, &kernels{
+			name: "avx512", mr: 4, nr: 32,
+			micro: micro512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
+			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512,
+		})
+	}
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdKernels = append(simdKernels, &kernels{
+			name: "avx2", mr: 4, nr: 16,
+			micro: micro256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
+			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256,
+		})
+	}
+}
+
+type (
+	f16 = archsimd.Float32x16
+	f8  = archsimd.Float32x8
+)
+
+func b16(x float32) f16 { return archsimd.BroadcastFloat32x16(x) }
+func b8(x float32) f8   { return archsimd.BroadcastFloat32x8(x) }
+
+func load16(p unsafe.Pointer) f16     { return archsimd.LoadFloat32x16((*[16]float32)(p)) }
+func load8(p unsafe.Pointer) f8       { return archsimd.LoadFloat32x8((*[8]float32)(p)) }
+func store16(v f16, p unsafe.Pointer) { v.Store((*[16]float32)(p)) }
+func store8(v f8, p unsafe.Pointer)   { v.Store((*[8]float32)(p)) }
+
+// checkMicro panics unless the slices hold the tile (the kernels then
+// use unchecked pointer arithmetic).
+func checkMicro(kc int, a, b []float32, ldb int, c []float32, ldc, mr, nr int) {
+	if kc <= 0 || len(a) < kc*mr || len(b) < (kc-1)*ldb+nr || len(c) < (mr-1)*ldc+nr {
+		panic("native: micro-kernel tile out of range")
+	}
+}
+
+func micro512(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, b, ldb, c, ldc, 4, 32)
+	var c00, c01, c10, c11, c20, c21, c30, c31 f16
+	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
+	bstride := uintptr(ldb) * 4
+	for range kc {
+		b0, b1 := load16(bp), load16(unsafe.Add(bp, 64))
+		a0 := archsimd.BroadcastFloat32x16(*(*float32)(ap))
+		a1 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, 4)))
+		a2 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, 8)))
+		a3 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, 12)))
+		c00, c01 = b0.MulAdd(a0, c00), b1.MulAdd(a0, c01)
+		c10, c11 = b0.MulAdd(a1, c10), b1.MulAdd(a1, c11)
+		c20, c21 = b0.MulAdd(a2, c20), b1.MulAdd(a2, c21)
+		c30, c31 = b0.MulAdd(a3, c30), b1.MulAdd(a3, c31)
+		ap, bp = unsafe.Add(ap, 16), unsafe.Add(bp, bstride)
+	}
+	cp := unsafe.Pointer(&c[0])
+	cs := uintptr(ldc) * 4
+	r0, r1, r2, r3 := cp, unsafe.Add(cp, cs), unsafe.Add(cp, 2*cs), unsafe.Add(cp, 3*cs)
+	if acc {
+		c00, c01 = c00.Add(load16(r0)), c01.Add(load16(unsafe.Add(r0, 64)))
+		c10, c11 = c10.Add(load16(r1)), c11.Add(load16(unsafe.Add(r1, 64)))
+		c20, c21 = c20.Add(load16(r2)), c21.Add(load16(unsafe.Add(r2, 64)))
+		c30, c31 = c30.Add(load16(r3)), c31.Add(load16(unsafe.Add(r3, 64)))
+	}
+	store16(c00, r0)
+	store16(c01, unsafe.Add(r0, 64))
+	store16(c10, r1)
+	store16(c11, unsafe.Add(r1, 64))
+	store16(c20, r2)
+	store16(c21, unsafe.Add(r2, 64))
+	store16(c30, r3)
+	store16(c31, unsafe.Add(r3, 64))
+	archsimd.ClearAVXUpperBits()
+}
+
+func micro256(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, b, ldb, c, ldc, 4, 16)
+	var c00, c01, c10, c11, c20, c21, c30, c31 f8
+	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
+	bstride := uintptr(ldb) * 4
+	for range kc {
+		b0, b1 := load8(bp), load8(unsafe.Add(bp, 32))
+		a0 := archsimd.BroadcastFloat32x8(*(*float32)(ap))
+		a1 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, 4)))
+		a2 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, 8)))
+		a3 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, 12)))
+		c00, c01 = b0.MulAdd(a0, c00), b1.MulAdd(a0, c01)
+		c10, c11 = b0.MulAdd(a1, c10), b1.MulAdd(a1, c11)
+		c20, c21 = b0.MulAdd(a2, c20), b1.MulAdd(a2, c21)
+		c30, c31 = b0.MulAdd(a3, c30), b1.MulAdd(a3, c31)
+		ap, bp = unsafe.Add(ap, 16), unsafe.Add(bp, bstride)
+	}
+	cp := unsafe.Pointer(&c[0])
+	cs := uintptr(ldc) * 4
+	r0, r1, r2, r3 := cp, unsafe.Add(cp, cs), unsafe.Add(cp, 2*cs), unsafe.Add(cp, 3*cs)
+	if acc {
+		c00, c01 = c00.Add(load8(r0)), c01.Add(load8(unsafe.Add(r0, 32)))
+		c10, c11 = c10.Add(load8(r1)), c11.Add(load8(unsafe.Add(r1, 32)))
+		c20, c21 = c20.Add(load8(r2)), c21.Add(load8(unsafe.Add(r2, 32)))
+		c30, c31 = c30.Add(load8(r3)), c31.Add(load8(unsafe.Add(r3, 32)))
+	}
+	store8(c00, r0)
+	store8(c01, unsafe.Add(r0, 32))
+	store8(c10, r1)
+	store8(c11, unsafe.Add(r1, 32))
+	store8(c20, r2)
+	store8(c21, unsafe.Add(r2, 32))
+	store8(c30, r3)
+	store8(c31, unsafe.Add(r3, 32))
+	archsimd.ClearAVXUpperBits()
+}
+
+// --- AVX-512 vector helpers ---
+
+// tail16 copies the last len(x)%16 values into a full vector, the rest
+// of it set to fill.
+func tail16(x []float32, fill float32) (buf [16]float32, n int) {
+	n = len(x) % 16
+	for i := range buf {
+		buf[i] = fill
+	}
+	copy(buf[:], x[len(x)-n:])
+	return buf, n
+}
+
+func hsum16(v f16) float32 {
+	var t [16]float32
+	v.Store(&t)
+	archsimd.ClearAVXUpperBits()
+	return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])) +
+		((t[8] + t[9]) + (t[10] + t[11])) + ((t[12] + t[13]) + (t[14] + t[15]))
+}
+
+func dot512(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1 f16
+	i := 0
+	for ; i+32 <= len(a); i += 32 {
+		s0 = archsimd.LoadFloat32x16Slice(a[i:]).MulAdd(archsimd.LoadFloat32x16Slice(b[i:]), s0)
+		s1 = archsimd.LoadFloat32x16Slice(a[i+16:]).MulAdd(archsimd.LoadFloat32x16Slice(b[i+16:]), s1)
+	}
+	for ; i+16 <= len(a); i += 16 {
+		s0 = archsimd.LoadFloat32x16Slice(a[i:]).MulAdd(archsimd.LoadFloat32x16Slice(b[i:]), s0)
+	}
+	if i < len(a) {
+		s0 = archsimd.LoadFloat32x16SlicePart(a[i:]).MulAdd(archsimd.LoadFloat32x16SlicePart(b[i:]), s0)
+	}
+	return hsum16(s0.Add(s1))
+}
+
+func axpy512(y []float32, alpha float32, x []float32) {
+	x = x[:len(y)]
+	al := b16(alpha)
+	i := 0
+	for ; i+16 <= len(y); i += 16 {
+		archsimd.LoadFloat32x16Slice(x[i:]).MulAdd(al, archsimd.LoadFloat32x16Slice(y[i:])).StoreSlice(y[i:])
+	}
+	if i < len(y) {
+		archsimd.LoadFloat32x16SlicePart(x[i:]).MulAdd(al, archsimd.LoadFloat32x16SlicePart(y[i:])).StoreSlicePart(y[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func scale512(x []float32, s float32) {
+	sv := b16(s)
+	i := 0
+	for ; i+16 <= len(x); i += 16 {
+		archsimd.LoadFloat32x16Slice(x[i:]).Mul(sv).StoreSlice(x[i:])
+	}
+	if i < len(x) {
+		archsimd.LoadFloat32x16SlicePart(x[i:]).Mul(sv).StoreSlicePart(x[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func max512(x []float32) float32 {
+	buf, n := tail16(x, float32(math.Inf(-1)))
+	m := archsimd.LoadFloat32x16(&buf)
+	for i := 0; i+16 <= len(x)-n; i += 16 {
+		m = m.Max(archsimd.LoadFloat32x16Slice(x[i:]))
+	}
+	var t [16]float32
+	m.Store(&t)
+	archsimd.ClearAVXUpperBits()
+	r := t[0]
+	for _, v := range t[1:] {
+		r = max(r, v)
+	}
+	return r
+}
+
+// exp16 is expf on 16 lanes: VRNDSCALE for n, VSCALEF for 2^n (which
+// also overflows to +Inf above expMax), and lanes below expMin set to 0.
+func exp16(x f16) f16 {
+	xc := x.Min(b16(expMax + 1))
+	n := xc.Mul(b16(log2e)).RoundToEvenScaled(0)
+	r := n.MulAdd(b16(-ln2Hi), xc)
+	r = n.MulAdd(b16(-ln2Lo), r)
+	p := b16(expP0).MulAdd(r, b16(expP1))
+	p = p.MulAdd(r, b16(expP2))
+	p = p.MulAdd(r, b16(expP3))
+	p = p.MulAdd(r, b16(expP4))
+	p = p.MulAdd(r, b16(expP5))
+	p = p.MulAdd(r.Mul(r), r).Add(b16(1))
+	return b16(0).Merge(p.Scale(n), x.Less(b16(expMin)))
+}
+
+func expShift512(x []float32, shift, mul float32) float32 {
+	sh, mu := b16(shift), b16(mul)
+	var sum f16
+	i := 0
+	for ; i+16 <= len(x); i += 16 {
+		e := exp16(archsimd.LoadFloat32x16Slice(x[i:]).Sub(sh).Mul(mu))
+		e.StoreSlice(x[i:])
+		sum = sum.Add(e)
+	}
+	if i < len(x) {
+		buf, _ := tail16(x, float32(math.Inf(-1)))
+		e := exp16(archsimd.LoadFloat32x16(&buf).Sub(sh).Mul(mu))
+		e.StoreSlicePart(x[i:])
+		sum = sum.Add(e)
+	}
+	return hsum16(sum)
+}
+
+// erfc16 is erfcf on 16 lanes.
+func erfc16(z f16) f16 {
+	a := z.Max(z.Mul(b16(-1)))
+	t := b16(1).Div(a.MulAdd(b16(0.5), b16(1)))
+	p := b16(erfcC9).MulAdd(t, b16(erfcC8))
+	p = p.MulAdd(t, b16(erfcC7))
+	p = p.MulAdd(t, b16(erfcC6))
+	p = p.MulAdd(t, b16(erfcC5))
+	p = p.MulAdd(t, b16(erfcC4))
+	p = p.MulAdd(t, b16(erfcC3))
+	p = p.MulAdd(t, b16(erfcC2))
+	p = p.MulAdd(t, b16(erfcC1))
+	p = p.MulAdd(t, b16(erfcC0))
+	y := t.Mul(exp16(a.Mul(a).Mul(b16(-1)).Add(p)))
+	return b16(2).Sub(y).Merge(y, z.Less(b16(0)))
+}
+
+func gelu512(out, in []float32) {
+	in = in[:len(out)]
+	i := 0
+	for ; i+16 <= len(out); i += 16 {
+		x := archsimd.LoadFloat32x16Slice(in[i:])
+		x.Mul(b16(0.5)).Mul(erfc16(x.Mul(b16(-invSqrt2)))).StoreSlice(out[i:])
+	}
+	if i < len(out) {
+		x := archsimd.LoadFloat32x16SlicePart(in[i:])
+		x.Mul(b16(0.5)).Mul(erfc16(x.Mul(b16(-invSqrt2)))).StoreSlicePart(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func geluGrad16(x f16) f16 {
+	phi := exp16(x.Mul(x).Mul(b16(-0.5))).Mul(b16(invSqrt2Pi))
+	return erfc16(x.Mul(b16(-invSqrt2))).Mul(b16(0.5)).Add(x.Mul(phi))
+}
+
+func geluBackward512(dIn, dOut, in []float32) {
+	dOut, in = dOut[:len(dIn)], in[:len(dIn)]
+	i := 0
+	for ; i+16 <= len(dIn); i += 16 {
+		x := archsimd.LoadFloat32x16Slice(in[i:])
+		geluGrad16(x).Mul(archsimd.LoadFloat32x16Slice(dOut[i:])).StoreSlice(dIn[i:])
+	}
+	if i < len(dIn) {
+		x := archsimd.LoadFloat32x16SlicePart(in[i:])
+		geluGrad16(x).Mul(archsimd.LoadFloat32x16SlicePart(dOut[i:])).StoreSlicePart(dIn[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// --- AVX2 vector helpers ---
+
+func tail8(x []float32, fill float32) (buf [8]float32, n int) {
+	n = len(x) % 8
+	for i := range buf {
+		buf[i] = fill
+	}
+	copy(buf[:], x[len(x)-n:])
+	return buf, n
+}
+
+func hsum8(v f8) float32 {
+	var t [8]float32
+	v.Store(&t)
+	archsimd.ClearAVXUpperBits()
+	return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]))
+}
+
+func dot256(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1 f8
+	i := 0
+	for ; i+16 <= len(a); i += 16 {
+		s0 = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s0)
+		s1 = archsimd.LoadFloat32x8Slice(a[i+8:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i+8:]), s1)
+	}
+	for ; i+8 <= len(a); i += 8 {
+		s0 = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s0)
+	}
+	if i < len(a) {
+		ta, _ := tail8(a, 0)
+		tb, _ := tail8(b, 0)
+		s0 = archsimd.LoadFloat32x8(&ta).MulAdd(archsimd.LoadFloat32x8(&tb), s0)
+	}
+	return hsum8(s0.Add(s1))
+}
+
+func axpy256(y []float32, alpha float32, x []float32) {
+	x = x[:len(y)]
+	al := b8(alpha)
+	i := 0
+	for ; i+8 <= len(y); i += 8 {
+		archsimd.LoadFloat32x8Slice(x[i:]).MulAdd(al, archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
+	}
+	if i < len(y) {
+		tx, n := tail8(x, 0)
+		ty, _ := tail8(y, 0)
+		archsimd.LoadFloat32x8(&tx).MulAdd(al, archsimd.LoadFloat32x8(&ty)).Store(&ty)
+		copy(y[i:], ty[:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func scale256(x []float32, s float32) {
+	sv := b8(s)
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		archsimd.LoadFloat32x8Slice(x[i:]).Mul(sv).StoreSlice(x[i:])
+	}
+	if i < len(x) {
+		t, n := tail8(x, 0)
+		archsimd.LoadFloat32x8(&t).Mul(sv).Store(&t)
+		copy(x[i:], t[:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func max256(x []float32) float32 {
+	buf, n := tail8(x, float32(math.Inf(-1)))
+	m := archsimd.LoadFloat32x8(&buf)
+	for i := 0; i+8 <= len(x)-n; i += 8 {
+		m = m.Max(archsimd.LoadFloat32x8Slice(x[i:]))
+	}
+	var t [8]float32
+	m.Store(&t)
+	archsimd.ClearAVXUpperBits()
+	r := t[0]
+	for _, v := range t[1:] {
+		r = max(r, v)
+	}
+	return r
+}
+
+// exp8 is expf on 8 lanes; without VSCALEF, 2^n is built from exponent
+// bits in two factors (2^128 is not a float32).
+func exp8(x f8) f8 {
+	xc := x.Max(b8(expMin)).Min(b8(expMax))
+	n := xc.Mul(b8(log2e)).RoundToEven()
+	r := n.MulAdd(b8(-ln2Hi), xc)
+	r = n.MulAdd(b8(-ln2Lo), r)
+	p := b8(expP0).MulAdd(r, b8(expP1))
+	p = p.MulAdd(r, b8(expP2))
+	p = p.MulAdd(r, b8(expP3))
+	p = p.MulAdd(r, b8(expP4))
+	p = p.MulAdd(r, b8(expP5))
+	p = p.MulAdd(r.Mul(r), r).Add(b8(1))
+	ni := n.ConvertToInt32()
+	h := ni.ShiftAllRight(1)
+	bias := archsimd.BroadcastInt32x8(127)
+	e1 := h.Add(bias).ShiftAllLeft(23).AsFloat32x8()
+	e2 := ni.Sub(h).Add(bias).ShiftAllLeft(23).AsFloat32x8()
+	y := p.Mul(e1).Mul(e2)
+	y = b8(float32(math.Inf(1))).Merge(y, x.Greater(b8(expMax)))
+	return b8(0).Merge(y, x.Less(b8(expMin)))
+}
+
+func expShift256(x []float32, shift, mul float32) float32 {
+	sh, mu := b8(shift), b8(mul)
+	var sum f8
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		e := exp8(archsimd.LoadFloat32x8Slice(x[i:]).Sub(sh).Mul(mu))
+		e.StoreSlice(x[i:])
+		sum = sum.Add(e)
+	}
+	if i < len(x) {
+		buf, n := tail8(x, float32(math.Inf(-1)))
+		e := exp8(archsimd.LoadFloat32x8(&buf).Sub(sh).Mul(mu))
+		e.Store(&buf)
+		copy(x[i:], buf[:n])
+		sum = sum.Add(e)
+	}
+	return hsum8(sum)
+}
+
+func erfc8(z f8) f8 {
+	a := z.Max(z.Mul(b8(-1)))
+	t := b8(1).Div(a.MulAdd(b8(0.5), b8(1)))
+	p := b8(erfcC9).MulAdd(t, b8(erfcC8))
+	p = p.MulAdd(t, b8(erfcC7))
+	p = p.MulAdd(t, b8(erfcC6))
+	p = p.MulAdd(t, b8(erfcC5))
+	p = p.MulAdd(t, b8(erfcC4))
+	p = p.MulAdd(t, b8(erfcC3))
+	p = p.MulAdd(t, b8(erfcC2))
+	p = p.MulAdd(t, b8(erfcC1))
+	p = p.MulAdd(t, b8(erfcC0))
+	y := t.Mul(exp8(a.Mul(a).Mul(b8(-1)).Add(p)))
+	return b8(2).Sub(y).Merge(y, z.Less(b8(0)))
+}
+
+func gelu256(out, in []float32) {
+	in = in[:len(out)]
+	i := 0
+	for ; i+8 <= len(out); i += 8 {
+		x := archsimd.LoadFloat32x8Slice(in[i:])
+		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).StoreSlice(out[i:])
+	}
+	if i < len(out) {
+		t, n := tail8(in, 0)
+		x := archsimd.LoadFloat32x8(&t)
+		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).Store(&t)
+		copy(out[i:], t[:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func geluGrad8(x f8) f8 {
+	phi := exp8(x.Mul(x).Mul(b8(-0.5))).Mul(b8(invSqrt2Pi))
+	return erfc8(x.Mul(b8(-invSqrt2))).Mul(b8(0.5)).Add(x.Mul(phi))
+}
+
+func geluBackward256(dIn, dOut, in []float32) {
+	dOut, in = dOut[:len(dIn)], in[:len(dIn)]
+	i := 0
+	for ; i+8 <= len(dIn); i += 8 {
+		x := archsimd.LoadFloat32x8Slice(in[i:])
+		geluGrad8(x).Mul(archsimd.LoadFloat32x8Slice(dOut[i:])).StoreSlice(dIn[i:])
+	}
+	if i < len(dIn) {
+		t, n := tail8(in, 0)
+		g, _ := tail8(dOut, 0)
+		geluGrad8(archsimd.LoadFloat32x8(&t)).Mul(archsimd.LoadFloat32x8(&g)).Store(&t)
+		copy(dIn[i:], t[:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}

@@ -1,0 +1,227 @@
+package native
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func randSlice(r *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(r.NormFloat64())
+	}
+	return s
+}
+
+// TestGemm checks every layout against a float64 triple loop, on odd
+// sizes around the tile and block edges, with padded strides, serial and
+// parallel, overwriting and accumulating.
+func TestGemm(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	sizes := [][3]int{{1, 1, 1}, {1, 130, 77}, {3, 5, 7}, {4, 32, 16}, {5, 33, 129}, {8, 64, 300}, {9, 17, 3}, {67, 45, 260}, {130, 300, 65}}
+	forEachKernel(t, func(t *testing.T) {
+		for _, sz := range sizes {
+			for _, ta := range []bool{false, true} {
+				for _, tb := range []bool{false, true} {
+					for _, acc := range []bool{false, true} {
+						m, n, k := sz[0], sz[1], sz[2]
+						name := fmt.Sprintf("%dx%dx%d ta=%v tb=%v acc=%v", m, n, k, ta, tb, acc)
+						lda, ldb, ldc := k+3, n+1, n+5
+						if ta {
+							lda = m + 2
+						}
+						if tb {
+							ldb = k + 1
+						}
+						a := randSlice(r, max(m, k)*lda)
+						b := randSlice(r, max(n, k)*ldb)
+						c0 := randSlice(r, m*ldc)
+						want, bound := make([]float64, m*ldc), make([]float64, m*ldc)
+						for i := range m {
+							for j := range n {
+								s, sa := 0.0, 0.0
+								if acc {
+									s, sa = float64(c0[i*ldc+j]), math.Abs(float64(c0[i*ldc+j]))
+								}
+								for p := range k {
+									av, bv := a[i*lda+p], b[p*ldb+j]
+									if ta {
+										av = a[p*lda+i]
+									}
+									if tb {
+										bv = b[j*ldb+p]
+									}
+									s += float64(av) * float64(bv)
+									sa += math.Abs(float64(av) * float64(bv))
+								}
+								want[i*ldc+j], bound[i*ldc+j] = s, sa
+							}
+						}
+						for _, parallel := range []bool{false, true} {
+							c := append([]float32(nil), c0...)
+							op := gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: acc}
+							if parallel {
+								gemm(workers(), op)
+							} else {
+								gemmSerial(&workspace{}, op)
+							}
+							for i := range m {
+								for j := range ldc {
+									at := i*ldc + j
+									if j >= n {
+										if c[at] != c0[at] {
+											t.Fatalf("%s: wrote outside C at (%d, %d)", name, i, j)
+										}
+										continue
+									}
+									if math.Abs(float64(c[at])-want[at]) > 1e-6*bound[at]+1e-6 {
+										t.Fatalf("%s parallel=%v: C(%d,%d) = %g, want %g", name, parallel, i, j, c[at], want[at])
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestExp(t *testing.T) {
+	var xs []float32
+	for x := -100.0; x <= 100; x += 0.173 {
+		xs = append(xs, float32(x))
+	}
+	xs = append(xs, 0, -0, 1e-8, -1e-8, expMin, expMax, -87, 88.5, float32(math.Inf(-1)), float32(math.Inf(1)), -1e30, 1e30)
+	forEachKernel(t, func(t *testing.T) {
+		for _, n := range []int{1, 7, 16, 33, len(xs)} {
+			got := append([]float32(nil), xs[:n]...)
+			sum := kern.expShift(got, 0, 1)
+			wantSum := 0.0
+			for i, x := range xs[:n] {
+				want := math.Exp(float64(x))
+				wantSum += float64(got[i])
+				switch {
+				case x < expMin:
+					if got[i] != 0 {
+						t.Errorf("exp(%g) = %g, want 0 (flushed)", x, got[i])
+					}
+				case want > math.MaxFloat32:
+					if !math.IsInf(float64(got[i]), 1) {
+						t.Errorf("exp(%g) = %g, want +Inf", x, got[i])
+					}
+				case math.Abs(float64(got[i])-want) > 3e-7*want:
+					t.Errorf("exp(%g) = %g, want %g (relative error %.2g)", x, got[i], want, math.Abs(float64(got[i])-want)/want)
+				}
+			}
+			if !math.IsInf(wantSum, 0) && math.Abs(float64(sum)-wantSum) > 1e-6*wantSum {
+				t.Errorf("n=%d: sum %g, want %g", n, sum, wantSum)
+			}
+		}
+		// shift and multiplier, as softmax uses them.
+		x := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}
+		kern.expShift(x, 17, 0.5)
+		for i, v := range x {
+			if want := math.Exp(0.5 * float64(i+1-17)); math.Abs(float64(v)-want) > 3e-7*want {
+				t.Errorf("exp((%d-17)*0.5) = %g, want %g", i+1, v, want)
+			}
+		}
+	})
+}
+
+func TestGELU(t *testing.T) {
+	var xs []float32
+	for x := -12.0; x <= 12; x += 0.0371 {
+		xs = append(xs, float32(x))
+	}
+	xs = append(xs, 0, 1e-6, -1e-6, 30, -30)
+	forEachKernel(t, func(t *testing.T) {
+		for _, n := range []int{1, 5, 16, 31, len(xs)} {
+			out, din := make([]float32, n), make([]float32, n)
+			dout := make([]float32, n)
+			for i := range dout {
+				dout[i] = float32(i%3) - 0.5
+			}
+			kern.gelu(out, xs[:n])
+			kern.geluBackward(din, dout, xs[:n])
+			for i, x := range xs[:n] {
+				xd := float64(x)
+				want := xd * 0.5 * (1 + math.Erf(xd/math.Sqrt2))
+				if math.Abs(float64(out[i])-want) > 1e-6*math.Abs(want)+1e-7*math.Abs(xd)+1e-30 {
+					t.Errorf("gelu(%g) = %g, want %g", x, out[i], want)
+				}
+				dw := float64(dout[i]) * (0.5*(1+math.Erf(xd/math.Sqrt2)) + xd*math.Exp(-xd*xd/2)/math.Sqrt(2*math.Pi))
+				if math.Abs(float64(din[i])-dw) > 2e-6*math.Abs(dw)+1e-7 {
+					t.Errorf("gelu'(%g)*%g = %g, want %g", x, dout[i], din[i], dw)
+				}
+			}
+		}
+	})
+}
+
+func TestVectorHelpers(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	forEachKernel(t, func(t *testing.T) {
+		for _, n := range []int{1, 3, 8, 15, 16, 17, 64, 100} {
+			a, b := randSlice(r, n), randSlice(r, n+3)
+			want, bound := 0.0, 0.0
+			mx := a[0]
+			for i := range a {
+				want += float64(a[i]) * float64(b[i])
+				bound += math.Abs(float64(a[i]) * float64(b[i]))
+				mx = max(mx, a[i])
+			}
+			if got := kern.dot(a, b); math.Abs(float64(got)-want) > 1e-6*bound {
+				t.Errorf("n=%d: dot %g, want %g", n, got, want)
+			}
+			if got := kern.max(a); got != mx {
+				t.Errorf("n=%d: max %g, want %g", n, got, mx)
+			}
+			y := append([]float32(nil), a...)
+			kern.axpy(y, 0.5, b)
+			for i := range y {
+				if w := a[i] + 0.5*b[i]; math.Abs(float64(y[i]-w)) > 1e-6*math.Abs(float64(w))+1e-7 {
+					t.Fatalf("n=%d: axpy[%d] = %g, want %g", n, i, y[i], w)
+				}
+			}
+			kern.scale(y, 2)
+			for i := range y {
+				if w := 2 * (a[i] + 0.5*b[i]); math.Abs(float64(y[i]-w)) > 1e-6*math.Abs(float64(w))+1e-7 {
+					t.Fatalf("n=%d: scale[%d] = %g, want %g", n, i, y[i], w)
+				}
+			}
+		}
+	})
+}
+
+func TestLogSoftmaxRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	x := randSlice(r, 3*37)
+	x[5] = -1e30 // a masked-out entry
+	want := make([]float64, len(x))
+	for i := range 3 {
+		row := x[i*37 : (i+1)*37]
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		s := 0.0
+		for _, v := range row {
+			s += math.Exp(float64(v) - mx)
+		}
+		for j, v := range row {
+			want[i*37+j] = float64(v) - mx - math.Log(s)
+		}
+	}
+	forEachKernel(t, func(t *testing.T) {
+		got := append([]float32(nil), x...)
+		LogSoftmaxRows(got, 37)
+		for i := range got {
+			if math.Abs(float64(got[i])-want[i]) > 1e-6*math.Max(1, math.Abs(want[i])) {
+				t.Errorf("entry %d: %g, want %g", i, got[i], want[i])
+			}
+		}
+	})
+}

@@ -1,0 +1,174 @@
+package native
+
+import "math"
+
+// One forward and one backward function per layer, in model order
+// (embedding, LayerNorm, dense, RoPE, attention in attention.go, GELU).
+// Activations are row-major [n, width] over the n real (non-padding)
+// tokens of a batch. Backward functions accumulate parameter gradients.
+
+// rowGrain is how many rows one parallel task handles in row-wise layers.
+const rowGrain = 64
+
+func embeddingForward(x, embed []float32, tokens []int32, d int) {
+	for i, t := range tokens {
+		copy(x[i*d:(i+1)*d], embed[int(t)*d:])
+	}
+}
+
+func embeddingBackward(dEmbed, dx []float32, tokens []int32, d int) {
+	for i, t := range tokens {
+		row := dEmbed[int(t)*d : int(t)*d+d]
+		for j, g := range dx[i*d : i*d+d] {
+			row[j] += g
+		}
+	}
+}
+
+const lnEps = 1e-5
+
+// layerNormForward normalises each row of x over its d values (biased
+// variance), keeping mean and 1/std for the backward pass.
+func layerNormForward(p *pool, out, mean, rstd, x, gain, offset []float32, n, d int) {
+	p.chunks(n, rowGrain, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi := x[i*d : i*d+d]
+			var s float32
+			for _, v := range xi {
+				s += v
+			}
+			mu := s / float32(d)
+			var vs float32
+			for _, v := range xi {
+				vs += (v - mu) * (v - mu)
+			}
+			r := float32(1 / math.Sqrt(float64(vs/float32(d))+lnEps))
+			mean[i], rstd[i] = mu, r
+			oi := out[i*d : i*d+d]
+			for j, v := range xi {
+				oi[j] = (v-mu)*r*gain[j] + offset[j]
+			}
+		}
+	})
+}
+
+// layerNormBackward adds the input gradient to dx and the gain and offset
+// gradients to dGain and dOffset. part is scratch for per-chunk sums
+// (reduced in chunk order, so the result does not depend on scheduling).
+func layerNormBackward(p *pool, dx, dGain, dOffset, dOut, x, mean, rstd, gain []float32, n, d int, part []float32) []float32 {
+	chunks := (n + rowGrain - 1) / rowGrain
+	part = grow(part, chunks*2*d)
+	clear(part)
+	p.chunks(n, rowGrain, func(w, lo, hi int) {
+		pg := part[lo/rowGrain*2*d:][:d]
+		po := part[lo/rowGrain*2*d+d:][:d]
+		dxhat := grow(p.ws[w].buf, d)
+		for i := lo; i < hi; i++ {
+			xi, gi, dxi := x[i*d:i*d+d], dOut[i*d:i*d+d], dx[i*d:i*d+d]
+			mu, r := mean[i], rstd[i]
+			var m1, m2 float32 // means of dxhat and dxhat*xhat
+			for j, g := range gi {
+				xh := (xi[j] - mu) * r
+				pg[j] += g * xh
+				po[j] += g
+				dh := g * gain[j]
+				dxhat[j] = dh
+				m1 += dh
+				m2 += dh * xh
+			}
+			m1 /= float32(d)
+			m2 /= float32(d)
+			for j, dh := range dxhat {
+				xh := (xi[j] - mu) * r
+				dxi[j] += r * (dh - m1 - xh*m2)
+			}
+		}
+		p.ws[w].buf = dxhat
+	})
+	for c := range chunks {
+		kern.axpy(dGain, 1, part[c*2*d:])
+		kern.axpy(dOffset, 1, part[c*2*d+d:])
+	}
+	return part
+}
+
+// denseForward computes out = x·w + b, plus residual when it is not nil
+// (out may be residual itself). x is [n, in], w is [in, dout].
+func denseForward(p *pool, out, x, w, b, residual []float32, n, in, dout int) {
+	p.chunks(n, rowGrain*4, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			oi := out[i*dout : i*dout+dout]
+			if residual != nil {
+				ri := residual[i*dout : i*dout+dout]
+				for j := range oi {
+					oi[j] = ri[j] + b[j]
+				}
+			} else {
+				copy(oi, b)
+			}
+		}
+	})
+	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, acc: true})
+}
+
+// denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and
+// sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil.
+func denseBackward(p *pool, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
+	gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true})
+	p.chunks(dout, 256, func(_, lo, hi int) {
+		dbs := db[lo:hi]
+		for i := range n {
+			kern.axpy(dbs, 1, dOut[i*dout+lo:])
+		}
+	})
+	if dx != nil {
+		gemm(p, gemmOp{tb: true, m: n, n: in, k: dout, a: dOut, lda: dout, b: w, ldb: dout, c: dx, ldc: in, acc: accDx})
+	}
+}
+
+// ropeTables returns cos and sin of pos*base^(-2i/dh) for every position
+// in [0, ctx) and i in [0, dh/2), computed in float64.
+func ropeTables(ctx, dh int, base float64) (cos, sin []float32) {
+	half := dh / 2
+	cos, sin = make([]float32, ctx*half), make([]float32, ctx*half)
+	for p := range ctx {
+		for i := range half {
+			a := float64(p) * math.Pow(base, -2*float64(i)/float64(dh))
+			cos[p*half+i], sin[p*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
+	return cos, sin
+}
+
+// ropeForward rotates each head of each row of x (in place) by its
+// position, HF "rotate_half" convention: the pair is (x[i], x[i+dh/2]).
+// With inverse it applies the transposed rotation: the backward pass.
+func ropeForward(p *pool, x []float32, pos []int32, n, heads, dh int, cos, sin []float32, inverse bool) {
+	half, d := dh/2, heads*dh
+	p.chunks(n, rowGrain*2, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			c := cos[int(pos[i])*half : int(pos[i])*half+half]
+			s := sin[int(pos[i])*half : int(pos[i])*half+half]
+			for h := range heads {
+				a := x[i*d+h*dh : i*d+h*dh+half]
+				b := x[i*d+h*dh+half : i*d+h*dh+dh]
+				for j := range half {
+					sj := s[j]
+					if inverse {
+						sj = -sj
+					}
+					a[j], b[j] = a[j]*c[j]-b[j]*sj, b[j]*c[j]+a[j]*sj
+				}
+			}
+		}
+	})
+}
+
+func geluForward(p *pool, out, in []float32) {
+	p.chunks(len(out), 1<<14, func(_, lo, hi int) { kern.gelu(out[lo:hi], in[lo:hi]) })
+}
+
+// geluBackward sets dIn = dOut * GELU'(in); dIn may alias dOut.
+func geluBackward(p *pool, dIn, dOut, in []float32) {
+	p.chunks(len(dIn), 1<<14, func(_, lo, hi int) { kern.geluBackward(dIn[lo:hi], dOut[lo:hi], in[lo:hi]) })
+}

@@ -1,0 +1,115 @@
+package native
+
+import (
+	"fmt"
+	"math"
+)
+
+// CrossEntropy returns the weighted mean negative log-likelihood of
+// targets at flat positions idx: sum_i w_i*nll_i / sum_i w_i, or 0 when
+// the weights sum to 0. weights nil means all 1.
+func (m *Model) CrossEntropy(idx, targets []int32, weights []float32) (float64, error) {
+	return m.crossEntropy(idx, targets, weights, false)
+}
+
+// CrossEntropyBackward is CrossEntropy followed by Backward of that loss,
+// fused: the logits buffer is turned into its own gradient in place, so
+// nothing of size [len(idx), Vocab] is allocated besides it. It adds to
+// the gradients (call ZeroGrad first for a fresh step).
+func (m *Model) CrossEntropyBackward(idx, targets []int32, weights []float32) (float64, error) {
+	return m.crossEntropy(idx, targets, weights, true)
+}
+
+func (m *Model) crossEntropy(idx, targets []int32, weights []float32, backward bool) (float64, error) {
+	c, hs := m.Config, &m.head
+	k, d, v := len(idx), c.DModel, c.Vocab
+	if len(targets) != k || (weights != nil && len(weights) != k) {
+		return 0, fmt.Errorf("native: cross-entropy over %d positions got %d targets and %d weights", k, len(targets), len(weights))
+	}
+	for i, t := range targets {
+		if t < 0 || int(t) >= v {
+			return 0, fmt.Errorf("native: target %d (entry %d) is outside the vocabulary [0, %d)", t, i, v)
+		}
+	}
+	if err := m.headsInput(idx); err != nil {
+		return 0, err
+	}
+	hs.logits = grow(hs.logits, k*v)
+	denseForward(m.p, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
+	wsum := 0.0
+	for i := range k {
+		wsum += float64(weightAt(weights, i))
+	}
+	inv := float32(0)
+	if wsum > 0 {
+		inv = float32(1 / wsum)
+	}
+	hs.nll = grow(hs.nll, k)
+	m.p.chunks(k, 16, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			z := hs.logits[i*v : (i+1)*v]
+			w := weightAt(weights, i)
+			if w == 0 {
+				hs.nll[i] = 0
+				if backward {
+					clear(z)
+				}
+				continue
+			}
+			t := targets[i]
+			zt := z[t]
+			mx := kern.max(z)
+			s := kern.expShift(z, mx, 1) // z = exp(z - mx)
+			hs.nll[i] = float32(math.Log(float64(s))) + mx - zt
+			if backward {
+				coef := w * inv
+				kern.scale(z, coef/s)
+				z[t] -= coef
+			}
+		}
+	})
+	loss := 0.0
+	for i := range k {
+		loss += float64(weightAt(weights, i)) * float64(hs.nll[i])
+	}
+	if wsum > 0 {
+		loss /= wsum
+	}
+	if backward {
+		m.backwardHeads(hs.logits, nil)
+		m.backwardTrunk()
+	}
+	return loss, nil
+}
+
+func weightAt(w []float32, i int) float32 {
+	if w == nil {
+		return 1
+	}
+	return w[i]
+}
+
+// LogSoftmaxRows replaces each row of x (len(x)/cols rows of cols
+// values) by its log-softmax.
+func LogSoftmaxRows(x []float32, cols int) {
+	if cols <= 0 || len(x)%cols != 0 {
+		panic(fmt.Sprintf("native: LogSoftmaxRows: %d values are not rows of %d", len(x), cols))
+	}
+	if err := selectKernels(); err != nil {
+		panic(err)
+	}
+	p := workers()
+	p.chunks(len(x)/cols, 16, func(w, lo, hi int) {
+		tmp := grow(p.ws[w].buf, cols)
+		for i := lo; i < hi; i++ {
+			row := x[i*cols : (i+1)*cols]
+			copy(tmp, row)
+			mx := kern.max(tmp)
+			lse := mx + float32(math.Log(float64(kern.expShift(tmp, mx, 1))))
+			for j := range row {
+				row[j] -= lse
+			}
+		}
+		p.ws[w].buf = tmp
+	})
+}

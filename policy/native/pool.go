@@ -1,0 +1,139 @@
+package native
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// pool is a small fixed set of worker goroutines that block on a channel
+// between jobs (no spinning: a busy neighbour on the machine costs us only
+// the time it really takes). The calling goroutine works too, as worker 0.
+//
+// A job is a count of independent tasks; workers claim tasks one at a time
+// from an atomic counter, so a worker that the OS descheduled holds up at
+// most the one task it is running. The caller waits for the tasks, not for
+// the helpers: a helper that wakes up late finds nothing left and goes back
+// to sleep.
+//
+// Jobs are serialised by a mutex, so the package-level pool can be shared
+// by several models; tasks must not start jobs of their own.
+type pool struct {
+	mu      sync.Mutex
+	workers int
+	wake    chan *job
+	ws      []workspace // one per worker; index = worker id
+}
+
+type job struct {
+	fn   func(w, t int)
+	n    int64
+	next atomic.Int64
+	done sync.WaitGroup
+}
+
+var (
+	sharedPool     *pool
+	sharedPoolOnce sync.Once
+)
+
+// workers returns the package's pool, started on first use with
+// runtime.GOMAXPROCS(0) workers.
+func workers() *pool {
+	sharedPoolOnce.Do(func() { sharedPool = newPool(runtime.GOMAXPROCS(0)) })
+	return sharedPool
+}
+
+func newPool(n int) *pool {
+	n = max(n, 1)
+	p := &pool{workers: n, wake: make(chan *job, 64), ws: make([]workspace, n)}
+	for w := 1; w < n; w++ {
+		go p.loop(w)
+	}
+	return p
+}
+
+func (p *pool) loop(w int) {
+	for j := range p.wake {
+		j.work(w)
+	}
+}
+
+func (j *job) work(w int) {
+	for {
+		t := j.next.Add(1) - 1
+		if t >= j.n {
+			return
+		}
+		j.fn(w, int(t))
+		j.done.Done()
+	}
+}
+
+// run calls fn(w, t) for every task t in [0, n), spread over the workers;
+// w identifies the worker, so fn may use p.ws[w] as scratch. It returns
+// when all tasks are done.
+func (p *pool) run(n int, fn func(w, t int)) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n == 1 || p.workers == 1 {
+		for t := 0; t < n; t++ {
+			fn(0, t)
+		}
+		return
+	}
+	j := &job{fn: fn, n: int64(n)}
+	j.done.Add(n)
+	for i := 0; i < min(p.workers-1, n-1); i++ {
+		select {
+		case p.wake <- j:
+		default: // every helper already has work queued; we do it ourselves
+		}
+	}
+	j.work(0)
+	j.done.Wait()
+}
+
+// chunks splits [0, n) into pieces of about grain items and runs fn on each
+// (lo, hi) in parallel. The split depends only on n and grain, never on the
+// number of workers, so reductions done per chunk give the same bits on
+// any machine.
+func (p *pool) chunks(n, grain int, fn func(w, lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	grain = max(grain, 1)
+	tasks := (n + grain - 1) / grain
+	p.run(tasks, func(w, t int) {
+		fn(w, t*grain, min(n, (t+1)*grain))
+	})
+}
+
+// workspace is one worker's scratch memory, grown on demand and reused.
+type workspace struct {
+	packA, packB []float32 // GEMM panels
+	tile         []float32 // GEMM edge tile
+	buf          []float32 // attention scores, softmax rows, ...
+}
+
+// grow returns s resized to n elements, reusing its storage when it is
+// large enough. The contents are not cleared.
+func grow(s []float32, n int) []float32 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]float32, n, n+n/4)
+}
+
+// growInt32 is grow for []int32.
+func growInt32(s []int32, n int) []int32 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]int32, n, n+n/4)
+}
+
+func zero(s []float32) { clear(s) }
