@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,6 +357,24 @@ func (e *Env) Close() error {
 
 // Dir returns the workspace folder.
 func (e *Env) Dir() string { return e.dir }
+
+// Files lists the workspace's regular files (slash-separated paths,
+// sorted), as List Files would show them one folder at a time; links and
+// other special files a script left are not listed.
+func (e *Env) Files() []string {
+	var out []string
+	filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		if rel, err := filepath.Rel(e.dir, p); err == nil {
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
 
 // Spec returns the task spec.
 func (e *Env) Spec() Spec { return e.s.Spec }

@@ -51,8 +51,14 @@ type State struct {
 	Current     float64
 	Best        *float64
 	// Plan is the initial action plan: the ideas to try, in order.
-	Plan     []string
-	Script   string // the current train.py
+	Plan   []string
+	Script string // the current train.py
+	// Files lists the workspace's files, Modality and TaskType the task's
+	// kind: not shown in the compact prompt, but what a constrained
+	// decoder enumerates (files to name, catalog ideas to choose).
+	Files    []string
+	Modality string
+	TaskType string
 	History  []Step
 	Step     int // steps taken so far
 	MaxSteps int
@@ -66,6 +72,7 @@ func FromEnv(e *env.Env, plan []string, maxSteps int, script string) State {
 		TaskID: spec.TaskID, Title: spec.Title, Description: spec.Description,
 		Metric: spec.Metric, Direction: spec.Direction, MInit: spec.MInit,
 		Current: e.Current(), Plan: plan, Script: script, Step: e.Steps(), MaxSteps: maxSteps,
+		Files: e.Files(), Modality: spec.Modality, TaskType: spec.TaskType,
 	}
 	if b, ok := e.Best(); ok {
 		s.Best = &b
@@ -102,10 +109,134 @@ func Compact(s State, budget int, count Counter) string {
 			fmt.Fprintf(&head, "%d. %s\n", i+1, p)
 		}
 	}
-	tail := "Answer with Reflection, Thought, Action, Action Input.\n"
 	hist := compactHistory(s.History)
 	script := editableSections(s.Script)
-	return fit(head.String(), script, hist, tail, budget, count, "Script train.py (editable sections):\n", "Recent steps:\n")
+	return fit(head.String(), script, hist, compactTail, budget, count, compactScriptTitle, compactHistTitle)
+}
+
+// The parts of a compact prompt that RefitCompact recognises.
+const (
+	compactScriptTitle = "Script train.py (editable sections):\n"
+	compactHistTitle   = "Recent steps:\n"
+	compactTail        = "Answer with Reflection, Thought, Action, Action Input.\n"
+	moreLinesFormat    = "... (%d more lines)\n"
+	earlierFormat      = "(%d earlier steps not shown)\n"
+)
+
+// RefitCompact shortens a rendered compact prompt until fits accepts it,
+// by the one rule every consumer of compact prompts shares (the policy's
+// SFT, PPO and evaluation): the oldest history lines go first (the
+// "(N earlier steps not shown)" marker counts them), then the script's
+// last lines (the "... (N more lines)" marker counts them); the task
+// header, the scores, the plan and the answer instruction are always
+// kept. It returns the shortest such prompt and false when even that does
+// not fit, and the prompt unchanged when it already fits. Text that is not
+// a compact prompt is returned unchanged (with fits' verdict).
+func RefitCompact(prompt string, fits func(string) bool) (string, bool) {
+	if fits(prompt) {
+		return prompt, true
+	}
+	c, ok := parseCompact(prompt)
+	if !ok {
+		return prompt, false
+	}
+	n := len(c.hist) + len(c.script)
+	// The smallest number of drops that fits (fits is monotone in it).
+	lo, hi := 1, n
+	if !fits(c.render(n)) {
+		return c.render(n), false
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fits(c.render(mid)) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return c.render(lo), true
+}
+
+// compactParts is a rendered compact prompt cut into what RefitCompact
+// may drop and what it keeps.
+type compactParts struct {
+	head, tail     string
+	script, hist   []string // lines, each with its newline
+	moreLines      int      // script lines already cut
+	earlier        int      // history steps already cut
+	hasScriptTitle bool
+	hasHistTitle   bool
+}
+
+func parseCompact(p string) (compactParts, bool) {
+	var c compactParts
+	if !strings.HasSuffix(p, compactTail) {
+		return c, false
+	}
+	body := strings.TrimSuffix(p, compactTail)
+	c.tail = compactTail
+	lines := strings.SplitAfter(body, "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	i := 0
+	var head strings.Builder
+	for ; i < len(lines) && lines[i] != compactScriptTitle && lines[i] != compactHistTitle; i++ {
+		head.WriteString(lines[i])
+	}
+	c.head = head.String()
+	if i < len(lines) && lines[i] == compactScriptTitle {
+		c.hasScriptTitle = true
+		for i++; i < len(lines) && lines[i] != compactHistTitle; i++ {
+			var n int
+			if _, err := fmt.Sscanf(lines[i], moreLinesFormat, &n); err == nil && strings.HasPrefix(lines[i], "... (") {
+				c.moreLines = n
+				continue
+			}
+			c.script = append(c.script, lines[i])
+		}
+	}
+	if i < len(lines) && lines[i] == compactHistTitle {
+		c.hasHistTitle = true
+		for i++; i < len(lines); i++ {
+			var n int
+			if _, err := fmt.Sscanf(lines[i], earlierFormat, &n); err == nil && strings.HasPrefix(lines[i], "(") {
+				c.earlier = n
+				continue
+			}
+			c.hist = append(c.hist, lines[i])
+		}
+	}
+	return c, true
+}
+
+// render writes the prompt with the first drops removed: history lines
+// oldest first, then script lines from the end.
+func (c compactParts) render(drops int) string {
+	dh := min(drops, len(c.hist))
+	ds := min(drops-dh, len(c.script))
+	var b strings.Builder
+	b.WriteString(c.head)
+	if c.hasScriptTitle {
+		b.WriteString(compactScriptTitle)
+		for _, l := range c.script[:len(c.script)-ds] {
+			b.WriteString(l)
+		}
+		if more := c.moreLines + ds; more > 0 {
+			fmt.Fprintf(&b, moreLinesFormat, more)
+		}
+	}
+	if c.hasHistTitle {
+		b.WriteString(compactHistTitle)
+		if earlier := c.earlier + dh; earlier > 0 {
+			fmt.Fprintf(&b, earlierFormat, earlier)
+		}
+		for _, l := range c.hist[dh:] {
+			b.WriteString(l)
+		}
+	}
+	b.WriteString(c.tail)
+	return b.String()
 }
 
 // compactHistory renders one line per step.
@@ -180,7 +311,7 @@ func fit(head string, script, hist []string, tail string, budget int, count Coun
 	if keepHist > 0 {
 		histText = histTitle
 		if keepHist < len(hist) {
-			histText += fmt.Sprintf("(%d earlier steps not shown)\n", len(hist)-keepHist)
+			histText += fmt.Sprintf(earlierFormat, len(hist)-keepHist)
 		}
 		histText += strings.Join(hist[len(hist)-keepHist:], "")
 	}
@@ -192,7 +323,7 @@ func fit(head string, script, hist []string, tail string, budget int, count Coun
 		for i, l := range script {
 			c := count(l)
 			if room-c < 0 {
-				fmt.Fprintf(&sb, "... (%d more lines)\n", len(script)-i)
+				fmt.Fprintf(&sb, moreLinesFormat, len(script)-i)
 				break
 			}
 			room -= c

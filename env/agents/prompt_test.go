@@ -58,3 +58,48 @@ func TestFullHasToolsPlanAndFormat(t *testing.T) {
 		t.Errorf("a tight budget should drop the oldest steps first and keep the newest:\n%s", small)
 	}
 }
+
+func TestRefitCompact(t *testing.T) {
+	full := Compact(state(14), 4000, ApproxCounter)
+	under := func(n int) func(string) bool { return func(s string) bool { return ApproxCounter(s) <= n } }
+	if got, ok := RefitCompact(full, under(1<<20)); !ok || got != full {
+		t.Fatal("a prompt that fits must come back unchanged")
+	}
+	for _, budget := range []int{400, 250, 150} {
+		got, ok := RefitCompact(full, under(budget))
+		if !ok || ApproxCounter(got) > budget {
+			t.Fatalf("budget %d: got %d tokens, ok %v:\n%s", budget, ApproxCounter(got), ok, got)
+		}
+		for _, keep := range []string{"Task: Wine cultivar (wine-cultivar)", "Score: initial 0.8000", "Plan:\n1. Standardise the features\n2. Use a random forest\n", "Answer with Reflection, Thought, Action, Action Input.\n"} {
+			if !strings.Contains(got, keep) {
+				t.Errorf("budget %d: lost %q:\n%s", budget, keep, got)
+			}
+		}
+		// History goes first, oldest first: the newest step survives as long
+		// as any step does, and the marker counts what went.
+		kept := strings.Count(got, ". Execute Script -> ")
+		if kept > 0 && !strings.Contains(got, "14. Execute Script") {
+			t.Errorf("budget %d: the newest step was dropped before older ones:\n%s", budget, got)
+		}
+		if kept < 14 && !strings.Contains(got, fmt.Sprintf("(%d earlier steps not shown)\n", 14-kept)) {
+			t.Errorf("budget %d: %d steps kept, the marker does not count the %d dropped:\n%s", budget, kept, 14-kept, got)
+		}
+		if kept > 0 && strings.Contains(got, "more lines)") {
+			t.Errorf("budget %d: script lines dropped while history remained:\n%s", budget, got)
+		}
+	}
+	// Refitting a refitted prompt adds to the markers instead of resetting them.
+	once, _ := RefitCompact(full, under(300))
+	twice, _ := RefitCompact(once, under(200))
+	direct, _ := RefitCompact(full, under(200))
+	if twice != direct {
+		t.Errorf("refit in two steps:\n%s\nwant as in one step:\n%s", twice, direct)
+	}
+	if _, ok := RefitCompact("not a compact prompt", under(2)); ok {
+		t.Error("text that is not a compact prompt and does not fit: want ok false")
+	}
+	tiny, ok := RefitCompact(full, under(10))
+	if ok || !strings.Contains(tiny, "Plan:") {
+		t.Errorf("an impossible budget: want ok false and the header kept, got %v:\n%s", ok, tiny)
+	}
+}

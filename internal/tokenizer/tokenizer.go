@@ -518,3 +518,24 @@ func (t *Tokenizer) Decode(ids []int) string {
 	}
 	return b.String()
 }
+
+// TokenBytes returns the bytes an id stands for (nil for an unknown id):
+// what Decode writes for it.
+func (t *Tokenizer) TokenBytes(id int) []byte {
+	if id < 0 || id >= len(t.tokens) || t.tokens[id] == "" {
+		return nil
+	}
+	return []byte(t.Decode([]int{id}))
+}
+
+// ByteTokens returns, for each byte of b, the id of the one-byte BPE token
+// that stands for it: a spelling of any text in 256 ids (the byte
+// fallback of a model whose vocabulary keeps only some merged tokens).
+// The ids decode back to b.
+func (t *Tokenizer) ByteTokens(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(t.byteIDs[c])
+	}
+	return out
+}

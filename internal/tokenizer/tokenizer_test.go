@@ -548,3 +548,25 @@ func BenchmarkLoad(b *testing.B) {
 	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/load")
 	b.ReportMetric(float64(heap)/(1<<20), "MB-kept")
 }
+
+// TestByteTokens: every byte has a one-byte token, and byte tokens and
+// TokenBytes round-trip through Decode.
+func TestByteTokens(t *testing.T) {
+	tok := qwen(t)
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	ids := tok.ByteTokens(all)
+	if got := tok.Decode(ids); got != string(all) {
+		t.Fatalf("Decode(ByteTokens(all bytes)) lost bytes: got %d bytes", len(got))
+	}
+	for _, id := range tok.Encode("def train(model):\n    return 'héllo' ✓") {
+		if got, want := string(tok.TokenBytes(id)), tok.Decode([]int{id}); got != want {
+			t.Errorf("TokenBytes(%d) = %q, want %q", id, got, want)
+		}
+	}
+	if tok.TokenBytes(-1) != nil || tok.TokenBytes(1<<30) != nil {
+		t.Error("TokenBytes of an unknown id: want nil")
+	}
+}

@@ -1,0 +1,216 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+
+	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/store"
+)
+
+// The trained policy as an agent (evaluation): it reads the compact
+// rendering of the state (agents.Observation.Compact, the text that the
+// sft_examples prompts and rl_states hold), encodes it exactly as SFT and
+// PPO do (EncodePrompt) and samples the action.
+
+// AgentOptions control how a [PolicyAgent] samples.
+type AgentOptions struct {
+	// Temperature 0 is greedy decoding.
+	Temperature float64
+	TopP        float64
+	// MaxNewTokens bounds one answer (0: the model's response_tokens).
+	MaxNewTokens int
+	// Decode is DecodeConstrained (the action grammar) or DecodeFree.
+	Decode string
+}
+
+// Decoding modes.
+const (
+	DecodeConstrained = "constrained"
+	DecodeFree        = "free"
+)
+
+// Response styles of SFT targets.
+const (
+	ResponseFull  = "full"
+	ResponseTerse = "terse"
+)
+
+// PolicyAgent is a checkpointed policy as an agents.Factory. One engine is
+// shared by every episode; generation is serialised, so an episode's
+// actions depend only on its seed, its step and what it saw, never on
+// which other episodes run at the same time.
+type PolicyAgent struct {
+	name string
+	gen  Generator
+	opts AgentOptions
+	// oneLine: the policy was trained on terse responses (Action Input on
+	// one line), so the grammar asks for that form.
+	oneLine bool
+	mu      sync.Mutex
+	// Source is the checkpoint folder the policy was read from (its URI).
+	Source string
+}
+
+// LoadAgent reads the latest checkpoint in dir (a folder of the store st
+// such as "checkpoints/sft", as `mlerl train sft|ppo` writes it) as an
+// agent named name, running on the named engine. The tokenizer is the one
+// the policy was trained with: the SFT config's `tokenizer`, found through
+// a PPO config's `sft` folder.
+func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, opts AgentOptions) (*PolicyAgent, error) {
+	if opts.MaxNewTokens < 0 {
+		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
+	}
+	sub, err := LatestCheckpoint(ctx, st, dir)
+	if err != nil {
+		return nil, err
+	}
+	if sub == "" {
+		return nil, fmt.Errorf("agent %s: no checkpoint in %s (run `mlerl train sft` / `mlerl train ppo` first)", name, st.URI(dir))
+	}
+	var cfg map[string]any
+	ck, err := LoadCheckpoint(ctx, st, sub, &cfg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	tokName, err := sftSetting(ctx, st, sub, cfg, "tokenizer")
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	response, _ := sftSetting(ctx, st, sub, cfg, "response")
+	tok, err := OpenTokenizer(tokName)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	eng, _, err := ck.Engine(engine, false)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	a, err := NewPolicyAgent(name, Generator{Engine: eng, Vocab: ck.Vocab, Tok: tok}, opts)
+	if err != nil {
+		return nil, err
+	}
+	a.Source = st.URI(sub)
+	a.oneLine = response == ResponseTerse
+	return a, nil
+}
+
+// sftSetting finds a setting of the SFT run behind a checkpoint (its
+// tokenizer, its response style): an SFT config has it; a PPO config
+// names its SFT folder, whose latest config has it.
+func sftSetting(ctx context.Context, st store.Store, sub string, cfg map[string]any, key string) (string, error) {
+	for range 3 { // PPO -> SFT, at most a short chain
+		if t, ok := cfg[key].(string); ok && t != "" {
+			return t, nil
+		}
+		sft, _ := cfg["sft"].(string)
+		if sft == "" {
+			break
+		}
+		next, err := LatestCheckpoint(ctx, st, sft)
+		if err != nil || next == "" {
+			return "", fmt.Errorf("checkpoint %s: its SFT folder %s has no checkpoint to take the tokenizer from (%v)", st.URI(sub), st.URI(sft), err)
+		}
+		b, err := store.ReadAll(ctx, st, next+"/config.json")
+		if err != nil {
+			return "", err
+		}
+		cfg = nil
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return "", fmt.Errorf("checkpoint %s: config.json: %w", st.URI(next), err)
+		}
+		sub = next
+	}
+	return "", fmt.Errorf("checkpoint %s: its config.json has no %s", st.URI(sub), key)
+}
+
+// NewPolicyAgent wraps a policy already in memory (tests, the trainer).
+func NewPolicyAgent(name string, gen Generator, opts AgentOptions) (*PolicyAgent, error) {
+	if opts.Decode == "" {
+		opts.Decode = DecodeConstrained
+	}
+	if opts.Decode != DecodeConstrained && opts.Decode != DecodeFree {
+		return nil, fmt.Errorf("agent %s: decode %q: want %s or %s", name, opts.Decode, DecodeConstrained, DecodeFree)
+	}
+	return &PolicyAgent{name: name, gen: gen, opts: opts}, nil
+}
+
+// Name implements agents.Factory.
+func (a *PolicyAgent) Name() string { return a.name }
+
+// Params is the policy's parameter count.
+func (a *PolicyAgent) Params() int { return a.gen.Engine.Config().NumParams() }
+
+// Episode implements agents.Factory. The plan's ideas are what an Edit
+// Script (AI) instruction may say under constrained decoding.
+func (a *PolicyAgent) Episode(plan []string, seed int64) agents.Agent {
+	return &policyEpisode{a: a, seed: seed, plan: plan}
+}
+
+type policyEpisode struct {
+	a    *PolicyAgent
+	seed int64
+	plan []string
+	step int
+}
+
+// Act samples one answer for the compact state. The generation seed is
+// derived from the episode seed and the step number.
+func (e *policyEpisode) Act(ctx context.Context, obs agents.Observation) (string, llm.Usage, error) {
+	e.step++
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d", e.seed, e.step)
+	texts, usage, err := e.a.ActBatch(ctx, []agents.Observation{obs}, [][]string{e.plan}, h.Sum64())
+	if err != nil {
+		return "", llm.Usage{}, err
+	}
+	return texts[0], usage[0], nil
+}
+
+// ActBatch samples one answer for each observation in one batched
+// generation (much cheaper per answer than one at a time); plans[i] is
+// observation i's action plan. The answers depend on the seed and on the
+// whole batch, in order: callers that want reproducible answers must
+// form the same batches (see evaluate's lockstep episodes).
+func (a *PolicyAgent) ActBatch(ctx context.Context, obs []agents.Observation, plans [][]string, seed uint64) ([]string, []llm.Usage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	cfg := a.gen.Engine.Config()
+	prompts := make([][]int32, len(obs))
+	for i, o := range obs {
+		p, err := EncodePrompt(a.gen.Vocab, a.gen.Tok, cfg, o.Compact)
+		if err != nil {
+			return nil, nil, fmt.Errorf("policy %s: %w", a.name, err)
+		}
+		prompts[i] = p
+	}
+	opts := GenerateOptions{Temperature: a.opts.Temperature, TopP: a.opts.TopP, MaxNewTokens: a.opts.MaxNewTokens, Seed: seed}
+	if a.opts.Decode == DecodeConstrained {
+		opts.Constrain = func(i int) Constraint {
+			var plan []string
+			if i < len(plans) {
+				plan = plans[i]
+			}
+			return a.gen.ActionGrammar(NewGrammarContext(obs[i].State, plan, a.oneLine))
+		}
+	}
+	a.mu.Lock()
+	samples, err := a.gen.Generate(prompts, opts)
+	a.mu.Unlock()
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy %s: %w", a.name, err)
+	}
+	texts := make([]string, len(samples))
+	usage := make([]llm.Usage, len(samples))
+	for i, s := range samples {
+		texts[i] = strings.TrimSpace(a.gen.Vocab.Decode(a.gen.Tok, s.Tokens))
+		usage[i] = llm.Usage{PromptTokens: int64(len(s.Prompt)), CompletionTokens: int64(len(s.Tokens))}
+	}
+	return texts, usage, nil
+}

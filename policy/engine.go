@@ -1,0 +1,171 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+)
+
+// Batch is a batch of B packed rows of S positions. Tokens are model ids;
+// Positions restart at 0 for every example packed into a row (rotary
+// embeddings make only differences of positions matter); Segments number
+// the examples of a row from 1, 0 being padding. Attention is causal and
+// block-diagonal: a position attends only to earlier positions of its own
+// example, so packed examples never see each other.
+type Batch struct {
+	B, S                        int
+	Tokens, Positions, Segments []int32
+}
+
+// Check validates a batch against cfg.
+func (b Batch) Check(cfg Config) error {
+	n := b.B * b.S
+	if len(b.Tokens) != n || len(b.Positions) != n || len(b.Segments) != n {
+		return fmt.Errorf("policy: batch of %dx%d has %d tokens, %d positions, %d segments", b.B, b.S, len(b.Tokens), len(b.Positions), len(b.Segments))
+	}
+	if b.S > cfg.Ctx {
+		return fmt.Errorf("policy: sequence length %d exceeds the context %d", b.S, cfg.Ctx)
+	}
+	for i, t := range b.Tokens {
+		if t < 0 || int(t) >= cfg.Vocab {
+			return fmt.Errorf("policy: token %d at %d is outside the vocabulary [0,%d)", t, i, cfg.Vocab)
+		}
+		if p := b.Positions[i]; p < 0 || int(p) >= cfg.Ctx {
+			return fmt.Errorf("policy: position %d at %d is outside the context [0,%d)", p, i, cfg.Ctx)
+		}
+	}
+	return nil
+}
+
+// Tensor is a named tensor of a checkpoint: float32 weights and moments,
+// or int64 counters.
+type Tensor struct {
+	Name  string
+	Shape []int
+	F32   []float32
+	I64   []int64
+}
+
+// LossFunc turns the model's outputs at the requested positions (logits
+// [K*V] and values [K]) into a loss and writes its gradient with respect
+// to them into dLogits and dValues (zeroed, same shapes). Losses are
+// computed on the host, the same code for every engine.
+type LossFunc func(logits, values, dLogits, dValues []float32) (loss float64)
+
+// Engine runs the policy's numerics: the native CPU engine (policy/native)
+// or GoMLX (policy/gomlx, XLA on GPUs). Both compute the same function of
+// the same weights (the engine-agreement tests check logits, losses and
+// gradients). An Engine is not safe for concurrent use.
+type Engine interface {
+	// Name is "native" or "gomlx".
+	Name() string
+	Config() Config
+	// Logits runs the model on b and returns the logits [len(idx)*V] and
+	// values [len(idx)] at the flat positions idx (into B*S).
+	Logits(b Batch, idx []int32) (logits, values []float32, err error)
+	// TrainStep is one update: forward over b, the heads at idx, loss on
+	// the host, backward, global-norm clipping and AdamW at learning rate
+	// lr (see SetOptim). It returns the loss and the gradient norm before
+	// clipping.
+	TrainStep(b Batch, idx []int32, loss LossFunc, lr float64) (lossValue, gradNorm float64, err error)
+	// Gradients returns the loss and its gradient with respect to every
+	// weight (Config.Params order) without updating anything: the
+	// engine-agreement tests and gradient checks use it.
+	Gradients(b Batch, idx []int32, loss LossFunc) (lossValue float64, grads []Tensor, err error)
+	// SetOptim sets the optimiser's hyper-parameters (before TrainStep).
+	SetOptim(OptimConfig)
+	// NewDecoder starts incremental decoding of rows sequences with a
+	// key-value cache.
+	NewDecoder(rows int) (Decoder, error)
+	// Weights returns a copy of every weight, in Config.Params order.
+	Weights() ([]Tensor, error)
+	// SetWeights replaces the weights (every name of Config.Params).
+	SetWeights([]Tensor) error
+	// OptimizerState returns the optimiser's moments and step counters
+	// (names are the engine's own), SetOptimizerState restores them.
+	OptimizerState() ([]Tensor, error)
+	SetOptimizerState([]Tensor) error
+	Close() error
+}
+
+// Decoder decodes rows sequences incrementally.
+type Decoder interface {
+	// Prefill starts row i with prompts[i] (positions from 0) and returns
+	// the logits [rows*V] at each prompt's last token.
+	Prefill(prompts [][]int32) (logits []float32, err error)
+	// Extend appends tokens[i] to row i (rows given none are left as they
+	// are: finished rows cost nothing) in one forward call, and returns the
+	// logits [rows*V] at each extended row's new last token; entries of
+	// other rows are unspecified. Several tokens per row is the
+	// jump-forward of constrained decoding.
+	Extend(tokens [][]int32) (logits []float32, err error)
+	Close()
+}
+
+// OptimConfig configures AdamW, the learning-rate schedule and clipping,
+// shared by SFT and PPO.
+type OptimConfig struct {
+	LR          float64 `yaml:"lr" help:"peak learning rate"`
+	MinLRRatio  float64 `yaml:"min_lr_ratio" help:"cosine floor as a fraction of lr"`
+	WarmupSteps int     `yaml:"warmup_steps" help:"linear warmup steps"`
+	WeightDecay float64 `yaml:"weight_decay" help:"AdamW decoupled weight decay"`
+	Beta1       float64 `yaml:"beta1" help:"AdamW beta1"`
+	Beta2       float64 `yaml:"beta2" help:"AdamW beta2"`
+	ClipNorm    float64 `yaml:"clip_norm" help:"clip the global gradient norm to this (0: off)"`
+}
+
+// Validate checks the optimiser settings, naming the key under prefix
+// (e.g. "optim").
+func (o OptimConfig) Validate(prefix string) error {
+	switch {
+	case !(o.LR > 0) || math.IsInf(o.LR, 0):
+		return fmt.Errorf("%s.lr %g: must be positive", prefix, o.LR)
+	case o.MinLRRatio < 0 || o.MinLRRatio > 1:
+		return fmt.Errorf("%s.min_lr_ratio %g: must be in [0, 1]", prefix, o.MinLRRatio)
+	case o.WarmupSteps < 0:
+		return fmt.Errorf("%s.warmup_steps %d: must not be negative", prefix, o.WarmupSteps)
+	case o.WeightDecay < 0:
+		return fmt.Errorf("%s.weight_decay %g: must not be negative", prefix, o.WeightDecay)
+	case o.Beta1 < 0 || o.Beta1 >= 1:
+		return fmt.Errorf("%s.beta1 %g: must be in [0, 1)", prefix, o.Beta1)
+	case o.Beta2 < 0 || o.Beta2 >= 1:
+		return fmt.Errorf("%s.beta2 %g: must be in [0, 1)", prefix, o.Beta2)
+	case o.ClipNorm < 0:
+		return fmt.Errorf("%s.clip_norm %g: must not be negative (0: off)", prefix, o.ClipNorm)
+	}
+	return nil
+}
+
+// LRAt is the learning rate at step (0-based) of total: linear warmup to
+// LR over WarmupSteps, then a cosine down to LR*MinLRRatio at total. It is
+// computed on the host, so a resumed run continues the same schedule.
+func (o OptimConfig) LRAt(step, total int) float64 {
+	if step < o.WarmupSteps {
+		return o.LR * float64(step+1) / float64(o.WarmupSteps)
+	}
+	span := total - o.WarmupSteps
+	if span <= 0 {
+		return o.LR
+	}
+	frac := math.Min(1, float64(step-o.WarmupSteps)/float64(span))
+	floor := o.LR * o.MinLRRatio
+	return floor + (o.LR-floor)*0.5*(1+math.Cos(math.Pi*frac))
+}
+
+// Engine names for the stages' `engine` key.
+const (
+	EngineNative = "native"
+	EngineGoMLX  = "gomlx"
+)
+
+// NewEngine returns the named engine for cfg with the given weights (nil:
+// InitWeights(cfg, 0)): "native" (the CPU engine, the default) or "gomlx"
+// (GoMLX on the backend GOMLX_BACKEND names: XLA on a GPU machine).
+func NewEngine(name string, cfg Config, weights []Tensor) (Engine, error) {
+	switch name {
+	case EngineNative:
+		return NewNativeEngine(cfg, weights)
+	case EngineGoMLX:
+		return NewGoMLXEngine(cfg, nil, weights)
+	}
+	return nil, fmt.Errorf("engine %q is not known (known: %s, %s)", name, EngineNative, EngineGoMLX)
+}

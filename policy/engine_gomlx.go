@@ -1,0 +1,650 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	_ "github.com/gomlx/compute/gobackend" // the pure-Go backend; GOMLX_BACKEND selects another
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/layers"
+	"github.com/gomlx/gomlx/ml/layers/activation"
+	"github.com/gomlx/gomlx/ml/layers/attention"
+	"github.com/gomlx/gomlx/ml/layers/norm"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/train/optimizer"
+)
+
+// The GoMLX engine: the policy as GoMLX graphs, for XLA on GPUs
+// (GOMLX_BACKEND=xla:cuda loads a PJRT plugin) and as the reference the
+// native engine is tested against. Graphs are compiled per input shape;
+// batch widths and index lists are bucketed so that few are compiled.
+
+// DefaultGoBackendConfig is the pure-Go backend's configuration when
+// GOMLX_BACKEND is not set. Ops run one after another (each op still uses
+// every core): in compute v0.1.2, running graph nodes in parallel while
+// large ops fan out inside them can exhaust the shared worker pool and
+// deadlock (observed on 2 cores with the benchmark model).
+const DefaultGoBackendConfig = "go:ops_sequential"
+
+// NewBackend returns the backend named by $GOMLX_BACKEND (e.g. "xla:cuda"
+// on a GPU machine), or the pure-Go backend with DefaultGoBackendConfig.
+func NewBackend() (compute.Backend, error) {
+	if _, ok := os.LookupEnv(compute.ConfigEnvVar); ok {
+		return compute.New()
+	}
+	return compute.NewWithConfig(DefaultGoBackendConfig)
+}
+
+type gomlxEngine struct {
+	cfg      Config
+	backend  compute.Backend
+	store    *model.Store
+	optim    OptimConfig
+	cos, sin []float32 // RoPE tables [Ctx, HeadDim/2]
+
+	logits  *model.Exec
+	grads   *model.Exec
+	train   *model.Exec
+	prefill *model.Exec
+	decode  *model.Exec
+}
+
+// NewGoMLXEngine returns a GoMLX engine for cfg with the given weights
+// (nil: InitWeights with seed 0) on backend (nil: NewBackend()).
+func NewGoMLXEngine(cfg Config, backend compute.Backend, weights []Tensor) (Engine, error) {
+	if err := cfg.ValidateWithVocab(); err != nil {
+		return nil, err
+	}
+	if backend == nil {
+		var err error
+		if backend, err = NewBackend(); err != nil {
+			return nil, fmt.Errorf("policy: GoMLX backend: %w", err)
+		}
+	}
+	e := &gomlxEngine{cfg: cfg, backend: backend, store: model.NewStore()}
+	e.cos, e.sin = RoPETable(cfg)
+	if weights == nil {
+		weights = InitWeights(cfg, 0)
+	}
+	if err := e.SetWeights(weights); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *gomlxEngine) Name() string           { return EngineGoMLX }
+func (e *gomlxEngine) Config() Config         { return e.cfg }
+func (e *gomlxEngine) SetOptim(o OptimConfig) { e.optim = o; e.train = nil }
+func (e *gomlxEngine) Close() error           { return nil }
+
+// embed maps tokens [B,S] to [B,S,D].
+func (e *gomlxEngine) embed(scope *model.Scope, tokens *Node) *Node {
+	// Explicit trailing index axis: layers.Embedding would otherwise read a
+	// [B,1] input (one decode step) as B indices.
+	return layers.Embedding(scope.In("token_embed"), InsertAxes(tokens, -1), dtypes.Float32, e.cfg.Vocab, e.cfg.DModel)
+}
+
+// rope rotates x [B,S,H,Dh] by the angles of positions [B,S] (HF
+// Llama/Qwen "rotate half" layout), from the host-computed tables.
+func (e *gomlxEngine) rope(x, positions *Node) *Node {
+	g := x.Graph()
+	half := e.cfg.HeadDim() / 2
+	table := func(t []float32) *Node {
+		c := Const(g, tensors.FromFlatDataAndDimensions(t, e.cfg.Ctx, half))
+		return InsertAxes(Gather(c, InsertAxes(positions, -1)), 2) // [B,S,1,half]
+	}
+	cos, sin := table(e.cos), table(e.sin)
+	x1 := Slice(x, AxisRange(), AxisRange(), AxisRange(), AxisRange(0, half))
+	x2 := Slice(x, AxisRange(), AxisRange(), AxisRange(), AxisRange(half))
+	return Concatenate([]*Node{Sub(Mul(x1, cos), Mul(x2, sin)), Add(Mul(x2, cos), Mul(x1, sin))}, -1)
+}
+
+// packedMask is the boolean attention mask [B,S,1,S] (BSHD scores layout):
+// causal within a segment.
+func packedMask(segments *Node) *Node {
+	g := segments.Graph()
+	s := segments.Shape().Dimensions[1]
+	causal := Reshape(LowerTriangular(g, s), 1, s, 1, s)
+	q := InsertAxes(segments, 2, 3)                                 // [B,S,1,1]
+	k := Reshape(segments, segments.Shape().Dimensions[0], 1, 1, s) // [B,1,1,S]
+	return LogicalAnd(Equal(q, k), causal)
+}
+
+// block is one pre-LayerNorm transformer block. x is [B,S,D]; mask is
+// broadcastable to [B,S,H,Skv]. If cacheK/cacheV ([B,Ctx,H,Dh]) are given,
+// the new (rotated) keys and values are written at the positions where
+// write ([B,Ctx,1,1], one-hot per row) is 1 and attention runs over the
+// cache; otherwise over the block's own keys. It returns the new x and
+// the keys and values attention used.
+func (e *gomlxEngine) block(scope *model.Scope, x, positions, mask, cacheK, cacheV, write *Node) (out, k, v *Node) {
+	b, s := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
+	h, dh := e.cfg.Heads, e.cfg.HeadDim()
+	y := norm.LayerNorm(scope.In("ln_attn"), x, -1).Epsilon(1e-5).Done()
+	q := e.rope(Reshape(layers.Dense(scope.In("q"), y, true, e.cfg.DModel), b, s, h, dh), positions)
+	k = e.rope(Reshape(layers.Dense(scope.In("k"), y, true, e.cfg.DModel), b, s, h, dh), positions)
+	v = Reshape(layers.Dense(scope.In("v"), y, true, e.cfg.DModel), b, s, h, dh)
+	if cacheK != nil {
+		// One-hot write: cache + write*(new - cache). k is [B,1,H,Dh] and
+		// broadcasts over Ctx; only the row's current position changes.
+		full := cacheK.Shape().Dimensions
+		w := BroadcastToDims(write, full...)
+		k = Add(cacheK, Mul(w, Sub(BroadcastToDims(k, full...), cacheK)))
+		v = Add(cacheV, Mul(w, Sub(BroadcastToDims(v, full...), cacheV)))
+	}
+	att, _ := attention.Core(q, k, v, attention.LayoutBSHD, attention.CoreOptions{AttentionMask: mask})
+	att = layers.Dense(scope.In("out"), Reshape(att, b, s, e.cfg.DModel), true, e.cfg.DModel)
+	x = Add(x, att)
+	y = norm.LayerNorm(scope.In("ln_ffn"), x, -1).Epsilon(1e-5).Done()
+	y = layers.Dense(scope.In("ffn_in"), y, true, e.cfg.FFNWidth())
+	y = activation.Apply(activation.TypeGelu, y)
+	y = layers.Dense(scope.In("ffn_out"), y, true, e.cfg.DModel)
+	return Add(x, y), k, v
+}
+
+// heads applies the final LayerNorm, the LM head and the value head to
+// hidden states [..., D]: logits [..., V] and values [...].
+func (e *gomlxEngine) heads(scope *model.Scope, x *Node) (logits, values *Node) {
+	x = norm.LayerNorm(scope.In("ln_final"), x, -1).Epsilon(1e-5).Done()
+	logits = layers.Dense(scope.In("lm_head"), x, true, e.cfg.Vocab)
+	values = layers.Dense(scope.In("value_head"), x, true, 1)
+	return logits, Squeeze(values, -1)
+}
+
+// trunk runs the blocks over a packed batch: hidden states [B,S,D].
+func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments *Node) *Node {
+	x := e.embed(scope, tokens)
+	mask := packedMask(segments)
+	for l := range e.cfg.Layers {
+		x, _, _ = e.block(scope.In("block_%d", l), x, positions, mask, nil, nil, nil)
+	}
+	return x
+}
+
+// outputsAt is the heads at flat indices idx [K] (into B*S): logits [K,V]
+// and values [K]. The LM head runs only where it is needed.
+func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, idx *Node) (logits, values *Node) {
+	hidden := e.trunk(scope, tokens, positions, segments)
+	d := hidden.Shape().Dimensions
+	flatH := Reshape(hidden, d[0]*d[1], d[2])
+	return e.heads(scope, Gather(flatH, InsertAxes(idx, -1)))
+}
+
+// bucket64 pads an index list to a multiple of 64 (few compiled shapes).
+func bucket64(idx []int32) []int32 {
+	k := max(64, (len(idx)+63)/64*64)
+	out := make([]int32, k)
+	copy(out, idx)
+	return out
+}
+
+func batchTensors(b Batch) []any {
+	return []any{
+		tensors.FromFlatDataAndDimensions(b.Tokens, b.B, b.S),
+		tensors.FromFlatDataAndDimensions(b.Positions, b.B, b.S),
+		tensors.FromFlatDataAndDimensions(b.Segments, b.B, b.S),
+	}
+}
+
+// flatF32 copies a float32 tensor to a Go slice and frees it.
+func flatF32(t *tensors.Tensor) ([]float32, error) {
+	defer t.FinalizeAll()
+	out, err := tensors.CopyFlatData[float32](t)
+	if err != nil {
+		return nil, fmt.Errorf("policy gomlx: reading output %s: %w", t.Shape(), err)
+	}
+	return out, nil
+}
+
+func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error) {
+	if err := b.Check(e.cfg); err != nil {
+		return nil, nil, err
+	}
+	if e.logits == nil {
+		var err error
+		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, tokens, positions, segments, idx *Node) (*Node, *Node) {
+			return e.outputsAt(scope, tokens, positions, segments, idx)
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("policy gomlx: logits graph: %w", err)
+		}
+	}
+	k := len(idx)
+	pidx := bucket64(idx)
+	outs, err := e.logits.Exec(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, len(pidx)))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("policy gomlx: logits: %w", err)
+	}
+	logits, err := flatF32(outs[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	values, err := flatF32(outs[1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return logits[:k*e.cfg.Vocab], values[:k], nil
+}
+
+type withGradients interface {
+	UpdateGraphWithGradients(scope *model.Scope, grads []*Node, lossDType dtypes.DType)
+}
+
+// TrainStep runs the logits graph, the host loss, then one graph that
+// recomputes the forward pass, takes the gradient of
+// sum(logits*dLogits) + sum(values*dValues) (whose gradient with respect
+// to every weight is the loss's, by the chain rule), clips it and applies
+// AdamW.
+func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64) (float64, float64, error) {
+	logits, values, err := e.Logits(b, idx)
+	if err != nil {
+		return 0, 0, err
+	}
+	dLogits, dValues := make([]float32, len(logits)), make([]float32, len(values))
+	lossValue := loss(logits, values, dLogits, dValues)
+	if e.train == nil {
+		o := e.optim
+		opt := optimizer.Adam().Betas(o.Beta1, o.Beta2).WeightDecay(o.WeightDecay).Epsilon(1e-8).Done()
+		upd, ok := opt.(withGradients)
+		if !ok {
+			return 0, 0, fmt.Errorf("policy gomlx: the Adam optimizer does not take precomputed gradients")
+		}
+		e.train, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) *Node {
+			tokens, positions, segments, idx, dl, dv, lr := inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6]
+			lg, vl := e.outputsAt(scope, tokens, positions, segments, idx)
+			pseudo := Add(ReduceAllSum(Mul(lg, dl)), ReduceAllSum(Mul(vl, dv)))
+			grads := scope.BuildTrainableVariablesGradientsGraph(pseudo)
+			var sq *Node
+			for _, gr := range grads {
+				s := ReduceAllSum(Square(gr))
+				if sq == nil {
+					sq = s
+				} else {
+					sq = Add(sq, s)
+				}
+			}
+			norm := Sqrt(sq)
+			if o.ClipNorm > 0 {
+				scale := Min(OnesLike(norm), Div(Scalar(norm.Graph(), norm.DType(), o.ClipNorm), Add(norm, Scalar(norm.Graph(), norm.DType(), 1e-6))))
+				for i := range grads {
+					grads[i] = Mul(grads[i], scale)
+				}
+			}
+			optimizer.LearningRateVar(scope, dtypes.Float32, o.LR).SetNodeValue(lr)
+			upd.UpdateGraphWithGradients(scope, grads, pseudo.DType())
+			return norm
+		})
+		if err != nil {
+			return 0, 0, fmt.Errorf("policy gomlx: train graph: %w", err)
+		}
+	}
+	pidx := bucket64(idx)
+	kp := len(pidx)
+	pdl, pdv := make([]float32, kp*e.cfg.Vocab), make([]float32, kp)
+	copy(pdl, dLogits)
+	copy(pdv, dValues)
+	args := append(batchTensors(b),
+		tensors.FromFlatDataAndDimensions(pidx, kp),
+		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab),
+		tensors.FromFlatDataAndDimensions(pdv, kp),
+		tensors.FromFlatDataAndDimensions([]float32{float32(lr)}))
+	outs, err := e.train.Exec(args...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("policy gomlx: train step: %w", err)
+	}
+	n, err := flatF32(outs[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	return lossValue, float64(n[0]), nil
+}
+
+// Gradients runs the logits graph, the host loss, then a graph that takes
+// the gradient of sum(logits*dLogits) + sum(values*dValues) with respect
+// to every weight.
+func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, []Tensor, error) {
+	logits, values, err := e.Logits(b, idx)
+	if err != nil {
+		return 0, nil, err
+	}
+	dLogits, dValues := make([]float32, len(logits)), make([]float32, len(values))
+	lossValue := loss(logits, values, dLogits, dValues)
+	params := e.cfg.Params()
+	if e.grads == nil {
+		e.grads, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], inputs[3])
+			pseudo := Add(ReduceAllSum(Mul(lg, inputs[4])), ReduceAllSum(Mul(vl, inputs[5])))
+			nodes := make([]*Node, len(params))
+			for i, p := range params {
+				nodes[i] = e.store.GetVariable(p.Name).NodeValue(pseudo.Graph())
+			}
+			return Gradient(pseudo, nodes...)
+		})
+		if err != nil {
+			return 0, nil, fmt.Errorf("policy gomlx: gradient graph: %w", err)
+		}
+	}
+	pidx := bucket64(idx)
+	kp := len(pidx)
+	pdl, pdv := make([]float32, kp*e.cfg.Vocab), make([]float32, kp)
+	copy(pdl, dLogits)
+	copy(pdv, dValues)
+	outs, err := e.grads.Exec(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
+		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(pdv, kp))...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("policy gomlx: gradients: %w", err)
+	}
+	grads := make([]Tensor, len(params))
+	for i, p := range params {
+		data, err := flatF32(outs[i])
+		if err != nil {
+			return 0, nil, err
+		}
+		grads[i] = Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), F32: data}
+	}
+	return lossValue, grads, nil
+}
+
+func (e *gomlxEngine) Weights() ([]Tensor, error) {
+	var out []Tensor
+	for _, p := range e.cfg.Params() {
+		v := e.store.GetVariable(p.Name)
+		if v == nil {
+			return nil, fmt.Errorf("policy gomlx: no variable %s", p.Name)
+		}
+		t, err := v.Value()
+		if err != nil {
+			return nil, fmt.Errorf("policy gomlx: variable %s: %w", p.Name, err)
+		}
+		var data []float32
+		if err := t.ConstFlatData(func(flat any) { data = slices.Clone(flat.([]float32)) }); err != nil {
+			return nil, fmt.Errorf("policy gomlx: variable %s: %w", p.Name, err)
+		}
+		out = append(out, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), F32: data})
+	}
+	return out, nil
+}
+
+func (e *gomlxEngine) SetWeights(ws []Tensor) error {
+	byName := map[string]Tensor{}
+	for _, w := range ws {
+		byName[w.Name] = w
+	}
+	for _, p := range e.cfg.Params() {
+		w, ok := byName[p.Name]
+		if !ok {
+			return fmt.Errorf("policy gomlx: weight %s missing", p.Name)
+		}
+		if !slices.Equal(w.Shape, p.Shape) || len(w.F32) != p.Size() {
+			return fmt.Errorf("policy gomlx: weight %s has shape %v (%d values), the model needs %v", p.Name, w.Shape, len(w.F32), p.Shape)
+		}
+		if err := e.setVar(p.Name, tensors.FromFlatDataAndDimensions(slices.Clone(w.F32), p.Shape...), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *gomlxEngine) setVar(name string, t *tensors.Tensor, trainable bool) error {
+	if v := e.store.GetVariable(name); v != nil {
+		if err := v.SetValue(t); err != nil {
+			return fmt.Errorf("policy gomlx: variable %s: %w", name, err)
+		}
+		return nil
+	}
+	v, err := e.store.CreateVariable(name, t)
+	if err != nil {
+		return fmt.Errorf("policy gomlx: variable %s: %w", name, err)
+	}
+	v.SetTrainable(trainable)
+	return nil
+}
+
+// isOptimizerVar: the optimiser's variables in the GoMLX store.
+func isOptimizerVar(path string) bool {
+	return strings.HasPrefix(path, "/optimizers/") || path == "/global_step"
+}
+
+func (e *gomlxEngine) OptimizerState() ([]Tensor, error) {
+	var out []Tensor
+	for v := range e.store.IterVariables() {
+		if !isOptimizerVar(v.Path()) {
+			continue
+		}
+		t, err := v.Value()
+		if err != nil {
+			return nil, fmt.Errorf("policy gomlx: variable %s: %w", v.Path(), err)
+		}
+		ts := Tensor{Name: "gomlx:" + v.Path(), Shape: slices.Clone(t.Shape().Dimensions)}
+		var ferr error
+		err = t.ConstFlatData(func(flat any) {
+			switch f := flat.(type) {
+			case []float32:
+				ts.F32 = slices.Clone(f)
+			case []int64:
+				ts.I64 = slices.Clone(f)
+			default:
+				ferr = fmt.Errorf("policy gomlx: optimiser variable %s has dtype %s", v.Path(), t.DType())
+			}
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts)
+	}
+	return out, nil
+}
+
+func (e *gomlxEngine) SetOptimizerState(ts []Tensor) error {
+	for _, t := range ts {
+		name, ok := strings.CutPrefix(t.Name, "gomlx:")
+		if !ok {
+			return fmt.Errorf("policy gomlx: optimiser state %s was written by another engine", t.Name)
+		}
+		var tt *tensors.Tensor
+		switch {
+		case t.F32 != nil:
+			tt = tensors.FromFlatDataAndDimensions(slices.Clone(t.F32), t.Shape...)
+		case t.I64 != nil:
+			tt = tensors.FromFlatDataAndDimensions(slices.Clone(t.I64), t.Shape...)
+		default:
+			return fmt.Errorf("policy gomlx: optimiser state %s is empty", t.Name)
+		}
+		if err := e.setVar(name, tt, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The decoder: prefill the prompts once into fixed-size caches
+// [B,Ctx,H,Dh] per layer, then decode one token per row and call, writing
+// each new key and value through a one-hot position mask (the pure-Go
+// backend has no DynamicUpdateSlice). Extend with several tokens loops
+// over them (one call each): the jump-forward saving is the native
+// engine's.
+
+type gomlxDecoder struct {
+	e      *gomlxEngine
+	rows   int
+	pos    []int32 // next free position per row
+	caches []*tensors.Tensor
+}
+
+func (e *gomlxEngine) NewDecoder(rows int) (Decoder, error) {
+	if rows < 1 {
+		return nil, fmt.Errorf("policy gomlx: decoder for %d rows", rows)
+	}
+	return &gomlxDecoder{e: e, rows: rows, pos: make([]int32, rows)}, nil
+}
+
+// promptBucket rounds a prompt length up so that few prefill graphs are
+// compiled (one per bucket).
+func promptBucket(n, ctx int) int {
+	b := 16
+	for b < n {
+		b *= 2
+	}
+	return min(b, ctx)
+}
+
+// prefillGraph runs the prompts [B,P] (right-padded; lastIdx [B] is the
+// index of each row's last real token) and returns the logits [B,V] and
+// value [B] at lastIdx, then every layer's keys and values padded to the
+// full context [B,Ctx,H,Dh].
+func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
+	tokens, lastIdx := inputs[0], inputs[1]
+	g := tokens.Graph()
+	b, s := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
+	positions := BroadcastToDims(Iota(g, tokens.Shape(), 1), b, s)
+	real := LessOrEqual(positions, InsertAxes(lastIdx, -1))
+	segments := ConvertDType(real, tokens.DType()) // 1 real, 0 padding
+	x := e.embed(scope, tokens)
+	mask := packedMask(segments)
+	outs := make([]*Node, 2, 2+2*e.cfg.Layers)
+	for l := range e.cfg.Layers {
+		var k, v *Node
+		x, k, v = e.block(scope.In("block_%d", l), x, positions, mask, nil, nil, nil)
+		if pad := e.cfg.Ctx - s; pad > 0 {
+			zeros := Zeros(g, shapes.Make(k.DType(), b, pad, e.cfg.Heads, e.cfg.HeadDim()))
+			k = Concatenate([]*Node{k, zeros}, 1)
+			v = Concatenate([]*Node{v, zeros}, 1)
+		}
+		outs = append(outs, k, v)
+	}
+	// Select the last real position of each row with a one-hot sum (no
+	// dynamic slicing needed).
+	pick := ConvertDType(Equal(positions, InsertAxes(lastIdx, -1)), x.DType()) // [B,P]
+	last := ReduceSum(Mul(x, InsertAxes(pick, -1)), 1)                         // [B,D]
+	outs[0], outs[1] = e.heads(scope, last)
+	return outs
+}
+
+// decodeGraph feeds one token per row (tokens [B,1] at positions pos [B])
+// through the cached model: inputs[2:] are the layers' keys and values
+// [B,Ctx,H,Dh]. Returns logits [B,V], values [B] and the updated caches.
+func (e *gomlxEngine) decodeGraph(scope *model.Scope, inputs []*Node) []*Node {
+	tokens, pos := inputs[0], inputs[1]
+	g := tokens.Graph()
+	b := tokens.Shape().Dimensions[0]
+	ctx := e.cfg.Ctx
+	positions := InsertAxes(pos, -1) // [B,1]
+	slots := Iota(g, shapes.Make(pos.DType(), 1, ctx), 1)
+	mask := Reshape(LessOrEqual(slots, positions), b, 1, 1, ctx)                          // [B,1,1,Ctx]
+	write := Reshape(ConvertDType(Equal(slots, positions), dtypes.Float32), b, ctx, 1, 1) // [B,Ctx,1,1]
+	x := e.embed(scope, tokens)
+	outs := make([]*Node, 2, 2+2*e.cfg.Layers)
+	for l := range e.cfg.Layers {
+		var k, v *Node
+		x, k, v = e.block(scope.In("block_%d", l), x, positions, mask, inputs[2+2*l], inputs[3+2*l], write)
+		outs = append(outs, k, v)
+	}
+	logits, values := e.heads(scope, Squeeze(x, 1))
+	outs[0], outs[1] = logits, values
+	return outs
+}
+
+func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
+	e := d.e
+	if len(prompts) != d.rows {
+		return nil, fmt.Errorf("policy gomlx: %d prompts for %d rows", len(prompts), d.rows)
+	}
+	maxLen := 0
+	for i, p := range prompts {
+		if len(p) == 0 || len(p) >= e.cfg.Ctx {
+			return nil, fmt.Errorf("policy gomlx: prompt %d has %d tokens (want 1 to %d)", i, len(p), e.cfg.Ctx-1)
+		}
+		maxLen = max(maxLen, len(p))
+	}
+	pb := promptBucket(maxLen, e.cfg.Ctx)
+	tokens := make([]int32, d.rows*pb)
+	lastIdx := make([]int32, d.rows)
+	for i, p := range prompts {
+		copy(tokens[i*pb:], p)
+		lastIdx[i] = int32(len(p) - 1)
+		d.pos[i] = int32(len(p))
+	}
+	var err error
+	if e.prefill == nil {
+		if e.prefill, err = model.NewExec(e.backend, e.store, e.prefillGraph); err != nil {
+			return nil, fmt.Errorf("policy gomlx: prefill graph: %w", err)
+		}
+		if e.decode, err = model.NewExec(e.backend, e.store, e.decodeGraph); err != nil {
+			return nil, fmt.Errorf("policy gomlx: decode graph: %w", err)
+		}
+	}
+	outs, err := e.prefill.Exec(tensors.FromFlatDataAndDimensions(tokens, d.rows, pb), tensors.FromFlatDataAndDimensions(lastIdx, d.rows))
+	if err != nil {
+		return nil, fmt.Errorf("policy gomlx: prefill: %w", err)
+	}
+	d.release()
+	d.caches = outs[2:]
+	outs[1].FinalizeAll()
+	return flatF32(outs[0])
+}
+
+func (d *gomlxDecoder) Extend(tokens [][]int32) ([]float32, error) {
+	e := d.e
+	if len(tokens) != d.rows || d.caches == nil {
+		return nil, fmt.Errorf("policy gomlx: extend %d rows of a decoder of %d (prefilled: %v)", len(tokens), d.rows, d.caches != nil)
+	}
+	steps := 0
+	for i, ts := range tokens {
+		steps = max(steps, len(ts))
+		if int(d.pos[i])+len(ts) > e.cfg.Ctx {
+			return nil, fmt.Errorf("policy gomlx: row %d would exceed the context %d", i, e.cfg.Ctx)
+		}
+	}
+	logits := make([]float32, d.rows*e.cfg.Vocab)
+	for t := range steps {
+		next, stepPos := make([]int32, d.rows), make([]int32, d.rows)
+		for i, ts := range tokens {
+			// Rows with no token at this step write padding at their next
+			// free slot without advancing: the slot is rewritten by the
+			// row's next real token before anything attends to it.
+			stepPos[i] = min(d.pos[i], int32(e.cfg.Ctx-1))
+			if t < len(ts) {
+				next[i] = ts[t]
+			}
+		}
+		args := []any{tensors.FromFlatDataAndDimensions(next, d.rows, 1), tensors.FromFlatDataAndDimensions(stepPos, d.rows)}
+		for _, c := range d.caches {
+			args = append(args, c)
+		}
+		outs, err := e.decode.Exec(args...)
+		if err != nil {
+			return nil, fmt.Errorf("policy gomlx: decode: %w", err)
+		}
+		d.release()
+		d.caches = outs[2:]
+		step, err := flatF32(outs[0])
+		outs[1].FinalizeAll()
+		if err != nil {
+			return nil, err
+		}
+		for i, ts := range tokens {
+			if t < len(ts) {
+				copy(logits[i*e.cfg.Vocab:(i+1)*e.cfg.Vocab], step[i*e.cfg.Vocab:(i+1)*e.cfg.Vocab])
+				d.pos[i]++
+			}
+		}
+	}
+	return logits, nil
+}
+
+func (d *gomlxDecoder) release() {
+	for _, c := range d.caches {
+		c.FinalizeAll()
+	}
+	d.caches = nil
+}
+
+func (d *gomlxDecoder) Close() { d.release() }

@@ -1,0 +1,344 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+)
+
+// GenerateOptions control sampling.
+type GenerateOptions struct {
+	// Temperature divides the logits; 0 means greedy (argmax).
+	Temperature float64
+	// TopP keeps the smallest set of tokens whose probability reaches TopP
+	// (nucleus sampling); 0 or >= 1 keeps every token.
+	TopP float64
+	// MaxNewTokens bounds each response (0: the model's ResponseTokens).
+	MaxNewTokens int
+	// Seed makes sampling deterministic: the same policy, prompts and
+	// options give the same samples.
+	Seed uint64
+	// Constrain, when set, returns the grammar constraint of row i
+	// (constrained decoding; see Constraint). Nil: free decoding.
+	Constrain func(row int) Constraint
+}
+
+// Sample is one generated response.
+type Sample struct {
+	// Prompt is the prompt as the model saw it (BOS first).
+	Prompt []int32
+	// Tokens are the generated ids, EOS included when it stopped.
+	Tokens []int32
+	// LogProbs are log pi(token) at temperature 1 under the generating
+	// policy, renormalised over the constraint's allowed tokens when
+	// decoding was constrained (0 for a forced token).
+	LogProbs []float32
+	// Masks holds, per token, the allowed-token bitset the constraint
+	// imposed (nil: free decoding); PPO applies the same masks when it
+	// recomputes log-probabilities, so the importance ratio is exact.
+	Masks []Bitset
+	// Stopped is false when MaxNewTokens ran out first.
+	Stopped bool
+	// Forced counts tokens appended without sampling (jump-forward).
+	Forced int
+}
+
+// Bitset is a set of model ids.
+type Bitset []uint64
+
+// NewBitset returns an empty set for n ids.
+func NewBitset(n int) Bitset { return make(Bitset, (n+63)/64) }
+
+// Has reports whether id is in the set.
+func (b Bitset) Has(id int32) bool { return b[id>>6]&(1<<(uint(id)&63)) != 0 }
+
+// Set adds id.
+func (b Bitset) Set(id int32) { b[id>>6] |= 1 << (uint(id) & 63) }
+
+// Count is the number of ids in the set.
+func (b Bitset) Count() int {
+	n := 0
+	for _, w := range b {
+		for ; w != 0; w &= w - 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// Generator samples responses from an engine, with the vocabulary and
+// tokenizer that map text to model ids (constrained decoding works on
+// text).
+type Generator struct {
+	Engine Engine
+	Vocab  *Vocab
+	Tok    Tokenizer
+}
+
+// Generate samples one response per prompt (model ids, BOS first: see
+// EncodePrompt), in one batch: the prompts are prefilled once, then each
+// call to the engine extends every unfinished row by its next sampled
+// token plus whatever the row's constraint forces after it.
+func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, error) {
+	cfg := g.Engine.Config()
+	if len(prompts) == 0 {
+		return nil, nil
+	}
+	maxNew := opts.MaxNewTokens
+	if maxNew == 0 {
+		maxNew = cfg.ResponseTokens
+	}
+	if maxNew < 1 {
+		return nil, fmt.Errorf("generate: max_new_tokens must be at least 1, got %d", maxNew)
+	}
+	n := len(prompts)
+	samples := make([]Sample, n)
+	for i, p := range prompts {
+		if len(p) == 0 || p[0] != BosID {
+			return nil, fmt.Errorf("generate: prompt %d does not start with BOS (use EncodePrompt)", i)
+		}
+		if len(p)+maxNew > cfg.Ctx {
+			return nil, fmt.Errorf("generate: prompt %d has %d tokens; with max_new_tokens %d it exceeds the context %d", i, len(p), maxNew, cfg.Ctx)
+		}
+		samples[i].Prompt = p
+	}
+	cons := make([]Constraint, n)
+	if opts.Constrain != nil {
+		for i := range cons {
+			cons[i] = opts.Constrain(i)
+		}
+	}
+	dec, err := g.Engine.NewDecoder(n)
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	defer dec.Close()
+	logits, err := dec.Prefill(prompts)
+	if err != nil {
+		return nil, fmt.Errorf("generate: prefill: %w", err)
+	}
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d6c6572))
+	done := make([]bool, n)
+	v := cfg.Vocab
+	for step := 0; ; step++ {
+		appends := make([][]int32, n)
+		active := false
+		for i := range samples {
+			if done[i] {
+				continue
+			}
+			s := &samples[i]
+			if cons[i] != nil {
+				// What the grammar fixes before any choice (the start of the
+				// response, or the end of free text when the budget runs
+				// low) is appended without sampling.
+				forced, err := cons[i].Forced(maxNew - len(s.Tokens))
+				if err != nil {
+					return nil, fmt.Errorf("generate: row %d: %w", i, err)
+				}
+				if len(forced) > 0 {
+					if err := s.force(cons[i], forced, v); err != nil {
+						return nil, fmt.Errorf("generate: row %d: %w", i, err)
+					}
+					if s.finished(maxNew) {
+						done[i] = true
+						continue
+					}
+					appends[i], active = forced, true
+					continue
+				}
+			}
+			var mask Bitset
+			if cons[i] != nil {
+				mask = NewBitset(v)
+				if err := cons[i].Allowed(mask, maxNew-len(s.Tokens)); err != nil {
+					return nil, fmt.Errorf("generate: row %d: %w", i, err)
+				}
+			}
+			tok, lp := sampleToken(logits[i*v:(i+1)*v], mask, opts, rng)
+			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, mask)
+			add := []int32{tok}
+			if cons[i] != nil && tok != EosID {
+				if err := cons[i].Accept(tok); err != nil {
+					return nil, fmt.Errorf("generate: row %d: %w", i, err)
+				}
+				// Jump-forward: what the grammar fixes after the token is
+				// appended in the same engine call, without sampling.
+				forced, err := cons[i].Forced(maxNew - len(s.Tokens))
+				if err != nil {
+					return nil, fmt.Errorf("generate: row %d: %w", i, err)
+				}
+				if err := s.force(cons[i], forced, v); err != nil {
+					return nil, fmt.Errorf("generate: row %d: %w", i, err)
+				}
+				add = append(add, forced...)
+			}
+			if s.finished(maxNew) {
+				done[i] = true
+				continue
+			}
+			appends[i], active = add, true
+		}
+		if !active {
+			break
+		}
+		if logits, err = dec.Extend(appends); err != nil {
+			return nil, fmt.Errorf("generate: step %d: %w", step, err)
+		}
+	}
+	return samples, nil
+}
+
+// force appends tokens the constraint fixed (log-probability 0, a
+// one-token mask each).
+func (s *Sample) force(c Constraint, toks []int32, vocab int) error {
+	for _, f := range toks {
+		one := NewBitset(vocab)
+		one.Set(f)
+		s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, f), append(s.LogProbs, 0), append(s.Masks, one)
+		s.Forced++
+		if f == EosID {
+			continue
+		}
+		if err := c.Accept(f); err != nil {
+			return fmt.Errorf("forced token: %w", err)
+		}
+	}
+	return nil
+}
+
+// finished reports whether the sample has ended (EOS, or the budget).
+func (s *Sample) finished(maxNew int) bool {
+	if len(s.Tokens) > 0 && s.Tokens[len(s.Tokens)-1] == EosID {
+		s.Stopped = true
+		return true
+	}
+	return len(s.Tokens) >= maxNew
+}
+
+func appendMask(ms []Bitset, m Bitset) []Bitset {
+	if m == nil && ms == nil {
+		return nil
+	}
+	return append(ms, m)
+}
+
+// sampleToken draws a token from one row of logits, restricted to mask
+// when it is not nil, and returns it with its log-probability at
+// temperature 1 (over the mask's tokens). The mask is applied before the
+// temperature and top-p.
+func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.Rand) (int32, float32) {
+	logp := maskedLogSoftmax(logits, mask, 1)
+	if opts.Temperature <= 0 {
+		best := -1
+		for j, l := range logits {
+			if (mask == nil || mask.Has(int32(j))) && (best < 0 || l > logits[best]) {
+				best = j
+			}
+		}
+		return int32(best), float32(logp[best])
+	}
+	probs := maskedLogSoftmax(logits, mask, opts.Temperature)
+	idx := make([]int, 0, len(probs))
+	for j := range probs {
+		if !math.IsInf(probs[j], -1) {
+			probs[j] = math.Exp(probs[j])
+			idx = append(idx, j)
+		} else {
+			probs[j] = 0
+		}
+	}
+	if opts.TopP > 0 && opts.TopP < 1 {
+		// Stable sort: ties keep id order, so sampling stays deterministic.
+		sort.SliceStable(idx, func(a, b int) bool { return probs[idx[a]] > probs[idx[b]] })
+		cum := 0.0
+		for k, j := range idx {
+			cum += probs[j]
+			if cum >= opts.TopP {
+				idx = idx[:k+1]
+				break
+			}
+		}
+	}
+	total := 0.0
+	for _, j := range idx {
+		total += probs[j]
+	}
+	u := rng.Float64() * total
+	choice := idx[len(idx)-1]
+	for _, j := range idx {
+		u -= probs[j]
+		if u < 0 {
+			choice = j
+			break
+		}
+	}
+	return int32(choice), float32(logp[choice])
+}
+
+// maskedLogSoftmax returns log softmax(logits / temperature) in float64,
+// over the ids in mask (the others get -Inf) or over all ids (nil mask).
+func maskedLogSoftmax(logits []float32, mask Bitset, temperature float64) []float64 {
+	out := make([]float64, len(logits))
+	m := math.Inf(-1)
+	for j, l := range logits {
+		if mask != nil && !mask.Has(int32(j)) {
+			out[j] = math.Inf(-1)
+			continue
+		}
+		out[j] = float64(l) / temperature
+		m = max(m, out[j])
+	}
+	sum := 0.0
+	for _, v := range out {
+		if !math.IsInf(v, -1) {
+			sum += math.Exp(v - m)
+		}
+	}
+	lse := m + math.Log(sum)
+	for j := range out {
+		out[j] -= lse
+	}
+	return out
+}
+
+// GreedyNoCache is the slow reference for tests: greedy decoding that
+// re-runs the full forward over the whole sequence for every token.
+func GreedyNoCache(e Engine, prompt []int32, maxNew int) ([]int32, error) {
+	cfg := e.Config()
+	seq := slices.Clone(prompt)
+	var out []int32
+	for range maxNew {
+		n := len(seq)
+		b := Batch{B: 1, S: n, Tokens: slices.Clone(seq), Positions: make([]int32, n), Segments: make([]int32, n)}
+		for j := range n {
+			b.Positions[j], b.Segments[j] = int32(j), 1
+		}
+		logits, _, err := e.Logits(b, []int32{int32(n - 1)})
+		if err != nil {
+			return nil, err
+		}
+		tok, _ := sampleToken(logits, nil, GenerateOptions{}, nil)
+		out = append(out, tok)
+		seq = append(seq, tok)
+		if tok == EosID || len(seq) >= cfg.Ctx {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Constraint restricts one row's tokens to a grammar (constrained
+// decoding; see grammar.go).
+type Constraint interface {
+	// Allowed adds to mask the model ids that may come next, leaving room
+	// to complete the response within limit tokens.
+	Allowed(mask Bitset, limit int) error
+	// Accept advances the grammar by one token.
+	Accept(tok int32) error
+	// Forced returns the tokens the grammar fixes next, at most limit of
+	// them (none when it offers a choice).
+	Forced(limit int) ([]int32, error)
+}

@@ -1,0 +1,930 @@
+package policy
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/internal/catalog"
+)
+
+// Grammar-constrained action decoding (what xgrammar, outlines and
+// llguidance do for servers, here inside the policy's own generation
+// loop). The response format is a byte-level automaton:
+//
+//	Reflection: <one line of free text>
+//	Thought: <one line of free text>
+//	Action: <one of the action names>
+//	Action Input: {"<arg>": <value>, ...}
+//
+// with exactly the chosen action's arguments in canonical order, each
+// value of its JSON type, and where values are enumerable only those: the
+// workspace's files (its .py files for scripts), line numbers within the
+// script, and for Edit Script (AI) the instructions the offline editor
+// can carry out on the current script (the plan's ideas first, then the
+// task's catalog ideas). A token is allowed when the automaton accepts
+// all its bytes; masks are computed by walking a byte trie of the
+// vocabulary, and cached for states whose mask does not depend on what
+// came before (inside free text). What the automaton fixes (field names,
+// a forced argument key, the rest of an enumerated value once only one
+// candidate is left) is appended without sampling (jump-forward),
+// tokenised together with the last tokens so that the result is the
+// tokenizer's own split. When the token budget runs low the automaton
+// forces its shortest completion, so every constrained response parses.
+
+// GrammarContext holds what the grammar enumerates for one state.
+type GrammarContext struct {
+	// Files are the workspace's files (nil: any non-empty path).
+	Files []string
+	// Lines are the line counts of scripts (absent: up to 9999).
+	Lines map[string]int
+	// Ideas are the instructions Edit Script (AI) may give (nil: any).
+	Ideas []string
+	// OneLine writes Action Input on one line, as terse SFT responses do;
+	// false writes it as env.Render does (one argument per line).
+	OneLine bool
+}
+
+// NewGrammarContext builds the context of a prompt state: its workspace
+// files and script, and the ideas the offline editor can carry out on
+// that script (the plan's first, then the task's catalog ideas).
+func NewGrammarContext(st agents.State, plan []string, oneLine bool) GrammarContext {
+	gc := GrammarContext{Files: st.Files, OneLine: oneLine}
+	if st.Script != "" {
+		gc.Lines = map[string]int{"train.py": len(strings.Split(strings.TrimSuffix(st.Script, "\n"), "\n"))}
+	}
+	if st.Script != "" {
+		seen := map[string]bool{}
+		add := func(text string) {
+			idea, ok := catalog.Lookup(text)
+			if !ok || seen[idea.ID] {
+				return
+			}
+			if _, err := catalog.Apply(st.Script, idea.Edit); err != nil {
+				return
+			}
+			seen[idea.ID] = true
+			gc.Ideas = append(gc.Ideas, idea.Text)
+		}
+		for _, p := range plan {
+			add(p)
+		}
+		for _, p := range st.Plan {
+			add(p)
+		}
+		for _, i := range catalog.ForTask(st.Modality, st.TaskType) {
+			add(i.Text)
+		}
+	}
+	return gc
+}
+
+// Limits of free text under the grammar.
+const (
+	grammarFreeLine = 300  // bytes of Reflection or Thought
+	grammarFreeArg  = 200  // bytes of a free string argument
+	grammarFreeText = 2000 // bytes of edit_text or final_answer
+	grammarMaxLine  = 9999 // line numbers when the script's length is unknown
+)
+
+// segment kinds of the automaton's program.
+const (
+	segLit    = iota // a fixed string
+	segLine          // free text on one line, at least one non-space byte; ends at '\n'
+	segChoice        // one of options (prefix-free); the action name
+	segStr           // a JSON string (quotes included), free or one of options
+	segInt           // a JSON integer within bounds
+	segEnd           // complete: only EOS
+)
+
+type segment struct {
+	kind     int
+	lit      string
+	options  []string // segChoice, segStr (JSON-quoted) when enumerated; sorted
+	index    []int    // segChoice: the action index of each option
+	cap      int      // segLine, segStr free: content bytes
+	nonEmpty bool     // segStr free: needs a non-space byte
+	arg      string   // segStr/segInt: the argument name
+}
+
+// grammar is the automaton of one context: the head (up to the action
+// name) and one program per action.
+type grammar struct {
+	ctx     GrammarContext
+	head    []segment
+	actions []string
+	progs   [][]segment // per action, after its name
+	files   []string    // JSON-quoted workspace files
+	scripts []string    // JSON-quoted .py files
+	dirs    []string
+	ideas   []string
+}
+
+// choiceSegment is a choice among names, sorted, remembering each one's
+// position in names.
+func choiceSegment(names []string) segment {
+	idx := make([]int, len(names))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return names[idx[a]] < names[idx[b]] })
+	seg := segment{kind: segChoice, index: idx}
+	for _, i := range idx {
+		seg.options = append(seg.options, names[i])
+	}
+	return seg
+}
+
+func sortedUnique(opts []string) []string {
+	out := append([]string(nil), opts...)
+	sort.Strings(out)
+	j := 0
+	for i, o := range out {
+		if i == 0 || o != out[j-1] {
+			out[j] = o
+			j++
+		}
+	}
+	return out[:j]
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func newGrammar(gc GrammarContext) *grammar {
+	g := &grammar{ctx: gc, actions: env.ActionNames()}
+	if gc.Files != nil {
+		dirs := map[string]bool{".": true}
+		for _, f := range gc.Files {
+			g.files = append(g.files, jsonQuote(f))
+			if strings.HasSuffix(f, ".py") {
+				g.scripts = append(g.scripts, jsonQuote(f))
+			}
+			for d := f; strings.Contains(d, "/"); {
+				d = d[:strings.LastIndex(d, "/")]
+				dirs[d] = true
+			}
+		}
+		for d := range dirs {
+			g.dirs = append(g.dirs, jsonQuote(d))
+		}
+		sort.Strings(g.dirs)
+	}
+	for _, i := range gc.Ideas {
+		g.ideas = append(g.ideas, jsonQuote(i))
+	}
+	names := make([]string, len(g.actions))
+	for i, a := range g.actions {
+		names[i] = a + "\n"
+	}
+	g.head = []segment{
+		{kind: segLit, lit: env.FieldReflection + ": "},
+		{kind: segLine, cap: grammarFreeLine},
+		{kind: segLit, lit: env.FieldThought + ": "},
+		{kind: segLine, cap: grammarFreeLine},
+		{kind: segLit, lit: env.FieldAction + ": "},
+		choiceSegment(names),
+	}
+	open, sep, close := "{\n    ", ",\n    ", "\n}"
+	if gc.OneLine {
+		open, sep, close = "{", ", ", "}"
+	}
+	for _, a := range g.actions {
+		prog := []segment{{kind: segLit, lit: env.FieldActionInput + ": " + open}}
+		for i, arg := range env.ActionArgs(a) {
+			key := jsonQuote(arg) + ": "
+			if i > 0 {
+				key = sep + key
+			}
+			prog = append(prog, segment{kind: segLit, lit: key}, g.value(a, arg))
+		}
+		prog = append(prog, segment{kind: segLit, lit: close}, segment{kind: segEnd})
+		g.progs = append(g.progs, prog)
+	}
+	return g
+}
+
+// value is the segment of one argument's value.
+func (g *grammar) value(action, arg string) segment {
+	enum := func(opts []string) segment {
+		if opts == nil {
+			return segment{kind: segStr, cap: grammarFreeArg, nonEmpty: true, arg: arg}
+		}
+		return segment{kind: segStr, options: sortedUnique(opts), arg: arg}
+	}
+	switch arg {
+	case "start_line_number", "end_line_number":
+		return segment{kind: segInt, arg: arg}
+	case "edit_text", "final_answer":
+		return segment{kind: segStr, cap: grammarFreeText, arg: arg}
+	case "things_to_look_for":
+		return segment{kind: segStr, cap: grammarFreeArg, nonEmpty: true, arg: arg}
+	case "dir_path":
+		return enum(g.dirs)
+	case "file_name", "source":
+		return enum(g.files)
+	case "destination":
+		return segment{kind: segStr, cap: grammarFreeArg, nonEmpty: true, arg: arg}
+	case "edit_instruction":
+		if g.ideas == nil {
+			return segment{kind: segStr, cap: grammarFreeArg, nonEmpty: true, arg: arg}
+		}
+		return segment{kind: segStr, options: sortedUnique(g.ideas), arg: arg}
+	case "script_name", "save_name":
+		if g.files == nil {
+			return enum(nil)
+		}
+		return enum(g.scripts)
+	}
+	return enum(nil)
+}
+
+// gstate is the automaton's state: a small value, copied freely while
+// masks are computed.
+type gstate struct {
+	action   int16 // chosen action (-1: still in the head)
+	seg      int16 // segment index in the current program
+	off      int32 // bytes consumed in the segment
+	lo, hi   int32 // segChoice/enumerated segStr: candidates [lo, hi) still matching
+	num      int32 // segInt: the value so far
+	start    int32 // the start_line_number given
+	script   int16 // the script_name given (index into the segment's options, -1: none)
+	nonSpace bool  // segLine/free segStr: a non-space byte was seen
+	esc      bool  // free segStr: after a backslash
+}
+
+func (g *grammar) initial() gstate {
+	s := gstate{action: -1, script: -1}
+	g.enter(&s)
+	return s
+}
+
+func (g *grammar) prog(s *gstate) []segment {
+	if s.action < 0 {
+		return g.head
+	}
+	return g.progs[s.action]
+}
+
+// enter resets the per-segment fields for the segment s now points at.
+func (g *grammar) enter(s *gstate) {
+	s.off, s.num, s.nonSpace, s.esc = 0, 0, false, false
+	s.lo, s.hi = 0, int32(len(g.prog(s)[s.seg].options))
+}
+
+// next advances to the following segment.
+func (g *grammar) next(s *gstate) {
+	s.seg++
+	g.enter(s)
+}
+
+// lines is the line count of the script chosen in this action (0: unknown).
+func (g *grammar) lines(s *gstate) int {
+	if g.ctx.Lines == nil || s.script < 0 {
+		return 0
+	}
+	var name string
+	_ = json.Unmarshal([]byte(g.scripts[s.script]), &name)
+	return g.ctx.Lines[name]
+}
+
+// intBounds are the allowed values of a line-number argument.
+func (g *grammar) intBounds(s *gstate, seg segment) (lo, hi int) {
+	n := g.lines(s)
+	if n == 0 {
+		n = grammarMaxLine
+	}
+	start := int(s.start)
+	switch action := g.actions[s.action]; {
+	case seg.arg == "start_line_number" && action == env.EditScriptSegment:
+		return 1, n + 1
+	case seg.arg == "start_line_number":
+		return 1, n
+	case action == env.InspectScriptLines:
+		return start, min(max(n, start), start+env.MaxInspectLines-1)
+	default: // Edit Script Segment's end: start-1 (an insertion) to n
+		return max(1, start-1), max(n, max(1, start-1))
+	}
+}
+
+// narrow keeps the candidates of a sorted option list whose byte at off
+// is c; it reports whether any is left.
+func narrow(opts []string, s *gstate, c byte) bool {
+	off := int(s.off)
+	lo := int(s.lo) + sort.Search(int(s.hi-s.lo), func(i int) bool {
+		o := opts[int(s.lo)+i]
+		return len(o) > off && o[off] >= c
+	})
+	hi := int(s.lo) + sort.Search(int(s.hi-s.lo), func(i int) bool {
+		o := opts[int(s.lo)+i]
+		return len(o) > off && o[off] > c
+	})
+	// Options shorter than off+1 sort first and were matched fully before:
+	// none remain here because option lists are prefix-free.
+	if lo >= hi {
+		return false
+	}
+	s.lo, s.hi = int32(lo), int32(hi)
+	s.off++
+	return true
+}
+
+// step feeds one byte and reports whether the automaton accepts it (s is
+// then advanced; on false s is left in an unspecified state).
+func (g *grammar) step(s *gstate, c byte) bool {
+	for {
+		seg := g.prog(s)[s.seg]
+		switch seg.kind {
+		case segEnd:
+			return false
+		case segLit:
+			if seg.lit[s.off] != c {
+				return false
+			}
+			s.off++
+			if int(s.off) == len(seg.lit) {
+				g.next(s)
+			}
+			return true
+		case segLine:
+			switch {
+			case c == '\n':
+				if !s.nonSpace {
+					return false
+				}
+				g.next(s)
+				return true
+			case c == '\r' || c == 0 || int(s.off) >= seg.cap:
+				return false
+			}
+			s.off++
+			if c != ' ' && c != '\t' {
+				s.nonSpace = true
+			}
+			return true
+		case segChoice:
+			if !narrow(seg.options, s, c) {
+				return false
+			}
+			if s.hi-s.lo == 1 && len(seg.options[s.lo]) == int(s.off) {
+				s.action, s.seg = int16(seg.index[s.lo]), 0
+				g.enter(s)
+			}
+			return true
+		case segStr:
+			if seg.options != nil {
+				if !narrow(seg.options, s, c) {
+					return false
+				}
+				if s.hi-s.lo == 1 && len(seg.options[s.lo]) == int(s.off) {
+					if seg.arg == "script_name" {
+						s.script = int16(s.lo)
+					}
+					g.next(s)
+				}
+				return true
+			}
+			return g.stepFreeStr(s, seg, c)
+		case segInt:
+			lo, hi := g.intBounds(s, seg)
+			if c >= '0' && c <= '9' {
+				v := int(s.num)*10 + int(c-'0')
+				if (s.off == 0 && c == '0') || !canComplete(v, lo, hi) {
+					return false
+				}
+				s.num, s.off = int32(v), s.off+1
+				return true
+			}
+			if s.off == 0 || int(s.num) < lo {
+				return false
+			}
+			if seg.arg == "start_line_number" {
+				s.start = s.num
+			}
+			g.next(s)
+			continue // the byte belongs to the next segment
+		}
+	}
+}
+
+// canComplete reports whether the digits typed so far (value v) are, or
+// can grow into, a number in [lo, hi].
+func canComplete(v, lo, hi int) bool {
+	if v >= lo && v <= hi {
+		return true
+	}
+	for p := 10; v*p <= hi; p *= 10 {
+		if v*p+p-1 >= lo {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *grammar) stepFreeStr(s *gstate, seg segment, c byte) bool {
+	switch {
+	case s.off == 0:
+		if c != '"' {
+			return false
+		}
+	case s.esc:
+		if !strings.ContainsRune(`"\\/bfnrt`, rune(c)) {
+			return false
+		}
+		s.esc, s.nonSpace = false, true
+	case c == '"':
+		if seg.nonEmpty && !s.nonSpace {
+			return false
+		}
+		g.next(s)
+		return true
+	case c == '\\':
+		if int(s.off) > seg.cap {
+			return false
+		}
+		s.esc = true
+	case c < 0x20 || int(s.off) > seg.cap:
+		return false
+	default:
+		if c != ' ' {
+			s.nonSpace = true
+		}
+	}
+	s.off++
+	return true
+}
+
+// done reports whether the response is complete (only EOS may follow).
+func (g *grammar) done(s *gstate) bool {
+	return s.action >= 0 && g.prog(s)[s.seg].kind == segEnd
+}
+
+// completion is the shortest text that completes the response from s
+// (what the automaton forces when the token budget runs out), and fixed
+// is the text it forces from s because it offers no choice there.
+func (g *grammar) completion(s gstate) string {
+	var b strings.Builder
+	for !g.done(&s) {
+		seg := g.prog(&s)[s.seg]
+		var c byte
+		switch seg.kind {
+		case segLit:
+			c = seg.lit[s.off]
+		case segLine:
+			c = '\n'
+			if !s.nonSpace {
+				c = '-'
+			}
+		case segChoice:
+			c = seg.options[s.lo][s.off]
+			if s.off == 0 {
+				// The shortest harmless action: List Files.
+				for i, o := range seg.options {
+					if o == env.ListFiles+"\n" {
+						c = seg.options[i][0]
+					}
+				}
+			}
+		case segStr:
+			switch {
+			case seg.options != nil:
+				c = seg.options[s.lo][s.off]
+			case s.off == 0 || s.esc:
+				c = '"'
+				if s.esc {
+					c = 'n'
+				}
+			case seg.nonEmpty && !s.nonSpace:
+				c = '-'
+			default:
+				c = '"'
+			}
+		case segInt:
+			lo, hi := g.intBounds(&s, seg)
+			if int(s.num) >= lo && s.off > 0 {
+				c = g.progs[s.action][s.seg+1].lit[0]
+				break
+			}
+			for d := byte('0'); d <= '9'; d++ {
+				if (s.off > 0 || d > '0') && canComplete(int(s.num)*10+int(d-'0'), lo, hi) {
+					c = d
+					break
+				}
+			}
+		}
+		if !g.step(&s, c) {
+			break // cannot happen: every case picks an accepted byte
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// closeFree is the shortest text that ends the free text s is in (a
+// Reflection or Thought line, a free string argument), then what is fixed
+// after it; "" when s is not in free text.
+func (g *grammar) closeFree(s gstate) string {
+	seg := g.prog(&s)[s.seg]
+	var close string
+	switch {
+	case seg.kind == segLine:
+		close = "\n"
+		if !s.nonSpace {
+			close = "-\n"
+		}
+	case seg.kind == segStr && seg.options == nil && s.off > 0:
+		if s.esc {
+			close = "n"
+		}
+		if seg.nonEmpty && !s.nonSpace && !s.esc {
+			close += "-"
+		}
+		close += `"`
+	default:
+		return ""
+	}
+	for i := range len(close) {
+		if !g.step(&s, close[i]) {
+			return ""
+		}
+	}
+	return close + g.fixed(s)
+}
+
+// fixed is the text the automaton admits only one way from s (up to the
+// next choice).
+func (g *grammar) fixed(s gstate) string {
+	var b strings.Builder
+	for !g.done(&s) {
+		seg := g.prog(&s)[s.seg]
+		var c byte
+		switch {
+		case seg.kind == segLit:
+			c = seg.lit[s.off]
+		case (seg.kind == segChoice || seg.kind == segStr && seg.options != nil) && s.hi-s.lo == 1:
+			c = seg.options[s.lo][s.off]
+		case seg.kind == segStr && seg.options == nil && s.off == 0:
+			c = '"'
+		default:
+			return b.String()
+		}
+		if !g.step(&s, c) {
+			return b.String()
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// cacheKey identifies states whose token mask is the same whatever came
+// before: inside free text far from its length cap (the common case of a
+// long Reflection); ok is false for other states.
+func (g *grammar) cacheKey(s gstate) (key [3]int32, ok bool) {
+	seg := g.prog(&s)[s.seg]
+	const margin = 128 // longer than any token
+	switch {
+	case seg.kind == segLine && int(s.off)+margin < seg.cap:
+		return [3]int32{int32(s.action), int32(s.seg), b2i(s.nonSpace)}, true
+	case seg.kind == segStr && seg.options == nil && s.off > 0 && !s.esc && int(s.off)+margin < seg.cap:
+		return [3]int32{int32(s.action), int32(s.seg), 2 + b2i(s.nonSpace)}, true
+	}
+	return key, false
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// tokenTrie is a byte trie of the vocabulary's tokens (model ids).
+type tokenTrie struct {
+	next map[byte]*tokenTrie
+	ids  []int32 // tokens ending here
+}
+
+func (t *tokenTrie) insert(b []byte, id int32) {
+	for _, c := range b {
+		if t.next == nil {
+			t.next = map[byte]*tokenTrie{}
+		}
+		n := t.next[c]
+		if n == nil {
+			n = &tokenTrie{}
+			t.next[c] = n
+		}
+		t = n
+	}
+	t.ids = append(t.ids, id)
+}
+
+// grammarTables are what every constraint of one Generator shares: each
+// model id's bytes, their trie, and the mask cache of each grammar.
+type grammarTables struct {
+	bytes [][]byte
+	trie  *tokenTrie
+}
+
+var tablesCache sync.Map // *Vocab -> *grammarTables
+
+func (gen Generator) tables() *grammarTables {
+	if t, ok := tablesCache.Load(gen.Vocab); ok {
+		return t.(*grammarTables)
+	}
+	t := &grammarTables{bytes: make([][]byte, gen.Vocab.Size()), trie: &tokenTrie{}}
+	for m := int32(NumSpecial); int(m) < gen.Vocab.Size(); m++ {
+		id, _ := gen.Vocab.Token(m)
+		b := gen.Tok.TokenBytes(id)
+		t.bytes[m] = b
+		if len(b) > 0 {
+			t.trie.insert(b, m)
+		}
+	}
+	tablesCache.Store(gen.Vocab, t)
+	return t
+}
+
+// actionConstraint is the Constraint of one row.
+type actionConstraint struct {
+	gen   Generator
+	g     *grammar
+	t     *grammarTables
+	s     gstate
+	text  []byte  // the response so far
+	toks  []int32 // its tokens
+	cache map[[3]int32]Bitset
+	// margin bounds how much one sampled token can lengthen the shortest
+	// completion (choosing a long action, or a long idea): the budget is
+	// tight when it cannot absorb that.
+	margin int
+}
+
+// jumpMargin is the longest shortest-completion of an action's input plus
+// the longest enumerated value, in tokens, plus slack.
+func (c *actionConstraint) jumpMargin() int {
+	count := func(s string) int {
+		ids, err := c.gen.Vocab.Encode(c.gen.Tok, s)
+		if err != nil {
+			return len(s)
+		}
+		return len(ids)
+	}
+	m := 0
+	for a := range c.g.progs {
+		s := gstate{action: int16(a), script: -1}
+		c.g.enter(&s)
+		m = max(m, count(c.g.completion(s)))
+	}
+	longest := 0
+	for _, opts := range [][]string{c.g.files, c.g.ideas, c.g.dirs} {
+		for _, o := range opts {
+			longest = max(longest, count(o))
+		}
+	}
+	return m + longest + 4
+}
+
+// ActionGrammar returns the constraint of one response under gc.
+func (gen Generator) ActionGrammar(gc GrammarContext) Constraint {
+	g := newGrammar(gc)
+	return &actionConstraint{gen: gen, g: g, t: gen.tables(), s: g.initial(), cache: map[[3]int32]Bitset{}}
+}
+
+// Allowed adds the ids whose bytes the automaton accepts from the current
+// state and after which the response can still be completed within limit
+// tokens (EOS only once the response is complete).
+func (c *actionConstraint) Allowed(mask Bitset, limit int) error {
+	if c.g.done(&c.s) {
+		mask.Set(EosID)
+		return nil
+	}
+	key, cacheable := c.g.cacheKey(c.s)
+	if cacheable {
+		if m, ok := c.cache[key]; ok {
+			copy(mask, m)
+			return nil
+		}
+	}
+
+	var walk func(n *tokenTrie, s gstate)
+	walk = func(n *tokenTrie, s gstate) {
+		for _, id := range n.ids {
+			mask.Set(id)
+		}
+		for b, child := range n.next {
+			s2 := s
+			if c.g.step(&s2, b) {
+				walk(child, s2)
+			}
+		}
+	}
+	walk(c.t.trie, c.s)
+	if mask.Count() == 0 {
+		return fmt.Errorf("grammar: no token continues %q", c.text)
+	}
+	if cacheable {
+		c.cache[key] = append(Bitset(nil), mask...)
+		return nil
+	}
+	if err := c.fitBudget(mask, limit); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Accept advances the automaton by the token's bytes.
+func (c *actionConstraint) Accept(tok int32) error {
+	if tok == EosID {
+		return nil
+	}
+	for _, b := range c.t.bytes[tok] {
+		if !c.g.step(&c.s, b) {
+			return fmt.Errorf("grammar: token %q does not continue %q", c.t.bytes[tok], c.text)
+		}
+	}
+	c.text = append(c.text, c.t.bytes[tok]...)
+	c.toks = append(c.toks, tok)
+	return nil
+}
+
+// Forced returns the tokens the grammar fixes next: EOS once complete;
+// when the budget of limit tokens runs low, the end of the free text being
+// written, or the whole shortest completion when no choice fits anymore;
+// else the fixed text up to the next choice, tokenised together with the
+// last tokens so that the split is the tokenizer's own (when the tokenizer
+// would merge the fixed text into the last token, it is tokenised on its
+// own: still the same text).
+func (c *actionConstraint) Forced(limit int) ([]int32, error) {
+	if c.g.done(&c.s) {
+		return []int32{EosID}, nil
+	}
+	comp := c.g.completion(c.s)
+	compToks, err := c.encodeAfter(comp)
+	if err != nil {
+		return nil, err
+	}
+	// The shortest completion, then EOS, always fits: the masks and the
+	// forcing below keep it so (if a tokenisation surprise ever broke it,
+	// the completion is forced anyway and the budget cuts it).
+	if len(compToks)+1+budgetSlack >= limit {
+		return compToks, nil
+	}
+	if close := c.g.closeFree(c.s); close != "" {
+		// In free text: end it while what follows still fits, counting the
+		// pieces as they will be tokenised (closing text now, the rest later).
+		closeToks, err := c.encodeAfter(close)
+		if err != nil {
+			return nil, err
+		}
+		after := c.s
+		for i := range len(close) {
+			c.g.step(&after, close[i])
+		}
+		rest, err := c.gen.Vocab.Encode(c.gen.Tok, c.g.completion(after))
+		if err != nil {
+			return nil, err
+		}
+		if needClose := len(closeToks) + len(rest) + 1 + budgetSlack; needClose+freeMargin >= limit {
+			if needClose <= limit {
+				return closeToks, nil
+			}
+			return compToks, nil
+		}
+	}
+	fixed := c.g.fixed(c.s)
+	if fixed == "" {
+		return nil, nil
+	}
+	return c.encodeAfter(fixed)
+}
+
+// freeMargin is how close to the budget free text may run before the
+// grammar ends it, and budgetSlack what the estimates keep in reserve for
+// tokenisations of pieces that differ from the whole's.
+const (
+	freeMargin  = 3
+	budgetSlack = 2
+)
+
+// fitBudget removes from mask the tokens after which the shortest
+// completion (and EOS) no longer fits in limit tokens. It only works when
+// the budget could matter (a choice of action or value whose completions
+// differ in length), since it encodes a completion per candidate.
+func (c *actionConstraint) fitBudget(mask Bitset, limit int) error {
+	seg := c.g.prog(&c.s)[c.s.seg]
+	if seg.kind == segLine || seg.kind == segStr && seg.options == nil {
+		return nil // Forced ends free text in time
+	}
+	if c.margin == 0 {
+		c.margin = c.jumpMargin()
+	}
+	here, err := c.encodeAfter(c.g.completion(c.s))
+	if err != nil {
+		return err
+	}
+	if len(here)+c.margin < limit {
+		return nil
+	}
+	for w := range mask {
+		for bits := mask[w]; bits != 0; bits &= bits - 1 {
+			id := int32(w*64 + trailingZeros(bits))
+			if id == EosID {
+				continue
+			}
+			s := c.s
+			ok := true
+			for _, b := range c.t.bytes[id] {
+				if ok = c.g.step(&s, b); !ok {
+					break
+				}
+			}
+			if !ok {
+				continue
+			}
+			n := 0
+			if !c.g.done(&s) {
+				ids, err := c.gen.Vocab.Encode(c.gen.Tok, c.g.completion(s))
+				if err != nil {
+					return err
+				}
+				n = len(ids)
+			}
+			if 1+n+1+budgetSlack > limit {
+				mask[w] &^= 1 << (uint(id) & 63)
+			}
+		}
+	}
+	if mask.Count() == 0 {
+		// Estimates of pieces can disagree with the whole by a token: take
+		// the shortest completion's first token.
+		mask.Set(here[0])
+	}
+	return nil
+}
+
+func trailingZeros(x uint64) int {
+	n := 0
+	for x&1 == 0 {
+		x >>= 1
+		n++
+	}
+	return n
+}
+
+// encodeAfter tokenises text as it would be tokenised after the response
+// so far: the last tokens' text plus text, keeping the part after those
+// tokens when the tokenizer reproduces them (else text on its own).
+func (c *actionConstraint) encodeAfter(text string) ([]int32, error) {
+	k := min(2, len(c.toks))
+	prev := string(c.text[len(c.text)-len(c.tokText(c.toks[len(c.toks)-k:])):])
+	ids, err := c.gen.Vocab.Encode(c.gen.Tok, prev+text)
+	if err == nil && len(ids) >= k && int32sEqual(ids[:k], c.toks[len(c.toks)-k:]) {
+		return ids[k:], nil
+	}
+	return c.gen.Vocab.Encode(c.gen.Tok, text)
+}
+
+func (c *actionConstraint) tokText(toks []int32) []byte {
+	var b []byte
+	for _, t := range toks {
+		b = append(b, c.t.bytes[t]...)
+	}
+	return b
+}
+
+func int32sEqual(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// GrammarText returns text that holds every token of the action grammar:
+// the field names, the action names and argument keys, JSON punctuation
+// and digits (the vocabulary must be able to write them as they are
+// written in training).
+func GrammarText() string {
+	var b strings.Builder
+	for _, a := range env.ActionNames() {
+		var args []string
+		for _, k := range env.ActionArgs(a) {
+			kq, _ := json.Marshal(k)
+			args = append(args, string(kq)+": \"x\"")
+		}
+		b.WriteString("Reflection: -\nThought: -\nAction: " + a + "\nAction Input: {" + strings.Join(args, ", ") + "}\n")
+	}
+	b.WriteString("0123456789 10 20 50 100\n")
+	return b.String()
+}
