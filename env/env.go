@@ -95,8 +95,12 @@ type Config struct {
 	// (like Execute Script) in the same step, so that the edit's own reward
 	// carries the measured improvement: useful for step-wise RL, where each
 	// sampled state takes one action. Off: MLAgentBench semantics.
-	ExecuteAfterEdit bool         `yaml:"execute_after_edit" help:"run the script right after a successful edit of it, in the same step"`
-	Reward           RewardConfig `yaml:"reward"`
+	ExecuteAfterEdit bool `yaml:"execute_after_edit" help:"run the script right after a successful edit of it, in the same step"`
+	// Instrument inserts the partial-credit markers before each execution
+	// (the static instrumenter unless Instrumenter is set); off, scripts
+	// run as written and no marker is ever credited.
+	Instrument bool         `yaml:"instrument" help:"insert partial-credit markers before each execution (off: scripts run as written, no marker credit)"`
+	Reward     RewardConfig `yaml:"reward"`
 
 	// Runner executes scripts; the caller owns and closes it. Nil: each
 	// Env starts its own cold runner (sandbox.NewCold) and closes it in
@@ -104,7 +108,8 @@ type Config struct {
 	Runner sandbox.Runner `yaml:"-"`
 	// Editor carries out Edit Script (AI) (nil: the offline catalog editor).
 	Editor Editor `yaml:"-"`
-	// Instrumenter adds partial-credit markers (nil: [StaticInstrumenter]).
+	// Instrumenter adds partial-credit markers (nil: [StaticInstrumenter]
+	// when Instrument is set, else [NoInstrumenter]).
 	Instrumenter Instrumenter `yaml:"-"`
 	// FileLLM, when set, answers Understand File; otherwise a
 	// deterministic summary is returned.
@@ -123,6 +128,7 @@ func DefaultConfig() Config {
 		MaxProcs:         64,
 		MaxOutputBytes:   1 << 20,
 		GradeTimeout:     2 * time.Minute,
+		Instrument:       true,
 		Reward:           DefaultRewardConfig(),
 	}
 }
@@ -307,7 +313,10 @@ func (e *Env) init() error {
 		e.cfg.Editor = OfflineEditor{}
 	}
 	if e.cfg.Instrumenter == nil {
-		e.cfg.Instrumenter = StaticInstrumenter{}
+		e.cfg.Instrumenter = NoInstrumenter{}
+		if e.cfg.Instrument {
+			e.cfg.Instrumenter = StaticInstrumenter{}
+		}
 	}
 	if e.cfg.Python == "" {
 		p, err := sandbox.FindPython("")

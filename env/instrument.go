@@ -110,6 +110,19 @@ func (StaticInstrumenter) ParseMarkers(stdout, nonce string) ([]string, string) 
 	return ParseMarkers(stdout, nonce)
 }
 
+// NoInstrumenter runs scripts as written and credits no markers
+// (Config.Instrument false: the partial-credit ablation). Lines a script
+// prints that look like markers stay in its output.
+type NoInstrumenter struct{}
+
+// Instrument returns source unchanged.
+func (NoInstrumenter) Instrument(_ context.Context, _ string, source []byte, _ string) ([]byte, error) {
+	return source, nil
+}
+
+// ParseMarkers finds no markers.
+func (NoInstrumenter) ParseMarkers(stdout, _ string) ([]string, string) { return nil, stdout }
+
 // Instrument returns source with marker lines inserted (see the file
 // comment for where), using python's ast module in a long-lived helper
 // process (one per interpreter, started on first use). Every line of

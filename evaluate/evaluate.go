@@ -16,8 +16,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gomlx/compute"
-	_ "github.com/gomlx/compute/gobackend" // the default GoMLX backend (train.NewBackend); GOMLX_BACKEND selects others
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mlerl/mlerl/env"
@@ -28,8 +26,8 @@ import (
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
-	"github.com/mlerl/mlerl/train"
 )
 
 // Method names, in report order.
@@ -65,13 +63,14 @@ type Config struct {
 	// The policies' sampling.
 	Temperature  float64 `yaml:"temperature" help:"policy sampling temperature (0: greedy)"`
 	TopP         float64 `yaml:"top_p" help:"policy nucleus sampling threshold"`
-	MaxNewTokens int     `yaml:"max_new_tokens" help:"longest policy answer in tokens"`
+	MaxNewTokens int     `yaml:"max_new_tokens" help:"longest policy answer in tokens (0: the policy's response_tokens)"`
+	Engine       string  `yaml:"engine" help:"policy engine: native (CPU) or gomlx (GoMLX; XLA on a GPU with GOMLX_BACKEND=xla:cuda)"`
+	Decode       string  `yaml:"decode" help:"policy decoding: constrained (the action grammar) or free"`
 	// The baselines' settings (as in the rollouts).
 	SlipRate       float64 `yaml:"slip_rate" help:"expert: chance of a slip per step (the rollouts' setting)"`
 	LLMTemperature float64 `yaml:"llm_temperature" help:"llm agent: sampling temperature"`
 	// The environment (as in the rollouts).
 	Warm          bool       `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
-	Instrument    bool       `yaml:"instrument" help:"insert partial-credit markers before each execution (rewards only; scores are the grader's)"`
 	FullBudget    int        `yaml:"full_budget" help:"token budget of the full (LLM) prompt"`
 	CompactBudget int        `yaml:"compact_budget" help:"token budget of the compact (policy) prompt: keep the rollouts' value"`
 	Report        string     `yaml:"report" help:"local folder for report.md and the plots (empty: reports/eval-v<N>/ in the data root)"`
@@ -86,9 +85,9 @@ func DefaultConfig() Config {
 	return Config{
 		Data: "./data", Tasks: "tasks", Ideas: "ideas", Out: schemas.EvalResults.Name,
 		Splits: []string{schemas.HeldOut}, Methods: slices.Clone(AllMethods), PerTask: 8, Seed: 1,
-		SFT: train.DefaultSFTConfig().Out, PPO: train.DefaultPPOConfig().Out,
-		Temperature: 0.7, TopP: 0.95, MaxNewTokens: train.DefaultPPOConfig().MaxNewTokens,
-		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true, Instrument: true,
+		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
+		Temperature: 0.7, TopP: 0.95,
+		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true,
 		FullBudget: 6000, CompactBudget: 448,
 		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
 	}
@@ -96,6 +95,15 @@ func DefaultConfig() Config {
 
 // Validate implements config.Validator.
 func (c *Config) Validate() error {
+	if c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX {
+		return fmt.Errorf("engine %q: want %s or %s", c.Engine, policy.EngineNative, policy.EngineGoMLX)
+	}
+	if c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree {
+		return fmt.Errorf("decode %q: want %s or %s", c.Decode, policy.DecodeConstrained, policy.DecodeFree)
+	}
+	if c.MaxNewTokens < 0 {
+		return fmt.Errorf("max_new_tokens %d: must not be negative (0: the policy's response_tokens)", c.MaxNewTokens)
+	}
 	if c.PerTask < 1 {
 		return fmt.Errorf("per_task must be at least 1")
 	}
@@ -117,9 +125,6 @@ func (c *Config) Validate() error {
 		if !slices.Contains(AllMethods, m) {
 			return fmt.Errorf("methods: %q is not one of %s", m, strings.Join(AllMethods, ", "))
 		}
-	}
-	if c.MaxNewTokens < 1 {
-		return fmt.Errorf("max_new_tokens must be at least 1")
 	}
 	return c.Env.Validate()
 }
@@ -274,9 +279,6 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	defer runner.Close()
 	envCfg := cfg.Env
 	envCfg.Runner = runner
-	if cfg.Instrument {
-		envCfg.Instrumenter = env.StaticInstrumenter{}
-	}
 	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
 	workers := cfg.Workers
 	if workers <= 0 {
@@ -356,7 +358,6 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []string, error) {
 	var out []*method
 	var notes []string
-	var backend compute.Backend
 	for _, name := range AllMethods {
 		if !slices.Contains(cfg.Methods, name) {
 			continue
@@ -383,7 +384,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			if name == MethodPPO {
 				dir = cfg.PPO
 			}
-			latest, err := train.LatestCheckpoint(ctx, st, dir)
+			latest, err := policy.LatestCheckpoint(ctx, st, dir)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -391,12 +392,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 				notes = append(notes, fmt.Sprintf("%s: skipped (no checkpoint in %s; run `mlerl train %s`)", name, st.URI(dir), map[string]string{MethodSFT: "sft", MethodPPO: "ppo"}[name]))
 				continue
 			}
-			if backend == nil {
-				if backend, err = train.NewBackend(); err != nil {
-					return nil, nil, fmt.Errorf("evaluate: backend: %w", err)
-				}
-			}
-			a, err := train.LoadAgent(ctx, st, dir, name, backend, train.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens})
+			a, err := policy.LoadAgent(ctx, st, dir, name, cfg.Engine, policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)
 			}
@@ -433,7 +429,7 @@ func runJob(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 	for k, it := range j.items {
 		eg.Go(func() error {
 			defer ls.leave(ectx, k)
-			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.agent(k), key)
+			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.agent(k, planTexts(it.plan)), key)
 			if err != nil {
 				return fmt.Errorf("trajectory %d: %w", it.index, err)
 			}

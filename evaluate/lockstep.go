@@ -11,10 +11,11 @@ import (
 	"github.com/mlerl/mlerl/internal/llm"
 )
 
-// BatchActor answers several compact states in one batched generation
-// (train.PolicyAgent). The answers may depend on the whole batch.
+// BatchActor answers several observations (with their episodes' plans)
+// in one batched generation (policy.PolicyAgent). The answers may depend
+// on the whole batch.
 type BatchActor interface {
-	ActBatch(ctx context.Context, states []string, seed uint64) ([]string, []llm.Usage, error)
+	ActBatch(ctx context.Context, obs []agents.Observation, plans [][]string, seed uint64) ([]string, []llm.Usage, error)
 }
 
 // lockstep runs the N episodes of one (policy, task) in step: each round,
@@ -35,7 +36,8 @@ type lockstep struct {
 }
 
 type lockRequest struct {
-	state string
+	obs   agents.Observation
+	plan  []string
 	reply chan lockReply
 }
 
@@ -49,8 +51,10 @@ func newLockstep(actor BatchActor, seed int64, members int) *lockstep {
 	return &lockstep{actor: actor, seed: seed, alive: members, pending: map[int]*lockRequest{}}
 }
 
-// agent returns member i's agent.
-func (l *lockstep) agent(i int) agents.Agent { return &lockAgent{l: l, member: i} }
+// agent returns member i's agent, whose episode follows plan.
+func (l *lockstep) agent(i int, plan []string) agents.Agent {
+	return &lockAgent{l: l, member: i, plan: plan}
+}
 
 // leave marks member i's episode as finished (call it exactly once, when
 // the episode ends for any reason).
@@ -62,8 +66,8 @@ func (l *lockstep) leave(ctx context.Context, i int) {
 	l.maybeRun(ctx)
 }
 
-func (l *lockstep) act(ctx context.Context, i int, state string) (string, llm.Usage, error) {
-	req := &lockRequest{state: state, reply: make(chan lockReply, 1)}
+func (l *lockstep) act(ctx context.Context, i int, obs agents.Observation, plan []string) (string, llm.Usage, error) {
+	req := &lockRequest{obs: obs, plan: plan, reply: make(chan lockReply, 1)}
 	l.mu.Lock()
 	l.pending[i] = req
 	l.maybeRun(ctx)
@@ -86,14 +90,15 @@ func (l *lockstep) maybeRun(ctx context.Context) {
 		members = append(members, i)
 	}
 	slices.Sort(members)
-	states := make([]string, len(members))
+	obs := make([]agents.Observation, len(members))
+	plans := make([][]string, len(members))
 	for k, i := range members {
-		states[k] = l.pending[i].state
+		obs[k], plans[k] = l.pending[i].obs, l.pending[i].plan
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "lockstep/%d/%d", l.seed, l.round)
 	l.round++
-	texts, usage, err := l.actor.ActBatch(ctx, states, h.Sum64())
+	texts, usage, err := l.actor.ActBatch(ctx, obs, plans, h.Sum64())
 	for k, i := range members {
 		r := lockReply{err: err}
 		if err == nil {
@@ -107,8 +112,9 @@ func (l *lockstep) maybeRun(ctx context.Context) {
 type lockAgent struct {
 	l      *lockstep
 	member int
+	plan   []string
 }
 
 func (a *lockAgent) Act(ctx context.Context, obs agents.Observation) (string, llm.Usage, error) {
-	return a.l.act(ctx, a.member, obs.Compact)
+	return a.l.act(ctx, a.member, obs, a.plan)
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/llm"
 )
 
@@ -16,9 +17,13 @@ type recorder struct {
 	batches []string
 }
 
-func (r *recorder) ActBatch(_ context.Context, states []string, seed uint64) ([]string, []llm.Usage, error) {
+func (r *recorder) ActBatch(_ context.Context, obs []agents.Observation, _ [][]string, seed uint64) ([]string, []llm.Usage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	states := make([]string, len(obs))
+	for i, o := range obs {
+		states[i] = o.Compact
+	}
 	r.batches = append(r.batches, strings.Join(states, ","))
 	out := make([]string, len(states))
 	for i, s := range states {
@@ -43,7 +48,7 @@ func TestLockstepRounds(t *testing.T) {
 				defer wg.Done()
 				defer ls.leave(ctx, i)
 				for range i + 1 {
-					text, _, err := ls.act(ctx, i, fmt.Sprintf("m%d", i))
+					text, _, err := ls.act(ctx, i, agents.Observation{Compact: fmt.Sprintf("m%d", i)}, nil)
 					if err != nil {
 						t.Error(err)
 						return

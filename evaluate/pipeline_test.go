@@ -19,6 +19,7 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/rollout"
 	"github.com/mlerl/mlerl/schemas"
 	"github.com/mlerl/mlerl/train"
@@ -92,8 +93,8 @@ func TestPipelineSmoke(t *testing.T) {
 	stage("dataset")
 
 	sc := train.DefaultSFTConfig()
-	sc.Data, sc.Tokenizer = root, "bytes"
-	sc.Model = train.ModelConfig{DModel: 32, Heads: 2, Layers: 1, Ctx: 192}
+	sc.Data = root
+	sc.Model = policy.Config{DModel: 32, Heads: 2, Layers: 1, Ctx: 520, PromptTokens: 448, ResponseTokens: 64}
 	sc.Epochs, sc.BatchRows, sc.MaxSteps = 1, 2, 4
 	if err := train.RunSFT(ctx, sc); err != nil {
 		t.Fatalf("train sft: %v", err)
@@ -101,7 +102,7 @@ func TestPipelineSmoke(t *testing.T) {
 	stage("sft")
 
 	pc := train.DefaultPPOConfig()
-	pc.Data, pc.Updates, pc.BatchSize, pc.Minibatches, pc.GenBatch, pc.Workers, pc.MaxNewTokens = root, 2, 2, 1, 2, 2, 16
+	pc.Data, pc.Updates, pc.BatchSize, pc.Minibatches, pc.GenBatch, pc.Workers = root, 2, 2, 1, 2, 2
 	st, _ := store.Open(ctx, root)
 	if err := train.RunPPOWith(ctx, pc, envReward(st), io.Discard); err != nil {
 		t.Fatalf("train ppo: %v", err)
@@ -109,7 +110,7 @@ func TestPipelineSmoke(t *testing.T) {
 	stage("ppo")
 
 	cfg := DefaultConfig()
-	cfg.Data, cfg.PerTask, cfg.MaxNewTokens = root, 2, 16
+	cfg.Data, cfg.PerTask = root, 2
 	cfg.Splits = []string{schemas.HeldOut, schemas.HeldIn}
 	cfg.Env.MaxSteps = 3
 	var out, log bytes.Buffer

@@ -105,10 +105,17 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 // names its SFT folder, whose latest config has it.
 func sftSetting(ctx context.Context, st store.Store, sub string, cfg map[string]any, key string) (string, error) {
 	for range 3 { // PPO -> SFT, at most a short chain
-		if t, ok := cfg[key].(string); ok && t != "" {
-			return t, nil
+		// config.json holds the stage config with Go field names
+		// ("Tokenizer"); older or hand-written ones may use the YAML key.
+		for _, k := range []string{key, strings.ToUpper(key[:1]) + key[1:]} {
+			if t, ok := cfg[k].(string); ok && t != "" {
+				return t, nil
+			}
 		}
-		sft, _ := cfg["sft"].(string)
+		sft, _ := cfg["SFT"].(string)
+		if sft == "" {
+			sft, _ = cfg["sft"].(string)
+		}
 		if sft == "" {
 			break
 		}

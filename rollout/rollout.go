@@ -55,7 +55,6 @@ type Config struct {
 	SlipRate      float64  `yaml:"slip_rate" help:"scripted expert: chance of a slip (malformed answer, wrong file) per step"`
 	Temperature   float64  `yaml:"temperature" help:"llm expert: sampling temperature"`
 	Warm          bool     `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
-	Instrument    bool     `yaml:"instrument" help:"insert partial-credit markers before each execution"`
 	FullBudget    int      `yaml:"full_budget" help:"token budget of the full (LLM) prompt"`
 	CompactBudget int      `yaml:"compact_budget" help:"token budget of the compact (small policy) prompt"`
 
@@ -69,7 +68,7 @@ func DefaultConfig() Config {
 	return Config{
 		Data: "./data", Tasks: "tasks", Ideas: "ideas", Trajectories: "trajectories", Steps: "steps",
 		Split: schemas.HeldIn, PerTask: 20, Seed: 1, FlushEvery: 8, Expert: "scripted", SlipRate: 0.06,
-		Temperature: 0.7, Warm: true, Instrument: true, FullBudget: 6000, CompactBudget: 448,
+		Temperature: 0.7, Warm: true, FullBudget: 6000, CompactBudget: 448,
 		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
 	}
 }
@@ -231,9 +230,6 @@ func Run(ctx context.Context, cfg Config) error {
 	envCfg := cfg.Env
 	envCfg.Runner = runner
 	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
-	if cfg.Instrument {
-		envCfg.Instrumenter = env.StaticInstrumenter{}
-	}
 	factory, err := newExpert(cfg)
 	if err != nil {
 		return err

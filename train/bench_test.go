@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -21,11 +22,11 @@ func benchBatches(n int) []packedBatch {
 	for len(exs) < n {
 		p, q := 20+r.IntN(131), 10+r.IntN(91)
 		toks := make([]int32, 1+p+q)
-		toks[0] = BosID
+		toks[0] = policy.BosID
 		for i := 1; i < len(toks); i++ {
-			toks[i] = int32(NumSpecial + r.IntN(4096-NumSpecial))
+			toks[i] = int32(policy.NumSpecial + r.IntN(4096-policy.NumSpecial))
 		}
-		toks[len(toks)-1] = EosID
+		toks[len(toks)-1] = policy.EosID
 		exs = append(exs, encoded{Tokens: toks, Response: 1 + p})
 	}
 	order := make([]int, len(exs))
@@ -56,7 +57,9 @@ func writeBenchData(path string, bs []packedBatch) error {
 
 // BenchmarkSFT measures SFT updates on the benchmark shape (2 layers,
 // d=128, ctx 256, 8 packed rows, vocab 4,096) in real (non-padding)
-// tokens/s. With MLERL_BENCH_DATA set it also writes the batches there for
+// tokens/s, per engine and with the LM head at the response targets only
+// (as the trainer does) or at every position (as a plain training loop
+// does). With MLERL_BENCH_DATA set it also writes the batches there for
 // scripts/bench_torch.py.
 func BenchmarkSFT(b *testing.B) {
 	batches := benchBatches(400)
@@ -65,42 +68,56 @@ func BenchmarkSFT(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cfg := BenchModelConfig()
+	cfg := policy.BenchConfig()
 	cfg.Vocab = 4096
-	p, err := NewPolicy(mustBackend(), cfg, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := DefaultSFTConfig().Optim
-	l, err := newLearner(p, o, p.sftLoss)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Compile outside the timing (one graph per batch width).
-	seen := map[int]bool{}
-	for _, bt := range batches {
-		if !seen[bt.S] {
-			seen[bt.S] = true
-			if _, _, _, err := l.Step(bt.inputs(), 1e-4); err != nil {
-				b.Fatal(err)
-			}
+	for _, engine := range []string{policy.EngineNative, policy.EngineGoMLX} {
+		for _, head := range []string{"targets", "full"} {
+			b.Run(engine+"/"+head, func(b *testing.B) {
+				if engine == policy.EngineGoMLX && os.Getenv("MLERL_BENCH_GOMLX") == "" {
+					b.Skip("set MLERL_BENCH_GOMLX=1 (GoMLX on CPU is 10-40x slower)")
+				}
+				eng, err := policy.NewEngine(engine, cfg, policy.InitWeights(cfg, 1))
+				if err != nil {
+					b.Fatal(err)
+				}
+				eng.SetOptim(DefaultSFTConfig().Optim)
+				step := func(bt packedBatch) {
+					idx, targets, weights := bt.targets()
+					if head == "full" {
+						idx, targets, weights = allPositions(bt)
+					}
+					if _, _, err := eng.TrainStep(bt.Batch, idx, sftLoss(targets, weights, cfg.Vocab), 1e-4); err != nil {
+						b.Fatal(err)
+					}
+				}
+				step(batches[0]) // warm up (GoMLX compiles its graphs)
+				real, padded := 0, 0
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					bt := batches[i%len(batches)]
+					step(bt)
+					real += bt.Real
+					padded += bt.B * bt.S
+				}
+				secs := time.Since(start).Seconds()
+				b.ReportMetric(float64(real)/secs, "real_tok/s")
+				b.ReportMetric(1-float64(real)/float64(padded), "pad_frac")
+				b.ReportMetric(float64(cfg.NumParams()), "params")
+			})
 		}
 	}
-	real, padded := 0, 0
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		bt := batches[i%len(batches)]
-		if _, _, _, err := l.Step(bt.inputs(), 1e-4); err != nil {
-			b.Fatal(err)
+}
+
+// allPositions lists every real position of a batch as a target (weight
+// 1 on response targets, 0 elsewhere): the LM head then runs everywhere.
+func allPositions(bt packedBatch) (idx, targets []int32, weights []float32) {
+	for i, s := range bt.Segments {
+		if s != 0 {
+			idx, targets, weights = append(idx, int32(i)), append(targets, bt.Targets[i]), append(weights, bt.Weights[i])
 		}
-		real += bt.Real
-		padded += bt.B * bt.S
 	}
-	secs := time.Since(start).Seconds()
-	b.ReportMetric(float64(real)/secs, "real_tok/s")
-	b.ReportMetric(1-float64(real)/float64(padded), "pad_frac")
-	b.ReportMetric(float64(p.NumParams()), "params")
+	return idx, targets, weights
 }
 
 // BenchmarkPPO runs PPO updates on the synthetic known-best-action problem

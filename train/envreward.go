@@ -10,12 +10,12 @@ import (
 	"github.com/mlerl/mlerl/schemas"
 )
 
-// EnvRewardConfig is the environment configuration of the "env" reward:
-// env's defaults with edits executed in the same step. Step-wise
-// RL takes one action per sampled state, so an edit also runs its script
-// and its reward carries the measured improvement (otherwise every edit
-// would earn 0 and only the expert's next Execute Script would be
-// credited).
+// EnvRewardConfig is the environment configuration of the "env" reward
+// (the default of PPOConfig.Env): env's defaults with edits executed in
+// the same step. Step-wise RL takes one action per sampled state, so an
+// edit also runs its script and its reward carries the measured
+// improvement (otherwise every edit would earn 0 and only the expert's
+// next Execute Script would be credited).
 func EnvRewardConfig() env.Config {
 	c := env.DefaultConfig()
 	c.ExecuteAfterEdit = true
@@ -35,12 +35,19 @@ func EnvReward(st store.Store, ecfg env.Config) RewardFunc {
 		if err != nil {
 			return Outcome{}, fmt.Errorf("state %s: %w", s.StateID, err)
 		}
-		out := Outcome{Reward: r.Reward.Total, DurationS: r.ExecDuration.Seconds(), FormatError: r.FormatError != nil}
-		for _, t := range r.Reward.Terms {
-			out.Terms = append(out.Terms, schemas.RewardTerm{Name: t.Name, Value: t.Value})
-		}
+		out := stepOutcome(r)
 		return out, nil
 	}
+}
+
+// stepOutcome is the reward view of a step's result.
+func stepOutcome(r env.StepResult) Outcome {
+	out := Outcome{Reward: r.Reward.Total, DurationS: r.ExecDuration.Seconds(), FormatError: r.FormatError != nil}
+	out.Valid = r.Outcome != env.OutcomeFormatError && r.Outcome != env.OutcomeInvalidAction && r.Outcome != env.OutcomeInvalidEdit
+	for _, t := range r.Reward.Terms {
+		out.Terms = append(out.Terms, schemas.RewardTerm{Name: t.Name, Value: t.Value})
+	}
+	return out
 }
 
 // openEnvReward is the "env" reward factory: the data root's store and a
@@ -50,11 +57,11 @@ func openEnvReward(ctx context.Context, cfg PPOConfig) (RewardFunc, func() error
 	if err != nil {
 		return nil, nil, err
 	}
-	python, err := sandbox.FindPython("")
+	python, err := sandbox.FindPython(cfg.Env.Python)
 	if err != nil {
 		return nil, nil, err
 	}
-	ecfg := EnvRewardConfig()
+	ecfg := cfg.Env
 	ecfg.Runner = sandbox.New(ctx, python, true, nil)
 	// An empty Python makes every Restore probe the interpreter (~2 s).
 	ecfg.Python = python

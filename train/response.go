@@ -4,12 +4,6 @@ import (
 	"github.com/mlerl/mlerl/env"
 )
 
-// Response styles of SFT targets.
-const (
-	ResponseFull  = "full"
-	ResponseTerse = "terse"
-)
-
 // TerseResponse rewrites an expert answer as the same action with one-word
 // Reflection and Thought and the arguments on one line:
 //

@@ -3,7 +3,6 @@ package train
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -22,6 +21,9 @@ type Outcome struct {
 	// FormatError marks an action that did not parse (bad format, unknown
 	// action, bad arguments).
 	FormatError bool
+	// Valid: the action parsed and the environment carried it out (not
+	// refused, not an invalid edit), whatever its result.
+	Valid bool
 }
 
 // RewardFunc restores state's snapshot, executes action and scores it. It
@@ -30,42 +32,24 @@ type Outcome struct {
 // sample is dropped and counted.
 type RewardFunc func(ctx context.Context, state schemas.RLState, action string) (Outcome, error)
 
-// RewardFactory opens a reward function for a PPO run; close releases it.
-type RewardFactory func(ctx context.Context, cfg PPOConfig) (reward RewardFunc, close func() error, err error)
-
-var (
-	rewardMu  sync.Mutex
-	rewardFns = map[string]RewardFactory{
-		"format": func(context.Context, PPOConfig) (RewardFunc, func() error, error) {
-			return FormatReward, func() error { return nil }, nil
-		},
-		"env": openEnvReward,
+// openReward opens the reward named in cfg.Reward: "env" (the sandboxed
+// environment with the agentic-ML reward, see EnvReward) or "format"
+// (format only, no execution); close releases it.
+func openReward(ctx context.Context, cfg PPOConfig) (reward RewardFunc, close func() error, err error) {
+	switch cfg.Reward {
+	case RewardEnv:
+		return openEnvReward(ctx, cfg)
+	case RewardFormat:
+		return FormatReward, func() error { return nil }, nil
 	}
+	return nil, nil, fmt.Errorf("reward %q: want %s or %s", cfg.Reward, RewardEnv, RewardFormat)
+}
+
+// Reward names for PPOConfig.Reward.
+const (
+	RewardEnv    = "env"
+	RewardFormat = "format"
 )
-
-// RegisterReward makes a reward available to PPOConfig.Reward by name.
-// "env" (the sandboxed environment with the agentic-ML reward, see
-// EnvReward) and "format" are built in.
-func RegisterReward(name string, f RewardFactory) {
-	rewardMu.Lock()
-	defer rewardMu.Unlock()
-	rewardFns[name] = f
-}
-
-func openReward(ctx context.Context, cfg PPOConfig) (RewardFunc, func() error, error) {
-	rewardMu.Lock()
-	f, ok := rewardFns[cfg.Reward]
-	var names []string
-	for n := range rewardFns {
-		names = append(names, n)
-	}
-	rewardMu.Unlock()
-	if !ok {
-		slices.Sort(names)
-		return nil, nil, fmt.Errorf("reward %q is not known (known: %s)", cfg.Reward, strings.Join(names, ", "))
-	}
-	return f(ctx, cfg)
-}
 
 // FormatReward scores only the action's format, without executing it: -1
 // when the environment's strict parser (env.Parse) rejects the answer,
@@ -75,7 +59,7 @@ func FormatReward(_ context.Context, _ schemas.RLState, action string) (Outcome,
 	if _, err := env.Parse(action); err != nil {
 		return Outcome{Reward: -1, Terms: []schemas.RewardTerm{{Name: "format", Value: -1}}, FormatError: true}, nil
 	}
-	return Outcome{Terms: []schemas.RewardTerm{{Name: "format", Value: 0}}}, nil
+	return Outcome{Terms: []schemas.RewardTerm{{Name: "format", Value: 0}}, Valid: true}, nil
 }
 
 // normaliseAction is the cache key form of an action: surrounding space

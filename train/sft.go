@@ -2,19 +2,16 @@ package train
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"time"
 
-	. "github.com/gomlx/gomlx/core/graph"
-	"github.com/gomlx/gomlx/ml/model"
-
+	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
-	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -24,57 +21,72 @@ type SFTConfig struct {
 	Examples  string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
 	Out       string `yaml:"out" help:"checkpoint folder inside the data root"`
 	Tokenizer string `yaml:"tokenizer" help:"tokenizer: qwen (Qwen3 BPE) or bytes"`
-	// VocabMinCount drops tokenizer ids seen fewer times (they become unk).
-	VocabMinCount int         `yaml:"vocab_min_count" help:"keep tokenizer ids seen at least this often in the corpus"`
-	Model         ModelConfig `yaml:"model"`
-	Optim         OptimConfig `yaml:"optim"`
-	Epochs        int         `yaml:"epochs" help:"passes over the held-in examples"`
-	BatchRows     int         `yaml:"batch_rows" help:"packed rows of ctx tokens per update"`
-	Seed          int64       `yaml:"seed" help:"seed for initialisation and data order"`
+	// VocabMinCount drops corpus ids seen fewer times (they are spelled
+	// with byte tokens instead).
+	VocabMinCount int                `yaml:"vocab_min_count" help:"keep corpus tokens seen at least this often (rarer ones are spelled with byte tokens)"`
+	Model         policy.Config      `yaml:"model"`
+	Optim         policy.OptimConfig `yaml:"optim"`
+	Engine        string             `yaml:"engine" help:"native (the CPU engine) or gomlx (GoMLX; XLA on a GPU with GOMLX_BACKEND=xla:cuda)"`
+	Epochs        int                `yaml:"epochs" help:"passes over the held-in examples"`
+	BatchRows     int                `yaml:"batch_rows" help:"packed rows of ctx tokens per update"`
+	Seed          int64              `yaml:"seed" help:"seed for initialisation and data order"`
 	// CheckpointEvery 0 saves at the end of every epoch only.
 	CheckpointEvery int  `yaml:"checkpoint_every" help:"save a checkpoint every N updates (0: each epoch)"`
 	MaxSteps        int  `yaml:"max_steps" help:"stop after N updates in total (0: run every epoch); a later run resumes"`
 	Resume          bool `yaml:"resume" help:"continue from the latest checkpoint in out when there is one"`
 	// Response selects what the policy learns to write (see TerseResponse).
-	Response string `yaml:"response" help:"full (the expert's whole answer) or terse (the same action with one-word Reflection and Thought and a one-line Action Input: far fewer tokens for a small policy to learn)"`
+	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
 }
 
-// DefaultSFTConfig is the CPU demo: the demo model, 2 epochs (as the paper),
-// a learning rate suited to training a small model from scratch (the
-// paper's 2e-5 is for fine-tuning a pretrained 7B model).
+// DefaultSFTConfig is the CPU demo: the demo model on the native engine,
+// 2 epochs (as the paper), terse responses, a learning rate suited to
+// training a small model from scratch (the paper's 2e-5 is for
+// fine-tuning a pretrained 7B model).
 func DefaultSFTConfig() SFTConfig {
 	return SFTConfig{
 		Data:          "./data",
 		Examples:      schemas.SFTExamples.Name,
 		Out:           "checkpoints/sft",
-		Tokenizer:     "qwen",
+		Tokenizer:     policy.TokenizerQwen,
 		VocabMinCount: 1,
-		Model:         DemoModelConfig(),
-		Optim: OptimConfig{LR: 1e-3, MinLRRatio: 0.1, WarmupSteps: 20, WeightDecay: 0.01,
+		Model:         policy.DemoConfig(),
+		Optim: policy.OptimConfig{LR: 1e-3, MinLRRatio: 0.1, WarmupSteps: 20, WeightDecay: 0.01,
 			Beta1: 0.9, Beta2: 0.95, ClipNorm: 1.0},
+		Engine:    policy.EngineNative,
 		Epochs:    2,
 		BatchRows: 8,
 		Seed:      1,
 		Resume:    true,
-		Response:  ResponseFull,
+		Response:  policy.ResponseTerse,
 	}
 }
 
-// Validate checks the config.
+// Validate checks the config, each failure one line naming the key.
 func (c SFTConfig) Validate() error {
 	switch {
-	case c.Response != ResponseFull && c.Response != ResponseTerse:
-		return fmt.Errorf("response %q: want %s or %s", c.Response, ResponseFull, ResponseTerse)
+	case c.Response != policy.ResponseFull && c.Response != policy.ResponseTerse:
+		return fmt.Errorf("response %q: want %s or %s", c.Response, policy.ResponseTerse, policy.ResponseFull)
+	case c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX:
+		return fmt.Errorf("engine %q: want %s or %s", c.Engine, policy.EngineNative, policy.EngineGoMLX)
+	case c.Tokenizer != policy.TokenizerQwen && c.Tokenizer != policy.TokenizerBytes:
+		return fmt.Errorf("tokenizer %q: want %s or %s", c.Tokenizer, policy.TokenizerQwen, policy.TokenizerBytes)
 	case c.Epochs < 1:
-		return fmt.Errorf("epochs must be at least 1, got %d", c.Epochs)
+		return fmt.Errorf("epochs %d: must be at least 1", c.Epochs)
 	case c.BatchRows < 1:
-		return fmt.Errorf("batch_rows must be at least 1, got %d", c.BatchRows)
-	case c.Optim.LR <= 0:
-		return fmt.Errorf("optim.lr must be positive, got %g", c.Optim.LR)
+		return fmt.Errorf("batch_rows %d: must be at least 1", c.BatchRows)
+	case c.VocabMinCount < 1:
+		return fmt.Errorf("vocab_min_count %d: must be at least 1", c.VocabMinCount)
+	case c.CheckpointEvery < 0:
+		return fmt.Errorf("checkpoint_every %d: must not be negative (0: each epoch)", c.CheckpointEvery)
+	case c.MaxSteps < 0:
+		return fmt.Errorf("max_steps %d: must not be negative (0: every epoch)", c.MaxSteps)
 	case c.Out == "":
-		return fmt.Errorf("out must name a checkpoint folder")
+		return fmt.Errorf("out: must name a checkpoint folder")
 	}
-	return nil
+	if err := c.Model.Validate(); err != nil {
+		return err
+	}
+	return c.Optim.Validate("optim")
 }
 
 // sftState is the resumable position of an SFT run.
@@ -84,146 +96,19 @@ type sftState struct {
 	Batch int `json:"batch"` // batches of the current epoch done
 }
 
-// encoded is one example as model ids: [BOS] prompt response [EOS];
-// Response is the index of the first response token.
-type encoded struct {
-	Tokens   []int32
-	Response int
-}
-
-// encodeExample tokenizes one (prompt, response) pair to fit ctx: a long
-// prompt loses its beginning (BOS kept), then a still too long response
-// loses its end (and its EOS).
-func encodeExample(v *Vocab, tok Tokenizer, prompt, response string, ctx int) encoded {
-	p := v.Encode(tok, prompt)
-	r := append(v.Encode(tok, response), EosID)
-	if len(r) > ctx-2 {
-		r = r[:ctx-2]
+// encodeExample tokenizes one (prompt, response) pair by the policy's
+// one rule: BOS and the prompt fitted to prompt_tokens, then the response
+// and EOS cut to response_tokens.
+func encodeExample(v *policy.Vocab, tok policy.Tokenizer, cfg policy.Config, prompt, response string) (encoded, error) {
+	p, err := policy.EncodePrompt(v, tok, cfg, prompt)
+	if err != nil {
+		return encoded{}, err
 	}
-	if room := ctx - 1 - len(r); len(p) > room {
-		p = p[len(p)-room:]
+	r, err := policy.EncodeResponse(v, tok, cfg, response)
+	if err != nil {
+		return encoded{}, err
 	}
-	toks := make([]int32, 0, 1+len(p)+len(r))
-	toks = append(append(append(toks, BosID), p...), r...)
-	return encoded{Tokens: toks, Response: 1 + len(p)}
-}
-
-// packedBatch is a batch of packed rows with next-token targets and loss
-// weights (1 where the target is a response token, else 0).
-type packedBatch struct {
-	batchInput
-	Targets []int32
-	Weights []float32
-	// Real counts non-padding tokens; Targets counts weighted targets.
-	Real, NumTargets int
-	// Starts holds each example's first flat index, by position in the
-	// packing order.
-	Starts []int
-}
-
-// packWindow is how many of the latest rows packBatches tries to fit an
-// example into.
-const packWindow = 64
-
-// packBatches packs the examples, in order, into rows of at most ctx
-// tokens (each example goes to the first of the last packWindow rows with
-// room, else starts a row) and groups rows into batches. A batch's width is its longest row
-// rounded up to a multiple of 32, so padding is only each row's tail.
-// Attention stays inside an example through the segment ids and
-// per-example positions (see batchInput).
-func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatch {
-	var rows [][]int // positions in order, per row
-	var used []int
-	for oi := range order {
-		n := len(exs[order[oi]].Tokens)
-		placed := false
-		// First fit among the most recent rows: fills the tails that a
-		// purely sequential packing leaves (31% padding on the benchmark
-		// data) while keeping the epoch's order roughly intact.
-		for r := max(0, len(rows)-packWindow); r < len(rows); r++ {
-			if used[r]+n <= ctx {
-				rows[r], used[r], placed = append(rows[r], oi), used[r]+n, true
-				break
-			}
-		}
-		if !placed {
-			rows, used = append(rows, []int{oi}), append(used, n)
-		}
-	}
-	var out []packedBatch
-	for start := 0; start < len(rows); start += rowsPerBatch {
-		group := rows[start:min(start+rowsPerBatch, len(rows))]
-		width := 0
-		for _, r := range group {
-			n := 0
-			for _, oi := range r {
-				n += len(exs[order[oi]].Tokens)
-			}
-			width = max(width, n)
-		}
-		width = min(ctx, (width+31)/32*32)
-		b := packedBatch{batchInput: batchInput{B: len(group), S: width}}
-		size := b.B * b.S
-		b.Tokens, b.Positions, b.Segments = make([]int32, size), make([]int32, size), make([]int32, size)
-		b.Targets, b.Weights = make([]int32, size), make([]float32, size)
-		b.Starts = make([]int, len(order))
-		for ri, r := range group {
-			at := ri * width
-			for si, oi := range r {
-				e := exs[order[oi]]
-				b.Starts[oi] = at
-				for t, tok := range e.Tokens {
-					k := at + t
-					b.Tokens[k], b.Positions[k], b.Segments[k] = tok, int32(t), int32(si+1)
-					if t+1 < len(e.Tokens) {
-						b.Targets[k] = e.Tokens[t+1]
-						if t+1 >= e.Response {
-							b.Weights[k] = 1
-							b.NumTargets++
-						}
-					}
-				}
-				at += len(e.Tokens)
-				b.Real += len(e.Tokens)
-			}
-		}
-		out = append(out, b)
-	}
-	return out
-}
-
-// compactTargets lists the weighted targets of a batch: their flat
-// indices, target ids and weights, padded with weight 0 to a multiple of
-// 64 (few compiled shapes).
-func (b packedBatch) compactTargets() (idx, targets []int32, weights []float32) {
-	k := max(64, (b.NumTargets+63)/64*64)
-	idx, targets, weights = make([]int32, k), make([]int32, k), make([]float32, k)
-	j := 0
-	for i, w := range b.Weights {
-		if w != 0 {
-			idx[j], targets[j], weights[j] = int32(i), b.Targets[i], w
-			j++
-		}
-	}
-	return idx, targets, weights
-}
-
-func (b packedBatch) inputs() []any {
-	idx, targets, weights := b.compactTargets()
-	k := len(idx)
-	return append(b.tensors(), i32Tensor(idx, k), i32Tensor(targets, k), f32Tensor(weights, k))
-}
-
-// sftLoss is the mean next-token negative log-likelihood over response
-// tokens; the LM head runs only at those positions. Inputs: tokens,
-// positions, segments [B,S]; target indices, targets, weights [K].
-func (p *Policy) sftLoss(scope *model.Scope, in []*Node) (*Node, []*Node) {
-	h := gatherRows(p.trunk(scope, in[0], in[1], in[2]), in[3])
-	logits, _ := p.heads(scope, h)
-	logp, _ := tokenLogProbs(logits, in[4])
-	w := in[5]
-	n := Max(ReduceAllSum(w), OnesLike(ReduceAllSum(w)))
-	return Div(Neg(ReduceAllSum(Mul(w, logp))), n), nil
+	return encoded{Tokens: append(p, r...), Response: len(p)}, nil
 }
 
 // epochOrder is the example order of an epoch: a permutation drawn from
@@ -240,7 +125,8 @@ var afterSFTStep func(step int)
 // RunSFT is `mlerl train sft`: it reads sft_examples, builds (or resumes)
 // the vocabulary and policy, trains on held-in examples with packed
 // batches and validates on held-out ones each epoch, writing checkpoints
-// and metrics to cfg.Out in the data root.
+// and metrics to cfg.Out in the data root. Stopped by a signal, it saves
+// the current position and returns one line saying how to resume.
 func RunSFT(ctx context.Context, cfg SFTConfig) error {
 	return runSFT(ctx, cfg, os.Stderr)
 }
@@ -249,151 +135,137 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
-	st, err := store.Open(ctx, cfg.Data)
+	s, train, val, err := openStage(ctx, "train sft", cfg.Data, cfg.Examples, schemas.SFTExamples,
+		func(r schemas.SFTExample) string { return r.Split }, log)
 	if err != nil {
-		return fmt.Errorf("train sft: %w", err)
+		return err
 	}
-	m, err := datasets.ResolveIn(ctx, st, cfg.Examples)
-	if err != nil {
-		return fmt.Errorf("train sft: %w (run `mlerl dataset` first)", err)
-	}
-	rows, err := datasets.ReadAll[schemas.SFTExample](ctx, st, m, schemas.SFTExamples)
-	if err != nil {
-		return fmt.Errorf("train sft: %w", err)
-	}
-	var train, val []schemas.SFTExample
-	for i, r := range rows {
-		if cfg.Response == ResponseTerse {
-			r.Response = TerseResponse(r.Response)
-		}
-		switch r.Split {
-		case schemas.HeldIn:
-			train = append(train, r)
-		case schemas.HeldOut:
-			val = append(val, r)
-		default:
-			return fmt.Errorf("train sft: %s row %d (example %q): split %q is neither %q nor %q; fix the dataset stage", m.URI, i, r.ExampleID, r.Split, schemas.HeldIn, schemas.HeldOut)
+	if cfg.Response == policy.ResponseTerse {
+		for _, rs := range [][]schemas.SFTExample{train, val} {
+			for i := range rs {
+				rs[i].Response = TerseResponse(rs[i].Response)
+			}
 		}
 	}
-	if len(train) == 0 {
-		return fmt.Errorf("train sft: %s has no %s examples to train on", m.URI, schemas.HeldIn)
-	}
-	tok, err := OpenTokenizer(cfg.Tokenizer)
+	tok, err := policy.OpenTokenizer(cfg.Tokenizer)
 	if err != nil {
 		return fmt.Errorf("train sft: %w", err)
-	}
-	backend, err := NewBackend()
-	if err != nil {
-		return fmt.Errorf("train sft: backend: %w", err)
 	}
 
-	// Resume or start.
-	var (
-		p       *Policy
-		vocab   *Vocab
-		state   sftState
-		metrics []string
-	)
-	latest := ""
-	if cfg.Resume {
-		if latest, err = LatestCheckpoint(ctx, st, cfg.Out); err != nil {
+	// Resume, or build the vocabulary and a fresh policy.
+	var state sftState
+	ck, err := s.latest(ctx, cfg.Out, cfg.Resume, nil, &state)
+	if err != nil {
+		return fmt.Errorf("train sft: %w", err)
+	}
+	if ck != nil {
+		if ck.Model.Layers != cfg.Model.Layers || ck.Model.DModel != cfg.Model.DModel {
+			return fmt.Errorf("train sft: %s holds a %dx%d model but the config asks for %dx%d; use another out folder or resume=false", s.st.URI(ck.Dir), ck.Model.Layers, ck.Model.DModel, cfg.Model.Layers, cfg.Model.DModel)
+		}
+		fmt.Fprintf(log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
+	} else {
+		corpus := make([]string, 0, 2*len(train))
+		for _, r := range train {
+			corpus = append(corpus, r.Prompt, r.Response)
+		}
+		required, err := requiredTexts(ctx, s)
+		if err != nil {
 			return fmt.Errorf("train sft: %w", err)
 		}
-	}
-	if latest != "" {
-		var ck *Checkpoint
-		if p, ck, err = LoadCheckpoint(ctx, st, latest, backend, LoadOptions{}, nil, &state); err != nil {
-			return fmt.Errorf("train sft: resuming: %w", err)
-		}
-		vocab, metrics = ck.Vocab, ck.Metrics
-		if ck.Model.Layers != cfg.Model.Layers || ck.Model.DModel != cfg.Model.DModel {
-			return fmt.Errorf("train sft: %s holds a %dx%d model but the config asks for %dx%d; use another out folder or resume=false", st.URI(latest), ck.Model.Layers, ck.Model.DModel, cfg.Model.Layers, cfg.Model.DModel)
-		}
-		fmt.Fprintf(log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", st.URI(latest), state.Step, state.Epoch, state.Batch)
-	} else {
-		texts := make([]string, 0, 2*len(train))
-		for _, r := range train {
-			texts = append(texts, r.Prompt, r.Response)
-		}
-		vocab = BuildVocab(tok, texts, cfg.VocabMinCount)
+		vocab := policy.BuildVocab(tok, corpus, cfg.VocabMinCount, required...)
 		mc := cfg.Model
 		mc.Vocab = vocab.Size()
-		if p, err = NewPolicy(backend, mc, cfg.Seed); err != nil {
-			return fmt.Errorf("train sft: %w", err)
-		}
+		ck = &policy.Checkpoint{Model: mc, Vocab: vocab, Weights: policy.InitWeights(mc, uint64(cfg.Seed))}
 	}
-	cfg.Model = p.Cfg
+	eng, err := s.engine(ck, cfg.Engine, cfg.Optim)
+	if err != nil {
+		return fmt.Errorf("train sft: %w", err)
+	}
+	defer eng.Close()
+	vocab := ck.Vocab
+	cfg.Model = eng.Config()
 
-	encode := func(rs []schemas.SFTExample) []encoded {
+	encode := func(rs []schemas.SFTExample) ([]encoded, int, error) {
 		out := make([]encoded, len(rs))
+		refit := 0
 		for i, r := range rs {
-			out[i] = encodeExample(vocab, tok, r.Prompt, r.Response, p.Cfg.Ctx)
+			e, err := encodeExample(vocab, tok, cfg.Model, r.Prompt, r.Response)
+			if err != nil {
+				return nil, 0, fmt.Errorf("train sft: %s example %s: %w", s.input.URI, r.ExampleID, err)
+			}
+			if plain, _ := vocab.Encode(tok, r.Prompt); len(plain)+1 != e.Response {
+				refit++
+			}
+			out[i] = e
 		}
-		return out
+		return out, refit, nil
 	}
-	trainEx, valEx := encode(train), encode(val)
+	trainEx, refit, err := encode(train)
+	if err != nil {
+		return err
+	}
+	valEx, _, err := encode(val)
+	if err != nil {
+		return err
+	}
 	epochs := make([][]packedBatch, cfg.Epochs)
 	total := 0
 	for e := range epochs {
-		epochs[e] = packBatches(trainEx, epochOrder(len(trainEx), cfg.Seed, e), cfg.BatchRows, p.Cfg.Ctx)
+		epochs[e] = packBatches(trainEx, epochOrder(len(trainEx), cfg.Seed, e), cfg.BatchRows, cfg.Model.Ctx)
 		total += len(epochs[e])
 	}
 	identity := make([]int, len(valEx))
 	for i := range identity {
 		identity[i] = i
 	}
-	valBatches := packBatches(valEx, identity, cfg.BatchRows, p.Cfg.Ctx)
-	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %d params, %d updates\n",
-		len(trainEx), len(valEx), vocab.Size(), p.Cfg.NumParams(), total)
+	valBatches := packBatches(valEx, identity, cfg.BatchRows, cfg.Model.Ctx)
+	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %d params on the %s engine, %d updates\n",
+		len(trainEx), len(valEx), vocab.Size(), cfg.Model.NumParams(), eng.Name(), total)
+	if refit > 0 {
+		fmt.Fprintf(log, "train sft: %d of %d prompts were longer than model.prompt_tokens %d and lost their oldest history lines\n", refit, len(trainEx), cfg.Model.PromptTokens)
+	}
 	if len(valEx) == 0 {
-		fmt.Fprintf(log, "train sft: %s has no %s examples: no validation loss (the dataset stage decides which tasks are held out)\n", m.URI, schemas.HeldOut)
+		fmt.Fprintf(log, "train sft: %s has no %s examples: no validation loss (the dataset stage decides which tasks are held out)\n", s.input.URI, schemas.HeldOut)
 	}
 
-	l, err := newLearner(p, cfg.Optim, p.sftLoss)
-	if err != nil {
-		return fmt.Errorf("train sft: %w", err)
-	}
-	save := func() error {
-		sb, _ := json.Marshal(state)
-		return SaveCheckpoint(ctx, st, cfg.Out, state.Step, p, Checkpoint{Config: cfg, Model: p.Cfg, Vocab: vocab, State: sb, Metrics: metrics})
-	}
-	record := func(m map[string]any) {
-		b, _ := json.Marshal(m)
-		metrics = append(metrics, string(b)+"\n")
-	}
+	save := func() error { return s.save(ctx, cfg.Out, state.Step, eng, cfg, vocab, state) }
 	bar := progress.New("train sft", total)
 	bar.Add(state.Step, "")
 	for state.Epoch < cfg.Epochs {
 		batches := epochs[state.Epoch]
 		for state.Batch < len(batches) {
-			if err := ctx.Err(); err != nil {
-				return err
+			if ctx.Err() != nil {
+				if err := save(); err != nil {
+					return err
+				}
+				return s.interrupted(ctx, fmt.Sprintf("at update %d of %d", state.Step, total), cfg.Out)
 			}
 			if cfg.MaxSteps > 0 && state.Step >= cfg.MaxSteps {
 				if err := save(); err != nil {
-					return fmt.Errorf("train sft: %w", err)
+					return err
 				}
 				fmt.Fprintf(log, "train sft: stopped at max_steps %d; run again to resume\n", cfg.MaxSteps)
 				return nil
 			}
 			b := batches[state.Batch]
+			idx, targets, weights := b.targets()
 			lr := cfg.Optim.LRAt(state.Step, total)
 			start := time.Now()
-			loss, norm, _, err := l.Step(b.inputs(), lr)
+			loss, norm, err := eng.TrainStep(b.Batch, idx, sftLoss(targets, weights, cfg.Model.Vocab), lr)
 			if err != nil {
 				return fmt.Errorf("train sft: update %d: %w", state.Step, err)
 			}
 			secs := time.Since(start).Seconds()
 			state.Step++
 			state.Batch++
-			record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch,
+			s.record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch,
 				"losses/sft": loss, "charts/lr": lr, "charts/grad_norm": norm,
 				"charts/tokens_per_s": float64(b.Real) / secs,
 				"charts/pad_fraction": 1 - float64(b.Real)/float64(b.B*b.S)})
 			bar.Add(1, fmt.Sprintf("loss %.3f", loss))
 			if cfg.CheckpointEvery > 0 && state.Step%cfg.CheckpointEvery == 0 {
 				if err := save(); err != nil {
-					return fmt.Errorf("train sft: %w", err)
+					return err
 				}
 			}
 			if afterSFTStep != nil {
@@ -403,24 +275,58 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		if len(valBatches) > 0 {
 			sum, n := 0.0, 0
 			for _, b := range valBatches {
-				loss, _, err := l.Eval(b.inputs())
+				idx, targets, weights := b.targets()
+				logits, _, err := eng.Logits(b.Batch, idx)
 				if err != nil {
 					return fmt.Errorf("train sft: validation: %w", err)
 				}
+				loss := sftLoss(targets, weights, cfg.Model.Vocab)(logits, nil, make([]float32, len(logits)), nil)
 				sum += loss * float64(b.NumTargets)
 				n += b.NumTargets
 			}
 			val := sum / float64(max(n, 1))
-			record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val})
+			s.record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val})
 			fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens\n", state.Epoch, val, n)
 		}
 		state.Epoch++
 		state.Batch = 0
 		if err := save(); err != nil {
-			return fmt.Errorf("train sft: %w", err)
+			return err
 		}
 	}
 	bar.Done()
-	fmt.Fprintf(log, "train sft: done, checkpoint %s\n", st.URI(cfg.Out))
+	fmt.Fprintf(log, "train sft: done, checkpoint %s\n", s.st.URI(cfg.Out))
 	return nil
+}
+
+// requiredTexts are what the vocabulary must hold in its own tokens
+// whatever the corpus: the idea catalog, the tasks' descriptions and the
+// ideas of the ideas dataset (held-out tasks' plans included), and the
+// action grammar.
+func requiredTexts(ctx context.Context, s *stage) ([]string, error) {
+	out := []string{policy.GrammarText()}
+	for _, i := range catalog.All() {
+		out = append(out, i.Text)
+	}
+	if m, err := datasets.Latest(ctx, s.st, schemas.Tasks.Name); err == nil {
+		ts, err := datasets.ReadAll[schemas.Task](ctx, s.st, m, schemas.Tasks)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			out = append(out, t.Title, t.Description)
+		}
+	}
+	if m, err := datasets.Latest(ctx, s.st, schemas.Ideas.Name); err == nil {
+		is, err := datasets.ReadAll[schemas.Idea](ctx, s.st, m, schemas.Ideas)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range is {
+			if i.Kept {
+				out = append(out, i.Text)
+			}
+		}
+	}
+	return out, nil
 }

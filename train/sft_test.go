@@ -15,6 +15,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -54,7 +55,8 @@ func tinySFTConfig(root string) SFTConfig {
 	cfg := DefaultSFTConfig()
 	cfg.Data = root
 	cfg.Tokenizer = "bytes"
-	cfg.Model = ModelConfig{DModel: 32, Heads: 2, Layers: 1, Ctx: 64}
+	cfg.Response = policy.ResponseFull
+	cfg.Model = policy.Config{DModel: 32, Heads: 2, Layers: 1, Ctx: 64, PromptTokens: 40, ResponseTokens: 20}
 	cfg.Optim.LR = 3e-3
 	cfg.Optim.WarmupSteps = 2
 	cfg.BatchRows = 2
@@ -198,7 +200,7 @@ func readWeights(t *testing.T, root, dir string) (map[string][]byte, string) {
 	t.Helper()
 	ctx := context.Background()
 	st, _ := store.Open(ctx, root)
-	latest, err := LatestCheckpoint(ctx, st, dir)
+	latest, err := policy.LatestCheckpoint(ctx, st, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,10 @@ func readWeights(t *testing.T, root, dir string) (map[string][]byte, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vars []ckptVar
+	var vars []struct {
+		Path          string
+		Offset, Bytes int64
+	}
 	if err := json.Unmarshal(idx, &vars); err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	_ "github.com/gomlx/compute/gobackend" // the default GoMLX backend; GOMLX_BACKEND selects others
 	"github.com/spf13/cobra"
 
-	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/train"
 )
 
 func init() {
-	train.RegisterTokenizer("qwen", func() (train.Tokenizer, error) { return tokenizer.Default() })
 	commands = append(commands, func() *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "train",
@@ -17,7 +14,7 @@ func init() {
 		}
 		cmd.AddCommand(
 			stageCommand("sft", "Supervised fine-tuning of the policy on sft_examples", train.DefaultSFTConfig, train.RunSFT),
-			stageCommand("ppo", "Step-wise PPO from the SFT checkpoint on rl_states", train.DefaultPPOConfig, train.RunPPO),
+			stageCommand("ppo", "Step-wise PPO from the SFT checkpoint on rl_states (mode episode: the episode-wise baseline)", train.DefaultPPOConfig, train.RunPPO),
 		)
 		return cmd
 	})

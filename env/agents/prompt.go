@@ -398,3 +398,21 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "..."
 }
+
+// PlanFromCompact returns the plan a compact prompt shows (nil when it
+// shows none).
+func PlanFromCompact(prompt string) []string {
+	_, rest, ok := strings.Cut(prompt, "\nPlan:\n")
+	if !ok {
+		return nil
+	}
+	var plan []string
+	for _, l := range strings.Split(rest, "\n") {
+		n, text, ok := strings.Cut(l, ". ")
+		if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+			break
+		}
+		plan = append(plan, text)
+	}
+	return plan
+}

@@ -103,3 +103,14 @@ func TestRefitCompact(t *testing.T) {
 		t.Errorf("an impossible budget: want ok false and the header kept, got %v:\n%s", ok, tiny)
 	}
 }
+
+func TestPlanFromCompact(t *testing.T) {
+	got := PlanFromCompact(Compact(state(3), 2000, ApproxCounter))
+	want := []string{"Standardise the features", "Use a random forest"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := PlanFromCompact("Task: x\nAnswer with Reflection, Thought, Action, Action Input.\n"); got != nil {
+		t.Errorf("no plan: got %q", got)
+	}
+}

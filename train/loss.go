@@ -1,0 +1,183 @@
+package train
+
+import (
+	"math"
+
+	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/policy/native"
+)
+
+// The losses, computed on the host from the logits and values an engine
+// returns (policy.LossFunc), the same code for every engine. Each writes
+// its gradient with respect to the logits and values.
+
+// sftLoss is the mean weighted negative log-likelihood of the targets
+// (response tokens) at the positions whose logits it is given.
+func sftLoss(targets []int32, weights []float32, vocab int) policy.LossFunc {
+	return func(logits, _, dLogits, _ []float32) float64 {
+		copy(dLogits, logits)
+		native.LogSoftmaxRows(dLogits, vocab) // now log p, row by row
+		wsum := 0.0
+		for _, w := range weights {
+			wsum += float64(w)
+		}
+		if wsum == 0 {
+			clear(dLogits)
+			return 0
+		}
+		loss := 0.0
+		for i, t := range targets {
+			row := dLogits[i*vocab : (i+1)*vocab]
+			loss -= float64(weights[i]) * float64(row[t])
+			coef := float32(float64(weights[i]) / wsum)
+			for j, lp := range row {
+				row[j] = coef * float32(math.Exp(float64(lp)))
+			}
+			row[t] -= coef
+		}
+		return loss / wsum
+	}
+}
+
+// ppoToken is one action token of a PPO minibatch.
+type ppoToken struct {
+	Target    int32
+	OldLogP   float32       // behaviour log-prob (under the mask)
+	RefLogP   float32       // the frozen SFT policy's log-prob (under the mask)
+	Advantage float32       // the sample's advantage
+	Weight    float32       // the sample's duration weight dt_k / mean(dt)
+	Mask      policy.Bitset // allowed tokens under constrained decoding (nil: all)
+}
+
+// ppoCoefs are the loss's coefficients (CleanRL's names).
+type ppoCoefs struct {
+	ClipCoef, VfCoef, EntCoef, KLCoef float64
+}
+
+// ppoStats are the minibatch's metrics, in ppoMetricNames order.
+type ppoStats [numPPOMetrics]float64
+
+// The PPO loss's metrics.
+const numPPOMetrics = 6
+
+var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/kl_ref"}
+
+// ppoLoss is the clipped surrogate with duration weights, the value loss,
+// the entropy bonus and a k3 KL penalty to the reference, over the action
+// tokens (the first len(toks) positions it is given) and the value
+// positions (valueAt[i] is the position of sample i's V(s) among them,
+// with return returns[i]):
+//
+//	ratio   = exp(logp - old_logp)           log-probs under the token's mask
+//	pg      = w * max(-A ratio, -A clip(ratio, 1-c, 1+c))
+//	v_loss  = 0.5 (V(s) - R)^2
+//	kl_ref  = exp(d) - d - 1,  d = ref_logp - logp
+//	loss    = mean(pg) + vf_coef mean(v_loss) + kl_coef mean(kl_ref) - ent_coef mean(entropy)
+//
+// Tokens the grammar forced (one allowed token) are left out: they carry
+// no choice, their ratio is exactly 1 and their gradient 0.
+func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, vocab int, stats *ppoStats) policy.LossFunc {
+	return func(logits, values, dLogits, dValues []float32) float64 {
+		var pg, vl, ent, akl, clip, kl float64
+		n := 0
+		for _, tk := range toks {
+			if tk.Mask == nil || tk.Mask.Count() > 1 {
+				n++
+			}
+		}
+		inv := 1 / float64(max(n, 1))
+		for i, tk := range toks {
+			if tk.Mask != nil && tk.Mask.Count() == 1 {
+				continue
+			}
+			row := logits[i*vocab : (i+1)*vocab]
+			lp := maskedLogSoftmax(row, tk.Mask)
+			logp := lp[tk.Target]
+			logratio := logp - float64(tk.OldLogP)
+			ratio := math.Exp(logratio)
+			a := float64(tk.Advantage)
+			pg1, pg2 := -a*ratio, -a*math.Min(math.Max(ratio, 1-c.ClipCoef), 1+c.ClipCoef)
+			pg += float64(tk.Weight) * math.Max(pg1, pg2) * inv
+			// d pg / d logp: through the unclipped branch when it is the
+			// larger or when the ratio is inside the clip range.
+			dpg := 0.0
+			if pg1 >= pg2 || (ratio >= 1-c.ClipCoef && ratio <= 1+c.ClipCoef) {
+				dpg = -a * ratio
+			}
+			d := float64(tk.RefLogP) - logp
+			kl += (math.Exp(d) - d - 1) * inv
+			dkl := 1 - math.Exp(d)
+			akl += (ratio - 1 - logratio) * inv
+			if math.Abs(ratio-1) > c.ClipCoef {
+				clip += inv
+			}
+			// Entropy of the (masked) distribution and its gradient.
+			h := 0.0
+			for _, l := range lp {
+				if !math.IsInf(l, -1) {
+					h -= math.Exp(l) * l
+				}
+			}
+			ent += h * inv
+			dLogp := inv * (float64(tk.Weight)*dpg + c.KLCoef*dkl)
+			dRow := dLogits[i*vocab : (i+1)*vocab]
+			for j, l := range lp {
+				if math.IsInf(l, -1) {
+					continue
+				}
+				p := math.Exp(l)
+				g := -dLogp * p                    // d logp_target / d logit_j = onehot - p
+				g += c.EntCoef * inv * p * (l + h) // -ent_coef * dH/dlogit_j, dH = -p (l + H)
+				dRow[j] += float32(g)
+			}
+			dRow[tk.Target] += float32(dLogp)
+		}
+		m := len(valueAt)
+		for i, at := range valueAt {
+			d := float64(values[at] - returns[i])
+			vl += 0.5 * d * d / float64(m)
+			dValues[at] += float32(c.VfCoef * d / float64(m))
+		}
+		if stats != nil {
+			*stats = ppoStats{pg, vl, ent, akl, clip, kl}
+		}
+		return pg + c.VfCoef*vl + c.KLCoef*kl - c.EntCoef*ent
+	}
+}
+
+// maskedLogSoftmax is log softmax over the ids in mask (nil: all); the
+// others get -Inf.
+func maskedLogSoftmax(row []float32, mask policy.Bitset) []float64 {
+	out := make([]float64, len(row))
+	m := math.Inf(-1)
+	for j, l := range row {
+		if mask != nil && !mask.Has(int32(j)) {
+			out[j] = math.Inf(-1)
+			continue
+		}
+		out[j] = float64(l)
+		m = max(m, out[j])
+	}
+	sum := 0.0
+	for _, v := range out {
+		if !math.IsInf(v, -1) {
+			sum += math.Exp(v - m)
+		}
+	}
+	lse := m + math.Log(sum)
+	for j := range out {
+		out[j] -= lse
+	}
+	return out
+}
+
+// tokenLogProbs returns log pi(target) under each token's mask at the
+// given logits (the frozen reference's log-probs, and the values a ratio
+// test checks).
+func tokenLogProbs(logits []float32, toks []ppoToken, vocab int) []float32 {
+	out := make([]float32, len(toks))
+	for i, tk := range toks {
+		out[i] = float32(maskedLogSoftmax(logits[i*vocab:(i+1)*vocab], tk.Mask)[tk.Target])
+	}
+	return out
+}
