@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +89,9 @@ func (l Limits) withDefaults() Limits {
 	if !(l.CPUs > 0) { // NaN too
 		l.CPUs = d.CPUs
 	}
+	// More cores than the machine has (+Inf included) is all of them: a
+	// quota must stay a finite number of microseconds.
+	l.CPUs = min(l.CPUs, float64(runtime.NumCPU()))
 	if l.MaxOutputBytes <= 0 {
 		l.MaxOutputBytes = d.MaxOutputBytes
 	}

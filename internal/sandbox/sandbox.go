@@ -84,8 +84,8 @@ type Limits struct {
 	MaxProcs int
 	// CPUs is how many cores the run's processes may use together at any
 	// moment (a CPU cgroup quota: 0.5 is half a core, 2 two cores); zero
-	// or negative: 1. Not applied where no CPU cgroup can be created
-	// (Result.CPUs is 0 then).
+	// or negative: 1; more than the machine has: all of them. Not applied
+	// where no CPU cgroup can be created (Result.CPUs is 0 then).
 	CPUs float64
 	// MaxOutputBytes is how much of stdout and of stderr is kept: the first
 	// and the last half of it, with a note of what was left out between.

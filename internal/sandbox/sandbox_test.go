@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -914,5 +915,14 @@ while True:
 				t.Errorf("CPU time: got %v want at most %v", res.CPUTime, b)
 			}
 		})
+	}
+}
+
+func TestCPUsDefaults(t *testing.T) {
+	n := float64(runtime.NumCPU())
+	for _, c := range []struct{ in, want float64 }{{0, 1}, {-2, 1}, {math.NaN(), 1}, {0.25, min(0.25, n)}, {math.Inf(1), n}, {1e12, n}} {
+		if got := (Limits{CPUs: c.in}).withDefaults().CPUs; got != c.want {
+			t.Errorf("CPUs %v: got %v want %v", c.in, got, c.want)
+		}
 	}
 }
