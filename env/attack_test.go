@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +20,12 @@ import (
 )
 
 // The attack suite: scripts an agent chasing reward could write, each run
-// with Execute Script on the fixture task through the real sandbox and
-// through an unisolated runner (the weakest isolation, where a script can
-// reach host paths). Every case must earn no positive reward, must not
-// hang, and must leave the host's copy of the answers untouched.
+// with Execute Script on the fixture task through the real sandbox (cold
+// and warm runners) and through an unisolated runner (the weakest
+// isolation, where a script can reach host paths). Every case must earn no
+// positive reward, must not hang, must leave the host's copy of the
+// answers untouched, and, where the sandbox holds runs to a CPU quota,
+// must use no more CPU time than its cores allow for the time it ran.
 
 // hostAnswers writes the fixture task's correct answers where a task's
 // private files live on the host (as tasks/<id>/private/answers.csv does
@@ -78,7 +81,38 @@ func attacks() []attack {
 		{"network", "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)\n", "", false},
 		{"memory hog", "x = bytearray(64 << 30)\n", "", false},
 		{"output flood", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", "", false},
+		// A bomb that survives its refused forks: without a CPU quota its
+		// 64 processes load every core of the host until the time limit.
+		{"fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", "", false},
 	}
+}
+
+// sandboxOnly are the attacks whose limits are the sandbox's (resources,
+// isolation), tested above it; the unisolated runner skips them.
+var sandboxOnly = map[string]bool{"memory hog": true, "output flood": true, "write outside": true, "network": true, "fork bomb": true}
+
+// meteredRunner keeps the sandbox's result of the attack script's run,
+// for the host-cost checks.
+type meteredRunner struct {
+	sandbox.Runner
+	mu  sync.Mutex
+	res *sandbox.Result
+}
+
+func (m *meteredRunner) Run(ctx context.Context, req sandbox.Request) (sandbox.Result, error) {
+	res, err := m.Runner.Run(ctx, req)
+	if req.Script == "attack.py" {
+		m.mu.Lock()
+		m.res = &res
+		m.mu.Unlock()
+	}
+	return res, err
+}
+
+func (m *meteredRunner) result() *sandbox.Result {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.res
 }
 
 func TestAttackSuite(t *testing.T) {
@@ -88,16 +122,22 @@ func TestAttackSuite(t *testing.T) {
 	cwd, _ := os.Getwd()
 	sb := sandbox.NewCold(python)
 	defer sb.Close()
-	runners := map[string]sandbox.Runner{"sandbox": sb, "unisolated": procRunner{python}}
+	warm, err := sandbox.NewWarm(context.Background(), python)
+	if err != nil {
+		t.Fatalf("NewWarm: %v", err)
+	}
+	defer warm.Close()
+	runners := map[string]sandbox.Runner{"sandbox": sb, "sandbox warm": warm, "unisolated": procRunner{python}}
 	for rname, runner := range runners {
 		for _, a := range attacks() {
-			if rname == "unisolated" && (a.name == "memory hog" || a.name == "output flood" || a.name == "write outside" || a.name == "network") {
-				continue // resource and isolation limits are the sandbox's, tested above it
+			if rname == "unisolated" && sandboxOnly[a.name] {
+				continue
 			}
 			t.Run(rname+"/"+a.name, func(t *testing.T) {
 				st := store.NewLocal(t.TempDir())
 				cfg := testConfig(t)
-				cfg.Python, cfg.Runner, cfg.Instrumenter = python, runner, nil
+				metered := &meteredRunner{Runner: runner}
+				cfg.Python, cfg.Runner, cfg.Instrumenter = python, metered, nil
 				e, err := New(context.Background(), cfg, fixture(t, st, false), st)
 				if err != nil {
 					t.Fatal(err)
@@ -122,7 +162,21 @@ func TestAttackSuite(t *testing.T) {
 					t.Fatalf("the step did not return within 90 s")
 				}
 				took := time.Since(start)
-				t.Logf("%s: outcome %s, reward %+.2f, %v", a.name, r.Outcome, r.Reward.Total, took.Round(time.Millisecond))
+				cost := "CPU time not measured"
+				if res := metered.result(); res != nil && rname != "unisolated" {
+					cost = fmt.Sprintf("CPU time %v", res.CPUTime.Round(time.Millisecond))
+					if res.CPUs > 0 {
+						cost += fmt.Sprintf(" (held to %g core)", res.CPUs)
+						// The quota, plus the periods the kernel lets a
+						// run overdraw before throttling it.
+						if bound := time.Duration(res.CPUs*float64(res.Duration)*1.1) + 300*time.Millisecond; res.CPUTime > bound {
+							t.Errorf("the run used %v of CPU in %v, more than its %g core allow (%v)", res.CPUTime, res.Duration, res.CPUs, bound)
+						}
+					} else {
+						cost += " (no CPU cgroup here: the rate is not limited)"
+					}
+				}
+				t.Logf("%s, %s: outcome %s, reward %+.2f, %v, %s", rname, a.name, r.Outcome, r.Reward.Total, took.Round(time.Millisecond), cost)
 				if r.Reward.Total > 0 || r.MetricAfter != nil && *r.MetricAfter > 0.5 {
 					t.Errorf("reward %+v, metric %v: the attack was rewarded (%s)\n%s", r.Reward.Total, r.MetricAfter, r.Detail, r.Observation)
 				}
@@ -136,6 +190,14 @@ func TestAttackSuite(t *testing.T) {
 				}
 				if a.reason != "" && r.Outcome == OutcomeInvalidSubmission && !strings.Contains(r.Observation, a.reason) {
 					t.Errorf("the observation does not say %q:\n%s", a.reason, r.Observation)
+				}
+				if a.name == "fork bomb" {
+					// Killed once it has done nothing but spawn for 3 s where
+					// the sandbox sees refused forks (a pids cgroup), else
+					// at the time limit.
+					if res := metered.result(); res != nil && res.Reason != "" && (r.Outcome != OutcomeKilled || !strings.Contains(r.Observation, "The script was killed by the sandbox: the script kept creating processes beyond the limit of 64")) {
+						t.Errorf("outcome %s, observation:\n%s", r.Outcome, r.Observation)
+					}
 				}
 				if a.name == "forged markers" && len(r.Markers) > 0 {
 					t.Errorf("forged markers credited: %v", r.Markers)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -64,6 +65,11 @@ const (
 	DoneTimeLimit   = "time_limit"
 )
 
+// killOutputFactor: an execution is stopped once it has printed this many
+// times Config.MaxOutputBytes (stdout and stderr together): far more than
+// is kept, so that a chatty script is not cut short, but bounded.
+const killOutputFactor = 64
+
 // SubmissionFile is the file a script writes in its workspace.
 const SubmissionFile = "submission.csv"
 
@@ -87,6 +93,7 @@ type Config struct {
 	ObservationChars int           `yaml:"observation_chars" help:"observations longer than this keep their head and tail"`
 	MemoryBytes      int64         `yaml:"memory_bytes" help:"memory limit of one script execution"`
 	MaxProcs         int           `yaml:"max_procs" help:"process-count limit of one script execution"`
+	CPUs             float64       `yaml:"cpus" help:"CPU cores one script execution may use at once, all its processes together (a cgroup quota where one can be made)"`
 	MaxOutputBytes   int           `yaml:"max_output_bytes" help:"output kept per stream (stdout, stderr) from one execution"`
 	GradeTimeout     time.Duration `yaml:"grade_timeout" help:"time limit of one grader run"`
 	Python           string        `yaml:"python" help:"task interpreter (empty: /usr/bin/python3 or python3 on PATH)"`
@@ -117,8 +124,9 @@ type Config struct {
 }
 
 // DefaultConfig returns 15 steps and 30 minutes per episode (ML-Agent),
-// 8,000-character observations, 4 GiB / 64 processes / 1 MiB of output
-// per execution, a 2-minute grader limit and [DefaultRewardConfig].
+// 8,000-character observations, 4 GiB / 64 processes / 1 CPU core / 1 MiB
+// of output per execution, a 2-minute grader limit and
+// [DefaultRewardConfig].
 func DefaultConfig() Config {
 	return Config{
 		MaxSteps:         15,
@@ -126,6 +134,7 @@ func DefaultConfig() Config {
 		ObservationChars: 8000,
 		MemoryBytes:      4 << 30,
 		MaxProcs:         64,
+		CPUs:             1,
 		MaxOutputBytes:   1 << 20,
 		GradeTimeout:     2 * time.Minute,
 		Instrument:       true,
@@ -564,9 +573,17 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 	if left := e.cfg.MaxTime - e.s.Elapsed; left < timeout {
 		timeout = max(left, time.Second)
 	}
+	// The script is killed past killOutputBytes of output; the message
+	// below says so with the same numbers.
+	keptOutput := e.cfg.MaxOutputBytes
+	if keptOutput <= 0 {
+		keptOutput = sandbox.DefaultLimits().MaxOutputBytes
+	}
+	killOutputBytes := killOutputFactor * int64(keptOutput)
 	res, err := e.cfg.Runner.Run(ctx, sandbox.Request{
 		Dir: e.dir, Script: rel, Source: run,
-		Limits: sandbox.Limits{Timeout: timeout, MemoryBytes: e.cfg.MemoryBytes, MaxProcs: e.cfg.MaxProcs, MaxOutputBytes: e.cfg.MaxOutputBytes},
+		Limits: sandbox.Limits{Timeout: timeout, MemoryBytes: e.cfg.MemoryBytes, MaxProcs: e.cfg.MaxProcs, CPUs: e.cfg.CPUs,
+			MaxOutputBytes: keptOutput, KillOutputBytes: killOutputBytes},
 	})
 	if err != nil {
 		return fmt.Errorf("env: execute %s: %w", rel, err)
@@ -618,9 +635,15 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 	case sandbox.OutputLimit:
 		r.Outcome = OutcomeOutputLimit
 		r.Detail = "output limit"
-		fmt.Fprintf(&obs, "\nThe script was stopped: it printed more than %d bytes.", e.cfg.MaxOutputBytes)
+		fmt.Fprintf(&obs, "\nThe script was stopped: it printed more than %s (stdout and stderr together); of each stream only the first and last %s were kept.",
+			safefile.Bytes(killOutputBytes), safefile.Bytes(int64(keptOutput/2)))
 	default:
 		r.Outcome = OutcomeKilled
+		if res.Reason != "" {
+			r.Detail = "killed: " + res.Reason
+			fmt.Fprintf(&obs, "\nThe script was killed by the sandbox: %s.", res.Reason)
+			break
+		}
 		r.Detail = fmt.Sprintf("killed (%s)", res.Outcome)
 		obs.WriteString("\nThe script was killed by the sandbox (a resource limit was exceeded).")
 	}

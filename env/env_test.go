@@ -413,24 +413,30 @@ func (s stubRunner) Run(context.Context, sandbox.Request) (sandbox.Result, error
 func (stubRunner) Close() error                                                   { return nil }
 
 func TestSandboxOutcomeMapping(t *testing.T) {
+	const spawning = "the script kept creating processes beyond the limit of 64 (processes and threads at once) for 3 s"
 	tests := []struct {
 		sandbox sandbox.Outcome
+		reason  string
 		want    Outcome
 		reward  float64
-		obs     string
+		obs     string // the observation's last line, exactly; else a substring
+		exact   bool
 	}{
-		{sandbox.Success, OutcomeInvalidSubmission, -1, "did not write submission.csv"},
-		{sandbox.ScriptError, OutcomeScriptError, -1, "Traceback"},
-		{sandbox.Timeout, OutcomeTimeout, 0, "time limit"},
-		{sandbox.OOM, OutcomeOOM, 0, "out of memory"},
-		{sandbox.Killed, OutcomeKilled, -1, "killed by the sandbox"},
-		{sandbox.OutputLimit, OutcomeOutputLimit, -1, "printed more than"},
+		{sandbox.Success, "", OutcomeInvalidSubmission, -1, "did not write submission.csv", false},
+		{sandbox.ScriptError, "", OutcomeScriptError, -1, "Traceback", false},
+		{sandbox.Timeout, "", OutcomeTimeout, 0, "time limit", false},
+		{sandbox.OOM, "", OutcomeOOM, 0, "out of memory", false},
+		{sandbox.Killed, "", OutcomeKilled, -1, "The script was killed by the sandbox (a resource limit was exceeded).", true},
+		{sandbox.Killed, spawning, OutcomeKilled, -1, "The script was killed by the sandbox: " + spawning + ".", true},
+		// The sandbox kills at 64 x max_output_bytes (1 MiB by default) and
+		// keeps half of max_output_bytes from each end of each stream.
+		{sandbox.OutputLimit, "", OutcomeOutputLimit, -1, "The script was stopped: it printed more than 64 MiB (stdout and stderr together); of each stream only the first and last 512 KiB were kept.", true},
 	}
 	for _, tc := range tests {
-		t.Run(string(tc.sandbox), func(t *testing.T) {
+		t.Run(string(tc.sandbox)+tc.reason, func(t *testing.T) {
 			st := newLocalStore(t)
 			cfg := testConfig(t)
-			cfg.Runner = stubRunner{sandbox.Result{Outcome: tc.sandbox, Stdout: "out\n", Stderr: "Traceback (most recent call last)\n", Duration: time.Second}}
+			cfg.Runner = stubRunner{sandbox.Result{Outcome: tc.sandbox, Reason: tc.reason, Stdout: "out\n", Stderr: "Traceback (most recent call last)\n", Duration: time.Second}}
 			e, err := New(context.Background(), cfg, fixture(t, st, false), st)
 			if err != nil {
 				t.Fatal(err)
@@ -440,8 +446,9 @@ func TestSandboxOutcomeMapping(t *testing.T) {
 			if r.Outcome != tc.want || r.Reward.Total != tc.reward || r.ExecDuration != time.Second || !r.Executed {
 				t.Fatalf("got %s reward %v exec %v, want %s and %v", r.Outcome, r.Reward.Total, r.ExecDuration, tc.want, tc.reward)
 			}
-			if !strings.Contains(r.Observation, tc.obs) {
-				t.Fatalf("observation lacks %q:\n%s", tc.obs, r.Observation)
+			last := r.Observation[strings.LastIndex(r.Observation, "\n")+1:]
+			if tc.exact && last != tc.obs || !tc.exact && !strings.Contains(r.Observation, tc.obs) {
+				t.Fatalf("observation: got %q want %q", last, tc.obs)
 			}
 		})
 	}

@@ -219,24 +219,33 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	return kept, nil
 }
 
+// ErrNotSnapshot is wrapped by Restore's error when the reference names
+// something it cannot restore (a file, a task's files, a snapshot of
+// another format), as opposed to one that is missing (store.ErrNotFound)
+// or a store that fails.
+var ErrNotSnapshot = errors.New("not a restorable environment snapshot")
+
 // Restore brings back an environment from a snapshot reference in st, in
 // a fresh workspace folder, with cfg's run-time settings (runner, editor,
 // limits). Stepping the restored Env continues exactly where the
-// snapshotted one was.
+// snapshotted one was. A malformed reference wraps blobs.ErrBadRef.
 func Restore(ctx context.Context, cfg Config, st store.Store, ref string) (*Env, error) {
 	files, tree, err := blobs.GetTree(ctx, st, ref)
+	if errors.Is(err, blobs.ErrNotTree) {
+		return nil, fmt.Errorf("env restore: %s: %w: a blob that is not a tree", ref, ErrNotSnapshot)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("env restore: %w", err)
 	}
 	var m snapshotMeta
 	if err := json.Unmarshal(tree.Meta, &m); err != nil || m.Version == 0 {
-		return nil, fmt.Errorf("env restore: %s is not an environment snapshot (meta: %v)", ref, err)
+		return nil, fmt.Errorf("env restore: %s: %w: a tree without snapshot metadata (a task's files?)", ref, ErrNotSnapshot)
 	}
 	if m.Version != snapshotVersion {
-		return nil, fmt.Errorf("env restore: snapshot %s has version %d, this mlerl reads version %d", ref, m.Version, snapshotVersion)
+		return nil, fmt.Errorf("env restore: %s: %w: format version %d, this mlerl reads version %d", ref, ErrNotSnapshot, m.Version, snapshotVersion)
 	}
 	if err := m.State.Spec.Validate(); err != nil {
-		return nil, fmt.Errorf("env restore %s: %w", ref, err)
+		return nil, fmt.Errorf("env restore: %s: %w: its task spec is invalid: %v", ref, ErrNotSnapshot, err)
 	}
 	e := &Env{cfg: cfg, st: st, s: m.State}
 	e.s.Backups = map[string][]*[]byte{}

@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -108,16 +109,26 @@ func TestRestoreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct{ name, ref string }{
-		{"not a reference", "train.py"},
-		{"missing tree", "sha256:" + blobs.Hash([]byte("nothing"))},
-		{"a tree that is not a snapshot", plain},
+	// The error says whose mistake it is (serve-env answers 400, 404 or
+	// 422 by it).
+	tests := []struct {
+		name, ref string
+		want      error
+	}{
+		{"not a reference", "train.py", blobs.ErrBadRef},
+		{"missing tree", "sha256:" + blobs.Hash([]byte("nothing")), store.ErrNotFound},
+		{"a file, not a tree", blobs.Ref(blobs.Hash([]byte("a"))), ErrNotSnapshot},
+		{"a tree that is not a snapshot", plain, ErrNotSnapshot},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if e, err := Restore(ctx, testConfig(t), st, tc.ref); err == nil {
+			e, err := Restore(ctx, testConfig(t), st, tc.ref)
+			if err == nil {
 				e.Close()
 				t.Fatalf("Restore(%q) succeeded", tc.ref)
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("got %v want an error wrapping %v", err, tc.want)
 			}
 		})
 	}

@@ -64,14 +64,22 @@ func (im Imported) Report() string {
 	return b.String()
 }
 
+// ImportOptions are the settings of some importers.
+type ImportOptions struct {
+	// MLEBenchData is MLE-bench's data folder (its --data-dir, holding
+	// <id>/prepared/): where competitions' prepared data is looked for
+	// after their own folders ("": not looked in).
+	MLEBenchData string
+}
+
 // Import converts every task of source (in layout from) into task folders
 // under dst and returns one Imported per task found. A task folder that
 // already exists under dst is kept as it is, so that fields added by hand
 // (m_best, a grader) survive a rerun.
-func Import(from, source, dst string) ([]Imported, error) {
+func Import(from, source, dst string, opts ImportOptions) ([]Imported, error) {
 	switch from {
 	case FromMLEBench:
-		return ImportMLEBench(source, dst)
+		return ImportMLEBench(source, opts.MLEBenchData, dst)
 	case FromMLAgentBench:
 		return ImportMLAgentBench(source, dst)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,19 +54,17 @@ func toyCSVs(n int, classify bool, idCol, target string) (train, test, answers s
 	return tr.String(), te.String(), an.String()
 }
 
-// mleBenchFixture writes two competitions in MLE-bench's layout: a
-// tabular one with a mapped grader and a leaderboard, and an image one
-// whose grader has no mapping and whose leaderboard is a Git LFS pointer.
-func mleBenchFixture(t *testing.T) string {
-	root := t.TempDir()
+// toyTitanic returns a tabular competition with a mapped grader and a
+// leaderboard as MLE-bench lays it out: its code files (the repository's
+// mlebench/competitions/toy-titanic/) and its prepared data (what
+// `mlebench prepare` writes under <data>/toy-titanic/prepared/).
+func toyTitanic() (code, prepared map[string]string) {
 	train, test, answers := toyCSVs(300, true, "PassengerId", "Transported")
-	// MLE-bench keeps every column of the test rows in the private answers.
-	privateTest := strings.Replace(answers, "PassengerId,Transported", "PassengerId,Transported", 1)
 	sample := "PassengerId,Transported\n"
 	for _, line := range strings.Split(strings.TrimSpace(answers), "\n")[1:] {
 		sample += strings.Split(line, ",")[0] + ",False\n"
 	}
-	writeFiles(t, filepath.Join(root, "toy-titanic"), map[string]string{
+	code = map[string]string{
 		"config.yaml": `id: toy-titanic
 name: Toy Titanic
 competition_type: simple
@@ -83,14 +82,38 @@ grader:
 
 preparer: mlebench.competitions.toy-titanic.prepare:prepare
 `,
-		"description.md":                        "# Toy Titanic\n\nPredict whether each passenger was transported.\n",
-		"grade.py":                              "from mlebench.competitions.utils import prepare_for_accuracy_metric\n",
-		"leaderboard.csv":                       "scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore\n0.99,1,True,2022-01-01,0.99,True\n0.9,2,True,2022-01-01,0.90,True\n0.5,3,True,2022-01-01,0.50,True\n",
-		"prepared/public/train.csv":             train,
-		"prepared/public/test.csv":              test,
-		"prepared/public/sample_submission.csv": sample,
-		"prepared/private/test.csv":             privateTest,
-	})
+		"description.md":  "# Toy Titanic\n\nPredict whether each passenger was transported.\n",
+		"grade.py":        "from mlebench.competitions.utils import prepare_for_accuracy_metric\n",
+		"prepare.py":      "from mlebench.utils import read_csv\n",
+		"leaderboard.csv": "scoreNullable,teamId,hasTeamName,submissionDate,score,hasScore\n0.99,1,True,2022-01-01,0.99,True\n0.9,2,True,2022-01-01,0.90,True\n0.5,3,True,2022-01-01,0.50,True\n",
+	}
+	// MLE-bench keeps the test rows' answers in private/test.csv.
+	prepared = map[string]string{
+		"public/train.csv":             train,
+		"public/test.csv":              test,
+		"public/sample_submission.csv": sample,
+		"private/test.csv":             answers,
+	}
+	return code, prepared
+}
+
+// under prefixes every path of files with dir.
+func under(dir string, files map[string]string) map[string]string {
+	out := map[string]string{}
+	for rel, c := range files {
+		out[filepath.Join(dir, rel)] = c
+	}
+	return out
+}
+
+// mleBenchFixture writes two competitions, each with its prepared data in
+// its own folder: toy-titanic, and an image one whose grader has no
+// mapping and whose leaderboard is a Git LFS pointer.
+func mleBenchFixture(t *testing.T) string {
+	root := t.TempDir()
+	code, prepared := toyTitanic()
+	writeFiles(t, filepath.Join(root, "toy-titanic"), code)
+	writeFiles(t, filepath.Join(root, "toy-titanic", "prepared"), prepared)
 	writeFiles(t, filepath.Join(root, "toy-segmentation"), map[string]string{
 		"config.yaml": `id: toy-segmentation
 name: Toy Segmentation
@@ -113,7 +136,7 @@ grader:
 
 func TestImportMLEBench(t *testing.T) {
 	src, dst := mleBenchFixture(t), t.TempDir()
-	got, err := ImportMLEBench(src, dst)
+	got, err := ImportMLEBench(src, "", dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +180,153 @@ func TestImportMLEBench(t *testing.T) {
 		}
 	}
 	// A second import keeps what exists (hand edits survive).
-	again, err := ImportMLEBench(src, dst)
+	again, err := ImportMLEBench(src, "", dst)
 	if err != nil || !again[1].Kept {
 		t.Errorf("got %+v, %v; want the existing folder kept", again, err)
 	}
+}
+
+// TestImportMLEBenchLayouts: the importer finds competitions at any depth
+// below what it is given (MLE-bench's repository root included), skipping
+// what is not a competition, and their prepared data where MLE-bench puts
+// it; what it cannot find it names, with every place it looked.
+func TestImportMLEBenchLayouts(t *testing.T) {
+	code, prepared := toyTitanic()
+	// MLE-bench's repository: the code in mlebench/competitions/<id>/,
+	// other config.yaml files (agents'), version control and dependencies
+	// that must not be searched, and a link loop.
+	repo := func(root string) {
+		writeFiles(t, root, under("mlebench/competitions/toy-titanic", code))
+		writeFiles(t, root, map[string]string{
+			"mlebench/competitions/__init__.py":                 "",
+			"mlebench/competitions/utils.py":                    "def prepare_for_accuracy_metric(): pass\n",
+			"agents/aide/config.yaml":                           "aide:\n  start: aide/start.sh\n  kwargs:\n    agent.steps: 500\n",
+			"environment/config/container_configs/default.json": "{}\n",
+			".git/objects/config.yaml":                          code["config.yaml"],
+			"node_modules/x/config.yaml":                        code["config.yaml"],
+			"a/b/c/d/e/f/g/h/i/config.yaml":                     strings.Replace(code["config.yaml"], "id: toy-titanic", "id: too-deep", 1),
+		})
+		if err := os.Symlink(root, filepath.Join(root, "mlebench", "competitions", "loop")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		layout func(root, data, cache string) // writes the files
+		source string                         // relative to root
+		data   bool                           // pass data as --mlebench-data
+	}{
+		{name: "repository root, data prepared beside it", source: ".", layout: func(root, data, cache string) {
+			repo(root)
+			writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+		}},
+		{name: "competitions folder next to data", source: "competitions", layout: func(root, data, cache string) {
+			writeFiles(t, root, under("competitions/toy-titanic", code))
+			writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+		}},
+		{name: "one competition, data two levels up", source: "competitions/toy-titanic", layout: func(root, data, cache string) {
+			writeFiles(t, root, under("competitions/toy-titanic", code))
+			writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+		}},
+		{name: "repository root, --mlebench-data", source: ".", data: true, layout: func(root, data, cache string) {
+			repo(root)
+			writeFiles(t, data, under("toy-titanic/prepared", prepared))
+		}},
+		{name: "repository root, MLE-bench's cache", source: ".", layout: func(root, data, cache string) {
+			repo(root)
+			writeFiles(t, cache, under("mle-bench/data/toy-titanic/prepared", prepared))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root, data, cache := t.TempDir(), t.TempDir(), t.TempDir()
+			t.Setenv("XDG_CACHE_HOME", cache) // os.UserCacheDir
+			tc.layout(root, data, cache)
+			dataArg := ""
+			if tc.data {
+				dataArg = data
+			}
+			got, err := ImportMLEBench(filepath.Join(root, tc.source), dataArg, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].ID != "toy-titanic" || got[0].Err != nil || len(got[0].Missing) != 0 {
+				for _, im := range got {
+					t.Log(im.Report())
+				}
+				t.Fatalf("got %d imports, want toy-titanic alone, complete", len(got))
+			}
+			if b, err := os.ReadFile(filepath.Join(got[0].Dir, "private", "answers.csv")); err != nil || string(b) != prepared["private/test.csv"] {
+				t.Errorf("private/answers.csv: got %d bytes, %v want the prepared answers", len(b), err)
+			}
+		})
+	}
+
+	t.Run("no data anywhere", func(t *testing.T) {
+		root, data, cache := t.TempDir(), t.TempDir(), t.TempDir()
+		t.Setenv("XDG_CACHE_HOME", cache)
+		repo(root)
+		got, err := ImportMLEBench(root, data, t.TempDir())
+		if err != nil || len(got) != 1 || got[0].Err == nil {
+			t.Fatalf("got %+v, %v want toy-titanic not imported", got, err)
+		}
+		comp := filepath.Join(root, "mlebench", "competitions", "toy-titanic")
+		var looked []string
+		for _, p := range []string{
+			filepath.Join(comp, "prepared"), comp,
+			filepath.Join(root, "mlebench", "competitions", "data", "toy-titanic", "prepared"),
+			filepath.Join(root, "mlebench", "data", "toy-titanic", "prepared"),
+			filepath.Join(root, "data", "toy-titanic", "prepared"),
+			filepath.Join(filepath.Dir(root), "data", "toy-titanic", "prepared"),
+			filepath.Join(data, "toy-titanic", "prepared"),
+			filepath.Join(cache, "mle-bench", "data", "toy-titanic", "prepared"),
+		} {
+			looked = append(looked, filepath.Join(p, "public"))
+		}
+		want := "prepared/public/: missing (looked in " + strings.Join(looked, ", ") + "); run MLE-bench's `mlebench prepare -c toy-titanic` and give its data folder with --mlebench-data (`mlebench prepare` writes to ~/.cache/mle-bench/data unless given --data-dir), then import again"
+		if got[0].Missing[0] != want {
+			t.Errorf("got  %q\nwant %q", got[0].Missing[0], want)
+		}
+	})
+
+	t.Run("public without private", func(t *testing.T) {
+		root := t.TempDir()
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+		writeFiles(t, root, under("competitions/toy-titanic", code))
+		writeFiles(t, root, map[string]string{"data/toy-titanic/prepared/public/train.csv": prepared["public/train.csv"]})
+		got, err := ImportMLEBench(root, "", t.TempDir())
+		if err != nil || len(got) != 1 || got[0].Err == nil {
+			t.Fatalf("got %+v, %v want toy-titanic not imported", got, err)
+		}
+		want := "prepared/private/test.csv: missing beside " + filepath.Join(root, "data", "toy-titanic", "prepared", "public") + " (config.yaml dataset.answers); run `mlebench prepare -c toy-titanic`, then import again"
+		if !slices.Contains(got[0].Missing, want) {
+			t.Errorf("got %q\nwant it to hold %q", got[0].Missing, want)
+		}
+	})
+
+	t.Run("nothing to import", func(t *testing.T) {
+		root := t.TempDir()
+		writeFiles(t, root, map[string]string{"agents/aide/config.yaml": "aide: {}\n", "node_modules/x/config.yaml": code["config.yaml"]})
+		_, err := ImportMLEBench(root, "", t.TempDir())
+		want := "mlebench source " + root + ": no competition folder (one holding a config.yaml with an id and a grader) in it or below it, down to 8 levels (skipping hidden folders, node_modules, __pycache__, site-packages, venv and prepared data; links not followed); give MLE-bench's repository, its mlebench/competitions folder or one competition's folder"
+		if err == nil || err.Error() != want {
+			t.Errorf("got  %v\nwant %s", err, want)
+		}
+	})
+
+	t.Run("too many folders", func(t *testing.T) {
+		defer func(n int) { searchDirs = n }(searchDirs)
+		searchDirs = 5
+		root := t.TempDir()
+		for i := 0; i < 6; i++ {
+			writeFiles(t, root, map[string]string{fmt.Sprintf("d%d/x.txt", i): ""})
+		}
+		_, err := ImportMLEBench(root, "", t.TempDir())
+		want := "mlebench source: import source " + root + ": more than 5 folders below it (skipping hidden folders, node_modules, __pycache__, site-packages, venv and prepared data; links not followed); give the folder that holds the tasks"
+		if err == nil || err.Error() != want {
+			t.Errorf("got  %v\nwant %s", err, want)
+		}
+	})
 }
 
 func TestRunTasksFromMLEBench(t *testing.T) {
@@ -182,6 +348,29 @@ func TestRunTasksFromMLEBench(t *testing.T) {
 	}
 	if r := rows[0]; r.MInit < 0.6 || r.MInit > 1 || r.MInitValid < 0.6 || r.MInitValid > 1 {
 		t.Errorf("got m_init %v, m_init_valid %v, want both in [0.6, 1]", r.MInit, r.MInitValid)
+	}
+}
+
+// TestRunTasksFromMLEBenchRepository: `mlerl ingest tasks --from mlebench
+// <MLE-bench checkout> --mlebench-data <its data folder>` ingests the
+// prepared competition.
+func TestRunTasksFromMLEBenchRepository(t *testing.T) {
+	needPython(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, prepared := toyTitanic()
+	root, data := t.TempDir(), t.TempDir()
+	writeFiles(t, root, under("mlebench/competitions/toy-titanic", code))
+	writeFiles(t, root, map[string]string{"agents/dummy/config.yaml": "dummy:\n  start: dummy/start.sh\n"})
+	writeFiles(t, data, under("toy-titanic/prepared", prepared))
+	cfg := testConfig(t, "")
+	cfg.From, cfg.Source, cfg.MLEBenchData, cfg.ImportTo = FromMLEBench, root, data, t.TempDir()
+	var log bytes.Buffer
+	if err := runTasks(context.Background(), cfg, &log); err != nil {
+		t.Fatalf("got %v; log:\n%s", err, log.String())
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 1 || rows[0].TaskID != "toy-titanic" || rows[0].MInit < 0.6 {
+		t.Fatalf("got rows %+v, want toy-titanic with m_init >= 0.6", rows)
 	}
 }
 

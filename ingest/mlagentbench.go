@@ -32,7 +32,7 @@ func ImportMLAgentBench(source, dst string) ([]Imported, error) {
 			break
 		}
 	}
-	dirs, err := findDirsWith(root, "scripts/research_problem.txt")
+	dirs, err := findDirs(root, func(dir string) bool { return fileExists(filepath.Join(dir, "scripts", "research_problem.txt")) })
 	if err != nil {
 		return nil, err
 	}

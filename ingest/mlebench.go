@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,29 +36,34 @@ type mleConfig struct {
 }
 
 // ImportMLEBench converts MLE-bench competitions into task folders under
-// dst. source is one competition folder (holding config.yaml) or a folder
-// of them. A competition folder holds config.yaml, description.md, an
-// optional leaderboard.csv (score column, best first) and its prepared data
-// in prepared/public and prepared/private (or public/ and private/): the
+// dst. source is one competition folder (holding config.yaml), a folder
+// of them, or any folder above them such as the MLE-bench repository's
+// root (competitions are in mlebench/competitions/<id>/): it is searched
+// at any depth (see [findDirs] for the bounds). A competition folder holds
+// config.yaml (with an id and a grader or dataset), description.md, an
+// optional leaderboard.csv (score column, best first); its prepared data
+// (public/ and private/) is looked for, in order, in the competition
+// folder (prepared/, or public/ and private/ directly), in
+// data/<id>/prepared beside the folder or one of its parents, in
+// data/<id>/prepared (data is MLE-bench's --data-dir; "": skipped), and in
+// MLE-bench's cache, <user cache>/mle-bench/data/<id>/prepared. The
 // public files become the workspace, the answers named by config.yaml's
-// dataset.answers become private/answers.csv (when the folder has no
-// prepared data, MLE-bench's own ~/.cache/mle-bench/data/<id>/prepared is
-// used), and the metric comes from
+// dataset.answers become private/answers.csv, and the metric comes from
 // grader.name. MLE-bench's grade.py imports the mlebench package, so a
 // CSV grader is generated for the common metrics instead; m_best is the
 // leaderboard's top score and the direction follows the leaderboard's
 // order. Whatever cannot be derived is listed in Imported.Missing.
-func ImportMLEBench(source, dst string) ([]Imported, error) {
-	comps, err := findDirsWith(source, "config.yaml")
+func ImportMLEBench(source, data, dst string) ([]Imported, error) {
+	comps, err := findDirs(source, isCompetition)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mlebench source: %w", err)
 	}
 	if len(comps) == 0 {
-		return nil, fmt.Errorf("mlebench source %s: no competition folder (one holding config.yaml) in it or its subfolders", source)
+		return nil, fmt.Errorf("mlebench source %s: no competition folder (one holding a config.yaml with an id and a grader) in it or below it, down to %d levels (%s); give MLE-bench's repository, its mlebench/competitions folder or one competition's folder", source, searchDepth, searchSkips)
 	}
 	var out []Imported
 	for _, dir := range comps {
-		im, err := importMLEBenchOne(dir, dst)
+		im, err := importMLEBenchOne(dir, data, dst)
 		if err != nil {
 			return nil, fmt.Errorf("mlebench competition %s: %w", dir, err)
 		}
@@ -66,7 +72,43 @@ func ImportMLEBench(source, dst string) ([]Imported, error) {
 	return out, nil
 }
 
-func importMLEBenchOne(dir, dst string) (Imported, error) {
+// isCompetition reports whether dir holds an MLE-bench competition's
+// config.yaml: the repository holds other config.yaml files (agents').
+func isCompetition(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		return false
+	}
+	var cfg mleConfig
+	if yaml.Unmarshal(b, &cfg) != nil {
+		return false
+	}
+	return cfg.ID != "" && (cfg.Grader.Name != "" || cfg.Dataset.Answers != "")
+}
+
+// preparedDirs lists, best first, where the prepared data of competition
+// id, found in dir, may be: each holds public/ and private/.
+func preparedDirs(dir, data, id string) []string {
+	out := []string{filepath.Join(dir, "prepared"), dir}
+	// MLE-bench's repository with the data prepared beside the code:
+	// competitions/<id>/ next to data/<id>/prepared/, or a few levels up.
+	for up, p := 0, filepath.Dir(dir); up < 4; up, p = up+1, filepath.Dir(p) {
+		out = append(out, filepath.Join(p, "data", id, "prepared"))
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	if data != "" {
+		out = append(out, filepath.Join(data, id, "prepared"))
+	}
+	if cache, err := os.UserCacheDir(); err == nil {
+		// `mlebench prepare` writes there unless given --data-dir.
+		out = append(out, filepath.Join(cache, "mle-bench", "data", id, "prepared"))
+	}
+	return out
+}
+
+func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 	var cfg mleConfig
 	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
 	if err != nil {
@@ -89,15 +131,23 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 	d.spec.TimeLimitS = float64p(600)
 	d.generated("task.yaml: split held-in and time_limit_s 600 are defaults: edit them (held-out keeps the task for evaluation)")
 
-	// Data: the prepared public and private folders.
-	public, private := firstDir(dir, "prepared/public", "public"), firstDir(dir, "prepared/private", "private")
-	if home, err := os.UserHomeDir(); err == nil && public == "" && cfg.ID != "" {
-		// MLE-bench's own data folder (`mlebench prepare` writes there).
-		cache := filepath.Join(home, ".cache", "mle-bench", "data", cfg.ID)
-		public, private = firstDir(cache, "prepared/public"), firstDir(cache, "prepared/private")
+	// Data: the prepared public and private folders, from the first place
+	// that has public/.
+	dataID := cfg.ID
+	if dataID == "" {
+		dataID = filepath.Base(dir)
+	}
+	public, private := "", ""
+	var looked []string
+	for _, p := range preparedDirs(dir, data, dataID) {
+		looked = append(looked, filepath.Join(p, "public"))
+		if public = firstDir(p, "public"); public != "" {
+			private = firstDir(p, "private")
+			break
+		}
 	}
 	if public == "" {
-		d.incomplete("prepared/public/: missing; run MLE-bench's `mlebench prepare -c %s` and copy its prepared/ folder into %s (or leave it in ~/.cache/mle-bench/data/%s/), then import again", cfg.ID, dir, cfg.ID)
+		d.incomplete("prepared/public/: missing (looked in %s); run MLE-bench's `mlebench prepare -c %s` and give its data folder with --mlebench-data (`mlebench prepare` writes to ~/.cache/mle-bench/data unless given --data-dir), then import again", strings.Join(looked, ", "), dataID)
 	} else {
 		files, err := filesUnder(public)
 		if err != nil {
@@ -122,8 +172,8 @@ func importMLEBenchOne(dir, dst string) (Imported, error) {
 			d.private[tasks.AnswersFile] = p
 		}
 	}
-	if answers == "" {
-		d.incomplete("prepared/private/%s: missing (config.yaml dataset.answers); run `mlebench prepare -c %s`, then import again", filepath.Base(cfg.Dataset.Answers), cfg.ID)
+	if answers == "" && public != "" {
+		d.incomplete("prepared/private/%s: missing beside %s (config.yaml dataset.answers); run `mlebench prepare -c %s`, then import again", filepath.Base(cfg.Dataset.Answers), public, dataID)
 	}
 
 	// Metric and direction: grader.name, cross-checked with the leaderboard.
@@ -284,9 +334,34 @@ func leaderboardTop(path string) (float64, string, int, error) {
 	return scores[0], dir, len(scores), nil
 }
 
-// findDirsWith returns source itself when it holds marker, else its
-// subfolders (one level) that do, sorted.
-func findDirsWith(source, marker string) ([]string, error) {
+// The bounds of [findDirs]: how deep below the source and how many
+// folders in all it looks (MLE-bench's repository has about 300), and the
+// folders it never enters.
+const (
+	searchDepth = 8
+	searchSkips = "skipping hidden folders, node_modules, __pycache__, site-packages, venv and prepared data; links not followed"
+)
+
+var searchDirs = 20000 // a variable so that a test can lower it
+
+// skipSearch reports whether findDirs leaves a folder out: version
+// control, dependencies and caches, and prepared data (which may hold
+// millions of files and never a task).
+func skipSearch(name string) bool {
+	switch name {
+	case "node_modules", "__pycache__", "site-packages", "venv", "prepared":
+		return true
+	}
+	return strings.HasPrefix(name, ".")
+}
+
+// findDirs returns source itself when match accepts it, else every folder
+// below source that match accepts, at any depth down to searchDepth,
+// sorted; it does not look inside a folder it accepted. Symbolic links
+// are not followed (a link loop cannot trap it, a link out of the tree
+// cannot widen it). A tree of more than searchDirs folders is an error
+// that says to give a folder nearer the tasks.
+func findDirs(source string, match func(dir string) bool) ([]string, error) {
 	st, err := os.Stat(source)
 	if err != nil {
 		return nil, fmt.Errorf("import source: %w", err)
@@ -294,22 +369,45 @@ func findDirsWith(source, marker string) ([]string, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("import source %s is not a folder", source)
 	}
-	if fileExists(filepath.Join(source, marker)) {
+	if match(source) {
 		return []string{source}, nil
 	}
-	ents, err := os.ReadDir(source)
+	root, err := filepath.EvalSymlinks(source)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("import source: %w", err)
 	}
 	var out []string
-	for _, e := range ents {
-		if e.IsDir() && fileExists(filepath.Join(source, e.Name(), marker)) {
-			out = append(out, filepath.Join(source, e.Name()))
+	dirs := 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if p == root {
+			return err
 		}
+		if err != nil || !d.IsDir() {
+			return nil // an unreadable folder, or a file
+		}
+		if skipSearch(d.Name()) || strings.Count(p[len(root):], string(filepath.Separator)) > searchDepth {
+			return filepath.SkipDir
+		}
+		if dirs++; dirs > searchDirs {
+			return errTooManyDirs
+		}
+		if match(p) {
+			out = append(out, filepath.Join(source, p[len(root):]))
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if errors.Is(err, errTooManyDirs) {
+		return nil, fmt.Errorf("import source %s: more than %d folders below it (%s); give the folder that holds the tasks", source, searchDirs, searchSkips)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("import source: %w", err)
 	}
 	sort.Strings(out)
 	return out, nil
 }
+
+var errTooManyDirs = errors.New("too many folders")
 
 func firstDir(base string, rels ...string) string {
 	for _, r := range rels {

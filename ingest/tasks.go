@@ -43,7 +43,9 @@ type TasksConfig struct {
 	// From selects an importer run before ingesting.
 	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too (default builtin)"`
 	// Source is what the importer reads.
-	Source string `yaml:"source" help:"folder to import: an MLE-bench competition folder (or a folder of them), or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
+	Source string `yaml:"source" help:"folder to import: MLE-bench's repository, a competition folder or any folder above competitions, or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
+	// MLEBenchData is where `mlebench prepare` wrote the data.
+	MLEBenchData string `yaml:"mlebench_data" help:"MLE-bench's data folder (its --data-dir, holding <id>/prepared/public and private), looked in after each competition's folder and data/<id>/prepared beside it, before ~/.cache/mle-bench/data"`
 	// ImportTo receives the converted task folders (kept, so that what the
 	// importer could not supply can be added by hand and ingested again).
 	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (default imported/<from>)"`
@@ -148,7 +150,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 		failures []taskResult
 	)
 	if cfg.From != FromBuiltin {
-		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo)
+		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData})
 		if err != nil {
 			return err
 		}

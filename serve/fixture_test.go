@@ -33,6 +33,8 @@ var (
 	// The two states of the fixture: the task's initial state, and the
 	// state after one List Files step.
 	state0, state1 schemas.RLState
+	// fixtureTask is the fixture's tasks row (its trees are not snapshots).
+	fixtureTask schemas.Task
 )
 
 func TestMain(m *testing.M) {
@@ -87,6 +89,7 @@ func buildFixture() (string, error) {
 		return root, fmt.Errorf("tasks: %v, %d rows", err, len(tasks))
 	}
 	task := tasks[0]
+	fixtureTask = task
 	ecfg := env.DefaultConfig()
 	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")
 	e, err := env.New(ctx, ecfg, env.SpecFromTask(task), st)

@@ -19,6 +19,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
@@ -210,7 +213,9 @@ func (s *Server) Close() error {
 }
 
 // ServeHTTP logs every request (one JSON line: method, path, status,
-// duration, state, outcome) and routes it.
+// duration, state, outcome) and routes it. A server fault (500) is logged
+// at error level with its whole error, a refusal for load or time (503,
+// 504, 429) as a warning, the rest (client mistakes included) as info.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
@@ -226,7 +231,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rec.errMsg != "" {
 		attrs = append(attrs, "error", rec.errMsg)
 	}
-	s.log.Info("request", attrs...)
+	level := slog.LevelInfo
+	switch {
+	case rec.status == http.StatusInternalServerError:
+		level = slog.LevelError
+	case rec.status >= 500 || rec.status == http.StatusTooManyRequests:
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "request", attrs...)
 }
 
 // recorder keeps what the access log needs.
@@ -269,6 +281,14 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, code, "%s", msg)
 	}
+	// failErr answers an error from below (the store, the environment):
+	// the client reads it without server paths, the log keeps it whole.
+	failErr := func(code int, prefix string, err error) {
+		if rec != nil {
+			rec.errMsg = prefix + err.Error()
+		}
+		writeError(w, code, "%s", prefix+s.scrub(err.Error()))
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		fail(http.StatusMethodNotAllowed, "%s /v1/step: use POST with a JSON body {\"state_id\": ..., \"action\": ...}", r.Method)
@@ -300,16 +320,27 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		rec.stateID = req.StateID
 	}
 
-	// 2. The state to restore.
-	ref, status, err := s.lookup(req)
+	// 2. The state to restore. A snapshot_ref the client chose must be
+	// in the data root (a state's comes from the server's own dataset).
+	ref, fromClient, status, err := s.lookup(req)
 	if err != nil {
 		fail(status, "%v", err)
 		return
 	}
-
-	// 3. A slot: run now, wait in the bounded queue, or refuse.
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
+	if fromClient {
+		switch ok, err := blobs.Exists(ctx, s.st, ref); {
+		case err != nil:
+			failErr(http.StatusInternalServerError, fmt.Sprintf("snapshot_ref %s: the data root cannot be read: ", ref), err)
+			return
+		case !ok:
+			fail(http.StatusNotFound, "snapshot_ref %s: no such snapshot in the data root; send an rl_states row's snapshot_ref (or its state_id)", ref)
+			return
+		}
+	}
+
+	// 3. A slot: run now, wait in the bounded queue, or refuse.
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -334,11 +365,17 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	resp, err := s.step(ctx, ref, req.Action)
 	if err != nil {
-		if ctx.Err() != nil {
-			fail(http.StatusGatewayTimeout, "state %s: timed out after %v (request_timeout): %v", label(req), s.cfg.RequestTimeout, err)
-			return
+		switch {
+		case ctx.Err() != nil:
+			failErr(http.StatusGatewayTimeout, fmt.Sprintf("state %s: timed out after %v (request_timeout): ", label(req), s.cfg.RequestTimeout), err)
+		case fromClient && errors.Is(err, env.ErrNotSnapshot):
+			failErr(http.StatusUnprocessableEntity, "snapshot_ref ", errors.New(strings.TrimPrefix(err.Error(), "env restore: ")))
+		default:
+			// The server's own data or machinery failed: a missing blob (of
+			// a loaded state, or of a tree that exists), an unreachable
+			// store, a sandbox fault.
+			failErr(http.StatusInternalServerError, fmt.Sprintf("state %s: environment failed: ", label(req)), err)
 		}
-		fail(http.StatusInternalServerError, "state %s: environment failed: %v", label(req), err)
 		return
 	}
 	resp.StateID = req.StateID
@@ -356,36 +393,56 @@ func label(req StepRequest) string {
 	return req.SnapshotRef
 }
 
-// lookup finds the snapshot a request names, or says what is wrong with it
-// and the HTTP status to answer.
-func (s *Server) lookup(req StepRequest) (string, int, error) {
-	if req.SnapshotRef != "" && !strings.HasPrefix(req.SnapshotRef, "sha256:") {
-		return "", http.StatusBadRequest, fmt.Errorf("snapshot_ref %q: want \"sha256:<hex>\" (an rl_states row's snapshot_ref)", req.SnapshotRef)
+// lookup finds the snapshot a request names, whether the client chose it
+// (a snapshot_ref not checked against a loaded state), or says what is
+// wrong with the request and the HTTP status to answer.
+func (s *Server) lookup(req StepRequest) (ref string, fromClient bool, status int, err error) {
+	if req.SnapshotRef != "" {
+		if _, err := blobs.ParseRef(req.SnapshotRef); err != nil {
+			return "", false, http.StatusBadRequest, fmt.Errorf("snapshot_ref %q: want \"sha256:<64 hex digits>\" (an rl_states row's snapshot_ref)", req.SnapshotRef)
+		}
 	}
 	if req.StateID == "" {
 		if req.SnapshotRef == "" {
-			return "", http.StatusBadRequest, errors.New("give state_id (an rl_states row) or snapshot_ref")
+			return "", false, http.StatusBadRequest, errors.New("give state_id (an rl_states row) or snapshot_ref")
 		}
-		return req.SnapshotRef, 0, nil
+		return req.SnapshotRef, true, 0, nil
 	}
 	st, ok := s.states[req.StateID]
 	if !ok && s.source == "" && req.SnapshotRef != "" {
 		// Snapshot-only mode: the id is the caller's label.
-		return req.SnapshotRef, 0, nil
+		return req.SnapshotRef, true, 0, nil
 	}
 	if !ok {
 		if s.source == "" {
-			return "", http.StatusNotFound, fmt.Errorf("unknown state_id %q: no rl_states dataset is loaded (start serve-env with --rl_states, or send snapshot_ref)", req.StateID)
+			return "", false, http.StatusNotFound, fmt.Errorf("unknown state_id %q: no rl_states dataset is loaded (start serve-env with --rl_states, or send snapshot_ref)", req.StateID)
 		}
-		return "", http.StatusNotFound, fmt.Errorf("unknown state_id %q: not in %s (%d states); is the trainer's data from the same dataset version?", req.StateID, s.source, len(s.states))
+		return "", false, http.StatusNotFound, fmt.Errorf("unknown state_id %q: not in %s (%d states); is the trainer's data from the same dataset version?", req.StateID, s.source, len(s.states))
 	}
 	if req.SnapshotRef != "" && req.SnapshotRef != st.SnapshotRef {
-		return "", http.StatusBadRequest, fmt.Errorf("state_id %q has snapshot_ref %s, the request says %s", req.StateID, st.SnapshotRef, req.SnapshotRef)
+		return "", false, http.StatusBadRequest, fmt.Errorf("state_id %q has snapshot_ref %s, the request says %s", req.StateID, st.SnapshotRef, req.SnapshotRef)
 	}
 	if st.SnapshotRef == "" {
-		return "", http.StatusUnprocessableEntity, fmt.Errorf("state_id %q has no snapshot_ref to restore", req.StateID)
+		return "", false, http.StatusUnprocessableEntity, fmt.Errorf("state_id %q has no snapshot_ref to restore", req.StateID)
 	}
-	return st.SnapshotRef, 0, nil
+	return st.SnapshotRef, false, 0, nil
+}
+
+// absPathRe matches an absolute filesystem path that starts a word.
+var absPathRe = regexp.MustCompile(`(^|[\s"'(\[=])(/[^\s"'()\[\]:,;]+)`)
+
+// scrub removes the server's paths from a message a client will read: the
+// data root becomes <data>, any other absolute path <path>/ and its last
+// element. The client needs what failed, not where the server keeps it;
+// the log keeps the whole message.
+func (s *Server) scrub(msg string) string {
+	if root := s.st.URI(""); root != "" { // absolute, or gs://bucket/prefix
+		msg = strings.ReplaceAll(msg, root, "<data>")
+	}
+	return absPathRe.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := absPathRe.FindStringSubmatch(m)
+		return sub[1] + "<path>/" + filepath.Base(sub[2])
+	})
 }
 
 // step restores ref into a fresh workspace, carries the action out there

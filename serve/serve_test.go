@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/store"
 )
 
 func TestStep(t *testing.T) {
@@ -104,27 +108,50 @@ func diff(a, b float64) float64 {
 	return b - a
 }
 
+// TestStepErrors: a client's mistake is a 4xx whose message names the
+// field and what to send; none names a server path.
 func TestStepErrors(t *testing.T) {
 	_, ts, _ := testServer(t, func(c *Config) { c.MaxBodyBytes = 4096 })
+	listing, err := blobs.GetTreeListing(context.Background(), store.NewLocal(fixture(t)), state0.SnapshotRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileRef := blobs.Ref(listing.Entries[0].Hash) // a file of the snapshot, not a tree
+	zeros := "sha256:" + strings.Repeat("0", 64)
 	cases := []struct {
 		name     string
 		method   string
 		path     string
 		body     string
 		wantCode int
-		wantMsg  string
+		wantMsg  string // exactly
 	}{
-		{name: "unknown state", body: `{"state_id": "nope", "action": "x"}`, wantCode: 404, wantMsg: `unknown state_id "nope"`},
-		{name: "bad json", body: `{"state_id": `, wantCode: 400, wantMsg: "bad JSON body"},
-		{name: "unknown field", body: `{"state": "x", "action": "x"}`, wantCode: 400, wantMsg: `unknown field "state"`},
-		{name: "two values", body: `{"state_id": "x", "action": "x"} {}`, wantCode: 400, wantMsg: "more than one JSON value"},
-		{name: "no state", body: `{"action": "x"}`, wantCode: 400, wantMsg: "give state_id"},
-		{name: "bad snapshot ref", body: `{"snapshot_ref": "v1/abc", "action": "x"}`, wantCode: 400, wantMsg: `want "sha256:<hex>"`},
-		{name: "ids disagree", body: `{"state_id": "` + state0.StateID + `", "snapshot_ref": "` + state1.SnapshotRef + `", "action": "x"}`, wantCode: 400, wantMsg: "has snapshot_ref"},
-		{name: "unknown snapshot", body: `{"snapshot_ref": "sha256:0000000000000000000000000000000000000000000000000000000000000000", "action": "x"}`, wantCode: 500, wantMsg: "environment failed"},
-		{name: "too large", body: `{"state_id": "x", "action": "` + strings.Repeat("a", 5000) + `"}`, wantCode: 413, wantMsg: "over 4096 bytes"},
-		{name: "GET step", method: "GET", wantCode: 405, wantMsg: "use POST"},
-		{name: "unknown route", method: "GET", path: "/v2/step", wantCode: 404, wantMsg: "no route GET /v2/step"},
+		{name: "unknown state", body: `{"state_id": "nope", "action": "x"}`, wantCode: 404,
+			wantMsg: `unknown state_id "nope": not in rl_states v1 (2 states); is the trainer's data from the same dataset version?`},
+		{name: "bad json", body: `{"state_id": `, wantCode: 400,
+			wantMsg: `bad JSON body: unexpected EOF; want {"state_id": "...", "action": "..."}`},
+		{name: "unknown field", body: `{"state": "x", "action": "x"}`, wantCode: 400,
+			wantMsg: `bad JSON body: json: unknown field "state"; want {"state_id": "...", "action": "..."}`},
+		{name: "two values", body: `{"state_id": "x", "action": "x"} {}`, wantCode: 400, wantMsg: "bad JSON body: more than one JSON value"},
+		{name: "no state", body: `{"action": "x"}`, wantCode: 400, wantMsg: "give state_id (an rl_states row) or snapshot_ref"},
+		{name: "bad snapshot ref", body: `{"snapshot_ref": "v1/abc", "action": "x"}`, wantCode: 400,
+			wantMsg: `snapshot_ref "v1/abc": want "sha256:<64 hex digits>" (an rl_states row's snapshot_ref)`},
+		{name: "snapshot ref with a path", body: `{"snapshot_ref": "sha256:` + strings.Repeat("../", 21) + `x", "action": "x"}`, wantCode: 400,
+			wantMsg: `snapshot_ref "sha256:` + strings.Repeat("../", 21) + `x": want "sha256:<64 hex digits>" (an rl_states row's snapshot_ref)`},
+		{name: "short snapshot ref", body: `{"snapshot_ref": "sha256:abc", "action": "x"}`, wantCode: 400,
+			wantMsg: `snapshot_ref "sha256:abc": want "sha256:<64 hex digits>" (an rl_states row's snapshot_ref)`},
+		{name: "ids disagree", body: `{"state_id": "` + state0.StateID + `", "snapshot_ref": "` + state1.SnapshotRef + `", "action": "x"}`, wantCode: 400,
+			wantMsg: `state_id "` + state0.StateID + `" has snapshot_ref ` + state0.SnapshotRef + `, the request says ` + state1.SnapshotRef},
+		{name: "unknown snapshot", body: `{"snapshot_ref": "` + zeros + `", "action": "x"}`, wantCode: 404,
+			wantMsg: "snapshot_ref " + zeros + ": no such snapshot in the data root; send an rl_states row's snapshot_ref (or its state_id)"},
+		{name: "a file, not a snapshot", body: `{"snapshot_ref": "` + fileRef + `", "action": "x"}`, wantCode: 422,
+			wantMsg: "snapshot_ref " + fileRef + ": not a restorable environment snapshot: a blob that is not a tree"},
+		{name: "a task's files, not a snapshot", body: `{"snapshot_ref": "` + fixtureTask.WorkspaceTree + `", "action": "x"}`, wantCode: 422,
+			wantMsg: "snapshot_ref " + fixtureTask.WorkspaceTree + ": not a restorable environment snapshot: a tree without snapshot metadata (a task's files?)"},
+		{name: "too large", body: `{"state_id": "x", "action": "` + strings.Repeat("a", 5000) + `"}`, wantCode: 413, wantMsg: "request body over 4096 bytes (max_body_bytes)"},
+		{name: "GET step", method: "GET", wantCode: 405, wantMsg: `GET /v1/step: use POST with a JSON body {"state_id": ..., "action": ...}`},
+		{name: "unknown route", method: "GET", path: "/v2/step", wantCode: 404,
+			wantMsg: "no route GET /v2/step: the endpoints are POST /v1/step, GET /healthz and GET /readyz"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -145,10 +172,84 @@ func TestStepErrors(t *testing.T) {
 			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
 				t.Fatalf("status %d, body is not a JSON error: %v", resp.StatusCode, err)
 			}
-			if resp.StatusCode != c.wantCode || !strings.Contains(got.Error, c.wantMsg) {
-				t.Fatalf("got %d %q, want %d with %q", resp.StatusCode, got.Error, c.wantCode, c.wantMsg)
+			if resp.StatusCode != c.wantCode || got.Error != c.wantMsg {
+				t.Fatalf("got %d %q\nwant %d %q", resp.StatusCode, got.Error, c.wantCode, c.wantMsg)
 			}
 		})
+	}
+}
+
+// TestServerFaultHidesPaths: a state whose snapshot is missing from the
+// server's data root is the server's fault: 500, logged at error level
+// with the whole error, and the answer (like every other answer) names no
+// server path.
+func TestServerFaultHidesPaths(t *testing.T) {
+	// A copy of the fixture's data root without state1's snapshot listing.
+	root := t.TempDir()
+	if err := os.CopyFS(root, os.DirFS(fixture(t))); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := blobs.ParseRef(state1.SnapshotRef)
+	blob := filepath.Join(root, filepath.FromSlash(blobs.Prefix), h)
+	if err := os.Remove(blob); err != nil {
+		t.Fatal(err)
+	}
+	_, ts, logs := testServer(t, func(c *Config) { c.Data = root })
+
+	var e errorResponse
+	code := post(t, ts.URL, StepRequest{StateID: state1.StateID, Action: act(env.ListFiles, ".")}, &e)
+	want := "state " + state1.StateID + ": environment failed: env restore: tree " + state1.SnapshotRef + ": <data>/_blobs/sha256/" + h + ": not found"
+	if code != http.StatusInternalServerError || e.Error != want {
+		t.Errorf("got %d %q\nwant 500 %q", code, e.Error, want)
+	}
+	var logged map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, `"status":500`) {
+			json.Unmarshal([]byte(l), &logged)
+		}
+	}
+	if logged["level"] != "ERROR" || !strings.Contains(fmt.Sprint(logged["error"]), blob) {
+		t.Errorf("log line %v: want level ERROR and the whole error (with %s)", logged, blob)
+	}
+
+	// No answer names the data root, whatever the request.
+	bodies := []string{
+		`{"state_id": "` + state1.StateID + `", "action": "x"}`,
+		`{"state_id": "` + state0.StateID + `", "action": ` + strconv.Quote(act(env.ListFiles, ".")) + `}`,
+		`{"state_id": "` + state0.StateID + `", "action": ` + strconv.Quote(act(env.ExecuteScript, "nope.py")) + `}`,
+		`{"snapshot_ref": "sha256:` + strings.Repeat("f", 64) + `", "action": "x"}`,
+		`{"snapshot_ref": "` + fixtureTask.PrivateTree + `", "action": "x"}`,
+		`{"state_id": 1}`,
+	}
+	for _, b := range bodies {
+		resp, err := http.Post(ts.URL+"/v1/step", "application/json", strings.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(raw), root) {
+			t.Errorf("%s: answer %d names the data root %s: %s", b, resp.StatusCode, root, raw)
+		}
+	}
+}
+
+func TestScrub(t *testing.T) {
+	s := &Server{st: store.NewLocal("/srv/mlerl/data")}
+	cases := []struct {
+		s    *Server
+		in   string
+		want string
+	}{
+		{s, "open /srv/mlerl/data/_blobs/sha256/ab: not found", "open <data>/_blobs/sha256/ab: not found"},
+		{s, `stat "/tmp/mlerl-ws-123/train.py": denied`, `stat "<path>/train.py": denied`},
+		{s, "sandbox: start /usr/bin/python3: exec format error", "sandbox: start <path>/python3: exec format error"},
+		{s, "fetch http://host/v1/x failed", "fetch http://host/v1/x failed"},
+	}
+	for _, c := range cases {
+		if got := c.s.scrub(c.in); got != c.want {
+			t.Errorf("scrub(%q): got %q want %q", c.in, got, c.want)
+		}
 	}
 }
 

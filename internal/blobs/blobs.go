@@ -52,12 +52,32 @@ func Hash(b []byte) string {
 // Ref turns a hash into a reference string.
 func Ref(hash string) string { return "sha256:" + hash }
 
-func hashOf(ref string) (string, error) {
+// Errors a caller must tell apart: a malformed reference and a blob that
+// is not a tree are the caller's mistakes; a missing blob is
+// store.ErrNotFound.
+var (
+	ErrBadRef  = errors.New("want sha256:<64 hex digits>")
+	ErrNotTree = errors.New("not a tree listing")
+)
+
+// ParseRef returns the hash of a reference: "sha256:" and 64 lowercase
+// hex digits, nothing else (a hash is a store key: "../" must not reach
+// one).
+func ParseRef(ref string) (string, error) {
 	h, ok := strings.CutPrefix(ref, "sha256:")
-	if !ok || len(h) != 64 {
-		return "", fmt.Errorf("blob reference %q: want sha256:<64 hex digits>", ref)
+	if !ok || len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("blob reference %q: %w", ref, ErrBadRef)
 	}
 	return h, nil
+}
+
+// Exists reports whether the blob a reference names is in st.
+func Exists(ctx context.Context, st store.Store, ref string) (bool, error) {
+	h, err := ParseRef(ref)
+	if err != nil {
+		return false, err
+	}
+	return store.Exists(ctx, st, Prefix+h)
 }
 
 // Put stores b (if not already present) and returns its hash.
@@ -127,7 +147,7 @@ func PutTree(ctx context.Context, st store.Store, files Files, meta json.RawMess
 
 // GetTreeListing reads a tree's listing without its file contents.
 func GetTreeListing(ctx context.Context, st store.Store, ref string) (*Tree, error) {
-	h, err := hashOf(ref)
+	h, err := ParseRef(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +157,7 @@ func GetTreeListing(ctx context.Context, st store.Store, ref string) (*Tree, err
 	}
 	var t Tree
 	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("tree %s: not a tree listing: %v", ref, err)
+		return nil, fmt.Errorf("tree %s: %w: %v", ref, ErrNotTree, err)
 	}
 	return &t, nil
 }

@@ -84,6 +84,9 @@ func TestGetErrors(t *testing.T) {
 	}{
 		{"not a ref", "md5:abc", func() {}, "want sha256:<64 hex digits>"},
 		{"short hash", "sha256:abc", func() {}, "want sha256:<64 hex digits>"},
+		{"not hex", "sha256:" + strings.Repeat("../", 21) + "x", func() {}, "want sha256:<64 hex digits>"},
+		{"upper case", "sha256:" + strings.Repeat("A", 64), func() {}, "want sha256:<64 hex digits>"},
+		{"a file, not a tree", Ref(Hash([]byte("content a"))), func() {}, "not a tree listing"},
 		{"missing tree", "sha256:" + strings.Repeat("0", 64), func() {}, "not found"},
 		{"corrupt blob", ref, func() {
 			os.WriteFile(filepath.Join(dir, filepath.FromSlash(Prefix), Hash([]byte("content a"))), []byte("content b"), 0o644)

@@ -136,6 +136,7 @@ func (p *Pending) HasPart(ctx context.Context, part string) (bool, error) {
 // PartWriter streams rows of type T into one Parquet part file.
 type PartWriter[T any] struct {
 	w    store.Writer
+	ft   *footerTrimmer
 	pw   *parquet.GenericWriter[T]
 	rows int64
 	uri  string
@@ -147,7 +148,8 @@ const RowGroupRows = 8192
 
 // NewPartWriter starts writing part (a name ending in .parquet) of p. The
 // file carries the schema name and version in its key-value metadata and is
-// zstd-compressed. Close commits the part; Abort drops it.
+// zstd-compressed; its string columns carry no page statistics and no
+// long min/max (see stats.go). Close commits the part; Abort drops it.
 func NewPartWriter[T any](ctx context.Context, p *Pending, part string) (*PartWriter[T], error) {
 	if !strings.HasSuffix(part, ".parquet") || strings.Contains(part, "/") {
 		return nil, fmt.Errorf("part name %q: want a plain name ending in .parquet", part)
@@ -162,13 +164,15 @@ func NewPartWriter[T any](ctx context.Context, p *Pending, part string) (*PartWr
 	if err != nil {
 		return nil, err
 	}
-	pw := parquet.NewGenericWriter[T](w,
+	ft := &footerTrimmer{w: w}
+	opts := append([]parquet.WriterOption{
 		parquet.Compression(&parquet.Zstd),
 		parquet.MaxRowsPerRowGroup(RowGroupRows),
 		parquet.KeyValueMetadata(schemas.MetaSchema, p.Schema.Name),
 		parquet.KeyValueMetadata(schemas.MetaVersion, p.Schema.Version),
-	)
-	return &PartWriter[T]{w: w, pw: pw, uri: p.St.URI(p.Dir() + "/" + part)}, nil
+	}, textColumnOptions(parquet.SchemaOf(new(T)))...)
+	pw := parquet.NewGenericWriter[T](ft, opts...)
+	return &PartWriter[T]{w: w, ft: ft, pw: pw, uri: p.St.URI(p.Dir() + "/" + part)}, nil
 }
 
 // Write appends rows.
@@ -186,7 +190,17 @@ func (pw *PartWriter[T]) Rows() int64 { return pw.rows }
 
 // Close flushes and commits the part.
 func (pw *PartWriter[T]) Close() error {
-	if err := pw.pw.Close(); err != nil {
+	// The last row group goes straight through; only the page index and
+	// the footer are held back to be trimmed.
+	err := pw.pw.Flush()
+	if err == nil {
+		pw.ft.closing = true
+		err = pw.pw.Close()
+	}
+	if err == nil {
+		err = pw.ft.finish()
+	}
+	if err != nil {
 		pw.w.Abort()
 		return fmt.Errorf("write %s: %w", pw.uri, err)
 	}

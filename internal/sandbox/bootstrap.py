@@ -166,13 +166,13 @@ def setup(cfg, status_fd):
     status_fd. Never returns on failure."""
     import resource
     try:
-        if cfg.get("cgroup_procs"):
-            with open(cfg["cgroup_procs"], "w") as f:
+        for procs in cfg.get("cgroup_procs") or []:
+            with open(procs, "w") as f:
                 f.write(str(os.getpid()))
         uid = cfg.get("uid", -1)
         nproc_uid = uid if uid >= 0 else os.getuid()
         nproc = 0
-        if cfg["max_procs"] > 0 and not cfg.get("cgroup_procs") and nproc_uid != 0:
+        if cfg["max_procs"] > 0 and not cfg.get("pids_cgroup") and nproc_uid != 0:
             # RLIMIT_NPROC counts every process of the uid, not just ours.
             nproc = count_procs(nproc_uid) + cfg["max_procs"]
         if cfg["isolation"] != "none":

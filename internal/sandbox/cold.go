@@ -75,6 +75,7 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 			if pgid > 0 {
 				syscall.Kill(-pgid, syscall.SIGKILL)
 			}
+			go p.cg.kill()
 		})
 	}
 	budget := &outputBudget{kill: p.limits.KillOutputBytes, onKill: func() { kill() }}
@@ -102,9 +103,11 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(p.limits.Timeout, func() { timedOut.Store(true); kill() })
 	stop := context.AfterFunc(ctx, kill)
+	stopWatch := p.watchSpawn(kill)
 	werr := cmd.Wait()
 	timer.Stop()
 	stop()
+	spawnReason := stopWatch()
 	dur := time.Since(start)
 	if pgid > 0 {
 		syscall.Kill(-pgid, syscall.SIGKILL) // stragglers the script left in its group
@@ -129,12 +132,14 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.MaxRSSBytes = ru.Maxrss * 1024
 	}
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if ws.Signaled() {
 		res.Signal, res.ExitCode = int(ws.Signal()), -1
 	} else {
 		res.ExitCode = ws.ExitStatus()
 	}
 	res.Outcome = classify(timedOut.Load(), budget.killed.Load(), res.ExitCode, res.Signal, res.Stderr)
+	p.settle(&res, cpu, spawnReason)
 	if ctx.Err() != nil && !timedOut.Load() {
 		return res, ctx.Err()
 	}

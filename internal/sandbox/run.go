@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,11 +68,11 @@ const (
 const sandboxUIDs = 1000
 
 // DefaultLimits returns the limits a zero field takes: 5 min wall clock,
-// 4 GiB of address space, 64 processes, 1 MiB of each output stream kept,
-// CPU time = wall clock, 2 GiB per written file, killed after 64 MiB of
-// output.
+// 4 GiB of address space, 64 processes, 1 CPU core, 1 MiB of each output
+// stream kept, CPU time = wall clock, 2 GiB per written file, killed after
+// 64 MiB of output.
 func DefaultLimits() Limits {
-	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30}
+	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, CPUs: 1, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -85,6 +86,12 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxProcs <= 0 {
 		l.MaxProcs = d.MaxProcs
 	}
+	if !(l.CPUs > 0) { // NaN too
+		l.CPUs = d.CPUs
+	}
+	// More cores than the machine has (+Inf included) is all of them: a
+	// quota must stay a finite number of microseconds.
+	l.CPUs = min(l.CPUs, float64(runtime.NumCPU()))
 	if l.MaxOutputBytes <= 0 {
 		l.MaxOutputBytes = d.MaxOutputBytes
 	}
@@ -116,7 +123,8 @@ type childConfig struct {
 	TmpBytes    int64             `json:"tmp_bytes"`
 	UID         int               `json:"uid"`
 	GID         int               `json:"gid"`
-	CgroupProcs string            `json:"cgroup_procs,omitempty"`
+	CgroupProcs []string          `json:"cgroup_procs,omitempty"`
+	PidsCgroup  bool              `json:"pids_cgroup"`
 	MaxProcs    int               `json:"max_procs"`
 	Limits      childLimits       `json:"limits"`
 	Env         map[string]string `json:"env"`
@@ -161,12 +169,12 @@ func envList(m map[string]string) []string {
 
 // host holds what every run of one runner shares: the interpreter, the
 // isolation level, the empty directory new roots are mounted on, and the
-// pids cgroup parent.
+// parent cgroups.
 type host struct {
 	python    string
 	isolation string
 	root      string
-	pids      *pidsCgroup
+	cg        *cgroups
 	tmp       string // TMPDIR for IsolateNone
 	uidBase   int    // first sandbox uid (IsolateRoot)
 	runs      atomic.Int64
@@ -181,7 +189,7 @@ func newHost(python string) (*host, error) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	h := &host{python: python, root: root, pids: newPidsCgroup(), tmp: os.TempDir(), uidBase: 1_000_000 + sandboxUIDs*mrand.IntN(1_000_000)}
+	h := &host{python: python, root: root, cg: newCgroups(), tmp: os.TempDir(), uidBase: 1_000_000 + sandboxUIDs*mrand.IntN(1_000_000)}
 	h.isolation = IsolationLevel(python)
 	return h, nil
 }
@@ -204,7 +212,7 @@ func removeStaleRoots() {
 
 func (h *host) close() {
 	os.Remove(h.root)
-	h.pids.close()
+	h.cg.close()
 }
 
 // prepared is a validated request ready to hand to a child.
@@ -212,11 +220,12 @@ type prepared struct {
 	cfg     childConfig
 	limits  Limits
 	source  []byte
+	cg      *runCgroup // nil: none could be made
 	cleanup func()
 }
 
 // prepare validates req, reads the script when no Source is given, creates
-// the run's pids cgroup and, under IsolateRoot, hands the workspace to the
+// the run's cgroups and, under IsolateRoot, hands the workspace to the
 // sandbox uid.
 func (h *host) prepare(req Request) (*prepared, error) {
 	dir, script, err := resolveScript(req)
@@ -247,9 +256,10 @@ func (h *host) prepare(req Request) (*prepared, error) {
 			f()
 		}
 	}
-	if procs, cleanup, err := h.pids.create(lim.MaxProcs); err == nil && procs != "" {
-		p.cfg.CgroupProcs = procs
-		cleanups = append(cleanups, cleanup)
+	if rc := h.cg.create(lim.MaxProcs, lim.CPUs); rc != nil {
+		p.cg = rc
+		p.cfg.CgroupProcs, p.cfg.PidsCgroup = rc.procs(), rc.pids != ""
+		cleanups = append(cleanups, rc.remove)
 	}
 	if h.isolation == IsolateRoot || (h.isolation == IsolateNone && os.Geteuid() == 0) {
 		// The workspace belongs to the run's uid while it runs, and to the
@@ -269,6 +279,95 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		}
 	}
 	return p, nil
+}
+
+// A run whose forks pids.max keeps refusing does nothing but spawn (a
+// fork bomb that survives its failed forks spins until its time limit):
+// after spawnKillAfter of refusals, never spawnGap apart, it is killed. A
+// script that meets the limit once (a pool too large for it) and goes on
+// is left alone. The gap is not one poll: a refused fork is slow (the
+// kernel copies the process's memory map before the pids check), so a
+// bomb of large processes held to one core may see none in a window.
+const (
+	spawnPoll      = 250 * time.Millisecond
+	spawnGap       = time.Second
+	spawnKillAfter = 3 * time.Second
+)
+
+// watchSpawn watches the run's refused forks and calls kill once they
+// have not stopped for spawnKillAfter. The returned stop ends the watch
+// and returns why it killed the run ("" when it did not). Without a pids
+// cgroup there is nothing to watch: RLIMIT_NPROC's refusals are invisible
+// to the runner.
+func (p *prepared) watchSpawn(kill func()) (stop func() string) {
+	last, ok := p.cg.forkFailures()
+	if !ok {
+		return func() string { return "" }
+	}
+	done := make(chan struct{})
+	var reason string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(spawnPoll)
+		defer tick.Stop()
+		// since: when the current streak of refusals began; hit: the
+		// window that saw the last refusal.
+		var since, hit time.Time
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				n, ok := p.cg.forkFailures()
+				if !ok {
+					return
+				}
+				if n == last {
+					if now.Sub(hit) > spawnGap {
+						since = time.Time{}
+					}
+					continue
+				}
+				last = n
+				if since.IsZero() {
+					since = now.Add(-spawnPoll)
+				}
+				hit = now
+				if now.Sub(since) >= spawnKillAfter {
+					reason = fmt.Sprintf("the script kept creating processes beyond the limit of %d (processes and threads at once) for %d s", p.limits.MaxProcs, int(spawnKillAfter/time.Second))
+					kill()
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() string {
+		once.Do(func() { close(done) })
+		wg.Wait()
+		return reason
+	}
+}
+
+// settle kills what is left of the run (every member of its cgroups, those
+// that left the process group included) and records in res the CPU time
+// it used and the cores it was held to. The CPU time is the cgroup's count
+// when there is one, else fallback: the script process's own and its
+// waited-for children's (wait4), which misses processes it left behind.
+func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason string) {
+	p.cg.kill()
+	res.CPUTime = fallback
+	if d, ok := p.cg.cpuTime(); ok {
+		res.CPUTime = d
+	}
+	if p.cg != nil {
+		res.CPUs = p.cg.cpus
+	}
+	if spawnReason != "" && res.Outcome != OutputLimit {
+		res.Outcome, res.Reason = Killed, spawnReason
+	}
 }
 
 func chownTree(dir string, uid, gid int) error {

@@ -25,11 +25,27 @@
 //   - Processes: a pids cgroup per run (v1 or v2, when the runner can create
 //     one: root, or a delegated v2 subtree) with pids.max = MaxProcs; its
 //     members are all killed when the run ends, even those that escaped the
-//     process group. Otherwise RLIMIT_NPROC (per uid: the uid's current
-//     process count + MaxProcs), which binds for the sandbox uid and for
-//     non-root callers but not for root under IsolateNone.
-//   - CPU: RLIMIT_CPU = Limits.CPUTime (SIGXCPU: outcome timeout). Files:
-//     RLIMIT_FSIZE = MaxFileBytes (the write fails with EFBIG).
+//     process group. A run whose forks the limit keeps refusing for 3 s
+//     (a fork bomb that survives its failed forks) is killed (outcome
+//     killed, Result.Reason says why). Without the cgroup: RLIMIT_NPROC
+//     (per uid: the uid's current process count + MaxProcs), which binds
+//     for the sandbox uid and for non-root callers but not for root under
+//     IsolateNone, and refused forks are not seen (such a run lasts until
+//     its Timeout).
+//   - CPU: a CPU cgroup per run (v2 cpu.max, v1 cpu.cfs_quota_us) holds
+//     all of the run's processes together to Limits.CPUs cores, so that a
+//     run cannot load the host's other cores whatever it spawns;
+//     Result.CPUTime is what the run used (cgroup accounting) and
+//     Result.CPUs the cores it was held to. Without a CPU cgroup
+//     (Result.CPUs 0) the rate is not limited: each process may use a
+//     whole core up to RLIMIT_CPU = Limits.CPUTime (SIGXCPU: outcome
+//     timeout), so a run may load up to MaxProcs cores until its Timeout.
+//     A script leaves its cgroups or lifts their limits only by writing
+//     cgroup files it owns: never the sandbox uid's case (root's runners)
+//     nor under a namespace view (no /sys); only a non-root runner with a
+//     delegated v2 subtree and IsolateNone runs scripts as the subtree's
+//     owner, and there the limits are advisory.
+//   - Files: RLIMIT_FSIZE = MaxFileBytes (the write fails with EFBIG).
 //   - Time: the runner SIGKILLs the script's process group (and cgroup) at
 //     Limits.Timeout (outcome timeout).
 //   - Output: stdout and stderr are drained continuously; the first and last
@@ -66,6 +82,11 @@ type Limits struct {
 	// MaxProcs bounds the processes and threads the script may have at once
 	// (a pids cgroup when one can be created, else RLIMIT_NPROC).
 	MaxProcs int
+	// CPUs is how many cores the run's processes may use together at any
+	// moment (a CPU cgroup quota: 0.5 is half a core, 2 two cores); zero
+	// or negative: 1; more than the machine has: all of them. Not applied
+	// where no CPU cgroup can be created (Result.CPUs is 0 then).
+	CPUs float64
 	// MaxOutputBytes is how much of stdout and of stderr is kept: the first
 	// and the last half of it, with a note of what was left out between.
 	MaxOutputBytes int
@@ -118,6 +139,17 @@ type Result struct {
 	// MaxRSSBytes is the script process's peak resident memory (0 when
 	// unknown).
 	MaxRSSBytes int64
+	// CPUTime is the CPU time (user and system) the run used: all its
+	// processes, those it left behind included, when it had a cgroup that
+	// counts; else the script process's and the children it waited for.
+	CPUTime time.Duration
+	// CPUs is the cores the run was held to (Limits.CPUs), 0 when no CPU
+	// cgroup could be made and the rate was not limited.
+	CPUs float64
+	// Reason says why the sandbox stopped the script when Outcome alone
+	// does not ("the script kept creating processes beyond the limit of
+	// 64 ..."); empty otherwise.
+	Reason string
 	// Warm reports whether the warm worker ran it (false: a cold process).
 	Warm bool
 }

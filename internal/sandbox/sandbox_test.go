@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -306,9 +307,9 @@ func TestScrubbedEnvironment(t *testing.T) {
 
 // TestForkBomb: a fork bomb is contained and leaves no process behind.
 func TestForkBomb(t *testing.T) {
-	h := &host{pids: newPidsCgroup()}
-	defer h.pids.close()
-	if h.pids == nil && (os.Geteuid() == 0 && IsolationLevel(python(t)) == IsolateNone) {
+	cg := newCgroups()
+	defer cg.close()
+	if (cg == nil || !cg.has(func(h *hierarchy) bool { return h.pids })) && (os.Geteuid() == 0 && IsolationLevel(python(t)) == IsolateNone) {
 		t.Skip("root without a pids cgroup or a uid to drop to: nothing bounds the process count")
 	}
 	for rname, r := range runners(t) {
@@ -735,5 +736,193 @@ func TestEndlessOutput(t *testing.T) {
 				t.Errorf("the runner allocated %d MiB while draining 256 MiB", grew>>20)
 			}
 		})
+	}
+}
+
+// has reports whether one of the runner's hierarchies offers what ok
+// tests for.
+func (g *cgroups) has(ok func(*hierarchy) bool) bool {
+	if g == nil {
+		return false
+	}
+	for _, h := range g.hs {
+		if ok(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// requireCPUCgroup skips where no CPU cgroup can be made: the rate is not
+// limited there (the package doc says what still is).
+func requireCPUCgroup(t *testing.T) {
+	t.Helper()
+	cg := newCgroups()
+	defer cg.close()
+	if !cg.has(func(h *hierarchy) bool { return h.cpu }) || !cg.has(func(h *hierarchy) bool { return h.acct }) {
+		t.Skip("no writable CPU cgroup here: the CPU rate of a run is not limited")
+	}
+}
+
+// cpuBound is the most CPU time a run held to cpus cores may use in wall:
+// the quota plus a little for the periods the kernel lets a run overdraw
+// before throttling it.
+func cpuBound(cpus float64, wall time.Duration) time.Duration {
+	return time.Duration(cpus*float64(wall)*1.1) + 300*time.Millisecond
+}
+
+// TestCPULimit: five processes that spin use Limits.CPUs cores together,
+// not one core each, and the run's CPU time is counted over all of them.
+func TestCPULimit(t *testing.T) {
+	requireCPUCgroup(t)
+	script := "import os\nfor _ in range(4):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n"
+	for rname, r := range runners(t) {
+		for _, cpus := range []float64{0.5, 1} {
+			t.Run(fmt.Sprintf("%s/%g", rname, cpus), func(t *testing.T) {
+				ws, _ := workspace(t, script)
+				start := time.Now()
+				res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 3 * time.Second, CPUs: cpus}})
+				wall := time.Since(start)
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				t.Logf("%s, cpus %g: %s after %v, CPU time %v", rname, cpus, res.Outcome, wall.Round(time.Millisecond), res.CPUTime.Round(time.Millisecond))
+				if res.Outcome != Timeout {
+					t.Errorf("outcome: got %s want timeout", res.Outcome)
+				}
+				if res.CPUs != cpus {
+					t.Errorf("Result.CPUs: got %g want %g", res.CPUs, cpus)
+				}
+				if b := cpuBound(cpus, wall); res.CPUTime > b || res.CPUTime < 100*time.Millisecond {
+					t.Errorf("CPU time: got %v want between 0.1 s and %v (%g cores for %v)", res.CPUTime, b, cpus, wall.Round(time.Millisecond))
+				}
+			})
+		}
+	}
+}
+
+// TestSpawnOnly: a fork bomb that survives its refused forks (the bomb a
+// pids limit alone leaves spinning until the timeout) is killed after
+// spawnKillAfter with a reason, held to its CPU quota meanwhile, and
+// leaves no process behind; a script that meets the limit once and goes
+// on is not.
+func TestSpawnOnly(t *testing.T) {
+	cg := newCgroups()
+	defer cg.close()
+	if !cg.has(func(h *hierarchy) bool { return h.pids }) {
+		t.Skip("no pids cgroup here: refused forks are not seen")
+	}
+	const bomb = "import os\nprint('uid', os.getuid(), flush=True)\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+	const pool = "import threading, time\nstop = threading.Event()\nts = []\ntry:\n    for _ in range(100):\n        t = threading.Thread(target=stop.wait)\n        t.start()\n        ts.append(t)\nexcept RuntimeError as e:\n    print('refused after', len(ts), flush=True)\nstop.set()\nfor t in ts:\n    t.join()\ntime.sleep(0.5)\nprint('done')\n"
+	for rname, r := range runners(t) {
+		t.Run(rname+"/bomb", func(t *testing.T) {
+			ws, _ := workspace(t, bomb)
+			start := time.Now()
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 30 * time.Second, MaxProcs: 32}})
+			wall := time.Since(start)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			t.Logf("%s: %s after %v, CPU time %v (held to %g cores)", rname, res.Outcome, wall.Round(time.Millisecond), res.CPUTime.Round(time.Millisecond), res.CPUs)
+			want := "the script kept creating processes beyond the limit of 32 (processes and threads at once) for 3 s"
+			if res.Outcome != Killed || res.Reason != want {
+				t.Errorf("got %s, reason %q want killed, %q", res.Outcome, res.Reason, want)
+			}
+			if wall > spawnKillAfter+5*time.Second {
+				t.Errorf("took %v, want about %v", wall, spawnKillAfter)
+			}
+			if res.CPUs > 0 && res.CPUTime > cpuBound(res.CPUs, wall) {
+				t.Errorf("CPU time %v over %g cores x %v", res.CPUTime, res.CPUs, wall.Round(time.Millisecond))
+			}
+			if IsolationLevel(python(t)) == IsolateRoot {
+				uid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(strings.SplitN(res.Stdout, "\n", 2)[0], "uid")))
+				if err != nil || uid < 1_000_000 {
+					t.Fatalf("the bomb ran as uid %q", res.Stdout)
+				}
+				time.Sleep(100 * time.Millisecond)
+				if n := countUID(uid); n > 0 {
+					t.Errorf("%d processes of uid %d survive the run", n, uid)
+				}
+			}
+		})
+		t.Run(rname+"/pool too large", func(t *testing.T) {
+			ws, _ := workspace(t, pool)
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 30 * time.Second, MaxProcs: 16}})
+			if err != nil || res.Outcome != Success || res.Reason != "" || !strings.HasSuffix(res.Stdout, "done\n") {
+				t.Errorf("got %v %s %q %q want a success", err, res.Outcome, res.Reason, res.Stdout)
+			}
+		})
+	}
+}
+
+// TestCgroupEscape: a script that tries to leave its cgroups or lift their
+// limits (join the parent's or the root's cgroup.procs, write its own
+// cpu.max, cfs quota or pids.max) fails, and stays held to its quota.
+func TestCgroupEscape(t *testing.T) {
+	requireCPUCgroup(t)
+	script := `import os
+paths = []
+try:
+    own = [l.rstrip("\n").split(":", 2) for l in open("/proc/self/cgroup")]
+except OSError as e:
+    print("no /proc/self/cgroup:", type(e).__name__)
+    own = [("0", c, "/") for c in ("pids", "cpu", "cpuacct", "")]
+for _, ctls, path in own:
+    for c in ctls.split(",") if ctls else [""]:
+        base = "/sys/fs/cgroup/" + c if c else "/sys/fs/cgroup"
+        for d in {base, base + os.path.dirname(path), base + os.path.dirname(os.path.dirname(path))}:
+            paths.append((d + "/cgroup.procs", str(os.getpid())))
+        for f, v in (("cpu.max", "max"), ("cpu.cfs_quota_us", "-1"), ("pids.max", "max")):
+            paths.append((base + path + "/" + f, v))
+for p, v in paths:
+    try:
+        with open(p, "w") as f:
+            f.write(v)
+        print("WROTE", p, flush=True)
+    except OSError:
+        pass
+print("tried", len(paths), flush=True)
+for _ in range(3):
+    if os.fork() == 0:
+        break
+while True:
+    pass
+`
+	rs := runners(t)
+	// Unisolated, the script sees the host's /sys/fs/cgroup: only the
+	// files' owners (root) may write them.
+	h, err := newHost(python(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.isolation = IsolateNone
+	rs["cold unisolated"] = &coldRunner{h: h}
+	defer rs["cold unisolated"].Close()
+	for rname, r := range rs {
+		t.Run(rname, func(t *testing.T) {
+			ws, _ := workspace(t, script)
+			start := time.Now()
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 3 * time.Second, CPUs: 0.5}})
+			wall := time.Since(start)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			t.Logf("%s: %s after %v, CPU time %v; stdout %q", rname, res.Outcome, wall.Round(time.Millisecond), res.CPUTime.Round(time.Millisecond), res.Stdout)
+			if strings.Contains(res.Stdout, "WROTE") || !strings.Contains(res.Stdout, "tried") {
+				t.Errorf("the script reached its cgroups: %s %s", res.Stdout, lastLines(res.Stderr, 3))
+			}
+			if b := cpuBound(0.5, wall); res.CPUTime > b {
+				t.Errorf("CPU time: got %v want at most %v", res.CPUTime, b)
+			}
+		})
+	}
+}
+
+func TestCPUsDefaults(t *testing.T) {
+	n := float64(runtime.NumCPU())
+	for _, c := range []struct{ in, want float64 }{{0, 1}, {-2, 1}, {math.NaN(), 1}, {0.25, min(0.25, n)}, {math.Inf(1), n}, {1e12, n}} {
+		if got := (Limits{CPUs: c.in}).withDefaults().CPUs; got != c.want {
+			t.Errorf("CPUs %v: got %v want %v", c.in, got, c.want)
+		}
 	}
 }

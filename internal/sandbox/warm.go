@@ -326,9 +326,7 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 			return
 		}
 		w.send(map[string]any{"op": "kill", "id": id}, nil)
-		if g := p.cfg.CgroupProcs; g != "" {
-			go killCgroup(g[:len(g)-len("/cgroup.procs")])
-		}
+		go p.cg.kill()
 	}
 	budget := &outputBudget{kill: p.limits.KillOutputBytes, onKill: kill}
 	out, errOut := newCapture(p.limits.MaxOutputBytes, budget), newCapture(p.limits.MaxOutputBytes, budget)
@@ -355,6 +353,8 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 	defer timer.Stop()
 	stop := context.AfterFunc(ctx, kill)
 	defer stop()
+	stopWatch := p.watchSpawn(kill)
+	defer stopWatch()
 
 	var started event
 	for {
@@ -386,6 +386,7 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 				res.ExitCode = *ev.Code
 			}
 			res.Outcome = classify(timedOut.Load(), budget.killed.Load(), res.ExitCode, res.Signal, res.Stderr)
+			p.settle(&res, time.Duration(ev.CPUSecs*float64(time.Second)), stopWatch())
 			if ctx.Err() != nil && !timedOut.Load() {
 				return res, ctx.Err()
 			}
@@ -394,9 +395,7 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 			if p := pid.Load(); p > 0 {
 				syscall.Kill(-int(p), syscall.SIGKILL)
 			}
-			if g := p.cfg.CgroupProcs; g != "" {
-				killCgroup(g[:len(g)-len("/cgroup.procs")])
-			}
+			p.cg.kill()
 			finish()
 			return Result{}, errWorkerDied
 		}
