@@ -268,7 +268,7 @@ func lineage(ctx context.Context, st store.Store, stepsM, tasksM *datasets.Manif
 func runKey(cfg Config, stepsM, tasksM *datasets.Manifest) string {
 	c := cfg
 	c.Data, c.Workers = "", 0
-	return shortHash(fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.YAML(c))
+	return shortHash(fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.Canonical(c))
 }
 
 // CheckNoLeak fails when a held-out task could reach training: an RL

@@ -519,7 +519,7 @@ func runKey(cfg Config, tasks, ideas *datasets.Manifest, methods []*method) stri
 	c := cfg
 	c.Workers, c.Data, c.Report = 0, "", ""
 	h := sha256.New()
-	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.YAML(c))
+	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.Canonical(c))
 	for _, m := range methods {
 		fmt.Fprintf(h, "\n%s %s", m.name, m.source)
 	}

@@ -358,7 +358,7 @@ func summarizeIdeas(pools []*ideaPool) ([]poolSummary, ideagen.Report) {
 }
 
 func commitIdeas(ctx context.Context, st store.Store, cfg IdeasConfig, rows []schemas.Idea, tasks *datasets.Manifest, emb embed.Embedder, summary []poolSummary, usage ideagen.Report) (*datasets.Manifest, error) {
-	key := sha256.Sum256([]byte(config.YAML(cfg) + fmt.Sprintf("%s/v%d", tasks.Name, tasks.Version)))
+	key := sha256.Sum256([]byte(config.Canonical(cfg) + fmt.Sprintf("%s/v%d", tasks.Name, tasks.Version)))
 	p, err := datasets.Begin(ctx, st, schemas.Ideas.Name, schemas.Ideas, "ingest-ideas-"+hex.EncodeToString(key[:8]))
 	if err != nil {
 		return nil, err

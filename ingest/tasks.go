@@ -295,7 +295,7 @@ func selectTasks(loaded []*tasks.Task, failures []taskResult, only []string) ([]
 func commitTasks(ctx context.Context, st store.Store, cfg TasksConfig, rows []schemas.Task, failures []taskResult) (*datasets.Manifest, error) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].TaskID < rows[j].TaskID })
 	resolved := config.YAML(cfg)
-	key := sha256.Sum256([]byte(resolved))
+	key := sha256.Sum256([]byte(config.Canonical(cfg)))
 	p, err := datasets.Begin(ctx, st, schemas.Tasks.Name, schemas.Tasks, "ingest-tasks-"+hex.EncodeToString(key[:8]))
 	if err != nil {
 		return nil, err

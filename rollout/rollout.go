@@ -434,7 +434,7 @@ func runKey(cfg Config, tasks, ideas *datasets.Manifest) string {
 	c := cfg
 	c.Workers, c.Shard, c.FlushEvery, c.Data = 0, "", 0, ""
 	h := sha256.New()
-	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.YAML(c))
+	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.Canonical(c))
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
