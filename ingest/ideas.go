@@ -37,20 +37,20 @@ const (
 type IdeasConfig struct {
 	// Data is the data root the ideas dataset goes to (and the tasks
 	// dataset comes from, unless Tasks is a full URI).
-	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix (default ./data)"`
+	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
 	// Tasks names the tasks dataset version to read.
-	Tasks string `yaml:"tasks" help:"tasks dataset: tasks or tasks/v<N> inside the data root, or a full URI such as gs://b/p/tasks/v3 (default tasks: the latest version)"`
+	Tasks string `yaml:"tasks" help:"tasks dataset: tasks or tasks/v<N> inside the data root, or a full URI such as gs://b/p/tasks/v3 (a name alone: its latest version)"`
 	// Source is where candidate ideas come from.
-	Source string `yaml:"source" help:"candidates: catalog (built in, offline), llm (the chat endpoint in llm.*) or both (default catalog)"`
+	Source string `yaml:"source" help:"candidates: catalog (built in, offline), llm (the chat endpoint in llm.*) or both"`
 	// Only restricts the run to some task ids.
-	Only []string `yaml:"only" help:"only these task ids (default: all tasks of the dataset)"`
+	Only []string `yaml:"only" help:"only these task ids (empty: all tasks of the dataset)"`
 	// K and Threshold drive the diversity filter (per task and category).
-	K         int     `yaml:"k" help:"ideas kept per task and category (default 10)"`
-	Threshold float64 `yaml:"threshold" help:"cosine similarity above which a candidate is a near-duplicate of a kept idea and is dropped (default 0.9; 1 disables)"`
+	K         int     `yaml:"k" help:"ideas kept per task and category"`
+	Threshold float64 `yaml:"threshold" help:"cosine similarity above which a candidate is a near-duplicate of a kept idea and is dropped (1 disables the check)"`
 	// Seed picks the filter's first idea (0: the most typical one).
-	Seed int64 `yaml:"seed" help:"diversity filter start: 0 starts from the idea closest to the pool's mean, any other value from an idea drawn with this seed (default 0)"`
+	Seed int64 `yaml:"seed" help:"diversity filter start: 0 starts from the idea closest to the pool's mean, any other value from an idea drawn with this seed"`
 	// Workers bounds the pools generated and filtered at once.
-	Workers int `yaml:"workers" help:"pools (task x category) generated and filtered at once (default 0: one per CPU core)"`
+	Workers int `yaml:"workers" help:"pools (task x category) generated and filtered at once (0: one per CPU core)"`
 	// Gen drives LLM generation.
 	Gen IdeaGenConfig `yaml:"gen"`
 	// LLM is the chat endpoint for source llm or both.
@@ -61,13 +61,13 @@ type IdeasConfig struct {
 
 // IdeaGenConfig drives LLM idea generation.
 type IdeaGenConfig struct {
-	N                   int     `yaml:"n" help:"candidate ideas asked of the LLM per task and category (default 100)"`
-	MinIdeas            int     `yaml:"min_ideas" help:"fewest usable LLM ideas accepted per task and category; fewer is an error (default 10)"`
-	MaxRounds           int     `yaml:"max_rounds" help:"requests per task and category: the first plus re-asks for a shortfall (default 4)"`
-	MaxIdeaChars        int     `yaml:"max_idea_chars" help:"longer ideas are rejected (default 300)"`
-	MaxDescriptionChars int     `yaml:"max_description_chars" help:"task description cut to this many characters in the prompt (default 4000)"`
-	Temperature         float64 `yaml:"temperature" help:"sampling temperature (default 0.8)"`
-	MaxTokens           int     `yaml:"max_tokens" help:"completion token limit per request (default 8192)"`
+	N                   int     `yaml:"n" help:"candidate ideas asked of the LLM per task and category"`
+	MinIdeas            int     `yaml:"min_ideas" help:"fewest usable LLM ideas accepted per task and category; fewer is an error"`
+	MaxRounds           int     `yaml:"max_rounds" help:"requests per task and category: the first plus re-asks for a shortfall"`
+	MaxIdeaChars        int     `yaml:"max_idea_chars" help:"longer ideas are rejected"`
+	MaxDescriptionChars int     `yaml:"max_description_chars" help:"task description cut to this many characters in the prompt"`
+	Temperature         float64 `yaml:"temperature" help:"sampling temperature"`
+	MaxTokens           int     `yaml:"max_tokens" help:"completion token limit per request"`
 }
 
 // DefaultIdeasConfig returns the defaults: catalog ideas for every task

@@ -37,28 +37,28 @@ const (
 // TasksConfig configures `mlerl ingest tasks`.
 type TasksConfig struct {
 	// Data is the data root the tasks dataset and the task trees go to.
-	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix (default ./data)"`
+	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
 	// Suite is the built-in suite; it is ingested with any imported tasks.
-	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (default tasks; empty: only imported tasks)"`
+	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (empty: only imported tasks)"`
 	// From selects an importer run before ingesting.
-	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too (default builtin)"`
+	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too"`
 	// Source is what the importer reads.
 	Source string `yaml:"source" help:"folder to import: an MLE-bench competition folder (or a folder of them), or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
 	// ImportTo receives the converted task folders (kept, so that what the
 	// importer could not supply can be added by hand and ingested again).
-	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (default imported/<from>)"`
+	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (empty: imported/<from>)"`
 	// Python runs the scripts and graders.
-	Python string `yaml:"python" help:"Python interpreter with numpy, pandas and scikit-learn (default: /usr/bin/python3, else python3 on PATH)"`
+	Python string `yaml:"python" help:"Python interpreter with numpy, pandas and scikit-learn (empty: /usr/bin/python3, else python3 on PATH)"`
 	// Only restricts the run to some task ids.
-	Only []string `yaml:"only" help:"ingest only these task ids (default: all)"`
+	Only []string `yaml:"only" help:"ingest only these task ids (empty: all)"`
 	// Workers bounds how many initial scripts run at once.
-	Workers int `yaml:"workers" help:"tasks run at once (default 0: one per CPU core)"`
+	Workers int `yaml:"workers" help:"tasks run at once (0: one per CPU core)"`
 	// Timeout overrides every task's time_limit_s for the baseline run.
-	Timeout time.Duration `yaml:"timeout" help:"time limit of one baseline run, overriding task.yaml's time_limit_s (default 0: use time_limit_s)"`
+	Timeout time.Duration `yaml:"timeout" help:"time limit of one baseline run, overriding task.yaml's time_limit_s (0: use time_limit_s)"`
 	// Warm reuses one interpreter that has imported numpy/pandas/sklearn.
-	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (default true; false: a fresh python per run)"`
+	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (false: a fresh python per run)"`
 	// MemoryMB bounds one baseline run's memory.
-	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (default 4096; 0: the sandbox's default)"`
+	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (0: the sandbox's default of 4096)"`
 }
 
 // DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
