@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -74,32 +75,66 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate implements config.Validator.
+// Validate implements config.Validator: every field, before anything is
+// read or written.
 func (c *Config) Validate() error {
-	if c.PerTask < 1 {
-		return fmt.Errorf("per_task must be at least 1")
-	}
-	if _, err := shard.Resolve(c.Shard, os.Getenv); err != nil {
-		return err
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Tasks == "":
+		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
+	case c.Ideas == "":
+		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
+	case c.Trajectories == "":
+		return config.Errorf("trajectories", c.Trajectories, "must name the dataset to write")
+	case c.Steps == "":
+		return config.Errorf("steps", c.Steps, "must name the dataset to write")
+	case c.Steps == c.Trajectories:
+		return config.Errorf("steps", c.Steps, "must differ from trajectories")
 	}
 	switch c.Split {
 	case schemas.HeldIn, schemas.HeldOut, "all":
 	default:
-		return fmt.Errorf("split %q: want held-in, held-out or all", c.Split)
+		return config.Errorf("split", c.Split, "want %s, %s or all", schemas.HeldIn, schemas.HeldOut)
+	}
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
+	}
+	if _, err := shard.Parse(c.Shard); err != nil {
+		return config.Errorf("shard", c.Shard, "want i/K with 0 <= i < K (e.g. 2/8)")
+	}
+	if _, err := shard.Resolve(c.Shard, os.Getenv); err != nil {
+		return err // the Job's environment variables disagree
 	}
 	switch c.Expert {
 	case "scripted":
 	case "llm":
 		if !c.LLM.Enabled() {
-			return fmt.Errorf("expert llm needs llm.base_url (an OpenAI-compatible endpoint)")
+			return config.Errorf("expert", c.Expert, "needs llm.base_url (an OpenAI-compatible endpoint)")
 		}
 	default:
-		return fmt.Errorf("expert %q: want scripted or llm", c.Expert)
+		return config.Errorf("expert", c.Expert, "want scripted or llm")
 	}
-	if c.FlushEvery < 1 {
-		return fmt.Errorf("flush_every must be at least 1")
+	switch {
+	case c.PerTask < 1:
+		return config.Errorf("per_task", c.PerTask, "must be at least 1")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
+	case c.FlushEvery < 1:
+		return config.Errorf("flush_every", c.FlushEvery, "must be at least 1")
+	case !(c.SlipRate >= 0 && c.SlipRate <= 1):
+		return config.Errorf("slip_rate", c.SlipRate, "must be in [0, 1] (a probability per step)")
+	case !(c.Temperature >= 0) || math.IsInf(c.Temperature, 0):
+		return config.Errorf("temperature", c.Temperature, "must be a number >= 0")
+	case c.FullBudget < 1:
+		return config.Errorf("full_budget", c.FullBudget, "must be positive (tokens)")
+	case c.CompactBudget < 1:
+		return config.Errorf("compact_budget", c.CompactBudget, "must be positive (tokens)")
 	}
-	return nil
+	if err := config.Nest("env", c.Env.Validate()); err != nil {
+		return err
+	}
+	return config.Nest("llm", c.LLM.Validate())
 }
 
 // Derive implements config.Deriver: in a Kubernetes Indexed Job the shard
@@ -166,6 +201,9 @@ type job struct {
 // the same as a separate step. A rerun once the run is committed does
 // nothing.
 func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
 	sh, err := shard.Resolve(cfg.Shard, os.Getenv)
 	if err != nil {
 		return err
@@ -291,6 +329,9 @@ func Run(ctx context.Context, cfg Config) error {
 // (manifests are created only if absent: the GCS generation precondition),
 // and when parts are missing it fails naming the shards to rerun.
 func Commit(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("rollout commit: %w", err)
+	}
 	in, err := loadInputs(ctx, cfg)
 	if err != nil {
 		return err
