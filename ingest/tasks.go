@@ -74,28 +74,35 @@ func (c *TasksConfig) Derive() {
 	}
 }
 
-// Validate checks the config.
+// Validate checks every field, before anything is read or written.
 func (c *TasksConfig) Validate() error {
 	switch c.From {
 	case FromBuiltin:
 		if c.Suite == "" {
-			return errors.New("suite is empty and from is builtin: nothing to ingest (set suite, or from mlebench|mlagentbench with a source)")
+			return config.Errorf("suite", c.Suite, "nothing to ingest with from %s (set suite, or from %s|%s with a source)", FromBuiltin, FromMLEBench, FromMLAgentBench)
 		}
 		if c.Source != "" {
-			return fmt.Errorf("source %q is given but from is builtin: add --from mlebench or --from mlagentbench", c.Source)
+			return config.Errorf("source", c.Source, "given but from is %s (add --from %s or --from %s)", FromBuiltin, FromMLEBench, FromMLAgentBench)
 		}
 	case FromMLEBench, FromMLAgentBench:
 		if c.Source == "" {
-			return fmt.Errorf("from %s needs a source folder (the command's argument or --source)", c.From)
+			return config.Errorf("from", c.From, "needs a source folder (the command's argument or --source)")
 		}
 	default:
-		return fmt.Errorf("from %q: want %s, %s or %s", c.From, FromBuiltin, FromMLEBench, FromMLAgentBench)
+		return config.Errorf("from", c.From, "want %s, %s or %s", FromBuiltin, FromMLEBench, FromMLAgentBench)
 	}
-	if c.Data == "" {
-		return errors.New("data is empty: set the data root")
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
 	}
-	if c.Workers < 0 || c.MemoryMB < 0 || c.Timeout < 0 {
-		return errors.New("workers, memory_mb and timeout must not be negative")
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per CPU core)")
+	case c.Timeout < 0:
+		return config.Errorf("timeout", c.Timeout, "must not be negative (0: each task's time_limit_s)")
+	case c.MemoryMB < 0:
+		return config.Errorf("memory_mb", c.MemoryMB, "must not be negative (0: the sandbox's default)")
 	}
 	return nil
 }
@@ -133,6 +140,9 @@ func RunTasks(ctx context.Context, cfg TasksConfig) error {
 }
 
 func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("ingest tasks: %w", err)
+	}
 	python, err := sandbox.FindPython(cfg.Python)
 	if err != nil {
 		return err
