@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -84,33 +84,51 @@ func DefaultIdeasConfig() IdeasConfig {
 	}
 }
 
-// Validate checks the config.
+// Validate checks every field, before anything is read or written.
 func (c *IdeasConfig) Validate() error {
 	switch c.Source {
 	case IdeasFromCatalog:
 	case IdeasFromLLM, IdeasFromBoth:
 		if !c.LLM.Enabled() {
-			return fmt.Errorf("source %s needs llm.base_url (an OpenAI-compatible endpoint); use source catalog to work offline", c.Source)
-		}
-		if c.Gen.N <= 0 || c.Gen.MaxRounds <= 0 || c.Gen.MaxIdeaChars <= 0 || c.Gen.MinIdeas < 0 || c.Gen.MinIdeas > c.Gen.N {
-			return fmt.Errorf("gen: n, max_rounds and max_idea_chars must be positive and 0 <= min_ideas <= n (got n %d, min_ideas %d, max_rounds %d, max_idea_chars %d)", c.Gen.N, c.Gen.MinIdeas, c.Gen.MaxRounds, c.Gen.MaxIdeaChars)
+			return config.Errorf("source", c.Source, "needs llm.base_url (an OpenAI-compatible endpoint); use source %s to work offline", IdeasFromCatalog)
 		}
 	default:
-		return fmt.Errorf("source %q: want %s, %s or %s", c.Source, IdeasFromCatalog, IdeasFromLLM, IdeasFromBoth)
+		return config.Errorf("source", c.Source, "want %s, %s or %s", IdeasFromCatalog, IdeasFromLLM, IdeasFromBoth)
 	}
-	if c.Data == "" || c.Tasks == "" {
-		return errors.New("data and tasks must not be empty")
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
 	}
-	if c.K <= 0 {
-		return fmt.Errorf("k must be positive, got %d", c.K)
+	g := c.Gen
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Tasks == "":
+		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name, name/vN or a URI)")
+	case c.K < 1:
+		return config.Errorf("k", c.K, "must be at least 1")
+	case !(c.Threshold > -1 && c.Threshold <= 1):
+		return config.Errorf("threshold", c.Threshold, "must be in (-1, 1] (a cosine similarity; 1 disables the near-duplicate check)")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per CPU core)")
+	case g.N < 1:
+		return config.Errorf("gen.n", g.N, "must be at least 1")
+	case g.MinIdeas < 0 || g.MinIdeas > g.N:
+		return config.Errorf("gen.min_ideas", g.MinIdeas, "must be in [0, gen.n] (gen.n is %d)", g.N)
+	case g.MaxRounds < 1:
+		return config.Errorf("gen.max_rounds", g.MaxRounds, "must be at least 1")
+	case g.MaxIdeaChars < 1:
+		return config.Errorf("gen.max_idea_chars", g.MaxIdeaChars, "must be at least 1")
+	case g.MaxDescriptionChars < 1:
+		return config.Errorf("gen.max_description_chars", g.MaxDescriptionChars, "must be at least 1")
+	case !(g.Temperature >= 0) || math.IsInf(g.Temperature, 0):
+		return config.Errorf("gen.temperature", g.Temperature, "must be a number >= 0")
+	case g.MaxTokens < 1:
+		return config.Errorf("gen.max_tokens", g.MaxTokens, "must be at least 1")
 	}
-	if c.Threshold <= -1 {
-		return fmt.Errorf("threshold %v drops every idea: want a cosine similarity above -1 (1 disables the near-duplicate check)", c.Threshold)
+	if err := config.Nest("llm", c.LLM.Validate()); err != nil {
+		return err
 	}
-	if c.Workers < 0 {
-		return errors.New("workers must not be negative")
-	}
-	return c.Embed.Validate()
+	return config.Nest("embed", c.Embed.Validate())
 }
 
 // ideaPool is the candidates of one task and category, and what became of them.
@@ -135,6 +153,9 @@ func RunIdeas(ctx context.Context, cfg IdeasConfig) error {
 }
 
 func runIdeas(ctx context.Context, cfg IdeasConfig, log io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("ingest ideas: %w", err)
+	}
 	st, err := store.Open(ctx, cfg.Data)
 	if err != nil {
 		return err
