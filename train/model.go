@@ -34,6 +34,8 @@ import (
 	"github.com/gomlx/gomlx/ml/layers/attention"
 	"github.com/gomlx/gomlx/ml/layers/norm"
 	"github.com/gomlx/gomlx/ml/model"
+
+	"github.com/mlerl/mlerl/internal/config"
 )
 
 // ModelConfig is the shape of the policy.
@@ -76,15 +78,24 @@ func MediumModelConfig() ModelConfig {
 	return ModelConfig{DModel: 768, Heads: 12, Layers: 12, Ctx: 2048}
 }
 
-// Validate checks the shape is buildable.
+// Validate checks the shape is buildable; keys in errors are relative
+// ("ctx"), a stage config nests them ("model.ctx").
 func (c ModelConfig) Validate() error {
 	switch {
-	case c.DModel <= 0 || c.Heads <= 0 || c.Layers <= 0 || c.Ctx <= 0:
-		return fmt.Errorf("model: d_model, heads, layers and ctx must be positive (got %d, %d, %d, %d)", c.DModel, c.Heads, c.Layers, c.Ctx)
+	case c.DModel <= 0:
+		return config.Errorf("d_model", c.DModel, "must be positive")
+	case c.Heads <= 0:
+		return config.Errorf("heads", c.Heads, "must be positive")
 	case c.DModel%c.Heads != 0:
-		return fmt.Errorf("model: d_model %d is not a multiple of heads %d", c.DModel, c.Heads)
+		return config.Errorf("heads", c.Heads, "must divide d_model (%d)", c.DModel)
+	case c.Layers <= 0:
+		return config.Errorf("layers", c.Layers, "must be positive")
+	case c.Ctx <= 0:
+		return config.Errorf("ctx", c.Ctx, "must be positive")
+	case c.FFN < 0:
+		return config.Errorf("ffn", c.FFN, "must not be negative (0: 4*d_model)")
 	case c.Vocab < NumSpecial:
-		return fmt.Errorf("model: vocab %d is smaller than the %d special tokens", c.Vocab, NumSpecial)
+		return config.Errorf("vocab", c.Vocab, "must be at least %d (the special tokens)", NumSpecial)
 	}
 	return nil
 }
