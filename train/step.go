@@ -8,6 +8,8 @@ import (
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
 	"github.com/gomlx/gomlx/ml/train/optimizer"
+
+	"github.com/mlerl/mlerl/internal/config"
 )
 
 // OptimConfig configures AdamW, the learning-rate schedule and clipping,
@@ -20,6 +22,29 @@ type OptimConfig struct {
 	Beta1       float64 `yaml:"beta1" help:"AdamW beta1"`
 	Beta2       float64 `yaml:"beta2" help:"AdamW beta2"`
 	ClipNorm    float64 `yaml:"clip_norm" help:"clip the global gradient norm to this (0: off)"`
+}
+
+// Validate checks the settings; keys in errors are relative ("lr"), a
+// stage config nests them ("optim.lr").
+func (o OptimConfig) Validate() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case !(o.LR > 0) || !finite(o.LR):
+		return config.Errorf("lr", o.LR, "must be a positive number")
+	case !(o.MinLRRatio >= 0 && o.MinLRRatio <= 1):
+		return config.Errorf("min_lr_ratio", o.MinLRRatio, "must be in [0, 1] (a fraction of lr)")
+	case o.WarmupSteps < 0:
+		return config.Errorf("warmup_steps", o.WarmupSteps, "must not be negative")
+	case !(o.WeightDecay >= 0) || !finite(o.WeightDecay):
+		return config.Errorf("weight_decay", o.WeightDecay, "must be a number >= 0")
+	case !(o.Beta1 >= 0 && o.Beta1 < 1):
+		return config.Errorf("beta1", o.Beta1, "must be in [0, 1)")
+	case !(o.Beta2 >= 0 && o.Beta2 < 1):
+		return config.Errorf("beta2", o.Beta2, "must be in [0, 1)")
+	case !(o.ClipNorm >= 0) || !finite(o.ClipNorm):
+		return config.Errorf("clip_norm", o.ClipNorm, "must be a number >= 0 (0: off)")
+	}
+	return nil
 }
 
 // LRAt is the learning rate at step (0-based) of total: linear warmup to
