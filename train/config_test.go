@@ -57,3 +57,26 @@ func TestOptimConfigValidate(t *testing.T) {
 		{"clip_norm", func(o *OptimConfig) { o.ClipNorm = math.Inf(1) }, "clip_norm +Inf: must be a number >= 0 (0: off)"},
 	})
 }
+
+func TestSFTConfigValidate(t *testing.T) {
+	base := func() SFTConfig { c := DefaultSFTConfig(); c.Tokenizer = "bytes"; return c }
+	checkValidate(t, base, []validateCase[SFTConfig]{
+		{"default", func(*SFTConfig) {}, ""},
+		{"terse", func(c *SFTConfig) { c.Response = ResponseTerse }, ""},
+		{"data", func(c *SFTConfig) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"examples", func(c *SFTConfig) { c.Examples = "" }, `examples "": must name the sft_examples dataset (name or name/vN)`},
+		{"out", func(c *SFTConfig) { c.Out = "" }, `out "": must name a checkpoint folder in the data root`},
+		{"tokenizer", func(c *SFTConfig) { c.Tokenizer = "gpt2" }, `tokenizer "gpt2": want one of bytes`},
+		{"vocab_min_count", func(c *SFTConfig) { c.VocabMinCount = 0 }, "vocab_min_count 0: must be at least 1"},
+		{"model.vocab", func(c *SFTConfig) { c.Model.Vocab = 5000 }, "model.vocab 5000: must be 0: the vocabulary is trimmed to the examples' tokens (see vocab_min_count)"},
+		{"model.ctx", func(c *SFTConfig) { c.Model.Ctx = 8 }, "model.ctx 8: must be at least 64: a prompt and an answer in the action format do not fit in less"},
+		{"model.ctx zero", func(c *SFTConfig) { c.Model.Ctx = 0 }, "model.ctx 0: must be positive"},
+		{"model.heads", func(c *SFTConfig) { c.Model.Heads = 5 }, "model.heads 5: must divide d_model (256)"},
+		{"epochs", func(c *SFTConfig) { c.Epochs = 0 }, "epochs 0: must be at least 1"},
+		{"batch_rows", func(c *SFTConfig) { c.BatchRows = 0 }, "batch_rows 0: must be at least 1"},
+		{"checkpoint_every", func(c *SFTConfig) { c.CheckpointEvery = -1 }, "checkpoint_every -1: must not be negative (0: each epoch)"},
+		{"max_steps", func(c *SFTConfig) { c.MaxSteps = -1 }, "max_steps -1: must not be negative (0: every epoch)"},
+		{"response", func(c *SFTConfig) { c.Response = "short" }, `response "short": want full or terse`},
+		{"optim.lr", func(c *SFTConfig) { c.Optim.LR = -1 }, "optim.lr -1: must be a positive number"},
+	})
+}

@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
 
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/store"
@@ -60,21 +64,45 @@ func DefaultSFTConfig() SFTConfig {
 	}
 }
 
-// Validate checks the config.
+// Validate checks every field, before anything is read or written.
 func (c SFTConfig) Validate() error {
+	tokMu.Lock()
+	_, tokKnown := tokenizers[c.Tokenizer]
+	toks := slices.Sorted(maps.Keys(tokenizers))
+	tokMu.Unlock()
 	switch {
-	case c.Response != ResponseFull && c.Response != ResponseTerse:
-		return fmt.Errorf("response %q: want %s or %s", c.Response, ResponseFull, ResponseTerse)
-	case c.Epochs < 1:
-		return fmt.Errorf("epochs must be at least 1, got %d", c.Epochs)
-	case c.BatchRows < 1:
-		return fmt.Errorf("batch_rows must be at least 1, got %d", c.BatchRows)
-	case c.Optim.LR <= 0:
-		return fmt.Errorf("optim.lr must be positive, got %g", c.Optim.LR)
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Examples == "":
+		return config.Errorf("examples", c.Examples, "must name the sft_examples dataset (name or name/vN)")
 	case c.Out == "":
-		return fmt.Errorf("out must name a checkpoint folder")
+		return config.Errorf("out", c.Out, "must name a checkpoint folder in the data root")
+	case !tokKnown:
+		return config.Errorf("tokenizer", c.Tokenizer, "want one of %s", strings.Join(toks, ", "))
+	case c.VocabMinCount < 1:
+		return config.Errorf("vocab_min_count", c.VocabMinCount, "must be at least 1")
+	case c.Model.Vocab != 0:
+		return config.Errorf("model.vocab", c.Model.Vocab, "must be 0: the vocabulary is trimmed to the examples' tokens (see vocab_min_count)")
+	case c.Model.Ctx > 0 && c.Model.Ctx < 64:
+		// The shortest answer in the action format is ~20 Qwen tokens.
+		return config.Errorf("model.ctx", c.Model.Ctx, "must be at least 64: a prompt and an answer in the action format do not fit in less")
+	case c.Epochs < 1:
+		return config.Errorf("epochs", c.Epochs, "must be at least 1")
+	case c.BatchRows < 1:
+		return config.Errorf("batch_rows", c.BatchRows, "must be at least 1")
+	case c.CheckpointEvery < 0:
+		return config.Errorf("checkpoint_every", c.CheckpointEvery, "must not be negative (0: each epoch)")
+	case c.MaxSteps < 0:
+		return config.Errorf("max_steps", c.MaxSteps, "must not be negative (0: every epoch)")
+	case c.Response != ResponseFull && c.Response != ResponseTerse:
+		return config.Errorf("response", c.Response, "want %s or %s", ResponseFull, ResponseTerse)
 	}
-	return nil
+	shape := c.Model
+	shape.Vocab = NumSpecial // filled in from the trimmed vocabulary
+	if err := config.Nest("model", shape.Validate()); err != nil {
+		return err
+	}
+	return config.Nest("optim", c.Optim.Validate())
 }
 
 // sftState is the resumable position of an SFT run.
