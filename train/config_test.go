@@ -80,3 +80,32 @@ func TestSFTConfigValidate(t *testing.T) {
 		{"optim.lr", func(c *SFTConfig) { c.Optim.LR = -1 }, "optim.lr -1: must be a positive number"},
 	})
 }
+
+func TestPPOConfigValidate(t *testing.T) {
+	checkValidate(t, DefaultPPOConfig, []validateCase[PPOConfig]{
+		{"default", func(*PPOConfig) {}, ""},
+		{"greedy", func(c *PPOConfig) { c.Temperature = 0 }, ""},
+		{"data", func(c *PPOConfig) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"states", func(c *PPOConfig) { c.States = "" }, `states "": must name the rl_states dataset (name or name/vN)`},
+		{"sft", func(c *PPOConfig) { c.SFT = "" }, `sft "": must name the SFT checkpoint folder`},
+		{"out", func(c *PPOConfig) { c.Out = "" }, `out "": must name a checkpoint folder in the data root`},
+		{"out is sft", func(c *PPOConfig) { c.Out = c.SFT }, `out "checkpoints/sft": must differ from sft (the start and the KL reference)`},
+		{"reward", func(c *PPOConfig) { c.Reward = "human" }, `reward "human": want one of env, format`},
+		{"updates", func(c *PPOConfig) { c.Updates = 0 }, "updates 0: must be at least 1"},
+		{"batch_size", func(c *PPOConfig) { c.BatchSize = 0 }, "batch_size 0: must be at least 1"},
+		{"minibatches", func(c *PPOConfig) { c.Minibatches = 17 }, "minibatches 17: must be in [1, batch_size] (batch_size is 16)"},
+		{"update_epochs", func(c *PPOConfig) { c.UpdateEpochs = 0 }, "update_epochs 0: must be at least 1"},
+		{"clip_coef", func(c *PPOConfig) { c.ClipCoef = 0 }, "clip_coef 0: must be a positive number"},
+		{"vf_coef", func(c *PPOConfig) { c.VfCoef = -1 }, "vf_coef -1: must be a number >= 0"},
+		{"ent_coef", func(c *PPOConfig) { c.EntCoef = math.NaN() }, "ent_coef NaN: must be a number >= 0"},
+		{"kl_coef", func(c *PPOConfig) { c.KLCoef = -0.05 }, "kl_coef -0.05: must be a number >= 0"},
+		{"max_staleness", func(c *PPOConfig) { c.MaxStaleness = -1 }, "max_staleness -1: must not be negative"},
+		{"workers", func(c *PPOConfig) { c.Workers = 0 }, "workers 0: must be at least 1"},
+		{"temperature", func(c *PPOConfig) { c.Temperature = -1 }, "temperature -1: must be a number >= 0 (0: greedy)"},
+		{"top_p", func(c *PPOConfig) { c.TopP = 0 }, "top_p 0: must be in (0, 1]"},
+		{"max_new_tokens", func(c *PPOConfig) { c.MaxNewTokens = 0 }, "max_new_tokens 0: must be at least 1"},
+		{"gen_batch", func(c *PPOConfig) { c.GenBatch = 0 }, "gen_batch 0: must be at least 1"},
+		{"checkpoint_every", func(c *PPOConfig) { c.CheckpointEvery = -5 }, "checkpoint_every -5: must not be negative"},
+		{"optim.beta2", func(c *PPOConfig) { c.Optim.Beta2 = 1 }, "optim.beta2 1: must be in [0, 1)"},
+	})
+}

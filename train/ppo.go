@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/model"
 
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/store"
@@ -81,19 +85,58 @@ func DefaultPPOConfig() PPOConfig {
 	}
 }
 
-// Validate checks the config.
+// Validate checks every field, before anything is read or written.
 func (c PPOConfig) Validate() error {
+	rewardMu.Lock()
+	_, rewardKnown := rewardFns[c.Reward]
+	rewards := slices.Sorted(maps.Keys(rewardFns))
+	rewardMu.Unlock()
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case c.Updates < 1 || c.BatchSize < 1 || c.UpdateEpochs < 1 || c.Workers < 1 || c.GenBatch < 1:
-		return fmt.Errorf("updates, batch_size, update_epochs, workers and gen_batch must be at least 1")
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.States == "":
+		return config.Errorf("states", c.States, "must name the rl_states dataset (name or name/vN)")
+	case c.SFT == "":
+		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder")
+	case c.Out == "":
+		return config.Errorf("out", c.Out, "must name a checkpoint folder in the data root")
+	case c.Out == c.SFT:
+		return config.Errorf("out", c.Out, "must differ from sft (the start and the KL reference)")
+	case !rewardKnown:
+		return config.Errorf("reward", c.Reward, "want one of %s", strings.Join(rewards, ", "))
+	case c.Updates < 1:
+		return config.Errorf("updates", c.Updates, "must be at least 1")
+	case c.BatchSize < 1:
+		return config.Errorf("batch_size", c.BatchSize, "must be at least 1")
 	case c.Minibatches < 1 || c.Minibatches > c.BatchSize:
-		return fmt.Errorf("minibatches must be in [1, batch_size=%d], got %d", c.BatchSize, c.Minibatches)
+		return config.Errorf("minibatches", c.Minibatches, "must be in [1, batch_size] (batch_size is %d)", c.BatchSize)
+	case c.UpdateEpochs < 1:
+		return config.Errorf("update_epochs", c.UpdateEpochs, "must be at least 1")
+	case !(c.ClipCoef > 0) || !finite(c.ClipCoef):
+		return config.Errorf("clip_coef", c.ClipCoef, "must be a positive number")
+	case !(c.VfCoef >= 0) || !finite(c.VfCoef):
+		return config.Errorf("vf_coef", c.VfCoef, "must be a number >= 0")
+	case !(c.EntCoef >= 0) || !finite(c.EntCoef):
+		return config.Errorf("ent_coef", c.EntCoef, "must be a number >= 0")
+	case !(c.KLCoef >= 0) || !finite(c.KLCoef):
+		return config.Errorf("kl_coef", c.KLCoef, "must be a number >= 0")
 	case c.MaxStaleness < 0:
-		return fmt.Errorf("max_staleness must be >= 0, got %d", c.MaxStaleness)
+		return config.Errorf("max_staleness", c.MaxStaleness, "must not be negative")
+	case c.Workers < 1:
+		return config.Errorf("workers", c.Workers, "must be at least 1")
+	case !(c.Temperature >= 0) || !finite(c.Temperature):
+		return config.Errorf("temperature", c.Temperature, "must be a number >= 0 (0: greedy)")
+	case !(c.TopP > 0 && c.TopP <= 1):
+		return config.Errorf("top_p", c.TopP, "must be in (0, 1]")
 	case c.MaxNewTokens < 1:
-		return fmt.Errorf("max_new_tokens must be at least 1, got %d", c.MaxNewTokens)
+		return config.Errorf("max_new_tokens", c.MaxNewTokens, "must be at least 1")
+	case c.GenBatch < 1:
+		return config.Errorf("gen_batch", c.GenBatch, "must be at least 1")
+	case c.CheckpointEvery < 0:
+		return config.Errorf("checkpoint_every", c.CheckpointEvery, "must not be negative")
 	}
-	return nil
+	return config.Nest("optim", c.Optim.Validate())
 }
 
 // ppoState is the resumable position of a PPO run.
