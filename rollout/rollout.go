@@ -238,11 +238,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// 3. Resume: open (or find) the pending versions and skip what is done.
 	key := runKey(cfg, tasksM, ideasM)
-	if m, err := datasets.FindRun(ctx, st, cfg.Trajectories, key); err != nil {
+	if done, err := committedRun(ctx, cfg, in, key); err != nil || done {
 		return err
-	} else if m != nil {
-		fmt.Fprintf(os.Stderr, "rollout: this run (key %s) is already committed as %s v%d; nothing to do (change the seed or config for a new run)\n", key, m.Name, m.Version)
-		return nil
 	}
 	trajP, err := datasets.Begin(ctx, st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
@@ -337,11 +334,8 @@ func Commit(ctx context.Context, cfg Config) error {
 		return err
 	}
 	key := runKey(cfg, in.tasksM, in.ideasM)
-	if m, err := datasets.FindRun(ctx, in.st, cfg.Trajectories, key); err != nil {
+	if done, err := committedRun(ctx, cfg, in, key); err != nil || done {
 		return err
-	} else if m != nil {
-		fmt.Fprintf(os.Stderr, "rollout commit: already committed: %s v%d (%d rows)\n", m.Name, m.Version, m.Rows)
-		return nil
 	}
 	trajP, err := datasets.FindPending(ctx, in.st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
@@ -397,9 +391,9 @@ func commitIfComplete(ctx context.Context, cfg Config, in *inputs, trajP, stepsP
 	if err != nil {
 		return false, err
 	}
-	summary := summarize(all, steps)
-	extra := map[string]any{"summary": summary, "expert": expert, "actions": countBy(steps, func(s schemas.Step) string { return s.ActionName }),
-		"outcomes": countBy(steps, func(s schemas.Step) string { return s.Outcome })}
+	extra := stepExtra(all, steps)
+	extra["expert"] = expert
+	summary := extra["summary"].([]TaskSummary)
 	sm, err := stepsP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: parents, Extra: extra})
 	if err != nil {
 		return false, err
