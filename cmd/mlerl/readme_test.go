@@ -81,12 +81,13 @@ func shellArgs(s string) []string {
 // inline code spans), where "mlerl", "bin/mlerl" or "./bin/mlerl" starts a
 // command (see cmdStart: also after ; & | ( and then/do/until/while). Each
 // runs in process with --print-config (a stage) or --help (anything else),
-// so nothing is read or written. It fails when the command or a flag is
-// wrong, or the number of arguments of a code-block line (inline code may
-// name a command in prose: "`mlerl ls` lists"); an error of the stage itself (a
-// placeholder such as i/K or <dir>) is only logged. The commands run in a
-// folder holding the rollout.yaml they name, written by --print-config. A
-// "make <target>" line must name a target of the Makefile.
+// so nothing is read or written, in a folder holding the rollout.yaml the
+// documents name (written by --print-config). It fails when the command
+// or a flag is wrong, or when a code-block line has the wrong number of
+// arguments (inline code may name a command in prose: "`mlerl ls`
+// lists"); an error of the stage itself (a placeholder such as i/K or
+// <dir>) is only logged. A "make <target>" line must name a target of the
+// Makefile.
 func TestDocumentedCommands(t *testing.T) {
 	repo := filepath.Join("..", "..")
 	mk, err := os.ReadFile(filepath.Join(repo, "Makefile"))
