@@ -120,7 +120,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	// 1. Inputs.
 	stepsM, err := datasets.ResolveIn(ctx, st, cfg.Steps)
 	if err != nil {
-		return fmt.Errorf("dataset: steps: %w (run `mlerl rollout` first)", err)
+		return fmt.Errorf("dataset: steps (written by `mlerl rollout`): %w", err)
 	}
 	tasksM, err := tasksFor(ctx, st, stepsM, cfg.Tasks)
 	if err != nil {
