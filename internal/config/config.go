@@ -2,7 +2,14 @@
 // command-line flags, in that order. Unknown YAML keys are rejected with
 // their name. Every field of a Config struct becomes a flag named after its
 // yaml tag (nested structs join names with a dot: "llm.base_url"), with the
-// help text from its `help` tag, so a field is documented exactly once.
+// help text from its `help` tag, so a field is documented exactly once;
+// the flag also takes its kebab-case spelling ("--llm.base-url").
+//
+// A config checks itself in one Validate method, called by Resolve before
+// the stage opens anything; a bad value is a [FieldError] naming its
+// dotted key, and Resolve adds where the value came from (the flag as
+// typed, or the file and line). Errors in the file itself (syntax, types,
+// unknown or repeated keys) name the file, the line and the key.
 //
 // Start with [Bind] (in the command's setup) and [Resolve] (when it runs).
 package config
