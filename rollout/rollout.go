@@ -241,6 +241,24 @@ func Run(ctx context.Context, cfg Config) error {
 	if done, err := committedRun(ctx, cfg, in, key); err != nil || done {
 		return err
 	}
+	// What can fail on this machine (no Python, no LLM client) fails
+	// before a version is opened.
+	runner, python, closeRunner, err := newRunner(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeRunner()
+	envCfg := cfg.Env
+	envCfg.Runner = runner
+	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
+	if cfg.Instrument {
+		envCfg.Instrumenter = env.StaticInstrumenter{}
+	}
+	factory, err := newExpert(cfg)
+	if err != nil {
+		return err
+	}
+	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
 	trajP, err := datasets.Begin(ctx, st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
 		return err
@@ -258,23 +276,6 @@ func Run(ctx context.Context, cfg Config) error {
 		len(tasks), shard, shards, len(jobs), len(jobs)-len(todo), trajP.URI(), stepsP.URI())
 
 	// 4. Run the trajectories in parallel; a writer flushes finished ones.
-	runner, python, closeRunner, err := newRunner(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeRunner()
-	envCfg := cfg.Env
-	envCfg.Runner = runner
-	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
-	if cfg.Instrument {
-		envCfg.Instrumenter = env.StaticInstrumenter{}
-	}
-	factory, err := newExpert(cfg)
-	if err != nil {
-		return err
-	}
-	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
-
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = runtime.NumCPU()
