@@ -52,18 +52,31 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate implements config.Validator.
+// Validate implements config.Validator: every field, before anything is
+// read or written.
 func (c *Config) Validate() error {
 	switch c.ErrorSteps {
 	case ErrorStepsKeep, ErrorStepsDropRefused, ErrorStepsDrop:
 	default:
-		return fmt.Errorf("error_steps %q: want %s, %s or %s", c.ErrorSteps, ErrorStepsKeep, ErrorStepsDropRefused, ErrorStepsDrop)
+		return config.Errorf("error_steps", c.ErrorSteps, "want %s, %s or %s", ErrorStepsKeep, ErrorStepsDropRefused, ErrorStepsDrop)
 	}
-	if c.MaxTokens < 0 || c.PerStratum < 0 {
-		return fmt.Errorf("max_tokens and per_stratum must not be negative")
-	}
-	if c.SFT == "" || c.RLStates == "" || c.SFT == c.RLStates {
-		return fmt.Errorf("sft (%q) and rl_states (%q) must be two different non-empty names", c.SFT, c.RLStates)
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Steps == "":
+		return config.Errorf("steps", c.Steps, "must name the steps dataset (name or name/vN)")
+	case c.SFT == "":
+		return config.Errorf("sft", c.SFT, "must name the dataset to write")
+	case c.RLStates == "":
+		return config.Errorf("rl_states", c.RLStates, "must name the dataset to write")
+	case c.RLStates == c.SFT:
+		return config.Errorf("rl_states", c.RLStates, "must differ from sft")
+	case c.MaxTokens < 0:
+		return config.Errorf("max_tokens", c.MaxTokens, "must not be negative (0: no limit)")
+	case c.PerStratum < 0:
+		return config.Errorf("per_stratum", c.PerStratum, "must not be negative (0: every expert state)")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
 	}
 	return nil
 }
@@ -107,7 +120,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	// 1. Inputs.
 	stepsM, err := datasets.ResolveIn(ctx, st, cfg.Steps)
 	if err != nil {
-		return fmt.Errorf("dataset: steps: %w (run `mlerl rollout` first)", err)
+		return fmt.Errorf("dataset: steps (written by `mlerl rollout`): %w", err)
 	}
 	tasksM, err := tasksFor(ctx, st, stepsM, cfg.Tasks)
 	if err != nil {
@@ -268,7 +281,7 @@ func lineage(ctx context.Context, st store.Store, stepsM, tasksM *datasets.Manif
 func runKey(cfg Config, stepsM, tasksM *datasets.Manifest) string {
 	c := cfg
 	c.Data, c.Workers = "", 0
-	return shortHash(fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.YAML(c))
+	return shortHash(fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.Canonical(c))
 }
 
 // CheckNoLeak fails when a held-out task could reach training: an RL

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -400,6 +402,14 @@ func TestRunRejectsBadInput(t *testing.T) {
 			cfg.Tasks = "tasks/v2"
 			return cfg
 		}, `task "beta" is not in the tasks dataset`},
+		{"steps manifest lost", func(t *testing.T, f fixture) Config {
+			os.Remove(filepath.Join(f.root, "steps", "v1", datasets.ManifestFile))
+			return testRunConfig(f.root)
+		}, "dataset: steps (written by `mlerl rollout`): ROOT/steps: no committed dataset: v1 has neither _MANIFEST.json nor _PENDING.json (its manifest was lost?); rerun the stage that writes \"steps\" with the same config to resume or repair it"},
+		{"no steps", func(t *testing.T, f fixture) Config {
+			os.RemoveAll(filepath.Join(f.root, "steps"))
+			return testRunConfig(f.root)
+		}, "dataset: steps (written by `mlerl rollout`): ROOT/steps: no committed dataset: nothing is there (run the stage that writes \"steps\" first, or see `mlerl ls <data root>`)"},
 		{"bad error_steps", func(t *testing.T, f fixture) Config {
 			cfg := testRunConfig(f.root)
 			cfg.ErrorSteps = "sometimes"
@@ -410,7 +420,9 @@ func TestRunRejectsBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			err := run(ctx, tt.prepare(t, f), io.Discard, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.wantMsg) {
+			// A want starting with "dataset: " is the whole message; others a part of it.
+			want := strings.ReplaceAll(tt.wantMsg, "ROOT", f.root)
+			if err == nil || !strings.Contains(err.Error(), want) || (strings.HasPrefix(want, "dataset: ") && err.Error() != want) {
 				t.Fatalf("got %v, want an error containing %q", err, tt.wantMsg)
 			}
 			if _, _, err := datasets.Versions(ctx, f.st, "sft_examples"); err == nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/sandbox"
@@ -142,17 +143,27 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate checks the settings; New and Restore call it.
+// Validate checks the settings; New and Restore call it. Keys in errors
+// are relative ("max_steps"); a stage config nests them under its own
+// key with config.Nest ("env.max_steps").
 func (c Config) Validate() error {
 	switch {
 	case c.MaxSteps <= 0:
-		return fmt.Errorf("env: max_steps %d must be positive", c.MaxSteps)
+		return config.Errorf("max_steps", c.MaxSteps, "must be positive")
 	case c.MaxTime <= 0:
-		return fmt.Errorf("env: max_time %v must be positive", c.MaxTime)
+		return config.Errorf("max_time", c.MaxTime, "must be positive")
 	case c.ObservationChars < 0:
-		return fmt.Errorf("env: observation_chars %d must not be negative (0: no limit)", c.ObservationChars)
+		return config.Errorf("observation_chars", c.ObservationChars, "must not be negative (0: no limit)")
+	case c.MemoryBytes <= 0:
+		return config.Errorf("memory_bytes", c.MemoryBytes, "must be positive (bytes: 4294967296 is 4 GiB)")
+	case c.MaxProcs <= 0:
+		return config.Errorf("max_procs", c.MaxProcs, "must be positive")
+	case c.MaxOutputBytes <= 0:
+		return config.Errorf("max_output_bytes", c.MaxOutputBytes, "must be positive")
+	case c.GradeTimeout <= 0:
+		return config.Errorf("grade_timeout", c.GradeTimeout, "must be positive")
 	}
-	return c.Reward.Validate()
+	return config.Nest("reward", c.Reward.Validate())
 }
 
 // Spec is what an environment needs from a task (a schemas.Task row).
@@ -316,7 +327,7 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 
 func (e *Env) init() error {
 	if err := e.cfg.Validate(); err != nil {
-		return err
+		return config.Nest("env", err)
 	}
 	if e.cfg.Editor == nil {
 		e.cfg.Editor = OfflineEditor{}

@@ -1,10 +1,9 @@
 package env
 
 import (
-	"errors"
-	"fmt"
 	"math"
 
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -55,19 +54,23 @@ func DefaultRewardConfig() RewardConfig {
 	}
 }
 
-// Validate checks the squashing name and the marker value.
+// Validate checks the squashing name and the values; keys in errors are
+// relative ("squash"), nested by the caller ("env.reward.squash").
 func (c RewardConfig) Validate() error {
 	switch c.Squash {
 	case SquashClip, SquashTanh, SquashNone:
 	case "":
 		if c.Improvement {
-			return errors.New("reward: squash is empty (want clip, tanh or none)")
+			return config.Errorf("squash", c.Squash, "want %s, %s or %s (the improvement term is on)", SquashClip, SquashTanh, SquashNone)
 		}
 	default:
-		return fmt.Errorf("reward: squash %q (want clip, tanh or none)", c.Squash)
+		return config.Errorf("squash", c.Squash, "want %s, %s or %s", SquashClip, SquashTanh, SquashNone)
 	}
-	if c.MarkerValue < 0 || math.IsNaN(c.MarkerValue) {
-		return fmt.Errorf("reward: marker_value %v must be a non-negative number", c.MarkerValue)
+	if !(c.MarkerValue >= 0) || math.IsInf(c.MarkerValue, 0) {
+		return config.Errorf("marker_value", c.MarkerValue, "must be a number >= 0 (credit per marker reached)")
+	}
+	if !(c.NoValidPen <= 0) || math.IsInf(c.NoValidPen, 0) {
+		return config.Errorf("no_valid_penalty", c.NoValidPen, "must be a number <= 0 (a penalty, such as -10)")
 	}
 	return nil
 }

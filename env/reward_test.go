@@ -3,6 +3,7 @@ package env
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -119,22 +120,58 @@ func TestDefaultRewardBounded(t *testing.T) {
 }
 
 func TestRewardConfigValidate(t *testing.T) {
-	bad := DefaultRewardConfig()
-	bad.Squash = "sigmoid"
-	neg := DefaultRewardConfig()
-	neg.MarkerValue = -0.1
 	for _, tc := range []struct {
 		name string
-		cfg  RewardConfig
-		ok   bool
+		edit func(*RewardConfig)
+		want string // the whole message; "" for valid
 	}{
-		{"default", DefaultRewardConfig(), true},
-		{"partial credit", PartialCreditRewardConfig(), true},
-		{"unknown squash", bad, false},
-		{"negative marker value", neg, false},
+		{"default", func(*RewardConfig) {}, ""},
+		{"partial credit", func(c *RewardConfig) { *c = PartialCreditRewardConfig() }, ""},
+		{"unknown squash", func(c *RewardConfig) { c.Squash = "sigmoid" }, `squash "sigmoid": want clip, tanh or none`},
+		{"empty squash", func(c *RewardConfig) { c.Squash = "" }, `squash "": want clip, tanh or none (the improvement term is on)`},
+		{"empty squash, no improvement", func(c *RewardConfig) { c.Squash, c.Improvement = "", false }, ""},
+		{"negative marker value", func(c *RewardConfig) { c.MarkerValue = -0.1 }, "marker_value -0.1: must be a number >= 0 (credit per marker reached)"},
+		{"NaN marker value", func(c *RewardConfig) { c.MarkerValue = math.NaN() }, "marker_value NaN: must be a number >= 0 (credit per marker reached)"},
+		{"positive penalty", func(c *RewardConfig) { c.NoValidPen = 10 }, "no_valid_penalty 10: must be a number <= 0 (a penalty, such as -10)"},
+		{"infinite penalty", func(c *RewardConfig) { c.NoValidPen = math.Inf(-1) }, "no_valid_penalty -Inf: must be a number <= 0 (a penalty, such as -10)"},
 	} {
-		if err := tc.cfg.Validate(); (err == nil) != tc.ok {
-			t.Errorf("%s: got %v, want ok %v", tc.name, err, tc.ok)
+		cfg := DefaultRewardConfig()
+		tc.edit(&cfg)
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: got %q want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string // the whole message; "" for valid
+	}{
+		{"default", func(*Config) {}, ""},
+		{"no observation limit", func(c *Config) { c.ObservationChars = 0 }, ""},
+		{"max_steps", func(c *Config) { c.MaxSteps = -1 }, "max_steps -1: must be positive"},
+		{"max_time", func(c *Config) { c.MaxTime = -time.Minute }, "max_time -1m0s: must be positive"},
+		{"observation_chars", func(c *Config) { c.ObservationChars = -1 }, "observation_chars -1: must not be negative (0: no limit)"},
+		{"memory_bytes", func(c *Config) { c.MemoryBytes = -1 }, "memory_bytes -1: must be positive (bytes: 4294967296 is 4 GiB)"},
+		{"max_procs", func(c *Config) { c.MaxProcs = 0 }, "max_procs 0: must be positive"},
+		{"max_output_bytes", func(c *Config) { c.MaxOutputBytes = -5 }, "max_output_bytes -5: must be positive"},
+		{"grade_timeout", func(c *Config) { c.GradeTimeout = 0 }, "grade_timeout 0s: must be positive"},
+		{"reward", func(c *Config) { c.Reward.Squash = "x" }, `reward.squash "x": want clip, tanh or none`},
+	} {
+		cfg := DefaultConfig()
+		tc.edit(&cfg)
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: got %q want %q", tc.name, got, tc.want)
 		}
 	}
 }

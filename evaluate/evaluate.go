@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -93,40 +94,77 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate implements config.Validator.
+// Validate implements config.Validator: every field, before anything is
+// read or written.
 func (c *Config) Validate() error {
-	if c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX {
-		return fmt.Errorf("engine %q: want %s or %s", c.Engine, policy.EngineNative, policy.EngineGoMLX)
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Tasks == "":
+		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
+	case c.Ideas == "":
+		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
+	case c.Out == "":
+		return config.Errorf("out", c.Out, "must name the dataset to write")
+	case len(c.Splits) == 0:
+		return config.Errorf("splits", c.Splits, "must name %s, %s or both", schemas.HeldOut, schemas.HeldIn)
+	case len(c.Methods) == 0:
+		return config.Errorf("methods", c.Methods, "must name some of %s", strings.Join(AllMethods, ", "))
+	case c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX:
+		return config.Errorf("engine", c.Engine, "want %s or %s", policy.EngineNative, policy.EngineGoMLX)
+	case c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree:
+		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	}
-	if c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree {
-		return fmt.Errorf("decode %q: want %s or %s", c.Decode, policy.DecodeConstrained, policy.DecodeFree)
-	}
-	if c.MaxNewTokens < 0 {
-		return fmt.Errorf("max_new_tokens %d: must not be negative (0: the policy's response_tokens)", c.MaxNewTokens)
-	}
-	if c.PerTask < 1 {
-		return fmt.Errorf("per_task must be at least 1")
-	}
-	if c.PolicyPerTask < 0 || c.PolicyPerTask > c.PerTask {
-		return fmt.Errorf("policy_per_task %d: want 0 (per_task) up to per_task (%d)", c.PolicyPerTask, c.PerTask)
-	}
-	if len(c.Splits) == 0 {
-		return fmt.Errorf("splits is empty: want held-out, held-in or both")
-	}
-	for _, s := range c.Splits {
+	for i, s := range c.Splits {
 		if s != schemas.HeldOut && s != schemas.HeldIn {
-			return fmt.Errorf("splits: %q is not held-out or held-in", s)
+			return config.Errorf("splits", c.Splits, "item %d %q is not %s or %s", i+1, s, schemas.HeldOut, schemas.HeldIn)
+		}
+		if slices.Index(c.Splits, s) < i {
+			return config.Errorf("splits", c.Splits, "%q is listed twice", s)
 		}
 	}
-	if len(c.Methods) == 0 {
-		return fmt.Errorf("methods is empty: want some of %s", strings.Join(AllMethods, ", "))
-	}
-	for _, m := range c.Methods {
+	for i, m := range c.Methods {
 		if !slices.Contains(AllMethods, m) {
-			return fmt.Errorf("methods: %q is not one of %s", m, strings.Join(AllMethods, ", "))
+			return config.Errorf("methods", c.Methods, "item %d %q is not one of %s", i+1, m, strings.Join(AllMethods, ", "))
+		}
+		if slices.Index(c.Methods, m) < i {
+			return config.Errorf("methods", c.Methods, "%q is listed twice", m)
 		}
 	}
-	return c.Env.Validate()
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
+	}
+	switch {
+	case c.PerTask < 1:
+		return config.Errorf("per_task", c.PerTask, "must be at least 1")
+	case c.PolicyPerTask < 0 || c.PolicyPerTask > c.PerTask:
+		return config.Errorf("policy_per_task", c.PolicyPerTask, "must be in [0, per_task] (0: per_task, which is %d)", c.PerTask)
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
+	case c.SFT == "" && slices.Contains(c.Methods, MethodSFT):
+		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
+	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
+		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
+	case !(c.Temperature >= 0) || !finite(c.Temperature):
+		return config.Errorf("temperature", c.Temperature, "must be a number >= 0 (0: greedy)")
+	case !(c.TopP > 0 && c.TopP <= 1):
+		return config.Errorf("top_p", c.TopP, "must be in (0, 1]")
+	case c.MaxNewTokens < 0:
+		return config.Errorf("max_new_tokens", c.MaxNewTokens, "must not be negative (0: the policy's response_tokens)")
+	case !(c.SlipRate >= 0 && c.SlipRate <= 1):
+		return config.Errorf("slip_rate", c.SlipRate, "must be in [0, 1] (a probability per step)")
+	case !(c.LLMTemperature >= 0) || !finite(c.LLMTemperature):
+		return config.Errorf("llm_temperature", c.LLMTemperature, "must be a number >= 0")
+	case c.FullBudget < 1:
+		return config.Errorf("full_budget", c.FullBudget, "must be positive (tokens)")
+	case c.CompactBudget < 1:
+		return config.Errorf("compact_budget", c.CompactBudget, "must be positive (tokens)")
+	}
+	if err := config.Nest("env", c.Env.Validate()); err != nil {
+		return err
+	}
+	return config.Nest("llm", c.LLM.Validate())
 }
 
 // method is one evaluated agent.
@@ -515,7 +553,7 @@ func runKey(cfg Config, tasks, ideas *datasets.Manifest, methods []*method) stri
 	c := cfg
 	c.Workers, c.Data, c.Report = 0, "", ""
 	h := sha256.New()
-	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.YAML(c))
+	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.Canonical(c))
 	for _, m := range methods {
 		fmt.Fprintf(h, "\n%s %s", m.name, m.source)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -37,20 +37,20 @@ const (
 type IdeasConfig struct {
 	// Data is the data root the ideas dataset goes to (and the tasks
 	// dataset comes from, unless Tasks is a full URI).
-	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix (default ./data)"`
+	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
 	// Tasks names the tasks dataset version to read.
-	Tasks string `yaml:"tasks" help:"tasks dataset: tasks or tasks/v<N> inside the data root, or a full URI such as gs://b/p/tasks/v3 (default tasks: the latest version)"`
+	Tasks string `yaml:"tasks" help:"tasks dataset: tasks or tasks/v<N> inside the data root, or a full URI such as gs://b/p/tasks/v3 (a name alone: its latest version)"`
 	// Source is where candidate ideas come from.
-	Source string `yaml:"source" help:"candidates: catalog (built in, offline), llm (the chat endpoint in llm.*) or both (default catalog)"`
+	Source string `yaml:"source" help:"candidates: catalog (built in, offline), llm (the chat endpoint in llm.*) or both"`
 	// Only restricts the run to some task ids.
-	Only []string `yaml:"only" help:"only these task ids (default: all tasks of the dataset)"`
+	Only []string `yaml:"only" help:"only these task ids (empty: all tasks of the dataset)"`
 	// K and Threshold drive the diversity filter (per task and category).
-	K         int     `yaml:"k" help:"ideas kept per task and category (default 10)"`
-	Threshold float64 `yaml:"threshold" help:"cosine similarity above which a candidate is a near-duplicate of a kept idea and is dropped (default 0.9; 1 disables)"`
+	K         int     `yaml:"k" help:"ideas kept per task and category"`
+	Threshold float64 `yaml:"threshold" help:"cosine similarity above which a candidate is a near-duplicate of a kept idea and is dropped (1 disables the check)"`
 	// Seed picks the filter's first idea (0: the most typical one).
-	Seed int64 `yaml:"seed" help:"diversity filter start: 0 starts from the idea closest to the pool's mean, any other value from an idea drawn with this seed (default 0)"`
+	Seed int64 `yaml:"seed" help:"diversity filter start: 0 starts from the idea closest to the pool's mean, any other value from an idea drawn with this seed"`
 	// Workers bounds the pools generated and filtered at once.
-	Workers int `yaml:"workers" help:"pools (task x category) generated and filtered at once (default 0: one per CPU core)"`
+	Workers int `yaml:"workers" help:"pools (task x category) generated and filtered at once (0: one per CPU core)"`
 	// Gen drives LLM generation.
 	Gen IdeaGenConfig `yaml:"gen"`
 	// LLM is the chat endpoint for source llm or both.
@@ -61,13 +61,13 @@ type IdeasConfig struct {
 
 // IdeaGenConfig drives LLM idea generation.
 type IdeaGenConfig struct {
-	N                   int     `yaml:"n" help:"candidate ideas asked of the LLM per task and category (default 100)"`
-	MinIdeas            int     `yaml:"min_ideas" help:"fewest usable LLM ideas accepted per task and category; fewer is an error (default 10)"`
-	MaxRounds           int     `yaml:"max_rounds" help:"requests per task and category: the first plus re-asks for a shortfall (default 4)"`
-	MaxIdeaChars        int     `yaml:"max_idea_chars" help:"longer ideas are rejected (default 300)"`
-	MaxDescriptionChars int     `yaml:"max_description_chars" help:"task description cut to this many characters in the prompt (default 4000)"`
-	Temperature         float64 `yaml:"temperature" help:"sampling temperature (default 0.8)"`
-	MaxTokens           int     `yaml:"max_tokens" help:"completion token limit per request (default 8192)"`
+	N                   int     `yaml:"n" help:"candidate ideas asked of the LLM per task and category"`
+	MinIdeas            int     `yaml:"min_ideas" help:"fewest usable LLM ideas accepted per task and category; fewer is an error"`
+	MaxRounds           int     `yaml:"max_rounds" help:"requests per task and category: the first plus re-asks for a shortfall"`
+	MaxIdeaChars        int     `yaml:"max_idea_chars" help:"longer ideas are rejected"`
+	MaxDescriptionChars int     `yaml:"max_description_chars" help:"task description cut to this many characters in the prompt"`
+	Temperature         float64 `yaml:"temperature" help:"sampling temperature"`
+	MaxTokens           int     `yaml:"max_tokens" help:"completion token limit per request"`
 }
 
 // DefaultIdeasConfig returns the defaults: catalog ideas for every task
@@ -84,33 +84,51 @@ func DefaultIdeasConfig() IdeasConfig {
 	}
 }
 
-// Validate checks the config.
+// Validate checks every field, before anything is read or written.
 func (c *IdeasConfig) Validate() error {
 	switch c.Source {
 	case IdeasFromCatalog:
 	case IdeasFromLLM, IdeasFromBoth:
 		if !c.LLM.Enabled() {
-			return fmt.Errorf("source %s needs llm.base_url (an OpenAI-compatible endpoint); use source catalog to work offline", c.Source)
-		}
-		if c.Gen.N <= 0 || c.Gen.MaxRounds <= 0 || c.Gen.MaxIdeaChars <= 0 || c.Gen.MinIdeas < 0 || c.Gen.MinIdeas > c.Gen.N {
-			return fmt.Errorf("gen: n, max_rounds and max_idea_chars must be positive and 0 <= min_ideas <= n (got n %d, min_ideas %d, max_rounds %d, max_idea_chars %d)", c.Gen.N, c.Gen.MinIdeas, c.Gen.MaxRounds, c.Gen.MaxIdeaChars)
+			return config.Errorf("source", c.Source, "needs llm.base_url (an OpenAI-compatible endpoint); use source %s to work offline", IdeasFromCatalog)
 		}
 	default:
-		return fmt.Errorf("source %q: want %s, %s or %s", c.Source, IdeasFromCatalog, IdeasFromLLM, IdeasFromBoth)
+		return config.Errorf("source", c.Source, "want %s, %s or %s", IdeasFromCatalog, IdeasFromLLM, IdeasFromBoth)
 	}
-	if c.Data == "" || c.Tasks == "" {
-		return errors.New("data and tasks must not be empty")
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
 	}
-	if c.K <= 0 {
-		return fmt.Errorf("k must be positive, got %d", c.K)
+	g := c.Gen
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Tasks == "":
+		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name, name/vN or a URI)")
+	case c.K < 1:
+		return config.Errorf("k", c.K, "must be at least 1")
+	case !(c.Threshold > -1 && c.Threshold <= 1):
+		return config.Errorf("threshold", c.Threshold, "must be in (-1, 1] (a cosine similarity; 1 disables the near-duplicate check)")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per CPU core)")
+	case g.N < 1:
+		return config.Errorf("gen.n", g.N, "must be at least 1")
+	case g.MinIdeas < 0 || g.MinIdeas > g.N:
+		return config.Errorf("gen.min_ideas", g.MinIdeas, "must be in [0, gen.n] (gen.n is %d)", g.N)
+	case g.MaxRounds < 1:
+		return config.Errorf("gen.max_rounds", g.MaxRounds, "must be at least 1")
+	case g.MaxIdeaChars < 1:
+		return config.Errorf("gen.max_idea_chars", g.MaxIdeaChars, "must be at least 1")
+	case g.MaxDescriptionChars < 1:
+		return config.Errorf("gen.max_description_chars", g.MaxDescriptionChars, "must be at least 1")
+	case !(g.Temperature >= 0) || math.IsInf(g.Temperature, 0):
+		return config.Errorf("gen.temperature", g.Temperature, "must be a number >= 0")
+	case g.MaxTokens < 1:
+		return config.Errorf("gen.max_tokens", g.MaxTokens, "must be at least 1")
 	}
-	if c.Threshold <= -1 {
-		return fmt.Errorf("threshold %v drops every idea: want a cosine similarity above -1 (1 disables the near-duplicate check)", c.Threshold)
+	if err := config.Nest("llm", c.LLM.Validate()); err != nil {
+		return err
 	}
-	if c.Workers < 0 {
-		return errors.New("workers must not be negative")
-	}
-	return c.Embed.Validate()
+	return config.Nest("embed", c.Embed.Validate())
 }
 
 // ideaPool is the candidates of one task and category, and what became of them.
@@ -135,6 +153,9 @@ func RunIdeas(ctx context.Context, cfg IdeasConfig) error {
 }
 
 func runIdeas(ctx context.Context, cfg IdeasConfig, log io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("ingest ideas: %w", err)
+	}
 	st, err := store.Open(ctx, cfg.Data)
 	if err != nil {
 		return err
@@ -358,7 +379,7 @@ func summarizeIdeas(pools []*ideaPool) ([]poolSummary, ideagen.Report) {
 }
 
 func commitIdeas(ctx context.Context, st store.Store, cfg IdeasConfig, rows []schemas.Idea, tasks *datasets.Manifest, emb embed.Embedder, summary []poolSummary, usage ideagen.Report) (*datasets.Manifest, error) {
-	key := sha256.Sum256([]byte(config.YAML(cfg) + fmt.Sprintf("%s/v%d", tasks.Name, tasks.Version)))
+	key := sha256.Sum256([]byte(config.Canonical(cfg) + fmt.Sprintf("%s/v%d", tasks.Name, tasks.Version)))
 	p, err := datasets.Begin(ctx, st, schemas.Ideas.Name, schemas.Ideas, "ingest-ideas-"+hex.EncodeToString(key[:8]))
 	if err != nil {
 		return nil, err

@@ -274,9 +274,9 @@ func TestRunIdeasBadInput(t *testing.T) {
 		{"no tasks dataset", func(c *IdeasConfig) { c.Data = t.TempDir() }, "run `mlerl ingest tasks` first"},
 		{"unknown task", func(c *IdeasConfig) { c.Only = []string{"nope"} }, `task "nope" (from only) is not in tasks v1`},
 		{"missing version", func(c *IdeasConfig) { c.Tasks = "tasks/v7" }, `tasks dataset "tasks/v7"`},
-		{"llm without endpoint", func(c *IdeasConfig) { c.Source = IdeasFromLLM }, "source llm needs llm.base_url"},
+		{"llm without endpoint", func(c *IdeasConfig) { c.Source = IdeasFromLLM }, `source "llm": needs llm.base_url`},
 		{"bad source", func(c *IdeasConfig) { c.Source = "web" }, `source "web"`},
-		{"bad k", func(c *IdeasConfig) { c.K = 0 }, "k must be positive"},
+		{"bad k", func(c *IdeasConfig) { c.K = 0 }, "k 0: must be at least 1"},
 		{"bad embedder", func(c *IdeasConfig) { c.Embed.Kind = "bert" }, `embed.kind "bert"`},
 	}
 	for _, tt := range tests {
@@ -382,6 +382,49 @@ func TestRunIdeasBoth(t *testing.T) {
 		}
 		if got := count[cat+" llm:gen-1"]; got != 11 {
 			t.Errorf("category %s: got %d LLM ideas want 11", cat, got)
+		}
+	}
+}
+
+// TestIdeasConfigValidate pins the message for every field ingest ideas
+// refuses.
+func TestIdeasConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*IdeasConfig)
+		want string // the whole message; "" for valid
+	}{
+		{"default", func(*IdeasConfig) {}, ""},
+		{"threshold 1 disables", func(c *IdeasConfig) { c.Threshold = 1 }, ""},
+		{"source", func(c *IdeasConfig) { c.Source = "web" }, `source "web": want catalog, llm or both`},
+		{"llm offline", func(c *IdeasConfig) { c.Source = IdeasFromBoth }, `source "both": needs llm.base_url (an OpenAI-compatible endpoint); use source catalog to work offline`},
+		{"only", func(c *IdeasConfig) { c.Only = []string{""} }, `only [""]: item 1 is empty: want task ids`},
+		{"data", func(c *IdeasConfig) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"tasks", func(c *IdeasConfig) { c.Tasks = "" }, `tasks "": must name the tasks dataset (name, name/vN or a URI)`},
+		{"k", func(c *IdeasConfig) { c.K = -1 }, "k -1: must be at least 1"},
+		{"threshold above 1", func(c *IdeasConfig) { c.Threshold = 2 }, "threshold 2: must be in (-1, 1] (a cosine similarity; 1 disables the near-duplicate check)"},
+		{"threshold -1", func(c *IdeasConfig) { c.Threshold = -1 }, "threshold -1: must be in (-1, 1] (a cosine similarity; 1 disables the near-duplicate check)"},
+		{"workers", func(c *IdeasConfig) { c.Workers = -1 }, "workers -1: must not be negative (0: one per CPU core)"},
+		{"gen.n", func(c *IdeasConfig) { c.Gen.N = 0 }, "gen.n 0: must be at least 1"},
+		{"gen.min_ideas", func(c *IdeasConfig) { c.Gen.MinIdeas = 101 }, "gen.min_ideas 101: must be in [0, gen.n] (gen.n is 100)"},
+		{"gen.max_rounds", func(c *IdeasConfig) { c.Gen.MaxRounds = 0 }, "gen.max_rounds 0: must be at least 1"},
+		{"gen.max_idea_chars", func(c *IdeasConfig) { c.Gen.MaxIdeaChars = 0 }, "gen.max_idea_chars 0: must be at least 1"},
+		{"gen.max_description_chars", func(c *IdeasConfig) { c.Gen.MaxDescriptionChars = -1 }, "gen.max_description_chars -1: must be at least 1"},
+		{"gen.temperature", func(c *IdeasConfig) { c.Gen.Temperature = -1 }, "gen.temperature -1: must be a number >= 0"},
+		{"gen.max_tokens", func(c *IdeasConfig) { c.Gen.MaxTokens = 0 }, "gen.max_tokens 0: must be at least 1"},
+		{"llm", func(c *IdeasConfig) { c.LLM.MaxRetries = -1 }, "llm.max_retries -1: must not be negative"},
+		{"embed", func(c *IdeasConfig) { c.Embed.Kind = "bert" }, `embed.kind "bert": want hashed, openai or onnx`},
+		{"embed.llm", func(c *IdeasConfig) { c.Embed.LLM.BaseURL = "x" }, `embed.llm.base_url "x": want an http:// or https:// URL such as http://localhost:8000/v1 (empty: offline)`},
+	}
+	for _, c := range cases {
+		cfg := DefaultIdeasConfig()
+		c.edit(&cfg)
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -37,30 +37,30 @@ const (
 // TasksConfig configures `mlerl ingest tasks`.
 type TasksConfig struct {
 	// Data is the data root the tasks dataset and the task trees go to.
-	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix (default ./data)"`
+	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
 	// Suite is the built-in suite; it is ingested with any imported tasks.
-	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (default tasks; empty: only imported tasks)"`
+	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (empty: only imported tasks)"`
 	// From selects an importer run before ingesting.
-	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too (default builtin)"`
+	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too"`
 	// Source is what the importer reads.
 	Source string `yaml:"source" help:"folder to import: MLE-bench's repository, a competition folder or any folder above competitions, or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
 	// MLEBenchData is where `mlebench prepare` wrote the data.
 	MLEBenchData string `yaml:"mlebench_data" help:"MLE-bench's data folder (its --data-dir, holding <id>/prepared/public and private), looked in after each competition's folder and data/<id>/prepared beside it, before ~/.cache/mle-bench/data"`
 	// ImportTo receives the converted task folders (kept, so that what the
 	// importer could not supply can be added by hand and ingested again).
-	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (default imported/<from>)"`
+	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (empty: imported/<from>)"`
 	// Python runs the scripts and graders.
-	Python string `yaml:"python" help:"Python interpreter with numpy, pandas and scikit-learn (default: /usr/bin/python3, else python3 on PATH)"`
+	Python string `yaml:"python" help:"Python interpreter with numpy, pandas and scikit-learn (empty: /usr/bin/python3, else python3 on PATH)"`
 	// Only restricts the run to some task ids.
-	Only []string `yaml:"only" help:"ingest only these task ids (default: all)"`
+	Only []string `yaml:"only" help:"ingest only these task ids (empty: all)"`
 	// Workers bounds how many initial scripts run at once.
-	Workers int `yaml:"workers" help:"tasks run at once (default 0: one per CPU core)"`
+	Workers int `yaml:"workers" help:"tasks run at once (0: one per CPU core)"`
 	// Timeout overrides every task's time_limit_s for the baseline run.
-	Timeout time.Duration `yaml:"timeout" help:"time limit of one baseline run, overriding task.yaml's time_limit_s (default 0: use time_limit_s)"`
+	Timeout time.Duration `yaml:"timeout" help:"time limit of one baseline run, overriding task.yaml's time_limit_s (0: use time_limit_s)"`
 	// Warm reuses one interpreter that has imported numpy/pandas/sklearn.
-	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (default true; false: a fresh python per run)"`
+	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (false: a fresh python per run)"`
 	// MemoryMB bounds one baseline run's memory.
-	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (default 4096; 0: the sandbox's default)"`
+	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (0: the sandbox's default of 4096)"`
 }
 
 // DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
@@ -76,28 +76,35 @@ func (c *TasksConfig) Derive() {
 	}
 }
 
-// Validate checks the config.
+// Validate checks every field, before anything is read or written.
 func (c *TasksConfig) Validate() error {
 	switch c.From {
 	case FromBuiltin:
 		if c.Suite == "" {
-			return errors.New("suite is empty and from is builtin: nothing to ingest (set suite, or from mlebench|mlagentbench with a source)")
+			return config.Errorf("suite", c.Suite, "nothing to ingest with from %s (set suite, or from %s|%s with a source)", FromBuiltin, FromMLEBench, FromMLAgentBench)
 		}
 		if c.Source != "" {
-			return fmt.Errorf("source %q is given but from is builtin: add --from mlebench or --from mlagentbench", c.Source)
+			return config.Errorf("source", c.Source, "given but from is %s (add --from %s or --from %s)", FromBuiltin, FromMLEBench, FromMLAgentBench)
 		}
 	case FromMLEBench, FromMLAgentBench:
 		if c.Source == "" {
-			return fmt.Errorf("from %s needs a source folder (the command's argument or --source)", c.From)
+			return config.Errorf("from", c.From, "needs a source folder (the command's argument or --source)")
 		}
 	default:
-		return fmt.Errorf("from %q: want %s, %s or %s", c.From, FromBuiltin, FromMLEBench, FromMLAgentBench)
+		return config.Errorf("from", c.From, "want %s, %s or %s", FromBuiltin, FromMLEBench, FromMLAgentBench)
 	}
-	if c.Data == "" {
-		return errors.New("data is empty: set the data root")
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
 	}
-	if c.Workers < 0 || c.MemoryMB < 0 || c.Timeout < 0 {
-		return errors.New("workers, memory_mb and timeout must not be negative")
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per CPU core)")
+	case c.Timeout < 0:
+		return config.Errorf("timeout", c.Timeout, "must not be negative (0: each task's time_limit_s)")
+	case c.MemoryMB < 0:
+		return config.Errorf("memory_mb", c.MemoryMB, "must not be negative (0: the sandbox's default)")
 	}
 	return nil
 }
@@ -135,6 +142,9 @@ func RunTasks(ctx context.Context, cfg TasksConfig) error {
 }
 
 func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("ingest tasks: %w", err)
+	}
 	python, err := sandbox.FindPython(cfg.Python)
 	if err != nil {
 		return err
@@ -297,7 +307,7 @@ func selectTasks(loaded []*tasks.Task, failures []taskResult, only []string) ([]
 func commitTasks(ctx context.Context, st store.Store, cfg TasksConfig, rows []schemas.Task, failures []taskResult) (*datasets.Manifest, error) {
 	sort.Slice(rows, func(i, j int) bool { return rows[i].TaskID < rows[j].TaskID })
 	resolved := config.YAML(cfg)
-	key := sha256.Sum256([]byte(resolved))
+	key := sha256.Sum256([]byte(config.Canonical(cfg)))
 	p, err := datasets.Begin(ctx, st, schemas.Tasks.Name, schemas.Tasks, "ingest-tasks-"+hex.EncodeToString(key[:8]))
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
@@ -276,20 +277,30 @@ func TestConfigValidate(t *testing.T) {
 	cases := []struct {
 		name string
 		edit func(*TasksConfig)
-		err  string
+		err  string // the whole message; "" for valid
 	}{
 		{"default", func(*TasksConfig) {}, ""},
-		{"unknown from", func(c *TasksConfig) { c.From = "kaggle" }, `from "kaggle"`},
-		{"import without source", func(c *TasksConfig) { c.From = FromMLEBench }, "needs a source"},
-		{"source without from", func(c *TasksConfig) { c.Source = "x" }, "add --from"},
+		{"import", func(c *TasksConfig) { c.From, c.Source = FromMLEBench, "comps" }, ""},
+		{"unknown from", func(c *TasksConfig) { c.From = "kaggle" }, `from "kaggle": want builtin, mlebench or mlagentbench`},
+		{"import without source", func(c *TasksConfig) { c.From = FromMLEBench }, `from "mlebench": needs a source folder (the command's argument or --source)`},
+		{"source without from", func(c *TasksConfig) { c.Source = "x" }, `source "x": given but from is builtin (add --from mlebench or --from mlagentbench)`},
+		{"no suite", func(c *TasksConfig) { c.Suite = "" }, `suite "": nothing to ingest with from builtin (set suite, or from mlebench|mlagentbench with a source)`},
+		{"empty only", func(c *TasksConfig) { c.Only = []string{""} }, `only [""]: item 1 is empty: want task ids`},
+		{"data", func(c *TasksConfig) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"workers", func(c *TasksConfig) { c.Workers = -2 }, "workers -2: must not be negative (0: one per CPU core)"},
+		{"timeout", func(c *TasksConfig) { c.Timeout = -time.Second }, "timeout -1s: must not be negative (0: each task's time_limit_s)"},
+		{"memory_mb", func(c *TasksConfig) { c.MemoryMB = -1 }, "memory_mb -1: must not be negative (0: the sandbox's default)"},
 	}
 	for _, c := range cases {
 		cfg := DefaultTasksConfig()
 		c.edit(&cfg)
 		cfg.Derive()
-		err := cfg.Validate()
-		if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("%s: got %v, want %q", c.name, err, c.err)
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != c.err {
+			t.Errorf("%s: got %q want %q", c.name, got, c.err)
 		}
 	}
 }

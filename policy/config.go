@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/mlerl/mlerl/internal/config"
 )
 
 // Config is the shape of the policy and the lengths it reads and writes.
@@ -57,27 +59,33 @@ func MediumConfig() Config {
 }
 
 // Validate checks the shape is buildable and the lengths fit the context,
-// each failure one line naming the key.
+// each failure one line naming the key (relative to the model block).
 func (c Config) Validate() error {
 	switch {
 	case c.DModel <= 0:
-		return fmt.Errorf("model.d_model %d: must be positive", c.DModel)
+		return config.Errorf("d_model", c.DModel, "must be positive")
 	case c.Heads <= 0:
-		return fmt.Errorf("model.heads %d: must be positive", c.Heads)
+		return config.Errorf("heads", c.Heads, "must be positive")
+	case c.DModel%c.Heads != 0:
+		return config.Errorf("heads", c.Heads, "must divide d_model (%d)", c.DModel)
+	case (c.DModel/c.Heads)%2 != 0:
+		return config.Errorf("heads", c.Heads, "must leave an even head width (d_model/heads is %d; rotary embeddings rotate pairs)", c.DModel/c.Heads)
 	case c.Layers <= 0:
-		return fmt.Errorf("model.layers %d: must be positive", c.Layers)
-	case c.DModel%c.Heads != 0 || (c.DModel/c.Heads)%2 != 0:
-		return fmt.Errorf("model.heads %d: d_model %d must be a multiple of heads with an even head width (rotary embeddings rotate pairs)", c.Heads, c.DModel)
+		return config.Errorf("layers", c.Layers, "must be positive")
+	case c.Ctx <= 0:
+		return config.Errorf("ctx", c.Ctx, "must be positive")
 	case c.FFN < 0:
-		return fmt.Errorf("model.ffn %d: must be positive (or 0 for 4*d_model)", c.FFN)
-	case c.RoPEBase < 0 || math.IsNaN(c.RoPEBase):
-		return fmt.Errorf("model.rope_base %g: must be positive (or 0 for 10000)", c.RoPEBase)
+		return config.Errorf("ffn", c.FFN, "must not be negative (0: 4*d_model)")
+	case c.Vocab < 0:
+		return config.Errorf("vocab", c.Vocab, "must not be negative (0: from the trimmed vocabulary)")
+	case !(c.RoPEBase == 0 || c.RoPEBase > 1) || math.IsInf(c.RoPEBase, 0):
+		return config.Errorf("rope_base", c.RoPEBase, "must be a number > 1 (0: 10000)")
 	case c.PromptTokens < 16:
-		return fmt.Errorf("model.prompt_tokens %d: must be at least 16", c.PromptTokens)
+		return config.Errorf("prompt_tokens", c.PromptTokens, "must be at least 16")
 	case c.ResponseTokens < 2:
-		return fmt.Errorf("model.response_tokens %d: must be at least 2", c.ResponseTokens)
+		return config.Errorf("response_tokens", c.ResponseTokens, "must be at least 2")
 	case c.Ctx < 1+c.PromptTokens+c.ResponseTokens:
-		return fmt.Errorf("model.ctx %d: cannot hold BOS + prompt_tokens %d + response_tokens %d = %d; raise model.ctx or lower the budgets", c.Ctx, c.PromptTokens, c.ResponseTokens, 1+c.PromptTokens+c.ResponseTokens)
+		return config.Errorf("ctx", c.Ctx, "cannot hold BOS + prompt_tokens %d + response_tokens %d = %d: raise ctx or lower the budgets", c.PromptTokens, c.ResponseTokens, 1+c.PromptTokens+c.ResponseTokens)
 	}
 	return nil
 }
@@ -89,7 +97,7 @@ func (c Config) ValidateWithVocab() error {
 		return err
 	}
 	if c.Vocab < NumSpecial {
-		return fmt.Errorf("model.vocab %d: smaller than the %d special tokens", c.Vocab, NumSpecial)
+		return config.Errorf("vocab", c.Vocab, "must be at least %d (the special tokens)", NumSpecial)
 	}
 	return nil
 }

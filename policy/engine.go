@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"math"
+
+	"github.com/mlerl/mlerl/internal/config"
 )
 
 // Batch is a batch of B packed rows of S positions. Tokens are model ids;
@@ -113,24 +115,25 @@ type OptimConfig struct {
 	ClipNorm    float64 `yaml:"clip_norm" help:"clip the global gradient norm to this (0: off)"`
 }
 
-// Validate checks the optimiser settings, naming the key under prefix
-// (e.g. "optim").
-func (o OptimConfig) Validate(prefix string) error {
+// Validate checks the optimiser settings, each failure one line naming
+// the key (relative to the optim block).
+func (o OptimConfig) Validate() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
-	case !(o.LR > 0) || math.IsInf(o.LR, 0):
-		return fmt.Errorf("%s.lr %g: must be positive", prefix, o.LR)
-	case o.MinLRRatio < 0 || o.MinLRRatio > 1:
-		return fmt.Errorf("%s.min_lr_ratio %g: must be in [0, 1]", prefix, o.MinLRRatio)
+	case !(o.LR > 0) || !finite(o.LR):
+		return config.Errorf("lr", o.LR, "must be a positive number")
+	case !(o.MinLRRatio >= 0 && o.MinLRRatio <= 1):
+		return config.Errorf("min_lr_ratio", o.MinLRRatio, "must be in [0, 1] (a fraction of lr)")
 	case o.WarmupSteps < 0:
-		return fmt.Errorf("%s.warmup_steps %d: must not be negative", prefix, o.WarmupSteps)
-	case o.WeightDecay < 0:
-		return fmt.Errorf("%s.weight_decay %g: must not be negative", prefix, o.WeightDecay)
-	case o.Beta1 < 0 || o.Beta1 >= 1:
-		return fmt.Errorf("%s.beta1 %g: must be in [0, 1)", prefix, o.Beta1)
-	case o.Beta2 < 0 || o.Beta2 >= 1:
-		return fmt.Errorf("%s.beta2 %g: must be in [0, 1)", prefix, o.Beta2)
-	case o.ClipNorm < 0:
-		return fmt.Errorf("%s.clip_norm %g: must not be negative (0: off)", prefix, o.ClipNorm)
+		return config.Errorf("warmup_steps", o.WarmupSteps, "must not be negative")
+	case !(o.WeightDecay >= 0) || !finite(o.WeightDecay):
+		return config.Errorf("weight_decay", o.WeightDecay, "must be a number >= 0")
+	case !(o.Beta1 >= 0 && o.Beta1 < 1):
+		return config.Errorf("beta1", o.Beta1, "must be in [0, 1)")
+	case !(o.Beta2 >= 0 && o.Beta2 < 1):
+		return config.Errorf("beta2", o.Beta2, "must be in [0, 1)")
+	case !(o.ClipNorm >= 0) || !finite(o.ClipNorm):
+		return config.Errorf("clip_norm", o.ClipNorm, "must be a number >= 0 (0: off)")
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -73,32 +74,66 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate implements config.Validator.
+// Validate implements config.Validator: every field, before anything is
+// read or written.
 func (c *Config) Validate() error {
-	if c.PerTask < 1 {
-		return fmt.Errorf("per_task must be at least 1")
-	}
-	if _, err := shard.Resolve(c.Shard, os.Getenv); err != nil {
-		return err
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Tasks == "":
+		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
+	case c.Ideas == "":
+		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
+	case c.Trajectories == "":
+		return config.Errorf("trajectories", c.Trajectories, "must name the dataset to write")
+	case c.Steps == "":
+		return config.Errorf("steps", c.Steps, "must name the dataset to write")
+	case c.Steps == c.Trajectories:
+		return config.Errorf("steps", c.Steps, "must differ from trajectories")
 	}
 	switch c.Split {
 	case schemas.HeldIn, schemas.HeldOut, "all":
 	default:
-		return fmt.Errorf("split %q: want held-in, held-out or all", c.Split)
+		return config.Errorf("split", c.Split, "want %s, %s or all", schemas.HeldIn, schemas.HeldOut)
+	}
+	if i := slices.Index(c.Only, ""); i >= 0 {
+		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
+	}
+	if _, err := shard.Parse(c.Shard); err != nil {
+		return config.Errorf("shard", c.Shard, "want i/K with 0 <= i < K (e.g. 2/8)")
+	}
+	if _, err := shard.Resolve(c.Shard, os.Getenv); err != nil {
+		return err // the Job's environment variables disagree
 	}
 	switch c.Expert {
 	case "scripted":
 	case "llm":
 		if !c.LLM.Enabled() {
-			return fmt.Errorf("expert llm needs llm.base_url (an OpenAI-compatible endpoint)")
+			return config.Errorf("expert", c.Expert, "needs llm.base_url (an OpenAI-compatible endpoint)")
 		}
 	default:
-		return fmt.Errorf("expert %q: want scripted or llm", c.Expert)
+		return config.Errorf("expert", c.Expert, "want scripted or llm")
 	}
-	if c.FlushEvery < 1 {
-		return fmt.Errorf("flush_every must be at least 1")
+	switch {
+	case c.PerTask < 1:
+		return config.Errorf("per_task", c.PerTask, "must be at least 1")
+	case c.Workers < 0:
+		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
+	case c.FlushEvery < 1:
+		return config.Errorf("flush_every", c.FlushEvery, "must be at least 1")
+	case !(c.SlipRate >= 0 && c.SlipRate <= 1):
+		return config.Errorf("slip_rate", c.SlipRate, "must be in [0, 1] (a probability per step)")
+	case !(c.Temperature >= 0) || math.IsInf(c.Temperature, 0):
+		return config.Errorf("temperature", c.Temperature, "must be a number >= 0")
+	case c.FullBudget < 1:
+		return config.Errorf("full_budget", c.FullBudget, "must be positive (tokens)")
+	case c.CompactBudget < 1:
+		return config.Errorf("compact_budget", c.CompactBudget, "must be positive (tokens)")
 	}
-	return nil
+	if err := config.Nest("env", c.Env.Validate()); err != nil {
+		return err
+	}
+	return config.Nest("llm", c.LLM.Validate())
 }
 
 // Derive implements config.Deriver: in a Kubernetes Indexed Job the shard
@@ -165,6 +200,9 @@ type job struct {
 // the same as a separate step. A rerun once the run is committed does
 // nothing.
 func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
 	sh, err := shard.Resolve(cfg.Shard, os.Getenv)
 	if err != nil {
 		return err
@@ -199,12 +237,24 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// 3. Resume: open (or find) the pending versions and skip what is done.
 	key := runKey(cfg, tasksM, ideasM)
-	if m, err := datasets.FindRun(ctx, st, cfg.Trajectories, key); err != nil {
+	if done, err := committedRun(ctx, cfg, in, key); err != nil || done {
 		return err
-	} else if m != nil {
-		fmt.Fprintf(os.Stderr, "rollout: this run (key %s) is already committed as %s v%d; nothing to do (change the seed or config for a new run)\n", key, m.Name, m.Version)
-		return nil
 	}
+	// What can fail on this machine (no Python, no LLM client) fails
+	// before a version is opened.
+	runner, python, closeRunner, err := newRunner(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeRunner()
+	envCfg := cfg.Env
+	envCfg.Runner = runner
+	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
+	factory, err := newExpert(cfg)
+	if err != nil {
+		return err
+	}
+	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
 	trajP, err := datasets.Begin(ctx, st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
 		return err
@@ -222,20 +272,6 @@ func Run(ctx context.Context, cfg Config) error {
 		len(tasks), shard, shards, len(jobs), len(jobs)-len(todo), trajP.URI(), stepsP.URI())
 
 	// 4. Run the trajectories in parallel; a writer flushes finished ones.
-	runner, python, closeRunner, err := newRunner(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeRunner()
-	envCfg := cfg.Env
-	envCfg.Runner = runner
-	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
-	factory, err := newExpert(cfg)
-	if err != nil {
-		return err
-	}
-	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
-
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = runtime.NumCPU()
@@ -287,16 +323,16 @@ func Run(ctx context.Context, cfg Config) error {
 // (manifests are created only if absent: the GCS generation precondition),
 // and when parts are missing it fails naming the shards to rerun.
 func Commit(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("rollout commit: %w", err)
+	}
 	in, err := loadInputs(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	key := runKey(cfg, in.tasksM, in.ideasM)
-	if m, err := datasets.FindRun(ctx, in.st, cfg.Trajectories, key); err != nil {
+	if done, err := committedRun(ctx, cfg, in, key); err != nil || done {
 		return err
-	} else if m != nil {
-		fmt.Fprintf(os.Stderr, "rollout commit: already committed: %s v%d (%d rows)\n", m.Name, m.Version, m.Rows)
-		return nil
 	}
 	trajP, err := datasets.FindPending(ctx, in.st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
@@ -352,9 +388,9 @@ func commitIfComplete(ctx context.Context, cfg Config, in *inputs, trajP, stepsP
 	if err != nil {
 		return false, err
 	}
-	summary := summarize(all, steps)
-	extra := map[string]any{"summary": summary, "expert": expert, "actions": countBy(steps, func(s schemas.Step) string { return s.ActionName }),
-		"outcomes": countBy(steps, func(s schemas.Step) string { return s.Outcome })}
+	extra := stepExtra(all, steps)
+	extra["expert"] = expert
+	summary := extra["summary"].([]TaskSummary)
 	sm, err := stepsP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: parents, Extra: extra})
 	if err != nil {
 		return false, err
@@ -430,7 +466,7 @@ func runKey(cfg Config, tasks, ideas *datasets.Manifest) string {
 	c := cfg
 	c.Workers, c.Shard, c.FlushEvery, c.Data = 0, "", 0, ""
 	h := sha256.New()
-	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.YAML(c))
+	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.Canonical(c))
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -29,6 +29,7 @@ import (
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
@@ -65,21 +66,28 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate implements config.Validator.
+// Validate implements config.Validator: every field, before anything is
+// read or listened on.
 func (c *Config) Validate() error {
+	if c.Data == "" {
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	}
+	if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" {
+		return config.Errorf("addr", c.Addr, "want host:port, e.g. 127.0.0.1:8080 (:8080 listens on every interface)")
+	}
 	switch {
 	case c.Concurrency < 0:
-		return fmt.Errorf("concurrency %d must not be negative (0: one per core)", c.Concurrency)
+		return config.Errorf("concurrency", c.Concurrency, "must not be negative (0: one per core)")
 	case c.Queue < 0:
-		return fmt.Errorf("queue %d must not be negative", c.Queue)
+		return config.Errorf("queue", c.Queue, "must not be negative")
 	case c.RequestTimeout <= 0:
-		return fmt.Errorf("request_timeout %v must be positive", c.RequestTimeout)
+		return config.Errorf("request_timeout", c.RequestTimeout, "must be positive")
 	case c.MaxBodyBytes < 1:
-		return fmt.Errorf("max_body_bytes %d must be positive", c.MaxBodyBytes)
-	case c.Addr == "":
-		return errors.New("addr is empty: want host:port, e.g. 127.0.0.1:8080")
+		return config.Errorf("max_body_bytes", c.MaxBodyBytes, "must be positive")
+	case c.ShutdownTimeout < 0:
+		return config.Errorf("shutdown_timeout", c.ShutdownTimeout, "must not be negative")
 	}
-	return c.Env.Validate()
+	return config.Nest("env", c.Env.Validate())
 }
 
 // StepRequest is the body of POST /v1/step. Give state_id (a row of the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
@@ -94,51 +95,65 @@ func DefaultPPOConfig() PPOConfig {
 
 // Validate checks the config, each failure one line naming the key.
 func (c PPOConfig) Validate() error {
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.States == "":
+		return config.Errorf("states", c.States, "must name the rl_states dataset (name or name/vN)")
+	case c.SFT == "":
+		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder")
+	case c.Out == "":
+		return config.Errorf("out", c.Out, "must name a checkpoint folder in the data root")
+	case c.Out == c.SFT:
+		return config.Errorf("out", c.Out, "must differ from sft (the start and the KL reference)")
 	case c.Reward != RewardEnv && c.Reward != RewardFormat:
-		return fmt.Errorf("reward %q: want %s or %s", c.Reward, RewardEnv, RewardFormat)
+		return config.Errorf("reward", c.Reward, "want one of %s, %s", RewardEnv, RewardFormat)
 	case c.Mode != ModeStep && c.Mode != ModeEpisode:
-		return fmt.Errorf("mode %q: want %s or %s", c.Mode, ModeStep, ModeEpisode)
+		return config.Errorf("mode", c.Mode, "want %s or %s", ModeStep, ModeEpisode)
 	case c.Mode == ModeEpisode && c.Reward != RewardEnv:
-		return fmt.Errorf("mode episode: needs reward env (episodes run in the environment)")
+		return config.Errorf("mode", c.Mode, "needs reward %s (episodes run in the environment)", RewardEnv)
 	case c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX:
-		return fmt.Errorf("engine %q: want %s or %s", c.Engine, policy.EngineNative, policy.EngineGoMLX)
+		return config.Errorf("engine", c.Engine, "want %s or %s", policy.EngineNative, policy.EngineGoMLX)
 	case c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree:
-		return fmt.Errorf("decode %q: want %s or %s", c.Decode, policy.DecodeConstrained, policy.DecodeFree)
+		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	case c.Updates < 1:
-		return fmt.Errorf("updates %d: must be at least 1", c.Updates)
+		return config.Errorf("updates", c.Updates, "must be at least 1")
 	case c.BatchSize < 1:
-		return fmt.Errorf("batch_size %d: must be at least 1", c.BatchSize)
+		return config.Errorf("batch_size", c.BatchSize, "must be at least 1")
 	case c.Minibatches < 1 || c.Minibatches > c.BatchSize:
-		return fmt.Errorf("minibatches %d: must be in [1, batch_size=%d]", c.Minibatches, c.BatchSize)
+		return config.Errorf("minibatches", c.Minibatches, "must be in [1, batch_size] (batch_size is %d)", c.BatchSize)
 	case c.UpdateEpochs < 1:
-		return fmt.Errorf("update_epochs %d: must be at least 1", c.UpdateEpochs)
-	case c.ClipCoef <= 0 || c.ClipCoef >= 1:
-		return fmt.Errorf("clip_coef %g: must be in (0, 1)", c.ClipCoef)
-	case c.VfCoef < 0 || c.EntCoef < 0 || c.KLCoef < 0:
-		return fmt.Errorf("vf_coef %g, ent_coef %g, kl_coef %g: must not be negative", c.VfCoef, c.EntCoef, c.KLCoef)
+		return config.Errorf("update_epochs", c.UpdateEpochs, "must be at least 1")
+	case !(c.ClipCoef > 0 && c.ClipCoef < 1):
+		return config.Errorf("clip_coef", c.ClipCoef, "must be a number in (0, 1)")
+	case !(c.VfCoef >= 0) || !finite(c.VfCoef):
+		return config.Errorf("vf_coef", c.VfCoef, "must be a number >= 0")
+	case !(c.EntCoef >= 0) || !finite(c.EntCoef):
+		return config.Errorf("ent_coef", c.EntCoef, "must be a number >= 0")
+	case !(c.KLCoef >= 0) || !finite(c.KLCoef):
+		return config.Errorf("kl_coef", c.KLCoef, "must be a number >= 0")
 	case c.MaxStaleness < 0:
-		return fmt.Errorf("max_staleness %d: must not be negative", c.MaxStaleness)
+		return config.Errorf("max_staleness", c.MaxStaleness, "must not be negative")
 	case c.Workers < 1:
-		return fmt.Errorf("workers %d: must be at least 1", c.Workers)
-	case c.Temperature < 0 || c.TopP < 0 || c.TopP > 1:
-		return fmt.Errorf("temperature %g, top_p %g: want temperature >= 0 and top_p in [0, 1]", c.Temperature, c.TopP)
+		return config.Errorf("workers", c.Workers, "must be at least 1")
+	case !(c.Temperature >= 0) || !finite(c.Temperature):
+		return config.Errorf("temperature", c.Temperature, "must be a number >= 0 (0: greedy)")
+	case !(c.TopP > 0 && c.TopP <= 1):
+		return config.Errorf("top_p", c.TopP, "must be in (0, 1]")
 	case c.MaxNewTokens < 0:
-		return fmt.Errorf("max_new_tokens %d: must not be negative (0: the policy's response_tokens)", c.MaxNewTokens)
+		return config.Errorf("max_new_tokens", c.MaxNewTokens, "must not be negative (0: the policy's response_tokens)")
 	case c.GenBatch < 1:
-		return fmt.Errorf("gen_batch %d: must be at least 1", c.GenBatch)
+		return config.Errorf("gen_batch", c.GenBatch, "must be at least 1")
 	case c.EpisodeSteps < 1:
-		return fmt.Errorf("episode_steps %d: must be at least 1", c.EpisodeSteps)
+		return config.Errorf("episode_steps", c.EpisodeSteps, "must be at least 1")
 	case c.CheckpointEvery < 0:
-		return fmt.Errorf("checkpoint_every %d: must not be negative", c.CheckpointEvery)
+		return config.Errorf("checkpoint_every", c.CheckpointEvery, "must not be negative")
 	}
-	if err := c.Optim.Validate("optim"); err != nil {
+	if err := config.Nest("optim", c.Optim.Validate()); err != nil {
 		return err
 	}
-	if err := c.Env.Validate(); err != nil {
-		return fmt.Errorf("env: %w", err)
-	}
-	return nil
+	return config.Nest("env", c.Env.Validate())
 }
 
 // ppoState is the resumable position of a PPO run.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/internal/catalog"
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/policy"
@@ -64,29 +65,35 @@ func DefaultSFTConfig() SFTConfig {
 // Validate checks the config, each failure one line naming the key.
 func (c SFTConfig) Validate() error {
 	switch {
-	case c.Response != policy.ResponseFull && c.Response != policy.ResponseTerse:
-		return fmt.Errorf("response %q: want %s or %s", c.Response, policy.ResponseTerse, policy.ResponseFull)
-	case c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX:
-		return fmt.Errorf("engine %q: want %s or %s", c.Engine, policy.EngineNative, policy.EngineGoMLX)
-	case c.Tokenizer != policy.TokenizerQwen && c.Tokenizer != policy.TokenizerBytes:
-		return fmt.Errorf("tokenizer %q: want %s or %s", c.Tokenizer, policy.TokenizerQwen, policy.TokenizerBytes)
-	case c.Epochs < 1:
-		return fmt.Errorf("epochs %d: must be at least 1", c.Epochs)
-	case c.BatchRows < 1:
-		return fmt.Errorf("batch_rows %d: must be at least 1", c.BatchRows)
-	case c.VocabMinCount < 1:
-		return fmt.Errorf("vocab_min_count %d: must be at least 1", c.VocabMinCount)
-	case c.CheckpointEvery < 0:
-		return fmt.Errorf("checkpoint_every %d: must not be negative (0: each epoch)", c.CheckpointEvery)
-	case c.MaxSteps < 0:
-		return fmt.Errorf("max_steps %d: must not be negative (0: every epoch)", c.MaxSteps)
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Examples == "":
+		return config.Errorf("examples", c.Examples, "must name the sft_examples dataset (name or name/vN)")
 	case c.Out == "":
-		return fmt.Errorf("out: must name a checkpoint folder")
+		return config.Errorf("out", c.Out, "must name a checkpoint folder in the data root")
+	case c.Tokenizer != policy.TokenizerQwen && c.Tokenizer != policy.TokenizerBytes:
+		return config.Errorf("tokenizer", c.Tokenizer, "want one of %s, %s", policy.TokenizerBytes, policy.TokenizerQwen)
+	case c.VocabMinCount < 1:
+		return config.Errorf("vocab_min_count", c.VocabMinCount, "must be at least 1")
+	case c.Model.Vocab != 0:
+		return config.Errorf("model.vocab", c.Model.Vocab, "must be 0: the vocabulary is trimmed to the examples' tokens (see vocab_min_count)")
+	case c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX:
+		return config.Errorf("engine", c.Engine, "want %s or %s", policy.EngineNative, policy.EngineGoMLX)
+	case c.Epochs < 1:
+		return config.Errorf("epochs", c.Epochs, "must be at least 1")
+	case c.BatchRows < 1:
+		return config.Errorf("batch_rows", c.BatchRows, "must be at least 1")
+	case c.CheckpointEvery < 0:
+		return config.Errorf("checkpoint_every", c.CheckpointEvery, "must not be negative (0: each epoch)")
+	case c.MaxSteps < 0:
+		return config.Errorf("max_steps", c.MaxSteps, "must not be negative (0: every epoch)")
+	case c.Response != policy.ResponseFull && c.Response != policy.ResponseTerse:
+		return config.Errorf("response", c.Response, "want %s or %s", policy.ResponseFull, policy.ResponseTerse)
 	}
-	if err := c.Model.Validate(); err != nil {
+	if err := config.Nest("model", c.Model.Validate()); err != nil {
 		return err
 	}
-	return c.Optim.Validate("optim")
+	return config.Nest("optim", c.Optim.Validate())
 }
 
 // sftState is the resumable position of an SFT run.

@@ -72,11 +72,18 @@ func stageCommand[T any](use, short string, defaults func() T, run func(ctx cont
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.NoArgs,
+		Long: short + `.
+
+Every flag is a config key (nested keys join with a dot: --llm.base_url)
+and takes the kebab-case spelling too (--llm.base-url). Order: defaults,
+then the --config YAML file, then flags. The config is checked before
+anything is read or written; --print-config prints it, resolved.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Resolve(cmd.Flags(), path, defaults)
 			if err != nil {
-				return err
+				// "rollout: --slip_rate 1.5: must be in [0, 1]"
+				return fmt.Errorf("%s: %w", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), err)
 			}
 			if print {
 				fmt.Fprint(cmd.OutOrStdout(), config.YAML(cfg))

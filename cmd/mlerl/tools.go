@@ -7,10 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/apache/arrow/go/v17/arrow/memory"
+	"github.com/apache/arrow/go/v17/parquet/file"
+	"github.com/apache/arrow/go/v17/parquet/pqarrow"
 	"github.com/spf13/cobra"
 
 	"github.com/mlerl/mlerl/internal/datasets"
@@ -47,6 +51,9 @@ func lsCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := store.Open(cmd.Context(), args[0])
 			if err != nil {
+				return err
+			}
+			if err := rootExists(cmd.Context(), st); err != nil {
 				return err
 			}
 			ms, err := datasets.List(cmd.Context(), st)
@@ -90,6 +97,9 @@ func inspectCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, m, err := datasets.Resolve(cmd.Context(), args[0])
 			if err != nil {
+				if isParquetPath(args[0]) {
+					return fmt.Errorf("%w; `mlerl head %s` prints its rows", err, args[0])
+				}
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -133,12 +143,15 @@ func headCommand() *cobra.Command {
 		n      int
 	)
 	cmd := &cobra.Command{
-		Use:   "head [--json] [-n N] <dataset-uri>",
-		Short: "Print the first rows of a dataset",
+		Use:   "head [--json] [-n N] <dataset-uri | file.parquet>",
+		Short: "Print the first rows of a dataset, or of one Parquet file (a part file, an export)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n < 0 {
 				return fmt.Errorf("-n %d: want a count of rows >= 0", n)
+			}
+			if isParquetPath(args[0]) {
+				return headParquetFile(cmd.Context(), cmd.OutOrStdout(), args[0], n, asJSON)
 			}
 			st, m, err := datasets.Resolve(cmd.Context(), args[0])
 			if err != nil {
@@ -153,6 +166,101 @@ func headCommand() *cobra.Command {
 }
 
 var errEnough = errors.New("enough rows")
+
+// rootExists fails when a data root is not there (a local folder that
+// does not exist, a bucket prefix with no folder under it): a mistyped
+// path must not list as an empty table.
+func rootExists(ctx context.Context, st store.Store) error {
+	if l, ok := st.(*store.Local); ok {
+		if fi, err := os.Stat(l.Root()); err != nil {
+			return fmt.Errorf("%s: no such folder", l.Root())
+		} else if !fi.IsDir() {
+			return fmt.Errorf("%s is a file, not a data root (a folder of datasets)", l.Root())
+		}
+		return nil
+	}
+	dirs, err := store.Dirs(ctx, st, "")
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("%s: nothing there (no folder under this prefix)", st.URI(""))
+	}
+	return nil
+}
+
+func isParquetPath(uri string) bool { return strings.HasSuffix(uri, ".parquet") }
+
+// headParquetFile prints the first n rows of one Parquet file, whatever
+// its schema, keyed by its column names in column order.
+func headParquetFile(ctx context.Context, w io.Writer, uri string, n int, asJSON bool) error {
+	dir, base := ".", uri
+	if i := strings.LastIndex(uri, "/"); i >= 0 {
+		dir, base = uri[:i], uri[i+1:]
+		if dir == "" {
+			dir = "/"
+		}
+	}
+	st, err := store.Open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	o, err := st.Open(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	pr, err := file.NewParquetReader(io.NewSectionReader(o, 0, o.Size()))
+	if err != nil {
+		return fmt.Errorf("%s: not a readable Parquet file: %v", st.URI(base), err)
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 256}, memory.DefaultAllocator)
+	if err != nil {
+		return fmt.Errorf("%s: %v", st.URI(base), err)
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %v", st.URI(base), err)
+	}
+	defer rr.Release()
+	count := 0
+	for count < n && rr.Next() {
+		rec := rr.Record()
+		for i := 0; i < int(rec.NumRows()) && count < n; i++ {
+			var buf bytes.Buffer
+			buf.WriteByte('{')
+			for j := range int(rec.NumCols()) {
+				if j > 0 {
+					buf.WriteByte(',')
+				}
+				k, _ := json.Marshal(rec.ColumnName(j))
+				v, err := json.Marshal(rec.Column(j).GetOneForMarshal(i))
+				if err != nil {
+					return fmt.Errorf("%s: column %s row %d: %v", st.URI(base), rec.ColumnName(j), count, err)
+				}
+				buf.Write(k)
+				buf.WriteByte(':')
+				buf.Write(v)
+			}
+			buf.WriteByte('}')
+			b := buf.Bytes()
+			if !asJSON {
+				var ind bytes.Buffer
+				json.Indent(&ind, b, "", "  ")
+				b = ind.Bytes()
+			}
+			if _, err := fmt.Fprintf(w, "%s\n", b); err != nil {
+				return err
+			}
+			count++
+		}
+	}
+	if err := rr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %v", st.URI(base), err)
+	}
+	return nil
+}
 
 // printRows prints the first n rows of m in its schema's row type.
 func printRows(ctx context.Context, w io.Writer, st store.Store, m *datasets.Manifest, n int, asJSON bool) error {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -133,9 +135,66 @@ func TestLs(t *testing.T) {
 	if len(rows) != 2 || rows[1]["name"] != "steps" || rows[1]["rows"] != 6.0 || rows[1]["uri"] != filepath.Join(root, "steps", "v1") {
 		t.Errorf("ls --json: got %v", rows)
 	}
-	// An empty or missing root lists nothing.
-	if out, err := run(t, "ls", "--json", filepath.Join(root, "nothing-here")); err != nil || out != "" {
-		t.Errorf("ls of a missing root: got %q, %v", out, err)
+	// An empty root lists nothing; a missing root, or a file, is an error.
+	empty := t.TempDir()
+	if out, err := run(t, "ls", "--json", empty); err != nil || out != "" {
+		t.Errorf("ls of an empty root: got %q, %v", out, err)
+	}
+	for _, c := range []struct{ root, want string }{
+		{filepath.Join(root, "nothing-here"), root + "/nothing-here: no such folder"},
+		{filepath.Join(root, "steps", "v1", "part-0.parquet"), root + "/steps/v1/part-0.parquet is a file, not a data root (a folder of datasets)"},
+	} {
+		if out, err := run(t, "ls", c.root); err == nil || err.Error() != c.want {
+			t.Errorf("ls %s: got %q, %v want the error %q", c.root, out, err, c.want)
+		}
+	}
+}
+
+// TestNotADataset checks that inspect and head on a path that is not a
+// dataset say what it is, and that head reads a single Parquet file, with
+// or without mlerl's schema metadata (an export).
+func TestNotADataset(t *testing.T) {
+	root := fixture(t)
+	os.MkdirAll(filepath.Join(root, "tasks", "wine"), 0o755)
+	os.WriteFile(filepath.Join(root, "tasks", "wine", "task.yaml"), []byte("id: wine\n"), 0o644)
+	type exportRow struct {
+		Prompt string  `parquet:"prompt"`
+		Reward float64 `parquet:"reward"`
+	}
+	export := filepath.Join(root, "exports", "rl_states", "v1", "train.parquet")
+	os.MkdirAll(filepath.Dir(export), 0o755)
+	if err := parquet.WriteFile(export, []exportRow{{"p0", 0.5}, {"p1", -1}, {"p2", 1}}); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(root, "steps", "v1", "part-1.parquet")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", filepath.Join(root, "tasks")}, root + "/tasks is not a dataset: no committed dataset: it holds no v<N> version folders (`mlerl ls <data root>` lists the datasets)"},
+		{[]string{"head", filepath.Join(root, "tasks", "wine")}, root + "/tasks/wine is not a dataset: no committed dataset: it holds no v<N> version folders (`mlerl ls <data root>` lists the datasets)"},
+		{[]string{"inspect", root}, root + " is not a dataset: no committed dataset: it holds no v<N> version folders (`mlerl ls <data root>` lists the datasets)"},
+		{[]string{"head", filepath.Join(root, "tasks", "wine", "task.yaml")}, root + "/tasks/wine/task.yaml is a file, not a dataset (a folder of v<N> version folders): no committed dataset"},
+		{[]string{"inspect", export}, export + " is a file, not a dataset (a folder of v<N> version folders): no committed dataset; `mlerl head " + export + "` prints its rows"},
+		{[]string{"head", filepath.Join(root, "nope.parquet")}, root + "/nope.parquet: not found"},
+		{[]string{"head", filepath.Join(root, "tasks", "wine", "task.parquet")}, root + "/tasks/wine/task.parquet: not found"},
+	}
+	for _, c := range cases {
+		if out, err := run(t, c.args...); err == nil || err.Error() != c.want {
+			t.Errorf("%v: got %q, %v\nwant the error %s", c.args, out, err, c.want)
+		}
+	}
+	out, err := run(t, "head", "--json", "-n", "2", export)
+	if want := `{"prompt":"p0","reward":0.5}` + "\n" + `{"prompt":"p1","reward":-1}` + "\n"; err != nil || out != want {
+		t.Errorf("head of an export: got %q, %v want %q", out, err, want)
+	}
+	out, err = run(t, "head", "-n", "1", export)
+	if want := "{\n  \"prompt\": \"p0\",\n  \"reward\": 0.5\n}\n"; err != nil || out != want {
+		t.Errorf("head of an export, indented: got %q, %v want %q", out, err, want)
+	}
+	out, err = run(t, "head", "--json", "-n", "1", part)
+	if err != nil || !strings.HasPrefix(out, `{"task_id":"task-a","trajectory_id":"traj-1","step_index":0,`) {
+		t.Errorf("head of a part file: got %q, %v", out, err)
 	}
 }
 

@@ -50,7 +50,16 @@ func (c *testConfig) Derive() { c.Derived = c.Steps * 2 }
 
 func (c *testConfig) Validate() error {
 	if c.Steps <= 0 {
-		return errors.New("steps must be positive")
+		return Errorf("steps", c.Steps, "must be positive")
+	}
+	if c.LLM.Timeout < 0 {
+		return Nest("llm", Errorf("timeout", c.LLM.Timeout, "must not be negative"))
+	}
+	if strings.HasPrefix(c.LLM.BaseURL, "ftp:") {
+		return Nest("llm", Errorf("base_url", c.LLM.BaseURL, "want an http:// or https:// URL"))
+	}
+	if c.Clip > 1 {
+		return errors.New("clip above 1")
 	}
 	return nil
 }
@@ -158,8 +167,8 @@ func TestResolveErrors(t *testing.T) {
 		{"bad type", "steps: many\n", nil, []string{"cfg.yaml", "many"}},
 		{"bad duration", "budget: forever\n", nil, []string{"cfg.yaml", "forever"}},
 		{"not a mapping", "- a\n- b\n", nil, []string{"cfg.yaml", "want a mapping", "list"}},
-		{"validation", "steps: 0\n", nil, []string{"cfg.yaml", "steps must be positive"}},
-		{"validation from flags", "", []string{"--steps=-1"}, []string{"steps must be positive"}},
+		{"validation", "steps: 0\n", nil, []string{"cfg.yaml line 1: steps 0: must be positive"}},
+		{"validation from flags", "", []string{"--steps=-1"}, []string{"--steps -1: must be positive"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -224,5 +233,163 @@ func TestYAMLRoundTripsWithComments(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, c) {
 		t.Errorf("round trip: got %+v want %+v", back, c)
+	}
+}
+
+// TestLoadFileMessages pins the whole message of every kind of bad file:
+// each names the file, the line at fault and, for a bad value, the dotted
+// key.
+func TestLoadFileMessages(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"string for an int", "steps: 3\nseed: five\n", `line 2: seed "five": want an integer`},
+		{"float for an int", "steps: 2.5\n", `line 1: steps "2.5": want an integer`},
+		{"nested duration", "llm:\n  base_url: x\n  timeout: 30\n", `line 3: llm.timeout "30": want a duration such as 90s, 30m or 1h30m`},
+		{"bad duration", "budget: forever\n", `line 1: budget "forever": want a duration such as 90s, 30m or 1h30m`},
+		{"bool", "verbose: maybe\n", `line 1: verbose "maybe": want true or false`},
+		{"32-bit overflow", "workers: 99999999999\n", `line 1: workers "99999999999": want a 32-bit integer`},
+		{"scalar for a list", "tasks: a\n", `line 1: tasks "a": want a list of strings, got a single value`},
+		{"bad list item", "sizes: [1, x]\n", `line 1: sizes: want a list of integers`},
+		{"float in an int list", "sizes: [1, 2.5]\n", `line 1: sizes: want a list of integers`},
+		{"list for a number", "lr: [1]\n", `line 1: lr: want a number, got a list`},
+		{"mapping for a string", "data:\n  x: 1\n", `line 1: data: want a string, got a mapping`},
+		{"scalar for a section", "llm: fast\n", `line 1: llm: want a mapping of key: value, got a single value`},
+		{"no value", "steps:\n", `line 1: steps: no value: want an integer (leave the key out to keep the default)`},
+		{"unknown key", "steps: 3\nstesp: 4\n", `line 2: unknown key "stesp" (valid keys: data, steps, seed, workers, lr, clip, verbose, budget, tasks, sizes, weights, llm; see --print-config)`},
+		{"kebab key", "llm:\n  base-url: x\n", `line 2: unknown key "llm.base-url" (valid keys under llm: base_url, timeout; YAML keys are snake_case: llm.base_url; see --print-config)`},
+		{"repeated key", "steps: 3\nseed: 2\nsteps: 4\n", `line 3: key "steps" is set twice (first on line 1)`},
+		{"not a mapping", "- a\n- b\n", `line 1: want a mapping of key: value, got a list`},
+		// Syntax errors: yaml.v3 alone says line 1, 1, 3, 1, 1 and 3 for
+		// these; the line at fault is the one quoted.
+		{"missing colon", "steps: 3\nseed 2\nlr: 0.1\n", `line 2: could not find expected ':' (in "seed 2")`},
+		{"unclosed list", "steps: 3\ntasks: [a, b\nlr: 0.1\n", `line 2: did not find expected ',' or ']' (in "tasks: [a, b")`},
+		{"unclosed mapping", "steps: 3\nllm: {base_url: x\nlr: 0.1\n", `line 2: did not find expected ',' or '}' (in "llm: {base_url: x")`},
+		{"dedented key", "steps: 3\nllm:\n  base_url: x\n timeout: 5s\n", `line 4: did not find expected key (in "timeout: 5s")`},
+		{"key after a list", "tasks:\n  - a\n  steps: 3\n", `line 3: did not find expected '-' indicator (in "steps: 3")`},
+		{"deep dedent", "llm:\n  base_url: x\n  timeout: 5s\n verbose: true\n", `line 4: did not find expected key (in "verbose: true")`},
+		{"unclosed quote", "steps: 3\ndata: \"x\nlr: 0.1\n", `line 2: found unexpected end of stream (in "data: \"x")`},
+		{"tab", "steps: 3\n\tseed: 2\n", `line 2: found a tab character that violates indentation (in "seed: 2")`},
+		{"first line", "steps: 3: 4\n", `line 1: mapping values are not allowed in this context (in "steps: 3: 4")`},
+		{"last line unclosed", "steps: 3\nseed: 2\ntasks: [\n", `line 3: did not find expected node content (in "tasks: [")`},
+		{"multi-line list before the error", "tasks: [a,\n  b]\nseed 2\n", `line 3: could not find expected ':' (in "seed 2")`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, c.yaml)
+			cfg := defaults()
+			err := LoadFile(path, &cfg)
+			want := "config " + path + " " + c.want
+			if err == nil || err.Error() != want {
+				t.Errorf("got  %v\nwant %s", err, want)
+			}
+			if !reflect.DeepEqual(cfg.Sizes, defaults().Sizes) {
+				t.Errorf("a failed decode changed sizes to %v", cfg.Sizes)
+			}
+		})
+	}
+}
+
+// TestValidateNamesTheSource checks that a Validate error names the key
+// as the user set it: the flag as typed, the file and line, or the bare
+// key for a default.
+func TestValidateNamesTheSource(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		args       []string
+		want       string // "%s" is the file
+	}{
+		{"flag", "", []string{"--steps=-1"}, "--steps -1: must be positive"},
+		{"flag over the file", "steps: 4\n", []string{"--steps=0"}, "--steps 0: must be positive"},
+		{"file", "seed: 2\nsteps: 0\n", nil, "config %s line 2: steps 0: must be positive"},
+		{"nested file", "llm:\n  timeout: -5s\n", nil, "config %s line 2: llm.timeout -5s: must not be negative"},
+		{"nested flag", "", []string{"--llm.timeout=-1m"}, "--llm.timeout -1m0s: must not be negative"},
+		{"kebab flag", "", []string{"--llm.base-url=ftp://x"}, `--llm.base-url "ftp://x": want an http:// or https:// URL`},
+		{"snake flag", "", []string{"--llm.base_url=ftp://x"}, `--llm.base_url "ftp://x": want an http:// or https:// URL`},
+		{"plain error", "clip: 2\n", nil, "config %s: clip above 1"},
+		{"plain error from a flag", "", []string{"--clip=2"}, "config: clip above 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			bound := defaults()
+			Bind(fs, &bound)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			path := ""
+			if c.yaml != "" {
+				path = writeFile(t, c.yaml)
+			}
+			_, err := Resolve(fs, path, defaults)
+			want := c.want
+			if strings.Contains(want, "%s") {
+				want = strings.Replace(want, "%s", path, 1)
+			}
+			if err == nil || err.Error() != want {
+				t.Errorf("got  %v\nwant %s", err, want)
+			}
+		})
+	}
+	// A default that fails names the bare key.
+	bad := func() testConfig { c := defaults(); c.Steps = 0; return c }
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	b := bad()
+	Bind(fs, &b)
+	var fe *FieldError
+	if _, err := Resolve(fs, "", bad); !errors.As(err, &fe) || err.Error() != "steps 0: must be positive" {
+		t.Errorf("default: got %v want steps 0: must be positive (a *FieldError)", err)
+	}
+}
+
+func TestKebabAliases(t *testing.T) {
+	type cfgT struct {
+		PerTask int           `yaml:"per_task" help:"trajectories per task"`
+		Only    []string      `yaml:"only" help:"task ids"`
+		Warm    bool          `yaml:"warm_start" help:"start warm"`
+		LLM     llmConfig     `yaml:"llm"`
+		Wait    time.Duration `yaml:"max_wait" help:"wait"`
+	}
+	def := func() cfgT { return cfgT{PerTask: 20, Warm: false} }
+	for _, args := range [][]string{
+		{"--per-task=5", "--warm-start", "--llm.base-url=http://x", "--max-wait=3s", "--only=a,b"},
+		{"--per_task=5", "--warm_start", "--llm.base_url=http://x", "--max_wait=3s", "--only=a,b"},
+		{"--per-task", "5", "--warm-start=true", "--llm.base_url", "http://x", "--max-wait", "3s", "--only", "a", "--only", "b"},
+	} {
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		bound := def()
+		Bind(fs, &bound)
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		got, err := Resolve(fs, "", def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := cfgT{PerTask: 5, Only: []string{"a", "b"}, Warm: true, LLM: llmConfig{BaseURL: "http://x"}, Wait: 3 * time.Second}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%v: got %+v want %+v", args, got, want)
+		}
+	}
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	bound := def()
+	Bind(fs, &bound)
+	if f := fs.Lookup("per-task"); f == nil || !f.Hidden {
+		t.Errorf("--per-task: got %+v want a hidden alias", f)
+	}
+	if strings.Contains(fs.FlagUsages(), "per-task") || !strings.Contains(fs.FlagUsages(), "--per_task") {
+		t.Errorf("help lists the alias or lacks the flag:\n%s", fs.FlagUsages())
+	}
+}
+
+func TestYAMLListComments(t *testing.T) {
+	c := defaults()
+	c.Tasks = nil
+	out := YAML(c)
+	for _, w := range []string{"tasks: [] # task ids (empty: all)\nsizes: [64, 64] # layer sizes\n", "# the language model\nllm:\n"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("YAML output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(Canonical(c), "#") {
+		t.Errorf("Canonical has comments:\n%s", Canonical(c))
 	}
 }

@@ -151,6 +151,9 @@ func ReadManifest(ctx context.Context, st store.Store, name string, version int)
 }
 
 // Latest returns the manifest of the newest committed version of name.
+// When there is none, the error (wrapping ErrNoDataset) says why: nothing
+// is there, the path is a file or a folder that is not a dataset, or its
+// versions are uncommitted (pending, or without a manifest).
 func Latest(ctx context.Context, st store.Store, name string) (*Manifest, error) {
 	all, committed, err := Versions(ctx, st, name)
 	if err != nil {
@@ -161,7 +164,60 @@ func Latest(ctx context.Context, st store.Store, name string) (*Manifest, error)
 			return ReadManifest(ctx, st, name, all[i])
 		}
 	}
-	return nil, fmt.Errorf("%s: %w (run the stage that writes %q first)", st.URI(name), ErrNoDataset, name)
+	uri := st.URI(name)
+	if len(all) > 0 {
+		inc, err := Uncommitted(ctx, st, name)
+		if err != nil {
+			return nil, err
+		}
+		var what []string
+		for _, u := range inc {
+			if u.Pending {
+				what = append(what, fmt.Sprintf("v%d is pending (being written, or its writer died)", u.Version))
+			} else {
+				what = append(what, fmt.Sprintf("v%d has neither %s nor %s (its manifest was lost?)", u.Version, ManifestFile, PendingFile))
+			}
+		}
+		return nil, fmt.Errorf("%s: %w: %s; rerun the stage that writes %q with the same config to resume or repair it", uri, ErrNoDataset, strings.Join(what, ", "), name)
+	}
+	if _, err := st.Stat(ctx, name); err == nil {
+		return nil, fmt.Errorf("%s is a file, not a dataset (a folder of v<N> version folders): %w", uri, ErrNoDataset)
+	}
+	if objs, err := st.List(ctx, name+"/"); err == nil && len(objs) > 0 {
+		return nil, fmt.Errorf("%s is not a dataset: %w: it holds no v<N> version folders (`mlerl ls <data root>` lists the datasets)", uri, ErrNoDataset)
+	}
+	return nil, fmt.Errorf("%s: %w: nothing is there (run the stage that writes %q first, or see `mlerl ls <data root>`)", uri, ErrNoDataset, name)
+}
+
+// Incomplete is an uncommitted version folder of a dataset.
+type Incomplete struct {
+	Version int
+	// Pending is true when the folder has its writer's _PENDING.json (a
+	// run that is writing it, or died: a rerun with the same run key
+	// resumes it); false when it has neither that nor a manifest (a
+	// committed version whose manifest was deleted, or stray files).
+	Pending bool
+}
+
+// Uncommitted lists the version folders of name that have files but no
+// manifest, oldest first.
+func Uncommitted(ctx context.Context, st store.Store, name string) ([]Incomplete, error) {
+	all, committed, err := Versions(ctx, st, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []Incomplete
+	for _, v := range all {
+		if committed[v] {
+			continue
+		}
+		pending, err := store.Exists(ctx, st, Dir(name, v)+"/"+PendingFile)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Incomplete{Version: v, Pending: pending})
+	}
+	return out, nil
 }
 
 // FindRun returns the committed version of name written with runKey (the

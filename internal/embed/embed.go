@@ -16,11 +16,11 @@ package embed
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/llm"
 )
 
@@ -67,35 +67,45 @@ func DefaultConfig() Config {
 	return Config{Kind: KindHashed, Dim: 384, BatchSize: 64, LLM: c, MaxTokens: 128}
 }
 
-// Validate checks the fields the chosen kind needs.
+// Validate checks every field and those the chosen kind needs; keys in
+// errors are relative ("dim"), a stage config nests them with
+// config.Nest ("embed.dim").
 func (c Config) Validate() error {
 	switch c.Kind {
 	case KindHashed:
 		if c.Dim <= 0 {
-			return fmt.Errorf("embed.dim must be positive for the hashed embedder, got %d", c.Dim)
+			return config.Errorf("dim", c.Dim, "must be positive for the hashed embedder")
 		}
 	case KindOpenAI:
 		if !c.LLM.Enabled() {
-			return fmt.Errorf("embed.kind openai needs embed.llm.base_url (an OpenAI-compatible endpoint)")
+			return config.Errorf("kind", c.Kind, "needs embed.llm.base_url (an OpenAI-compatible /v1/embeddings endpoint)")
 		}
 	case KindONNX:
-		if c.ModelPath == "" || c.TokenizerPath == "" {
-			return fmt.Errorf("embed.kind onnx needs embed.model (model.onnx) and embed.tokenizer (tokenizer.json)")
+		if c.ModelPath == "" {
+			return config.Errorf("kind", c.Kind, "needs embed.model (a model.onnx file) and embed.tokenizer (its tokenizer.json)")
+		}
+		if c.TokenizerPath == "" {
+			return config.Errorf("kind", c.Kind, "needs embed.tokenizer (the tokenizer.json of %s)", c.ModelPath)
 		}
 	default:
-		return fmt.Errorf("embed.kind %q: want %s, %s or %s", c.Kind, KindHashed, KindOpenAI, KindONNX)
+		return config.Errorf("kind", c.Kind, "want %s, %s or %s", KindHashed, KindOpenAI, KindONNX)
 	}
-	if c.BatchSize <= 0 {
-		return fmt.Errorf("embed.batch_size must be positive, got %d", c.BatchSize)
+	switch {
+	case c.Dim < 0:
+		return config.Errorf("dim", c.Dim, "must not be negative")
+	case c.BatchSize <= 0:
+		return config.Errorf("batch_size", c.BatchSize, "must be positive")
+	case c.MaxTokens <= 0:
+		return config.Errorf("max_tokens", c.MaxTokens, "must be positive")
 	}
-	return nil
+	return config.Nest("llm", c.LLM.Validate())
 }
 
 // New builds the embedder cfg names. The caller closes it when it has a
 // Close method (the ONNX embedder holds a session); [Close] does that.
 func New(cfg Config) (Embedder, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, config.Nest("embed", err)
 	}
 	switch cfg.Kind {
 	case KindOpenAI:

@@ -111,20 +111,31 @@ func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		edit func(*Config)
-		want string
+		want string // the whole message; "" for valid
 	}{
 		{"default", func(*Config) {}, ""},
-		{"unknown kind", func(c *Config) { c.Kind = "bert" }, `embed.kind "bert": want hashed, openai or onnx`},
-		{"openai without url", func(c *Config) { c.Kind = KindOpenAI }, "embed.llm.base_url"},
-		{"onnx without files", func(c *Config) { c.Kind = KindONNX }, "embed.model"},
-		{"zero dim", func(c *Config) { c.Dim = 0 }, "embed.dim must be positive"},
+		{"unknown kind", func(c *Config) { c.Kind = "bert" }, `kind "bert": want hashed, openai or onnx`},
+		{"openai without url", func(c *Config) { c.Kind = KindOpenAI }, `kind "openai": needs embed.llm.base_url (an OpenAI-compatible /v1/embeddings endpoint)`},
+		{"onnx without files", func(c *Config) { c.Kind = KindONNX }, `kind "onnx": needs embed.model (a model.onnx file) and embed.tokenizer (its tokenizer.json)`},
+		{"onnx without tokenizer", func(c *Config) { c.Kind, c.ModelPath = KindONNX, "m.onnx" }, `kind "onnx": needs embed.tokenizer (the tokenizer.json of m.onnx)`},
+		{"zero dim", func(c *Config) { c.Dim = 0 }, "dim 0: must be positive for the hashed embedder"},
+		{"negative dim", func(c *Config) { c.Kind, c.LLM.BaseURL, c.Dim = KindOpenAI, "http://x", -1 }, "dim -1: must not be negative"},
+		{"zero batch", func(c *Config) { c.BatchSize = 0 }, "batch_size 0: must be positive"},
+		{"zero max_tokens", func(c *Config) { c.MaxTokens = 0 }, "max_tokens 0: must be positive"},
+		{"bad endpoint", func(c *Config) { c.LLM.BaseURL = "x" }, `llm.base_url "x": want an http:// or https:// URL such as http://localhost:8000/v1 (empty: offline)`},
 	}
 	for _, tt := range tests {
 		c := DefaultConfig()
 		tt.edit(&c)
-		err := c.Validate()
-		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("%s: got error %v want %q", tt.name, err, tt.want)
+		got := ""
+		if err := c.Validate(); err != nil {
+			got = err.Error()
 		}
+		if got != tt.want {
+			t.Errorf("%s: got %q want %q", tt.name, got, tt.want)
+		}
+	}
+	if _, err := New(Config{Kind: "bert"}); err == nil || err.Error() != `embed.kind "bert": want hashed, openai or onnx` {
+		t.Errorf("New: got %v", err)
 	}
 }

@@ -15,14 +15,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mlerl/mlerl/internal/config"
 )
 
 // Config configures a client. Zero fields take the defaults of [DefaultConfig].
@@ -42,6 +46,34 @@ type Config struct {
 // OPENAI_API_KEY, 120 s timeout, 4 retries, no rate limit.
 func DefaultConfig() Config {
 	return Config{APIKeyEnv: "OPENAI_API_KEY", Timeout: 120 * time.Second, MaxRetries: 4}
+}
+
+// Validate checks every field; keys in errors are relative ("timeout"),
+// a stage config nests them with config.Nest ("llm.timeout"). Zero
+// timeout and empty api_key_env take the defaults; an empty base_url is
+// offline.
+func (c Config) Validate() error {
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return config.Errorf("base_url", c.BaseURL, "want an http:// or https:// URL such as http://localhost:8000/v1 (empty: offline)")
+		}
+	}
+	switch {
+	case strings.ContainsAny(c.APIKeyEnv, "= \t\n"):
+		return config.Errorf("api_key_env", c.APIKeyEnv, "want the name of an environment variable, not the key itself")
+	case c.Timeout < 0:
+		return config.Errorf("timeout", c.Timeout, "must not be negative (0: %s)", DefaultConfig().Timeout)
+	case c.MaxRetries < 0:
+		return config.Errorf("max_retries", c.MaxRetries, "must not be negative")
+	case !(c.RequestsPerSec >= 0) || math.IsInf(c.RequestsPerSec, 0):
+		return config.Errorf("requests_per_sec", c.RequestsPerSec, "must be a number >= 0 (0: no limit)")
+	case !(c.PromptPrice >= 0) || math.IsInf(c.PromptPrice, 0):
+		return config.Errorf("prompt_price", c.PromptPrice, "must be a number >= 0 (USD per million tokens)")
+	case !(c.CompletionPrice >= 0) || math.IsInf(c.CompletionPrice, 0):
+		return config.Errorf("completion_price", c.CompletionPrice, "must be a number >= 0 (USD per million tokens)")
+	}
+	return nil
 }
 
 // Enabled reports whether an endpoint is configured.
@@ -66,6 +98,9 @@ func New(cfg Config) (*Client, error) {
 	d := DefaultConfig()
 	if cfg.BaseURL == "" {
 		return nil, errors.New("llm: no base_url configured")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, config.Nest("llm", err)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = d.Timeout

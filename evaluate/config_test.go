@@ -1,0 +1,56 @@
+package evaluate
+
+import (
+	"testing"
+	"time"
+)
+
+// TestConfigValidate pins the message for every field evaluate refuses.
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want string // the whole message; "" for valid
+	}{
+		{"default", func(*Config) {}, ""},
+		{"no sft folder without sft", func(c *Config) { c.Methods, c.SFT = []string{MethodExpert}, "" }, ""},
+		{"data", func(c *Config) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"tasks", func(c *Config) { c.Tasks = "" }, `tasks "": must name the tasks dataset (name or name/vN)`},
+		{"ideas", func(c *Config) { c.Ideas = "" }, `ideas "": must name the ideas dataset (name or name/vN)`},
+		{"out", func(c *Config) { c.Out = "" }, `out "": must name the dataset to write`},
+		{"no splits", func(c *Config) { c.Splits = nil }, "splits []: must name held-out, held-in or both"},
+		{"bad split", func(c *Config) { c.Splits = []string{"held-out", "test"} }, `splits ["held-out", "test"]: item 2 "test" is not held-out or held-in`},
+		{"split twice", func(c *Config) { c.Splits = []string{"held-in", "held-in"} }, `splits ["held-in", "held-in"]: "held-in" is listed twice`},
+		{"no methods", func(c *Config) { c.Methods = []string{} }, "methods []: must name some of initial, random, expert, llm, sft, sft+ppo"},
+		{"bad method", func(c *Config) { c.Methods = []string{"ppo"} }, `methods ["ppo"]: item 1 "ppo" is not one of initial, random, expert, llm, sft, sft+ppo`},
+		{"method twice", func(c *Config) { c.Methods = []string{"sft", "expert", "sft"} }, `methods ["sft", "expert", "sft"]: "sft" is listed twice`},
+		{"only", func(c *Config) { c.Only = []string{""} }, `only [""]: item 1 is empty: want task ids`},
+		{"per_task", func(c *Config) { c.PerTask = 0 }, "per_task 0: must be at least 1"},
+		{"policy_per_task", func(c *Config) { c.PolicyPerTask = 9 }, "policy_per_task 9: must be in [0, per_task] (0: per_task, which is 8)"},
+		{"workers", func(c *Config) { c.Workers = -2 }, "workers -2: must not be negative (0: one per core)"},
+		{"sft", func(c *Config) { c.SFT = "" }, `sft "": must name the SFT checkpoint folder (method sft is on)`},
+		{"ppo", func(c *Config) { c.PPO = "" }, `ppo "": must name the PPO checkpoint folder (method sft+ppo is on)`},
+		{"temperature", func(c *Config) { c.Temperature = -1 }, "temperature -1: must be a number >= 0 (0: greedy)"},
+		{"top_p", func(c *Config) { c.TopP = 1.5 }, "top_p 1.5: must be in (0, 1]"},
+		{"max_new_tokens", func(c *Config) { c.MaxNewTokens = -1 }, "max_new_tokens -1: must not be negative (0: the policy's response_tokens)"},
+		{"engine", func(c *Config) { c.Engine = "cuda" }, `engine "cuda": want native or gomlx`},
+		{"decode", func(c *Config) { c.Decode = "json" }, `decode "json": want constrained or free`},
+		{"slip_rate", func(c *Config) { c.SlipRate = -0.1 }, "slip_rate -0.1: must be in [0, 1] (a probability per step)"},
+		{"llm_temperature", func(c *Config) { c.LLMTemperature = -1 }, "llm_temperature -1: must be a number >= 0"},
+		{"full_budget", func(c *Config) { c.FullBudget = 0 }, "full_budget 0: must be positive (tokens)"},
+		{"compact_budget", func(c *Config) { c.CompactBudget = 0 }, "compact_budget 0: must be positive (tokens)"},
+		{"env.max_time", func(c *Config) { c.Env.MaxTime = 0 }, "env.max_time 0s: must be positive"},
+		{"llm.timeout", func(c *Config) { c.LLM.Timeout = -time.Minute }, "llm.timeout -1m0s: must not be negative (0: 2m0s)"},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		c.edit(&cfg)
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q want %q", c.name, got, c.want)
+		}
+	}
+}

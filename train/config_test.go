@@ -1,0 +1,91 @@
+package train
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mlerl/mlerl/policy"
+)
+
+// validateCase is one config edit and the whole message it must give
+// ("" for valid).
+type validateCase[C any] struct {
+	name string
+	edit func(*C)
+	want string
+}
+
+func checkValidate[C interface{ Validate() error }](t *testing.T, base func() C, cases []validateCase[C]) {
+	t.Helper()
+	for _, c := range cases {
+		cfg := base()
+		c.edit(&cfg)
+		got := ""
+		if err := cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSFTConfigValidate(t *testing.T) {
+	base := func() SFTConfig { c := DefaultSFTConfig(); c.Tokenizer = "bytes"; return c }
+	checkValidate(t, base, []validateCase[SFTConfig]{
+		{"default", func(*SFTConfig) {}, ""},
+		{"terse", func(c *SFTConfig) { c.Response = policy.ResponseTerse }, ""},
+		{"data", func(c *SFTConfig) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"examples", func(c *SFTConfig) { c.Examples = "" }, `examples "": must name the sft_examples dataset (name or name/vN)`},
+		{"out", func(c *SFTConfig) { c.Out = "" }, `out "": must name a checkpoint folder in the data root`},
+		{"tokenizer", func(c *SFTConfig) { c.Tokenizer = "gpt2" }, `tokenizer "gpt2": want one of bytes, qwen`},
+		{"engine", func(c *SFTConfig) { c.Engine = "cuda" }, `engine "cuda": want native or gomlx`},
+		{"vocab_min_count", func(c *SFTConfig) { c.VocabMinCount = 0 }, "vocab_min_count 0: must be at least 1"},
+		{"model.vocab", func(c *SFTConfig) { c.Model.Vocab = 5000 }, "model.vocab 5000: must be 0: the vocabulary is trimmed to the examples' tokens (see vocab_min_count)"},
+		{"model.ctx", func(c *SFTConfig) { c.Model.Ctx = 8 }, "model.ctx 8: cannot hold BOS + prompt_tokens 448 + response_tokens 160 = 609: raise ctx or lower the budgets"},
+		{"model.ctx zero", func(c *SFTConfig) { c.Model.Ctx = 0 }, "model.ctx 0: must be positive"},
+		{"model.prompt_tokens", func(c *SFTConfig) { c.Model.PromptTokens = 8 }, "model.prompt_tokens 8: must be at least 16"},
+		{"model.heads", func(c *SFTConfig) { c.Model.Heads = 5 }, "model.heads 5: must divide d_model (256)"},
+		{"epochs", func(c *SFTConfig) { c.Epochs = 0 }, "epochs 0: must be at least 1"},
+		{"batch_rows", func(c *SFTConfig) { c.BatchRows = 0 }, "batch_rows 0: must be at least 1"},
+		{"checkpoint_every", func(c *SFTConfig) { c.CheckpointEvery = -1 }, "checkpoint_every -1: must not be negative (0: each epoch)"},
+		{"max_steps", func(c *SFTConfig) { c.MaxSteps = -1 }, "max_steps -1: must not be negative (0: every epoch)"},
+		{"response", func(c *SFTConfig) { c.Response = "short" }, `response "short": want full or terse`},
+		{"full", func(c *SFTConfig) { c.Response = policy.ResponseFull }, ""},
+		{"optim.lr", func(c *SFTConfig) { c.Optim.LR = -1 }, "optim.lr -1: must be a positive number"},
+	})
+}
+
+func TestPPOConfigValidate(t *testing.T) {
+	checkValidate(t, DefaultPPOConfig, []validateCase[PPOConfig]{
+		{"default", func(*PPOConfig) {}, ""},
+		{"greedy", func(c *PPOConfig) { c.Temperature = 0 }, ""},
+		{"data", func(c *PPOConfig) { c.Data = "" }, `data "": must name the data root (a folder or gs://bucket/prefix)`},
+		{"states", func(c *PPOConfig) { c.States = "" }, `states "": must name the rl_states dataset (name or name/vN)`},
+		{"sft", func(c *PPOConfig) { c.SFT = "" }, `sft "": must name the SFT checkpoint folder`},
+		{"out", func(c *PPOConfig) { c.Out = "" }, `out "": must name a checkpoint folder in the data root`},
+		{"out is sft", func(c *PPOConfig) { c.Out = c.SFT }, `out "checkpoints/sft": must differ from sft (the start and the KL reference)`},
+		{"reward", func(c *PPOConfig) { c.Reward = "human" }, `reward "human": want one of env, format`},
+		{"updates", func(c *PPOConfig) { c.Updates = 0 }, "updates 0: must be at least 1"},
+		{"batch_size", func(c *PPOConfig) { c.BatchSize = 0 }, "batch_size 0: must be at least 1"},
+		{"minibatches", func(c *PPOConfig) { c.Minibatches = 17 }, "minibatches 17: must be in [1, batch_size] (batch_size is 16)"},
+		{"update_epochs", func(c *PPOConfig) { c.UpdateEpochs = 0 }, "update_epochs 0: must be at least 1"},
+		{"clip_coef", func(c *PPOConfig) { c.ClipCoef = 0 }, "clip_coef 0: must be a number in (0, 1)"},
+		{"mode", func(c *PPOConfig) { c.Mode = "trajectory" }, `mode "trajectory": want step or episode`},
+		{"episode needs env", func(c *PPOConfig) { c.Mode, c.Reward = ModeEpisode, RewardFormat }, `mode "episode": needs reward env (episodes run in the environment)`},
+		{"decode", func(c *PPOConfig) { c.Decode = "greedy" }, `decode "greedy": want constrained or free`},
+		{"episode_steps", func(c *PPOConfig) { c.EpisodeSteps = 0 }, "episode_steps 0: must be at least 1"},
+		{"env.max_steps", func(c *PPOConfig) { c.Env.MaxSteps = -1 }, "env.max_steps -1: must be positive"},
+		{"vf_coef", func(c *PPOConfig) { c.VfCoef = -1 }, "vf_coef -1: must be a number >= 0"},
+		{"ent_coef", func(c *PPOConfig) { c.EntCoef = math.NaN() }, "ent_coef NaN: must be a number >= 0"},
+		{"kl_coef", func(c *PPOConfig) { c.KLCoef = -0.05 }, "kl_coef -0.05: must be a number >= 0"},
+		{"max_staleness", func(c *PPOConfig) { c.MaxStaleness = -1 }, "max_staleness -1: must not be negative"},
+		{"workers", func(c *PPOConfig) { c.Workers = 0 }, "workers 0: must be at least 1"},
+		{"temperature", func(c *PPOConfig) { c.Temperature = -1 }, "temperature -1: must be a number >= 0 (0: greedy)"},
+		{"top_p", func(c *PPOConfig) { c.TopP = 0 }, "top_p 0: must be in (0, 1]"},
+		{"max_new_tokens", func(c *PPOConfig) { c.MaxNewTokens = -1 }, "max_new_tokens -1: must not be negative (0: the policy's response_tokens)"},
+		{"gen_batch", func(c *PPOConfig) { c.GenBatch = 0 }, "gen_batch 0: must be at least 1"},
+		{"checkpoint_every", func(c *PPOConfig) { c.CheckpointEvery = -5 }, "checkpoint_every -5: must not be negative"},
+		{"optim.beta2", func(c *PPOConfig) { c.Optim.Beta2 = 1 }, "optim.beta2 1: must be in [0, 1)"},
+	})
+}
