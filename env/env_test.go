@@ -478,3 +478,29 @@ func TestGradeCache(t *testing.T) {
 		t.Fatalf("a new submission: %d grader runs, want 1", got)
 	}
 }
+
+// TestInstrumentOff: with instrument false a failed run is credited no
+// markers (the partial-credit ablation), with it on the same run is.
+func TestInstrumentOff(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		st := newLocalStore(t)
+		cfg := testConfig(t)
+		cfg.Instrumenter, cfg.Instrument = nil, on // nil: chosen by Instrument
+		e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(t, e, act(EditScriptSegment, "train.py", "14", "14", "threshold = undefined_name"))
+		r := step(t, e, act(ExecuteScript, "train.py"))
+		e.Close()
+		if r.Outcome != OutcomeScriptError {
+			t.Fatalf("instrument %v: outcome %s, want script_error", on, r.Outcome)
+		}
+		if on && (len(r.Markers) != 2 || r.Reward.Total != -0.8) {
+			t.Errorf("instrument on: markers %v reward %v, want 2 markers and -0.8", r.Markers, r.Reward.Total)
+		}
+		if !on && (len(r.Markers) != 0 || r.Reward.Total != -1) {
+			t.Errorf("instrument off: markers %v reward %v, want none and -1", r.Markers, r.Reward.Total)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -243,5 +244,85 @@ func TestPPOResumesFromCheckpoint(t *testing.T) {
 	}
 	if resumed.Update != 4 || resumed.Drawn <= saved.Drawn {
 		t.Errorf("after resuming: got update %d drawn %d, want 4 and more than %d", resumed.Update, resumed.Drawn, saved.Drawn)
+	}
+}
+
+// maskConstraint allows a seeded random part of the vocabulary at each
+// step and forces nothing: masks without a grammar.
+type maskConstraint struct {
+	r     *rand.Rand
+	vocab int
+}
+
+func (c *maskConstraint) Allowed(m policy.Bitset, _ int) error {
+	for id := policy.NumSpecial; id < c.vocab; id++ {
+		if c.r.IntN(3) == 0 {
+			m.Set(int32(id))
+		}
+	}
+	m.Set(int32(policy.NumSpecial))
+	return nil
+}
+func (c *maskConstraint) Accept(int32) error          { return nil }
+func (c *maskConstraint) Forced(int) ([]int32, error) { return nil, nil }
+
+// TestPPORatioIsOneOnFirstMinibatch: before any update the policy is the
+// behaviour policy, so recomputing each action token's log-probability
+// under the mask it was sampled with gives an importance ratio of 1 (the
+// sampling went through the KV cache, the recomputation through a packed
+// full forward).
+func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
+	cfg := policy.Config{Vocab: 60, DModel: 32, Heads: 2, Layers: 2, Ctx: 64, PromptTokens: 32, ResponseTokens: 24}
+	for _, engine := range []string{policy.EngineNative, policy.EngineGoMLX} {
+		eng, err := policy.NewEngine(engine, cfg, policy.InitWeights(cfg, 3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(4, 4))
+		var prompts [][]int32
+		for range 6 {
+			p := []int32{policy.BosID}
+			for range 3 + r.IntN(20) {
+				p = append(p, int32(policy.NumSpecial+r.IntN(cfg.Vocab-policy.NumSpecial)))
+			}
+			prompts = append(prompts, p)
+		}
+		gen := policy.Generator{Engine: eng}
+		samples, err := gen.Generate(prompts, policy.GenerateOptions{Temperature: 1, MaxNewTokens: 20, Seed: 9,
+			Constrain: func(i int) policy.Constraint { return &maskConstraint{r: rand.New(rand.NewPCG(uint64(i), 1)), vocab: cfg.Vocab} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := make([]*sample, len(samples))
+		for i, s := range samples {
+			if s.Masks == nil {
+				t.Fatal("constrained samples carry no masks")
+			}
+			batch[i] = &sample{Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs, Masks: s.Masks}
+		}
+		run := &ppoRun{policy: eng}
+		mb := run.pack(batch)
+		logits, _, err := eng.Logits(mb.batch, mb.idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst := 0.0
+		for i, lp := range tokenLogProbs(logits, mb.toks, cfg.Vocab) {
+			worst = max(worst, math.Abs(math.Exp(float64(lp-mb.toks[i].OldLogP))-1))
+		}
+		if worst > 1e-4 {
+			t.Errorf("%s: the first minibatch's ratios differ from 1 by up to %.2g", engine, worst)
+		}
+		// Without the masks the ratio is not 1: the masks matter.
+		free := 0.0
+		for i := range mb.toks {
+			tk := mb.toks[i]
+			tk.Mask = nil
+			lp := tokenLogProbs(logits[i*cfg.Vocab:(i+1)*cfg.Vocab], []ppoToken{tk}, cfg.Vocab)[0]
+			free = max(free, math.Abs(math.Exp(float64(lp-tk.OldLogP))-1))
+		}
+		if free < 0.1 {
+			t.Errorf("%s: ignoring the masks changes the ratios by only %.2g: the test does not test masks", engine, free)
+		}
 	}
 }
