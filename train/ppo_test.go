@@ -289,7 +289,9 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 		}
 		gen := policy.Generator{Engine: eng}
 		samples, err := gen.Generate(prompts, policy.GenerateOptions{Temperature: 1, MaxNewTokens: 20, Seed: 9,
-			Constrain: func(i int) policy.Constraint { return &maskConstraint{r: rand.New(rand.NewPCG(uint64(i), 1)), vocab: cfg.Vocab} }})
+			Constrain: func(i int) policy.Constraint {
+				return &maskConstraint{r: rand.New(rand.NewPCG(uint64(i), 1)), vocab: cfg.Vocab}
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}
