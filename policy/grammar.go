@@ -802,7 +802,23 @@ func (c *actionConstraint) Forced(limit int) ([]int32, error) {
 	if fixed == "" {
 		return nil, nil
 	}
-	return c.encodeAfter(fixed)
+	toks, err := c.encodeAfter(fixed)
+	if err != nil {
+		return nil, err
+	}
+	// The fixed text's last token is left to the model (under the mask)
+	// unless the response ends there: the tokenizer would often merge it
+	// with what follows ("Action: " then "Execute" is written ":" " Execute",
+	// the space going with the word), and a forced split the policy never
+	// saw in training derails it.
+	end := c.s
+	for i := range len(fixed) {
+		c.g.step(&end, fixed[i])
+	}
+	if !c.g.done(&end) && len(toks) > 0 {
+		toks = toks[:len(toks)-1]
+	}
+	return toks, nil
 }
 
 // freeMargin is how close to the budget free text may run before the

@@ -249,9 +249,12 @@ func TestGrammarTokenizesLikeTheTokenizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := w.gen.Vocab.Encode(w.gen.Tok, "Reflection: ")
-	if !slices.Equal(forced, want) {
-		t.Fatalf("first forced tokens %v, want the tokenizer's %v", forced, want)
+	// Forced tokens are a prefix of how the tokenizer splits a whole
+	// response, and the mask then allows the tokenizer's next token (the
+	// space goes with what follows it: ":" then " -").
+	whole, _ := w.gen.Vocab.Encode(w.gen.Tok, "Reflection: -\nThought: -\nAction: List Files\n")
+	if len(forced) == 0 || len(forced) >= len(whole) || !slices.Equal(forced, whole[:len(forced)]) {
+		t.Fatalf("first forced tokens %v, want a prefix of the tokenizer's %v", forced, whole)
 	}
 	for _, tok := range forced {
 		if err := c.Accept(tok); err != nil {
@@ -259,6 +262,19 @@ func TestGrammarTokenizesLikeTheTokenizer(t *testing.T) {
 		}
 	}
 	mask := NewBitset(w.gen.Vocab.Size())
+	if err := c.Allowed(mask, 100); err != nil {
+		t.Fatal(err)
+	}
+	if !mask.Has(whole[len(forced)]) {
+		t.Errorf("the tokenizer's next token %q is not allowed after the forced %q", w.gen.Vocab.Decode(w.gen.Tok, whole[len(forced):len(forced)+1]), w.gen.Vocab.Decode(w.gen.Tok, forced))
+	}
+	space, _ := w.gen.Vocab.Encode(w.gen.Tok, " ")
+	for _, tok := range space {
+		if err := c.Accept(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mask = NewBitset(w.gen.Vocab.Size())
 	if err := c.Allowed(mask, 100); err != nil {
 		t.Fatal(err)
 	}
