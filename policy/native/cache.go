@@ -138,7 +138,11 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 				}
 			}
 		}
-		p.run(len(ds.segs)*heads, func(wk, task int) {
+		work := 0
+		for _, s := range ds.segs {
+			work += 2 * s.n * (s.s0 + s.n) * d
+		}
+		p.runWork(len(ds.segs)*heads, work, func(wk, task int) {
 			s, h := ds.segs[task/heads], task%heads
 			ck, cv := c.head(l, s.row, h)
 			ws := &p.ws[wk]
