@@ -31,6 +31,7 @@ type AdamW struct {
 	m, v   []float32
 	step   []float32 // one element: the number of steps taken (exact to 2^24)
 	state  []Param
+	parts  []float64 // per-chunk sums of squared gradients
 }
 
 // NewAdamW returns an optimizer for model with zero moments.
@@ -67,7 +68,8 @@ func (o *AdamW) Step(model *Model, lr float64) (gradNorm float64) {
 	g := model.grad
 	// Norm: per-chunk float64 sums, added in chunk order (deterministic).
 	const grain = 1 << 15
-	parts := make([]float64, (len(g)+grain-1)/grain)
+	o.parts = append(o.parts[:0], make([]float64, (len(g)+grain-1)/grain)...)
+	parts := o.parts
 	p.chunks(len(g), grain, func(_, lo, hi int) {
 		s := 0.0
 		for _, v := range g[lo:hi] {

@@ -47,7 +47,21 @@ func gemm(p *pool, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
 		return
 	}
-	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) || (op.m == 1 && !op.ta) {
+	work := op.m * op.n * op.k
+	if op.m <= gemmSmallM {
+		// Decoding: the time goes into reading the weights once, about
+		// as long as 8 multiply-adds per weight.
+		work = max(work, 8*op.n*op.k)
+	}
+	if op.m == 1 && !op.ta && !op.tb && op.k > 0 {
+		const nc = 256
+		p.runWork((op.n+nc-1)/nc, work, func(_, t int) {
+			j0 := t * nc
+			kern.gemv(op.a[:op.k], op.b[j0:], op.ldb, op.c[j0:min(op.n, j0+nc)], op.acc)
+		})
+		return
+	}
+	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) {
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
@@ -56,7 +70,6 @@ func gemm(p *pool, op gemmOp) {
 		mc, nc = op.m, 128
 	}
 	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
-	work := op.m * op.n * op.k
 	if op.tb || op.m > gemmSmallM {
 		p.gemmMu.Lock()
 		defer p.gemmMu.Unlock()

@@ -2,9 +2,9 @@ package native
 
 import (
 	"fmt"
-	"syscall"
 	"math"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 )
 

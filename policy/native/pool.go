@@ -144,12 +144,13 @@ type workspace struct {
 }
 
 // grow returns s resized to n elements, reusing its storage when it is
-// large enough. The contents are not cleared.
+// large enough. The contents are not cleared. The headroom keeps batches
+// of varying sizes from reallocating (and waking the GC) step after step.
 func grow(s []float32, n int) []float32 {
 	if cap(s) >= n {
 		return s[:n]
 	}
-	return make([]float32, n, n+n/4)
+	return make([]float32, n, n+n/2)
 }
 
 // growInt32 is grow for []int32.
@@ -157,7 +158,7 @@ func growInt32(s []int32, n int) []int32 {
 	if cap(s) >= n {
 		return s[:n]
 	}
-	return make([]int32, n, n+n/4)
+	return make([]int32, n, n+n/2)
 }
 
 func zero(s []float32) { clear(s) }
