@@ -10,8 +10,9 @@ package native
 // legacy-SSE instructions; on Intel CPUs each of those pays a large
 // AVX-to-SSE transition penalty while the upper register halves are dirty
 // (2M math.Exp calls: 2.33 s after one 512-bit add, 14 ms after a
-// VZEROUPPER). Tails shorter than a vector are padded through a small
-// array so the kernels stay in vector code to the end.
+// VZEROUPPER). Tails shorter than a vector go through masked loads and
+// stores, or through a small array filled before the first vector
+// instruction and copied back after the VZEROUPPER.
 //
 // The GEMM micro-kernels are 4 rows x 2 vectors: Go's register allocator
 // uses 16 vector registers, and this tile (8 accumulators, 2 B vectors, 4
@@ -339,18 +340,17 @@ func exp16(x f16) f16 {
 }
 
 func expShift512(x []float32, shift, mul float32) float32 {
+	buf, n := tail16(x, float32(math.Inf(-1))) // scalar work first, see above
 	sh, mu := b16(shift), b16(mul)
 	var sum f16
-	i := 0
-	for ; i+16 <= len(x); i += 16 {
+	for i := 0; i+16 <= len(x)-n; i += 16 {
 		e := exp16(archsimd.LoadFloat32x16Slice(x[i:]).Sub(sh).Mul(mu))
 		e.StoreSlice(x[i:])
 		sum = sum.Add(e)
 	}
-	if i < len(x) {
-		buf, _ := tail16(x, float32(math.Inf(-1)))
+	if n > 0 {
 		e := exp16(archsimd.LoadFloat32x16(&buf).Sub(sh).Mul(mu))
-		e.StoreSlicePart(x[i:])
+		e.StoreSlicePart(x[len(x)-n:])
 		sum = sum.Add(e)
 	}
 	return hsum16(sum)
@@ -426,18 +426,19 @@ func hsum8(v f8) float32 {
 
 func dot256(a, b []float32) float32 {
 	b = b[:len(a)]
+	ta, n := tail8(a, 0) // scalar work first, see above
+	tb, _ := tail8(b, 0)
 	var s0, s1 f8
+	m := len(a) - n
 	i := 0
-	for ; i+16 <= len(a); i += 16 {
+	for ; i+16 <= m; i += 16 {
 		s0 = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s0)
 		s1 = archsimd.LoadFloat32x8Slice(a[i+8:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i+8:]), s1)
 	}
-	for ; i+8 <= len(a); i += 8 {
+	for ; i+8 <= m; i += 8 {
 		s0 = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s0)
 	}
-	if i < len(a) {
-		ta, _ := tail8(a, 0)
-		tb, _ := tail8(b, 0)
+	if n > 0 {
 		s0 = archsimd.LoadFloat32x8(&ta).MulAdd(archsimd.LoadFloat32x8(&tb), s0)
 	}
 	return hsum8(s0.Add(s1))
@@ -445,32 +446,32 @@ func dot256(a, b []float32) float32 {
 
 func axpy256(y []float32, alpha float32, x []float32) {
 	x = x[:len(y)]
+	tx, n := tail8(x, 0) // scalar work first, see above
+	ty, _ := tail8(y, 0)
+	m := len(y) - n
 	al := b8(alpha)
-	i := 0
-	for ; i+8 <= len(y); i += 8 {
+	for i := 0; i+8 <= m; i += 8 {
 		archsimd.LoadFloat32x8Slice(x[i:]).MulAdd(al, archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
 	}
-	if i < len(y) {
-		tx, n := tail8(x, 0)
-		ty, _ := tail8(y, 0)
+	if n > 0 {
 		archsimd.LoadFloat32x8(&tx).MulAdd(al, archsimd.LoadFloat32x8(&ty)).Store(&ty)
-		copy(y[i:], ty[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(y[m:], ty[:n])
 }
 
 func scale256(x []float32, s float32) {
+	t, n := tail8(x, 0) // scalar work first, see above
+	m := len(x) - n
 	sv := b8(s)
-	i := 0
-	for ; i+8 <= len(x); i += 8 {
+	for i := 0; i+8 <= m; i += 8 {
 		archsimd.LoadFloat32x8Slice(x[i:]).Mul(sv).StoreSlice(x[i:])
 	}
-	if i < len(x) {
-		t, n := tail8(x, 0)
+	if n > 0 {
 		archsimd.LoadFloat32x8(&t).Mul(sv).Store(&t)
-		copy(x[i:], t[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(x[m:], t[:n])
 }
 
 func max256(x []float32) float32 {
@@ -513,22 +514,23 @@ func exp8(x f8) f8 {
 }
 
 func expShift256(x []float32, shift, mul float32) float32 {
+	buf, n := tail8(x, float32(math.Inf(-1))) // scalar work first, see above
+	m := len(x) - n
 	sh, mu := b8(shift), b8(mul)
 	var sum f8
-	i := 0
-	for ; i+8 <= len(x); i += 8 {
+	for i := 0; i+8 <= m; i += 8 {
 		e := exp8(archsimd.LoadFloat32x8Slice(x[i:]).Sub(sh).Mul(mu))
 		e.StoreSlice(x[i:])
 		sum = sum.Add(e)
 	}
-	if i < len(x) {
-		buf, n := tail8(x, float32(math.Inf(-1)))
+	if n > 0 {
 		e := exp8(archsimd.LoadFloat32x8(&buf).Sub(sh).Mul(mu))
 		e.Store(&buf)
-		copy(x[i:], buf[:n])
 		sum = sum.Add(e)
 	}
-	return hsum8(sum)
+	total := hsum8(sum) // clears the upper halves
+	copy(x[m:], buf[:n])
+	return total
 }
 
 func erfc8(z f8) f8 {
@@ -549,18 +551,18 @@ func erfc8(z f8) f8 {
 
 func gelu256(out, in []float32) {
 	in = in[:len(out)]
-	i := 0
-	for ; i+8 <= len(out); i += 8 {
+	t, n := tail8(in, 0) // scalar work first, see above
+	m := len(out) - n
+	for i := 0; i+8 <= m; i += 8 {
 		x := archsimd.LoadFloat32x8Slice(in[i:])
 		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).StoreSlice(out[i:])
 	}
-	if i < len(out) {
-		t, n := tail8(in, 0)
+	if n > 0 {
 		x := archsimd.LoadFloat32x8(&t)
 		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).Store(&t)
-		copy(out[i:], t[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(out[m:], t[:n])
 }
 
 func geluGrad8(x f8) f8 {
@@ -570,16 +572,16 @@ func geluGrad8(x f8) f8 {
 
 func geluBackward256(dIn, dOut, in []float32) {
 	dOut, in = dOut[:len(dIn)], in[:len(dIn)]
-	i := 0
-	for ; i+8 <= len(dIn); i += 8 {
+	t, n := tail8(in, 0) // scalar work first, see above
+	g, _ := tail8(dOut, 0)
+	m := len(dIn) - n
+	for i := 0; i+8 <= m; i += 8 {
 		x := archsimd.LoadFloat32x8Slice(in[i:])
 		geluGrad8(x).Mul(archsimd.LoadFloat32x8Slice(dOut[i:])).StoreSlice(dIn[i:])
 	}
-	if i < len(dIn) {
-		t, n := tail8(in, 0)
-		g, _ := tail8(dOut, 0)
+	if n > 0 {
 		geluGrad8(archsimd.LoadFloat32x8(&t)).Mul(archsimd.LoadFloat32x8(&g)).Store(&t)
-		copy(dIn[i:], t[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(dIn[m:], t[:n])
 }
