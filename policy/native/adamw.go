@@ -6,13 +6,15 @@ import (
 )
 
 // AdamWConfig holds the optimizer's constants; the learning rate is
-// passed to every Step so that schedules stay with the caller.
+// passed to every Step so that schedules stay with the caller. Start from
+// DefaultAdamWConfig (the zero value means no moment averaging, eps 0
+// and no clipping).
 type AdamWConfig struct {
 	Beta1       float64 // first-moment decay; default 0.9
 	Beta2       float64 // second-moment decay; default 0.999
 	Eps         float64 // added to sqrt(v̂); default 1e-8
 	WeightDecay float64 // decoupled, applied to every parameter; default 0
-	ClipNorm    float64 // global gradient-norm clip; <= 0 disables
+	ClipNorm    float64 // global gradient-norm clip; <= 0 disables; default 1
 }
 
 // DefaultAdamWConfig returns Beta1 0.9, Beta2 0.999, Eps 1e-8, no weight

@@ -25,8 +25,10 @@ func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
 		k: make([]float32, size), v: make([]float32, size), lens: make([]int, rows)}, nil
 }
 
-// Rows is the number of sequences; Capacity the tokens each may hold.
-func (c *Cache) Rows() int     { return c.rows }
+// Rows is the number of sequences the cache holds.
+func (c *Cache) Rows() int { return c.rows }
+
+// Capacity is the number of tokens each row may hold.
 func (c *Cache) Capacity() int { return c.capacity }
 
 // Len is the number of tokens in row r.
