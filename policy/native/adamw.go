@@ -6,13 +6,15 @@ import (
 )
 
 // AdamWConfig holds the optimizer's constants; the learning rate is
-// passed to every Step so that schedules stay with the caller.
+// passed to every Step so that schedules stay with the caller. Start from
+// DefaultAdamWConfig (the zero value means no moment averaging, eps 0
+// and no clipping).
 type AdamWConfig struct {
 	Beta1       float64 // first-moment decay; default 0.9
 	Beta2       float64 // second-moment decay; default 0.999
 	Eps         float64 // added to sqrt(v̂); default 1e-8
 	WeightDecay float64 // decoupled, applied to every parameter; default 0
-	ClipNorm    float64 // global gradient-norm clip; <= 0 disables
+	ClipNorm    float64 // global gradient-norm clip; <= 0 disables; default 1
 }
 
 // DefaultAdamWConfig returns Beta1 0.9, Beta2 0.999, Eps 1e-8, no weight
@@ -31,6 +33,7 @@ type AdamW struct {
 	m, v   []float32
 	step   []float32 // one element: the number of steps taken (exact to 2^24)
 	state  []Param
+	parts  []float64 // per-chunk sums of squared gradients
 }
 
 // NewAdamW returns an optimizer for model with zero moments.
@@ -67,7 +70,8 @@ func (o *AdamW) Step(model *Model, lr float64) (gradNorm float64) {
 	g := model.grad
 	// Norm: per-chunk float64 sums, added in chunk order (deterministic).
 	const grain = 1 << 15
-	parts := make([]float64, (len(g)+grain-1)/grain)
+	o.parts = append(o.parts[:0], make([]float64, (len(g)+grain-1)/grain)...)
+	parts := o.parts
 	p.chunks(len(g), grain, func(_, lo, hi int) {
 		s := 0.0
 		for _, v := range g[lo:hi] {

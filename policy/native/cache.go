@@ -25,8 +25,10 @@ func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
 		k: make([]float32, size), v: make([]float32, size), lens: make([]int, rows)}, nil
 }
 
-// Rows is the number of sequences; Capacity the tokens each may hold.
-func (c *Cache) Rows() int     { return c.rows }
+// Rows is the number of sequences the cache holds.
+func (c *Cache) Rows() int { return c.rows }
+
+// Capacity is the number of tokens each row may hold.
 func (c *Cache) Capacity() int { return c.capacity }
 
 // Len is the number of tokens in row r.
@@ -138,7 +140,11 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 				}
 			}
 		}
-		p.run(len(ds.segs)*heads, func(wk, task int) {
+		work := 0
+		for _, s := range ds.segs {
+			work += 2 * s.n * (s.s0 + s.n) * d
+		}
+		p.runWork(len(ds.segs)*heads, work, func(wk, task int) {
 			s, h := ds.segs[task/heads], task%heads
 			ck, cv := c.head(l, s.row, h)
 			ws := &p.ws[wk]

@@ -30,6 +30,12 @@
 // Work is spread over a small pool of blocking worker goroutines, one per
 // GOMAXPROCS (pool.go).
 //
+// BenchmarkSFTStep (bench shape, the same packed batches as train's
+// BenchmarkSFT; MLERL_BENCH_DATA writes them for scripts/bench_torch.py)
+// and BenchmarkGenerate (demo shape; scripts/bench_torch_generate.py is
+// the PyTorch counterpart) measure throughput; run them with
+// GOEXPERIMENT=simd, and GOMAXPROCS=1 for a one-core figure.
+//
 // The tests check everything against a slow float64 reference
 // (reference_test.go): logits, every gradient by finite differences, the
 // KV-cache decode against full re-forwards, and each kernel against plain

@@ -3,19 +3,24 @@ package native
 // Matrix products. Every dense layer and the attention are C = A·B in one
 // of four layouts: forward y = x·W (A, B as stored), the input gradient
 // dX = dY·Wᵀ (B transposed), the weight gradient dW = Xᵀ·dY (A
-// transposed), attention scores Q·Kᵀ. gemm handles them all by packing
-// blocks of A and B into the layout the micro-kernel reads (GotoBLAS
-// style), so there is one micro-kernel per CPU path.
+// transposed), attention scores Q·Kᵀ. The micro-kernel reads A in place
+// in either layout (it only needs mr values per k, at any two strides)
+// and B as rows of nr values. B is copied ("packed") into strips of nr
+// columns once per call: always when it is transposed, and for large
+// products also when it is not, because reading a strip in place with a
+// large power-of-two row stride (a 4,096-wide LM head) maps every row to
+// the same few L1 sets and runs at a third of the speed. A is copied only
+// for its ragged last rows.
 
-// Block sizes: a kc x nr panel of B (16 KB at kc=128, nr=32) stays in L1
-// while the micro-kernel sweeps an mc x kc block of A held in L2.
+// Block sizes: a kc x nr strip of B (16 KB at kc=128, nr=32) stays in L1
+// while the micro-kernel sweeps mc rows of A.
 const (
 	gemmMC = 64
 	gemmNC = 256
 	gemmKC = 128
-	// gemmSmallM: at or below this many rows (decoding a few sequences)
-	// B is read in place instead of packed: each of its elements is used
-	// only m times, so copying it would double the memory traffic.
+	// gemmSmallM: at or below this many rows (decoding), tiles are split
+	// over the columns only, so that each worker streams its own part of
+	// the weights.
 	gemmSmallM = 8
 )
 
@@ -32,6 +37,9 @@ type gemmOp struct {
 	c       []float32
 	ldc     int
 	acc     bool
+	// packed, when not nil, holds B in panels of nr columns: panel j
+	// covers columns [j*nr, j*nr+nr), k rows of nr values, zero-padded.
+	packed []float32
 }
 
 // gemm runs op on the worker pool, split into tiles of C.
@@ -39,15 +47,36 @@ func gemm(p *pool, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
 		return
 	}
+	work := op.m * op.n * op.k
+	if op.m <= gemmSmallM {
+		// Decoding: the time goes into reading the weights once, about
+		// as long as 8 multiply-adds per weight.
+		work = max(work, 8*op.n*op.k)
+	}
+	if op.m == 1 && !op.ta && !op.tb && op.k > 0 {
+		const nc = 256
+		p.runWork((op.n+nc-1)/nc, work, func(_, t int) {
+			j0 := t * nc
+			kern.gemv(op.a[:op.k], op.b[j0:], op.ldb, op.c[j0:min(op.n, j0+nc)], op.acc)
+		})
+		return
+	}
+	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) {
+		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
+		return
+	}
 	mc, nc := gemmMC, gemmNC
 	if op.m <= gemmSmallM {
-		nc = 128 // decode: spread the weight columns over the workers
+		mc, nc = op.m, 128
 	}
 	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
-	if op.m*op.n*op.k < 1<<16 {
-		mt, nt, mc, nc = 1, 1, op.m, op.n // too small to be worth a wake-up
+	if op.tb || op.m > gemmSmallM {
+		p.gemmMu.Lock()
+		defer p.gemmMu.Unlock()
+		p.sharedB = packB(p, op, p.sharedB, work >= parallelMinWork)
+		op.packed = p.sharedB
 	}
-	p.run(mt*nt, func(w, t int) {
+	p.runWork(mt*nt, work, func(w, t int) {
 		i0, j0 := (t/nt)*mc, (t%nt)*nc
 		gemmTile(&p.ws[w], op, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))
 	})
@@ -58,6 +87,26 @@ func gemmSerial(ws *workspace, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
 		return
 	}
+	k := kern
+	switch {
+	case op.k == 0:
+		if !op.acc {
+			for i := range op.m {
+				clear(op.c[i*op.ldc : i*op.ldc+op.n])
+			}
+		}
+		return
+	case op.m <= 4 && op.tb && !op.ta:
+		gemmDots(op, 0, op.m, 0, op.n)
+		return
+	case op.m == 1 && !op.ta && !op.tb:
+		k.gemv(op.a[:op.k], op.b, op.ldb, op.c[:op.n], op.acc)
+		return
+	}
+	if op.tb {
+		ws.packB = packB(nil, op, ws.packB, false)
+		op.packed = ws.packB
+	}
 	for i0 := 0; i0 < op.m; i0 += gemmMC {
 		for j0 := 0; j0 < op.n; j0 += gemmNC {
 			gemmTile(ws, op, i0, min(op.m, i0+gemmMC), j0, min(op.n, j0+gemmNC))
@@ -65,76 +114,98 @@ func gemmSerial(ws *workspace, op gemmOp) {
 	}
 }
 
+// packB packs B into op.packed's panel layout in dst, on the pool when
+// parallel.
+func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
+	nr := kern.nr
+	panels := (op.n + nr - 1) / nr
+	dst = grow(dst, panels*nr*op.k)
+	pack := func(jp int) {
+		panel := dst[jp*nr*op.k : (jp+1)*nr*op.k]
+		w := min(nr, op.n-jp*nr)
+		if !op.tb {
+			for kk := range op.k {
+				row := panel[kk*nr : kk*nr+nr]
+				copy(row[:w], op.b[kk*op.ldb+jp*nr:])
+				clear(row[w:])
+			}
+			return
+		}
+		for jj := range w {
+			src := op.b[(jp*nr+jj)*op.ldb : (jp*nr+jj)*op.ldb+op.k]
+			for kk, v := range src {
+				panel[kk*nr+jj] = v
+			}
+		}
+		for jj := w; jj < nr; jj++ {
+			for kk := range op.k {
+				panel[kk*nr+jj] = 0
+			}
+		}
+	}
+	if parallel {
+		p.chunks(panels, 4, func(_, lo, hi int) {
+			for jp := lo; jp < hi; jp++ {
+				pack(jp)
+			}
+		})
+	} else {
+		for jp := range panels {
+			pack(jp)
+		}
+	}
+	return dst
+}
+
 // gemmTile computes rows [i0,i1) x columns [j0,j1) of C.
 func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	k := kern
 	mr, nr := k.mr, k.nr
-	if op.k == 0 {
-		if !op.acc {
-			for i := i0; i < i1; i++ {
-				clear(op.c[i*op.ldc+j0 : i*op.ldc+j1])
-			}
-		}
-		return
+	// A(i, kk) is at a[i*ars + kk*aks].
+	ars, aks := op.lda, 1
+	if op.ta {
+		ars, aks = 1, op.lda
 	}
-	if i1-i0 <= 4 && op.tb && !op.ta {
-		gemmDots(op, i0, i1, j0, j1)
-		return
-	}
-	rows, cols := i1-i0, j1-j0
-	mPanels, nPanels := (rows+mr-1)/mr, (cols+nr-1)/nr
-	inPlaceB := op.m <= gemmSmallM && !op.tb
 	ws.tile = grow(ws.tile, mr*nr)
+	ws.packA = grow(ws.packA, mr*gemmKC)
+	ws.edgeB = grow(ws.edgeB, nr*gemmKC)
 	for p0 := 0; p0 < op.k; p0 += gemmKC {
 		kb := min(gemmKC, op.k-p0)
 		acc := op.acc || p0 > 0
-		ws.packA = grow(ws.packA, mPanels*mr*kb)
-		packA(ws.packA, op, i0, rows, p0, kb, mr)
-		var bp []float32
-		ldb := nr
-		if inPlaceB {
-			bp, ldb = op.b[p0*op.ldb:], op.ldb
-		} else {
-			ws.packB = grow(ws.packB, nPanels*nr*kb)
-			packB(ws.packB, op, p0, kb, j0, cols, nr)
-			bp = ws.packB
-		}
-		for jp := range nPanels {
-			j := j0 + jp*nr
-			var bPanel []float32
-			if inPlaceB {
-				bPanel = bp[j:]
-			} else {
-				bPanel = bp[jp*nr*kb:]
-			}
+		edgeA := false // ragged last rows packed in ws.packA for this p0
+		for j := j0; j < j1; j += nr {
 			w := min(nr, j1-j)
-			if inPlaceB && w < nr {
-				// A partial panel read in place would run past B's
-				// columns; do the ragged edge with dots.
-				for i := i0; i < i1; i++ {
-					for jj := j; jj < j1; jj++ {
-						s := float32(0)
-						for kk := range kb {
-							s += op.at(i, p0+kk) * op.b[(p0+kk)*op.ldb+jj]
-						}
-						if acc {
-							op.c[i*op.ldc+jj] += s
-						} else {
-							op.c[i*op.ldc+jj] = s
-						}
-					}
+			// The B strip: kb rows of nr values.
+			var bs []float32
+			ldb := nr
+			switch {
+			case op.packed != nil:
+				bs = op.packed[(j/nr)*nr*op.k+p0*nr:]
+			case w == nr:
+				bs, ldb = op.b[p0*op.ldb+j:], op.ldb
+			default:
+				bs = ws.edgeB
+				for kk := range kb {
+					row := bs[kk*nr : kk*nr+nr]
+					copy(row[:w], op.b[(p0+kk)*op.ldb+j:])
+					clear(row[w:])
 				}
-				continue
 			}
-			for ip := range mPanels {
-				i := i0 + ip*mr
-				aPanel := ws.packA[ip*mr*kb:]
+			for i := i0; i < i1; i += mr {
 				h := min(mr, i1-i)
+				as, rs, ks := op.a[i*ars+p0*aks:], ars, aks
+				if h < mr {
+					if !edgeA {
+						packAEdge(ws.packA, op, i, h, p0, kb, mr)
+						edgeA = true
+					}
+					as, rs, ks = ws.packA, 1, mr
+				}
 				if h == mr && w == nr {
-					k.micro(kb, aPanel, bPanel, ldb, op.c[i*op.ldc+j:], op.ldc, acc)
+					k.micro(kb, as, rs, ks, bs, ldb, op.c[i*op.ldc+j:], op.ldc, acc)
 					continue
 				}
-				k.micro(kb, aPanel, bPanel, ldb, ws.tile, nr, false)
+				k.micro(kb, as, rs, ks, bs, ldb, ws.tile, nr, false)
 				for ii := range h {
 					dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+w]
 					src := ws.tile[ii*nr : ii*nr+w]
@@ -151,12 +222,21 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	}
 }
 
-// at returns A(i, k).
-func (op *gemmOp) at(i, k int) float32 {
-	if op.ta {
-		return op.a[k*op.lda+i]
+// packAEdge copies the h < mr rows of A starting at row i, columns [p0,
+// p0+kb), k-major into dst (kb groups of mr values), zero-padding.
+func packAEdge(dst []float32, op gemmOp, i, h, p0, kb, mr int) {
+	for kk := range kb {
+		d := dst[kk*mr : kk*mr+mr]
+		for ii := range mr {
+			if ii >= h {
+				d[ii] = 0
+			} else if op.ta {
+				d[ii] = op.a[(p0+kk)*op.lda+i+ii]
+			} else {
+				d[ii] = op.a[(i+ii)*op.lda+p0+kk]
+			}
+		}
 	}
-	return op.a[i*op.lda+k]
 }
 
 // gemmDots is the few-rows case of C = A·Bᵀ (decode attention scores):
@@ -171,66 +251,6 @@ func gemmDots(op gemmOp, i0, i1, j0, j1 int) {
 				c[j] += s
 			} else {
 				c[j] = s
-			}
-		}
-	}
-}
-
-// packA copies rows [i0, i0+rows) x columns [p0, p0+kb) of A into panels
-// of mr rows, k-major (kb groups of mr values), zero-padding the last.
-func packA(dst []float32, op gemmOp, i0, rows, p0, kb, mr int) {
-	for ip := 0; ip*mr < rows; ip++ {
-		panel := dst[ip*mr*kb : (ip+1)*mr*kb]
-		h := min(mr, rows-ip*mr)
-		r0 := i0 + ip*mr
-		if op.ta {
-			for kk := range kb {
-				src := op.a[(p0+kk)*op.lda+r0:]
-				d := panel[kk*mr : kk*mr+mr]
-				copy(d[:h], src[:h])
-				clear(d[h:])
-			}
-			continue
-		}
-		for ii := range h {
-			src := op.a[(r0+ii)*op.lda+p0 : (r0+ii)*op.lda+p0+kb]
-			for kk, v := range src {
-				panel[kk*mr+ii] = v
-			}
-		}
-		for ii := h; ii < mr; ii++ {
-			for kk := range kb {
-				panel[kk*mr+ii] = 0
-			}
-		}
-	}
-}
-
-// packB copies rows [p0, p0+kb) x columns [j0, j0+cols) of B into panels
-// of nr columns (kb rows of nr values each), zero-padding the last.
-func packB(dst []float32, op gemmOp, p0, kb, j0, cols, nr int) {
-	for jp := 0; jp*nr < cols; jp++ {
-		panel := dst[jp*nr*kb : (jp+1)*nr*kb]
-		w := min(nr, cols-jp*nr)
-		c0 := j0 + jp*nr
-		if !op.tb {
-			for kk := range kb {
-				src := op.b[(p0+kk)*op.ldb+c0:]
-				d := panel[kk*nr : kk*nr+nr]
-				copy(d[:w], src[:w])
-				clear(d[w:])
-			}
-			continue
-		}
-		for jj := range w {
-			src := op.b[(c0+jj)*op.ldb+p0 : (c0+jj)*op.ldb+p0+kb]
-			for kk, v := range src {
-				panel[kk*nr+jj] = v
-			}
-		}
-		for jj := w; jj < nr; jj++ {
-			for kk := range kb {
-				panel[kk*nr+jj] = 0
 			}
 		}
 	}

@@ -17,10 +17,13 @@ type kernels struct {
 	name string
 	// mr x nr is the register tile of micro.
 	mr, nr int
-	// micro computes an mr x nr tile: C = A·B (+ C when acc). A is packed
-	// k-major (kc groups of mr values); B is kc rows of at least nr values
-	// with stride ldb (a packed panel has ldb = nr).
-	micro func(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool)
+	// micro computes an mr x nr tile: C = A·B (+ C when acc), A(i, k) at
+	// a[i*ars + k*aks], B kc rows of nr values with stride ldb.
+	micro func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool)
+	// gemv computes y = x·B (+ y when acc) for one row x of len(x) values
+	// and B of len(x) rows of len(y) values with stride ldb: decoding one
+	// sequence, where streaming the weights once is all that matters.
+	gemv func(x, b []float32, ldb int, y []float32, acc bool)
 	// dot returns sum a[i]*b[i] over len(a) (b at least as long).
 	dot func(a, b []float32) float32
 	// axpy adds alpha*x to y (len(y) <= len(x)).
@@ -39,7 +42,7 @@ type kernels struct {
 
 var genericKernels = &kernels{
 	name: "generic", mr: 4, nr: 8,
-	micro: microGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
+	micro: microGeneric, gemv: gemvGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
 	max: maxGeneric, expShift: expShiftGeneric,
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric,
 }
@@ -93,14 +96,13 @@ func KernelName() string {
 	return kern.name
 }
 
-func microGeneric(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
+func microGeneric(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	const mr, nr = 4, 8
 	var t [mr][nr]float32
 	for k := 0; k < kc; k++ {
-		ak := a[k*mr : k*mr+mr : k*mr+mr]
 		bk := b[k*ldb : k*ldb+nr : k*ldb+nr]
 		for i := range mr {
-			ai := ak[i]
+			ai := a[i*ars+k*aks]
 			ti := &t[i]
 			ti[0] += ai * bk[0]
 			ti[1] += ai * bk[1]
@@ -121,6 +123,15 @@ func microGeneric(kc int, a, b []float32, ldb int, c []float32, ldc int, acc boo
 		} else {
 			copy(ci, t[i][:])
 		}
+	}
+}
+
+func gemvGeneric(x, b []float32, ldb int, y []float32, acc bool) {
+	if !acc {
+		clear(y)
+	}
+	for k, xk := range x {
+		axpyGeneric(y, xk, b[k*ldb:])
 	}
 }
 

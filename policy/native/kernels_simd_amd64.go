@@ -10,8 +10,9 @@ package native
 // legacy-SSE instructions; on Intel CPUs each of those pays a large
 // AVX-to-SSE transition penalty while the upper register halves are dirty
 // (2M math.Exp calls: 2.33 s after one 512-bit add, 14 ms after a
-// VZEROUPPER). Tails shorter than a vector are padded through a small
-// array so the kernels stay in vector code to the end.
+// VZEROUPPER). Tails shorter than a vector go through masked loads and
+// stores, or through a small array filled before the first vector
+// instruction and copied back after the VZEROUPPER.
 //
 // The GEMM micro-kernels are 4 rows x 2 vectors: Go's register allocator
 // uses 16 vector registers, and this tile (8 accumulators, 2 B vectors, 4
@@ -28,14 +29,14 @@ func init() {
 	if archsimd.X86.AVX512() {
 		simdKernels = append(simdKernels, &kernels{
 			name: "avx512", mr: 4, nr: 32,
-			micro: micro512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
+			micro: micro512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
 			name: "avx2", mr: 4, nr: 16,
-			micro: micro256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
+			micro: micro256, gemv: gemv256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256,
 		})
 	}
@@ -56,28 +57,30 @@ func store8(v f8, p unsafe.Pointer)   { v.Store((*[8]float32)(p)) }
 
 // checkMicro panics unless the slices hold the tile (the kernels then
 // use unchecked pointer arithmetic).
-func checkMicro(kc int, a, b []float32, ldb int, c []float32, ldc, mr, nr int) {
-	if kc <= 0 || len(a) < kc*mr || len(b) < (kc-1)*ldb+nr || len(c) < (mr-1)*ldc+nr {
+func checkMicro(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc, mr, nr int) {
+	if kc <= 0 || ars < 0 || aks < 0 || len(a) <= (mr-1)*ars+(kc-1)*aks || len(b) < (kc-1)*ldb+nr || len(c) < (mr-1)*ldc+nr {
 		panic("native: micro-kernel tile out of range")
 	}
 }
 
-func micro512(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	checkMicro(kc, a, b, ldb, c, ldc, 4, 32)
+func micro512(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 4, 32)
 	var c00, c01, c10, c11, c20, c21, c30, c31 f16
 	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
 	bstride := uintptr(ldb) * 4
+	o1, o2, o3 := uintptr(ars)*4, uintptr(ars)*8, uintptr(ars)*12
+	astride := uintptr(aks) * 4
 	for range kc {
 		b0, b1 := load16(bp), load16(unsafe.Add(bp, 64))
 		a0 := archsimd.BroadcastFloat32x16(*(*float32)(ap))
-		a1 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, 4)))
-		a2 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, 8)))
-		a3 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, 12)))
+		a1 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, o1)))
+		a2 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, o2)))
+		a3 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, o3)))
 		c00, c01 = b0.MulAdd(a0, c00), b1.MulAdd(a0, c01)
 		c10, c11 = b0.MulAdd(a1, c10), b1.MulAdd(a1, c11)
 		c20, c21 = b0.MulAdd(a2, c20), b1.MulAdd(a2, c21)
 		c30, c31 = b0.MulAdd(a3, c30), b1.MulAdd(a3, c31)
-		ap, bp = unsafe.Add(ap, 16), unsafe.Add(bp, bstride)
+		ap, bp = unsafe.Add(ap, astride), unsafe.Add(bp, bstride)
 	}
 	cp := unsafe.Pointer(&c[0])
 	cs := uintptr(ldc) * 4
@@ -99,22 +102,24 @@ func micro512(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	archsimd.ClearAVXUpperBits()
 }
 
-func micro256(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	checkMicro(kc, a, b, ldb, c, ldc, 4, 16)
+func micro256(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 4, 16)
 	var c00, c01, c10, c11, c20, c21, c30, c31 f8
 	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
 	bstride := uintptr(ldb) * 4
+	o1, o2, o3 := uintptr(ars)*4, uintptr(ars)*8, uintptr(ars)*12
+	astride := uintptr(aks) * 4
 	for range kc {
 		b0, b1 := load8(bp), load8(unsafe.Add(bp, 32))
 		a0 := archsimd.BroadcastFloat32x8(*(*float32)(ap))
-		a1 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, 4)))
-		a2 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, 8)))
-		a3 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, 12)))
+		a1 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, o1)))
+		a2 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, o2)))
+		a3 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, o3)))
 		c00, c01 = b0.MulAdd(a0, c00), b1.MulAdd(a0, c01)
 		c10, c11 = b0.MulAdd(a1, c10), b1.MulAdd(a1, c11)
 		c20, c21 = b0.MulAdd(a2, c20), b1.MulAdd(a2, c21)
 		c30, c31 = b0.MulAdd(a3, c30), b1.MulAdd(a3, c31)
-		ap, bp = unsafe.Add(ap, 16), unsafe.Add(bp, bstride)
+		ap, bp = unsafe.Add(ap, astride), unsafe.Add(bp, bstride)
 	}
 	cp := unsafe.Pointer(&c[0])
 	cs := uintptr(ldc) * 4
@@ -134,6 +139,109 @@ func micro256(kc int, a, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	store8(c30, r3)
 	store8(c31, unsafe.Add(r3, 32))
 	archsimd.ClearAVXUpperBits()
+}
+
+// gemv512 keeps 64 columns of y in four registers while it streams the
+// rows of B, then moves to the next 64.
+func gemv512(x, b []float32, ldb int, y []float32, acc bool) {
+	k, n := len(x), len(y)
+	if k == 0 {
+		if !acc {
+			clear(y)
+		}
+		return
+	}
+	if len(b) < (k-1)*ldb+n {
+		panic("native: gemv: B out of range")
+	}
+	bp := unsafe.Pointer(&b[0])
+	stride := uintptr(ldb) * 4
+	j := 0
+	for ; j+64 <= n; j += 64 {
+		var y0, y1, y2, y3 f16
+		p := unsafe.Add(bp, j*4)
+		for _, xk := range x {
+			xv := archsimd.BroadcastFloat32x16(xk)
+			y0 = load16(p).MulAdd(xv, y0)
+			y1 = load16(unsafe.Add(p, 64)).MulAdd(xv, y1)
+			y2 = load16(unsafe.Add(p, 128)).MulAdd(xv, y2)
+			y3 = load16(unsafe.Add(p, 192)).MulAdd(xv, y3)
+			p = unsafe.Add(p, stride)
+		}
+		yp := unsafe.Pointer(&y[j])
+		if acc {
+			y0, y1 = y0.Add(load16(yp)), y1.Add(load16(unsafe.Add(yp, 64)))
+			y2, y3 = y2.Add(load16(unsafe.Add(yp, 128))), y3.Add(load16(unsafe.Add(yp, 192)))
+		}
+		store16(y0, yp)
+		store16(y1, unsafe.Add(yp, 64))
+		store16(y2, unsafe.Add(yp, 128))
+		store16(y3, unsafe.Add(yp, 192))
+	}
+	for ; j < n; j += 16 {
+		var y0 f16
+		for kk, xk := range x {
+			y0 = archsimd.LoadFloat32x16SlicePart(b[kk*ldb+j:kk*ldb+n]).MulAdd(archsimd.BroadcastFloat32x16(xk), y0)
+		}
+		if acc {
+			y0 = y0.Add(archsimd.LoadFloat32x16SlicePart(y[j:]))
+		}
+		y0.StoreSlicePart(y[j:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// gemv256 is gemv512 with 8-wide vectors: 32 columns at a time.
+func gemv256(x, b []float32, ldb int, y []float32, acc bool) {
+	k, n := len(x), len(y)
+	if k == 0 {
+		if !acc {
+			clear(y)
+		}
+		return
+	}
+	if len(b) < (k-1)*ldb+n {
+		panic("native: gemv: B out of range")
+	}
+	bp := unsafe.Pointer(&b[0])
+	stride := uintptr(ldb) * 4
+	j := 0
+	for ; j+32 <= n; j += 32 {
+		var y0, y1, y2, y3 f8
+		p := unsafe.Add(bp, j*4)
+		for _, xk := range x {
+			xv := archsimd.BroadcastFloat32x8(xk)
+			y0 = load8(p).MulAdd(xv, y0)
+			y1 = load8(unsafe.Add(p, 32)).MulAdd(xv, y1)
+			y2 = load8(unsafe.Add(p, 64)).MulAdd(xv, y2)
+			y3 = load8(unsafe.Add(p, 96)).MulAdd(xv, y3)
+			p = unsafe.Add(p, stride)
+		}
+		yp := unsafe.Pointer(&y[j])
+		if acc {
+			y0, y1 = y0.Add(load8(yp)), y1.Add(load8(unsafe.Add(yp, 32)))
+			y2, y3 = y2.Add(load8(unsafe.Add(yp, 64))), y3.Add(load8(unsafe.Add(yp, 96)))
+		}
+		store8(y0, yp)
+		store8(y1, unsafe.Add(yp, 32))
+		store8(y2, unsafe.Add(yp, 64))
+		store8(y3, unsafe.Add(yp, 96))
+	}
+	archsimd.ClearAVXUpperBits()
+	if j < n { // ragged columns: the portable loop (after VZEROUPPER)
+		for kk, xk := range x {
+			row := b[kk*ldb+j : kk*ldb+n]
+			if kk == 0 && !acc {
+				for jj, v := range row {
+					y[j+jj] = xk * v
+				}
+				continue
+			}
+			for jj, v := range row {
+				y[j+jj] += xk * v
+			}
+		}
+	}
 }
 
 // --- AVX-512 vector helpers ---
@@ -232,18 +340,17 @@ func exp16(x f16) f16 {
 }
 
 func expShift512(x []float32, shift, mul float32) float32 {
+	buf, n := tail16(x, float32(math.Inf(-1))) // scalar work first, see above
 	sh, mu := b16(shift), b16(mul)
 	var sum f16
-	i := 0
-	for ; i+16 <= len(x); i += 16 {
+	for i := 0; i+16 <= len(x)-n; i += 16 {
 		e := exp16(archsimd.LoadFloat32x16Slice(x[i:]).Sub(sh).Mul(mu))
 		e.StoreSlice(x[i:])
 		sum = sum.Add(e)
 	}
-	if i < len(x) {
-		buf, _ := tail16(x, float32(math.Inf(-1)))
+	if n > 0 {
 		e := exp16(archsimd.LoadFloat32x16(&buf).Sub(sh).Mul(mu))
-		e.StoreSlicePart(x[i:])
+		e.StoreSlicePart(x[len(x)-n:])
 		sum = sum.Add(e)
 	}
 	return hsum16(sum)
@@ -319,18 +426,19 @@ func hsum8(v f8) float32 {
 
 func dot256(a, b []float32) float32 {
 	b = b[:len(a)]
+	ta, n := tail8(a, 0) // scalar work first, see above
+	tb, _ := tail8(b, 0)
 	var s0, s1 f8
+	m := len(a) - n
 	i := 0
-	for ; i+16 <= len(a); i += 16 {
+	for ; i+16 <= m; i += 16 {
 		s0 = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s0)
 		s1 = archsimd.LoadFloat32x8Slice(a[i+8:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i+8:]), s1)
 	}
-	for ; i+8 <= len(a); i += 8 {
+	for ; i+8 <= m; i += 8 {
 		s0 = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s0)
 	}
-	if i < len(a) {
-		ta, _ := tail8(a, 0)
-		tb, _ := tail8(b, 0)
+	if n > 0 {
 		s0 = archsimd.LoadFloat32x8(&ta).MulAdd(archsimd.LoadFloat32x8(&tb), s0)
 	}
 	return hsum8(s0.Add(s1))
@@ -338,32 +446,32 @@ func dot256(a, b []float32) float32 {
 
 func axpy256(y []float32, alpha float32, x []float32) {
 	x = x[:len(y)]
+	tx, n := tail8(x, 0) // scalar work first, see above
+	ty, _ := tail8(y, 0)
+	m := len(y) - n
 	al := b8(alpha)
-	i := 0
-	for ; i+8 <= len(y); i += 8 {
+	for i := 0; i+8 <= m; i += 8 {
 		archsimd.LoadFloat32x8Slice(x[i:]).MulAdd(al, archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
 	}
-	if i < len(y) {
-		tx, n := tail8(x, 0)
-		ty, _ := tail8(y, 0)
+	if n > 0 {
 		archsimd.LoadFloat32x8(&tx).MulAdd(al, archsimd.LoadFloat32x8(&ty)).Store(&ty)
-		copy(y[i:], ty[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(y[m:], ty[:n])
 }
 
 func scale256(x []float32, s float32) {
+	t, n := tail8(x, 0) // scalar work first, see above
+	m := len(x) - n
 	sv := b8(s)
-	i := 0
-	for ; i+8 <= len(x); i += 8 {
+	for i := 0; i+8 <= m; i += 8 {
 		archsimd.LoadFloat32x8Slice(x[i:]).Mul(sv).StoreSlice(x[i:])
 	}
-	if i < len(x) {
-		t, n := tail8(x, 0)
+	if n > 0 {
 		archsimd.LoadFloat32x8(&t).Mul(sv).Store(&t)
-		copy(x[i:], t[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(x[m:], t[:n])
 }
 
 func max256(x []float32) float32 {
@@ -406,22 +514,23 @@ func exp8(x f8) f8 {
 }
 
 func expShift256(x []float32, shift, mul float32) float32 {
+	buf, n := tail8(x, float32(math.Inf(-1))) // scalar work first, see above
+	m := len(x) - n
 	sh, mu := b8(shift), b8(mul)
 	var sum f8
-	i := 0
-	for ; i+8 <= len(x); i += 8 {
+	for i := 0; i+8 <= m; i += 8 {
 		e := exp8(archsimd.LoadFloat32x8Slice(x[i:]).Sub(sh).Mul(mu))
 		e.StoreSlice(x[i:])
 		sum = sum.Add(e)
 	}
-	if i < len(x) {
-		buf, n := tail8(x, float32(math.Inf(-1)))
+	if n > 0 {
 		e := exp8(archsimd.LoadFloat32x8(&buf).Sub(sh).Mul(mu))
 		e.Store(&buf)
-		copy(x[i:], buf[:n])
 		sum = sum.Add(e)
 	}
-	return hsum8(sum)
+	total := hsum8(sum) // clears the upper halves
+	copy(x[m:], buf[:n])
+	return total
 }
 
 func erfc8(z f8) f8 {
@@ -442,18 +551,18 @@ func erfc8(z f8) f8 {
 
 func gelu256(out, in []float32) {
 	in = in[:len(out)]
-	i := 0
-	for ; i+8 <= len(out); i += 8 {
+	t, n := tail8(in, 0) // scalar work first, see above
+	m := len(out) - n
+	for i := 0; i+8 <= m; i += 8 {
 		x := archsimd.LoadFloat32x8Slice(in[i:])
 		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).StoreSlice(out[i:])
 	}
-	if i < len(out) {
-		t, n := tail8(in, 0)
+	if n > 0 {
 		x := archsimd.LoadFloat32x8(&t)
 		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).Store(&t)
-		copy(out[i:], t[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(out[m:], t[:n])
 }
 
 func geluGrad8(x f8) f8 {
@@ -463,16 +572,16 @@ func geluGrad8(x f8) f8 {
 
 func geluBackward256(dIn, dOut, in []float32) {
 	dOut, in = dOut[:len(dIn)], in[:len(dIn)]
-	i := 0
-	for ; i+8 <= len(dIn); i += 8 {
+	t, n := tail8(in, 0) // scalar work first, see above
+	g, _ := tail8(dOut, 0)
+	m := len(dIn) - n
+	for i := 0; i+8 <= m; i += 8 {
 		x := archsimd.LoadFloat32x8Slice(in[i:])
 		geluGrad8(x).Mul(archsimd.LoadFloat32x8Slice(dOut[i:])).StoreSlice(dIn[i:])
 	}
-	if i < len(dIn) {
-		t, n := tail8(in, 0)
-		g, _ := tail8(dOut, 0)
+	if n > 0 {
 		geluGrad8(archsimd.LoadFloat32x8(&t)).Mul(archsimd.LoadFloat32x8(&g)).Store(&t)
-		copy(dIn[i:], t[:n])
 	}
 	archsimd.ClearAVXUpperBits()
+	copy(dIn[m:], t[:n])
 }

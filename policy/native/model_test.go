@@ -457,3 +457,33 @@ func TestLongSequenceDirectionalDerivative(t *testing.T) {
 		}
 	})
 }
+
+// TestSameBitsOnAnyWorkerCount checks the claim of pool.chunks: work is
+// split the same way whatever the number of workers, so a training step
+// gives identical bits on one worker and on three.
+func TestSameBitsOnAnyWorkerCount(t *testing.T) {
+	cfg := Config{Vocab: 50, DModel: 32, Heads: 4, Layers: 2, FFN: 96, Ctx: 300}
+	r := rand.New(rand.NewPCG(19, 20))
+	b := packRows(260, 0, []example{{randTokens(r, 200, 50), 0}, {randTokens(r, 50, 50), 0}}, []example{{randTokens(r, 90, 50), 0}})
+	idx := realPositions(b)
+	targets := randTokens(r, len(idx), cfg.Vocab)
+	step := func(p *pool) ([]float32, []float32) {
+		m := newTestModel(t, cfg, 23)
+		m.p = p
+		if err := m.Forward(b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.CrossEntropyBackward(idx, targets, nil); err != nil {
+			t.Fatal(err)
+		}
+		NewAdamW(m, DefaultAdamWConfig()).Step(m, 1e-3)
+		return m.data, m.grad
+	}
+	d1, g1 := step(newPool(1))
+	d3, g3 := step(newPool(3))
+	for i := range d1 {
+		if d1[i] != d3[i] || g1[i] != g3[i] {
+			t.Fatalf("element %d: params %v / %v, grads %v / %v with 1 / 3 workers", i, d1[i], d3[i], g1[i], g3[i])
+		}
+	}
+}

@@ -23,6 +23,8 @@ type pool struct {
 	workers int
 	wake    chan *job
 	ws      []workspace // one per worker; index = worker id
+	gemmMu  sync.Mutex  // held by gemm while it uses sharedB
+	sharedB []float32   // a transposed B packed once per gemm call
 }
 
 type job struct {
@@ -97,6 +99,27 @@ func (p *pool) run(n int, fn func(w, t int)) {
 	j.done.Wait()
 }
 
+// parallelMinWork is the least work (multiply-adds, or similar simple
+// steps) worth spreading over the workers: ~30-50 µs on one core. Below
+// it, waking a helper costs about as much as it saves, and a helper that
+// the OS deschedules while it holds a task (another process on the core)
+// would stall the caller for a whole time slice.
+const parallelMinWork = 1 << 20
+
+// runWork is run for a job of about work steps in all: it runs serially
+// on the caller when that is below parallelMinWork.
+func (p *pool) runWork(n, work int, fn func(w, t int)) {
+	if work < parallelMinWork && n > 1 {
+		p.run(1, func(w, _ int) {
+			for t := 0; t < n; t++ {
+				fn(w, t)
+			}
+		})
+		return
+	}
+	p.run(n, fn)
+}
+
 // chunks splits [0, n) into pieces of about grain items and runs fn on each
 // (lo, hi) in parallel. The split depends only on n and grain, never on the
 // number of workers, so reductions done per chunk give the same bits on
@@ -114,18 +137,20 @@ func (p *pool) chunks(n, grain int, fn func(w, lo, hi int)) {
 
 // workspace is one worker's scratch memory, grown on demand and reused.
 type workspace struct {
-	packA, packB []float32 // GEMM panels
+	packA, packB []float32 // GEMM: ragged rows of A, transposed B
+	edgeB        []float32 // GEMM: ragged columns of B
 	tile         []float32 // GEMM edge tile
 	buf          []float32 // attention scores, softmax rows, ...
 }
 
 // grow returns s resized to n elements, reusing its storage when it is
-// large enough. The contents are not cleared.
+// large enough. The contents are not cleared. The headroom keeps batches
+// of varying sizes from reallocating (and waking the GC) step after step.
 func grow(s []float32, n int) []float32 {
 	if cap(s) >= n {
 		return s[:n]
 	}
-	return make([]float32, n, n+n/4)
+	return make([]float32, n, n+n/2)
 }
 
 // growInt32 is grow for []int32.
@@ -133,7 +158,7 @@ func growInt32(s []int32, n int) []int32 {
 	if cap(s) >= n {
 		return s[:n]
 	}
-	return make([]int32, n, n+n/4)
+	return make([]int32, n, n+n/2)
 }
 
 func zero(s []float32) { clear(s) }
