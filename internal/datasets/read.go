@@ -2,8 +2,6 @@ package datasets
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -201,10 +199,4 @@ func Verify(ctx context.Context, st store.Store, m *Manifest) error {
 		errs = append(errs, fmt.Errorf("%s: totals say %d rows, %d bytes; its files add up to %d rows, %d bytes: %w", m.URI, m.Rows, m.Bytes, rows, bytes, ErrCorrupt))
 	}
 	return errors.Join(errs...)
-}
-
-// HashBytes returns the hex sha256 of b.
-func HashBytes(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
 }
