@@ -111,6 +111,25 @@ func ReadPart[T any](ctx context.Context, p *Pending, part string) ([]T, error) 
 	return out, err
 }
 
+// ReadPending reads every row of every finished part of a pending
+// version, in part-name order: what a resumed or sharded stage has
+// written so far.
+func ReadPending[T any](ctx context.Context, p *Pending) ([]T, error) {
+	parts, err := p.Parts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, part := range parts {
+		rows, err := ReadPart[T](ctx, p, part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
 // EachRecord streams the files of m as Arrow record batches (columnar), for
 // stages that want columns (the trainer). Records are released after fn
 // returns; fn must Retain what it keeps.
