@@ -411,9 +411,6 @@ func (e *Env) Spec() Spec { return e.s.Spec }
 // Steps returns the number of steps taken.
 func (e *Env) Steps() int { return e.s.Steps }
 
-// Elapsed returns the episode's time so far.
-func (e *Env) Elapsed() time.Duration { return e.s.Elapsed }
-
 // Current returns the score of the current submission (m_init before any graded run).
 func (e *Env) Current() float64 { return e.s.Current }
 

@@ -3,9 +3,12 @@ package env_test
 import (
 	"context"
 	"fmt"
-	"log"
+	"os"
+	"os/exec"
+	"time"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -34,49 +37,93 @@ Action Input: {"script_name": "train.py", "start_line_number": 10, "end_line_num
 	// }
 }
 
-// An episode: start it from a tasks row, step it with the agent's
-// responses, snapshot it, and restore the snapshot elsewhere.
+// An episode on a tiny task: put its trees in a store, step it with an
+// agent's responses, snapshot it, and restore the snapshot elsewhere to
+// act again from that state (what step-wise RL does).
 func Example() {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "./data")
-	if err != nil {
-		log.Fatal(err)
-	}
-	var task schemas.Task // a row of the tasks dataset (internal/datasets)
+	dir, _ := os.MkdirTemp("", "env-example-")
+	defer os.RemoveAll(dir)
+	st := store.NewLocal(dir)
 
-	python, err := sandbox.FindPython("")
+	// The task: a workspace the agent sees and a private grader with the
+	// hidden answers (normally `mlerl ingest tasks` puts them there).
+	workspace, _ := blobs.PutTree(ctx, st, blobs.Files{
+		"train.py": {Data: []byte("open('submission.csv', 'w').write('id,y\\na,1\\nb,1\\n')\n"), Mode: 0o644},
+	}, nil)
+	private, _ := blobs.PutTree(ctx, st, blobs.Files{
+		"grade.py":    {Data: []byte(exampleGrader), Mode: 0o644},
+		"answers.csv": {Data: []byte("id,y\na,1\nb,0\n"), Mode: 0o644},
+	}, nil)
+	spec := env.Spec{TaskID: "tiny", Title: "Tiny", Description: "Predict y.", Metric: "accuracy",
+		Direction: schemas.HigherIsBetter, MInit: 0.25, MBest: 1, TimeLimit: time.Minute,
+		WorkspaceTree: workspace, PrivateTree: private}
+
+	// One runner and interpreter for every env of the process (the stages
+	// use episode.Setup, which also tries the warm worker).
+	python, err := exec.LookPath("python3")
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
-	runner, err := sandbox.NewWarm(ctx, python) // shared by every env of the process
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer runner.Close()
 	cfg := env.DefaultConfig()
-	cfg.Python, cfg.Runner = python, runner
+	cfg.Python, cfg.Runner, cfg.WorkDir = python, sandbox.NewCold(python), dir
+	defer cfg.Runner.Close()
 
-	e, err := env.New(ctx, cfg, env.SpecFromTask(task), st)
+	e, err := env.New(ctx, cfg, spec, st)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer e.Close()
-	for done := false; !done; {
-		response := "..." // the agent's answer to the prompt built from e.History()
+	for _, response := range []string{
+		env.Render(env.Action{Reflection: "-", Thought: "Look around.", Name: env.ListFiles, DirPath: "."}),
+		"Action: Execute Script", // not the answer format: a format error, and a step
+		env.Render(env.Action{Reflection: "-", Thought: "Measure the baseline.", Name: env.ExecuteScript, ScriptName: "train.py"}),
+		env.Render(env.Action{Reflection: "-", Thought: "Predict 0 for b.", Name: env.EditScriptSegment, ScriptName: "train.py",
+			StartLine: 1, EndLine: 1, EditText: "open('submission.csv', 'w').write('id,y\\na,1\\nb,0\\n')"}),
+		env.Render(env.Action{Reflection: "-", Thought: "Measure the edit.", Name: env.ExecuteScript, ScriptName: "train.py"}),
+	} {
 		r, err := e.Step(ctx, response)
 		if err != nil {
-			log.Fatal(err)
+			fmt.Println(err)
+			return
 		}
-		fmt.Println(r.Outcome, r.Reward.Total, r.Observation)
-		done = r.Done
+		fmt.Printf("step %d: %s, reward %.2f, score %.2f\n", r.Step, r.Outcome, r.Reward.Total, e.Current())
 	}
-	ref, err := e.Snapshot(ctx) // the steps dataset's snapshot_after
+	ref, err := e.Snapshot(ctx) // a steps row's snapshot_after
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
-	again, err := env.Restore(ctx, cfg, st, ref) // step-wise RL: one action from this state
+	again, err := env.Restore(ctx, cfg, st, ref)
 	if err != nil {
-		log.Fatal(err)
+		fmt.Println(err)
+		return
 	}
 	defer again.Close()
+	fmt.Printf("restored: step %d, score %.2f\n", again.Steps(), again.Current())
+	r, err := again.Step(ctx, env.Render(env.Action{Reflection: "-", Thought: "Done.", Name: env.FinalAnswer, Answer: "edited"}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("step %d: %s, done %v\n", r.Step, r.Outcome, r.Done)
+	// Output:
+	// step 1: success, reward 0.00, score 0.25
+	// step 2: format_error, reward -1.00, score 0.25
+	// step 3: success, reward 0.00, score 0.50
+	// step 4: success, reward 0.00, score 0.50
+	// step 5: success, reward 0.67, score 1.00
+	// restored: step 5, score 1.00
+	// step 6: success, done true
 }
+
+// exampleGrader scores accuracy against the hidden answers: the grader
+// contract is `grade.py <submission.csv> <answers.csv>` printing one JSON
+// verdict.
+const exampleGrader = `import csv, json, sys
+sub = {r["id"]: r["y"] for r in csv.DictReader(open(sys.argv[1]))}
+ans = {r["id"]: r["y"] for r in csv.DictReader(open(sys.argv[2]))}
+print(json.dumps({"valid": set(sub) == set(ans), "score": sum(sub.get(k) == v for k, v in ans.items()) / len(ans)}))
+`

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 
+	"gonum.org/v1/gonum/stat/distuv"
+
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -204,24 +206,14 @@ func meanSE(xs []float64) (mean, se float64) {
 	return mean, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
 }
 
-// t975 holds the 0.975 quantiles of Student's t for 1..30 degrees of freedom.
-var t975 = []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
-
 // tQuantile975 is the two-sided 95% t quantile with df degrees of freedom
-// (the table up to 30, then the Cornish-Fisher expansion around 1.96,
-// within 0.001 of the exact value). With df 0 the interval is unknown: 0
-// is returned, as the standard error is 0 then too.
+// (Student's t 0.975 quantile). With df 0 the interval is unknown: 0 is
+// returned, as the standard error is 0 then too.
 func tQuantile975(df int) float64 {
-	switch {
-	case df <= 0:
+	if df <= 0 {
 		return 0
-	case df <= len(t975):
-		return t975[df-1]
 	}
-	z, v := 1.959964, float64(df)
-	return z + (z*z*z+z)/(4*v) + (5*math.Pow(z, 5)+16*z*z*z+3*z)/(96*v*v)
+	return distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(0.975)
 }
 
 func beta(direction string) float64 {

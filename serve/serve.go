@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/config"
@@ -139,8 +141,10 @@ type Server struct {
 	envCfg env.Config
 	log    *slog.Logger
 
-	slots    chan struct{} // running actions
-	waiting  atomic.Int64  // requests waiting for a slot
+	slots    *semaphore.Weighted // one unit per running action, capacity in all
+	capacity int64
+	running  atomic.Int64 // requests holding a slot
+	waiting  atomic.Int64 // requests waiting for a slot
 	draining atomic.Bool
 	mux      *http.ServeMux
 
@@ -192,11 +196,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// Python for numpy/pandas/sklearn (about 2 s).
 	s.envCfg.Python = python
 	s.envCfg.Runner = runner
-	n := cfg.Concurrency
-	if n == 0 {
-		n = runtime.NumCPU()
+	s.capacity = int64(cfg.Concurrency)
+	if s.capacity == 0 {
+		s.capacity = int64(runtime.NumCPU())
 	}
-	s.slots = make(chan struct{}, n)
+	s.slots = semaphore.NewWeighted(s.capacity)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("/v1/step", s.handleStep)
 	s.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -277,7 +281,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "states": len(s.states), "rl_states": s.source,
-		"running": len(s.slots), "capacity": cap(s.slots), "waiting": s.waiting.Load()})
+		"running": s.running.Load(), "capacity": s.capacity, "waiting": s.waiting.Load()})
 }
 
 func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
@@ -348,26 +352,27 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// 3. A slot: run now, wait in the bounded queue, or refuse.
-	select {
-	case s.slots <- struct{}{}:
-	default:
+	// 3. A slot: run now, wait in the bounded queue (first come, first
+	// served), or refuse.
+	if !s.slots.TryAcquire(1) {
 		if s.waiting.Add(1) > int64(s.cfg.Queue) {
 			s.waiting.Add(-1)
 			w.Header().Set("Retry-After", "1")
-			fail(http.StatusTooManyRequests, "busy: %d actions running and %d waiting (concurrency %d, queue %d); retry later", cap(s.slots), s.cfg.Queue, cap(s.slots), s.cfg.Queue)
+			fail(http.StatusTooManyRequests, "busy: %d actions running and %d waiting (concurrency %d, queue %d); retry later", s.capacity, s.cfg.Queue, s.capacity, s.cfg.Queue)
 			return
 		}
-		select {
-		case s.slots <- struct{}{}:
-			s.waiting.Add(-1)
-		case <-ctx.Done():
-			s.waiting.Add(-1)
+		err := s.slots.Acquire(ctx, 1)
+		s.waiting.Add(-1)
+		if err != nil {
 			fail(http.StatusGatewayTimeout, "timed out after %v waiting for a free slot (request_timeout)", s.cfg.RequestTimeout)
 			return
 		}
 	}
-	defer func() { <-s.slots }()
+	s.running.Add(1)
+	defer func() {
+		s.running.Add(-1)
+		s.slots.Release(1)
+	}()
 
 	// 4. Restore, act, score.
 	start := time.Now()
@@ -498,7 +503,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
-	s.log.Info("shutting down: draining in-flight requests", "running", len(s.slots), "waiting", s.waiting.Load(), "timeout", s.cfg.ShutdownTimeout.String())
+	s.log.Info("shutting down: draining in-flight requests", "running", s.running.Load(), "waiting", s.waiting.Load(), "timeout", s.cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)
@@ -524,6 +529,6 @@ func Run(ctx context.Context, cfg Config) error {
 		s.Close()
 		return fmt.Errorf("serve-env: %w", err)
 	}
-	s.log.Info("listening", "addr", ln.Addr().String(), "states", s.States(), "rl_states", s.source, "concurrency", cap(s.slots), "queue", cfg.Queue)
+	s.log.Info("listening", "addr", ln.Addr().String(), "states", s.States(), "rl_states", s.source, "concurrency", s.capacity, "queue", cfg.Queue)
 	return s.Serve(ctx, ln)
 }

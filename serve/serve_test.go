@@ -285,7 +285,7 @@ func TestHealthAndReady(t *testing.T) {
 // refused with 429, and the waiting one runs once a slot frees.
 func TestConcurrencyLimit(t *testing.T) {
 	s, ts, _ := testServer(t, func(c *Config) { c.Concurrency, c.Queue = 1, 1 })
-	s.slots <- struct{}{} // occupy the only slot
+	s.slots.TryAcquire(1) // occupy the only slot
 	waited := make(chan int, 1)
 	go func() {
 		var got StepResponse
@@ -302,7 +302,7 @@ func TestConcurrencyLimit(t *testing.T) {
 	if code := post(t, ts.URL, StepRequest{StateID: state0.StateID, Action: act(env.ListFiles, ".")}, &e); code != http.StatusTooManyRequests || !strings.Contains(e.Error, "busy") {
 		t.Fatalf("with the slot taken and the queue full: got %d %q, want 429 busy", code, e.Error)
 	}
-	<-s.slots
+	s.slots.Release(1)
 	if code := <-waited; code != http.StatusOK {
 		t.Fatalf("queued request: got %d, want 200 once the slot freed", code)
 	}
@@ -310,8 +310,8 @@ func TestConcurrencyLimit(t *testing.T) {
 
 func TestRequestTimeout(t *testing.T) {
 	s, ts, _ := testServer(t, func(c *Config) { c.Concurrency, c.Queue, c.RequestTimeout = 1, 4, 200*time.Millisecond })
-	s.slots <- struct{}{}
-	defer func() { <-s.slots }()
+	s.slots.TryAcquire(1)
+	defer s.slots.Release(1)
 	var e errorResponse
 	if code := post(t, ts.URL, StepRequest{StateID: state0.StateID, Action: act(env.ListFiles, ".")}, &e); code != http.StatusGatewayTimeout || !strings.Contains(e.Error, "request_timeout") {
 		t.Fatalf("got %d %q, want 504 naming request_timeout", code, e.Error)
@@ -344,7 +344,7 @@ func TestGracefulShutdown(t *testing.T) {
 		inflight <- got
 	}()
 	deadline := time.Now().Add(20 * time.Second)
-	for len(s.slots) == 0 {
+	for s.running.Load() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the request never started")
 		}

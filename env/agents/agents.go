@@ -51,27 +51,76 @@ type Options struct {
 	FullBudget    int
 	CompactBudget int
 	Count         Counter
+	// CountName names Count: [CounterQwen3] or [CounterApprox].
+	CountName string
 	// MaxSteps is the environment's step limit (shown in the prompts).
 	MaxSteps int
 }
 
-// DefaultOptions returns 6,000 tokens for the full prompt and 448 for the
-// compact one, counted approximately (4 bytes a token), and 15 steps.
-func DefaultOptions() Options {
-	return Options{FullBudget: 6000, CompactBudget: 448, Count: ApproxCounter, MaxSteps: 15}
-}
+// The prompts' default token budgets, the rollouts' (`full_budget`,
+// `compact_budget`): the compact one is what the small policy's context
+// holds (policy.DefaultConfig's prompt_tokens). Evaluation and PPO must
+// render prompts with the budgets the rollouts used, which the steps
+// manifest records ([Prompts]).
+const (
+	DefaultFullBudget    = 6000
+	DefaultCompactBudget = 448
+)
+
+// Token counters by name, as manifests record them.
+const (
+	// CounterQwen3 is the Qwen3 tokenizer `make setup` installs.
+	CounterQwen3 = "qwen3"
+	// CounterApprox is [ApproxCounter]: 4 bytes a token.
+	CounterApprox = "approx"
+)
 
 // NewOptions returns the options stages use: the given budgets and step
 // limit, with tokens counted by the Qwen tokenizer when it is installed
 // (`make setup`), approximately otherwise. Rollouts and evaluation must
 // count the same way, so that the policy acts on the prompts it was
-// trained on.
+// trained on: a rollout records its [Prompts] and evaluation renders with
+// [NewOptionsFor] of them.
 func NewOptions(fullBudget, compactBudget, maxSteps int) Options {
-	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: ApproxCounter, MaxSteps: maxSteps}
+	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: ApproxCounter, CountName: CounterApprox, MaxSteps: maxSteps}
 	if tok, err := tokenizer.Default(); err == nil {
-		o.Count = tok.Count
+		o.Count, o.CountName = tok.Count, CounterQwen3
 	}
 	return o
+}
+
+// Prompts is how an episode's prompts are rendered: the two budgets and
+// the token counter. A rollout records its own in the steps manifest
+// (Extra "prompts") so that whatever acts on its tasks later (evaluation,
+// PPO) renders the same prompts.
+type Prompts struct {
+	FullBudget    int    `json:"full_budget"`
+	CompactBudget int    `json:"compact_budget"`
+	Counter       string `json:"token_counter"`
+}
+
+// Prompts returns the settings o renders with.
+func (o Options) Prompts() Prompts {
+	return Prompts{FullBudget: o.FullBudget, CompactBudget: o.CompactBudget, Counter: o.CountName}
+}
+
+// NewOptionsFor returns the options that render prompts as p says. An
+// empty counter is the one [NewOptions] picks; the Qwen3 counter without
+// the tokenizer installed is an error (prompts counted another way would
+// not be the ones recorded).
+func NewOptionsFor(p Prompts, maxSteps int) (Options, error) {
+	o := NewOptions(p.FullBudget, p.CompactBudget, maxSteps)
+	switch p.Counter {
+	case "", o.CountName:
+		return o, nil
+	case CounterApprox:
+		o.Count, o.CountName = ApproxCounter, CounterApprox
+		return o, nil
+	case CounterQwen3:
+		_, err := tokenizer.Default()
+		return Options{}, fmt.Errorf("prompts were counted with the %s tokenizer, which is not loaded here (%v); run `make setup`", CounterQwen3, err)
+	}
+	return Options{}, fmt.Errorf("unknown token counter %q: want %s or %s", p.Counter, CounterQwen3, CounterApprox)
 }
 
 // Episode is a recorded episode.

@@ -151,6 +151,9 @@ func TestKilledWriterLeavesNoDatasetAndResumes(t *testing.T) {
 	if written != 1 {
 		t.Errorf("parts rewritten on resume: got %d want 1", written)
 	}
+	if got, err := datasets.ReadPending[schemas.Step](ctx, p); err != nil || len(got) != 3*partRows {
+		t.Errorf("ReadPending before the commit: got %d rows, %v; want %d", len(got), err, 3*partRows)
+	}
 	m, err := p.Commit(ctx, datasets.CommitOptions{Producer: datasets.NewProducer(nil)})
 	if err != nil {
 		t.Fatal(err)

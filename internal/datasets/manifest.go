@@ -7,7 +7,8 @@
 // Where to start:
 //   - Writing: [Begin] claims (or, after a crash, resumes) a version for a
 //     run key; [WritePart] / [NewPartWriter] add atomic part files, and
-//     [Pending.HasPart] lets a resumed run skip finished ones;
+//     [Pending.HasPart] lets a resumed run skip finished ones and
+//     [ReadPart] / [ReadPending] read back what it wrote;
 //     [Pending.Commit] checksums the parts and writes the manifest with a
 //     [Producer] (use [NewProducer] with the stage's resolved config) and
 //     the parent datasets. [FindRun] finds a run that already committed.

@@ -2,8 +2,6 @@ package datasets
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -113,6 +111,25 @@ func ReadPart[T any](ctx context.Context, p *Pending, part string) ([]T, error) 
 	return out, err
 }
 
+// ReadPending reads every row of every finished part of a pending
+// version, in part-name order: what a resumed or sharded stage has
+// written so far.
+func ReadPending[T any](ctx context.Context, p *Pending) ([]T, error) {
+	parts, err := p.Parts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, part := range parts {
+		rows, err := ReadPart[T](ctx, p, part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
 // EachRecord streams the files of m as Arrow record batches (columnar), for
 // stages that want columns (the trainer). Records are released after fn
 // returns; fn must Retain what it keeps.
@@ -201,10 +218,4 @@ func Verify(ctx context.Context, st store.Store, m *Manifest) error {
 		errs = append(errs, fmt.Errorf("%s: totals say %d rows, %d bytes; its files add up to %d rows, %d bytes: %w", m.URI, m.Rows, m.Bytes, rows, bytes, ErrCorrupt))
 	}
 	return errors.Join(errs...)
-}
-
-// HashBytes returns the hex sha256 of b.
-func HashBytes(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
 }

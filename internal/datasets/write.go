@@ -135,11 +135,10 @@ func (p *Pending) HasPart(ctx context.Context, part string) (bool, error) {
 
 // PartWriter streams rows of type T into one Parquet part file.
 type PartWriter[T any] struct {
-	w    store.Writer
-	ft   *footerTrimmer
-	pw   *parquet.GenericWriter[T]
-	rows int64
-	uri  string
+	w   store.Writer
+	ft  *footerTrimmer
+	pw  *parquet.GenericWriter[T]
+	uri string
 }
 
 // RowGroupRows is the default row-group size: large enough for good
@@ -177,16 +176,11 @@ func NewPartWriter[T any](ctx context.Context, p *Pending, part string) (*PartWr
 
 // Write appends rows.
 func (pw *PartWriter[T]) Write(rows ...T) error {
-	n, err := pw.pw.Write(rows)
-	pw.rows += int64(n)
-	if err != nil {
+	if _, err := pw.pw.Write(rows); err != nil {
 		return fmt.Errorf("write %s: %w", pw.uri, err)
 	}
 	return nil
 }
-
-// Rows returns the number of rows written so far.
-func (pw *PartWriter[T]) Rows() int64 { return pw.rows }
 
 // Close flushes and commits the part.
 func (pw *PartWriter[T]) Close() error {

@@ -253,15 +253,10 @@ func TestDotMatchesGeneric(t *testing.T) {
 	}
 }
 
-// clustered returns n unit vectors around c random centres whose sizes
-// are skewed (centre j is drawn with probability growing towards j = 0),
-// as idea pools are: many rewordings of a few common ideas.
-func clustered(r *rand.Rand, n, d, c int, noise float64) Matrix {
-	m, _ := clusteredLabels(r, n, d, c, noise)
-	return m
-}
-
-// clusteredLabels is clustered that also returns each row's centre.
+// clusteredLabels returns n unit vectors around c random centres whose
+// sizes are skewed (centre j is drawn with probability growing towards
+// j = 0), as idea pools are: many rewordings of a few common ideas, and
+// each row's centre.
 func clusteredLabels(r *rand.Rand, n, d, c int, noise float64) (Matrix, []int) {
 	centres := randomRows(r, c, d)
 	m := Matrix{Data: make([]float32, n*d), Rows: n, Dim: d}

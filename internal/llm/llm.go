@@ -22,9 +22,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/mlerl/mlerl/internal/config"
 )
@@ -85,8 +86,7 @@ type Client struct {
 	http *http.Client
 	key  string
 
-	mu   sync.Mutex
-	next time.Time // earliest start of the next request (rate limit)
+	limit *rate.Limiter // requests_per_sec (rate.Inf: no limit)
 
 	promptTokens     atomic.Int64
 	completionTokens atomic.Int64
@@ -109,7 +109,13 @@ func New(cfg Config) (*Client, error) {
 		cfg.APIKeyEnv = d.APIKeyEnv
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	return &Client{cfg: cfg, http: &http.Client{Timeout: cfg.Timeout}, key: os.Getenv(cfg.APIKeyEnv)}, nil
+	// Burst 1: requests start at least 1/requests_per_sec apart, the
+	// first at once.
+	limit := rate.NewLimiter(rate.Inf, 0)
+	if cfg.RequestsPerSec > 0 {
+		limit = rate.NewLimiter(rate.Limit(cfg.RequestsPerSec), 1)
+	}
+	return &Client{cfg: cfg, http: &http.Client{Timeout: cfg.Timeout}, key: os.Getenv(cfg.APIKeyEnv), limit: limit}, nil
 }
 
 // Model returns the configured model name.
@@ -245,27 +251,6 @@ func (c *Client) account(p, q int64) Usage {
 	return Usage{PromptTokens: p, CompletionTokens: q, CostUSD: c.cost(p, q)}
 }
 
-// wait enforces the rate limit.
-func (c *Client) wait(ctx context.Context) error {
-	if c.cfg.RequestsPerSec <= 0 {
-		return nil
-	}
-	c.mu.Lock()
-	now := time.Now()
-	start := c.next
-	if start.Before(now) {
-		start = now
-	}
-	c.next = start.Add(time.Duration(float64(time.Second) / c.cfg.RequestsPerSec))
-	c.mu.Unlock()
-	select {
-	case <-time.After(time.Until(start)):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // post sends a JSON request with retries and decodes the JSON answer.
 func (c *Client) post(ctx context.Context, path string, body any, out any) error {
 	payload, err := json.Marshal(body)
@@ -287,8 +272,12 @@ func (c *Client) post(ctx context.Context, path string, body any, out any) error
 				return ctx.Err()
 			}
 		}
-		if err := c.wait(ctx); err != nil {
-			return err
+		if err := c.limit.Wait(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The deadline comes before the next free slot: fail now.
+			return fmt.Errorf("llm %s: requests_per_sec %g: %w (%v)", url, c.cfg.RequestsPerSec, context.DeadlineExceeded, err)
 		}
 		last = c.once(ctx, url, payload, out)
 		if last == nil {

@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,6 +114,31 @@ func TestChatMalformedAndRateLimit(t *testing.T) {
 	}
 	if el := time.Since(start); el < 140*time.Millisecond {
 		t.Errorf("4 requests at 20/s took %v, want at least 150ms", el)
+	}
+}
+
+// A request whose deadline comes before its slot under the rate limit
+// fails at once with context.DeadlineExceeded, without waiting it out.
+func TestRateLimitDeadline(t *testing.T) {
+	srv, calls := chatServer(t, 0, 0)
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	c, _ := New(Config{BaseURL: srv.URL + "/v1", RequestsPerSec: 0.5})
+	msg := ChatRequest{Messages: []Message{{Role: "user", Content: "x"}}}
+	if _, err := c.Chat(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Chat(ctx, msg)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "requests_per_sec 0.5") {
+		t.Errorf("got %v, want a requests_per_sec error wrapping context.DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("the refused request took %v; want it refused at once, not after the 2 s slot", el)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("server saw %d requests, want 1", got)
 	}
 }
 

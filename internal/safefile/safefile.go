@@ -242,25 +242,6 @@ func ReadFile(dir, rel string, opts Options) ([]byte, error) {
 	return b, nil
 }
 
-// Lstat returns the type and size of rel inside dir without following a
-// link anywhere on its path.
-func Lstat(dir, rel string) (unix.Stat_t, error) {
-	var st unix.Stat_t
-	fd, base, err := openDir(dir, rel)
-	if err != nil {
-		return st, err
-	}
-	defer unix.Close(fd)
-	if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		c, _ := Clean(rel)
-		if errors.Is(err, unix.ENOENT) {
-			return st, &Error{Path: c, Kind: ErrNotExist, Detail: "does not exist"}
-		}
-		return st, &Error{Path: c, Kind: err, Detail: "cannot be read: " + err.Error()}
-	}
-	return st, nil
-}
-
 // WriteFile writes data to rel inside dir, creating the missing folders
 // of its path (mode 0755). No link is followed: a symbolic link, FIFO or
 // device at rel or on its path is refused, not written through.
