@@ -187,8 +187,10 @@ func (s Stats) WriteMarkdown(w io.Writer) error {
 	writeDist(&b, "Step index", s.StepIndex, "%.0f")
 	writeDist(&b, "Expert step reward", s.Reward, "%.3g")
 	fmt.Fprintf(&b, "Outcomes: %s\n", countsLine(s.Outcomes))
-	for _, e := range s.Exports {
+	if len(s.Exports) > 0 {
 		b.WriteString("\n")
+	}
+	for _, e := range s.Exports {
 		writeExport(&b, e)
 	}
 	_, err := io.WriteString(w, b.String())
@@ -198,18 +200,19 @@ func (s Stats) WriteMarkdown(w io.Writer) error {
 // writeExport renders an export's section: what its prompts are, their
 // token lengths, and the check against the trainer's limit.
 func writeExport(b *strings.Builder, e ExportStats) {
-	shape := "one user message, the compact prompt (the policy's input)"
+	shape := "compact, one user message (the policy's input)"
 	if e.Prompt == PromptFull {
-		shape = "the full prompt: a system message (role, tools, answer format) and a user message (the state)"
+		shape = "full, a system message (role, tools, answer format) and a user message (the state)"
 	}
 	if e.Format == "sharegpt" {
-		shape = "the system column and the human turn; " + shape
+		shape += ", as the system column and the human turn"
 	}
 	fmt.Fprintf(b, "## Export %s: prompt tokens\n\n", e.File)
-	fmt.Fprintf(b, "%d rows; %s. ", e.Rows, shape)
+	fmt.Fprintf(b, "%d rows", e.Rows)
 	if e.Note != "" {
-		fmt.Fprintf(b, "%s. ", e.Note)
+		fmt.Fprintf(b, " (%s)", e.Note)
 	}
+	fmt.Fprintf(b, ". Prompt: %s. ", shape)
 	b.WriteString("Tokens: Qwen3's, of the messages in ChatML with the generation prompt (`<|im_start|>role\\n...<|im_end|>\\n` per message, then `<|im_start|>assistant\\n`), as `apply_chat_template(prompt, add_generation_prompt=True)` counts them.\n\n")
 	if e.MaxPromptLength > 0 {
 		if w := e.Warning(); w != "" {
