@@ -70,6 +70,8 @@ func errorLine(ctx context.Context, cmd *cobra.Command, err error) string {
 		return err.Error()
 	case cmd == nil:
 		return fmt.Sprintf("mlerl: interrupted (%v)", err)
+	case strings.Contains(err.Error(), "rerun"): // the stage says what a rerun does
+		return fmt.Sprintf("%s: interrupted: %v", cmd.CommandPath(), err)
 	default:
 		return fmt.Sprintf("%s: interrupted (%v); rerun the same command to finish: a stage resumes its pending version, and committed versions are never rewritten", cmd.CommandPath(), err)
 	}

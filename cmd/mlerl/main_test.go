@@ -34,6 +34,8 @@ func TestErrorLine(t *testing.T) {
 		{"stage says how far it got", stopped, rollout,
 			bar.Interrupted(context.Canceled, 4, "trajectories", "rerun the same command to resume (the pending version keeps them)"),
 			"rollout: interrupted after 4/6 trajectories; rerun the same command to resume (the pending version keeps them)"},
+		{"cancellation the stage explains", stopped, rollout, fmt.Errorf("evaluate: %w (rerun the same command to resume; finished pairs are kept)", context.Canceled),
+			"mlerl rollout: interrupted: evaluate: context canceled (rerun the same command to resume; finished pairs are kept)"},
 		{"bare cancellation", stopped, commit, fmt.Errorf("read steps/v3: %w", context.Canceled),
 			"mlerl rollout commit: interrupted (read steps/v3: context canceled); rerun the same command to finish: a stage resumes its pending version, and committed versions are never rewritten"},
 	}
