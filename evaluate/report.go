@@ -172,7 +172,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 
 	fmt.Fprintf(w, "## Plots\n\n")
 	captions := map[string]string{
-		DeltaPlot:    "delta_r per task and method with 95% intervals (held-out tasks first; a flat mark is exactly 0, n/a an undefined delta_r)",
+		DeltaPlot:    "delta_r per task and method with 95% intervals (held-out tasks first; a flat mark is 0 or too small for a bar, n/a an undefined delta_r)",
 		SFTPlot:      "SFT: training loss per update and validation loss per epoch",
 		PPOPlot:      "PPO: mean reward and losses per update",
 		TimePlot:     "time per trajectory, per method, and LLM cost when any method paid for tokens",
