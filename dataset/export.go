@@ -129,7 +129,10 @@ func Messages(compact, full string, form PromptForm, system string) (msgs []Chat
 // recognised. With count the Qwen3 tokenizer's (internal/tokenizer), it
 // is what verl's data.max_prompt_length filter measures,
 // len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True)).
-// A template that adds a default system prompt to messages without one
+// This is Qwen3's own chat template's output for system and user
+// messages without tools (checked against its tokenizer_config.json);
+// enable_thinking=False appends "<think>\n\n</think>\n\n", and a
+// template that adds a default system prompt to messages without one
 // (Qwen2.5's) counts those ~20 tokens more.
 func ChatTokens(msgs []ChatMessage, count func(string) int) int {
 	return count(ChatText(msgs))
