@@ -23,9 +23,9 @@ import (
 
 // The plots of the report, each rendered as PNG bytes. A plot with
 // nothing to show returns nil bytes. Every plot follows the same rules:
-// bars of one category are centred on its tick; a bar of exactly 0 is a
-// flat mark (a method at zero is seen, not missing) and an undefined
-// value says "n/a"; 95% intervals are drawn where the report computes
+// bars of one category are centred on its tick; a bar of 0 (or too short
+// to see) is a flat mark (a method at zero is seen, not missing) and an
+// undefined value says "n/a"; 95% intervals are drawn where the report computes
 // them; axes are fitted to the data (intervals included) and end on a
 // labelled tick; counts (updates) get integer ticks; legends sit beside
 // the data, never on it; a method keeps its colour in every plot.

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"image"
 	_ "image/png"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"gonum.org/v1/plot"
 
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -181,5 +184,47 @@ func TestPlotGallery(t *testing.T) {
 				t.Errorf("%s/%s: %v", name, p, err)
 			}
 		}
+	}
+}
+
+// TestFitAxis: axes end on labelled ticks, 4 to 8 of them, with the least
+// room wasted; counts get whole steps; a flat series gets a range
+// around its value.
+func TestFitAxis(t *testing.T) {
+	tests := []struct {
+		name             string
+		lo, hi           float64
+		integer          bool
+		wantMin, wantMax float64
+		wantTicks        []float64
+	}{
+		{"a lone +3% bar with headroom", 0, 3.15, false, 0, 3.5, []float64{0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5}},
+		{"bars both sides of 0", -6.1, 27.3, false, -10, 30, []float64{-10, 0, 10, 20, 30}},
+		{"4 updates", 1, 4, true, 1, 4, []float64{1, 2, 3, 4}},
+		{"2 updates", 1, 2, true, 1, 2, []float64{1, 2}},
+		{"300 updates", 1, 300, true, 0, 300, []float64{0, 100, 200, 300}}, // as little room as steps of 50, fewer labels
+		{"a flat rate of 1", 1, 1, false, 0.9, 1.1, []float64{0.9, 0.95, 1, 1.05, 1.1}},
+		{"all zero", 0, 0, false, -0.001, 0.001, []float64{-0.001, -0.0005, 0, 0.0005, 0.001}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var a plot.Axis
+			fitAxis(&a, tt.lo, tt.hi, tt.integer, nil)
+			var ticks []float64
+			for _, tk := range a.Tick.Marker.Ticks(a.Min, a.Max) {
+				if tk.Label == "" {
+					t.Errorf("unlabelled tick at %g", tk.Value)
+				}
+				ticks = append(ticks, tk.Value)
+			}
+			near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+			ok := near(a.Min, tt.wantMin) && near(a.Max, tt.wantMax) && len(ticks) == len(tt.wantTicks)
+			for i := range ticks {
+				ok = ok && near(ticks[i], tt.wantTicks[i])
+			}
+			if !ok {
+				t.Errorf("got [%g, %g] ticks %v, want [%g, %g] ticks %v", a.Min, a.Max, ticks, tt.wantMin, tt.wantMax, tt.wantTicks)
+			}
+		})
 	}
 }
