@@ -36,19 +36,25 @@ type Config struct {
 	PerStratum int   `yaml:"per_stratum" help:"RL: at most this many states per (task, step index), sampled with seed (0: every expert state)"`
 	Seed       int64 `yaml:"seed" help:"RL: seed of the per-stratum sample"`
 	// Outputs.
-	Exports bool `yaml:"exports" help:"write the ShareGPT (sft) and verl (rl_states) exports under exports/<name>/v<N>/"`
-	Workers int  `yaml:"workers" help:"tokenizer goroutines (0: one per core)"`
+	Exports             bool   `yaml:"exports" help:"write the ShareGPT (sft) and verl (rl_states) exports under exports/<name>/v<N>/"`
+	VerlPrompt          string `yaml:"verl_prompt" help:"verl export's prompt: compact (the policy's input, one user message) or full (system: role, tools, answer format; user: the state)"`
+	VerlMaxPromptLength int    `yaml:"verl_max_prompt_length" help:"warn when a verl export prompt is longer than this many tokens: verl's data.max_prompt_length (0: no check)"`
+	ValPerTask          int    `yaml:"val_per_task" help:"verl validation file: initial states (one per sampled plan) of each held-out task the rollout did not visit"`
+	Workers             int    `yaml:"workers" help:"tokenizer goroutines (0: one per core)"`
 }
 
 // DefaultConfig returns the embedded default: every expert step becomes an
 // SFT example (refused slips and format errors dropped, at most 1024
-// tokens) and an RL state; exports on.
+// tokens) and an RL state; exports on, verl's with the compact prompt,
+// checked against verl's default max_prompt_length (512), and 4 initial
+// states per held-out task in its validation file.
 func DefaultConfig() Config {
 	sft, rl := DefaultSFTOptions(), DefaultRLOptions()
 	return Config{
 		Data: "./data", Steps: schemas.Steps.Name, SFT: schemas.SFTExamples.Name, RLStates: schemas.RLStates.Name,
 		ErrorSteps: sft.ErrorSteps, MaxTokens: sft.MaxTokens, HeldOutValidation: sft.HeldOutValidation,
 		PerStratum: rl.PerStratum, Seed: rl.Seed, Exports: true,
+		VerlPrompt: string(PromptCompact), VerlMaxPromptLength: 512, ValPerTask: 4,
 	}
 }
 
@@ -77,6 +83,13 @@ func (c *Config) Validate() error {
 		return config.Errorf("per_stratum", c.PerStratum, "must not be negative (0: every expert state)")
 	case c.Workers < 0:
 		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
+	case c.VerlMaxPromptLength < 0:
+		return config.Errorf("verl_max_prompt_length", c.VerlMaxPromptLength, "must not be negative (0: no warning)")
+	case c.ValPerTask < 0:
+		return config.Errorf("val_per_task", c.ValPerTask, "must not be negative")
+	}
+	if _, err := ParsePromptForm(c.VerlPrompt, PromptCompact); err != nil {
+		return config.Errorf("verl_prompt", c.VerlPrompt, "%v", err)
 	}
 	return nil
 }
@@ -176,6 +189,14 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if err := CheckNoLeak(tasks, sft, rl, cfg.HeldOutValidation); err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
+	// The held-out tasks' states, for verl's validation file only.
+	var val []schemas.RLState
+	var valCounts ValCounts
+	if cfg.Exports {
+		if val, valCounts, err = valStates(ctx, st, stepsM, steps, tasks, cfg, log); err != nil {
+			return fmt.Errorf("dataset: validation states: %w", err)
+		}
+	}
 
 	// 4. Write and commit each dataset.
 	statRow := func(id, task, split string) StatRow {
@@ -195,8 +216,10 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		stat: func(e schemas.SFTExample) StatRow { return statRow(e.ExampleID, e.TaskID, e.Split) },
 		task: func(e schemas.SFTExample) (string, string) { return e.TaskID, e.Split },
 	}
+	form, _ := ParsePromptForm(cfg.VerlPrompt, PromptCompact) // checked by Validate
+	exp := exportConfig{count: tok.Count, verlPrompt: form, maxPromptLength: cfg.VerlMaxPromptLength, log: log}
 	if cfg.Exports {
-		sftOut.exports = exportSFT
+		sftOut.exports = exp.sft
 	}
 	sftM, sftStats, err := writeOutput(ctx, st, key, sftOut, commit, log)
 	if err != nil {
@@ -208,7 +231,9 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		task: func(s schemas.RLState) (string, string) { return s.TaskID, s.Split },
 	}
 	if cfg.Exports {
-		rlOut.exports = exportRL
+		rlOut.exports = func(ctx context.Context, st store.Store, dir string, rows []schemas.RLState) ([]Attachment, map[string]any, []ExportStats, error) {
+			return exp.rl(ctx, st, dir, rows, val, valCounts)
+		}
 	}
 	rlM, rlStats, err := writeOutput(ctx, st, key, rlOut, commit, log)
 	if err != nil {
@@ -311,13 +336,14 @@ type output[T any] struct {
 	counts  any
 	stat    func(T) StatRow
 	task    func(T) (id, split string)
-	exports func(ctx context.Context, st store.Store, dir string, rows []T) ([]Attachment, map[string]any, error)
+	exports func(ctx context.Context, st store.Store, dir string, rows []T) ([]Attachment, map[string]any, []ExportStats, error)
 }
 
 // writeOutput writes o as a new version (or finds the one an earlier run
-// with the same key committed): the part file, stats.md beside it, the
-// exports, then the manifest with the stats, splits and attachments in
-// Extra. It returns the manifest and the rendered stats.
+// with the same key committed): the part file, the exports, stats.md
+// beside the part (with the exports' prompt lengths), then the manifest
+// with the stats, splits and attachments in Extra. It returns the
+// manifest and the rendered stats.
 func writeOutput[T any](ctx context.Context, st store.Store, key string, o output[T], commit datasets.CommitOptions, log io.Writer) (*datasets.Manifest, []byte, error) {
 	if m, err := datasets.FindRun(ctx, st, o.name, key); err != nil {
 		return nil, nil, err
@@ -348,6 +374,17 @@ func writeOutput[T any](ctx context.Context, st store.Store, key string, o outpu
 		sort.Strings(ids)
 	}
 	stats := ComputeStats(o.name, p.Version, rows, o.counts)
+	var atts []Attachment
+	extra := map[string]any{"tasks": splits}
+	if o.exports != nil {
+		more, info, es, err := o.exports(ctx, st, fmt.Sprintf("exports/%s/v%d", o.name, p.Version), o.rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		atts = append(atts, more...)
+		extra["exports"] = info
+		stats.Exports = es
+	}
 	var md bytes.Buffer
 	if err := stats.WriteMarkdown(&md); err != nil {
 		return nil, nil, err
@@ -356,17 +393,8 @@ func writeOutput[T any](ctx context.Context, st store.Store, key string, o outpu
 	if err != nil {
 		return nil, nil, err
 	}
-	atts := []Attachment{statsAtt}
-	extra := map[string]any{"stats": stats, "tasks": splits}
-	if o.exports != nil {
-		more, info, err := o.exports(ctx, st, fmt.Sprintf("exports/%s/v%d", o.name, p.Version), o.rows)
-		if err != nil {
-			return nil, nil, err
-		}
-		atts = append(atts, more...)
-		extra["exports"] = info
-	}
-	extra["attachments"] = atts
+	extra["stats"] = stats
+	extra["attachments"] = append([]Attachment{statsAtt}, atts...)
 	commit.Extra = extra
 	m, err := p.Commit(ctx, commit)
 	if err != nil {
@@ -402,57 +430,6 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// Export file names under exports/<name>/v<N>/.
-const (
-	ShareGPTFile    = "sharegpt.jsonl"
-	DatasetInfoFile = "dataset_info.json"
-	VerlTrainFile   = "verl_train.parquet"
-	// LlamaFactoryName is the dataset name dataset_info.json registers.
-	LlamaFactoryName = "mlerl_sft"
-)
-
-// heldIn returns the rows of held-in tasks: exports are for training.
-func heldIn[T any](rows []T, split func(T) string) []T {
-	var out []T
-	for _, r := range rows {
-		if split(r) == schemas.HeldIn {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// exportSFT writes the held-in examples as ShareGPT JSON Lines with the
-// full prompt, and LLaMA-Factory's dataset_info.json registering them.
-func exportSFT(ctx context.Context, st store.Store, dir string, rows []schemas.SFTExample) ([]Attachment, map[string]any, error) {
-	train := heldIn(rows, func(e schemas.SFTExample) string { return e.Split })
-	a, err := writeAttachment(ctx, st, dir+"/"+ShareGPTFile, func(w io.Writer) error {
-		return WriteShareGPT(w, train, DefaultShareGPTOptions())
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := writeAttachment(ctx, st, dir+"/"+DatasetInfoFile, func(w io.Writer) error {
-		return WriteDatasetInfo(w, LlamaFactoryName, ShareGPTFile)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return []Attachment{a, b}, map[string]any{"sharegpt": st.URI(a.Key), "dataset_info": st.URI(b.Key), "sharegpt_rows": len(train)}, nil
-}
-
-// exportRL writes the held-in states in verl's RL Parquet layout.
-func exportRL(ctx context.Context, st store.Store, dir string, rows []schemas.RLState) ([]Attachment, map[string]any, error) {
-	train := heldIn(rows, func(s schemas.RLState) string { return s.Split })
-	a, err := writeAttachment(ctx, st, dir+"/"+VerlTrainFile, func(w io.Writer) error {
-		return WriteVerl(w, train, DefaultVerlOptions())
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return []Attachment{a}, map[string]any{"verl_train": st.URI(a.Key), "verl_rows": len(train)}, nil
 }
 
 // errNoAttachments is wrapped when a manifest's attachments list cannot be read.

@@ -337,6 +337,20 @@ func TestRunLeak(t *testing.T) {
 			t.Errorf("verl row %d (task %s) carries a held-out task", r.ExtraInfo.Index, r.ExtraInfo.TaskID)
 		}
 	}
+	// The validation file: the held-out task's expert states, and only those.
+	vb = read("exports/rl_states/v1/" + VerlValFile)
+	val, err := parquet.Read[VerlRow](bytes.NewReader(vb), int64(len(vb)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(val) == 0 {
+		t.Errorf("verl validation file is empty: want the held-out task's states")
+	}
+	for _, r := range val {
+		if !heldOut[r.ExtraInfo.TaskID] || r.ExtraInfo.Split != schemas.HeldOut || r.ExtraInfo.StateID != "" {
+			t.Errorf("verl validation row %d: extra_info %+v, want a held-out task without state_id", r.ExtraInfo.Index, r.ExtraInfo)
+		}
+	}
 
 	// Manifests: lineage, attachments, stats beside the version.
 	for _, m := range []*datasets.Manifest{sftM, rlM} {
@@ -357,7 +371,7 @@ func TestRunLeak(t *testing.T) {
 				t.Errorf("%s attachment %s: checksum does not match the object (%v)", m.Name, a.Key, err)
 			}
 		}
-		if want := map[string]int{"sft_examples": 3, "rl_states": 2}[m.Name]; len(atts) != want {
+		if want := map[string]int{"sft_examples": 3, "rl_states": 3}[m.Name]; len(atts) != want {
 			t.Errorf("%s: got %d attachments want %d", m.Name, len(atts), want)
 		}
 		md := string(read(datasets.Dir(m.Name, m.Version) + "/stats.md"))

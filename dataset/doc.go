@@ -10,8 +10,10 @@
 // ([CheckNoLeak]), then write each dataset with its statistics report
 // ([ComputeStats], stats.go: stats.md beside the version, JSON in the
 // manifest) and its exports (export.go: [WriteShareGPT] with
-// [WriteDatasetInfo] for LLaMA-Factory, [WriteVerl] for verl).
-// [Publish] (publish.go) copies a committed version to another root.
+// [WriteDatasetInfo] for LLaMA-Factory, [WriteVerl] for verl, with the
+// held-out tasks' states of [BuildValStates], valstates.go, as verl's
+// validation file). [Publish] (publish.go) copies a committed version to
+// another root.
 //
 // # Splits: where held-out tasks may appear
 //
@@ -26,21 +28,43 @@
 //     Turn it off to keep evaluation tasks out of every dataset.
 //   - rl_states never holds them: the RL trainer samples start states
 //     from the pool, so the pool is held-in only.
-//   - the exports (ShareGPT, verl) never hold them: they are training
-//     files for tools that do not know our split column.
+//   - the training exports (ShareGPT, verl_train.parquet) never hold
+//     them: they are training files for tools that do not know our split
+//     column.
+//   - verl_val.parquet holds only them: verl's validation file (its
+//     data.val_files). A held-out task the rollout visited gives its
+//     expert states; one it did not (the default rollout) gives initial
+//     states, rendered and snapshotted by this stage exactly as a rollout
+//     starts (val_per_task of them, one per sampled plan).
 //
 // [CheckNoLeak] enforces this before anything is written, and the
-// writers of the exports refuse held-out rows themselves ([ErrHeldOut]).
+// writers of the exports refuse held-out rows themselves ([ErrHeldOut]),
+// the validation file held-in ones ([ErrHeldIn]).
+//
+// # Prompts in the exports
+//
+// verl's file carries the compact prompt by default (verl_prompt:
+// compact), the policy's own input in one user message, which fits
+// verl's default data.max_prompt_length of 512; verl_prompt: full gives
+// the MLAgentBench prompt (4-8k tokens) as a system message (role, tool
+// list, answer format) and a user message (the state). The ShareGPT file
+// always carries the full prompt so split, with the tools also as JSON.
+// stats.md reports each export's prompt token lengths as a Qwen3 chat
+// template counts them ([ChatTokens]), and the stage warns when verl
+// prompts exceed verl_max_prompt_length.
 //
 // # Layout in a data root
 //
 //	sft_examples/v<N>/part-00000.parquet, stats.md, _MANIFEST.json
 //	rl_states/v<N>/part-00000.parquet, stats.md, _MANIFEST.json
 //	exports/sft_examples/v<N>/sharegpt.jsonl, dataset_info.json
-//	exports/rl_states/v<N>/verl_train.parquet
+//	exports/rl_states/v<N>/verl_train.parquet, verl_val.parquet
 //
 // Each manifest lists stats.md and the exports with their sha256 under
-// Extra["attachments"], the stats under Extra["stats"], the task ids per
-// split under Extra["tasks"], and its parents (steps, tasks, ideas, and
-// the trajectories of the same rollout).
+// Extra["attachments"], the stats under Extra["stats"] (the exports'
+// prompt lengths under "exports"), the task ids per split under
+// Extra["tasks"], the exports' locations (and, for rl_states, the
+// validation file's snapshots, which Publish copies) under
+// Extra["exports"], and its parents (steps, tasks, ideas, and the
+// trajectories of the same rollout).
 package dataset

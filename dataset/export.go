@@ -4,30 +4,53 @@ package dataset
 //
 //   - SFT examples as ShareGPT JSON Lines, the layout LLaMA-Factory reads
 //     with "formatting": "sharegpt" (WriteShareGPT; WriteDatasetInfo writes
-//     the dataset_info.json entry that registers the file);
-//   - RL states as verl's RL Parquet layout (WriteVerl): data_source,
-//     prompt (chat messages), ability, reward_model{style, ground_truth},
-//     extra_info{state_id, task_id, split, index, ...}.
+//     the dataset_info.json entries that register the file): the
+//     conversation (human: the state, gpt: the expert's answer), the
+//     system prompt (the role, the tool list and the answer format) and
+//     the tools as JSON;
+//   - RL states as verl's RL Parquet layout (WriteVerl), one file of
+//     held-in states for training and one of held-out states for
+//     validation: data_source, prompt (chat messages), ability,
+//     reward_model{style, ground_truth}, extra_info{state_id, task_id,
+//     split, index, ...}.
+//
+// Both carry the prompt as chat messages in one of two forms
+// ([PromptForm]): the compact prompt the small policy reads, as one user
+// message, or the full MLAgentBench-style prompt split into a system
+// message (its fixed parts) and a user message (the state). [ChatTokens]
+// counts a prompt as a Qwen3 chat template does, the length verl's
+// max_prompt_length filter measures.
 //
 // Writers take an io.Writer, so the same code writes a local file, a
-// buffer or an object-store upload. Rows of held-out tasks are refused
-// unless the options allow them: an export meant for training must never
-// carry an evaluation task.
+// buffer or an object-store upload. Rows of held-out tasks are refused by
+// the training exports, and rows of held-in tasks by the validation file:
+// an export meant for training must never carry an evaluation task.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/schemas"
 )
 
 // ErrHeldOut is wrapped by errors about a held-out task's row given to an
 // export that does not allow them.
 var ErrHeldOut = errors.New("held-out task in a training export")
+
+// ErrHeldIn is wrapped by errors about a held-in task's row given to the
+// validation file: validating on training tasks measures nothing.
+var ErrHeldIn = errors.New("held-in task in a validation export")
 
 // RowError locates a bad input row of an export.
 type RowError struct {
@@ -47,6 +70,83 @@ func (e *RowError) Unwrap() error { return e.Err }
 // errEmpty is wrapped when a required text column is empty.
 var errEmpty = errors.New("empty; re-run `mlerl dataset` so the prompt renderer fills it")
 
+// PromptForm selects the rendering of a state an export carries.
+type PromptForm string
+
+const (
+	// PromptCompact is the compact prompt, as the small policy reads it,
+	// in one user message.
+	PromptCompact PromptForm = "compact"
+	// PromptFull is the full MLAgentBench-style prompt split in two: a
+	// system message with its fixed parts (the role and tool list it
+	// starts with, the answer format it ends with) and a user message with
+	// the state (research problem, scores, plan, history).
+	PromptFull PromptForm = "full"
+)
+
+// ParsePromptForm checks a prompt form's name ("" gives def).
+func ParsePromptForm(s string, def PromptForm) (PromptForm, error) {
+	switch f := PromptForm(s); f {
+	case "":
+		return def, nil
+	case PromptCompact, PromptFull:
+		return f, nil
+	}
+	return "", fmt.Errorf("prompt form %q: want %s or %s", s, PromptCompact, PromptFull)
+}
+
+// Messages returns the chat messages of a state's prompt in form. system,
+// when not empty, opens the system message. A full prompt that is not
+// made of the renderer's fixed parts (written by an older renderer) stays
+// whole in the user message. field names the column the prompt came from
+// (for errors about an empty one).
+func Messages(compact, full string, form PromptForm, system string) (msgs []ChatMessage, field string, err error) {
+	prompt, field := full, "full_prompt"
+	if form == PromptCompact {
+		prompt, field = compact, "prompt"
+	}
+	if prompt == "" {
+		return nil, field, errEmpty
+	}
+	user := prompt
+	if form == PromptFull {
+		tools, format := agents.FullInstructions()
+		if state, ok := strings.CutPrefix(prompt, tools); ok && strings.HasSuffix(state, format) {
+			user = strings.Trim(strings.TrimSuffix(state, format), "\n")
+			system = strings.TrimSpace(strings.TrimSpace(system) + "\n\n" + strings.TrimRight(tools, "\n") + "\n" + format)
+		}
+	}
+	if system != "" {
+		msgs = append(msgs, ChatMessage{Role: "system", Content: system})
+	}
+	return append(msgs, ChatMessage{Role: "user", Content: user}), field, nil
+}
+
+// ChatTokens counts the tokens of a prompt as a Qwen3 chat template
+// renders it before generation: every message in ChatML
+// ("<|im_start|>role\ncontent<|im_end|>\n") followed by the generation
+// prompt "<|im_start|>assistant\n", encoded with the special tokens
+// recognised. With count the Qwen3 tokenizer's (internal/tokenizer), it
+// is what verl's data.max_prompt_length filter measures,
+// len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True)).
+// This is Qwen3's own chat template's output for system and user
+// messages without tools (checked against its tokenizer_config.json);
+// enable_thinking=False appends "<think>\n\n</think>\n\n", and a
+// template that adds a default system prompt to messages without one
+// (Qwen2.5's) counts those ~20 tokens more.
+func ChatTokens(msgs []ChatMessage, count func(string) int) int {
+	return count(ChatText(msgs))
+}
+
+// ChatText is the text [ChatTokens] counts.
+func ChatText(msgs []ChatMessage) string {
+	m := make([]tokenizer.Message, len(msgs))
+	for i, c := range msgs {
+		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content}
+	}
+	return tokenizer.FormatChat(m, true)
+}
+
 // ShareGPT roles, as LLaMA-Factory's default sharegpt tags name them.
 const (
 	RoleSystem = "system"
@@ -62,33 +162,55 @@ type ShareGPTTurn struct {
 
 // ShareGPTRecord is one JSON line of the ShareGPT export.
 type ShareGPTRecord struct {
+	// Conversations is the human turn (the state) and the gpt turn (the
+	// expert's answer).
 	Conversations []ShareGPTTurn `json:"conversations"`
+	// System is the system prompt: with the full prompt, its role, tool
+	// list and answer format; empty with the compact prompt (unless
+	// options give one).
+	System string `json:"system"`
+	// Tools is the JSON text of the actions as functions ([agents.Tools]:
+	// name, description, parameters JSON Schema), for tool-aware training
+	// (see [DatasetInfo]).
+	Tools string `json:"tools"`
 }
+
+// toolsJSON is the tools column: the same text in every record.
+var toolsJSON = sync.OnceValue(func() string {
+	b, err := json.Marshal(agents.Tools())
+	if err != nil {
+		panic(err) // strings and maps of strings
+	}
+	return string(b)
+})
 
 // ShareGPTOptions configure [WriteShareGPT]. Start from
 // [DefaultShareGPTOptions].
 type ShareGPTOptions struct {
-	// System, when not empty, is written as a leading "system" turn
-	// (LLaMA-Factory moves it to the system prompt). Default: none, since
-	// the full prompt carries its own instructions.
+	// Prompt is the prompt form. Default (and when empty) PromptFull:
+	// LLaMA-Factory trains large models, which read the full prompt.
+	Prompt PromptForm
+	// System, when not empty, opens the system prompt. Default none.
 	System string
-	// Compact uses the compact prompt (the small policy's input) instead of
-	// the full MLAgentBench-style one. Default false: large trainers get
-	// the full prompt.
-	Compact bool
 	// AllowHeldOut lets rows of held-out tasks through (an evaluation
 	// export). Default false: they are an error wrapping ErrHeldOut.
 	AllowHeldOut bool
+	// Count, when set, counts each record's prompt tokens as [ChatTokens]
+	// does (system and human turn), for [ShareGPTWriter.PromptTokens].
+	// Default nil: not counted.
+	Count func(string) int
 }
 
-// DefaultShareGPTOptions returns the options of `mlerl dataset`'s export.
-func DefaultShareGPTOptions() ShareGPTOptions { return ShareGPTOptions{} }
+// DefaultShareGPTOptions returns the options of `mlerl dataset`'s export
+// (which sets Count to the Qwen3 tokenizer's).
+func DefaultShareGPTOptions() ShareGPTOptions { return ShareGPTOptions{Prompt: PromptFull} }
 
 // ShareGPTWriter streams SFT examples as ShareGPT JSON Lines.
 type ShareGPTWriter struct {
-	enc  *json.Encoder
-	opts ShareGPTOptions
-	rows int
+	enc    *json.Encoder
+	opts   ShareGPTOptions
+	rows   int
+	tokens []int
 }
 
 // NewShareGPTWriter returns a writer of JSON lines to w. It buffers
@@ -114,6 +236,9 @@ func (sw *ShareGPTWriter) Write(rows ...schemas.SFTExample) error {
 		if err := sw.enc.Encode(rec); err != nil {
 			return fmt.Errorf("sharegpt export: write row %d: %w", sw.rows, err)
 		}
+		if sw.opts.Count != nil {
+			sw.tokens = append(sw.tokens, ChatTokens(rec.PromptMessages(), sw.opts.Count))
+		}
 		sw.rows++
 	}
 	return nil
@@ -122,14 +247,36 @@ func (sw *ShareGPTWriter) Write(rows ...schemas.SFTExample) error {
 // Rows returns how many examples were written.
 func (sw *ShareGPTWriter) Rows() int { return sw.rows }
 
+// PromptTokens returns the prompt token count of every record written,
+// in order (nil without ShareGPTOptions.Count). The caller must not
+// modify it.
+func (sw *ShareGPTWriter) PromptTokens() []int { return sw.tokens }
+
+// PromptMessages returns the record's prompt as chat messages: the
+// system prompt (when not empty) and the human turn, as a chat template
+// renders them before the answer.
+func (r ShareGPTRecord) PromptMessages() []ChatMessage {
+	var msgs []ChatMessage
+	if r.System != "" {
+		msgs = append(msgs, ChatMessage{Role: "system", Content: r.System})
+	}
+	for _, t := range r.Conversations {
+		if t.From == RoleHuman {
+			msgs = append(msgs, ChatMessage{Role: "user", Content: t.Value})
+		}
+	}
+	return msgs
+}
+
 // WriteShareGPT writes rows to w as ShareGPT JSON Lines. Empty rows write
 // nothing.
 func WriteShareGPT(w io.Writer, rows []schemas.SFTExample, opts ShareGPTOptions) error {
 	return NewShareGPTWriter(w, opts).Write(rows...)
 }
 
-// ShareGPT converts one SFT example: [system,] human (the prompt), gpt (the
-// response). Row in a returned *RowError is 0.
+// ShareGPT converts one SFT example: the system prompt, the human turn
+// (the state) and the gpt turn (the response), and the tools. Row in a
+// returned *RowError is 0.
 func ShareGPT(ex schemas.SFTExample, opts ShareGPTOptions) (ShareGPTRecord, error) {
 	bad := func(field string, err error) error {
 		return &RowError{Export: "sharegpt", ID: ex.ExampleID, Field: field, Err: err}
@@ -137,39 +284,47 @@ func ShareGPT(ex schemas.SFTExample, opts ShareGPTOptions) (ShareGPTRecord, erro
 	if ex.Split == schemas.HeldOut && !opts.AllowHeldOut {
 		return ShareGPTRecord{}, bad("split", fmt.Errorf("task %s is held out: %w (evaluation tasks never go into training data)", ex.TaskID, ErrHeldOut))
 	}
-	prompt, field := ex.FullPrompt, "full_prompt"
-	if opts.Compact {
-		prompt, field = ex.Prompt, "prompt"
+	form, err := ParsePromptForm(string(opts.Prompt), PromptFull)
+	if err != nil {
+		return ShareGPTRecord{}, bad("prompt", err)
 	}
-	if prompt == "" {
-		return ShareGPTRecord{}, bad(field, errEmpty)
+	msgs, field, err := Messages(ex.Prompt, ex.FullPrompt, form, opts.System)
+	if err != nil {
+		return ShareGPTRecord{}, bad(field, err)
 	}
 	if ex.Response == "" {
 		return ShareGPTRecord{}, bad("response", errors.New("empty: an SFT example needs the expert's action text"))
 	}
-	var rec ShareGPTRecord
-	if opts.System != "" {
-		rec.Conversations = append(rec.Conversations, ShareGPTTurn{From: RoleSystem, Value: opts.System})
+	rec := ShareGPTRecord{Tools: toolsJSON()}
+	if msgs[0].Role == "system" {
+		rec.System, msgs = msgs[0].Content, msgs[1:]
 	}
-	rec.Conversations = append(rec.Conversations,
-		ShareGPTTurn{From: RoleHuman, Value: prompt},
-		ShareGPTTurn{From: RoleGPT, Value: ex.Response})
+	rec.Conversations = []ShareGPTTurn{{From: RoleHuman, Value: msgs[0].Content}, {From: RoleGPT, Value: ex.Response}}
 	return rec, nil
 }
 
 // LlamaFactoryDataset is one entry of LLaMA-Factory's dataset_info.json.
-// For the ShareGPT export it reads:
+// For the ShareGPT export WriteDatasetInfo registers two names over the
+// same file:
 //
 //	"mlerl_sft": {
-//	  "file_name": "sft.sharegpt.jsonl",
+//	  "file_name": "sharegpt.jsonl",
 //	  "formatting": "sharegpt",
-//	  "columns": {"messages": "conversations"},
+//	  "columns": {"messages": "conversations", "system": "system"},
 //	  "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human",
 //	           "assistant_tag": "gpt", "system_tag": "system"}
-//	}
+//	},
+//	"mlerl_sft_tools": { ... the same, and "tools": "tools" in columns }
 //
 // Put dataset_info.json and the JSONL file in LLaMA-Factory's dataset_dir
-// and train with `dataset: mlerl_sft`.
+// and train with `dataset: mlerl_sft`: the template places the system
+// column as its system prompt, which already lists the tools in the
+// MLAgentBench format the answers use ("Action: ... Action Input: {...}").
+// mlerl_sft_tools also hands LLaMA-Factory the tools column, which its
+// template then renders into the system prompt a second time in its own
+// tool format; use it with `tool_format: default`, whose format is the
+// same "Action:/Action Input:" one (a model-specific format, such as
+// Qwen's <tool_call> JSON, would ask for answers the data does not have).
 type LlamaFactoryDataset struct {
 	FileName   string            `json:"file_name"`
 	Formatting string            `json:"formatting"`
@@ -187,12 +342,17 @@ type LlamaFactoryTags struct {
 }
 
 // DatasetInfo returns the dataset_info.json entry for a ShareGPT export
-// written to fileName (relative to LLaMA-Factory's dataset_dir).
-func DatasetInfo(fileName string) LlamaFactoryDataset {
+// written to fileName (relative to LLaMA-Factory's dataset_dir), with the
+// tools column declared or not.
+func DatasetInfo(fileName string, tools bool) LlamaFactoryDataset {
+	cols := map[string]string{"messages": "conversations", "system": "system"}
+	if tools {
+		cols["tools"] = "tools"
+	}
 	return LlamaFactoryDataset{
 		FileName:   fileName,
 		Formatting: "sharegpt",
-		Columns:    map[string]string{"messages": "conversations"},
+		Columns:    cols,
 		Tags: LlamaFactoryTags{
 			RoleTag: "from", ContentTag: "value",
 			UserTag: RoleHuman, AssistantTag: RoleGPT, SystemTag: RoleSystem,
@@ -201,13 +361,14 @@ func DatasetInfo(fileName string) LlamaFactoryDataset {
 }
 
 // WriteDatasetInfo writes a whole dataset_info.json registering one
-// ShareGPT export under name (the `dataset:` value in LLaMA-Factory's
-// training config).
+// ShareGPT export as name (the `dataset:` value in LLaMA-Factory's
+// training config; system prompt, no tools column) and as name+"_tools"
+// (with the tools column).
 func WriteDatasetInfo(w io.Writer, name, fileName string) error {
 	if name == "" || fileName == "" {
 		return errors.New("dataset_info.json: the dataset name and file name must not be empty")
 	}
-	b, err := json.MarshalIndent(map[string]LlamaFactoryDataset{name: DatasetInfo(fileName)}, "", "  ")
+	b, err := json.MarshalIndent(map[string]LlamaFactoryDataset{name: DatasetInfo(fileName, false), name + "_tools": DatasetInfo(fileName, true)}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -233,10 +394,17 @@ type VerlRewardModel struct {
 // VerlExtraInfo is verl's extra_info column (passed to the reward
 // function): where the state comes from.
 type VerlExtraInfo struct {
-	StateID      string `parquet:"state_id" json:"state_id"`
-	TaskID       string `parquet:"task_id,dict" json:"task_id"`
-	Split        string `parquet:"split,dict" json:"split"` // held-in or held-out
-	Index        int64  `parquet:"index" json:"index"`      // row number in the export
+	// StateID is the rl_states row, which `mlerl serve-env --rl_states`
+	// looks up. Empty in the validation file: its held-out states are in
+	// no rl_states dataset, so the reward adapter (scripts/verl_reward.py)
+	// sends ground_truth's snapshot_ref instead, which serve-env accepts
+	// with or without --rl_states.
+	StateID string `parquet:"state_id" json:"state_id"`
+	TaskID  string `parquet:"task_id,dict" json:"task_id"`
+	Split   string `parquet:"split,dict" json:"split"` // held-in or held-out
+	Index   int64  `parquet:"index" json:"index"`      // row number in the export
+	// TrajectoryID is the expert trajectory the state comes from (empty
+	// for a validation task's initial state, which no rollout visited).
 	TrajectoryID string `parquet:"trajectory_id" json:"trajectory_id"`
 	StepIndex    int64  `parquet:"step_index" json:"step_index"`
 }
@@ -276,18 +444,27 @@ type VerlOptions struct {
 	// Ability tags the task family. Default (and when empty)
 	// "ml-engineering".
 	Ability string
-	// System, when not empty, is a leading system message. Default none.
+	// Prompt is the prompt form. Default (and when empty) PromptCompact:
+	// the policy's own input, which fits verl's default
+	// max_prompt_length; PromptFull for large policies.
+	Prompt PromptForm
+	// System, when not empty, opens the system message. Default none.
 	System string
-	// Compact uses the compact prompt instead of the full one. Default false.
-	Compact bool
-	// AllowHeldOut lets rows of held-out tasks through (a validation file).
-	// Default false: they are an error wrapping ErrHeldOut.
-	AllowHeldOut bool
+	// Split is the split every row must have: held-in (default, and when
+	// empty) for the training file, where a held-out row is an error
+	// wrapping ErrHeldOut; held-out for the validation file, where a
+	// held-in row is an error wrapping ErrHeldIn.
+	Split string
+	// Count, when set, counts each row's prompt tokens with
+	// [ChatTokens], for [VerlWriter.PromptTokens]. Default nil: not
+	// counted.
+	Count func(string) int
 }
 
-// DefaultVerlOptions returns the options of `mlerl dataset`'s export.
+// DefaultVerlOptions returns the options of `mlerl dataset`'s training
+// file (which sets Count to the Qwen3 tokenizer's).
 func DefaultVerlOptions() VerlOptions {
-	return VerlOptions{DataSource: "mlerl", Ability: "ml-engineering"}
+	return VerlOptions{DataSource: "mlerl", Ability: "ml-engineering", Prompt: PromptCompact, Split: schemas.HeldIn}
 }
 
 // Verl converts one RL state to a verl row; index is its row number.
@@ -299,8 +476,15 @@ func Verl(s schemas.RLState, index int64, opts VerlOptions) (VerlRow, error) {
 	if opts.Ability == "" {
 		opts.Ability = def.Ability
 	}
+	if opts.Split == "" {
+		opts.Split = def.Split
+	}
 	bad := func(field string, err error) error {
 		return &RowError{Export: "verl", Row: int(index), ID: s.StateID, Field: field, Err: err}
+	}
+	form, err := ParsePromptForm(string(opts.Prompt), def.Prompt)
+	if err != nil {
+		return VerlRow{}, bad("prompt", err)
 	}
 	switch {
 	case s.StateID == "":
@@ -309,17 +493,16 @@ func Verl(s schemas.RLState, index int64, opts VerlOptions) (VerlRow, error) {
 		return VerlRow{}, bad("task_id", errors.New("empty"))
 	case s.Split != schemas.HeldIn && s.Split != schemas.HeldOut:
 		return VerlRow{}, bad("split", fmt.Errorf("%q is neither %q nor %q", s.Split, schemas.HeldIn, schemas.HeldOut))
-	case s.Split == schemas.HeldOut && !opts.AllowHeldOut:
+	case s.Split == schemas.HeldOut && opts.Split != schemas.HeldOut:
 		return VerlRow{}, bad("split", fmt.Errorf("task %s is held out: %w (evaluation tasks never go into training data)", s.TaskID, ErrHeldOut))
+	case s.Split == schemas.HeldIn && opts.Split == schemas.HeldOut:
+		return VerlRow{}, bad("split", fmt.Errorf("task %s is held in: %w", s.TaskID, ErrHeldIn))
 	case s.SnapshotRef == "":
 		return VerlRow{}, bad("snapshot_ref", errors.New("empty: the reward function cannot restore the state"))
 	}
-	prompt, field := s.FullPrompt, "full_prompt"
-	if opts.Compact {
-		prompt, field = s.Prompt, "prompt"
-	}
-	if prompt == "" {
-		return VerlRow{}, bad(field, errEmpty)
+	msgs, field, err := Messages(s.Prompt, s.FullPrompt, form, opts.System)
+	if err != nil {
+		return VerlRow{}, bad(field, err)
 	}
 	gt, err := json.Marshal(VerlGroundTruth{
 		TaskID: s.TaskID, SnapshotRef: s.SnapshotRef,
@@ -329,18 +512,17 @@ func Verl(s schemas.RLState, index int64, opts VerlOptions) (VerlRow, error) {
 	if err != nil { // NaN or Inf in a metric
 		return VerlRow{}, bad("m_init/m_best/metric_prev/expert_reward", err)
 	}
-	var msgs []ChatMessage
-	if opts.System != "" {
-		msgs = append(msgs, ChatMessage{Role: "system", Content: opts.System})
+	stateID := s.StateID
+	if opts.Split == schemas.HeldOut {
+		stateID = "" // see VerlExtraInfo.StateID
 	}
-	msgs = append(msgs, ChatMessage{Role: "user", Content: prompt})
 	return VerlRow{
 		DataSource:  opts.DataSource,
 		Prompt:      msgs,
 		Ability:     opts.Ability,
 		RewardModel: VerlRewardModel{Style: "rule", GroundTruth: string(gt)},
 		ExtraInfo: VerlExtraInfo{
-			StateID: s.StateID, TaskID: s.TaskID, Split: s.Split, Index: index,
+			StateID: stateID, TaskID: s.TaskID, Split: s.Split, Index: index,
 			TrajectoryID: s.TrajectoryID, StepIndex: int64(s.StepIndex),
 		},
 	}, nil
@@ -348,10 +530,11 @@ func Verl(s schemas.RLState, index int64, opts VerlOptions) (VerlRow, error) {
 
 // VerlWriter streams RL states into one verl Parquet file.
 type VerlWriter struct {
-	pw   *parquet.GenericWriter[VerlRow]
-	opts VerlOptions
-	rows int64
-	buf  []VerlRow
+	pw     *parquet.GenericWriter[VerlRow]
+	opts   VerlOptions
+	rows   int64
+	buf    []VerlRow
+	tokens []int
 }
 
 // NewVerlWriter returns a writer of a Parquet file to w; Close writes the
@@ -382,12 +565,22 @@ func (vw *VerlWriter) Write(rows ...schemas.RLState) error {
 	if _, err := vw.pw.Write(vw.buf); err != nil {
 		return fmt.Errorf("verl export: write rows %d-%d: %w", vw.rows, vw.rows+int64(len(rows))-1, err)
 	}
+	if vw.opts.Count != nil {
+		for _, r := range vw.buf {
+			vw.tokens = append(vw.tokens, ChatTokens(r.Prompt, vw.opts.Count))
+		}
+	}
 	vw.rows += int64(len(rows))
 	return nil
 }
 
 // Rows returns how many states were written.
 func (vw *VerlWriter) Rows() int64 { return vw.rows }
+
+// PromptTokens returns the prompt token count ([ChatTokens]) of every
+// row written, in order (nil without VerlOptions.Count). The caller must
+// not modify it.
+func (vw *VerlWriter) PromptTokens() []int { return vw.tokens }
 
 // Close flushes the last row group and writes the Parquet footer.
 func (vw *VerlWriter) Close() error {
@@ -405,4 +598,111 @@ func WriteVerl(w io.Writer, rows []schemas.RLState, opts VerlOptions) error {
 		return err
 	}
 	return vw.Close()
+}
+
+// Export file names under exports/<name>/v<N>/.
+const (
+	ShareGPTFile    = "sharegpt.jsonl"
+	DatasetInfoFile = "dataset_info.json"
+	VerlTrainFile   = "verl_train.parquet"
+	VerlValFile     = "verl_val.parquet"
+	// LlamaFactoryName is the dataset name dataset_info.json registers
+	// (and, with "_tools", the entry that declares the tools column).
+	LlamaFactoryName = "mlerl_sft"
+)
+
+// valSnapshotRefsKey lists, in an rl_states manifest's Extra["exports"],
+// the snapshots of the verl validation file.
+const valSnapshotRefsKey = "verl_val_snapshot_refs"
+
+// heldIn returns the rows of held-in tasks: exports are for training.
+func heldIn[T any](rows []T, split func(T) string) []T {
+	var out []T
+	for _, r := range rows {
+		if split(r) == schemas.HeldIn {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// exportConfig is what the stage's exports need: the tokenizer's count,
+// the verl prompt form and limit, and where warnings go.
+type exportConfig struct {
+	count           func(string) int
+	verlPrompt      PromptForm
+	maxPromptLength int
+	log             io.Writer
+}
+
+// sft writes the held-in examples as ShareGPT JSON Lines with the full
+// prompt, and LLaMA-Factory's dataset_info.json registering them.
+func (x exportConfig) sft(ctx context.Context, st store.Store, dir string, rows []schemas.SFTExample) ([]Attachment, map[string]any, []ExportStats, error) {
+	train := heldIn(rows, func(e schemas.SFTExample) string { return e.Split })
+	opts := DefaultShareGPTOptions()
+	opts.Count = x.count
+	var sw *ShareGPTWriter
+	a, err := writeAttachment(ctx, st, dir+"/"+ShareGPTFile, func(w io.Writer) error {
+		sw = NewShareGPTWriter(w, opts)
+		return sw.Write(train...)
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := writeAttachment(ctx, st, dir+"/"+DatasetInfoFile, func(w io.Writer) error {
+		return WriteDatasetInfo(w, LlamaFactoryName, ShareGPTFile)
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	es := NewExportStats(ShareGPTFile, "sharegpt", opts.Prompt, sw.PromptTokens(), 0, "the held-in examples")
+	return []Attachment{a, b}, map[string]any{"sharegpt": st.URI(a.Key), "dataset_info": st.URI(b.Key), "sharegpt_rows": len(train)}, []ExportStats{es}, nil
+}
+
+// rl writes the held-in states as verl's training file and val, the
+// held-out tasks' states, as its validation file, and warns when prompts
+// are longer than verl's max_prompt_length.
+func (x exportConfig) rl(ctx context.Context, st store.Store, dir string, rows, val []schemas.RLState, vc ValCounts) ([]Attachment, map[string]any, []ExportStats, error) {
+	files := []struct {
+		name, split, note string
+		rows              []schemas.RLState
+	}{
+		{VerlTrainFile, schemas.HeldIn, "the held-in states of rl_states", heldIn(rows, func(s schemas.RLState) string { return s.Split })},
+		{VerlValFile, schemas.HeldOut, fmt.Sprintf("%d held-out tasks: %d expert states of the rollout, %d initial states", vc.Tasks, vc.Rolled, vc.Initial), val},
+	}
+	var atts []Attachment
+	var stats []ExportStats
+	info := map[string]any{}
+	for _, f := range files {
+		opts := DefaultVerlOptions()
+		opts.Prompt, opts.Split, opts.Count = x.verlPrompt, f.split, x.count
+		var vw *VerlWriter
+		a, err := writeAttachment(ctx, st, dir+"/"+f.name, func(w io.Writer) error {
+			vw = NewVerlWriter(w, opts)
+			if err := vw.Write(f.rows...); err != nil {
+				return err
+			}
+			return vw.Close()
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		es := NewExportStats(f.name, "verl", opts.Prompt, vw.PromptTokens(), x.maxPromptLength, f.note)
+		if w := es.Warning(); w != "" {
+			fmt.Fprintf(x.log, "dataset: %s\n", w)
+		}
+		atts, stats = append(atts, a), append(stats, es)
+		key := strings.TrimSuffix(f.name, ".parquet")
+		info[key], info[key+"_rows"] = st.URI(a.Key), len(f.rows)
+	}
+	info["verl_prompt"] = x.verlPrompt
+	// Publish copies these with the version: no row of rl_states names them.
+	var refs []string
+	for _, s := range val {
+		if !slices.Contains(refs, s.SnapshotRef) {
+			refs = append(refs, s.SnapshotRef)
+		}
+	}
+	info[valSnapshotRefsKey] = refs
+	return atts, info, stats, nil
 }

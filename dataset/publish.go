@@ -60,9 +60,10 @@ type PublishResult struct {
 //   - the attachments listed in the manifest (stats.md, exports) are
 //     copied with the same check;
 //   - the blobs the rows reference (tasks' workspace and private trees,
-//     steps' and rl_states' snapshots, and every tree, file and undo
-//     backup these reach) are copied, each checked against its hash, so
-//     states stay restorable at the destination;
+//     steps' and rl_states' snapshots, the snapshots of rl_states' verl
+//     validation file, and every tree, file and undo backup these reach)
+//     are copied, each checked against its hash, so states stay
+//     restorable at the destination;
 //   - the manifest is written last, byte for byte, with an if-not-exists
 //     precondition: until then the version is invisible at dst.
 //
@@ -310,6 +311,10 @@ var refColumns = map[string]func(ctx context.Context, st store.Store, m *dataset
 		})
 	},
 	schemas.RLStates.Name: func(ctx context.Context, st store.Store, m *datasets.Manifest, add func(string)) error {
+		// The verl validation file's snapshots: held-out states, in no row.
+		for _, r := range valSnapshotRefs(m) {
+			add(r)
+		}
 		return datasets.Each(ctx, st, m, schemas.RLStates, func(rows []schemas.RLState) error {
 			for _, r := range rows {
 				add(r.SnapshotRef)
@@ -317,6 +322,25 @@ var refColumns = map[string]func(ctx context.Context, st store.Store, m *dataset
 			return nil
 		})
 	},
+}
+
+// valSnapshotRefs returns the snapshot references of the verl validation
+// file exported with an rl_states version (Extra["exports"], key
+// verl_val_snapshot_refs).
+func valSnapshotRefs(m *datasets.Manifest) []string {
+	ex, _ := m.Extra["exports"].(map[string]any)
+	var out []string
+	switch refs := ex[valSnapshotRefsKey].(type) {
+	case []string: // a manifest this process built
+		out = refs
+	case []any: // read back from JSON
+		for _, r := range refs {
+			if s, ok := r.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // blobRefs lists the distinct blob references in m's rows.

@@ -117,8 +117,8 @@ func TestPublishPullRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.NoOp || res.Files != 1 || res.Attachments != 2 || res.Blobs == 0 {
-		t.Errorf("publish: got %+v, want 1 file, 2 attachments (stats.md, verl export), some blobs", res)
+	if res.NoOp || res.Files != 1 || res.Attachments != 3 || res.Blobs == 0 {
+		t.Errorf("publish: got %+v, want 1 file, 3 attachments (stats.md, verl training and validation files), some blobs", res)
 	}
 	want, _ := readStates(t, f.st)
 	got, _ := readStates(t, shared)
@@ -131,10 +131,22 @@ func TestPublishPullRoundTrip(t *testing.T) {
 		}
 		checkRestorable(t, shared, got[i].SnapshotRef)
 	}
-	for _, key := range []string{"rl_states/v1/stats.md", "exports/rl_states/v1/" + VerlTrainFile} {
+	for _, key := range []string{"rl_states/v1/stats.md", "exports/rl_states/v1/" + VerlTrainFile, "exports/rl_states/v1/" + VerlValFile} {
 		if ok, err := store.Exists(ctx, shared, key); err != nil || !ok {
 			t.Errorf("%s not published (%v)", key, err)
 		}
+	}
+	// The validation file's states are in no row, and restorable too.
+	m, err := datasets.ReadManifest(ctx, f.st, "rl_states", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := valSnapshotRefs(m)
+	if len(refs) == 0 {
+		t.Errorf("rl_states manifest lists no validation snapshots")
+	}
+	for _, r := range refs {
+		checkRestorable(t, shared, r)
 	}
 
 	// Again: nothing to do.

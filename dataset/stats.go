@@ -1,7 +1,8 @@
 package dataset
 
 // The statistics report written beside each dataset version (stats.md, and
-// the same numbers as JSON in the manifest's Extra["stats"]).
+// the same numbers as JSON in the manifest's Extra["stats"]), with the
+// prompt lengths of the version's exports.
 
 import (
 	"fmt"
@@ -36,6 +37,54 @@ type Stats struct {
 	Outcomes       map[string]int `json:"outcomes"`
 	// Filter holds the builder's kept/dropped counts (SFTCounts or RLCounts).
 	Filter any `json:"filter"`
+	// Exports describes the files exported with the dataset.
+	Exports []ExportStats `json:"exports,omitempty"`
+}
+
+// ExportStats describes one export file: its rows and the token lengths
+// of its prompts as a chat template renders them ([ChatTokens]).
+type ExportStats struct {
+	File   string     `json:"file"`   // name under exports/<dataset>/v<N>/
+	Format string     `json:"format"` // "verl" or "sharegpt"
+	Prompt PromptForm `json:"prompt"`
+	Rows   int        `json:"rows"`
+	// Note says where the rows come from.
+	Note         string `json:"note,omitempty"`
+	PromptTokens Dist   `json:"prompt_tokens"`
+	// MaxPromptLength is the trainer's limit the prompts were checked
+	// against (verl's data.max_prompt_length; 0: none), and OverLimit the
+	// rows longer than it.
+	MaxPromptLength int `json:"max_prompt_length,omitempty"`
+	OverLimit       int `json:"over_limit"`
+}
+
+// NewExportStats summarises an export's prompt token counts and checks
+// them against maxLen (0: no check).
+func NewExportStats(file, format string, form PromptForm, tokens []int, maxLen int, note string) ExportStats {
+	e := ExportStats{File: file, Format: format, Prompt: form, Rows: len(tokens), Note: note, MaxPromptLength: maxLen}
+	xs := make([]float64, len(tokens))
+	for i, n := range tokens {
+		xs[i] = float64(n)
+		if maxLen > 0 && n > maxLen {
+			e.OverLimit++
+		}
+	}
+	e.PromptTokens = NewDist(xs, tokenEdges)
+	return e
+}
+
+// Warning is the line to print when prompts exceed MaxPromptLength (""
+// when none does).
+func (e ExportStats) Warning() string {
+	if e.OverLimit == 0 {
+		return ""
+	}
+	fix := fmt.Sprintf("raise data.max_prompt_length to %.0f or more", e.PromptTokens.Max)
+	if e.Prompt == PromptFull {
+		fix += " or export the compact prompt (verl_prompt: compact)"
+	}
+	return fmt.Sprintf("warning: %d of %d prompts of %s are longer than verl's data.max_prompt_length %d tokens (longest %.0f): verl drops them (filter_overlong_prompts) or stops (truncation: error); %s",
+		e.OverLimit, e.Rows, e.File, e.MaxPromptLength, e.PromptTokens.Max, fix)
 }
 
 // TaskRows counts one task's rows.
@@ -138,12 +187,51 @@ func (s Stats) WriteMarkdown(w io.Writer) error {
 	writeDist(&b, "Step index", s.StepIndex, "%.0f")
 	writeDist(&b, "Expert step reward", s.Reward, "%.3g")
 	fmt.Fprintf(&b, "Outcomes: %s\n", countsLine(s.Outcomes))
+	if len(s.Exports) > 0 {
+		b.WriteString("\n")
+	}
+	for _, e := range s.Exports {
+		writeExport(&b, e)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
+// writeExport renders an export's section: what its prompts are, their
+// token lengths, and the check against the trainer's limit.
+func writeExport(b *strings.Builder, e ExportStats) {
+	shape := "compact, one user message (the policy's input)"
+	if e.Prompt == PromptFull {
+		shape = "full, a system message (role, tools, answer format) and a user message (the state)"
+	}
+	if e.Format == "sharegpt" {
+		shape += ", as the system column and the human turn"
+	}
+	fmt.Fprintf(b, "## Export %s: prompt tokens\n\n", e.File)
+	fmt.Fprintf(b, "%d rows", e.Rows)
+	if e.Note != "" {
+		fmt.Fprintf(b, " (%s)", e.Note)
+	}
+	fmt.Fprintf(b, ". Prompt: %s. ", shape)
+	b.WriteString("Tokens: Qwen3's, of the messages in ChatML with the generation prompt (`<|im_start|>role\\n...<|im_end|>\\n` per message, then `<|im_start|>assistant\\n`), as `apply_chat_template(prompt, add_generation_prompt=True)` counts them.\n\n")
+	if e.MaxPromptLength > 0 {
+		if w := e.Warning(); w != "" {
+			fmt.Fprintf(b, "**%s**\n\n", strings.TrimPrefix(w, "warning: "))
+		} else if e.Rows > 0 {
+			fmt.Fprintf(b, "Every prompt fits verl's data.max_prompt_length %d.\n\n", e.MaxPromptLength)
+		}
+	}
+	writeDistBody(b, e.PromptTokens, "%.0f")
+}
+
 func writeDist(b *strings.Builder, title string, d Dist, f string) {
 	fmt.Fprintf(b, "## %s\n\n", title)
+	writeDistBody(b, d, f)
+}
+
+// writeDistBody renders a distribution: its order statistics and the
+// histogram of its non-empty range of bins.
+func writeDistBody(b *strings.Builder, d Dist, f string) {
 	if d.N == 0 {
 		b.WriteString("(no rows)\n\n")
 		return

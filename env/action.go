@@ -78,6 +78,21 @@ func ActionArgs(name string) []string {
 	return out
 }
 
+// ActionArgType returns the JSON Schema type of an action's argument:
+// "integer" for line numbers, "string" otherwise, "" when the action has
+// no such argument.
+func ActionArgType(name, arg string) string {
+	for _, a := range actionArgs[name] {
+		if a.name == arg {
+			if a.kind == argLine {
+				return "integer"
+			}
+			return "string"
+		}
+	}
+	return ""
+}
+
 // Action is one parsed agent action. Name is one of the action constants;
 // only the fields of that action's arguments are meaningful (the others
 // are zero). Line numbers are 1-based and inclusive.

@@ -172,10 +172,10 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 
 	fmt.Fprintf(w, "## Plots\n\n")
 	captions := map[string]string{
-		DeltaPlot:    "delta_r per task and method (held-out tasks first; intervals in the tables)",
+		DeltaPlot:    "delta_r per task and method with 95% intervals (held-out tasks first; a flat mark is 0 or too small for a bar, n/a an undefined delta_r)",
 		SFTPlot:      "SFT: training loss per update and validation loss per epoch",
 		PPOPlot:      "PPO: mean reward and losses per update",
-		TimePlot:     "time and cost per trajectory, per method",
+		TimePlot:     "time per trajectory, per method, and LLM cost when any method paid for tokens",
 		ActionsPlot:  "actions per method (share of steps)",
 		OutcomesPlot: "outcome classes per method (share of steps)",
 	}

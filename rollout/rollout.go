@@ -306,6 +306,9 @@ func Run(ctx context.Context, cfg Config) error {
 	runErr := eg.Wait()
 	close(results)
 	wg.Wait()
+	if ctx.Err() != nil && writeErr == nil { // a signal: the finished trajectories are written
+		return bar.Interrupted(ctx.Err(), w.written, "trajectories", "rerun the same command to resume (the pending version keeps them)")
+	}
 	bar.Done()
 	if err := errors.Join(runErr, writeErr); err != nil {
 		return fmt.Errorf("rollout: %w (rerun the same command to resume; finished trajectories are kept)", err)
@@ -476,7 +479,9 @@ func newRunner(ctx context.Context, cfg Config) (sandbox.Runner, string, func(),
 		return nil, "", nil, err
 	}
 	r := sandbox.New(ctx, python, cfg.Warm, func(err error) {
-		fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
+		if ctx.Err() == nil { // else the run is stopping: not worth a line
+			fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
+		}
 	})
 	return r, python, func() { r.Close() }, nil
 }
@@ -517,6 +522,7 @@ type partWriter struct {
 	shard, shards int
 	seq, every    int
 	buf           []*agents.Episode
+	written       int // trajectories written by this run
 }
 
 func partName(shard, shards, seq int) string {
@@ -524,6 +530,9 @@ func partName(shard, shards, seq int) string {
 }
 
 func (w *partWriter) consume(ctx context.Context, in <-chan *agents.Episode) error {
+	// Finished trajectories are written even when the run is interrupted:
+	// they took minutes, the write takes a moment.
+	ctx = context.WithoutCancel(ctx)
 	var err error
 	for ep := range in {
 		if err != nil {
@@ -557,6 +566,7 @@ func (w *partWriter) flush(ctx context.Context) error {
 		return err
 	}
 	w.seq++
+	w.written += len(trajs)
 	w.buf = w.buf[:0]
 	return nil
 }

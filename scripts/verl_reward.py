@@ -6,15 +6,28 @@ environment and reward: the action is sent to `mlerl serve-env`, which
 restores the expert state's snapshot in a sandbox, carries the action out
 and answers the reward (the same terms `mlerl train ppo` uses).
 
-Use it with the verl export of `mlerl dataset` (rows carry
+Use it with the verl export of `mlerl dataset`: the training file
+exports/rl_states/vN/verl_train.parquet (held-in states; rows carry
 extra_info.state_id and reward_model.ground_truth, a JSON object holding
-the snapshot_ref):
+the snapshot_ref) and the validation file verl_val.parquet beside it
+(held-out tasks' states; no state_id, since they are in no rl_states
+dataset, so this adapter sends the ground truth's snapshot_ref, which
+serve-env accepts with or without --rl_states):
 
-    mlerl serve-env --data gs://bucket/data --rl_states rl_states --addr :8080
+    mlerl serve-env --data gs://bucket/data --rl_states rl_states/vN --addr :8080
     python3 -m verl.trainer.main_ppo \\
-        data.train_files=.../exports/rl_states/vN/verl.parquet \\
+        data.train_files=.../exports/rl_states/vN/verl_train.parquet \\
+        data.val_files=.../exports/rl_states/vN/verl_val.parquet \\
+        data.max_prompt_length=512 \\
         custom_reward_function.path=scripts/verl_reward.py \\
         custom_reward_function.name=compute_score ...
+
+The prompt column holds the compact prompt (one user message) unless the
+dataset stage ran with verl_prompt: full (a system and a user message,
+4-8k tokens); rl_states/vN/stats.md gives each file's prompt lengths as
+a Qwen3 chat template counts them: set data.max_prompt_length to at
+least the longest, or verl drops (filter_overlong_prompts) or refuses
+(truncation: error) the longer rows.
 
 Settings (environment variables of the verl reward workers):
   MLERL_ENV_URL      serve-env's base URL (default http://127.0.0.1:8080)

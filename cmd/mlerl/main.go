@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/progress"
 )
 
 // commands holds the constructors of the subcommands; each file of this
@@ -48,13 +49,31 @@ func newRootCommand() *cobra.Command {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "mlerl: %v\n", err)
+	if cmd, err := newRootCommand().ExecuteContextC(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, errorLine(ctx, cmd, err))
 		var ee *exitError
 		if errors.As(err, &ee) {
 			os.Exit(ee.code)
 		}
 		os.Exit(1)
+	}
+}
+
+// errorLine is the one line a failed command leaves on stderr. A stage
+// stopped by a signal says so and what a rerun does, in its own words
+// when it reports how far it got (progress.InterruptedError).
+func errorLine(ctx context.Context, cmd *cobra.Command, err error) string {
+	switch {
+	case ctx.Err() == nil || !errors.Is(err, context.Canceled):
+		return fmt.Sprintf("mlerl: %v", err)
+	case progress.IsInterrupted(err):
+		return err.Error()
+	case cmd == nil:
+		return fmt.Sprintf("mlerl: interrupted (%v)", err)
+	case strings.Contains(err.Error(), "rerun"): // the stage says what a rerun does
+		return fmt.Sprintf("%s: interrupted: %v", cmd.CommandPath(), err)
+	default:
+		return fmt.Sprintf("%s: interrupted (%v); rerun the same command to finish: a stage resumes its pending version, and committed versions are never rewritten", cmd.CommandPath(), err)
 	}
 }
 

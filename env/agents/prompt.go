@@ -336,10 +336,7 @@ func fit(head string, script, hist []string, tail string, budget int, count Coun
 // Full renders the MLAgentBench-style prompt within budget tokens.
 func Full(s State, budget int, count Counter) string {
 	var head strings.Builder
-	head.WriteString("You are a helpful research assistant. You have access to the following tools:\n")
-	for _, name := range env.ActionNames() {
-		fmt.Fprintf(&head, "- %s: %s\n    Usage: Action: %s; Action Input: {%s}\n", name, toolDoc[name], name, argList(name))
-	}
+	head.WriteString(fullTools)
 	fmt.Fprintf(&head, "\nResearch Problem (%s, metric %s, %s):\n%s\n", s.TaskID, s.Metric, direction(s.Direction), strings.TrimSpace(s.Description))
 	fmt.Fprintf(&head, "\nThe initial train.py scores %.4f on the hidden test set; the current workspace scores %.4f; best so far %s. You have used %d of %d steps.\n",
 		s.MInit, s.Current, score(s.Best), s.Step, s.MaxSteps)
@@ -349,18 +346,70 @@ func Full(s State, budget int, count Counter) string {
 			fmt.Fprintf(&head, "%d. %s\n", i+1, p)
 		}
 	}
-	tail := `
+	tail := fullFormat
+	hist := make([]string, len(s.History))
+	for i, st := range s.History {
+		hist[i] = fmt.Sprintf("\nStep %d:\n%s\nObservation:\n```\n%s\n```\n", i+1, strings.TrimSpace(st.ActionText), clip(strings.TrimSpace(st.Observation), 2000))
+	}
+	return fit(head.String(), nil, hist, tail, budget, count, "", "\nHere are the actions and observations so far:\n")
+}
+
+// The fixed parts of every full prompt: the tool list it starts with and
+// the answer format it ends with.
+var (
+	fullTools  = toolList()
+	fullFormat = `
 Always respond in this format exactly:
 Reflection: What does the observation mean? If there is an error, what caused the error and how to debug?
 Thought: What you are currently doing, what actions to perform and why
 Action: the action to take, should be one of the names of the tools
 Action Input: the input to the action as a valid JSON string
 `
-	hist := make([]string, len(s.History))
-	for i, st := range s.History {
-		hist[i] = fmt.Sprintf("\nStep %d:\n%s\nObservation:\n```\n%s\n```\n", i+1, strings.TrimSpace(st.ActionText), clip(strings.TrimSpace(st.Observation), 2000))
+)
+
+func toolList() string {
+	var b strings.Builder
+	b.WriteString("You are a helpful research assistant. You have access to the following tools:\n")
+	for _, name := range env.ActionNames() {
+		fmt.Fprintf(&b, "- %s: %s\n    Usage: Action: %s; Action Input: {%s}\n", name, toolDoc[name], name, argList(name))
 	}
-	return fit(head.String(), nil, hist, tail, budget, count, "", "\nHere are the actions and observations so far:\n")
+	return b.String()
+}
+
+// FullInstructions returns the fixed parts of every [Full] prompt: tools,
+// the role and tool list it starts with, and format, the answer format it
+// ends with. What lies between is the state (research problem, scores,
+// plan, history), so an export can put tools and format in a system
+// message and the state alone in the user's.
+func FullInstructions() (tools, format string) { return fullTools, fullFormat }
+
+// Tool describes an action as a function for tool-calling trainers: its
+// name, what it does, and a JSON Schema of its Action Input.
+type Tool struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters"`
+}
+
+// Tools describes every action, in [env.ActionNames] order: the
+// descriptions of the full prompt, every argument required (line numbers
+// positive integers, other arguments strings).
+func Tools() []Tool {
+	var out []Tool
+	for _, name := range env.ActionNames() {
+		props := map[string]any{}
+		args := env.ActionArgs(name)
+		for _, a := range args {
+			p := map[string]any{"type": env.ActionArgType(name, a)}
+			if p["type"] == "integer" {
+				p["minimum"] = 1
+			}
+			props[a] = p
+		}
+		out = append(out, Tool{Name: name, Description: toolDoc[name],
+			Parameters: map[string]any{"type": "object", "properties": props, "required": args}})
+	}
+	return out
 }
 
 var toolDoc = map[string]string{

@@ -2,8 +2,11 @@ package agents
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mlerl/mlerl/env"
 )
 
 func state(steps int) State {
@@ -112,5 +115,48 @@ func TestPlanFromCompact(t *testing.T) {
 	}
 	if got := PlanFromCompact("Task: x\nAnswer with Reflection, Thought, Action, Action Input.\n"); got != nil {
 		t.Errorf("no plan: got %q", got)
+	}
+}
+
+// TestFullInstructions: every full prompt is the tool list, the state and
+// the answer format, so exports can move the fixed parts to a system
+// message and lose nothing.
+func TestFullInstructions(t *testing.T) {
+	tools, format := FullInstructions()
+	for _, steps := range []int{0, 2, 14} {
+		p := Full(state(steps), 900, ApproxCounter)
+		if !strings.HasPrefix(p, tools) || !strings.HasSuffix(p, format) || len(p) <= len(tools)+len(format) {
+			t.Errorf("%d steps: the full prompt is not tools + state + format:\n%s", steps, p)
+		}
+		if mid := p[len(tools) : len(p)-len(format)]; !strings.HasPrefix(mid, "\nResearch Problem") {
+			t.Errorf("%d steps: the state starts %q, want the research problem", steps, mid[:min(40, len(mid))])
+		}
+	}
+	for _, name := range env.ActionNames() {
+		if !strings.Contains(tools, "- "+name+": ") {
+			t.Errorf("tool list lacks %s", name)
+		}
+	}
+}
+
+func TestTools(t *testing.T) {
+	tools := Tools()
+	if len(tools) != len(env.ActionNames()) {
+		t.Fatalf("%d tools, want one per action (%d)", len(tools), len(env.ActionNames()))
+	}
+	for i, tool := range tools {
+		name := env.ActionNames()[i]
+		props, _ := tool.Parameters["properties"].(map[string]any)
+		required, _ := tool.Parameters["required"].([]string)
+		if tool.Name != name || tool.Description == "" || tool.Parameters["type"] != "object" || len(props) != len(env.ActionArgs(name)) || !slices.Equal(required, env.ActionArgs(name)) {
+			t.Errorf("tool %d = %+v, want %s with its arguments %v required", i, tool, name, env.ActionArgs(name))
+		}
+	}
+	inspect := tools[2].Parameters["properties"].(map[string]any)
+	if got := inspect["start_line_number"].(map[string]any)["type"]; got != "integer" {
+		t.Errorf("start_line_number type %v, want integer", got)
+	}
+	if got := inspect["script_name"].(map[string]any)["type"]; got != "string" {
+		t.Errorf("script_name type %v, want string", got)
 	}
 }
