@@ -86,11 +86,12 @@ var (
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.0", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.0", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
+	Experiments  = Info{Name: "experiments", Version: "1.0", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
 func All() []Info {
-	return []Info{Tasks, Ideas, Trajectories, Steps, SFTExamples, RLStates, EvalResults}
+	return []Info{Tasks, Ideas, Trajectories, Steps, SFTExamples, RLStates, EvalResults, Experiments}
 }
 
 // ByName returns the schema with the given name.
@@ -303,4 +304,38 @@ type EvalResult struct {
 	CostUSD    float64  `parquet:"cost_usd"`
 	Actions    []string `parquet:"actions,list"`
 	Outcomes   []string `parquet:"outcomes,list"`
+}
+
+// ExperimentRow is a row of the experiments dataset (`mlerl experiment`):
+// one evaluation trajectory of one arm of the grid, trained and evaluated
+// with one seed, with what the arm's cell cost.
+type ExperimentRow struct {
+	Grid       string   `parquet:"grid"`
+	Arm        string   `parquet:"arm"`
+	Seed       int64    `parquet:"seed"`
+	Method     string   `parquet:"method"` // the evaluated method: initial, random, expert, sft, sft+ppo
+	TaskID     string   `parquet:"task_id"`
+	Split      string   `parquet:"split"`
+	Metric     string   `parquet:"metric"`
+	Direction  string   `parquet:"direction"`
+	Trajectory int32    `parquet:"trajectory"`
+	MInit      float64  `parquet:"m_init"`
+	FinalScore float64  `parquet:"final_score"`
+	BestScore  *float64 `parquet:"best_score,optional"`
+	// DeltaR is beta * (final - m_init) / m_init (beta -1 for lower-is-better).
+	DeltaR float64 `parquet:"delta_r"`
+	Steps  int32   `parquet:"steps"`
+	// ValidActions counts steps whose action parsed and was carried out
+	// (not a format error, a refused action or an invalid edit).
+	ValidActions int32 `parquet:"valid_actions"`
+	// The cell's costs (the same on every row of the cell): wall and CPU
+	// seconds of its training and of its evaluation, children included.
+	TrainWallS float64 `parquet:"train_wall_s"`
+	TrainCPUS  float64 `parquet:"train_cpu_s"`
+	EvalWallS  float64 `parquet:"eval_wall_s"`
+	EvalCPUS   float64 `parquet:"eval_cpu_s"`
+	// RewardCurve is the PPO arm's mean reward per update (empty for other arms).
+	RewardCurve []float64 `parquet:"reward_curve,list"`
+	// ValidCurve is the PPO arm's valid-action rate per update.
+	ValidCurve []float64 `parquet:"valid_curve,list"`
 }

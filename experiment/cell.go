@@ -1,0 +1,252 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// A cell is what one seed of one arm (or of every baseline arm at once)
+// costs: its training, then its evaluation, each a process of the mlerl
+// binary, exactly as a user runs the stages.
+type cell struct {
+	kind string // KindBaseline (every baseline arm), KindSFT or KindPPO
+	seed int
+	arms []Arm
+}
+
+// plan lists the cells seed by seed: the baselines, the SFT policy (whose
+// checkpoint every PPO arm of the seed starts from), then each PPO arm.
+func plan(cfg Config, arms []Arm) []cell {
+	var out []cell
+	for _, seed := range cfg.Seeds {
+		var base []Arm
+		for _, a := range arms {
+			if a.Kind == KindBaseline {
+				base = append(base, a)
+			}
+		}
+		if len(base) > 0 {
+			out = append(out, cell{kind: KindBaseline, seed: seed, arms: base})
+		}
+		for _, a := range arms {
+			if a.Kind != KindBaseline {
+				out = append(out, cell{kind: a.Kind, seed: seed, arms: []Arm{a}})
+			}
+		}
+	}
+	return out
+}
+
+func (c cell) name() string {
+	if c.kind == KindBaseline {
+		return fmt.Sprintf("baselines-s%d", c.seed)
+	}
+	return fmt.Sprintf("%s-s%d", c.arms[0].Name, c.seed)
+}
+
+func (c cell) part() string { return "cell-" + c.name() + ".parquet" }
+
+// usage is what a cell's processes took.
+type usage struct{ wallS, cpuS float64 }
+
+func (u *usage) add(v usage) { u.wallS, u.cpuS = u.wallS+v.wallS, u.cpuS+v.cpuS }
+
+// stage runs `bin args...` with its output in logs/<cell>-<what>.log, and
+// measures its wall time and CPU time (user and system, the processes it
+// waited for included: its sandboxed scripts and grader runs). A signal
+// to the experiment reaches the stage as SIGTERM, which saves its state.
+func stage(ctx context.Context, cfg Config, logDir, name string, args ...string) (usage, error) {
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return usage{}, err
+	}
+	path := filepath.Join(logDir, name+".log")
+	f, err := os.Create(path)
+	if err != nil {
+		return usage{}, err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "# %s %s\n", cfg.Bin, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, cfg.Bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 60 * time.Second
+	start := time.Now()
+	err = cmd.Run()
+	u := usage{wallS: time.Since(start).Seconds()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru != nil {
+		u.cpuS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	if err != nil {
+		return u, fmt.Errorf("%s %s: %v; the end of %s:\n%s", filepath.Base(cfg.Bin), args[0], err, path, tail(path, 12))
+	}
+	return u, nil
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// run trains and evaluates the cell and returns its rows.
+func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer) ([]schemas.ExperimentRow, error) {
+	b := Budgets[cfg.Budget]
+	seed := fmt.Sprint(c.seed)
+	ck := fmt.Sprintf("checkpoints/xp-%s/s%d", cfg.Name, c.seed)
+	logs := filepath.Join(reportDir(cfg), "logs")
+	evalOut := fmt.Sprintf("xp-%s-%s", cfg.Name, c.name())
+	var train, eval usage
+	evalArgs := []string{"evaluate", "--data", cfg.Data, "--seed", seed, "--out", evalOut,
+		"--report", filepath.Join(reportDir(cfg), "cells", c.name())}
+	evalArgs = append(evalArgs, b.Evaluate...)
+	sft := func() error {
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, b.SFT...)...)
+		if c.kind == KindSFT {
+			train.add(u)
+		}
+		return err
+	}
+	fmt.Fprintf(log, "experiment: cell %s\n", c.name())
+	switch c.kind {
+	case KindBaseline:
+		var methods []string
+		for _, a := range c.arms {
+			methods = append(methods, a.Method)
+		}
+		evalArgs = append(evalArgs, "--methods", strings.Join(methods, ","))
+	case KindSFT:
+		if err := sft(); err != nil {
+			return nil, err
+		}
+		evalArgs = append(evalArgs, "--methods", "sft", "--sft", ck+"/sft")
+	case KindPPO:
+		if err := sft(); err != nil { // a no-op when the seed's SFT cell ran
+			return nil, err
+		}
+		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, b.PPO...)
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", append(args, c.arms[0].Flags...)...)
+		train.add(u)
+		if err != nil {
+			return nil, err
+		}
+		evalArgs = append(evalArgs, "--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name)
+	}
+	u, err := stage(ctx, cfg, logs, c.name()+"-evaluate", evalArgs...)
+	eval.add(u)
+	if err != nil {
+		return nil, err
+	}
+	m, err := datasets.Latest(ctx, st, evalOut)
+	if err != nil {
+		return nil, err
+	}
+	results, err := datasets.ReadAll[schemas.EvalResult](ctx, st, m, schemas.EvalResults)
+	if err != nil {
+		return nil, err
+	}
+	var curve, valid []float64
+	if c.kind == KindPPO {
+		if curve, valid, err = ppoCurves(ctx, st, ck+"/"+c.arms[0].Name); err != nil {
+			return nil, err
+		}
+	}
+	arm := map[string]string{}
+	for _, a := range c.arms {
+		switch a.Kind {
+		case KindBaseline:
+			arm[a.Method] = a.Name
+		case KindSFT:
+			arm["sft"] = a.Name
+		case KindPPO:
+			arm["sft+ppo"] = a.Name
+		}
+	}
+	var rows []schemas.ExperimentRow
+	for _, r := range results {
+		name, ok := arm[r.Method]
+		if !ok {
+			continue
+		}
+		rows = append(rows, schemas.ExperimentRow{Grid: cfg.Name, Arm: name, Seed: int64(c.seed), Method: r.Method, TaskID: r.TaskID, Split: r.Split,
+			Metric: r.Metric, Direction: r.Direction, Trajectory: r.Trajectory, MInit: r.MInit, FinalScore: r.FinalScore, BestScore: r.BestScore,
+			DeltaR: deltaR(r.Direction, r.MInit, r.FinalScore), Steps: r.Steps, ValidActions: validActions(r.Outcomes),
+			TrainWallS: train.wallS, TrainCPUS: train.cpuS, EvalWallS: eval.wallS, EvalCPUS: eval.cpuS,
+			RewardCurve: curve, ValidCurve: valid})
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s holds no rows of the cell's methods", m.URI)
+	}
+	return rows, nil
+}
+
+// deltaR is ML-Agent's relative gain: beta (final - m_init) / m_init,
+// beta -1 for lower-is-better metrics.
+func deltaR(direction string, mInit, final float64) float64 {
+	if mInit == 0 {
+		return 0
+	}
+	d := (final - mInit) / mInit
+	if direction == schemas.LowerIsBetter {
+		return -d
+	}
+	return d
+}
+
+// validActions counts the steps whose action the environment carried out.
+func validActions(outcomes []string) int32 {
+	n := int32(0)
+	for _, o := range outcomes {
+		switch o {
+		case "format_error", "invalid_action", "invalid_edit":
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// ppoCurves reads a PPO run's mean reward and valid-action rate per update.
+func ppoCurves(ctx context.Context, st store.Store, dir string) (reward, valid []float64, err error) {
+	b, err := store.ReadAll(ctx, st, dir+"/metrics.jsonl")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		r, ok := m["charts/reward_mean"].(float64)
+		if !ok {
+			continue
+		}
+		v, _ := m["charts/valid_action_rate"].(float64)
+		reward, valid = append(reward, r), append(valid, v)
+	}
+	return reward, valid, nil
+}
+
+// reportDir is where the report, the cells' evaluation reports and the
+// stages' logs go.
+func reportDir(cfg Config) string {
+	if cfg.Report != "" {
+		return cfg.Report
+	}
+	if strings.Contains(cfg.Data, "://") {
+		return filepath.Join(".", "experiment-"+cfg.Name)
+	}
+	return filepath.Join(cfg.Data, "reports", "experiment-"+cfg.Name)
+}

@@ -1,0 +1,279 @@
+package experiment
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Config is the config of `mlerl experiment`: a grid of arms x seeds.
+type Config struct {
+	Data string `yaml:"data" help:"data root with tasks, ideas, rl_states and sft_examples (make ingest rollout dataset)"`
+	Name string `yaml:"name" help:"grid name: prefix of its checkpoints, eval datasets and report"`
+	Out  string `yaml:"out" help:"dataset the grid's rows are written to"`
+	// Budget picks the training and evaluation sizes (see Budgets).
+	Budget string `yaml:"budget" help:"small (minutes: held-out tasks, 2 trajectories of 4 steps, short training) or full (hours: held-out and held-in, 4 of 8)"`
+	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
+	// Arms names the built-in arms to run (DefaultArms); ExtraArms adds
+	// PPO ablations of sft+ppo, each "name: flags of train ppo".
+	Arms      []string `yaml:"arms" help:"built-in arms to run: initial, random, expert, sft, sft+ppo, no-duration, sparse, episode-wise, no-format"`
+	ExtraArms []string `yaml:"extra_arms" help:"more PPO ablations of sft+ppo, each 'name: --flag value ...' (flags of train ppo)"`
+	// Bin runs the stages as a user does, one process each, so that each
+	// cell's wall and CPU time (its scripts included) are measured.
+	Bin    string `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
+	Report string `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
+}
+
+// Arm is one line of the grid.
+type Arm struct {
+	Name string `yaml:"name" help:"the arm's name in the report"`
+	// Kind: a baseline evaluated as it is (initial, random, expert), the
+	// SFT policy, or SFT then PPO with Flags added to `mlerl train ppo`.
+	Kind string `yaml:"kind" help:"baseline, sft or ppo"`
+	// Method is the baseline's evaluate method (initial, random, expert).
+	Method string `yaml:"method" help:"baseline: initial, random or expert"`
+	// Flags are passed to `mlerl train ppo` (kind ppo): the ablation.
+	Flags []string `yaml:"flags" help:"ppo: extra flags of train ppo, e.g. --duration_weighting=false"`
+	// AblationOf names the arm this one is compared with, and Paper what
+	// the papers report for it, for the claims table.
+	AblationOf string `yaml:"ablation_of" help:"the arm this arm ablates (the claims table compares them)"`
+	Paper      string `yaml:"paper" help:"what the papers report for the ablation (shown beside the verdict)"`
+}
+
+// Arm kinds.
+const (
+	KindBaseline = "baseline"
+	KindSFT      = "sft"
+	KindPPO      = "ppo"
+)
+
+// DefaultArms is the issue's grid: the three baselines, SFT, SFT then
+// step-wise PPO, and four ablations of it.
+func DefaultArms() []Arm {
+	return []Arm{
+		{Name: "initial", Kind: KindBaseline, Method: "initial"},
+		{Name: "random", Kind: KindBaseline, Method: "random"},
+		{Name: "expert", Kind: KindBaseline, Method: "expert"},
+		{Name: "sft", Kind: KindSFT},
+		{Name: "sft+ppo", Kind: KindPPO},
+		{Name: "no-duration", Kind: KindPPO, Flags: []string{"--duration_weighting=false"}, AblationOf: "sft+ppo",
+			Paper: "duration-aware weighting: +3.9% over plain PPO (RL for MLE agents)"},
+		{Name: "sparse", Kind: KindPPO, Flags: []string{"--env.instrument=false"}, AblationOf: "sft+ppo",
+			Paper: "partial credit from instrumentation: +22% (RL for MLE agents)"},
+		{Name: "episode-wise", Kind: KindPPO, Flags: []string{"--mode=episode"}, AblationOf: "sft+ppo",
+			Paper: "step-wise RL beats episode-wise RL (ML-Agent)"},
+		{Name: "no-format", Kind: KindPPO, Flags: []string{"--env.reward.format=false"}, AblationOf: "sft+ppo",
+			Paper: "the agentic reward without its format term does worse (ML-Agent)"},
+	}
+}
+
+// Budget sizes one run of the grid: the flags each stage gets.
+type Budget struct {
+	SFT, PPO, Evaluate []string
+}
+
+// Budgets are the built-in sizes. Small finishes in minutes on 2 cores;
+// full in a few hours.
+var Budgets = map[string]Budget{
+	"small": {
+		SFT:      []string{"--epochs=2", "--max_steps=60"},
+		PPO:      []string{"--updates=2", "--batch_size=8", "--gen_batch=8", "--minibatches=2", "--workers=2", "--episode_steps=2", "--checkpoint_every=2"},
+		Evaluate: []string{"--splits=held-out", "--per_task=2", "--policy_per_task=2", "--env.max_steps=4"},
+	},
+	"full": {
+		SFT:      []string{"--epochs=4"},
+		PPO:      []string{"--updates=8", "--batch_size=16", "--gen_batch=8", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=4"},
+		Evaluate: []string{"--splits=held-out,held-in", "--per_task=4", "--policy_per_task=4", "--env.max_steps=8"},
+	},
+}
+
+// DefaultConfig is the issue's grid with the small budget and 2 seeds;
+// `--budget full --seeds 1,2,3` is the run BENCHMARKS.md reports.
+func DefaultConfig() Config {
+	var names []string
+	for _, a := range DefaultArms() {
+		names = append(names, a.Name)
+	}
+	return Config{Data: "./data", Name: "grid", Out: schemas.Experiments.Name, Budget: "small", Seeds: []int{1, 2}, Arms: names}
+}
+
+// arms resolves the config's arm names and extra arms.
+func (c Config) arms() ([]Arm, error) {
+	builtin := map[string]Arm{}
+	for _, a := range DefaultArms() {
+		builtin[a.Name] = a
+	}
+	var out []Arm
+	for i, name := range c.Arms {
+		a, ok := builtin[name]
+		if !ok {
+			return nil, config.Errorf("arms", c.Arms, "item %d %q is not a built-in arm (%s); add PPO ablations with extra_arms", i+1, name, strings.Join(slices.Sorted(maps.Keys(builtin)), ", "))
+		}
+		out = append(out, a)
+	}
+	for i, spec := range c.ExtraArms {
+		name, flags, ok := strings.Cut(spec, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.TrimSpace(flags) == "" {
+			return nil, config.Errorf("extra_arms", c.ExtraArms, "item %d %q: want 'name: --flag value ...'", i+1, spec)
+		}
+		out = append(out, Arm{Name: name, Kind: KindPPO, Flags: strings.Fields(flags), AblationOf: "sft+ppo", Paper: "(your ablation)"})
+	}
+	return out, nil
+}
+
+// Validate checks the config, each failure one line naming the key.
+func (c Config) Validate() error {
+	switch {
+	case c.Data == "":
+		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
+	case c.Name == "" || strings.ContainsAny(c.Name, "/ \\"):
+		return config.Errorf("name", c.Name, "must be a word without slashes or spaces (it prefixes folders and dataset names)")
+	case c.Out == "":
+		return config.Errorf("out", c.Out, "must name the dataset to write")
+	case len(c.Seeds) == 0:
+		return config.Errorf("seeds", c.Seeds, "must list at least one seed (two or more give intervals over seeds)")
+	case len(c.Arms)+len(c.ExtraArms) == 0:
+		return config.Errorf("arms", c.Arms, "must list at least one arm")
+	}
+	if _, ok := Budgets[c.Budget]; !ok {
+		return config.Errorf("budget", c.Budget, "want small or full")
+	}
+	for i, seed := range c.Seeds {
+		if slices.Index(c.Seeds, seed) < i {
+			return config.Errorf("seeds", c.Seeds, "%d is listed twice", seed)
+		}
+	}
+	arms, err := c.arms()
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for i, a := range arms {
+		key := fmt.Sprintf("arms[%d]", i)
+		switch {
+		case a.Name == "" || strings.ContainsAny(a.Name, "/ \\"):
+			return config.Errorf(key+".name", a.Name, "must be a word without slashes or spaces")
+		case names[a.Name]:
+			return config.Errorf(key+".name", a.Name, "is listed twice")
+		case a.Kind != KindBaseline && a.Kind != KindSFT && a.Kind != KindPPO:
+			return config.Errorf(key+".kind", a.Kind, "want baseline, sft or ppo")
+		case a.Kind == KindBaseline && !slices.Contains([]string{"initial", "random", "expert"}, a.Method):
+			return config.Errorf(key+".method", a.Method, "want initial, random or expert for a baseline")
+		case a.Kind != KindPPO && len(a.Flags) > 0:
+			return config.Errorf(key+".flags", a.Flags, "only ppo arms take train ppo flags")
+		}
+		names[a.Name] = true
+	}
+	for _, a := range arms {
+		if a.AblationOf != "" && !names[a.AblationOf] {
+			return config.Errorf("arms", c.Arms, "%s is an ablation of %s, which the grid does not run", a.Name, a.AblationOf)
+		}
+	}
+	return nil
+}
+
+// Run is `mlerl experiment`: it trains and evaluates every arm with every
+// seed, one cell at a time, each stage in its own process, and writes the
+// grid's rows to the experiments dataset and its report. A cell's rows
+// are a part file of the pending version: a rerun skips finished cells,
+// and the stages resume their own checkpoints and pending versions.
+func Run(ctx context.Context, cfg Config) error {
+	return run(ctx, cfg, os.Stdout, os.Stderr)
+}
+
+func run(ctx context.Context, cfg Config, out, log io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	if cfg.Bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("experiment: bin: %w", err)
+		}
+		cfg.Bin = exe
+	}
+	st, err := store.Open(ctx, cfg.Data)
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	for _, need := range []string{schemas.Tasks.Name, schemas.Ideas.Name, schemas.SFTExamples.Name, schemas.RLStates.Name} {
+		if _, err := datasets.Latest(ctx, st, need); err != nil {
+			return fmt.Errorf("experiment: %w (run `make ingest rollout dataset DATA=%s` first)", err, cfg.Data)
+		}
+	}
+	p, err := datasets.Begin(ctx, st, cfg.Out, schemas.Experiments, runKey(cfg))
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	arms, _ := cfg.arms()
+	cells := plan(cfg, arms)
+	bar := progress.New("experiment", len(cells))
+	done := 0
+	for _, c := range cells {
+		if ok, err := p.HasPart(ctx, c.part()); err != nil {
+			return fmt.Errorf("experiment: %w", err)
+		} else if ok {
+			done++
+		}
+	}
+	fmt.Fprintf(log, "experiment %s: %d arms x %d seeds = %d cells (%d done), %s budget, rows in %s\n",
+		cfg.Name, len(arms), len(cfg.Seeds), len(cells), done, cfg.Budget, p.URI())
+	bar.Add(done, "")
+	for _, c := range cells {
+		if ok, _ := p.HasPart(ctx, c.part()); ok {
+			continue
+		}
+		rows, err := c.run(ctx, cfg, st, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("experiment: interrupted in cell %s; rerun the same command to resume (finished cells are kept)", c.name())
+			}
+			return fmt.Errorf("experiment: cell %s: %w", c.name(), err)
+		}
+		if err := datasets.WritePart(ctx, p, c.part(), rows); err != nil {
+			return fmt.Errorf("experiment: %w", err)
+		}
+		bar.Add(1, c.name())
+	}
+	bar.Done()
+	m, err := p.Commit(ctx, datasets.CommitOptions{Producer: datasets.NewProducer(cfg)})
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	rows, err := datasets.ReadAll[schemas.ExperimentRow](ctx, st, m, schemas.Experiments)
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	dir := reportDir(cfg)
+	rep := summarise(cfg, arms, rows)
+	if err := writeReport(dir, cfg, m.URI, rep); err != nil {
+		return fmt.Errorf("experiment: report: %w", err)
+	}
+	fmt.Fprint(out, rep.table())
+	fmt.Fprintf(out, "report: %s/report.md\n", dir)
+	return nil
+}
+
+// runKey identifies a grid: the same config resumes the same version.
+func runKey(cfg Config) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%v|%s", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data)
+	arms, _ := cfg.arms()
+	for _, a := range arms {
+		fmt.Fprintf(h, "|%s/%s/%s/%v", a.Name, a.Kind, a.Method, a.Flags)
+	}
+	return "experiment-" + hex.EncodeToString(h.Sum(nil))[:16]
+}
