@@ -53,6 +53,14 @@ const (
 	OutcomeInvalidSubmission Outcome = "invalid_submission"
 )
 
+// Accepted reports whether the environment carried out an action with
+// this outcome: it parsed and was not refused. Format errors and refused
+// actions are not accepted; an idea the editor could not apply, a script
+// that failed or a refused submission are (the action itself was valid).
+func Accepted(o Outcome) bool {
+	return o != OutcomeFormatError && o != OutcomeInvalidAction
+}
+
 // Outcomes lists every outcome class.
 func Outcomes() []Outcome {
 	return []Outcome{OutcomeSuccess, OutcomeFormatError, OutcomeInvalidAction, OutcomeInvalidEdit, OutcomeEditorError,

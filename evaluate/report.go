@@ -149,23 +149,23 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 			continue
 		}
 		fmt.Fprintf(w, "## %s tasks\n\n", split)
-		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), share of trajectories ending above m_init, mean steps, time and cost per trajectory.\n\n")
-		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | improved | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), share of trajectories ending above m_init, share of steps whose action the environment accepted (valid: parsed and not refused), mean steps, time and cost per trajectory.\n\n")
+		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | improved | valid | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, h := range hs {
-			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f%% | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,
-				pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, h.MeanSteps, h.MeanWallS, h.MeanCost)
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f%% | %s | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,
+				pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid), h.MeanSteps, h.MeanWallS, h.MeanCost)
 		}
 		fmt.Fprintln(w)
 		if v := Verdict(s, split); v != "" {
 			fmt.Fprintf(w, "%s\n\n", v)
 		}
-		fmt.Fprintf(w, "| task | metric | m_init | method | n | avg@n | best@n | delta_r | 95%% CI |\n|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| task | metric | m_init | method | n | avg@n | best@n | delta_r | 95%% CI | valid |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Cells {
 			if c.Split != split {
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s (%s) | %.4g | %s | %d | %.4g | %.4g | %s | %s |\n", c.TaskID, c.Metric, c.Direction, c.MInit,
-				c.Method, c.N, c.Avg, c.Best, pct(c.Delta), ci(c.DeltaCI))
+			fmt.Fprintf(w, "| %s | %s (%s) | %.4g | %s | %d | %.4g | %.4g | %s | %s | %s |\n", c.TaskID, c.Metric, c.Direction, c.MInit,
+				c.Method, c.N, c.Avg, c.Best, pct(c.Delta), ci(c.DeltaCI), share(c.Valid))
 		}
 		fmt.Fprintln(w)
 	}
@@ -239,10 +239,10 @@ func PrintHeadline(w io.Writer, s Summary) {
 				continue
 			}
 			if n == 0 {
-				fmt.Fprintf(tw, "%s\tTASKS\tTRAJ\tDELTA_R\t95%% CI\tIMPROVED\tSTEPS\tTIME/TRAJ\n", strings.ToUpper(split))
+				fmt.Fprintf(tw, "%s\tTASKS\tTRAJ\tDELTA_R\t95%% CI\tIMPROVED\tVALID\tSTEPS\tTIME/TRAJ\n", strings.ToUpper(split))
 			}
 			n++
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f%%\t%.1f\t%.1fs\n", h.Method, h.Tasks, h.Trajectories, pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, h.MeanSteps, h.MeanWallS)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f%%\t%s\t%.1f\t%.1fs\n", h.Method, h.Tasks, h.Trajectories, pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid), h.MeanSteps, h.MeanWallS)
 		}
 		tw.Flush()
 		if v := Verdict(s, split); v != "" {
@@ -259,6 +259,14 @@ func pct(x float64) string {
 		x = 0 // no "-0.00%" for a gain too small to show
 	}
 	return fmt.Sprintf("%+.2f%%", 100*x)
+}
+
+// share formats a rate as a percentage ("-" when undefined: no steps).
+func share(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
 }
 
 func ci(x float64) string {

@@ -7,6 +7,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -32,6 +33,12 @@ type Cell struct {
 	MeanSteps float64 `json:"mean_steps"`
 	MeanWallS float64 `json:"mean_wall_s"`
 	MeanCost  float64 `json:"mean_cost_usd"`
+	// Valid is the share of steps whose action the environment accepted
+	// (parsed and not refused: [env.Accepted]); NaN with no steps.
+	Valid float64 `json:"valid_actions"`
+	// AllSteps and ValidSteps are Valid's counts.
+	AllSteps   int `json:"steps_total"`
+	ValidSteps int `json:"steps_valid"`
 }
 
 // Headline is one method on one split: the mean of its tasks' delta_r.
@@ -46,6 +53,7 @@ type Headline struct {
 	MeanSteps    float64 `json:"mean_steps"`
 	MeanWallS    float64 `json:"mean_wall_s"`
 	MeanCost     float64 `json:"mean_cost_usd"`
+	Valid        float64 `json:"valid_actions"` // share of steps accepted, over every step of the split (NaN with none)
 }
 
 // Summary is what the report shows.
@@ -123,6 +131,8 @@ func cell(method string, g []schemas.EvalResult) Cell {
 	r0 := g[0]
 	c := Cell{Method: method, TaskID: r0.TaskID, Split: r0.Split, Metric: r0.Metric, Direction: r0.Direction, MInit: r0.MInit, N: len(g)}
 	scores := make([]float64, len(g))
+	c.AllSteps, c.ValidSteps = validSteps(g)
+	c.Valid = ratio(c.ValidSteps, c.AllSteps)
 	for i, r := range g {
 		scores[i] = r.FinalScore
 		if better(r.Direction, r.FinalScore, r.MInit) {
@@ -157,7 +167,9 @@ func headline(split, method string, cells []Cell) Headline {
 	h := Headline{Method: method, Split: split}
 	var se2 float64
 	df := 0
+	steps, valid := 0, 0
 	for _, c := range cells {
+		steps, valid = steps+c.AllSteps, valid+c.ValidSteps
 		h.Trajectories += c.N
 		w := float64(c.N)
 		h.Improved += c.Improved * w
@@ -179,6 +191,7 @@ func headline(split, method string, cells []Cell) Headline {
 		h.MeanWallS /= n
 		h.MeanCost /= n
 	}
+	h.Valid = ratio(valid, steps)
 	if h.Tasks == 0 {
 		h.Delta, h.DeltaCI = math.NaN(), math.NaN()
 		return h
@@ -251,4 +264,26 @@ func sortMethods(ms []string) {
 		}
 		return ms[i] < ms[j]
 	})
+}
+
+// validSteps counts the steps of the trajectories and those whose action
+// the environment accepted.
+func validSteps(rows []schemas.EvalResult) (steps, valid int) {
+	for _, r := range rows {
+		for _, o := range r.Outcomes {
+			steps++
+			if env.Accepted(env.Outcome(o)) {
+				valid++
+			}
+		}
+	}
+	return steps, valid
+}
+
+// ratio is a/b, NaN when b is 0.
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
 }

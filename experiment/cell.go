@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -111,9 +113,9 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	var train, eval usage
 	evalArgs := []string{"evaluate", "--data", cfg.Data, "--seed", seed, "--out", evalOut,
 		"--report", filepath.Join(reportDir(cfg), "cells", c.name())}
-	evalArgs = append(evalArgs, b.Evaluate...)
+	evalArgs = append(append(evalArgs, b.Evaluate...), cfg.EvalFlags...)
 	sft := func() error {
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, b.SFT...)...)
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, slices.Concat(b.SFT, cfg.SFTFlags)...)...)
 		if c.kind == KindSFT {
 			train.add(u)
 		}
@@ -136,7 +138,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 		if err := sft(); err != nil { // a no-op when the seed's SFT cell ran
 			return nil, err
 		}
-		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, b.PPO...)
+		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, slices.Concat(b.PPO, cfg.PPOFlags)...)
 		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", append(args, c.arms[0].Flags...)...)
 		train.add(u)
 		if err != nil {
@@ -205,13 +207,11 @@ func deltaR(direction string, mInit, final float64) float64 {
 	return d
 }
 
-// validActions counts the steps whose action the environment carried out.
+// validActions counts the steps whose action the environment accepted.
 func validActions(outcomes []string) int32 {
 	n := int32(0)
 	for _, o := range outcomes {
-		switch o {
-		case "format_error", "invalid_action", "invalid_edit":
-		default:
+		if env.Accepted(env.Outcome(o)) {
 			n++
 		}
 	}

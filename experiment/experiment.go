@@ -32,8 +32,13 @@ type Config struct {
 	ExtraArms []string `yaml:"extra_arms" help:"more PPO ablations of sft+ppo, each 'name: --flag value ...' (flags of train ppo)"`
 	// Bin runs the stages as a user does, one process each, so that each
 	// cell's wall and CPU time (its scripts included) are measured.
-	Bin    string `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
-	Report string `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
+	// SFTFlags, PPOFlags and EvalFlags come after the budget's flags of
+	// every stage of that kind (a smaller model, other eval splits...).
+	SFTFlags  []string `yaml:"sft_flags" help:"more flags of every train sft run, after the budget's (e.g. --model.layers=2)"`
+	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and before the arm's"`
+	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's"`
+	Bin       string   `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
+	Report    string   `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
 }
 
 // Arm is one line of the grid.
@@ -270,7 +275,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 // runKey identifies a grid: the same config resumes the same version.
 func runKey(cfg Config) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%v|%s", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data)
+	fmt.Fprintf(h, "%s|%s|%v|%s|%q|%q|%q", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data, cfg.SFTFlags, cfg.PPOFlags, cfg.EvalFlags)
 	arms, _ := cfg.arms()
 	for _, a := range arms {
 		fmt.Fprintf(h, "|%s/%s/%s/%v", a.Name, a.Kind, a.Method, a.Flags)

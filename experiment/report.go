@@ -69,12 +69,12 @@ type unit struct {
 
 // armStats is one arm's line of the report.
 type armStats struct {
-	arm                                          Arm
-	heldOut, heldIn, bestOut, valid              estimate
-	outUnits, inUnits                            map[unit]float64 // avg@k delta_r per unit
-	trainWall, trainCPU, evalWall, evalCPU       float64          // means over seeds
-	rewardCurve, validCurve                      [][]float64      // per seed
-	trajectories, steps                          int
+	arm                                    Arm
+	heldOut, heldIn, bestOut, valid        estimate
+	outUnits, inUnits                      map[unit]float64 // avg@k delta_r per unit
+	trainWall, trainCPU, evalWall, evalCPU float64          // means over seeds
+	rewardCurve, validCurve                [][]float64      // per seed
+	trajectories, steps                    int
 }
 
 type summary struct {
