@@ -395,6 +395,19 @@ func (e *Env) Close() error {
 // Dir returns the workspace folder.
 func (e *Env) Dir() string { return e.dir }
 
+// Undoable lists, sorted, the files with an edit that Undo Edit Script
+// can take back (empty, not nil, when there is none).
+func (e *Env) Undoable() []string {
+	out := []string{}
+	for f, stack := range e.s.Backups {
+		if len(stack) > 0 {
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Files lists the workspace's regular files (slash-separated paths,
 // sorted), as List Files would show them one folder at a time; links and
 // other special files a script left are not listed.

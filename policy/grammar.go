@@ -44,6 +44,9 @@ type GrammarContext struct {
 	Lines map[string]int
 	// Ideas are the instructions Edit Script (AI) may give (nil: any).
 	Ideas []string
+	// Undoable are the scripts with an edit to undo (nil: unknown, any
+	// script; empty: none, and Undo Edit Script is not offered).
+	Undoable []string
 	// OneLine writes Action Input on one line, as terse SFT responses do;
 	// false writes it as env.Render does (one argument per line).
 	OneLine bool
@@ -53,7 +56,7 @@ type GrammarContext struct {
 // files and script, and the ideas the offline editor can carry out on
 // that script (the plan's first, then the task's catalog ideas).
 func NewGrammarContext(st agents.State, plan []string, oneLine bool) GrammarContext {
-	gc := GrammarContext{Files: st.Files, OneLine: oneLine}
+	gc := GrammarContext{Files: st.Files, Undoable: st.Undoable, OneLine: oneLine}
 	if st.Script != "" {
 		gc.Lines = map[string]int{"train.py": len(strings.Split(strings.TrimSuffix(st.Script, "\n"), "\n"))}
 	}
@@ -124,17 +127,18 @@ type grammar struct {
 	ideas   []string
 }
 
-// choiceSegment is a choice among names, sorted, remembering each one's
-// position in names.
-func choiceSegment(names []string) segment {
-	idx := make([]int, len(names))
-	for i := range idx {
-		idx[i] = i
+// choiceSegment is a choice among names, sorted, remembering the id of
+// each one (ids[i] is names[i]'s).
+func choiceSegment(names []string, ids []int) segment {
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
 	}
-	sort.Slice(idx, func(a, b int) bool { return names[idx[a]] < names[idx[b]] })
-	seg := segment{kind: segChoice, index: idx}
-	for _, i := range idx {
+	sort.Slice(order, func(a, b int) bool { return names[order[a]] < names[order[b]] })
+	seg := segment{kind: segChoice}
+	for _, i := range order {
 		seg.options = append(seg.options, names[i])
+		seg.index = append(seg.index, ids[i])
 	}
 	return seg
 }
@@ -179,9 +183,13 @@ func newGrammar(gc GrammarContext) *grammar {
 	for _, i := range gc.Ideas {
 		g.ideas = append(g.ideas, jsonQuote(i))
 	}
-	names := make([]string, len(g.actions))
+	var names []string
+	var ids []int
 	for i, a := range g.actions {
-		names[i] = a + "\n"
+		if a == env.UndoEditScript && gc.Undoable != nil && len(gc.Undoable) == 0 {
+			continue // nothing to undo: the environment would refuse it
+		}
+		names, ids = append(names, a+"\n"), append(ids, i)
 	}
 	g.head = []segment{
 		{kind: segLit, lit: env.FieldReflection + ": "},
@@ -189,7 +197,7 @@ func newGrammar(gc GrammarContext) *grammar {
 		{kind: segLit, lit: env.FieldThought + ": "},
 		{kind: segLine, cap: grammarFreeLine},
 		{kind: segLit, lit: env.FieldAction + ": "},
-		choiceSegment(names),
+		choiceSegment(names, ids),
 	}
 	open, sep, close := "{\n    ", ",\n    ", "\n}"
 	if gc.OneLine {
@@ -237,6 +245,13 @@ func (g *grammar) value(action, arg string) segment {
 		}
 		return segment{kind: segStr, options: sortedUnique(g.ideas), arg: arg}
 	case "script_name", "save_name":
+		if action == env.UndoEditScript && g.ctx.Undoable != nil {
+			var quoted []string
+			for _, f := range g.ctx.Undoable {
+				quoted = append(quoted, jsonQuote(f))
+			}
+			return enum(quoted)
+		}
 		if g.files == nil {
 			return enum(nil)
 		}

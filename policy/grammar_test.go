@@ -169,6 +169,7 @@ func FuzzConstrainedDecoding(f *testing.F) {
 // never refused (no format error, no invalid action, no invalid edit).
 func TestConstrainedActionsAreAccepted(t *testing.T) {
 	w := newGrammarWorld(t)
+	w.state.Undoable = []string{} // a fresh workspace: nothing to undo
 	python, err := sandbox.FindPython("")
 	if err != nil {
 		t.Skipf("no task interpreter: %v", err)
@@ -199,8 +200,8 @@ func TestConstrainedActionsAreAccepted(t *testing.T) {
 			counts[a.Name]++
 			switch r.Outcome {
 			case env.OutcomeFormatError, env.OutcomeInvalidAction, env.OutcomeInvalidEdit:
-				if a.Name == env.UndoEditScript || a.Name == env.CopyFile {
-					continue // undo needs an edit first; a copy's destination is free text
+				if a.Name == env.CopyFile {
+					continue // a copy's destination is free text
 				}
 				t.Errorf("%s was refused (%s): %s", a.Name, r.Outcome, r.Detail)
 			}
@@ -209,6 +210,32 @@ func TestConstrainedActionsAreAccepted(t *testing.T) {
 	t.Logf("actions: %v", counts)
 	if len(counts) < 5 {
 		t.Errorf("random logits chose only %d kinds of action: %v", len(counts), counts)
+	}
+}
+
+// TestUndoOnlyWhenUndoable: Undo Edit Script is offered only when the
+// state has an edit to undo, and then only for the edited scripts.
+func TestUndoOnlyWhenUndoable(t *testing.T) {
+	w := newGrammarWorld(t)
+	count := func(undoable []string) (undos int, scripts map[string]bool) {
+		w.state.Undoable = undoable
+		scripts = map[string]bool{}
+		for seed := range uint64(12) {
+			for _, s := range w.constrainedSamples(t, 300+seed, 8, seed%2 == 0, 2) {
+				if a := checkResponse(t, w, s); a.Name == env.UndoEditScript {
+					undos++
+					scripts[a.ScriptName] = true
+				}
+			}
+		}
+		return undos, scripts
+	}
+	if n, _ := count([]string{}); n != 0 {
+		t.Errorf("nothing to undo, yet %d responses undo", n)
+	}
+	n, scripts := count([]string{"train.py"})
+	if n == 0 || len(scripts) != 1 || !scripts["train.py"] {
+		t.Errorf("train.py undoable: %d undos of %v, want some, all of train.py", n, scripts)
 	}
 }
 

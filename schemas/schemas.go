@@ -325,8 +325,8 @@ type ExperimentRow struct {
 	// DeltaR is beta * (final - m_init) / m_init (beta -1 for lower-is-better).
 	DeltaR float64 `parquet:"delta_r"`
 	Steps  int32   `parquet:"steps"`
-	// ValidActions counts steps whose action parsed and was carried out
-	// (not a format error, a refused action or an invalid edit).
+	// ValidActions counts steps whose action the environment accepted
+	// (parsed and not refused: not a format error or an invalid action).
 	ValidActions int32 `parquet:"valid_actions"`
 	// The cell's costs (the same on every row of the cell): wall and CPU
 	// seconds of its training and of its evaluation, children included.

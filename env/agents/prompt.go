@@ -56,7 +56,9 @@ type State struct {
 	// Files lists the workspace's files, Modality and TaskType the task's
 	// kind: not shown in the compact prompt, but what a constrained
 	// decoder enumerates (files to name, catalog ideas to choose).
-	Files    []string
+	Files []string
+	// Undoable are the scripts with an edit to undo (nil: unknown).
+	Undoable []string
 	Modality string
 	TaskType string
 	History  []Step
@@ -72,7 +74,7 @@ func FromEnv(e *env.Env, plan []string, maxSteps int, script string) State {
 		TaskID: spec.TaskID, Title: spec.Title, Description: spec.Description,
 		Metric: spec.Metric, Direction: spec.Direction, MInit: spec.MInit,
 		Current: e.Current(), Plan: plan, Script: script, Step: e.Steps(), MaxSteps: maxSteps,
-		Files: e.Files(), Modality: spec.Modality, TaskType: spec.TaskType,
+		Files: e.Files(), Undoable: e.Undoable(), Modality: spec.Modality, TaskType: spec.TaskType,
 	}
 	if b, ok := e.Best(); ok {
 		s.Best = &b
