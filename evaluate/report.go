@@ -153,7 +153,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | improved | valid | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, h := range hs {
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f%% | %s | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,
-				pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid), h.MeanSteps, h.MeanWallS, h.MeanCost)
+				pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid, h.AllSteps), h.MeanSteps, h.MeanWallS, h.MeanCost)
 		}
 		fmt.Fprintln(w)
 		if v := Verdict(s, split); v != "" {
@@ -165,7 +165,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 				continue
 			}
 			fmt.Fprintf(w, "| %s | %s (%s) | %.4g | %s | %d | %.4g | %.4g | %s | %s | %s |\n", c.TaskID, c.Metric, c.Direction, c.MInit,
-				c.Method, c.N, c.Avg, c.Best, pct(c.Delta), ci(c.DeltaCI), share(c.Valid))
+				c.Method, c.N, c.Avg, c.Best, pct(c.Delta), ci(c.DeltaCI), share(c.Valid, c.AllSteps))
 		}
 		fmt.Fprintln(w)
 	}
@@ -242,7 +242,7 @@ func PrintHeadline(w io.Writer, s Summary) {
 				fmt.Fprintf(tw, "%s\tTASKS\tTRAJ\tDELTA_R\t95%% CI\tIMPROVED\tVALID\tSTEPS\tTIME/TRAJ\n", strings.ToUpper(split))
 			}
 			n++
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f%%\t%s\t%.1f\t%.1fs\n", h.Method, h.Tasks, h.Trajectories, pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid), h.MeanSteps, h.MeanWallS)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.0f%%\t%s\t%.1f\t%.1fs\n", h.Method, h.Tasks, h.Trajectories, pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid, h.AllSteps), h.MeanSteps, h.MeanWallS)
 		}
 		tw.Flush()
 		if v := Verdict(s, split); v != "" {
@@ -261,9 +261,9 @@ func pct(x float64) string {
 	return fmt.Sprintf("%+.2f%%", 100*x)
 }
 
-// share formats a rate as a percentage ("-" when undefined: no steps).
-func share(x float64) string {
-	if math.IsNaN(x) {
+// share formats a rate of steps as a percentage ("-" without steps).
+func share(x float64, steps int) string {
+	if steps == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%%", 100*x)

@@ -34,7 +34,8 @@ type Cell struct {
 	MeanWallS float64 `json:"mean_wall_s"`
 	MeanCost  float64 `json:"mean_cost_usd"`
 	// Valid is the share of steps whose action the environment accepted
-	// (parsed and not refused: [env.Accepted]); NaN with no steps.
+	// (parsed and not refused: [env.Accepted]); 0 with no steps (AllSteps
+	// 0: undefined, as for the initial script, which takes none).
 	Valid float64 `json:"valid_actions"`
 	// AllSteps and ValidSteps are Valid's counts.
 	AllSteps   int `json:"steps_total"`
@@ -53,7 +54,8 @@ type Headline struct {
 	MeanSteps    float64 `json:"mean_steps"`
 	MeanWallS    float64 `json:"mean_wall_s"`
 	MeanCost     float64 `json:"mean_cost_usd"`
-	Valid        float64 `json:"valid_actions"` // share of steps accepted, over every step of the split (NaN with none)
+	Valid        float64 `json:"valid_actions"` // share of steps accepted, over every step of the split (0 when AllSteps is 0)
+	AllSteps     int     `json:"steps_total"`
 }
 
 // Summary is what the report shows.
@@ -191,7 +193,7 @@ func headline(split, method string, cells []Cell) Headline {
 		h.MeanWallS /= n
 		h.MeanCost /= n
 	}
-	h.Valid = ratio(valid, steps)
+	h.Valid, h.AllSteps = ratio(valid, steps), steps
 	if h.Tasks == 0 {
 		h.Delta, h.DeltaCI = math.NaN(), math.NaN()
 		return h
@@ -280,10 +282,10 @@ func validSteps(rows []schemas.EvalResult) (steps, valid int) {
 	return steps, valid
 }
 
-// ratio is a/b, NaN when b is 0.
+// ratio is a/b, 0 when b is 0 (JSON has no NaN).
 func ratio(a, b int) float64 {
 	if b == 0 {
-		return math.NaN()
+		return 0
 	}
 	return float64(a) / float64(b)
 }
