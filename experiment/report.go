@@ -75,6 +75,7 @@ type armStats struct {
 	trainWall, trainCPU, evalWall, evalCPU float64          // means over seeds
 	rewardCurve, validCurve                [][]float64      // per seed
 	trajectories, steps                    int
+	taskValid                              map[string][2]int // held-out task: valid steps, steps
 }
 
 type summary struct {
@@ -90,7 +91,7 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 	var s summary
 	s.cfg = cfg
 	for _, a := range arms {
-		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}}
+		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}, taskValid: map[string][2]int{}}
 		type acc struct {
 			sum, best float64
 			n         int
@@ -112,6 +113,10 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 			m[u].best = math.Max(m[u].best, r.DeltaR)
 			v := validByUnit[u]
 			validByUnit[u] = [2]int{v[0] + int(r.ValidActions), v[1] + int(r.Steps)}
+			if r.Split == schemas.HeldOut {
+				tv := st.taskValid[r.TaskID]
+				st.taskValid[r.TaskID] = [2]int{tv[0] + int(r.ValidActions), tv[1] + int(r.Steps)}
+			}
 			costs[r.Seed] = r
 			st.trajectories++
 			st.steps += int(r.Steps)
@@ -282,9 +287,72 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 	for _, c := range s.claims() {
 		fmt.Fprintf(&b, "| %s | %s | **%s** | %s |\n", c.claim, c.evidence, c.verdict, c.paper)
 	}
+	b.WriteString("\n## Per task (held-out)\n\nMean delta_r over seeds and trajectories, and the share of steps the environment accepted (valid actions), per task and arm.\n\n")
+	writeTaskTable(&b, s)
+	b.WriteString("\nWhat each policy did (actions, outcomes) and its training curves are in the cells' evaluation reports: ")
+	for i, c := range plan(cfg, armsOf(s)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "[%s](cells/%s/report.md)", c.name(), c.name())
+	}
+	b.WriteString(".\n")
 	b.WriteString("\n## Plots\n\n")
 	for _, p := range plots {
 		fmt.Fprintf(&b, "![%s](%s)\n\n", p, p)
 	}
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+func armsOf(s summary) []Arm {
+	var out []Arm
+	for _, a := range s.arms {
+		out = append(out, a.arm)
+	}
+	return out
+}
+
+// writeTaskTable writes one row per held-out task: each arm's mean
+// delta_r and valid-action rate over its seeds and trajectories.
+func writeTaskTable(b *strings.Builder, s summary) {
+	tasks := map[string]bool{}
+	for _, a := range s.arms {
+		for u := range a.outUnits {
+			tasks[u.task] = true
+		}
+	}
+	names := make([]string, 0, len(tasks))
+	for t := range tasks {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	b.WriteString("| task |")
+	for _, a := range s.arms {
+		fmt.Fprintf(b, " %s |", a.arm.Name)
+	}
+	b.WriteString("\n|---|")
+	for range s.arms {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	for _, t := range names {
+		fmt.Fprintf(b, "| %s |", t)
+		for _, a := range s.arms {
+			sum, n := 0.0, 0
+			for u, x := range a.outUnits {
+				if u.task == t {
+					sum, n = sum+x, n+1
+				}
+			}
+			cell := "n/a"
+			if n > 0 {
+				cell = fmt.Sprintf("%+.1f%%", 100*sum/float64(n))
+			}
+			if v, steps := a.taskValid[t][0], a.taskValid[t][1]; steps > 0 {
+				cell += fmt.Sprintf(" (%.0f%% valid)", 100*float64(v)/float64(steps))
+			}
+			fmt.Fprintf(b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
 }
