@@ -159,30 +159,10 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		return fmt.Errorf("train sft: %w", err)
 	}
 
-	// Resume, or build the vocabulary and a fresh policy.
 	var state sftState
-	ck, err := s.latest(ctx, cfg.Out, cfg.Resume, nil, &state)
+	ck, err := sftStart(ctx, s, cfg, tok, train, &state)
 	if err != nil {
-		return fmt.Errorf("train sft: %w", err)
-	}
-	if ck != nil {
-		if ck.Model.Layers != cfg.Model.Layers || ck.Model.DModel != cfg.Model.DModel {
-			return fmt.Errorf("train sft: %s holds a %dx%d model but the config asks for %dx%d; use another out folder or resume=false", s.st.URI(ck.Dir), ck.Model.Layers, ck.Model.DModel, cfg.Model.Layers, cfg.Model.DModel)
-		}
-		fmt.Fprintf(log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
-	} else {
-		corpus := make([]string, 0, 2*len(train))
-		for _, r := range train {
-			corpus = append(corpus, r.Prompt, r.Response)
-		}
-		required, err := requiredTexts(ctx, s)
-		if err != nil {
-			return fmt.Errorf("train sft: %w", err)
-		}
-		vocab := policy.BuildVocab(tok, corpus, cfg.VocabMinCount, required...)
-		mc := cfg.Model
-		mc.Vocab = vocab.Size()
-		ck = &policy.Checkpoint{Model: mc, Vocab: vocab, Weights: policy.InitWeights(mc, uint64(cfg.Seed))}
+		return err
 	}
 	eng, err := s.engine(ck, cfg.Engine, cfg.Optim)
 	if err != nil {
@@ -193,19 +173,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	cfg.Model = eng.Config()
 
 	encode := func(rs []schemas.SFTExample) ([]encoded, int, error) {
-		out := make([]encoded, len(rs))
-		refit := 0
-		for i, r := range rs {
-			e, err := encodeExample(vocab, tok, cfg.Model, r.Prompt, r.Response)
-			if err != nil {
-				return nil, 0, fmt.Errorf("train sft: %s example %s: %w", s.input.URI, r.ExampleID, err)
-			}
-			if plain, _ := vocab.Encode(tok, r.Prompt); len(plain)+1 != e.Response {
-				refit++
-			}
-			out[i] = e
-		}
-		return out, refit, nil
+		return encodeExamples(vocab, tok, cfg.Model, s.input.URI, rs)
 	}
 	trainEx, refit, err := encode(train)
 	if err != nil {
@@ -280,18 +248,10 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 			}
 		}
 		if len(valBatches) > 0 {
-			sum, n := 0.0, 0
-			for _, b := range valBatches {
-				idx, targets, weights := b.targets()
-				logits, _, err := eng.Logits(b.Batch, idx)
-				if err != nil {
-					return fmt.Errorf("train sft: validation: %w", err)
-				}
-				loss := sftLoss(targets, weights, cfg.Model.Vocab)(logits, nil, make([]float32, len(logits)), nil)
-				sum += loss * float64(b.NumTargets)
-				n += b.NumTargets
+			val, n, err := validationLoss(eng, valBatches, cfg.Model.Vocab)
+			if err != nil {
+				return fmt.Errorf("train sft: validation: %w", err)
 			}
-			val := sum / float64(max(n, 1))
 			s.record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val})
 			fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens\n", state.Epoch, val, n)
 		}
@@ -304,6 +264,70 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	bar.Done()
 	fmt.Fprintf(log, "train sft: done, checkpoint %s\n", s.st.URI(cfg.Out))
 	return nil
+}
+
+// sftStart resumes from the latest checkpoint in cfg.Out (filling state),
+// or builds the vocabulary from the training corpus and what it must hold
+// (requiredTexts) and initialises a fresh policy.
+func sftStart(ctx context.Context, s *stage, cfg SFTConfig, tok policy.Tokenizer, train []schemas.SFTExample, state *sftState) (*policy.Checkpoint, error) {
+	ck, err := s.latest(ctx, cfg.Out, cfg.Resume, nil, state)
+	if err != nil {
+		return nil, fmt.Errorf("train sft: %w", err)
+	}
+	if ck != nil {
+		if ck.Model.Layers != cfg.Model.Layers || ck.Model.DModel != cfg.Model.DModel {
+			return nil, fmt.Errorf("train sft: %s holds a %dx%d model but the config asks for %dx%d; use another out folder or resume=false", s.st.URI(ck.Dir), ck.Model.Layers, ck.Model.DModel, cfg.Model.Layers, cfg.Model.DModel)
+		}
+		fmt.Fprintf(s.log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
+		return ck, nil
+	}
+	corpus := make([]string, 0, 2*len(train))
+	for _, r := range train {
+		corpus = append(corpus, r.Prompt, r.Response)
+	}
+	required, err := requiredTexts(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("train sft: %w", err)
+	}
+	vocab := policy.BuildVocab(tok, corpus, cfg.VocabMinCount, required...)
+	mc := cfg.Model
+	mc.Vocab = vocab.Size()
+	return &policy.Checkpoint{Model: mc, Vocab: vocab, Weights: policy.InitWeights(mc, uint64(cfg.Seed))}, nil
+}
+
+// encodeExamples encodes examples as SFT sees them (policy.EncodePrompt's
+// fitting rule, then the response); refit counts the prompts that lost
+// history lines to fit model.prompt_tokens.
+func encodeExamples(vocab *policy.Vocab, tok policy.Tokenizer, mc policy.Config, source string, rs []schemas.SFTExample) (out []encoded, refit int, err error) {
+	out = make([]encoded, len(rs))
+	for i, r := range rs {
+		e, err := encodeExample(vocab, tok, mc, r.Prompt, r.Response)
+		if err != nil {
+			return nil, 0, fmt.Errorf("train sft: %s example %s: %w", source, r.ExampleID, err)
+		}
+		if plain, _ := vocab.Encode(tok, r.Prompt); len(plain)+1 != e.Response {
+			refit++
+		}
+		out[i] = e
+	}
+	return out, refit, nil
+}
+
+// validationLoss is the mean SFT loss per response token over batches,
+// and the number of tokens.
+func validationLoss(eng policy.Engine, batches []packedBatch, vocabSize int) (float64, int, error) {
+	sum, n := 0.0, 0
+	for _, b := range batches {
+		idx, targets, weights := b.targets()
+		logits, _, err := eng.Logits(b.Batch, idx)
+		if err != nil {
+			return 0, 0, err
+		}
+		loss := sftLoss(targets, weights, vocabSize)(logits, nil, make([]float32, len(logits)), nil)
+		sum += loss * float64(b.NumTargets)
+		n += b.NumTargets
+	}
+	return sum / float64(max(n, 1)), n, nil
 }
 
 // requiredTexts are what the vocabulary must hold in its own tokens
