@@ -42,9 +42,8 @@ var AllMethods = []string{MethodInitial, MethodRandom, MethodExpert, MethodLLM, 
 
 // Config is the evaluation stage's configuration.
 type Config struct {
-	Data    string   `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
-	Tasks   string   `yaml:"tasks" help:"tasks dataset in the data root (name, or name/vN)"`
-	Ideas   string   `yaml:"ideas" help:"ideas dataset (the plans' kept ideas) in the data root (name, or name/vN)"`
+	episode.Source `yaml:",inline"`
+
 	Out     string   `yaml:"out" help:"name of the eval_results dataset to write"`
 	Splits  []string `yaml:"splits" help:"splits to evaluate, each reported separately: held-out, held-in"`
 	Only    []string `yaml:"only" help:"task ids to evaluate (empty: every task of the splits)"`
@@ -80,7 +79,7 @@ type Config struct {
 // folders `mlerl train sft|ppo` write by default.
 func DefaultConfig() Config {
 	return Config{
-		Data: "./data", Tasks: "tasks", Ideas: "ideas", Out: schemas.EvalResults.Name,
+		Source: episode.DefaultSource(), Out: schemas.EvalResults.Name,
 		Splits: []string{schemas.HeldOut}, Methods: slices.Clone(AllMethods), PerTask: 8, Seed: 1,
 		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
 		Temperature: 0.7, TopP: 0.95,
@@ -94,13 +93,10 @@ func DefaultConfig() Config {
 // read or written.
 func (c *Config) Validate() error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	if err := c.Source.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Data == "":
-		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
-	case c.Tasks == "":
-		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
-	case c.Ideas == "":
-		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
 	case c.Out == "":
 		return config.Errorf("out", c.Out, "must name the dataset to write")
 	case len(c.Splits) == 0:

@@ -37,9 +37,8 @@ import (
 
 // Config is the rollout stage's configuration.
 type Config struct {
-	Data          string   `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
-	Tasks         string   `yaml:"tasks" help:"tasks dataset in the data root (name, or name/vN)"`
-	Ideas         string   `yaml:"ideas" help:"ideas dataset in the data root (name, or name/vN)"`
+	episode.Source `yaml:",inline"`
+
 	Trajectories  string   `yaml:"trajectories" help:"name of the trajectories dataset to write"`
 	Steps         string   `yaml:"steps" help:"name of the steps dataset to write"`
 	Split         string   `yaml:"split" help:"which tasks to roll out: held-in, held-out or all"`
@@ -64,7 +63,7 @@ type Config struct {
 // held-in task, 15 steps and 30 minutes each.
 func DefaultConfig() Config {
 	return Config{
-		Data: "./data", Tasks: "tasks", Ideas: "ideas", Trajectories: "trajectories", Steps: "steps",
+		Source: episode.DefaultSource(), Trajectories: "trajectories", Steps: "steps",
 		Split: schemas.HeldIn, PerTask: 20, Seed: 1, FlushEvery: 8, Expert: "scripted", SlipRate: 0.06,
 		Temperature: 0.7, Warm: true, FullBudget: 6000, CompactBudget: 448,
 		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
@@ -74,13 +73,10 @@ func DefaultConfig() Config {
 // Validate implements config.Validator: every field, before anything is
 // read or written.
 func (c *Config) Validate() error {
+	if err := c.Source.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Data == "":
-		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
-	case c.Tasks == "":
-		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
-	case c.Ideas == "":
-		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
 	case c.Trajectories == "":
 		return config.Errorf("trajectories", c.Trajectories, "must name the dataset to write")
 	case c.Steps == "":
