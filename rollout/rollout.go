@@ -2,8 +2,11 @@
 // suite, recorded as the `trajectories` and `steps` datasets (the SFT data
 // and the pool of expert states that step-wise RL samples from).
 //
-// The whole flow is [Run]; the agents live in rollout/agents and the
-// environment in env.
+// The whole flow is [Run]; the agents live in env/agents, the environment
+// in env, and what the rollout shares with evaluate and serve-env (task
+// selection, plans and seeds, run keys, the script runner, one episode in
+// a fresh environment) in env/episode. The steps manifest records how the
+// prompts were rendered (Extra "prompts"), which evaluation reads back.
 package rollout
 
 import (

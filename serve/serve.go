@@ -7,7 +7,9 @@
 // the action out, and answers the reward terms, the outcome, the
 // execution time and the observation. The states come from an rl_states
 // dataset loaded at start (by state_id), or a request names a snapshot
-// directly. Start at [Run]; [New] builds the handler for tests.
+// directly. Start at [Run]; [New] builds the handler for tests. The
+// script runner is set up once, as rollout and evaluate set theirs
+// (env/episode's Setup).
 package serve
 
 import (
