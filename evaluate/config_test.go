@@ -37,8 +37,6 @@ func TestConfigValidate(t *testing.T) {
 		{"decode", func(c *Config) { c.Decode = "json" }, `decode "json": want constrained or free`},
 		{"slip_rate", func(c *Config) { c.SlipRate = -0.1 }, "slip_rate -0.1: must be in [0, 1] (a probability per step)"},
 		{"llm_temperature", func(c *Config) { c.LLMTemperature = -1 }, "llm_temperature -1: must be a number >= 0"},
-		{"full_budget", func(c *Config) { c.FullBudget = 0 }, "full_budget 0: must be positive (tokens)"},
-		{"compact_budget", func(c *Config) { c.CompactBudget = 0 }, "compact_budget 0: must be positive (tokens)"},
 		{"env.max_time", func(c *Config) { c.Env.MaxTime = 0 }, "env.max_time 0s: must be positive"},
 		{"llm.timeout", func(c *Config) { c.LLM.Timeout = -time.Minute }, "llm.timeout -1m0s: must not be negative (0: 2m0s)"},
 	}

@@ -4,9 +4,11 @@
 // `eval_results` dataset and a report (Markdown and PNG plots).
 //
 // Start with [Run], which reads top to bottom: inputs, methods, the work
-// list, the episodes, the dataset, the summary, the report. [Summarize]
-// computes the statistics (stats.go), [WriteReport] the report (report.go)
-// and the plots are drawn in plots.go.
+// list, the episodes, the dataset, the summary, the report. What it shares
+// with the rollout (task selection, plans and seeds, the run key, the
+// script runner, one episode in a fresh environment) is env/episode's.
+// [Summarize] computes the statistics (stats.go), [WriteReport] the report
+// (report.go) and the plots are drawn in plots.go.
 //
 // # Methods
 //
@@ -15,7 +17,7 @@
 //   - random: [agents.Random], a valid action drawn uniformly each step.
 //   - expert: [agents.Scripted], the built-in expert of the rollouts.
 //   - llm: [agents.LLM] on the configured endpoint (only with llm.base_url).
-//   - sft, sft+ppo: the trained policy ([train.LoadAgent]) from the latest
+//   - sft, sft+ppo: the trained policy ([policy.LoadAgent]) from the latest
 //     checkpoint of the SFT and PPO folders (`mlerl train sft|ppo`).
 //
 // Every method gets the same N trajectories per task (per_task, 8 by
@@ -24,10 +26,15 @@
 // environment limits (env.max_steps, 15, and env.max_time) as the
 // rollouts. Trajectory i of a task has the same seed
 // and the same initial plan for every method (a paired comparison). Plans
-// are sampled as in the rollouts (rollout.SamplePlan) from the task's kept
-// ideas: ideas are generated from the task description alone, without its
-// labels, so giving them to an agent on a held-out task leaks nothing that
-// an agent could not have written itself.
+// are sampled as in the rollouts ([episode.Inputs.Plan]) from the task's
+// kept ideas: ideas are generated from the task description alone, without
+// its labels, so giving them to an agent on a held-out task leaks nothing
+// that an agent could not have written itself.
+//
+// Prompts are rendered as the rollout rendered them: with the token
+// budgets and counter its steps manifest records (the steps setting names
+// it; [episode.PromptsOf]), so that the policies act on prompts like those
+// they were trained on.
 //
 // A trained policy's N episodes of a task run in lockstep (lockstep.go):
 // each step, the policy answers every running episode in one batched

@@ -2,14 +2,10 @@ package evaluate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -21,11 +17,11 @@ import (
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/progress"
-	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
@@ -46,9 +42,8 @@ var AllMethods = []string{MethodInitial, MethodRandom, MethodExpert, MethodLLM, 
 
 // Config is the evaluation stage's configuration.
 type Config struct {
-	Data    string   `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
-	Tasks   string   `yaml:"tasks" help:"tasks dataset in the data root (name, or name/vN)"`
-	Ideas   string   `yaml:"ideas" help:"ideas dataset (the plans' kept ideas) in the data root (name, or name/vN)"`
+	episode.Source `yaml:",inline"`
+
 	Out     string   `yaml:"out" help:"name of the eval_results dataset to write"`
 	Splits  []string `yaml:"splits" help:"splits to evaluate, each reported separately: held-out, held-in"`
 	Only    []string `yaml:"only" help:"task ids to evaluate (empty: every task of the splits)"`
@@ -71,12 +66,12 @@ type Config struct {
 	SlipRate       float64 `yaml:"slip_rate" help:"expert: chance of a slip per step (the rollouts' setting)"`
 	LLMTemperature float64 `yaml:"llm_temperature" help:"llm agent: sampling temperature"`
 	// The environment (as in the rollouts).
-	Warm          bool       `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
-	FullBudget    int        `yaml:"full_budget" help:"token budget of the full (LLM) prompt"`
-	CompactBudget int        `yaml:"compact_budget" help:"token budget of the compact (policy) prompt: keep the rollouts' value"`
-	Report        string     `yaml:"report" help:"local folder for report.md and the plots (empty: reports/eval-v<N>/ in the data root)"`
-	Env           env.Config `yaml:"env"`
-	LLM           llm.Config `yaml:"llm"`
+	Warm bool `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
+	// Steps names the rollout whose prompts the evaluation renders like.
+	Steps  string     `yaml:"steps" help:"steps dataset of the rollout the policies learned from (name, or name/vN): prompts are rendered with the token budgets and counter its manifest records (empty: the default budgets)"`
+	Report string     `yaml:"report" help:"local folder for report.md and the plots (empty: reports/eval-v<N>/ in the data root)"`
+	Env    env.Config `yaml:"env"`
+	LLM    llm.Config `yaml:"llm"`
 }
 
 // DefaultConfig returns 8 trajectories per held-out task and method, the
@@ -84,13 +79,13 @@ type Config struct {
 // folders `mlerl train sft|ppo` write by default.
 func DefaultConfig() Config {
 	return Config{
-		Data: "./data", Tasks: "tasks", Ideas: "ideas", Out: schemas.EvalResults.Name,
+		Source: episode.DefaultSource(), Out: schemas.EvalResults.Name,
 		Splits: []string{schemas.HeldOut}, Methods: slices.Clone(AllMethods), PerTask: 8, Seed: 1,
 		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
 		Temperature: 0.7, TopP: 0.95,
 		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true,
-		FullBudget: 6000, CompactBudget: 448,
-		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
+		Steps: "steps",
+		Env:   env.DefaultConfig(), LLM: llm.DefaultConfig(),
 	}
 }
 
@@ -98,13 +93,10 @@ func DefaultConfig() Config {
 // read or written.
 func (c *Config) Validate() error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	if err := c.Source.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Data == "":
-		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
-	case c.Tasks == "":
-		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
-	case c.Ideas == "":
-		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
 	case c.Out == "":
 		return config.Errorf("out", c.Out, "must name the dataset to write")
 	case len(c.Splits) == 0:
@@ -156,10 +148,6 @@ func (c *Config) Validate() error {
 		return config.Errorf("slip_rate", c.SlipRate, "must be in [0, 1] (a probability per step)")
 	case !(c.LLMTemperature >= 0) || !finite(c.LLMTemperature):
 		return config.Errorf("llm_temperature", c.LLMTemperature, "must be a number >= 0")
-	case c.FullBudget < 1:
-		return config.Errorf("full_budget", c.FullBudget, "must be positive (tokens)")
-	case c.CompactBudget < 1:
-		return config.Errorf("compact_budget", c.CompactBudget, "must be positive (tokens)")
 	}
 	if err := config.Nest("env", c.Env.Validate()); err != nil {
 		return err
@@ -207,33 +195,15 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		return err
 	}
 
-	// 1. Inputs: the tasks of the splits and their kept ideas.
-	tasksM, err := datasets.ResolveIn(ctx, st, cfg.Tasks)
+	// 1. Inputs: the tasks of the splits and their kept ideas, and how the
+	// rollout rendered its prompts.
+	in, err := episode.Load(ctx, st, cfg.Tasks, cfg.Ideas, cfg.Splits, cfg.Only)
 	if err != nil {
-		return fmt.Errorf("evaluate: tasks: %w", err)
+		return fmt.Errorf("evaluate: %w", err)
 	}
-	allTasks, err := datasets.ReadAll[schemas.Task](ctx, st, tasksM, schemas.Tasks)
-	if err != nil {
-		return err
-	}
-	ideasM, err := datasets.ResolveIn(ctx, st, cfg.Ideas)
-	if err != nil {
-		return fmt.Errorf("evaluate: ideas: %w", err)
-	}
-	ideas, err := datasets.ReadAll[schemas.Idea](ctx, st, ideasM, schemas.Ideas)
+	pr, err := readPrompts(ctx, st, cfg)
 	if err != nil {
 		return err
-	}
-	pools := agents.BuildPools(ideas)
-	var tasks []schemas.Task
-	for _, t := range allTasks {
-		if slices.Contains(cfg.Splits, t.Split) && (len(cfg.Only) == 0 || slices.Contains(cfg.Only, t.TaskID)) {
-			tasks = append(tasks, t)
-		}
-	}
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].TaskID < tasks[j].TaskID })
-	if len(tasks) == 0 {
-		return fmt.Errorf("evaluate: no %s tasks in %s (only=%v)", strings.Join(cfg.Splits, "/"), tasksM.URI, cfg.Only)
 	}
 
 	// 2. Methods: the baselines and the trained policies.
@@ -241,6 +211,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	notes = append(notes, pr.notes...)
 	if p := cfg.PolicyPerTask; p > 0 && p < cfg.PerTask {
 		for _, m := range methods {
 			if m.batch != nil {
@@ -254,14 +225,134 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 
 	// 3. The work list: trajectory i of a task has one seed and one plan,
 	// shared by every method.
+	jobs, err := workList(cfg, in, methods)
+	if err != nil {
+		return err
+	}
+
+	// 4. Resume: one part file per (method, task).
+	key := runKey(cfg, in, methods, pr.prompts)
+	pending, err := datasets.Begin(ctx, st, cfg.Out, schemas.EvalResults, key)
+	if err != nil {
+		return err
+	}
+	todo, left, err := unfinished(ctx, pending, jobs)
+	if err != nil {
+		return err
+	}
+	episodes := 0
+	for _, j := range jobs {
+		episodes += len(j.items)
+	}
+	fmt.Fprintf(log, "evaluate: %d tasks x %d methods, up to %d trajectories each: %d episodes, %d already done, writing %s\n",
+		len(in.Tasks), len(methods), cfg.PerTask, episodes, episodes-left, pending.URI())
+
+	// 5. The episodes, in parallel; a (method, task) is written as soon as
+	// its trajectories are in.
+	envCfg, stop, err := episode.Setup(ctx, cfg.Env, cfg.Warm, func(err error) {
+		fmt.Fprintf(log, "evaluate: warm worker unavailable (%v); using cold processes\n", err)
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	bar := progress.New("evaluate", left)
+	err = runJobs(ctx, st, envCfg, pr.opts, cfg.Workers, todo, key, pending, bar)
+	bar.Done()
+	if err != nil {
+		return fmt.Errorf("evaluate: %w (rerun the same command to resume; finished (method, task) pairs are kept)", err)
+	}
+
+	// 6. The dataset, with lineage to its inputs and the checkpoints.
+	rows, err := datasets.ReadPending[schemas.EvalResult](ctx, pending)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return errors.New("evaluate: no results were written")
+	}
+	sum := Summarize(rows)
+	sources := map[string]string{}
+	for _, m := range methods {
+		if m.source != "" {
+			sources[m.name] = m.source
+		}
+	}
+	extra := map[string]any{"methods": methodNames(methods), "sources": sources, "notes": notes,
+		"per_task": cfg.PerTask, "policy_per_task": cfg.PolicyPerTask, "max_steps": cfg.Env.MaxSteps, "headline": sum.Headlines,
+		episode.PromptsKey: pr.prompts}
+	if pr.steps != "" {
+		extra["prompts_from"] = pr.steps
+	}
+	m, err := pending.Commit(ctx, datasets.CommitOptions{Producer: datasets.NewProducer(cfg),
+		Parents: []datasets.Parent{in.TasksM.Ref(), in.IdeasM.Ref()}, Extra: extra})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "evaluate: committed %s v%d (%d rows)\n", m.Name, m.Version, m.Rows)
+
+	// 7. The report: Markdown and plots, with the trainers' curves.
+	rin := ReportInput{Summary: sum, Results: m, Tasks: in.TasksM, Ideas: in.IdeasM, Sources: sources, Notes: notes,
+		PerTask: cfg.PerTask, MaxSteps: cfg.Env.MaxSteps, Curves: readCurves(ctx, st, cfg)}
+	where, err := WriteReport(ctx, st, cfg.Report, fmt.Sprintf("reports/eval-v%d", m.Version), rin)
+	if err != nil {
+		return fmt.Errorf("evaluate: report: %w", err)
+	}
+	PrintHeadline(out, sum)
+	fmt.Fprintf(out, "report: %s\n", where)
+	return nil
+}
+
+// promptSettings are how an evaluation renders its prompts: as the
+// rollout whose steps the policies learned from did.
+type promptSettings struct {
+	prompts agents.Prompts
+	opts    agents.Options
+	steps   string   // the steps version they were read from ("" for the defaults)
+	notes   []string // for the report
+}
+
+// readPrompts reads how the rollout rendered its prompts (budgets and
+// token counter) from the manifest of the steps dataset cfg.Steps names,
+// so that the policies act on prompts like those they were trained on.
+// With steps "" (no rollout) the default budgets are used.
+func readPrompts(ctx context.Context, st store.Store, cfg Config) (promptSettings, error) {
+	var pr promptSettings
+	if cfg.Steps == "" {
+		pr.prompts = agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget}
+		pr.notes = append(pr.notes, fmt.Sprintf("prompts: the default budgets (%d and %d tokens; steps is empty)", pr.prompts.FullBudget, pr.prompts.CompactBudget))
+	} else {
+		m, err := datasets.ResolveIn(ctx, st, cfg.Steps)
+		if err != nil {
+			return pr, fmt.Errorf("evaluate: steps: %w (prompts are rendered as the rollout rendered them: run `mlerl rollout` first, or set steps to \"\" for the default budgets)", err)
+		}
+		p, ok := episode.PromptsOf(m)
+		if !ok {
+			return pr, fmt.Errorf("evaluate: steps: %s records no prompt budgets: name the steps dataset of a rollout", m.URI)
+		}
+		pr.prompts, pr.steps = p, fmt.Sprintf("%s v%d", m.Name, m.Version)
+	}
+	opts, err := agents.NewOptionsFor(pr.prompts, cfg.Env.MaxSteps)
+	if err != nil {
+		return pr, fmt.Errorf("evaluate: %w", err)
+	}
+	pr.opts = opts
+	pr.prompts.Counter = opts.CountName
+	return pr, nil
+}
+
+// workList is every job of the evaluation. Trajectory i of a task has the
+// same seed and plan for every method; methods are interleaved so that
+// slow and fast episodes overlap.
+func workList(cfg Config, in *episode.Inputs, methods []*method) ([]job, error) {
 	var jobs []job
-	for _, t := range tasks {
+	for _, t := range in.Tasks {
 		items := make([]item, cfg.PerTask)
 		for i := range items {
-			seed := trajectorySeed(cfg.Seed, t.TaskID, i)
-			plan, err := agents.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
+			seed := episode.Seed("eval", cfg.Seed, t.TaskID, i)
+			plan, err := in.Plan(t.TaskID, seed)
 			if err != nil {
-				return fmt.Errorf("evaluate: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
+				return nil, fmt.Errorf("evaluate: %w", err)
 			}
 			items[i] = item{index: i, seed: seed, plan: plan}
 		}
@@ -282,47 +373,35 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			}
 		}
 	}
-	// Interleave methods so that slow and fast episodes overlap.
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].items[0].index < jobs[b].items[0].index })
+	return jobs, nil
+}
 
-	// 4. Resume: one part file per (method, task).
-	key := runKey(cfg, tasksM, ideasM, methods)
-	pending, err := datasets.Begin(ctx, st, cfg.Out, schemas.EvalResults, key)
-	if err != nil {
-		return err
-	}
+// unfinished returns the jobs whose (method, task) part file is not
+// written yet, and how many episodes they hold.
+func unfinished(ctx context.Context, pending *datasets.Pending, jobs []job) (todo []job, episodes int, err error) {
 	parts, err := pending.Parts(ctx)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-	todo := slices.DeleteFunc(slices.Clone(jobs), func(j job) bool { return slices.Contains(parts, partName(j.method.name, j.task.TaskID)) })
-	remaining := map[string]int{}
-	episodes, left := 0, 0
-	for _, j := range jobs {
+	todo = slices.DeleteFunc(slices.Clone(jobs), func(j job) bool { return slices.Contains(parts, j.part()) })
+	for _, j := range todo {
 		episodes += len(j.items)
 	}
-	for _, j := range todo {
-		remaining[partName(j.method.name, j.task.TaskID)]++
-		left += len(j.items)
-	}
-	fmt.Fprintf(log, "evaluate: %d tasks x %d methods, up to %d trajectories each: %d episodes, %d already done, writing %s\n",
-		len(tasks), len(methods), cfg.PerTask, episodes, episodes-left, pending.URI())
+	return todo, episodes, nil
+}
 
-	// 5. The episodes, in parallel; a (method, task) is written as soon as
-	// its trajectories are in.
-	runner, err := newRunner(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer runner.Close()
-	envCfg := cfg.Env
-	envCfg.Runner = runner
-	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
-	workers := cfg.Workers
+// runJobs runs the jobs, workers at a time (0: one per core), and writes
+// each (method, task)'s rows as one part file as soon as its jobs are
+// done.
+func runJobs(ctx context.Context, st store.Store, envCfg env.Config, opts agents.Options, workers int, todo []job, key string, pending *datasets.Pending, bar *progress.Bar) error {
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
-	bar := progress.New("evaluate", left)
+	remaining := map[string]int{}
+	for _, j := range todo {
+		remaining[j.part()]++
+	}
 	var mu sync.Mutex
 	buf := map[string][]schemas.EvalResult{}
 	eg, ectx := errgroup.WithContext(ctx)
@@ -333,7 +412,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("%s on %s: %w", j.method.name, j.task.TaskID, err)
 			}
-			part := partName(j.method.name, j.task.TaskID)
+			part := j.part()
 			mu.Lock()
 			buf[part] = append(buf[part], got...)
 			remaining[part]--
@@ -352,43 +431,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			return nil
 		})
 	}
-	err = eg.Wait()
-	bar.Done()
-	if err != nil {
-		return fmt.Errorf("evaluate: %w (rerun the same command to resume; finished (method, task) pairs are kept)", err)
-	}
-
-	// 6. The dataset, with lineage to its inputs and the checkpoints.
-	rows, err := readPending(ctx, pending)
-	if err != nil {
-		return err
-	}
-	sum := Summarize(rows)
-	sources := map[string]string{}
-	for _, m := range methods {
-		if m.source != "" {
-			sources[m.name] = m.source
-		}
-	}
-	extra := map[string]any{"methods": methodNames(methods), "sources": sources, "notes": notes,
-		"per_task": cfg.PerTask, "policy_per_task": cfg.PolicyPerTask, "max_steps": cfg.Env.MaxSteps, "headline": sum.Headlines}
-	m, err := pending.Commit(ctx, datasets.CommitOptions{Producer: datasets.NewProducer(cfg),
-		Parents: []datasets.Parent{tasksM.Ref(), ideasM.Ref()}, Extra: extra})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(log, "evaluate: committed %s v%d (%d rows)\n", m.Name, m.Version, m.Rows)
-
-	// 7. The report: Markdown and plots, with the trainers' curves.
-	in := ReportInput{Summary: sum, Results: m, Tasks: tasksM, Ideas: ideasM, Sources: sources, Notes: notes,
-		PerTask: cfg.PerTask, MaxSteps: cfg.Env.MaxSteps, Curves: readCurves(ctx, st, cfg)}
-	where, err := WriteReport(ctx, st, cfg.Report, fmt.Sprintf("reports/eval-v%d", m.Version), in)
-	if err != nil {
-		return fmt.Errorf("evaluate: report: %w", err)
-	}
-	PrintHeadline(out, sum)
-	fmt.Fprintf(out, "report: %s\n", where)
-	return nil
+	return eg.Wait()
 }
 
 // openMethods builds the requested methods; unavailable ones (llm without
@@ -451,7 +494,7 @@ func runJob(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 		for k, it := range j.items {
 			var agent agents.Agent
 			if j.method.factory != nil {
-				agent = j.method.factory.Episode(planTexts(it.plan), it.seed)
+				agent = j.method.factory.Episode(j.trajectory(it).PlanTexts(), it.seed)
 			}
 			row, err := runOne(ctx, st, envCfg, opts, j, it, agent, key)
 			if err != nil {
@@ -462,12 +505,12 @@ func runJob(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 		}
 		return rows, nil
 	}
-	ls := newLockstep(j.method.batch, trajectorySeed(j.items[0].seed, j.method.name, len(j.items)), len(j.items))
+	ls := newLockstep(j.method.batch, episode.Seed("eval", j.items[0].seed, j.method.name, len(j.items)), len(j.items))
 	eg, ectx := errgroup.WithContext(ctx)
 	for k, it := range j.items {
 		eg.Go(func() error {
 			defer ls.leave(ectx, k)
-			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.agent(k, planTexts(it.plan)), key)
+			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.agent(k, j.trajectory(it).PlanTexts()), key)
 			if err != nil {
 				return fmt.Errorf("trajectory %d: %w", it.index, err)
 			}
@@ -479,12 +522,14 @@ func runJob(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 	return rows, eg.Wait()
 }
 
-func planTexts(plan []schemas.Idea) []string {
-	texts := make([]string, len(plan))
-	for i, p := range plan {
-		texts[i] = p.Text
-	}
-	return texts
+// trajectory is trajectory it of j as the episode runner takes it.
+func (j job) trajectory(it item) episode.Job {
+	return episode.Job{Task: j.task, ID: fmt.Sprintf("eval-%s-%s-%02d", j.method.name, j.task.TaskID, it.index), Seed: it.seed, Plan: it.plan}
+}
+
+// part is the name of the part file of j's (method, task).
+func (j job) part() string {
+	return partName(j.method.name, j.task.TaskID)
 }
 
 // runOne runs one trajectory with agent (nil: initial, which records
@@ -497,29 +542,20 @@ func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 	if agent == nil {
 		return row, nil
 	}
-	e, err := env.New(ctx, envCfg, spec, st)
+	ep, err := episode.Run(ctx, st, envCfg, opts, j.trajectory(it), j.method.name, agent)
 	if err != nil {
 		return row, err
 	}
-	defer e.Close()
-	texts := planTexts(it.plan)
-	ids := make([]string, len(it.plan))
-	for i, p := range it.plan {
-		ids[i] = p.IdeaID
+	// The final score is the current submission's: the last graded run's,
+	// or m_init when no step ran.
+	t := ep.Trajectory
+	if t.FinalMetric != nil {
+		row.FinalScore = *t.FinalMetric
 	}
-	traj := schemas.Trajectory{TrajectoryID: fmt.Sprintf("eval-%s-%s-%02d", j.method.name, j.task.TaskID, it.index),
-		TaskID: j.task.TaskID, Expert: j.method.name, Seed: it.seed, PlanIdeaIDs: ids, Plan: strings.Join(texts, "\n")}
-	ep, err := agents.RunEpisode(ctx, e, agent, traj, texts, opts)
-	if err != nil {
-		return row, err
-	}
-	row.FinalScore = e.Current()
-	if b, ok := e.Best(); ok {
-		row.BestScore = &b
-	}
-	row.Steps = ep.Trajectory.NumSteps
-	row.WallS = ep.Trajectory.WallS
-	row.CostUSD = ep.Trajectory.CostUSD
+	row.BestScore = t.BestMetric
+	row.Steps = t.NumSteps
+	row.WallS = t.WallS
+	row.CostUSD = t.CostUSD
 	for _, s := range ep.Steps {
 		name := s.ActionName
 		if name == "" {
@@ -531,33 +567,18 @@ func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 	return row, nil
 }
 
-func newRunner(ctx context.Context, cfg Config, log io.Writer) (sandbox.Runner, error) {
-	python, err := sandbox.FindPython(cfg.Env.Python)
-	if err != nil {
-		return nil, err
-	}
-	return sandbox.New(ctx, python, cfg.Warm, func(err error) {
-		fmt.Fprintf(log, "evaluate: warm worker unavailable (%v); using cold processes\n", err)
-	}), nil
-}
-
-// trajectorySeed derives trajectory i's seed of a task from the run seed.
-func trajectorySeed(seed int64, task string, i int) int64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "eval/%d/%s/%d", seed, task, i)
-	return int64(h.Sum64() & (1<<63 - 1))
-}
-
-// runKey identifies an evaluation: everything that changes its rows.
-func runKey(cfg Config, tasks, ideas *datasets.Manifest, methods []*method) string {
+// runKey identifies an evaluation: everything that changes its rows (not
+// workers or where it is written), the methods' sources and how prompts
+// are rendered.
+func runKey(cfg Config, in *episode.Inputs, methods []*method, p agents.Prompts) string {
 	c := cfg
 	c.Workers, c.Data, c.Report = 0, "", ""
-	h := sha256.New()
-	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.Canonical(c))
-	for _, m := range methods {
-		fmt.Fprintf(h, "\n%s %s", m.name, m.source)
+	extra := make([]string, len(methods), len(methods)+1)
+	for i, m := range methods {
+		extra[i] = fmt.Sprintf("%s %s", m.name, m.source)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	extra = append(extra, fmt.Sprintf("prompts %d %d %s", p.FullBudget, p.CompactBudget, p.Counter))
+	return episode.RunKey(in.TasksM, in.IdeasM, c, extra...)
 }
 
 func partName(method, task string) string {
@@ -570,23 +591,4 @@ func methodNames(ms []*method) []string {
 		out[i] = m.name
 	}
 	return out
-}
-
-func readPending(ctx context.Context, p *datasets.Pending) ([]schemas.EvalResult, error) {
-	parts, err := p.Parts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []schemas.EvalResult
-	for _, part := range parts {
-		rows, err := datasets.ReadPart[schemas.EvalResult](ctx, p, part)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("evaluate: no results were written")
-	}
-	return out, nil
 }

@@ -159,6 +159,9 @@ func TestPipelineSmoke(t *testing.T) {
 			t.Errorf("manifest extra sources[%s] = %q, want its checkpoint", method, s)
 		}
 	}
+	if from, _ := m.Extra["prompts_from"].(string); from != "steps v1" {
+		t.Errorf("manifest extra prompts_from = %q, want the rollout's steps v1", from)
+	}
 	if len(m.Parents) != 2 {
 		t.Errorf("manifest parents %v: want tasks and ideas", m.Parents)
 	}

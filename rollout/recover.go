@@ -83,7 +83,7 @@ func repairSteps(ctx context.Context, cfg Config, in *inputs, tm *datasets.Manif
 	if err != nil {
 		return false, err
 	}
-	steps, err := readPending[schemas.Step](ctx, stepsP)
+	steps, err := datasets.ReadPending[schemas.Step](ctx, stepsP)
 	if err != nil {
 		return fail(fmt.Sprintf("lost their manifest and a part file is unreadable (%v)", err))
 	}
@@ -115,9 +115,9 @@ func repairTrajectories(ctx context.Context, cfg Config, in *inputs, sm *dataset
 		return false, err
 	}
 	want := map[string]bool{}
-	for _, t := range in.tasks {
+	for _, t := range in.Tasks {
 		for i := 0; i < cfg.PerTask; i++ {
-			want[fmt.Sprintf("%s-%04d", t.TaskID, i)] = true
+			want[trajectoryID(t.TaskID, i)] = true
 		}
 	}
 	stored := canonicalJSON(map[string]any{"summary": sm.Extra["summary"], "actions": sm.Extra["actions"], "outcomes": sm.Extra["outcomes"]})
@@ -130,7 +130,7 @@ func repairTrajectories(ctx context.Context, cfg Config, in *inputs, sm *dataset
 			continue // another run's: FindPending found none of this one
 		}
 		trajP := &datasets.Pending{St: st, Name: cfg.Trajectories, Version: inc[i].Version, Schema: schemas.Trajectories, RunKey: key}
-		trajs, err := readPending[schemas.Trajectory](ctx, trajP)
+		trajs, err := datasets.ReadPending[schemas.Trajectory](ctx, trajP)
 		if err != nil || len(trajs) != len(want) || mismatch(trajs, steps) != "" ||
 			slices.ContainsFunc(trajs, func(t schemas.Trajectory) bool { return !want[t.TrajectoryID] }) ||
 			canonicalJSON(stepExtra(trajs, steps)) != stored {

@@ -2,18 +2,18 @@
 // suite, recorded as the `trajectories` and `steps` datasets (the SFT data
 // and the pool of expert states that step-wise RL samples from).
 //
-// The whole flow is [Run]; the agents live in rollout/agents and the
-// environment in env.
+// The whole flow is [Run]; the agents live in env/agents, the environment
+// in env, and what the rollout shares with evaluate and serve-env (task
+// selection, plans and seeds, run keys, the script runner, one episode in
+// a fresh environment) in env/episode. The steps manifest records how the
+// prompts were rendered (Extra "prompts"), which evaluation reads back.
 package rollout
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -28,11 +28,11 @@ import (
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/progress"
-	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/shard"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -40,9 +40,8 @@ import (
 
 // Config is the rollout stage's configuration.
 type Config struct {
-	Data          string   `yaml:"data" help:"data root (local path or gs://bucket/prefix)"`
-	Tasks         string   `yaml:"tasks" help:"tasks dataset in the data root (name, or name/vN)"`
-	Ideas         string   `yaml:"ideas" help:"ideas dataset in the data root (name, or name/vN)"`
+	episode.Source `yaml:",inline"`
+
 	Trajectories  string   `yaml:"trajectories" help:"name of the trajectories dataset to write"`
 	Steps         string   `yaml:"steps" help:"name of the steps dataset to write"`
 	Split         string   `yaml:"split" help:"which tasks to roll out: held-in, held-out or all"`
@@ -67,7 +66,7 @@ type Config struct {
 // held-in task, 15 steps and 30 minutes each.
 func DefaultConfig() Config {
 	return Config{
-		Data: "./data", Tasks: "tasks", Ideas: "ideas", Trajectories: "trajectories", Steps: "steps",
+		Source: episode.DefaultSource(), Trajectories: "trajectories", Steps: "steps",
 		Split: schemas.HeldIn, PerTask: 20, Seed: 1, FlushEvery: 8, Expert: "scripted", SlipRate: 0.06,
 		Temperature: 0.7, Warm: true, FullBudget: 6000, CompactBudget: 448,
 		Env: env.DefaultConfig(), LLM: llm.DefaultConfig(),
@@ -77,13 +76,10 @@ func DefaultConfig() Config {
 // Validate implements config.Validator: every field, before anything is
 // read or written.
 func (c *Config) Validate() error {
+	if err := c.Source.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.Data == "":
-		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
-	case c.Tasks == "":
-		return config.Errorf("tasks", c.Tasks, "must name the tasks dataset (name or name/vN)")
-	case c.Ideas == "":
-		return config.Errorf("ideas", c.Ideas, "must name the ideas dataset (name or name/vN)")
 	case c.Trajectories == "":
 		return config.Errorf("trajectories", c.Trajectories, "must name the dataset to write")
 	case c.Steps == "":
@@ -145,12 +141,11 @@ func (c *Config) Derive() {
 	}
 }
 
-// inputs are the datasets a rollout reads and the tasks it rolls out.
+// inputs are the data root a rollout reads and writes, and the tasks of
+// its split with their kept ideas.
 type inputs struct {
-	st             store.Store
-	tasksM, ideasM *datasets.Manifest
-	tasks          []schemas.Task
-	ideas          []schemas.Idea
+	st store.Store
+	*episode.Inputs
 }
 
 func loadInputs(ctx context.Context, cfg Config) (*inputs, error) {
@@ -158,33 +153,15 @@ func loadInputs(ctx context.Context, cfg Config) (*inputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &inputs{st: st}
-	if in.tasksM, err = datasets.ResolveIn(ctx, st, cfg.Tasks); err != nil {
-		return nil, fmt.Errorf("rollout: tasks: %w", err)
+	var splits []string // "all": every split
+	if cfg.Split != "all" {
+		splits = []string{cfg.Split}
 	}
-	allTasks, err := datasets.ReadAll[schemas.Task](ctx, st, in.tasksM, schemas.Tasks)
+	in, err := episode.Load(ctx, st, cfg.Tasks, cfg.Ideas, splits, cfg.Only)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("rollout: %w", err)
 	}
-	if in.ideasM, err = datasets.ResolveIn(ctx, st, cfg.Ideas); err != nil {
-		return nil, fmt.Errorf("rollout: ideas: %w", err)
-	}
-	if in.ideas, err = datasets.ReadAll[schemas.Idea](ctx, st, in.ideasM, schemas.Ideas); err != nil {
-		return nil, err
-	}
-	in.tasks = selectTasks(allTasks, cfg.Split, cfg.Only)
-	if len(in.tasks) == 0 {
-		return nil, fmt.Errorf("rollout: no %s tasks in %s (only=%v)", cfg.Split, in.tasksM.URI, cfg.Only)
-	}
-	return in, nil
-}
-
-// job is one trajectory to run.
-type job struct {
-	task schemas.Task
-	id   string
-	seed int64
-	plan []schemas.Idea
+	return &inputs{st: st, Inputs: in}, nil
 }
 
 // Run rolls out the experts and writes the trajectories and steps datasets.
@@ -214,24 +191,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st, tasksM, ideasM, tasks := in.st, in.tasksM, in.ideasM, in.tasks
-	pools := agents.BuildPools(in.ideas)
+	st, tasksM, ideasM, tasks := in.st, in.TasksM, in.IdeasM, in.Tasks
 
 	// 2. The work list: every trajectory of this shard, with its plan.
-	var jobs []job
+	var jobs []episode.Job
 	g := 0
 	for _, t := range tasks {
 		for i := 0; i < cfg.PerTask; i, g = i+1, g+1 {
 			if !sh.Owns(g) {
 				continue
 			}
-			id := fmt.Sprintf("%s-%04d", t.TaskID, i)
-			seed := agents.TrajectorySeed(cfg.Seed, id)
-			plan, err := agents.SamplePlan(rand.New(rand.NewPCG(uint64(seed), 1)), pools[t.TaskID])
+			id := trajectoryID(t.TaskID, i)
+			seed := episode.Seed(cfg.Seed, id)
+			plan, err := in.Plan(t.TaskID, seed)
 			if err != nil {
-				return fmt.Errorf("rollout: task %s: %w (run `mlerl ingest ideas` for it)", t.TaskID, err)
+				return fmt.Errorf("rollout: %w", err)
 			}
-			jobs = append(jobs, job{task: t, id: id, seed: seed, plan: plan})
+			jobs = append(jobs, episode.Job{Task: t, ID: id, Seed: seed, Plan: plan})
 		}
 	}
 
@@ -242,19 +218,20 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// What can fail on this machine (no Python, no LLM client) fails
 	// before a version is opened.
-	runner, python, closeRunner, err := newRunner(ctx, cfg)
+	envCfg, closeRunner, err := episode.Setup(ctx, cfg.Env, cfg.Warm, func(err error) {
+		if ctx.Err() == nil { // else the run is stopping: not worth a line
+			fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
+		}
+	})
 	if err != nil {
 		return err
 	}
 	defer closeRunner()
-	envCfg := cfg.Env
-	envCfg.Runner = runner
-	envCfg.Python = python // else every env.New probes the interpreter (~2 s)
 	factory, err := newExpert(cfg)
 	if err != nil {
 		return err
 	}
-	opts := agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
+	opts := promptOptions(cfg)
 	trajP, err := datasets.Begin(ctx, st, cfg.Trajectories, schemas.Trajectories, key)
 	if err != nil {
 		return err
@@ -267,7 +244,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	todo := slices.DeleteFunc(slices.Clone(jobs), func(j job) bool { return done[j.id] })
+	todo := slices.DeleteFunc(slices.Clone(jobs), func(j episode.Job) bool { return done[j.ID] })
 	fmt.Fprintf(os.Stderr, "rollout: %d tasks, shard %d/%d: %d trajectories, %d already done, writing %s and %s\n",
 		len(tasks), shard, shards, len(jobs), len(jobs)-len(todo), trajP.URI(), stepsP.URI())
 
@@ -299,7 +276,7 @@ func Run(ctx context.Context, cfg Config) error {
 			case <-ectx.Done():
 				return ectx.Err()
 			}
-			bar.Add(1, j.id)
+			bar.Add(1, j.ID)
 			return nil
 		})
 	}
@@ -333,7 +310,7 @@ func Commit(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	key := runKey(cfg, in.tasksM, in.ideasM)
+	key := runKey(cfg, in.TasksM, in.IdeasM)
 	if done, err := committedRun(ctx, cfg, in, key); err != nil || done {
 		return err
 	}
@@ -376,23 +353,26 @@ func beginSteps(ctx context.Context, st store.Store, cfg Config, key string) (*d
 // commitIfComplete commits the run when every trajectory of every shard is
 // written, and reports whether it was.
 func commitIfComplete(ctx context.Context, cfg Config, in *inputs, trajP, stepsP *datasets.Pending, expert string, sh shard.Shard) (bool, error) {
-	all, err := readPending[schemas.Trajectory](ctx, trajP)
+	all, err := datasets.ReadPending[schemas.Trajectory](ctx, trajP)
 	if err != nil {
 		return false, err
 	}
-	want := len(in.tasks) * cfg.PerTask
+	want := len(in.Tasks) * cfg.PerTask
 	if len(all) < want {
 		fmt.Fprintf(os.Stderr, "rollout: shard %s done; %d of %d trajectories written; the last shard to finish commits (or run `mlerl rollout commit`)\n", sh, len(all), want)
 		return false, nil
 	}
-	parents := []datasets.Parent{in.tasksM.Ref(), in.ideasM.Ref()}
+	parents := []datasets.Parent{in.TasksM.Ref(), in.IdeasM.Ref()}
 	producer := datasets.NewProducer(cfg)
-	steps, err := readPending[schemas.Step](ctx, stepsP)
+	steps, err := datasets.ReadPending[schemas.Step](ctx, stepsP)
 	if err != nil {
 		return false, err
 	}
 	extra := stepExtra(all, steps)
 	extra["expert"] = expert
+	// How the steps' prompts were rendered, for whatever renders prompts
+	// of these tasks later (evaluation: see episode.PromptsOf).
+	extra[episode.PromptsKey] = promptOptions(cfg).Prompts()
 	summary := extra["summary"].([]TaskSummary)
 	sm, err := stepsP.Commit(ctx, datasets.CommitOptions{Producer: producer, Parents: parents, Extra: extra})
 	if err != nil {
@@ -411,7 +391,7 @@ func commitIfComplete(ctx context.Context, cfg Config, in *inputs, trajP, stepsP
 // missingShards says which shards' trajectories are not all written.
 func missingShards(ctx context.Context, cfg Config, in *inputs, trajP *datasets.Pending) error {
 	have := map[string]bool{}
-	rows, err := readPending[schemas.Trajectory](ctx, trajP)
+	rows, err := datasets.ReadPending[schemas.Trajectory](ctx, trajP)
 	if err != nil {
 		return err
 	}
@@ -432,9 +412,9 @@ func missingShards(ctx context.Context, cfg Config, in *inputs, trajP *datasets.
 	}
 	missing := map[int]int{}
 	g := 0
-	for _, t := range in.tasks {
+	for _, t := range in.Tasks {
 		for i := 0; i < cfg.PerTask; i, g = i+1, g+1 {
-			if !have[fmt.Sprintf("%s-%04d", t.TaskID, i)] {
+			if !have[trajectoryID(t.TaskID, i)] {
 				missing[g%shards]++
 			}
 		}
@@ -445,22 +425,7 @@ func missingShards(ctx context.Context, cfg Config, in *inputs, trajP *datasets.
 			list = append(list, fmt.Sprintf("shard %d/%d (%d trajectories)", i, shards, missing[i]))
 		}
 	}
-	return fmt.Errorf("%d of %d trajectories written; missing: %s; rerun those shards with the same config", len(rows), len(in.tasks)*cfg.PerTask, strings.Join(list, ", "))
-}
-
-func selectTasks(all []schemas.Task, split string, only []string) []schemas.Task {
-	var out []schemas.Task
-	for _, t := range all {
-		if split != "all" && t.Split != split {
-			continue
-		}
-		if len(only) > 0 && !slices.Contains(only, t.TaskID) {
-			continue
-		}
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
-	return out
+	return fmt.Errorf("%d of %d trajectories written; missing: %s; rerun those shards with the same config", len(rows), len(in.Tasks)*cfg.PerTask, strings.Join(list, ", "))
 }
 
 // runKey identifies a rollout: everything that changes its rows (not
@@ -468,22 +433,18 @@ func selectTasks(all []schemas.Task, split string, only []string) []schemas.Task
 func runKey(cfg Config, tasks, ideas *datasets.Manifest) string {
 	c := cfg
 	c.Workers, c.Shard, c.FlushEvery, c.Data = 0, "", 0, ""
-	h := sha256.New()
-	fmt.Fprintf(h, "%s v%d\n%s v%d\n%s", tasks.Name, tasks.Version, ideas.Name, ideas.Version, config.Canonical(c))
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	return episode.RunKey(tasks, ideas, c)
 }
 
-func newRunner(ctx context.Context, cfg Config) (sandbox.Runner, string, func(), error) {
-	python, err := sandbox.FindPython(cfg.Env.Python)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	r := sandbox.New(ctx, python, cfg.Warm, func(err error) {
-		if ctx.Err() == nil { // else the run is stopping: not worth a line
-			fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
-		}
-	})
-	return r, python, func() { r.Close() }, nil
+// trajectoryID names trajectory i of a task.
+func trajectoryID(task string, i int) string {
+	return fmt.Sprintf("%s-%04d", task, i)
+}
+
+// promptOptions are the options the experts' prompts are rendered with:
+// the configured budgets, counted by the tokenizer when it is installed.
+func promptOptions(cfg Config) agents.Options {
+	return agents.NewOptions(cfg.FullBudget, cfg.CompactBudget, cfg.Env.MaxSteps)
 }
 
 func newExpert(cfg Config) (agents.Factory, error) {
@@ -498,20 +459,13 @@ func newExpert(cfg Config) (agents.Factory, error) {
 }
 
 // runOne runs one trajectory in a fresh environment.
-func runOne(ctx context.Context, st store.Store, envCfg env.Config, factory agents.Factory, opts agents.Options, j job, shard int) (*agents.Episode, error) {
-	e, err := env.New(ctx, envCfg, env.SpecFromTask(j.task), st)
+func runOne(ctx context.Context, st store.Store, envCfg env.Config, factory agents.Factory, opts agents.Options, j episode.Job, shard int) (*agents.Episode, error) {
+	ep, err := episode.Run(ctx, st, envCfg, opts, j, factory.Name(), factory.Episode(j.PlanTexts(), j.Seed))
 	if err != nil {
 		return nil, err
 	}
-	defer e.Close()
-	texts := make([]string, len(j.plan))
-	ids := make([]string, len(j.plan))
-	for i, p := range j.plan {
-		texts[i], ids[i] = p.Text, p.IdeaID
-	}
-	traj := schemas.Trajectory{TrajectoryID: j.id, TaskID: j.task.TaskID, Expert: factory.Name(), Seed: j.seed,
-		PlanIdeaIDs: ids, Plan: strings.Join(texts, "\n"), Shard: int32(shard)}
-	return agents.RunEpisode(ctx, e, factory.Episode(texts, j.seed), traj, texts, opts)
+	ep.Trajectory.Shard = int32(shard)
+	return ep, nil
 }
 
 // partWriter buffers finished episodes and writes them as numbered part
@@ -615,23 +569,6 @@ func resume(ctx context.Context, trajP, stepsP *datasets.Pending, shard, shards 
 		}
 	}
 	return done, next, nil
-}
-
-// readPending reads every finished part of a pending version.
-func readPending[T any](ctx context.Context, p *datasets.Pending) ([]T, error) {
-	parts, err := p.Parts(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []T
-	for _, part := range parts {
-		rows, err := datasets.ReadPart[T](ctx, p, part)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	return out, nil
 }
 
 func countBy[T any](rows []T, key func(T) string) map[string]int {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/ingest"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/sandbox"
@@ -111,9 +112,20 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Errorf("the expert never edited or executed: %v", actions)
 	}
 
+	// The steps manifest records how the prompts were rendered, which
+	// evaluation reads back.
+	st, _ := store.Open(ctx, root)
+	sm, err := datasets.Latest(ctx, st, "steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(root)
+	if p, ok := episode.PromptsOf(sm); !ok || p != promptOptions(cfg).Prompts() || p.Counter == "" {
+		t.Errorf("steps manifest prompts %+v (ok %v), want %+v", p, ok, promptOptions(cfg).Prompts())
+	}
+
 	// Any recorded state restores exactly: the restored env's history has
 	// the step's index and its current score equals the step's metric_before.
-	st, _ := store.Open(ctx, root)
 	s := steps[len(steps)/2]
 	ecfg := env.DefaultConfig()
 	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")

@@ -212,7 +212,7 @@ type Step struct {
 	StepIndex    int32  `parquet:"step_index"`
 	// State is the full (MLAgentBench-style) rendering of the state before
 	// the action; CompactState the small policy's rendering of the same
-	// state (internal/prompt renders both).
+	// state (env/agents renders both).
 	State        string `parquet:"state"`
 	CompactState string `parquet:"compact_state"`
 	// Plan is the episode's action plan (idea texts), shown in both prompts.

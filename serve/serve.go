@@ -7,7 +7,9 @@
 // the action out, and answers the reward terms, the outcome, the
 // execution time and the observation. The states come from an rl_states
 // dataset loaded at start (by state_id), or a request names a snapshot
-// directly. Start at [Run]; [New] builds the handler for tests.
+// directly. Start at [Run]; [New] builds the handler for tests. The
+// script runner is set up once, as rollout and evaluate set theirs
+// (env/episode's Setup).
 package serve
 
 import (
@@ -30,10 +32,10 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
-	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -183,19 +185,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		}
 		s.source = fmt.Sprintf("%s v%d", m.Name, m.Version)
 	}
-	python, err := sandbox.FindPython(cfg.Env.Python)
+	// One runner for every request, with the interpreter set once: an
+	// empty one makes every restore probe Python (about 2 s).
+	envCfg, stop, err := episode.Setup(ctx, cfg.Env, cfg.Warm, func(err error) {
+		log.Warn("warm worker unavailable; using cold processes", "err", err.Error())
+	})
 	if err != nil {
 		return nil, err
 	}
-	runner := sandbox.New(ctx, python, cfg.Warm, func(err error) {
-		log.Warn("warm worker unavailable; using cold processes", "err", err.Error())
-	})
-	s.closeFn = runner.Close
-	s.envCfg = cfg.Env
-	// Set the interpreter once: an empty one makes every restore probe
-	// Python for numpy/pandas/sklearn (about 2 s).
-	s.envCfg.Python = python
-	s.envCfg.Runner = runner
+	s.closeFn, s.envCfg = stop, envCfg
 	s.capacity = int64(cfg.Concurrency)
 	if s.capacity == 0 {
 		s.capacity = int64(runtime.NumCPU())

@@ -6,13 +6,15 @@
 // Start with [Run], one episode of an agent on a task in a fresh
 // environment, recorded as a trajectory and its steps. Around it:
 //
+//   - [Source] is the configuration of where the tasks come from (data
+//     root, tasks and ideas datasets), embedded by rollout and evaluate.
 //   - [Load] reads the tasks and ideas datasets and keeps the tasks of the
 //     chosen splits ([SelectTasks]) with their kept ideas by pool.
 //   - [Inputs.Plan] samples a trajectory's initial plan and [Seed] derives
 //     its seed, so that any trajectory can be re-run alone.
 //   - [RunKey] is the key a resumable run finds its pending version by.
 //   - [Setup] finds the interpreter and starts the script runner once per
-//     process, for every environment it makes.
+//     process, for every environment it makes (serve-env's too).
 //   - [PromptsOf] reads how a rollout rendered its prompts from its steps
 //     manifest, so that evaluation renders the same.
 package episode
