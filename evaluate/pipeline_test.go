@@ -109,6 +109,19 @@ func TestPipelineSmoke(t *testing.T) {
 	}
 	stage("ppo")
 
+	// The episode-wise baseline arm: whole episodes from the initial
+	// states, in the environment, prompts rendered as the rollout did.
+	ec := train.DefaultPPOConfig()
+	ec.Data, ec.Out, ec.Mode, ec.Updates, ec.BatchSize, ec.Minibatches, ec.GenBatch, ec.EpisodeSteps = root, "checkpoints/ppo-episode", train.ModeEpisode, 1, 2, 1, 2, 2
+	ec.Env.Python = ""
+	if err := train.RunPPO(ctx, ec); err != nil {
+		t.Fatalf("train ppo --mode episode: %v", err)
+	}
+	if _, err := store.ReadAll(ctx, st, "checkpoints/ppo-episode/metrics.jsonl"); err != nil {
+		t.Fatalf("episode-wise PPO wrote no metrics: %v", err)
+	}
+	stage("ppo-episode")
+
 	cfg := DefaultConfig()
 	cfg.Data, cfg.PerTask = root, 2
 	cfg.Splits = []string{schemas.HeldOut, schemas.HeldIn}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/env/episode"
+	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/policy"
@@ -48,7 +50,10 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	ecfg.Python = python
 	ecfg.Runner = sandbox.New(ctx, python, true, nil)
 	defer ecfg.Runner.Close()
-	opts := agents.NewOptions(6000, 448, ecfg.MaxSteps)
+	opts, err := promptOptions(ctx, r.s, ecfg.MaxSteps)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(log, "train ppo: episode-wise, %d initial states, %d steps per episode, policy %d params on the %s engine\n",
 		len(starts), cfg.EpisodeSteps, r.policy.Config().NumParams(), r.policy.Name())
 
@@ -209,4 +214,31 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 	}
 	return batch, returns, valid, nil
+}
+
+// promptOptions renders episodes' prompts as the rollout behind the state
+// pool rendered them (budgets and token counter from the steps manifest
+// the pool was made from; episode.PromptsOf), the defaults when the pool
+// names no steps version that records them.
+func promptOptions(ctx context.Context, s *stage, maxSteps int) (agents.Options, error) {
+	p := agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget}
+	from := "the default budgets"
+	for _, parent := range s.input.Parents {
+		if parent.Name != schemas.Steps.Name {
+			continue
+		}
+		m, err := datasets.ResolveIn(ctx, s.st, fmt.Sprintf("%s/v%d", parent.Name, parent.Version))
+		if err != nil {
+			return agents.Options{}, fmt.Errorf("train ppo: the state pool's steps: %w", err)
+		}
+		if rec, ok := episode.PromptsOf(m); ok {
+			p, from = rec, m.URI
+		}
+	}
+	opts, err := agents.NewOptionsFor(p, maxSteps)
+	if err != nil {
+		return agents.Options{}, fmt.Errorf("train ppo: %w", err)
+	}
+	fmt.Fprintf(s.log, "train ppo: prompts rendered with budgets %d/%d tokens (%s)\n", p.FullBudget, p.CompactBudget, from)
+	return opts, nil
 }
