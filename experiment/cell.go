@@ -133,7 +133,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 		if err := sft(); err != nil {
 			return nil, err
 		}
-		evalArgs = append(evalArgs, "--methods", "sft", "--sft", ck+"/sft")
+		evalArgs = append(append(evalArgs, "--methods", "sft", "--sft", ck+"/sft"), c.arms[0].EvalFlags...)
 	case KindPPO:
 		if err := sft(); err != nil { // a no-op when the seed's SFT cell ran
 			return nil, err
@@ -144,7 +144,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 		if err != nil {
 			return nil, err
 		}
-		evalArgs = append(evalArgs, "--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name)
+		evalArgs = append(append(evalArgs, "--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name), c.arms[0].EvalFlags...)
 	}
 	u, err := stage(ctx, cfg, logs, c.name()+"-evaluate", evalArgs...)
 	eval.add(u)

@@ -28,7 +28,7 @@ type Config struct {
 	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
 	// Arms names the built-in arms to run (DefaultArms); ExtraArms adds
 	// PPO ablations of sft+ppo, each "name: flags of train ppo".
-	Arms      []string `yaml:"arms" help:"built-in arms to run: initial, random, expert, sft, sft+ppo, no-duration, sparse, episode-wise, no-format"`
+	Arms      []string `yaml:"arms" help:"built-in arms to run: initial, random, expert, sft, sft-free (the SFT policy decoding freely), sft+ppo, no-duration, sparse, episode-wise, no-format"`
 	ExtraArms []string `yaml:"extra_arms" help:"more PPO ablations of sft+ppo, each 'name: --flag value ...' (flags of train ppo)"`
 	// Bin runs the stages as a user does, one process each, so that each
 	// cell's wall and CPU time (its scripts included) are measured.
@@ -51,6 +51,8 @@ type Arm struct {
 	Method string `yaml:"method" help:"baseline: initial, random or expert"`
 	// Flags are passed to `mlerl train ppo` (kind ppo): the ablation.
 	Flags []string `yaml:"flags" help:"ppo: extra flags of train ppo, e.g. --duration_weighting=false"`
+	// EvalFlags are passed to the arm's `mlerl evaluate` (kind sft or ppo).
+	EvalFlags []string `yaml:"eval_flags" help:"sft, ppo: extra flags of the arm's evaluate, e.g. --decode=free"`
 	// AblationOf names the arm this one is compared with, and Paper what
 	// the papers report for it, for the claims table.
 	AblationOf string `yaml:"ablation_of" help:"the arm this arm ablates (the claims table compares them)"`
@@ -64,14 +66,16 @@ const (
 	KindPPO      = "ppo"
 )
 
-// DefaultArms is the issue's grid: the three baselines, SFT, SFT then
-// step-wise PPO, and four ablations of it.
+// DefaultArms is the grid: the three baselines, SFT (with constrained
+// decoding, and decoding freely), SFT then step-wise PPO, and four
+// ablations of it.
 func DefaultArms() []Arm {
 	return []Arm{
 		{Name: "initial", Kind: KindBaseline, Method: "initial"},
 		{Name: "random", Kind: KindBaseline, Method: "random"},
 		{Name: "expert", Kind: KindBaseline, Method: "expert"},
 		{Name: "sft", Kind: KindSFT},
+		{Name: "sft-free", Kind: KindSFT, EvalFlags: []string{"--decode=free"}},
 		{Name: "sft+ppo", Kind: KindPPO},
 		{Name: "no-duration", Kind: KindPPO, Flags: []string{"--duration_weighting=false"}, AblationOf: "sft+ppo",
 			Paper: "duration-aware weighting: +3.9% over plain PPO (RL for MLE agents)"},
@@ -182,6 +186,8 @@ func (c Config) Validate() error {
 			return config.Errorf(key+".method", a.Method, "want initial, random or expert for a baseline")
 		case a.Kind != KindPPO && len(a.Flags) > 0:
 			return config.Errorf(key+".flags", a.Flags, "only ppo arms take train ppo flags")
+		case a.Kind == KindBaseline && len(a.EvalFlags) > 0:
+			return config.Errorf(key+".eval_flags", a.EvalFlags, "baselines share one evaluate run; give evaluate flags to the grid (eval_flags)")
 		}
 		names[a.Name] = true
 	}
@@ -282,6 +288,9 @@ func runKey(cfg Config) string {
 	arms, _ := cfg.arms()
 	for _, a := range arms {
 		fmt.Fprintf(h, "|%s/%s/%s/%v", a.Name, a.Kind, a.Method, a.Flags)
+		if len(a.EvalFlags) > 0 {
+			fmt.Fprintf(h, "/%v", a.EvalFlags)
+		}
 	}
 	return "experiment-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
