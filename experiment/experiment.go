@@ -24,7 +24,7 @@ type Config struct {
 	Name string `yaml:"name" help:"grid name: prefix of its checkpoints, eval datasets and report"`
 	Out  string `yaml:"out" help:"dataset the grid's rows are written to"`
 	// Budget picks the training and evaluation sizes (see Budgets).
-	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about an hour with 3 seeds: 2 SFT epochs, 6 PPO updates, 4 trajectories of 6 steps)"`
+	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about an hour with 3 seeds: 2 SFT epochs, 6 PPO updates, 4 trajectories of 8 steps)"`
 	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
 	// Arms names the built-in arms to run (DefaultArms); ExtraArms adds
 	// PPO ablations of sft+ppo, each "name: flags of train ppo".
@@ -107,7 +107,7 @@ var Budgets = map[string]Budget{
 	"full": {
 		SFT:      []string{"--epochs=2", "--batch_rows=4"},
 		PPO:      []string{"--updates=6", "--batch_size=8", "--gen_batch=8", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=3", "--optim.lr=5e-5"},
-		Evaluate: []string{"--splits=held-out", "--per_task=4", "--policy_per_task=4", "--env.max_steps=6"},
+		Evaluate: []string{"--splits=held-out", "--per_task=4", "--policy_per_task=4", "--env.max_steps=8"},
 	},
 }
 
@@ -284,7 +284,8 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 // runKey identifies a grid: the same config resumes the same version.
 func runKey(cfg Config) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%v|%s|%q|%q|%q", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data, cfg.SFTFlags, cfg.PPOFlags, cfg.EvalFlags)
+	b := Budgets[cfg.Budget]
+	fmt.Fprintf(h, "%s|%s|%v|%s|%q|%q|%q|%q|%q|%q", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data, b.SFT, b.PPO, b.Evaluate, cfg.SFTFlags, cfg.PPOFlags, cfg.EvalFlags)
 	arms, _ := cfg.arms()
 	for _, a := range arms {
 		fmt.Fprintf(h, "|%s/%s/%s/%v", a.Name, a.Kind, a.Method, a.Flags)
