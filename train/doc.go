@@ -1,0 +1,26 @@
+// Package train is the trainer stage: `mlerl train sft`, then `mlerl
+// train ppo`. It reads the dataset stage's outputs and writes policy
+// checkpoints (policy.Checkpoint) with their metrics.jsonl.
+//
+// Where to read it, top to bottom:
+//
+//   - stage.go: what SFT and PPO share around their loops: validate, open
+//     the store, read the input split by task, resume the latest
+//     checkpoint, build the engine, save, record metrics, stop on a signal.
+//   - sft.go: RunSFT. Examples are encoded with policy.EncodePrompt's one
+//     fitting rule (the prompt as PPO and evaluation see it), responses
+//     made terse by default (response.go), packed into rows of ctx tokens
+//     (pack.go), and trained with the masked cross-entropy of loss.go.
+//   - ppo.go: RunPPOWith, step-wise PPO in the paper's order: sample
+//     expert states, generate one action each (constrained decoding by
+//     default, the same masks used again for the ratio), collect rewards
+//     asynchronously (collector.go) from sandboxed execution
+//     (envreward.go, the agentic-ML reward of env), one-step advantages,
+//     duration-aware weights, minibatch epochs of the clipped loss with
+//     value loss and KL to the SFT policy (loss.go), metrics and
+//     checkpoints. ppo_run.go holds the steps; episodes.go the
+//     episode-wise baseline (mode episode).
+//
+// The model and its engines live in policy/ (the native CPU engine in
+// policy/native, GoMLX for XLA); this package only drives them.
+package train
