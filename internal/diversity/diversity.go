@@ -10,19 +10,29 @@
 //  1. The first pick is the vector most similar to the pool's mean direction
 //     (the most typical idea), or, when [Options.Seed] is not 0, a vector
 //     drawn with that seed. Either way the result is deterministic.
-//  2. Every vector keeps a running "max similarity to any kept vector";
-//     after each pick one matrix-vector product against the new pick
-//     updates it (O(N·d) per pick, O(N·k·d) in all, O(N) extra memory
-//     besides the caller's N·d matrix).
-//  3. The next pick is the not-yet-kept vector with the smallest running
-//     max similarity (the farthest from the kept set); ties go to the lowest
+//  2. Every vector has a "max similarity to any kept vector".
+//  3. The next pick is the not-yet-kept vector with the smallest max
+//     similarity (the farthest from the kept set); ties go to the lowest
 //     index. A vector whose max similarity exceeds [Options.Threshold] is a
 //     near-duplicate of a kept idea and is never picked.
 //  4. Selection stops after k picks or when only near-duplicates are left.
 //
-// The dot products run in row chunks across GOMAXPROCS goroutines for large
-// pools; the chunk results are reduced in index order, so the outcome does
-// not depend on the number of workers.
+// The result is that of recomputing every max similarity after every pick
+// (O(N·k·d) multiply-adds, which is also what NearestSim costs), but the
+// work is ordered so that it is not one pass over the N·d matrix per pick,
+// which is bound by memory bandwidth. Max similarities only grow as picks
+// are added, so a value folded over the first t picks is a lower bound on
+// the current one. A heap orders the candidates by these bounds; the
+// smallest is brought up to date (its row against the picks it has not
+// seen, as one panel product with the picks in cache) until the smallest
+// is current: that is the next pick. Most rows are brought up to date a few
+// times in a whole selection, many picks at a time; a last pass folds the
+// remaining picks into every row for NearestSim, four rows at a time. Each
+// (row, pick) similarity is computed exactly once.
+//
+// The first pass (against the first pick) and the last pass run in row
+// chunks across GOMAXPROCS goroutines for large pools; a row's values do
+// not depend on the chunk it falls in, so neither does the outcome.
 package diversity
 
 import (
@@ -32,6 +42,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -107,7 +118,7 @@ type Result struct {
 }
 
 // parallelMinRows is the pool size below which one goroutine does each
-// matrix-vector product: smaller pools do not repay the goroutine start.
+// pass over the rows: smaller pools do not repay the goroutine start.
 const parallelMinRows = 8192
 
 // Select runs the greedy farthest-point selection on one pool (see the
@@ -125,40 +136,30 @@ func Select(ctx context.Context, m Matrix, opts Options) (Result, error) {
 	if n == 0 || opts.K <= 0 {
 		return res, nil
 	}
-	invNorm := make([]float32, n)
-	for i := range n {
-		if s := dot(m.Row(i), m.Row(i)); s > 0 {
-			invNorm[i] = float32(1 / math.Sqrt(float64(s)))
-		}
-	}
-	workers := opts.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	if n < parallelMinRows {
-		workers = 1
-	}
-
-	// maxSim is the running max cosine similarity to the kept set;
-	// -1 (the minimum possible) until the first update.
-	maxSim := res.NearestSim
-	pick := firstPick(m, invNorm, opts.Seed)
-	for rank := 0; pick >= 0; rank++ {
+	s := newSelector(m, res.NearestSim, min(opts.K, n), opts.Workers)
+	pick := firstPick(m, s.invNorm, opts.Seed)
+	s.add(pick)
+	s.firstPass()
+	s.candidates(opts.Threshold)
+	for len(s.order) < opts.K {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
-		res.Kept[pick] = true
-		res.Rank[pick] = int32(rank)
-		res.Order = append(res.Order, pick)
-		next, err := update(m, invNorm, maxSim, res.Kept, pick, opts.Threshold, workers)
-		if err != nil {
-			return Result{}, err
-		}
-		if rank+1 >= opts.K {
+		next := s.next(opts.Threshold)
+		if next < 0 {
 			break
 		}
-		pick = next
+		s.add(next)
 	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	s.lastPass()
+	for rank, i := range s.order {
+		res.Kept[i] = true
+		res.Rank[i] = int32(rank)
+	}
+	res.Order = s.order
 	return res, nil
 }
 
@@ -181,60 +182,329 @@ func firstPick(m Matrix, invNorm []float32, seed uint64) int {
 	return best
 }
 
-// candidate is a chunk's best next pick.
-type candidate struct {
-	idx int
-	sim float32
+// selector is the state of one selection.
+type selector struct {
+	m       Matrix
+	invNorm []float32 // 1/|row|, 0 for a zero row
+	// maxSim[i] is the max similarity of row i to picks order[:upto[i]]
+	// (other than itself); -1 while there are none.
+	maxSim []float32
+	upto   []int32
+	order  []int
+	// picks holds the kept rows normalised and transposed: dimension kk
+	// of pick j is picks[kk*ldb+j]; columns past the last pick are zero.
+	picks   []float32
+	ldb     int
+	workers int
+	// parts split the rows into contiguous ranges, one per worker, each
+	// with its own heap of candidates.
+	parts []part
 }
 
-// update folds the similarity to the new pick p into maxSim (for every row
-// but p itself) and returns the eligible row with the smallest max
-// similarity, or -1 when none is left.
-func update(m Matrix, invNorm, maxSim []float32, kept []bool, p int, threshold float32, workers int) (int, error) {
-	q := m.Row(p)
-	qn := invNorm[p]
-	scan := func(lo, hi int) candidate {
-		best := candidate{idx: -1, sim: float32(math.Inf(1))}
-		for i := lo; i < hi; i++ {
+// part is one worker's rows [lo, hi) and scratch space.
+type part struct {
+	lo, hi int
+	heap   simHeap
+	buf    []float32 // panel output
+	best   heapEntry // this step's local pick
+	found  bool
+}
+
+func newSelector(m Matrix, maxSim []float32, k, workers int) *selector {
+	n := m.Rows
+	s := &selector{m: m, maxSim: maxSim, invNorm: make([]float32, n), upto: make([]int32, n), order: make([]int, 0, k)}
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if n < parallelMinRows {
+		workers = 1
+	}
+	s.workers = workers
+	size := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += size {
+		s.parts = append(s.parts, part{lo: lo, hi: min(lo+size, n), buf: make([]float32, 4*maxPanel)})
+	}
+	s.parallel(func(p *part) {
+		for i := p.lo; i < p.hi; i++ {
+			if v := dot(m.Row(i), m.Row(i)); v > 0 {
+				s.invNorm[i] = float32(1 / math.Sqrt(float64(v)))
+			}
+		}
+	})
+	// Pad so that a panel starting at any pick column fits, and keep the
+	// stride off multiples of 4 KiB (cache set conflicts).
+	s.ldb = k + maxPanel
+	if s.ldb%1024 == 0 {
+		s.ldb += 16
+	}
+	s.picks = make([]float32, m.Dim*s.ldb)
+	return s
+}
+
+// parallel runs f on every part, on a goroutine each when there are
+// several.
+func (s *selector) parallel(f func(p *part)) {
+	if len(s.parts) == 1 {
+		f(&s.parts[0])
+		return
+	}
+	var g errgroup.Group
+	for i := range s.parts {
+		g.Go(func() error { f(&s.parts[i]); return nil })
+	}
+	g.Wait()
+}
+
+// add appends row p to the picks.
+func (s *selector) add(p int) {
+	j := len(s.order)
+	s.order = append(s.order, p)
+	inv := s.invNorm[p]
+	for kk, v := range s.m.Row(p) {
+		s.picks[kk*s.ldb+j] = v * inv
+	}
+}
+
+// firstPass folds the first pick into every row.
+func (s *selector) firstPass() {
+	p := s.order[0]
+	q := s.picks[:0]
+	if s.m.Dim > 0 {
+		q = make([]float32, s.m.Dim)
+		for kk := range q {
+			q[kk] = s.picks[kk*s.ldb]
+		}
+	}
+	s.parallel(func(pt *part) {
+		for i := pt.lo; i < pt.hi; i++ {
 			if i != p {
-				if s := dot(m.Data[i*m.Dim:(i+1)*m.Dim], q) * invNorm[i] * qn; s > maxSim[i] {
-					maxSim[i] = s
-				}
+				s.maxSim[i] = dot(s.m.Row(i), q) * s.invNorm[i]
 			}
-			if !kept[i] && maxSim[i] <= threshold && maxSim[i] < best.sim {
-				best = candidate{i, maxSim[i]}
+			s.upto[i] = 1
+		}
+	})
+}
+
+// candidates fills each part's heap with its rows still eligible after
+// the first pick.
+func (s *selector) candidates(threshold float32) {
+	p := s.order[0]
+	for w := range s.parts {
+		pt := &s.parts[w]
+		pt.heap = make(simHeap, 0, pt.hi-pt.lo)
+		for i := pt.lo; i < pt.hi; i++ {
+			if v := s.maxSim[i]; i != p && v <= threshold {
+				pt.heap = append(pt.heap, heapEntry{v, int32(i)})
 			}
 		}
-		return best
+		pt.heap.init()
 	}
-	var best candidate
-	if workers == 1 {
-		best = scan(0, m.Rows)
-	} else {
-		chunks := make([]candidate, workers)
-		size := (m.Rows + workers - 1) / workers
-		var g errgroup.Group
-		for w := range workers {
-			lo, hi := w*size, min((w+1)*size, m.Rows)
-			g.Go(func() error {
-				chunks[w] = candidate{idx: -1}
-				if lo < hi {
-					chunks[w] = scan(lo, hi)
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return -1, err
-		}
-		best = candidate{idx: -1, sim: float32(math.Inf(1))}
-		for _, c := range chunks { // chunks are in index order: ties keep the lowest index
-			if c.idx >= 0 && c.sim < best.sim {
-				best = c
-			}
+}
+
+// next returns the eligible row with the smallest max similarity to the
+// picks (lowest index on ties), or -1 when none is left: the best of the
+// parts' local picks.
+func (s *selector) next(threshold float32) int {
+	s.parallel(func(p *part) { p.best, p.found = s.localNext(p, threshold) })
+	var best *part
+	for w := range s.parts {
+		if p := &s.parts[w]; p.found && (best == nil || p.best.less(best.best)) {
+			best = p
 		}
 	}
-	return best.idx, nil
+	if best == nil {
+		return -1
+	}
+	best.heap.pop()
+	return int(best.best.idx)
+}
+
+// localNext finds the part's eligible row with the smallest max
+// similarity and leaves it on top of the heap. Heap entries are lower
+// bounds: while the top one is not current, the (up to) four smallest
+// stale entries are brought up to date together and put back, and rows
+// now over the threshold are dropped.
+func (s *selector) localNext(p *part, threshold float32) (heapEntry, bool) {
+	t := int32(len(s.order))
+	h := &p.heap
+	for len(*h) > 0 {
+		if top := (*h)[0]; s.upto[top.idx] == t {
+			return top, true
+		}
+		var batch [4]int32
+		nb := 0
+		for nb < len(batch) && len(*h) > 0 && s.upto[(*h)[0].idx] != t {
+			batch[nb] = (*h)[0].idx
+			nb++
+			h.pop()
+		}
+		if nb == 1 {
+			s.fold1(int(batch[0]), p.buf)
+		} else {
+			s.fold4(batch[:nb], p.buf)
+		}
+		for _, i := range batch[:nb] {
+			if v := s.maxSim[i]; v <= threshold {
+				h.push(heapEntry{v, i})
+			}
+		}
+	}
+	return heapEntry{}, false
+}
+
+// fold1 folds the picks row i lacks into its maxSim.
+func (s *selector) fold1(i int, buf []float32) {
+	lo, hi := int(s.upto[i]), len(s.order)
+	a, inv, best := s.m.Row(i), s.invNorm[i], s.maxSim[i]
+	w := kern.w1
+	for c0 := lo; c0 < hi; c0 += w {
+		kern.row1(a, s.picks, s.ldb, c0, buf)
+		for c, v := range buf[:min(w, hi-c0)] {
+			if v *= inv; v > best && s.order[c0+c] != i {
+				best = v
+			}
+		}
+	}
+	s.maxSim[i], s.upto[i] = best, int32(hi)
+}
+
+// lastPass folds the remaining picks into every row: rows sorted by how
+// many picks they lack, four at a time, across the workers.
+func (s *selector) lastPass() {
+	n, k := s.m.Rows, len(s.order)
+	// Counting sort by upto (descending work first balances the workers).
+	count := make([]int, k+2)
+	for _, u := range s.upto {
+		count[u+1]++
+	}
+	for u := 1; u < len(count); u++ {
+		count[u] += count[u-1]
+	}
+	rows := make([]int32, n)
+	for i, u := range s.upto {
+		rows[count[u]] = int32(i)
+		count[u]++
+	}
+	const group = 64 // rows per claim
+	var nextGroup atomic.Int64
+	work := func() {
+		buf := make([]float32, 4*maxPanel)
+		for {
+			g := int(nextGroup.Add(1)-1) * group
+			if g >= n {
+				return
+			}
+			for b := g; b < min(g+group, n); b += 4 {
+				s.fold4(rows[b:min(b+4, n)], buf)
+			}
+		}
+	}
+	if s.workers == 1 {
+		work()
+		return
+	}
+	var g errgroup.Group
+	for range s.workers {
+		g.Go(func() error { work(); return nil })
+	}
+	g.Wait()
+}
+
+// fold4 folds the picks each of up to four rows lacks into its maxSim
+// (rows[0] stands in for missing rows).
+func (s *selector) fold4(rows []int32, buf []float32) {
+	k := len(s.order)
+	var idx [4]int
+	lo := k
+	for r := range idx {
+		idx[r] = int(rows[min(r, len(rows)-1)])
+		lo = min(lo, int(s.upto[idx[r]]))
+	}
+	if lo >= k {
+		return
+	}
+	w := kern.w4
+	var best [4]float32
+	for r := range rows {
+		best[r] = s.maxSim[idx[r]]
+	}
+	m := s.m
+	for c0 := lo; c0 < k; c0 += w {
+		kern.row4(m.Row(idx[0]), m.Row(idx[1]), m.Row(idx[2]), m.Row(idx[3]), s.picks, s.ldb, c0, buf)
+		for r := range rows {
+			i := idx[r]
+			inv := s.invNorm[i]
+			from := max(c0, int(s.upto[i]))
+			for c := from; c < min(c0+w, k); c++ {
+				if v := buf[r*w+c-c0] * inv; v > best[r] && s.order[c] != i {
+					best[r] = v
+				}
+			}
+		}
+	}
+	for r := range rows {
+		s.maxSim[idx[r]], s.upto[idx[r]] = best[r], int32(k)
+	}
+}
+
+// push adds an entry.
+func (h *simHeap) push(e heapEntry) {
+	*h = append(*h, e)
+	s := *h
+	for j := len(s) - 1; j > 0; {
+		up := (j - 1) / 2
+		if !s[j].less(s[up]) {
+			break
+		}
+		s[j], s[up] = s[up], s[j]
+		j = up
+	}
+}
+
+// heapEntry is a candidate with a lower bound on its max similarity.
+type heapEntry struct {
+	sim float32
+	idx int32
+}
+
+func (a heapEntry) less(b heapEntry) bool {
+	return a.sim < b.sim || a.sim == b.sim && a.idx < b.idx
+}
+
+// simHeap is a binary min-heap of candidates ordered by (sim, idx).
+type simHeap []heapEntry
+
+func (h simHeap) init() {
+	for j := len(h)/2 - 1; j >= 0; j-- {
+		h.down(j)
+	}
+}
+
+func (h simHeap) down(j int) {
+	n := len(h)
+	for {
+		l := 2*j + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h[r].less(h[l]) {
+			c = r
+		}
+		if !h[c].less(h[j]) {
+			return
+		}
+		h[j], h[c] = h[c], h[j]
+		j = c
+	}
+}
+
+// pop removes the top entry.
+func (h *simHeap) pop() {
+	last := len(*h) - 1
+	(*h)[0] = (*h)[last]
+	*h = (*h)[:last]
+	h.down(0)
 }
 
 // SelectPools runs [Select] on every pool, pools in parallel (at most
