@@ -191,10 +191,11 @@ type selector struct {
 	maxSim []float32
 	upto   []int32
 	order  []int
-	// picks holds the kept rows normalised and transposed: dimension kk
-	// of pick j is picks[kk*ldb+j]; columns past the last pick are zero.
+	// picks holds the kept rows normalised, in panels of ks.w vectors
+	// (see dot.go): dimension kk of pick j is
+	// picks[(j/w)*d*w + kk*w + j%w]; columns past the last pick are zero.
 	picks   []float32
-	ldb     int
+	ks      *kernelSet // kern when the selection started
 	workers int
 	// parts split the rows into contiguous ranges, one per worker, each
 	// with its own heap of candidates.
@@ -212,7 +213,7 @@ type part struct {
 
 func newSelector(m Matrix, maxSim []float32, k, workers int) *selector {
 	n := m.Rows
-	s := &selector{m: m, maxSim: maxSim, invNorm: make([]float32, n), upto: make([]int32, n), order: make([]int, 0, k)}
+	s := &selector{m: m, maxSim: maxSim, invNorm: make([]float32, n), upto: make([]int32, n), order: make([]int, 0, k), ks: kern}
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -226,18 +227,13 @@ func newSelector(m Matrix, maxSim []float32, k, workers int) *selector {
 	}
 	s.parallel(func(p *part) {
 		for i := p.lo; i < p.hi; i++ {
-			if v := dot(m.Row(i), m.Row(i)); v > 0 {
+			if v := s.ks.dot(m.Row(i), m.Row(i)); v > 0 {
 				s.invNorm[i] = float32(1 / math.Sqrt(float64(v)))
 			}
 		}
 	})
-	// Pad so that a panel starting at any pick column fits, and keep the
-	// stride off multiples of 4 KiB (cache set conflicts).
-	s.ldb = k + maxPanel
-	if s.ldb%1024 == 0 {
-		s.ldb += 16
-	}
-	s.picks = make([]float32, m.Dim*s.ldb)
+	w := s.ks.w
+	s.picks = make([]float32, (k+w-1)/w*w*m.Dim)
 	return s
 }
 
@@ -259,26 +255,24 @@ func (s *selector) parallel(f func(p *part)) {
 func (s *selector) add(p int) {
 	j := len(s.order)
 	s.order = append(s.order, p)
-	inv := s.invNorm[p]
+	inv, w := s.invNorm[p], s.ks.w
+	panel := s.picks[j/w*w*s.m.Dim:]
 	for kk, v := range s.m.Row(p) {
-		s.picks[kk*s.ldb+j] = v * inv
+		panel[kk*w+j%w] = v * inv
 	}
 }
 
 // firstPass folds the first pick into every row.
 func (s *selector) firstPass() {
 	p := s.order[0]
-	q := s.picks[:0]
-	if s.m.Dim > 0 {
-		q = make([]float32, s.m.Dim)
-		for kk := range q {
-			q[kk] = s.picks[kk*s.ldb]
-		}
+	q := make([]float32, s.m.Dim)
+	for kk := range q {
+		q[kk] = s.picks[kk*s.ks.w]
 	}
 	s.parallel(func(pt *part) {
 		for i := pt.lo; i < pt.hi; i++ {
 			if i != p {
-				s.maxSim[i] = dot(s.m.Row(i), q) * s.invNorm[i]
+				s.maxSim[i] = s.ks.dot(s.m.Row(i), q) * s.invNorm[i]
 			}
 			s.upto[i] = 1
 		}
@@ -338,11 +332,7 @@ func (s *selector) localNext(p *part, threshold float32) (heapEntry, bool) {
 			nb++
 			h.pop()
 		}
-		if nb == 1 {
-			s.fold1(int(batch[0]), p.buf)
-		} else {
-			s.fold4(batch[:nb], p.buf)
-		}
+		s.fold4(batch[:nb], p.buf)
 		for _, i := range batch[:nb] {
 			if v := s.maxSim[i]; v <= threshold {
 				h.push(heapEntry{v, i})
@@ -350,22 +340,6 @@ func (s *selector) localNext(p *part, threshold float32) (heapEntry, bool) {
 		}
 	}
 	return heapEntry{}, false
-}
-
-// fold1 folds the picks row i lacks into its maxSim.
-func (s *selector) fold1(i int, buf []float32) {
-	lo, hi := int(s.upto[i]), len(s.order)
-	a, inv, best := s.m.Row(i), s.invNorm[i], s.maxSim[i]
-	w := kern.w1
-	for c0 := lo; c0 < hi; c0 += w {
-		kern.row1(a, s.picks, s.ldb, c0, buf)
-		for c, v := range buf[:min(w, hi-c0)] {
-			if v *= inv; v > best && s.order[c0+c] != i {
-				best = v
-			}
-		}
-	}
-	s.maxSim[i], s.upto[i] = best, int32(hi)
 }
 
 // lastPass folds the remaining picks into every row: rows sorted by how
@@ -423,19 +397,18 @@ func (s *selector) fold4(rows []int32, buf []float32) {
 	if lo >= k {
 		return
 	}
-	w := kern.w4
+	w, d := s.ks.w, s.m.Dim
 	var best [4]float32
 	for r := range rows {
 		best[r] = s.maxSim[idx[r]]
 	}
 	m := s.m
-	for c0 := lo; c0 < k; c0 += w {
-		kern.row4(m.Row(idx[0]), m.Row(idx[1]), m.Row(idx[2]), m.Row(idx[3]), s.picks, s.ldb, c0, buf)
+	for c0 := lo / w * w; c0 < k; c0 += w {
+		s.ks.row4(m.Row(idx[0]), m.Row(idx[1]), m.Row(idx[2]), m.Row(idx[3]), s.picks[c0*d:(c0+w)*d], buf)
 		for r := range rows {
 			i := idx[r]
 			inv := s.invNorm[i]
-			from := max(c0, int(s.upto[i]))
-			for c := from; c < min(c0+w, k); c++ {
+			for c := max(c0, int(s.upto[i])); c < min(c0+w, k); c++ {
 				if v := buf[r*w+c-c0] * inv; v > best[r] && s.order[c] != i {
 					best[r] = v
 				}

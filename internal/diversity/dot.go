@@ -2,36 +2,35 @@ package diversity
 
 // The similarity kernels. Select needs two products:
 //
-//   - dot: one float32 dot product (the first pick, norms, the first
-//     pass against the first pick);
-//   - panels: one row (or four) against w consecutive kept vectors at
-//     once. The kept vectors are stored transposed (dimension-major,
-//     b[kk*ldb+j] is dimension kk of kept vector j), so a panel is an
-//     outer-product loop: for each dimension, broadcast the row's value
-//     and multiply-add it into w column accumulators. No horizontal sums,
-//     and the kept vectors stay in cache while rows stream past.
+//   - dot: one float32 dot product (norms, the first pick, the first pass
+//     against the first pick);
+//   - panels: four rows against w kept vectors at once. The kept vectors
+//     are stored in panels of w, each panel dimension-major (b[kk*w+c] is
+//     dimension kk of the panel's vector c, w*d floats contiguous), so a
+//     panel product is an outer-product loop that streams the panel once:
+//     for each dimension, broadcast the four rows' values and multiply-add
+//     them into 4 x w column accumulators. No horizontal sums, and the
+//     kept vectors stay in cache while rows stream past.
 //
-// Within a kernel set, row1 and row4 sum each column in the same order
-// (one multiply-add per dimension, in order), so a similarity does not
-// depend on which of them computed it, nor therefore on how Select batches
-// rows across its workers. dot sums in another order; the sets differ
-// from each other in rounding (fused or separate multiply-adds).
+// A panel column's sum runs over the dimensions in order, whichever rows
+// share the call, so a similarity does not depend on how Select batches
+// rows across its workers. dot sums in another order; the kernel sets
+// differ from each other in rounding (fused or separate multiply-adds).
 //
 // kernelSet bundles one instruction set's versions; kern is the best the
 // CPU has (set in dot_simd.go), genericKernels the portable fallback.
 type kernelSet struct {
 	name string
 	dot  func(a, b []float32) float32
-	// row1 sets out[c] = sum_kk a[kk]*b[kk*ldb+lo+c] for c < w1.
-	w1   int
-	row1 func(a, b []float32, ldb, lo int, out []float32)
-	// row4 does the same for four rows, row r into out[r*w4 : (r+1)*w4].
-	w4   int
-	row4 func(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32)
+	// w is the panel width. row4 sets out[r*w+c] = sum_kk ar[kk]*b[kk*w+c]
+	// for the four rows a0..a3 of equal dimension d and c < w; b holds
+	// d*w floats.
+	w    int
+	row4 func(a0, a1, a2, a3, b []float32, out []float32)
 }
 
 // genericKernels is the portable fallback; panels are 16 columns wide.
-var genericKernels = kernelSet{name: "generic", dot: dotGeneric, w1: 16, row1: row1Generic, w4: 16, row4: row4Generic}
+var genericKernels = kernelSet{name: "generic", dot: dotGeneric, w: 16, row4: row4Generic}
 
 // kern is the kernel set Select uses (the fastest the CPU supports).
 var kern = &genericKernels
@@ -43,19 +42,14 @@ var kernelSets = []*kernelSet{&genericKernels}
 // dot is the float32 dot product of two equal-length vectors.
 func dot(a, b []float32) float32 { return kern.dot(a, b) }
 
-// maxPanel is the widest panel of any kernel set: the transposed kept
-// matrix carries this many zero columns of padding so that a panel
-// starting at any kept column stays inside it.
-const maxPanel = 64
+// maxPanel is the widest panel of any kernel set.
+const maxPanel = 32
 
-// checkPanel panics unless a panel of width w starting at column lo fits
-// in b for rows of dimension d (the SIMD kernels then skip bounds checks).
-// Dimension 0 needs no columns (every product is 0).
-func checkPanel(d int, b []float32, ldb, lo, w int) {
-	if d == 0 {
-		return
-	}
-	if d < 0 || lo < 0 || lo+w > ldb || len(b) < (d-1)*ldb+lo+w {
+// checkPanel panics unless four rows of dimension d, a panel of width w
+// and the output fit (the SIMD kernels then skip bounds checks).
+func checkPanel(a0, a1, a2, a3, b, out []float32, w int) {
+	d := len(a0)
+	if len(a1) != d || len(a2) != d || len(a3) != d || len(b) < d*w || len(out) < 4*w {
 		panic("diversity: similarity panel out of range")
 	}
 }
@@ -80,27 +74,12 @@ func dotGeneric(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// row1Generic is row1 for 16 columns with the accumulators in locals.
-func row1Generic(a, b []float32, ldb, lo int, out []float32) {
-	checkPanel(len(a), b, ldb, lo, 16)
-	var c [16]float32
-	for kk, x := range a {
-		bb := (*[16]float32)(b[kk*ldb+lo:])
-		for j := range c {
-			c[j] += x * bb[j]
-		}
-	}
-	copy(out[:16], c[:])
-}
-
 // row4Generic is row4 for 16 columns.
-func row4Generic(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32) {
-	d := len(a0)
-	checkPanel(d, b, ldb, lo, 16)
-	a1, a2, a3 = a1[:d], a2[:d], a3[:d]
+func row4Generic(a0, a1, a2, a3, b []float32, out []float32) {
+	checkPanel(a0, a1, a2, a3, b, out, 16)
 	var c0, c1, c2, c3 [16]float32
-	for kk := range d {
-		bb := (*[16]float32)(b[kk*ldb+lo:])
+	for kk := range a0 {
+		bb := (*[16]float32)(b[kk*16:])
 		x0, x1, x2, x3 := a0[kk], a1[kk], a2[kk], a3[kk]
 		for j, v := range bb {
 			c0[j] += x0 * v

@@ -9,11 +9,11 @@ package diversity
 // AVX-to-SSE transition penalty on Intel CPUs while the upper register
 // halves are dirty (see policy/native/kernels_simd_amd64.go).
 //
-// Every column of a panel is one fused multiply-add chain over the
-// dimensions in order, in row1 and row4 alike, so the two give bitwise
-// equal similarities. row4 (4 rows x 2 column vectors, 8 accumulators, the
-// largest tile Go's 16 vector registers hold without spills) does a
-// quarter of the loads of row1 per multiply-add.
+// row4 is 4 rows x 2 column vectors: 8 accumulators (enough independent
+// fused multiply-add chains to cover the FMA latency on two ports), 2
+// panel loads and 4 broadcasts per dimension, the largest tile Go's 16
+// vector registers hold without spills. Every column is one chain over
+// the dimensions in order.
 
 import (
 	"simd/archsimd"
@@ -21,8 +21,8 @@ import (
 )
 
 var (
-	avx512Kernels = kernelSet{name: "avx512", dot: dot512, w1: 64, row1: row1x512, w4: 32, row4: row4x512}
-	avx2Kernels   = kernelSet{name: "avx2", dot: dot256, w1: 32, row1: row1x256, w4: 16, row4: row4x256}
+	avx512Kernels = kernelSet{name: "avx512", dot: dot512, w: 32, row4: row4x512}
+	avx2Kernels   = kernelSet{name: "avx2", dot: dot256, w: 16, row4: row4x256}
 )
 
 func init() {
@@ -105,71 +105,17 @@ func sumLanes(l *[8]float32) float32 {
 	return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
 }
 
-// row1x512 is row1 for 64 columns (4 vectors).
-func row1x512(a, b []float32, ldb, lo int, out []float32) {
-	d := len(a)
-	checkPanel(d, b, ldb, lo, 64)
-	_ = out[63]
-	if d == 0 {
-		clear(out[:64])
-		return
-	}
-	var c0, c1, c2, c3 f16
-	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[lo])
-	stride := uintptr(ldb) * 4
-	for range d {
-		x := archsimd.BroadcastFloat32x16(*(*float32)(ap))
-		c0, c1 = load16(bp).MulAdd(x, c0), load16(unsafe.Add(bp, 64)).MulAdd(x, c1)
-		c2, c3 = load16(unsafe.Add(bp, 128)).MulAdd(x, c2), load16(unsafe.Add(bp, 192)).MulAdd(x, c3)
-		ap, bp = unsafe.Add(ap, 4), unsafe.Add(bp, stride)
-	}
-	op := unsafe.Pointer(&out[0])
-	store16(c0, op)
-	store16(c1, unsafe.Add(op, 64))
-	store16(c2, unsafe.Add(op, 128))
-	store16(c3, unsafe.Add(op, 192))
-	archsimd.ClearAVXUpperBits()
-}
-
-// row1x256 is row1 for 32 columns (4 vectors).
-func row1x256(a, b []float32, ldb, lo int, out []float32) {
-	d := len(a)
-	checkPanel(d, b, ldb, lo, 32)
-	_ = out[31]
-	if d == 0 {
-		clear(out[:32])
-		return
-	}
-	var c0, c1, c2, c3 f8
-	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[lo])
-	stride := uintptr(ldb) * 4
-	for range d {
-		x := archsimd.BroadcastFloat32x8(*(*float32)(ap))
-		c0, c1 = load8(bp).MulAdd(x, c0), load8(unsafe.Add(bp, 32)).MulAdd(x, c1)
-		c2, c3 = load8(unsafe.Add(bp, 64)).MulAdd(x, c2), load8(unsafe.Add(bp, 96)).MulAdd(x, c3)
-		ap, bp = unsafe.Add(ap, 4), unsafe.Add(bp, stride)
-	}
-	op := unsafe.Pointer(&out[0])
-	store8(c0, op)
-	store8(c1, unsafe.Add(op, 32))
-	store8(c2, unsafe.Add(op, 64))
-	store8(c3, unsafe.Add(op, 96))
-	archsimd.ClearAVXUpperBits()
-}
-
-// row4x512 is row4 for 32 columns: 4 rows x 2 vectors.
-func row4x512(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32) {
+// row4x512 is row4 for panels of 32: 4 rows x 2 vectors.
+func row4x512(a0, a1, a2, a3, b []float32, out []float32) {
+	checkPanel(a0, a1, a2, a3, b, out, 32)
 	d := len(a0)
-	checkPanel(d, b, ldb, lo, 32)
-	a1, a2, a3, out = a1[:d], a2[:d], a3[:d], out[:128]
 	if d == 0 {
-		clear(out)
+		clear(out[:128])
 		return
 	}
 	var c00, c01, c10, c11, c20, c21, c30, c31 f16
 	p0, p1, p2, p3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
-	bp := unsafe.Pointer(&b[lo])
-	stride := uintptr(ldb) * 4
+	bp := unsafe.Pointer(&b[0])
 	for range d {
 		b0, b1 := load16(bp), load16(unsafe.Add(bp, 64))
 		x0 := archsimd.BroadcastFloat32x16(*(*float32)(p0))
@@ -181,7 +127,7 @@ func row4x512(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32) {
 		c20, c21 = b0.MulAdd(x2, c20), b1.MulAdd(x2, c21)
 		c30, c31 = b0.MulAdd(x3, c30), b1.MulAdd(x3, c31)
 		p0, p1, p2, p3 = unsafe.Add(p0, 4), unsafe.Add(p1, 4), unsafe.Add(p2, 4), unsafe.Add(p3, 4)
-		bp = unsafe.Add(bp, stride)
+		bp = unsafe.Add(bp, 128)
 	}
 	op := unsafe.Pointer(&out[0])
 	store16(c00, op)
@@ -195,19 +141,17 @@ func row4x512(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32) {
 	archsimd.ClearAVXUpperBits()
 }
 
-// row4x256 is row4 for 16 columns: 4 rows x 2 vectors.
-func row4x256(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32) {
+// row4x256 is row4 for panels of 16: 4 rows x 2 vectors.
+func row4x256(a0, a1, a2, a3, b []float32, out []float32) {
+	checkPanel(a0, a1, a2, a3, b, out, 16)
 	d := len(a0)
-	checkPanel(d, b, ldb, lo, 16)
-	a1, a2, a3, out = a1[:d], a2[:d], a3[:d], out[:64]
 	if d == 0 {
-		clear(out)
+		clear(out[:64])
 		return
 	}
 	var c00, c01, c10, c11, c20, c21, c30, c31 f8
 	p0, p1, p2, p3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
-	bp := unsafe.Pointer(&b[lo])
-	stride := uintptr(ldb) * 4
+	bp := unsafe.Pointer(&b[0])
 	for range d {
 		b0, b1 := load8(bp), load8(unsafe.Add(bp, 32))
 		x0 := archsimd.BroadcastFloat32x8(*(*float32)(p0))
@@ -219,7 +163,7 @@ func row4x256(a0, a1, a2, a3, b []float32, ldb, lo int, out []float32) {
 		c20, c21 = b0.MulAdd(x2, c20), b1.MulAdd(x2, c21)
 		c30, c31 = b0.MulAdd(x3, c30), b1.MulAdd(x3, c31)
 		p0, p1, p2, p3 = unsafe.Add(p0, 4), unsafe.Add(p1, 4), unsafe.Add(p2, 4), unsafe.Add(p3, 4)
-		bp = unsafe.Add(bp, stride)
+		bp = unsafe.Add(bp, 64)
 	}
 	op := unsafe.Pointer(&out[0])
 	store8(c00, op)
