@@ -17,22 +17,26 @@
 //     near-duplicate of a kept idea and is never picked.
 //  4. Selection stops after k picks or when only near-duplicates are left.
 //
-// The result is that of recomputing every max similarity after every pick
-// (O(N·k·d) multiply-adds, which is also what NearestSim costs), but the
-// work is ordered so that it is not one pass over the N·d matrix per pick,
-// which is bound by memory bandwidth. Max similarities only grow as picks
-// are added, so a value folded over the first t picks is a lower bound on
-// the current one. A heap orders the candidates by these bounds; the
-// smallest is brought up to date (its row against the picks it has not
-// seen, as one panel product with the picks in cache) until the smallest
-// is current: that is the next pick. Most rows are brought up to date a few
-// times in a whole selection, many picks at a time; a last pass folds the
-// remaining picks into every row for NearestSim, four rows at a time. Each
-// (row, pick) similarity is computed exactly once.
+// The result is that of updating every max similarity after every pick
+// (O(N·k·d) multiply-adds, which NearestSim needs anyway), but the work is
+// not one pass over the N·d matrix per pick, which would be bound by memory
+// bandwidth. Max similarities only grow as picks are added, so a value
+// folded over the first t picks is a lower bound on the current one. A
+// heap orders the candidates by these bounds; the smallest few are brought
+// up to date (their rows against the picks they have not seen, as panel
+// products with the normalised picks in cache, see dot.go) until the
+// smallest is current: that is the next pick. Most rows are brought up to
+// date a few times in a whole selection, hundreds of picks at a time; a
+// last pass folds the remaining picks into every row for NearestSim. Each
+// (row, pick) similarity enters the row's max once, computed the same way
+// whenever that happens, so the outcome does not depend on the order.
 //
-// The first pass (against the first pick) and the last pass run in row
-// chunks across GOMAXPROCS goroutines for large pools; a row's values do
-// not depend on the chunk it falls in, so neither does the outcome.
+// For large pools the rows are split into one contiguous part per worker
+// (GOMAXPROCS goroutines), each with its own heap: per pick, the parts find
+// their local best in parallel and the best of those (lowest index on
+// ties) is the pick, which is the global best. The first and last passes
+// run across the same workers. A row's values do not depend on the part it
+// falls in, so the result is the same for any number of workers.
 package diversity
 
 import (
