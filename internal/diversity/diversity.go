@@ -350,7 +350,8 @@ func (s *selector) localNext(p *part, threshold float32) (heapEntry, bool) {
 // many picks they lack, four at a time, across the workers.
 func (s *selector) lastPass() {
 	n, k := s.m.Rows, len(s.order)
-	// Counting sort by upto (descending work first balances the workers).
+	// Counting sort by upto: rows lacking the same picks share kernel
+	// calls, and the longest work goes first, which balances the workers.
 	count := make([]int, k+2)
 	for _, u := range s.upto {
 		count[u+1]++
@@ -389,7 +390,7 @@ func (s *selector) lastPass() {
 }
 
 // fold4 folds the picks each of up to four rows lacks into its maxSim
-// (rows[0] stands in for missing rows).
+// (the last row also fills the kernel's missing rows).
 func (s *selector) fold4(rows []int32, buf []float32) {
 	k := len(s.order)
 	var idx [4]int
@@ -421,20 +422,6 @@ func (s *selector) fold4(rows []int32, buf []float32) {
 	}
 	for r := range rows {
 		s.maxSim[idx[r]], s.upto[idx[r]] = best[r], int32(k)
-	}
-}
-
-// push adds an entry.
-func (h *simHeap) push(e heapEntry) {
-	*h = append(*h, e)
-	s := *h
-	for j := len(s) - 1; j > 0; {
-		up := (j - 1) / 2
-		if !s[j].less(s[up]) {
-			break
-		}
-		s[j], s[up] = s[up], s[j]
-		j = up
 	}
 }
 
@@ -473,6 +460,20 @@ func (h simHeap) down(j int) {
 		}
 		h[j], h[c] = h[c], h[j]
 		j = c
+	}
+}
+
+// push adds an entry.
+func (h *simHeap) push(e heapEntry) {
+	*h = append(*h, e)
+	s := *h
+	for j := len(s) - 1; j > 0; {
+		up := (j - 1) / 2
+		if !s[j].less(s[up]) {
+			break
+		}
+		s[j], s[up] = s[up], s[j]
+		j = up
 	}
 }
 
