@@ -116,18 +116,19 @@ func row4x512(a0, a1, a2, a3, b []float32, out []float32) {
 	var c00, c01, c10, c11, c20, c21, c30, c31 f16
 	p0, p1, p2, p3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
 	bp := unsafe.Pointer(&b[0])
-	for range d {
-		b0, b1 := load16(bp), load16(unsafe.Add(bp, 64))
-		x0 := archsimd.BroadcastFloat32x16(*(*float32)(p0))
-		x1 := archsimd.BroadcastFloat32x16(*(*float32)(p1))
-		x2 := archsimd.BroadcastFloat32x16(*(*float32)(p2))
-		x3 := archsimd.BroadcastFloat32x16(*(*float32)(p3))
+	// Pointers are formed from the index, never one past the end
+	// (checkptr).
+	for kk := range uintptr(d) {
+		pb, o := unsafe.Add(bp, kk*128), kk*4
+		b0, b1 := load16(pb), load16(unsafe.Add(pb, 64))
+		x0 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(p0, o)))
+		x1 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(p1, o)))
+		x2 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(p2, o)))
+		x3 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(p3, o)))
 		c00, c01 = b0.MulAdd(x0, c00), b1.MulAdd(x0, c01)
 		c10, c11 = b0.MulAdd(x1, c10), b1.MulAdd(x1, c11)
 		c20, c21 = b0.MulAdd(x2, c20), b1.MulAdd(x2, c21)
 		c30, c31 = b0.MulAdd(x3, c30), b1.MulAdd(x3, c31)
-		p0, p1, p2, p3 = unsafe.Add(p0, 4), unsafe.Add(p1, 4), unsafe.Add(p2, 4), unsafe.Add(p3, 4)
-		bp = unsafe.Add(bp, 128)
 	}
 	op := unsafe.Pointer(&out[0])
 	store16(c00, op)
@@ -152,18 +153,19 @@ func row4x256(a0, a1, a2, a3, b []float32, out []float32) {
 	var c00, c01, c10, c11, c20, c21, c30, c31 f8
 	p0, p1, p2, p3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
 	bp := unsafe.Pointer(&b[0])
-	for range d {
-		b0, b1 := load8(bp), load8(unsafe.Add(bp, 32))
-		x0 := archsimd.BroadcastFloat32x8(*(*float32)(p0))
-		x1 := archsimd.BroadcastFloat32x8(*(*float32)(p1))
-		x2 := archsimd.BroadcastFloat32x8(*(*float32)(p2))
-		x3 := archsimd.BroadcastFloat32x8(*(*float32)(p3))
+	// Pointers are formed from the index, never one past the end
+	// (checkptr).
+	for kk := range uintptr(d) {
+		pb, o := unsafe.Add(bp, kk*64), kk*4
+		b0, b1 := load8(pb), load8(unsafe.Add(pb, 32))
+		x0 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(p0, o)))
+		x1 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(p1, o)))
+		x2 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(p2, o)))
+		x3 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(p3, o)))
 		c00, c01 = b0.MulAdd(x0, c00), b1.MulAdd(x0, c01)
 		c10, c11 = b0.MulAdd(x1, c10), b1.MulAdd(x1, c11)
 		c20, c21 = b0.MulAdd(x2, c20), b1.MulAdd(x2, c21)
 		c30, c31 = b0.MulAdd(x3, c30), b1.MulAdd(x3, c31)
-		p0, p1, p2, p3 = unsafe.Add(p0, 4), unsafe.Add(p1, 4), unsafe.Add(p2, 4), unsafe.Add(p3, 4)
-		bp = unsafe.Add(bp, 64)
 	}
 	op := unsafe.Pointer(&out[0])
 	store8(c00, op)
