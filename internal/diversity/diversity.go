@@ -194,6 +194,7 @@ type selector struct {
 	// (other than itself); -1 while there are none.
 	maxSim []float32
 	upto   []int32
+	arg    []int32 // the pick (rank) that maxSim[i] comes from; -1 if none
 	order  []int
 	// picks holds the kept rows normalised, in panels of ks.w vectors
 	// (see dot.go): dimension kk of pick j is
@@ -217,7 +218,7 @@ type part struct {
 
 func newSelector(m Matrix, maxSim []float32, k, workers int) *selector {
 	n := m.Rows
-	s := &selector{m: m, maxSim: maxSim, invNorm: make([]float32, n), upto: make([]int32, n), order: make([]int, 0, k), ks: kern}
+	s := &selector{m: m, maxSim: maxSim, invNorm: make([]float32, n), upto: make([]int32, n), arg: make([]int32, n), order: make([]int, 0, k), ks: kern}
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -275,8 +276,10 @@ func (s *selector) firstPass() {
 	}
 	s.parallel(func(pt *part) {
 		for i := pt.lo; i < pt.hi; i++ {
+			s.arg[i] = -1
 			if i != p {
 				s.maxSim[i] = s.ks.dot(s.m.Row(i), q) * s.invNorm[i]
+				s.arg[i] = 0
 			}
 			s.upto[i] = 1
 		}
@@ -346,35 +349,48 @@ func (s *selector) localNext(p *part, threshold float32) (heapEntry, bool) {
 	return heapEntry{}, false
 }
 
-// lastPass folds the remaining picks into every row: rows sorted by how
-// many picks they lack, four at a time, across the workers.
+// lastPass folds the remaining picks into every row, four rows at a
+// time across the workers. Rows already close to a pick (see foldPruned)
+// go apart from the others; within each class rows are sorted by how many
+// picks they lack, so rows lacking the same picks share kernel calls and
+// the longest work goes first, which balances the workers.
 func (s *selector) lastPass() {
 	n, k := s.m.Rows, len(s.order)
-	// Counting sort by upto: rows lacking the same picks share kernel
-	// calls, and the longest work goes first, which balances the workers.
-	count := make([]int, k+2)
-	for _, u := range s.upto {
-		count[u+1]++
+	prunable := func(i int) bool { return pruning && s.arg[i] >= 0 && s.maxSim[i] >= pruneMin }
+	// Counting sort by (prunable, upto).
+	key := func(i int) int {
+		if prunable(i) {
+			return k + 1 + int(s.upto[i])
+		}
+		return int(s.upto[i])
+	}
+	count := make([]int, 2*k+3)
+	for i := range n {
+		count[key(i)+1]++
 	}
 	for u := 1; u < len(count); u++ {
 		count[u] += count[u-1]
 	}
 	rows := make([]int32, n)
-	for i, u := range s.upto {
-		rows[count[u]] = int32(i)
-		count[u]++
+	for i := range n {
+		rows[count[key(i)]] = int32(i)
+		count[key(i)]++
 	}
+	simPicks := s.pickSims()
 	const group = 64 // rows per claim
 	var nextGroup atomic.Int64
 	work := func() {
-		buf := make([]float32, 4*maxPanel)
+		sc := newPruneScratch(s)
 		for {
 			g := int(nextGroup.Add(1)-1) * group
 			if g >= n {
 				return
 			}
 			for b := g; b < min(g+group, n); b += 4 {
-				s.fold4(rows[b:min(b+4, n)], buf)
+				quad := rows[b:min(b+4, n)]
+				if !prunable(int(quad[0])) || !s.foldPruned(quad, simPicks, sc) {
+					s.fold4(quad, sc.buf)
+				}
 			}
 		}
 	}
@@ -387,6 +403,126 @@ func (s *selector) lastPass() {
 		g.Go(func() error { work(); return nil })
 	}
 	g.Wait()
+}
+
+// pickSims returns the similarities between the picks, k x k row-major
+// (rank a's row against rank j at a*k+j).
+func (s *selector) pickSims() []float32 {
+	k, w, d := len(s.order), s.ks.w, s.m.Dim
+	g := make([]float32, k*k)
+	buf := make([]float32, 4*w)
+	for a := 0; a < k; a += 4 {
+		var r [4][]float32
+		for q := range r {
+			r[q] = s.m.Row(s.order[min(a+q, k-1)])
+		}
+		for c0 := 0; c0 < k; c0 += w {
+			s.ks.row4(r[0], r[1], r[2], r[3], s.picks[c0*d:(c0+w)*d], buf)
+			for q := range min(4, k-a) {
+				inv := s.invNorm[s.order[a+q]]
+				for c := c0; c < min(c0+w, k); c++ {
+					g[(a+q)*k+c] = buf[q*w+c-c0] * inv
+				}
+			}
+		}
+	}
+	return g
+}
+
+// Pruning with the angle triangle inequality. Let row i's max similarity
+// M = cos θ come from pick b. Another pick j at angle θ(b,j) >= 2θ + δ
+// from b is at angle θ(i,j) >= θ(b,j) - θ >= θ + δ from i, so it cannot
+// raise the max. With θ <= 60° (M >= pruneMin), θ(b,j) >= 2θ + δ is
+// sim(b,j) <= cos 2θ - margin = 2M²-1 - pruneMargin; the margin (far above
+// float32 rounding in M and sim(b,j)) keeps such a pick's computed
+// similarity below the computed max, so skipping it changes no value.
+const (
+	pruneMin    = 0.5
+	pruneMargin = 1e-3
+)
+
+// pruning can be turned off to check that it changes nothing.
+var pruning = true
+
+// pruneScratch is one worker's space for foldPruned.
+type pruneScratch struct {
+	buf, panel []float32
+	cols       []int   // union of the rows' candidate picks
+	seen       []int32 // seen[j] == stamp: pick j is in cols
+	stamp      int32
+}
+
+func newPruneScratch(s *selector) *pruneScratch {
+	k := len(s.order)
+	return &pruneScratch{buf: make([]float32, 4*s.ks.w), panel: make([]float32, s.m.Dim*s.ks.w), cols: make([]int, 0, k), seen: make([]int32, k)}
+}
+
+// foldPruned does fold4's work for rows whose max similarity is at least
+// pruneMin, computing only the picks the bound above cannot rule out:
+// their union, gathered into panels. For a row already close to a pick
+// (an idea in a covered cluster) that is a handful of picks instead of
+// all. It reports false, having changed nothing, when the union is more
+// than half the picks the rows lack (fold4 is then cheaper).
+func (s *selector) foldPruned(rows []int32, simPicks []float32, sc *pruneScratch) bool {
+	k, w, d := len(s.order), s.ks.w, s.m.Dim
+	lo := k
+	for _, i := range rows {
+		if s.arg[i] < 0 || s.maxSim[i] < pruneMin {
+			return false
+		}
+		lo = min(lo, int(s.upto[i]))
+	}
+	sc.stamp++
+	sc.cols = sc.cols[:0]
+	limit := (k - lo) / 2
+	for _, i := range rows {
+		m := s.maxSim[i]
+		cut := 2*m*m - 1 - pruneMargin
+		g := simPicks[int(s.arg[i])*k : (int(s.arg[i])+1)*k]
+		for j := int(s.upto[i]); j < k; j++ {
+			if g[j] > cut && sc.seen[j] != sc.stamp {
+				sc.seen[j] = sc.stamp
+				sc.cols = append(sc.cols, j)
+				if len(sc.cols) > limit {
+					return false
+				}
+			}
+		}
+	}
+	var idx [4]int
+	var best [4]float32
+	var arg [4]int32
+	for r := range idx {
+		idx[r] = int(rows[min(r, len(rows)-1)])
+		best[r], arg[r] = s.maxSim[idx[r]], s.arg[idx[r]]
+	}
+	m := s.m
+	for c0 := 0; c0 < len(sc.cols); c0 += w {
+		chunk := sc.cols[c0:min(c0+w, len(sc.cols))]
+		for c, j := range chunk {
+			src := s.picks[j/w*w*d+j%w:]
+			for kk := range d {
+				sc.panel[kk*w+c] = src[kk*w]
+			}
+		}
+		s.ks.row4(m.Row(idx[0]), m.Row(idx[1]), m.Row(idx[2]), m.Row(idx[3]), sc.panel, sc.buf)
+		for r := range rows {
+			i := idx[r]
+			inv := s.invNorm[i]
+			for c, j := range chunk {
+				if j < int(s.upto[i]) || s.order[j] == i {
+					continue
+				}
+				if v := sc.buf[r*w+c] * inv; v > best[r] {
+					best[r], arg[r] = v, int32(j)
+				}
+			}
+		}
+	}
+	for r := range rows {
+		s.maxSim[idx[r]], s.arg[idx[r]], s.upto[idx[r]] = best[r], arg[r], int32(k)
+	}
+	return true
 }
 
 // fold4 folds the picks each of up to four rows lacks into its maxSim
@@ -404,8 +540,9 @@ func (s *selector) fold4(rows []int32, buf []float32) {
 	}
 	w, d := s.ks.w, s.m.Dim
 	var best [4]float32
+	var arg [4]int32
 	for r := range rows {
-		best[r] = s.maxSim[idx[r]]
+		best[r], arg[r] = s.maxSim[idx[r]], s.arg[idx[r]]
 	}
 	m := s.m
 	for c0 := lo / w * w; c0 < k; c0 += w {
@@ -415,13 +552,13 @@ func (s *selector) fold4(rows []int32, buf []float32) {
 			inv := s.invNorm[i]
 			for c := max(c0, int(s.upto[i])); c < min(c0+w, k); c++ {
 				if v := buf[r*w+c-c0] * inv; v > best[r] && s.order[c] != i {
-					best[r] = v
+					best[r], arg[r] = v, int32(c)
 				}
 			}
 		}
 	}
 	for r := range rows {
-		s.maxSim[idx[r]], s.upto[idx[r]] = best[r], int32(k)
+		s.maxSim[idx[r]], s.arg[idx[r]], s.upto[idx[r]] = best[r], arg[r], int32(k)
 	}
 }
 

@@ -193,6 +193,28 @@ func TestSelectWorkersAgree(t *testing.T) {
 	}
 }
 
+// TestPruningChangesNothing checks that the last pass's angle-bound
+// pruning skips only picks that cannot raise a max: the result is bitwise
+// the same with it off, on pools where it applies (clustered) and where it
+// does not (random).
+func TestPruningChangesNothing(t *testing.T) {
+	for _, tc := range poolCases() {
+		on, err := Select(context.Background(), tc.m, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pruning = false
+		off, err := Select(context.Background(), tc.m, tc.opts)
+		pruning = true
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(on.Order, off.Order) || !slices.Equal(on.NearestSim, off.NearestSim) {
+			t.Errorf("%s: pruning changed the result", tc.name)
+		}
+	}
+}
+
 // TestPanelKernels checks every kernel set's panel products against
 // float64 sums, and that a row's values do not depend on the rows it
 // shares the call with (Select relies on it), for dimensions that do and
