@@ -27,9 +27,11 @@
 // products with the normalised picks in cache, see dot.go) until the
 // smallest is current: that is the next pick. Most rows are brought up to
 // date a few times in a whole selection, hundreds of picks at a time; a
-// last pass folds the remaining picks into every row for NearestSim. Each
-// (row, pick) similarity enters the row's max once, computed the same way
-// whenever that happens, so the outcome does not depend on the order.
+// last pass folds the remaining picks into every row for NearestSim,
+// skipping picks that the angle triangle inequality shows cannot raise a
+// row's max (see foldPruned). Each (row, pick) similarity enters the row's
+// max at most once, computed the same way whenever that happens, so the
+// outcome does not depend on the order.
 //
 // For large pools the rows are split into one contiguous part per worker
 // (GOMAXPROCS goroutines), each with its own heap: per pick, the parts find
