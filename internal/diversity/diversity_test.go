@@ -245,9 +245,9 @@ func TestDotMatchesGeneric(t *testing.T) {
 			a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			want += float64(a[i]) * float64(b[i])
 		}
-		for name, f := range map[string]func(a, b []float32) float32{"dot": dot, "dotGeneric": dotGeneric} {
-			if got := f(a, b); math.Abs(float64(got)-want) > 1e-4*math.Sqrt(float64(n)+1) {
-				t.Errorf("%s n=%d: got %v want %v", name, n, got, want)
+		for _, ks := range kernelSets {
+			if got := ks.dot(a, b); math.Abs(float64(got)-want) > 1e-4*math.Sqrt(float64(n)+1) {
+				t.Errorf("%s n=%d: got %v want %v", ks.name, n, got, want)
 			}
 		}
 	}
@@ -349,6 +349,7 @@ func BenchmarkDiversity100k(b *testing.B) {
 	// CPU time is what a shared machine's load inflates least.
 	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu_s/op")
 	b.ReportMetric(float64(len(res.Order)), "kept")
+	b.ReportMetric(nearestCoverage(res), "coverage")
 	b.ReportMetric(MeanPairwiseDistance(m, res.Order), "kept_mean_dist")
 	b.ReportMetric(meanRandomSubsetDistance(r, m, len(res.Order), 5), "random_mean_dist")
 	// Distinct clusters (underlying ideas) covered: the kept set against
@@ -359,6 +360,57 @@ func BenchmarkDiversity100k(b *testing.B) {
 		random += distinct(labels, r.Perm(m.Rows)[:len(res.Order)])
 	}
 	b.ReportMetric(float64(random)/5, "random_clusters")
+}
+
+// BenchmarkEagerSelect100k runs the previous, eager implementation
+// (eagerSelect, one goroutine) on BenchmarkDiversity100k's pool and
+// reports how the current Select's kept set compares: coverage of both
+// and how many picks are the same in the same place. Slow (tens of CPU
+// seconds): run it on its own.
+func BenchmarkEagerSelect100k(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	m, _ := clusteredLabels(r, 100_000, 384, 1000, 0.5)
+	opts := Options{K: 1000, Threshold: 0.9}
+	cur, err := Select(context.Background(), m, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var res Result
+	cpu0 := cpuSeconds()
+	b.ResetTimer()
+	for range b.N {
+		res = eagerSelect(m, opts)
+	}
+	b.StopTimer()
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu_s/op")
+	b.ReportMetric(nearestCoverage(res), "eager_coverage")
+	b.ReportMetric(nearestCoverage(cur), "coverage")
+	same := 0
+	for i := range min(len(res.Order), len(cur.Order)) {
+		if res.Order[i] == cur.Order[i] {
+			same++
+		}
+	}
+	b.ReportMetric(float64(same), "same_picks")
+	var maxDiff float64
+	for i := range res.NearestSim {
+		maxDiff = max(maxDiff, math.Abs(float64(res.NearestSim[i]-cur.NearestSim[i])))
+	}
+	b.ReportMetric(maxDiff, "max_nearest_diff")
+}
+
+// nearestCoverage is coverage (see lazy_test.go) read off a Result: the
+// mean over all rows of the max cosine similarity to a kept row, 1 for
+// kept rows themselves.
+func nearestCoverage(res Result) float64 {
+	var sum float64
+	for i, s := range res.NearestSim {
+		if res.Kept[i] {
+			s = 1
+		}
+		sum += float64(s)
+	}
+	return sum / float64(len(res.NearestSim))
 }
 
 // cpuSeconds is the process's user plus system CPU time.
