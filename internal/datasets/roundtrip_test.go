@@ -30,6 +30,7 @@ func TestRoundTripEverySchema(t *testing.T) {
 		schemas.SFTExamples.Name:  roundTrip[schemas.SFTExample],
 		schemas.RLStates.Name:     roundTrip[schemas.RLState],
 		schemas.EvalResults.Name:  roundTrip[schemas.EvalResult],
+		schemas.Experiments.Name:  roundTrip[schemas.ExperimentRow],
 	}
 	for _, info := range schemas.All() {
 		run, ok := cases[info.Name]
