@@ -90,6 +90,42 @@ func TestGemm(t *testing.T) {
 	})
 }
 
+// TestGemmTilesKeepBits checks that the parallel split (at least
+// gemmMinTasks tiles, smaller than the serial 64 x 256 ones for products
+// with few rows or columns, like the weight gradients) gives exactly the
+// serial result: tiles must not change the order of any sum.
+func TestGemmTilesKeepBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	forEachKernel(t, func(t *testing.T) {
+		for _, sz := range [][3]int{{128, 128, 700}, {40, 520, 300}, {520, 40, 300}} {
+			for _, ta := range []bool{false, true} {
+				for _, tb := range []bool{false, true} {
+					m, n, k := sz[0], sz[1], sz[2]
+					lda, ldb := k, n
+					if ta {
+						lda = m
+					}
+					if tb {
+						ldb = k
+					}
+					a, b := randSlice(r, max(m, k)*lda), randSlice(r, max(n, k)*ldb)
+					want := make([]float32, m*n)
+					gemmSerial(&workspace{}, gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: want, ldc: n})
+					for _, p := range []*pool{workers(), newPool(3)} {
+						c := make([]float32, m*n)
+						gemm(p, gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: n})
+						for i := range c {
+							if c[i] != want[i] {
+								t.Fatalf("%dx%dx%d ta=%v tb=%v, %d workers: element %d is %v, serial %v", m, n, k, ta, tb, p.workers, i, c[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 func TestExp(t *testing.T) {
 	var xs []float32
 	for x := -100.0; x <= 100; x += 0.173 {
