@@ -74,6 +74,8 @@ echo "# flags:   $flags"
 echo "# load:     $(load) (1/5/15 min, before the run)"
 echo "# go:       $($GO version | cut -d' ' -f3-) GOEXPERIMENT=$GOEXPERIMENT"
 echo "# torch:    $torch"
+blas="$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)"
+[ -z "$blas" ] || echo "# blas:     $blas (libblas.so.3; OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = the PyTorch thread count)"
 echo "# revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)"
 echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
 
@@ -134,7 +136,10 @@ native() { # native COND BENCH PATTERN BENCHTIME UNIT CPU_UNIT
 torch() { # torch COND BENCH THREADS SCRIPT ARGS...
 	local cond="$1" name="$2" threads="$3" out
 	shift 3
-	out="$("$PY" "$@")"
+	# Debian's torch calls its BLAS (OpenBLAS) through libblas.so.3 without
+	# setting that library's threads: without OPENBLAS_NUM_THREADS a
+	# "1-thread" run would still multiply matrices on every core.
+	out="$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PY" "$@")"
 	echo "  [$cond, load $(load)] $out"
 	case "$name" in
 	sft-*) record "$cond" "$name" torch "$threads" "$(echo "$out" | jfield real_tok_per_s)" "$(echo "$out" | jfield real_tok_per_cpu_s)" ;;
