@@ -316,3 +316,41 @@ func cpuSeconds() float64 {
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
+
+// BenchmarkElementwise reports ns per element of the exp, GELU and GELU
+// gradient kernels on every kernel path, on normally distributed inputs
+// (and exp on inputs far below expMin). On AVX-512 they run at about 1-5
+// ns; 25-30 ns means a legacy-SSE instruction has crept into a vector loop
+// (see zero16 in kernels_simd_amd64.go).
+func BenchmarkElementwise(b *testing.B) {
+	if err := selectKernels(); err != nil {
+		b.Fatal(err)
+	}
+	saved := kern
+	defer func() { kern = saved }()
+	r := rand.New(rand.NewPCG(7, 8))
+	const n = 1 << 14
+	in, out, ones, neg := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range in {
+		in[i], ones[i], neg[i] = float32(r.NormFloat64()), 1, -100-float32(i%50)
+	}
+	for _, k := range availableKernels() {
+		kern = k
+		for _, tc := range []struct {
+			name string
+			f    func()
+		}{
+			{"exp", func() { copy(out, in); kern.expShift(out, 0, 1) }},
+			{"exp_below_min", func() { copy(out, neg); kern.expShift(out, 0, 1) }},
+			{"gelu", func() { kern.gelu(out, in) }},
+			{"gelu_backward", func() { kern.geluBackward(out, ones, in) }},
+		} {
+			b.Run(k.name+"/"+tc.name, func(b *testing.B) {
+				for range b.N {
+					tc.f()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/elem")
+			})
+		}
+	}
+}
