@@ -1,47 +1,227 @@
 #!/usr/bin/env bash
-# bench.sh: the `make bench` driver. Runs every Benchmark function of the
-# repository (or those selected) once and prints the results with the
-# machine they ran on, ready to paste into BENCHMARKS.md.
+# bench.sh: the `make bench` driver.
 #
-#   scripts/bench.sh                         # all benchmarks, one iteration each
+# By default it compares the native CPU engine (policy/native) with the
+# PyTorch CPU references on the same batches and shapes, and prints the
+# ratios native / PyTorch:
+#
+#   - SFT real tokens/s on the bench shape (policy/native BenchmarkSFTStep,
+#     scripts/bench_torch.py on the batches that benchmark writes), with
+#     the LM head at every position ("full") and at the response targets
+#     only ("targets");
+#   - generation new tokens/s on the demo shape with a KV cache, a
+#     300-token prompt and 160 new tokens, batch 1 and 8
+#     (BenchmarkGenerate, scripts/bench_torch_generate.py).
+#
+# PyTorch runs with 1 and 2 threads and the ratio takes the better one;
+# the native engine runs with GOMAXPROCS 2 (the ratio) and 1. Everything is
+# measured twice: on the machine as it is ("idle": nothing of ours
+# running besides the benchmark) and with one core kept busy by a
+# `yes > /dev/null` pinned to CPU 0 that the script starts and kills
+# ("contended"); the second table gives each side's slowdown.
+#
+#   scripts/bench.sh                      # full comparison, ~10-15 min on 2 cores
+#   BENCH_QUICK=1 scripts/bench.sh        # short version (fewer steps, no GOMAXPROCS=1), ~2-3 min
+#   BENCH_CONTENTION=0 scripts/bench.sh   # skip the contended half
+#
+# Any other Go benchmark of the repository, as before:
+#
 #   BENCH=Steps PKGS=./internal/datasets scripts/bench.sh
-#   BENCHTIME=3x COUNT=2 scripts/bench.sh    # more iterations / repeats
+#   BENCH=. PKGS=./... BENCHTIME=3x COUNT=2 scripts/bench.sh
 #
-# Environment: BENCH (regexp, default "."), PKGS (default "./..."),
-# BENCHTIME (default 1x: the benchmarks are sized to take seconds once),
-# COUNT (default 1), BENCH_TIMEOUT (default 60m).
+# Setting BENCH or PKGS runs `go test -bench` on them instead of the engine
+# comparison (BENCH_ENGINES=1 runs both). Environment: BENCH (regexp),
+# PKGS, BENCHTIME (default 1x: the benchmarks are sized to take seconds
+# once), COUNT (default 1), BENCH_TIMEOUT (default 60m).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export GOEXPERIMENT="${GOEXPERIMENT:-simd}"
 export MLERL_DEPS="${MLERL_DEPS:-$PWD/.deps}"
+GO="${GO:-go}"
+PY="${PY:-/usr/bin/python3}"
+QUICK="${BENCH_QUICK:-0}"
+CONTENTION="${BENCH_CONTENTION:-1}"
+GENERIC=0
+ENGINES=1
+if [ -n "${BENCH:-}" ] || [ -n "${PKGS:-}" ]; then
+	GENERIC=1
+	ENGINES="${BENCH_ENGINES:-0}"
+fi
 BENCH="${BENCH:-.}"
 PKGS="${PKGS:-./...}"
 BENCHTIME="${BENCHTIME:-1x}"
 COUNT="${COUNT:-1}"
-GO="${GO:-go}"
-# BenchmarkSFT writes its batches here for the PyTorch reference below.
-export MLERL_BENCH_DATA="${MLERL_BENCH_DATA:-$(mktemp -t mlerl-sft-batches.XXXXXX)}"
 
-cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
+# --- header -----------------------------------------------------------------
+cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
+[ -n "$cpu" ] || cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
+flags=""
+for f in avx2 avx512f avx512_bf16 avx512_vnni amx_bf16; do
+	if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -qx "$f"; then
+		flags="$flags $f"
+	else
+		flags="$flags no-$f"
+	fi
+done
 mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo 2>/dev/null || true)"
+torch="$("$PY" -c 'import torch, re; c = torch.__config__.show(); m = re.search(r"CPU capability usage: (\S+)", c); print(torch.__version__, "(its CPU kernels:", (m.group(1) if m else "?") + ")")' 2>/dev/null || echo "not installed")"
+load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 echo "# mlerl benchmarks"
 echo "# date:     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# machine:  $(nproc) cores, ${cpu:-unknown CPU}, ${mem:-unknown memory}"
-echo "# load:     $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown) (1/5/15 min, before the run)"
+echo "# flags:   $flags"
+echo "# load:     $(load) (1/5/15 min, before the run)"
 echo "# go:       $($GO version | cut -d' ' -f3-) GOEXPERIMENT=$GOEXPERIMENT"
+echo "# torch:    $torch"
+blas="$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)"
+[ -z "$blas" ] || echo "# blas:     $blas (libblas.so.3; OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = the PyTorch thread count)"
 echo "# revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)"
-echo "# command:  $GO test -run '^\$' -bench '$BENCH' -benchtime $BENCHTIME -count $COUNT -benchmem $PKGS"
-echo
-# -run '^$' skips the tests; packages without benchmarks print nothing.
-"$GO" test -run '^$' -bench "$BENCH" -benchtime "$BENCHTIME" -count "$COUNT" -benchmem \
-	-timeout "${BENCH_TIMEOUT:-60m}" $PKGS 2>&1 | grep -v -e '^?' -e '^PASS$' -e 'no test files'
+echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
 
-# The trainer's PyTorch CPU reference (train/BenchmarkSFT writes its batches
-# to MLERL_BENCH_DATA; scripts/bench_torch.py trains the same model on them).
-if [ -s "${MLERL_BENCH_DATA:-}" ] && /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+# --- any Go benchmarks (BENCH / PKGS) ---------------------------------------
+if [ "$GENERIC" = 1 ]; then
+	echo "# go test:  $GO test -run '^\$' -bench '$BENCH' -benchtime $BENCHTIME -count $COUNT -benchmem $PKGS"
 	echo
-	echo "# PyTorch CPU reference on BenchmarkSFT's batches (scripts/bench_torch.py, 2 threads):"
-	/usr/bin/python3 scripts/bench_torch.py "$MLERL_BENCH_DATA" 6 2 full
-	/usr/bin/python3 scripts/bench_torch.py "$MLERL_BENCH_DATA" 6 2 targets
+	# -run '^$' skips the tests; packages without benchmarks print nothing.
+	"$GO" test -run '^$' -bench "$BENCH" -benchtime "$BENCHTIME" -count "$COUNT" -benchmem \
+		-timeout "${BENCH_TIMEOUT:-60m}" $PKGS 2>&1 | grep -v -e '^?' -e '^PASS$' -e 'no test files'
 fi
+[ "$ENGINES" = 1 ] || exit 0
+
+# --- native engine vs PyTorch -----------------------------------------------
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+	echo "bench.sh: $PY cannot import torch (make bench runs MLERL_SETUP_TORCH=1 scripts/setup.sh)" >&2
+	exit 1
+fi
+if [ "$QUICK" = 1 ]; then
+	SFT_GO=3x SFT_PY=3 SFT_PY_S=3 GEN1_GO=1x GEN8_GO=1x GEN_PY=1 GEN_PY_S=2 PROCS="2"
+else
+	SFT_GO=20x SFT_PY=20 SFT_PY_S=20 GEN1_GO=6x GEN8_GO=2x GEN_PY=3 GEN_PY_S=20 PROCS="2 1"
+fi
+tmp="$(mktemp -d -t mlerl-bench.XXXXXX)"
+busy=""
+cleanup() {
+	if [ -n "$busy" ]; then kill "$busy" 2>/dev/null || true; fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+"$GO" test -c -o "$tmp/native.test" ./policy/native
+results="$tmp/results.tsv"
+: >"$results"
+
+echo
+echo "# SFT: policy/native BenchmarkSFTStep ($SFT_GO, after 5 warm-up steps) vs scripts/bench_torch.py ($SFT_PY steps or ${SFT_PY_S} s, after 1 warm-up step)"
+echo "# generation: BenchmarkGenerate (batch 1: $GEN1_GO, batch 8: $GEN8_GO) vs scripts/bench_torch_generate.py ($GEN_PY generations or ${GEN_PY_S} s, after a short warm-up)"
+echo "# the native engine: go test -c ./policy/native, then native.test -test.run '^\$' -test.bench '<name>' -test.benchtime <n>x with GOMAXPROCS $PROCS"
+
+# metric UNIT: the value before UNIT on a `go test -bench` line.
+metric() { awk -v u="$1" '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == u) print $i }'; }
+# jfield KEY: a field of the JSON line on stdin.
+jfield() { "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }
+# record COND BENCH IMPL THREADS TOK_S TOK_CPU_S
+record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$results"; }
+
+native() { # native COND BENCH PATTERN BENCHTIME UNIT CPU_UNIT
+	local cond="$1" name="$2" pat="$3" bt="$4" unit="$5" cpuunit="$6" procs out
+	for procs in $PROCS; do
+		out="$(GOMAXPROCS=$procs MLERL_BENCH_DATA="$tmp/sft.bin" "$tmp/native.test" -test.run '^$' -test.bench "$pat" -test.benchtime "$bt" 2>&1)" || {
+			echo "$out" >&2
+			exit 1
+		}
+		echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$procs, load $(load)] /"
+		record "$cond" "$name" native "$procs" "$(echo "$out" | metric "$unit")" "$(echo "$out" | metric "$cpuunit")"
+	done
+}
+torch() { # torch COND BENCH THREADS SCRIPT ARGS...
+	local cond="$1" name="$2" threads="$3" out
+	shift 3
+	# Debian's torch calls its BLAS (OpenBLAS) through libblas.so.3 without
+	# setting that library's threads: without OPENBLAS_NUM_THREADS a
+	# "1-thread" run would still multiply matrices on every core.
+	out="$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PY" "$@")"
+	echo "  [$cond, load $(load)] $out"
+	case "$name" in
+	sft-*) record "$cond" "$name" torch "$threads" "$(echo "$out" | jfield real_tok_per_s)" "$(echo "$out" | jfield real_tok_per_cpu_s)" ;;
+	*) record "$cond" "$name" torch "$threads" "$(echo "$out" | jfield new_tok_per_s)" "$(echo "$out" | jfield new_tok_per_cpu_s)" ;;
+	esac
+}
+
+measure() { # measure COND
+	local cond="$1" head b t
+	echo
+	echo "## $cond (load before: $(load))"
+	for head in full targets; do
+		native "$cond" "sft-$head" "SFTStep/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
+		for t in 1 2; do
+			torch "$cond" "sft-$head" "$t" scripts/bench_torch.py "$tmp/sft.bin" "$SFT_PY" "$t" "$head" "$SFT_PY_S"
+		done
+	done
+	for b in 1 8; do
+		bt="$GEN1_GO"
+		[ "$b" = 8 ] && bt="$GEN8_GO"
+		native "$cond" "gen-b$b" "Generate/.*/batch=$b\$" "$bt" new_tok/s new_tok/cpu-s
+		for t in 1 2; do
+			torch "$cond" "gen-b$b" "$t" scripts/bench_torch_generate.py "$t" "$b" "$GEN_PY" "$GEN_PY_S"
+		done
+	done
+}
+
+start=$(date +%s)
+measure idle
+if [ "$CONTENTION" = 1 ]; then
+	taskset -c 0 yes >/dev/null &
+	busy=$!
+	sleep 1
+	measure "contended"
+	kill "$busy" 2>/dev/null || true
+	wait "$busy" 2>/dev/null || true
+	busy=""
+fi
+
+echo
+echo "# load after: $(load); $(($(date +%s) - start)) s of measurements"
+"$PY" - "$results" <<'EOF'
+import collections, sys
+
+rows = collections.OrderedDict()
+for line in open(sys.argv[1]):
+    cond, name, impl, threads, tok, cpu = line.rstrip("\n").split("\t")
+    rows[(cond, name, impl, int(threads))] = (float(tok), float(cpu))
+
+names = [("sft-full", "SFT, LM head at every position (real tok/s)"),
+         ("sft-targets", "SFT, LM head at the targets only (real tok/s)"),
+         ("gen-b1", "generation, batch 1 (new tok/s, prefill included)"),
+         ("gen-b8", "generation, batch 8 (new tok/s, prefill included)")]
+conds = [c for c in ("idle", "contended") if any(k[0] == c for k in rows)]
+
+def get(cond, name, impl, t):
+    return rows.get((cond, name, impl, t), (float("nan"), float("nan")))
+
+for cond in conds:
+    print()
+    print(f"### native / PyTorch, {cond}: tokens/s (tokens per CPU-second in brackets)")
+    print()
+    print("| benchmark | native (2 threads) | PyTorch 1 thread | PyTorch 2 threads | ratio native / best PyTorch | ratio per CPU-second |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, label in names:
+        n, t1, t2 = get(cond, name, "native", 2), get(cond, name, "torch", 1), get(cond, name, "torch", 2)
+        best = max(t1[0], t2[0])
+        best_cpu = max(t1[1], t2[1])
+        print(f"| {label} | {n[0]:,.0f} ({n[1]:,.0f}) | {t1[0]:,.0f} ({t1[1]:,.0f}) | {t2[0]:,.0f} ({t2[1]:,.0f}) "
+              f"| **{n[0] / best:.2f}x** | {n[1] / best_cpu:.2f}x |")
+
+if "contended" in conds:
+    print()
+    print("### idle vs one core busy (`taskset -c 0 yes`): tokens/s and slowdown (idle / contended)")
+    print()
+    print("| benchmark | side | idle | contended | slowdown |")
+    print("|---|---|---:|---:|---:|")
+    for name, label in names:
+        for impl, t, side in (("native", 2, "native, GOMAXPROCS=2"), ("native", 1, "native, GOMAXPROCS=1"),
+                              ("torch", 1, "PyTorch, 1 thread"), ("torch", 2, "PyTorch, 2 threads")):
+            a, b = get("idle", name, impl, t)[0], get("contended", name, impl, t)[0]
+            if a != a and b != b:  # not measured (BENCH_QUICK has no GOMAXPROCS=1)
+                continue
+            print(f"| {name} | {side} | {a:,.0f} | {b:,.0f} | {a / b:.2f}x |")
+EOF

@@ -6,9 +6,18 @@ transformer with RoPE, rotate_half convention; GELU FFN; 4 layers, d=256,
 4 heads, FFN 1024, vocab 4,096): a 300-token random prompt per row, then
 160 new tokens per row, batch 1 or 8. Prints one JSON line with new
 tokens/s over the whole time (prefill included) and over the decode steps
-only, like the Go benchmark.
+only, like the Go benchmark, and new tokens per CPU second of this process
+(steadier on a shared machine; with 2 threads it also counts OpenMP's
+spin-waiting).
 
-Usage: bench_torch_generate.py [threads] [batch] [reps]
+Usage: bench_torch_generate.py [threads] [batch] [reps] [max_seconds]
+
+The warm-up is one prefill and 16 decode steps. max_seconds (default:
+none) bounds the timed part: after the first generation no new one starts
+once it has passed, and a generation still running past 3x max_seconds
+stops early; its rate is then extrapolated to 160 tokens from the steps
+done (prefill once, decode steps at their measured rate) and the line
+says "extrapolated": true.
 """
 import json
 import math
@@ -82,31 +91,50 @@ def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    max_seconds = float(sys.argv[4]) if len(sys.argv) > 4 else math.inf
     torch.set_num_threads(threads)
     torch.manual_seed(1)
     model = Policy().eval()
     prompt = torch.randint(4, VOCAB, (batch, PROMPT))
 
-    def generate():
+    def generate(new, deadline=math.inf):
+        """Returns (prefill seconds, decode seconds, decode steps done)."""
         caches = [(torch.zeros(batch, HEADS, PROMPT + NEW, DH), torch.zeros(batch, HEADS, PROMPT + NEW, DH)) for _ in range(LAYERS)]
-        logits = model(prompt, caches, 0)
         t0 = time.perf_counter()
-        for i in range(NEW):
+        logits = model(prompt, caches, 0)
+        t1 = time.perf_counter()
+        done = 0
+        for i in range(new):
             nxt = logits.argmax(-1, keepdim=True)
             logits = model(nxt, caches, PROMPT + i)
-        return time.perf_counter() - t0
+            done += 1
+            if time.perf_counter() > deadline:
+                break
+        return t1 - t0, time.perf_counter() - t1, done
 
     with torch.inference_mode():
-        generate()  # warm-up
-        decode = 0.0
-        start = time.perf_counter()
-        for _ in range(reps):
-            decode += generate()
-        secs = time.perf_counter() - start
-    n = reps * batch * NEW
+        generate(16)  # warm-up
+        prefill = decode = 0.0
+        steps = gens = 0
+        extrapolated = False
+        start, cpu0 = time.perf_counter(), time.process_time()
+        for r in range(reps):
+            if r > 0 and time.perf_counter() - start > max_seconds:
+                break
+            p, d, n = generate(NEW, start + 3 * max_seconds)
+            prefill, decode, steps, gens = prefill + p, decode + d, steps + n, gens + 1
+            if n < NEW:
+                extrapolated = True
+                break
+        secs, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    # Per generation of NEW tokens: the prefills as measured, the decode
+    # steps at their measured rate (exact unless extrapolated).
+    per_gen = (prefill + decode * gens * NEW / steps) / gens
+    n = batch * NEW
     print(json.dumps({"impl": "pytorch-cpu", "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "batch": batch, "prompt": PROMPT, "new": NEW,
-                      "new_tok_per_s": round(n / secs, 1), "decode_tok_per_s": round(n / decode, 1)}))
+                      "batch": batch, "prompt": PROMPT, "new": NEW, "generations": gens, "extrapolated": extrapolated,
+                      "new_tok_per_s": round(n / per_gen, 1), "new_tok_per_cpu_s": round(batch * steps / max(cpu, 1e-9), 1),
+                      "decode_tok_per_s": round(batch * steps / decode, 1)}))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,14 @@ const (
 	// over the columns only, so that each worker streams its own part of
 	// the weights.
 	gemmSmallM = 8
+	// gemmMinTasks: a parallel product is cut into at least this many
+	// tiles (halving mc down to 16 rows, then nc down to 64 columns), so
+	// that a helper the OS deschedules mid-tile (another process on its
+	// core) holds up the caller for a small part of the product only; the
+	// weight gradients (dW = Xᵀ·dY, 128 x 128 at the bench shape) would
+	// otherwise be 2 tiles. The split depends on the shape alone, and
+	// tiles do not change the order of any sum.
+	gemmMinTasks = 16
 )
 
 // gemmOp describes C[m×n] = A·B (+ C when acc). A is m×k row-major with
@@ -70,6 +78,16 @@ func gemm(p *pool, op gemmOp) {
 		mc, nc = op.m, 128
 	}
 	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
+	if op.m > gemmSmallM {
+		for mt*nt < gemmMinTasks && mc > 16 {
+			mc /= 2
+			mt = (op.m + mc - 1) / mc
+		}
+		for mt*nt < gemmMinTasks && nc > 64 {
+			nc /= 2
+			nt = (op.n + nc - 1) / nc
+		}
+	}
 	if op.tb || op.m > gemmSmallM {
 		p.gemmMu.Lock()
 		defer p.gemmMu.Unlock()
