@@ -42,25 +42,36 @@ func writePlots(dir string, s summary) ([]string, error) {
 	width := vg.Length(max(6, 1.1*float64(len(s.arms)))) * vg.Inch
 
 	p := plot.New()
-	p.Title.Text = "delta_r per arm (mean over seeds x tasks, 95% interval)"
-	p.Y.Label.Text = "delta_r (%)"
 	var out, in []estimate
+	hasIn := false
 	for _, a := range s.arms {
 		out, in = append(out, a.heldOut), append(in, a.heldIn)
+		hasIn = hasIn || a.heldIn.n > 0
 	}
-	if err := addBars(p, out, 0, -0.18, heldOutColor, "held-out", 100); err != nil {
+	p.Title.Text = "held-out delta_r per arm (mean over seeds x tasks, 95% interval)"
+	p.Y.Label.Text = "delta_r (%)"
+	shift := 0.0
+	if hasIn {
+		p.Title.Text = "delta_r per arm (mean over seeds x tasks, 95% interval): held-out left, held-in right"
+		shift = 0.18
+	}
+	if err := addBars(p, out, 0, -shift, heldOutColor, "", 100); err != nil {
 		return nil, err
 	}
-	if err := addBars(p, in, 0, 0.18, heldInColor, "held-in", 100); err != nil {
-		return nil, err
+	if hasIn {
+		if err := addBars(p, in, 0, shift, heldInColor, "", 100); err != nil {
+			return nil, err
+		}
 	}
 	finish(p, labels, true)
+	fitRange(p, append(out, in...), 100)
+	addNA(p, out, -shift, "n/a")
 	if err := save(p, "delta_r.png", width, 4.5*vg.Inch); err != nil {
 		return nil, err
 	}
 
 	p = plot.New()
-	p.Title.Text = "valid actions per arm (parsed and carried out, 95% interval)"
+	p.Title.Text = "valid actions per arm (steps the environment accepted, 95% interval)"
 	p.Y.Label.Text = "valid actions (%)"
 	var valid []estimate
 	for _, a := range s.arms {
@@ -70,7 +81,8 @@ func writePlots(dir string, s summary) ([]string, error) {
 		return nil, err
 	}
 	finish(p, labels, false)
-	p.Y.Min, p.Y.Max = 0, 100
+	p.Y.Min, p.Y.Max = 0, 105
+	addNA(p, valid, 0, "n/a (no steps)")
 	if err := save(p, "valid_actions.png", width, 4*vg.Inch); err != nil {
 		return nil, err
 	}
@@ -110,7 +122,9 @@ func writePlots(dir string, s summary) ([]string, error) {
 	}
 	if curves > 0 {
 		p.Add(plotter.NewGrid())
-		p.X.Tick.Marker = integerTicks{}
+		p.X.Tick.Marker = integerTicks{last: maxLen(s)}
+		// The legend sits in room made right of the last update, off the lines.
+		p.X.Min, p.X.Max = 0.8, float64(maxLen(s))+0.2+0.35*float64(maxLen(s))
 		p.Legend.Top, p.Legend.Left = true, false
 		if err := save(p, "reward_curves.png", 7*vg.Inch, 4*vg.Inch); err != nil {
 			return nil, err
@@ -177,14 +191,71 @@ func finish(p *plot.Plot, labels []string, zero bool) {
 	p.Legend.YOffs = vg.Points(14) // above the plotting area
 }
 
-// integerTicks labels whole numbers only (updates are counts).
-type integerTicks struct{}
+// integerTicks labels whole numbers only (updates are counts), up to
+// last when it is set.
+type integerTicks struct{ last int }
 
-func (integerTicks) Ticks(min, max float64) []plot.Tick {
+func (t integerTicks) Ticks(min, max float64) []plot.Tick {
+	if t.last > 0 {
+		max = math.Min(max, float64(t.last))
+	}
 	step := math.Max(1, math.Ceil((max-min)/8))
 	var ts []plot.Tick
 	for v := math.Ceil(min); v <= max; v += step {
 		ts = append(ts, plot.Tick{Value: v, Label: fmt.Sprint(int(v))})
 	}
 	return ts
+}
+
+// fitRange sets the y axis to hold every bar, every interval and 0, with
+// a margin.
+func fitRange(p *plot.Plot, es []estimate, scale float64) {
+	lo, hi := 0.0, 0.0
+	for _, e := range es {
+		if e.n == 0 {
+			continue
+		}
+		half := 0.0
+		if e.n >= 2 && !math.IsNaN(e.half) {
+			half = e.half
+		}
+		lo, hi = math.Min(lo, scale*(e.mean-half)), math.Max(hi, scale*(e.mean+half))
+	}
+	pad := 0.08 * math.Max(hi-lo, 1)
+	p.Y.Min, p.Y.Max = lo-pad, hi+pad
+}
+
+// addNA writes label above the slot of each arm that has no value.
+func addNA(p *plot.Plot, es []estimate, offset float64, label string) {
+	var xys plotter.XYs
+	var texts []string
+	for i, e := range es {
+		if e.n == 0 {
+			xys = append(xys, plotter.XY{X: float64(i) + offset, Y: 0})
+			texts = append(texts, label)
+		}
+	}
+	if len(xys) == 0 {
+		return
+	}
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
+	if err != nil {
+		return
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign = -0.5
+		l.Offset = vg.Point{Y: vg.Points(3)}
+	}
+	p.Add(l)
+}
+
+// maxLen is the longest PPO reward curve of the grid, in updates.
+func maxLen(s summary) int {
+	n := 1
+	for _, a := range s.arms {
+		for _, c := range a.rewardCurve {
+			n = max(n, len(c))
+		}
+	}
+	return n
 }
