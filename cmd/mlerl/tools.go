@@ -262,23 +262,29 @@ func headParquetFile(ctx context.Context, w io.Writer, uri string, n int, asJSON
 	return nil
 }
 
+// headers print the first n rows of a dataset in its schema's row type,
+// one per schema (a test checks that every schema has one).
+var headers = map[string]func(ctx context.Context, w io.Writer, st store.Store, m *datasets.Manifest, n int, asJSON bool) error{
+	schemas.Tasks.Name:        headFunc[schemas.Task](schemas.Tasks),
+	schemas.Ideas.Name:        headFunc[schemas.Idea](schemas.Ideas),
+	schemas.Trajectories.Name: headFunc[schemas.Trajectory](schemas.Trajectories),
+	schemas.Steps.Name:        headFunc[schemas.Step](schemas.Steps),
+	schemas.SFTExamples.Name:  headFunc[schemas.SFTExample](schemas.SFTExamples),
+	schemas.RLStates.Name:     headFunc[schemas.RLState](schemas.RLStates),
+	schemas.EvalResults.Name:  headFunc[schemas.EvalResult](schemas.EvalResults),
+	schemas.Experiments.Name:  headFunc[schemas.ExperimentRow](schemas.Experiments),
+}
+
+func headFunc[T any](info schemas.Info) func(context.Context, io.Writer, store.Store, *datasets.Manifest, int, bool) error {
+	return func(ctx context.Context, w io.Writer, st store.Store, m *datasets.Manifest, n int, asJSON bool) error {
+		return headOf[T](ctx, w, st, m, info, n, asJSON)
+	}
+}
+
 // printRows prints the first n rows of m in its schema's row type.
 func printRows(ctx context.Context, w io.Writer, st store.Store, m *datasets.Manifest, n int, asJSON bool) error {
-	switch m.Schema {
-	case schemas.Tasks.Name:
-		return headOf[schemas.Task](ctx, w, st, m, schemas.Tasks, n, asJSON)
-	case schemas.Ideas.Name:
-		return headOf[schemas.Idea](ctx, w, st, m, schemas.Ideas, n, asJSON)
-	case schemas.Trajectories.Name:
-		return headOf[schemas.Trajectory](ctx, w, st, m, schemas.Trajectories, n, asJSON)
-	case schemas.Steps.Name:
-		return headOf[schemas.Step](ctx, w, st, m, schemas.Steps, n, asJSON)
-	case schemas.SFTExamples.Name:
-		return headOf[schemas.SFTExample](ctx, w, st, m, schemas.SFTExamples, n, asJSON)
-	case schemas.RLStates.Name:
-		return headOf[schemas.RLState](ctx, w, st, m, schemas.RLStates, n, asJSON)
-	case schemas.EvalResults.Name:
-		return headOf[schemas.EvalResult](ctx, w, st, m, schemas.EvalResults, n, asJSON)
+	if h, ok := headers[m.Schema]; ok {
+		return h(ctx, w, st, m, n, asJSON)
 	}
 	return fmt.Errorf("%s: unknown schema %q: %w", m.URI, m.Schema, schemas.ErrVersion)
 }

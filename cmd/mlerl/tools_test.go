@@ -361,3 +361,12 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: got %q want %q", out, want)
 	}
 }
+
+// TestHeadKnowsEverySchema: `mlerl head` can print every dataset mlerl writes.
+func TestHeadKnowsEverySchema(t *testing.T) {
+	for _, info := range schemas.All() {
+		if headers[info.Name] == nil {
+			t.Errorf("mlerl head cannot print %s rows: add the schema to headers", info.Name)
+		}
+	}
+}
