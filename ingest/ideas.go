@@ -149,10 +149,11 @@ type ideaPool struct {
 // error (an endpoint that keeps failing, too few usable LLM ideas, an
 // embedder fault) stops the run before anything is committed.
 func RunIdeas(ctx context.Context, cfg IdeasConfig) error {
-	return runIdeas(ctx, cfg, os.Stderr)
+	return runIdeas(ctx, cfg, os.Stdout, os.Stderr)
 }
 
-func runIdeas(ctx context.Context, cfg IdeasConfig, log io.Writer) error {
+// runIdeas writes its summary table to out and progress and logs to log.
+func runIdeas(ctx context.Context, cfg IdeasConfig, out, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("ingest ideas: %w", err)
 	}
@@ -276,7 +277,7 @@ func runIdeas(ctx context.Context, cfg IdeasConfig, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printIdeasSummary(log, summary, usage)
+	printIdeasSummary(out, summary, usage)
 	fmt.Fprintf(log, "ingest ideas: wrote %s (%d ideas, %d kept, embedder %s)\n", strings.TrimSuffix(m.URI, "/"+datasets.ManifestFile), m.Rows, countKept(rows), emb.Name())
 	return nil
 }

@@ -117,7 +117,7 @@ func TestRunIdeasCatalog(t *testing.T) {
 	cfg := DefaultIdeasConfig()
 	cfg.Data, cfg.K = root, 3
 	var log bytes.Buffer
-	if err := runIdeas(context.Background(), cfg, &log); err != nil {
+	if err := runIdeas(context.Background(), cfg, &log, &log); err != nil {
 		t.Fatal(err)
 	}
 	rows, m := readIdeas(t, st)
@@ -215,7 +215,7 @@ func TestRunIdeasLLM(t *testing.T) {
 	root, st, _ := writeTestTasks(t)
 	srv := fakeAPI(t, "")
 	var log bytes.Buffer
-	if err := runIdeas(context.Background(), llmIdeasConfig(root, srv.URL), &log); err != nil {
+	if err := runIdeas(context.Background(), llmIdeasConfig(root, srv.URL), &log, &log); err != nil {
 		t.Fatal(err)
 	}
 	rows, m := readIdeas(t, st)
@@ -255,7 +255,7 @@ func TestRunIdeasLLM(t *testing.T) {
 func TestRunIdeasFailureCommitsNothing(t *testing.T) {
 	root, st, _ := writeTestTasks(t)
 	srv := fakeAPI(t, "reviews")
-	err := runIdeas(context.Background(), llmIdeasConfig(root, srv.URL), &bytes.Buffer{})
+	err := runIdeas(context.Background(), llmIdeasConfig(root, srv.URL), &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "task reviews") || !strings.Contains(err.Error(), "HTTP 500") {
 		t.Fatalf("got error %v, want one naming task reviews and HTTP 500", err)
 	}
@@ -286,7 +286,7 @@ func TestRunIdeasBadInput(t *testing.T) {
 			tt.edit(&cfg)
 			err := cfg.Validate()
 			if err == nil {
-				err = runIdeas(context.Background(), cfg, &bytes.Buffer{})
+				err = runIdeas(context.Background(), cfg, &bytes.Buffer{}, &bytes.Buffer{})
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v want one containing %q", err, tt.want)
@@ -300,7 +300,7 @@ func TestRunIdeasTasksURI(t *testing.T) {
 	out := t.TempDir()
 	cfg := DefaultIdeasConfig()
 	cfg.Data, cfg.Tasks, cfg.Only = out, root+"/tasks/v1", []string{"digits"}
-	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}); err != nil {
+	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := store.Open(context.Background(), out)
@@ -348,7 +348,7 @@ func TestRunIdeasONNX(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}); err != nil {
+	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	rows, m := readIdeas(t, st)
@@ -368,7 +368,7 @@ func TestRunIdeasBoth(t *testing.T) {
 	srv := fakeAPI(t, "")
 	cfg := llmIdeasConfig(root, srv.URL)
 	cfg.Source, cfg.Only = IdeasFromBoth, []string{"digits"}
-	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}); err != nil {
+	if err := runIdeas(context.Background(), cfg, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := readIdeas(t, st)

@@ -335,7 +335,7 @@ func TestRunTasksFromMLEBench(t *testing.T) {
 	cfg.From, cfg.Source = FromMLEBench, mleBenchFixture(t)
 	cfg.ImportTo = t.TempDir()
 	var log bytes.Buffer
-	err := runTasks(context.Background(), cfg, &log)
+	err := runTasks(context.Background(), cfg, &log, &log)
 	if !errors.Is(err, ErrSomeFailed) || !strings.Contains(err.Error(), "1 of 2 tasks failed") {
 		t.Fatalf("got %v, want 1 of 2 failed; log:\n%s", err, log.String())
 	}
@@ -365,7 +365,7 @@ func TestRunTasksFromMLEBenchRepository(t *testing.T) {
 	cfg := testConfig(t, "")
 	cfg.From, cfg.Source, cfg.MLEBenchData, cfg.ImportTo = FromMLEBench, root, data, t.TempDir()
 	var log bytes.Buffer
-	if err := runTasks(context.Background(), cfg, &log); err != nil {
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
 		t.Fatalf("got %v; log:\n%s", err, log.String())
 	}
 	_, rows := readTasks(t, cfg.Data)
@@ -462,7 +462,7 @@ func TestRunTasksFromMLAgentBench(t *testing.T) {
 	cfg.From, cfg.Source, cfg.ImportTo = FromMLAgentBench, mlagentBenchFixture(t), t.TempDir()
 	cfg.Only = []string{"house-toy"}
 	var log bytes.Buffer
-	err := runTasks(context.Background(), cfg, &log)
+	err := runTasks(context.Background(), cfg, &log, &log)
 	if !errors.Is(err, ErrSomeFailed) || !strings.Contains(log.String(), "task house-toy: task.yaml: field m_best: missing") {
 		t.Fatalf("got %v, want house-toy to fail on m_best; log:\n%s", err, log.String())
 	}
@@ -472,7 +472,7 @@ func TestRunTasksFromMLAgentBench(t *testing.T) {
 	b = bytes.Replace(b, []byte("# m_best: <fill in>\n# m_best_source: <fill in>\n"), []byte("m_best: 0.4\nm_best_source: the generator's noise level\n"), 1)
 	os.WriteFile(spec, b, 0o644)
 	log.Reset()
-	if err := runTasks(context.Background(), cfg, &log); err != nil {
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
 		t.Fatalf("got %v after adding m_best; log:\n%s", err, log.String())
 	}
 	_, rows := readTasks(t, cfg.Data)

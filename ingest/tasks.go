@@ -138,10 +138,11 @@ type taskResult struct {
 // Extra["failures"]; the error returned then wraps ErrSomeFailed. Nothing
 // is committed when no task succeeds; earlier versions are never touched.
 func RunTasks(ctx context.Context, cfg TasksConfig) error {
-	return runTasks(ctx, cfg, os.Stderr)
+	return runTasks(ctx, cfg, os.Stdout, os.Stderr)
 }
 
-func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
+// runTasks writes its summary table to out and progress and logs to log.
+func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("ingest tasks: %w", err)
 	}
@@ -232,7 +233,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, log io.Writer) error {
 		}
 		rows = append(rows, r.row)
 	}
-	printSummary(log, results, failures)
+	printSummary(out, results, failures)
 	if len(rows) == 0 {
 		return fmt.Errorf("no task ingested, %d failed: %w", len(failures), ErrSomeFailed)
 	}

@@ -139,7 +139,7 @@ func TestRunTasksEndToEnd(t *testing.T) {
 	fixtureTask(t, suite, "toy-reg", "rmse")
 	cfg := testConfig(t, suite)
 	var log bytes.Buffer
-	if err := runTasks(context.Background(), cfg, &log); err != nil {
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
 		t.Fatalf("got %v, want success; log:\n%s", err, log.String())
 	}
 	m, rows := readTasks(t, cfg.Data)
@@ -225,12 +225,12 @@ func TestRunTasksBadInput(t *testing.T) {
 	beforeSuite := t.TempDir()
 	fixtureTask(t, beforeSuite, "earlier", "accuracy")
 	before.Suite = beforeSuite
-	if err := runTasks(context.Background(), before, &bytes.Buffer{}); err != nil {
+	if err := runTasks(context.Background(), before, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 
 	var log bytes.Buffer
-	err := runTasks(context.Background(), cfg, &log)
+	err := runTasks(context.Background(), cfg, &log, &log)
 	if !errors.Is(err, ErrSomeFailed) || !strings.Contains(err.Error(), fmt.Sprintf("%d of %d tasks failed", len(cases), len(cases)+1)) {
 		t.Fatalf("got error %v, want %d of %d tasks failed", err, len(cases), len(cases)+1)
 	}
@@ -326,7 +326,7 @@ func TestBuiltinSuiteSubset(t *testing.T) {
 	cfg := testConfig(t, suite)
 	cfg.Only = []string{good[0].ID, good[len(good)-1].ID}
 	var log bytes.Buffer
-	if err := runTasks(context.Background(), cfg, &log); err != nil {
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
 		t.Fatalf("got %v; log:\n%s", err, log.String())
 	}
 	_, rows := readTasks(t, cfg.Data)
@@ -355,7 +355,7 @@ func BenchmarkIngestBuiltinSuite(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		cfg := DefaultTasksConfig()
 		cfg.Suite, cfg.Data = suite, b.TempDir()
-		if err := runTasks(context.Background(), cfg, io.Discard); err != nil {
+		if err := runTasks(context.Background(), cfg, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}

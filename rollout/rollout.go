@@ -383,7 +383,7 @@ func commitIfComplete(ctx context.Context, cfg Config, in *inputs, trajP, stepsP
 		return false, err
 	}
 	printSummary(os.Stdout, summary)
-	fmt.Printf("actions:  %v\noutcomes: %v\n", extra["actions"], extra["outcomes"])
+	fmt.Printf("actions:  %s\noutcomes: %s\n", counts(extra["actions"].(map[string]int)), counts(extra["outcomes"].(map[string]int)))
 	fmt.Fprintf(os.Stderr, "rollout: committed %s v%d (%d rows) and %s v%d (%d rows)\n", tm.Name, tm.Version, tm.Rows, sm.Name, sm.Version, sm.Rows)
 	return true, nil
 }
@@ -569,6 +569,25 @@ func resume(ctx context.Context, trajP, stepsP *datasets.Pending, shard, shards 
 		}
 	}
 	return done, next, nil
+}
+
+// counts writes a tally as "name n, name n", the most frequent first.
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func countBy[T any](rows []T, key func(T) string) map[string]int {
