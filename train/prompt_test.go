@@ -47,7 +47,7 @@ func TestSamePromptTokensEverywhere(t *testing.T) {
 	prompt := agents.Compact(st, 4000, agents.ApproxCounter)
 	tok := policy.ByteTokenizer{}
 	vocab := policy.BuildVocab(tok, []string{prompt}, 1)
-	cfg := policy.Config{Vocab: vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 540, PromptTokens: 500, ResponseTokens: 39}
+	cfg := policy.Config{Vocab: vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 580, PromptTokens: 540, ResponseTokens: 39}
 	if len(prompt) <= cfg.PromptTokens {
 		t.Fatalf("the test prompt (%d tokens) must need fitting", len(prompt))
 	}

@@ -100,11 +100,22 @@ func score(v *float64) string {
 	return fmt.Sprintf("%.4f", *v)
 }
 
+// worse marks a current score that is worse than the best so far, in
+// the metric's direction: the comparison a small policy cannot make from
+// two numbers, and the one that decides whether to undo an edit (and run
+// the restored script, so that the better submission stands).
+func worse(s State) string {
+	if s.Best != nil && better(s.Direction, *s.Best, s.Current) {
+		return " (worse than the best)"
+	}
+	return ""
+}
+
 // Compact renders the small policy's prompt within budget tokens.
 func Compact(s State, budget int, count Counter) string {
 	var head strings.Builder
 	fmt.Fprintf(&head, "Task: %s (%s). Metric: %s, %s.\n", s.Title, s.TaskID, s.Metric, direction(s.Direction))
-	fmt.Fprintf(&head, "Score: initial %.4f, current %.4f, best %s. Step %d of %d.\n", s.MInit, s.Current, score(s.Best), s.Step+1, s.MaxSteps)
+	fmt.Fprintf(&head, "Score: initial %.4f, current %.4f%s, best %s. Step %d of %d.\n", s.MInit, s.Current, worse(s), score(s.Best), s.Step+1, s.MaxSteps)
 	if len(s.Plan) > 0 {
 		head.WriteString("Plan:\n")
 		for i, p := range s.Plan {

@@ -160,3 +160,32 @@ func TestTools(t *testing.T) {
 		t.Errorf("script_name type %v, want string", got)
 	}
 }
+
+// TestCompactMarksAWorseScore: the compact prompt says when the current
+// score is worse than the best, in the metric's direction.
+func TestCompactMarksAWorseScore(t *testing.T) {
+	for _, c := range []struct {
+		dir           string
+		current, best float64
+		worse         bool
+	}{
+		{"higher", 0.80, 0.91, true},
+		{"higher", 0.91, 0.91, false},
+		{"higher", 0.95, 0.91, false},
+		{"lower", 82.4, 55.9, true},
+		{"lower", 55.9, 55.9, false},
+		{"lower", 40.0, 55.9, false},
+	} {
+		s := state(0)
+		s.Direction, s.Current, s.Best = c.dir, c.current, &c.best
+		got := strings.Contains(Compact(s, 2000, ApproxCounter), fmt.Sprintf("current %.4f (worse than the best), best %.4f.", c.current, c.best))
+		if got != c.worse {
+			t.Errorf("%s is better, current %v, best %v: marked worse %v, want %v", c.dir, c.current, c.best, got, c.worse)
+		}
+	}
+	s := state(0)
+	s.Best = nil
+	if strings.Contains(Compact(s, 2000, ApproxCounter), "worse") {
+		t.Error("no best yet: nothing to be worse than")
+	}
+}

@@ -14,9 +14,10 @@ import (
 // careful engineer: it looks around (lists, inspects, sometimes reads a
 // file), runs the baseline, then applies the plan's ideas one at a time
 // through Edit Script (AI), keeps an edit when the hidden-test score
-// improves and undoes it otherwise, and ends with Final Answer. Its
-// choices are random (seeded): whether and how it explores, whether it
-// re-runs after an undo, and an honest share of slips — a malformed
+// improves and otherwise undoes it and runs the restored script (so that
+// the better submission stands), and ends with Final Answer. Its
+// choices are random (seeded): whether and how it explores, and an
+// honest share of slips — a malformed
 // answer, a misspelled file, an out-of-range inspection — that it then
 // recovers from, so the policy also learns what goes wrong.
 type Scripted struct {
@@ -58,7 +59,7 @@ type scriptedAgent struct {
 	queue []func(Observation) env.Action
 	next  int // next plan idea
 	// What the last action was for, to read its result.
-	pending  string // "edit", "run-edit", "undo"
+	pending  string // "edit", "run-edit", "undo", "run-restored"
 	idea     string
 	kept     []string
 	dropped  []string
@@ -97,7 +98,9 @@ func (a *scriptedAgent) decide(obs Observation) env.Action {
 		a.queue = a.queue[1:]
 		return f(obs)
 	}
-	if a.next < len(a.plan) && left > 2 {
+	// An edit cycle may take four steps (edit, run, undo, run again): start
+	// one only when they fit, so that no worse submission is left standing.
+	if a.next < len(a.plan) && left > 3 {
 		a.idea = a.plan[a.next]
 		a.next++
 		a.pending = "edit"
@@ -156,10 +159,15 @@ func (a *scriptedAgent) followUp(obs Observation) (env.Action, bool) {
 		if r.Action == nil || r.Action.Name != env.UndoEditScript {
 			return env.Action{Reflection: "My last answer did not do what I meant.", Thought: "Undo the unhelpful edit.", Name: env.UndoEditScript, ScriptName: "train.py"}, true
 		}
-		a.pending = ""
-		if a.rng.Float64() < 0.5 {
-			return env.Action{Reflection: "The edit was undone.", Thought: "Run the restored script to confirm its score.", Name: env.ExecuteScript, ScriptName: "train.py"}, true
+		// Run the restored script: until it runs, the submission standing
+		// is the worse one the undone edit produced.
+		a.pending = "run-restored"
+		return env.Action{Reflection: "The edit was undone.", Thought: "Run the restored script so that its submission stands again.", Name: env.ExecuteScript, ScriptName: "train.py"}, true
+	case "run-restored":
+		if r.Action == nil || r.Action.Name != env.ExecuteScript || r.Outcome == env.OutcomeInvalidAction {
+			return env.Action{Reflection: "My last answer did not do what I meant.", Thought: "Run the restored script so that its submission stands again.", Name: env.ExecuteScript, ScriptName: "train.py"}, true
 		}
+		a.pending = ""
 	}
 	return env.Action{}, false
 }

@@ -12,6 +12,13 @@ import (
 // which applying plan idea i improves the score iff good[i].
 func fakeEpisode(t *testing.T, seed int64, plan []string, good map[string]bool, maxSteps int) []env.Action {
 	t.Helper()
+	acts, _ := fakeEpisodeSteps(t, seed, plan, good, maxSteps)
+	return acts
+}
+
+// fakeEpisodeSteps also returns the steps taken, format errors included.
+func fakeEpisodeSteps(t *testing.T, seed int64, plan []string, good map[string]bool, maxSteps int) ([]env.Action, int) {
+	t.Helper()
 	agent := Scripted{SlipRate: 0.2}.Episode(plan, seed)
 	st := State{Metric: "accuracy", Direction: "higher", MInit: 0.5, Current: 0.5, MaxSteps: maxSteps, Script: "# === model ===\nm = 1\n# === end model ===\n# === training ===\n# === end training ===\n"}
 	best := 0.5
@@ -64,10 +71,10 @@ func fakeEpisode(t *testing.T, seed int64, plan []string, good map[string]bool, 
 		acts = append(acts, a)
 		last = r
 		if a.Name == env.FinalAnswer {
-			break
+			return acts, st.Step + 1
 		}
 	}
-	return acts
+	return acts, maxSteps
 }
 
 func names(acts []env.Action) string {
@@ -83,7 +90,7 @@ func TestScriptedKeepsGoodEditsAndUndoesBadOnes(t *testing.T) {
 	good := map[string]bool{"idea good": true, "idea good too": true}
 	distinct := map[string]bool{}
 	for seed := int64(0); seed < 40; seed++ {
-		acts := fakeEpisode(t, seed, plan, good, 15)
+		acts, steps := fakeEpisodeSteps(t, seed, plan, good, 15)
 		distinct[names(acts)] = true
 		if got := acts[len(acts)-1].Name; got != env.FinalAnswer {
 			t.Fatalf("seed %d: last action %s, want Final Answer: %s", seed, got, names(acts))
@@ -125,6 +132,21 @@ func TestScriptedKeepsGoodEditsAndUndoesBadOnes(t *testing.T) {
 					t.Errorf("seed %d: good idea %q was undone: %s", seed, idea, names(acts))
 				}
 			}
+		}
+		// The restored script runs again after an undo, so that the better
+		// submission is the one standing at the end (unless slips used up
+		// the steps: the Final Answer then takes the last one).
+		lastUndo, lastRun := -1, -1
+		for i, a := range acts {
+			switch a.Name {
+			case env.UndoEditScript:
+				lastUndo = i
+			case env.ExecuteScript:
+				lastRun = i
+			}
+		}
+		if lastUndo >= 0 && lastRun < lastUndo && steps < 15 {
+			t.Errorf("seed %d: the last undo is not followed by a run: %s", seed, names(acts))
 		}
 		// Ideas are tried in plan order: the tried ones are a prefix of the
 		// plan (slips may leave no steps for the last ones).
