@@ -5,10 +5,8 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,63 +145,13 @@ func (w *gradeWorker) grade(ctx context.Context, dir, grader, submission, answer
 	stdout, _ := os.ReadFile(filepath.Join(dir, ".grade_stdout"))
 	stderr, _ := os.ReadFile(filepath.Join(dir, ".grade_stderr"))
 	if rep.Status != 0 {
-		return g, fmt.Errorf("%s crashed (exit status %d): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, rep.Status, lastLines(string(stderr), 3)), true
+		return g, fmt.Errorf("%s crashed (exit status %d): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, rep.Status, tasks.LastLines(string(stderr), 3)), true
 	}
-	g, err = parseVerdict(string(stdout))
+	g, err = tasks.ParseGrade(string(stdout))
 	if err != nil {
 		return g, fmt.Errorf("%s: %v", grader, err), true
 	}
 	return g, nil, true
-}
-
-// parseVerdict reads the last line of a grader's output that is a JSON
-// object, as tasks.RunGrader does.
-func parseVerdict(out string) (tasks.Grade, error) {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		line := strings.TrimSpace(lines[i])
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var raw struct {
-			Valid  *bool    `json:"valid"`
-			Score  *float64 `json:"score"`
-			Reason string   `json:"reason"`
-		}
-		if err := json.Unmarshal([]byte(line), &raw); err != nil {
-			return tasks.Grade{}, fmt.Errorf("output line %q is not valid JSON: %v", line, err)
-		}
-		if raw.Valid == nil {
-			return tasks.Grade{}, fmt.Errorf("output %q has no \"valid\" key", line)
-		}
-		g := tasks.Grade{Valid: *raw.Valid, Reason: raw.Reason}
-		if g.Valid {
-			if raw.Score == nil || math.IsNaN(*raw.Score) || math.IsInf(*raw.Score, 0) {
-				return tasks.Grade{}, fmt.Errorf("output %q says valid but has no finite \"score\"", line)
-			}
-			g.Score, g.Reason = *raw.Score, ""
-		} else if g.Reason == "" {
-			g.Reason = "the grader gave no reason"
-		}
-		return g, nil
-	}
-	return tasks.Grade{}, errors.New("printed no JSON line (want {\"valid\": true, \"score\": 0.91} or {\"valid\": false, \"reason\": \"...\"})")
-}
-
-func lastLines(s string, n int) string {
-	var out []string
-	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, l)
-		}
-	}
-	if len(out) > n {
-		out = out[len(out)-n:]
-	}
-	if len(out) == 0 {
-		return "(no output)"
-	}
-	return strings.Join(out, " | ")
 }
 
 type limitedWriter struct {

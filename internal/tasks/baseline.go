@@ -63,9 +63,9 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, t *Task, limits san
 		if m := missingFileRe.FindStringSubmatch(res.Stderr); m != nil {
 			return fail(script, "", "reads a missing data file %q (exit %d): add it to workspace/ or fix the path", m[1], res.ExitCode)
 		}
-		return fail(script, "", "crashed (exit %d): %s", res.ExitCode, tail(res.Stderr, 3))
+		return fail(script, "", "crashed (exit %d): %s", res.ExitCode, LastLines(res.Stderr, 3))
 	default:
-		return fail(script, "", "ended with %s (exit %d): %s", res.Outcome, res.ExitCode, tail(res.Stderr, 3))
+		return fail(script, "", "ended with %s (exit %d): %s", res.Outcome, res.ExitCode, LastLines(res.Stderr, 3))
 	}
 	val, err := ParseValMetric(res.Stdout, t.Metric)
 	if err != nil {

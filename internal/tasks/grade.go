@@ -56,17 +56,19 @@ func RunGrader(ctx context.Context, python, privateDir, submissionPath string) (
 		return Grade{}, fmt.Errorf("%s: did not finish within %s", grader, GradeTimeout)
 	}
 	if runErr != nil {
-		return Grade{}, fmt.Errorf("%s crashed (%v): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, runErr, tail(stderr.String(), 3))
+		return Grade{}, fmt.Errorf("%s crashed (%v): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, runErr, LastLines(stderr.String(), 3))
 	}
-	g, err := parseGrade(stdout.String())
+	g, err := ParseGrade(stdout.String())
 	if err != nil {
 		return Grade{}, fmt.Errorf("%s: %v", grader, err)
 	}
 	return g, nil
 }
 
-// parseGrade reads the last line of out that is a JSON object.
-func parseGrade(out string) (Grade, error) {
+// ParseGrade reads a grader's verdict: the last line of out that is a
+// JSON object ({"valid": true, "score": 0.91} or {"valid": false,
+// "reason": "..."}).
+func ParseGrade(out string) (Grade, error) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		line := strings.TrimSpace(lines[i])
@@ -95,7 +97,7 @@ func parseGrade(out string) (Grade, error) {
 		}
 		return g, nil
 	}
-	return Grade{}, fmt.Errorf("printed no JSON line (want {\"valid\": true, \"score\": 0.91} or {\"valid\": false, \"reason\": \"...\"}); output was %q", tail(out, 3))
+	return Grade{}, fmt.Errorf("printed no JSON line (want {\"valid\": true, \"score\": 0.91} or {\"valid\": false, \"reason\": \"...\"}); output was %q", LastLines(out, 3))
 }
 
 // ErrNoMetric is wrapped when a script's output has no usable VAL_METRIC line.
@@ -139,8 +141,9 @@ func ParseValMetric(stdout, metric string) (float64, error) {
 	return found[0], nil
 }
 
-// tail returns the last n non-empty lines of s, joined by " | ".
-func tail(s string, n int) string {
+// LastLines returns the last n non-empty lines of s, joined by " | "
+// ("(no output)" when there are none): a failed run's output in one line.
+func LastLines(s string, n int) string {
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -211,9 +214,9 @@ func RunGraderIn(ctx context.Context, runner sandbox.Runner, privateDir, submiss
 	case sandbox.Timeout:
 		return Grade{}, fmt.Errorf("%s: did not finish within %s", grader, GradeTimeout)
 	default:
-		return Grade{}, fmt.Errorf("%s crashed (%s, exit %d): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, res.Outcome, res.ExitCode, tail(res.Stderr, 3))
+		return Grade{}, fmt.Errorf("%s crashed (%s, exit %d): %s; a grader must print {\"valid\": false, \"reason\": ...} and exit 0 for a bad submission", grader, res.Outcome, res.ExitCode, LastLines(res.Stderr, 3))
 	}
-	g, err := parseGrade(res.Stdout)
+	g, err := ParseGrade(res.Stdout)
 	if err != nil {
 		return Grade{}, fmt.Errorf("%s: %v", grader, err)
 	}
