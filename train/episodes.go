@@ -106,16 +106,10 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
 			"time/update_s":            time.Since(t0).Seconds(),
 		}
-		for i, name := range ppoMetricNames {
-			rec[name] = sums[i]
+		if err := r.endUpdate(ctx, rec, sums); err != nil {
+			return err
 		}
-		r.s.record(rec)
 		bar.Add(1, fmt.Sprintf("return %.3f", rec["charts/return_mean"]))
-		if r.state.Update%max(cfg.CheckpointEvery, 1) == 0 || r.state.Update == cfg.Updates {
-			if err := r.save(ctx); err != nil {
-				return err
-			}
-		}
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))

@@ -270,19 +270,28 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
 			"time/generate_s":          ro.genS, "time/wait_rewards_s": ro.waitS, "time/update_s": updS,
 		}
-		for i, name := range ppoMetricNames {
-			rec[name] = sums[i]
+		if err := r.endUpdate(ctx, rec, sums); err != nil {
+			return err
 		}
-		r.s.record(rec)
 		bar.Add(1, fmt.Sprintf("reward %.3f", rec["charts/reward_mean"]))
-		if r.state.Update%max(cfg.CheckpointEvery, 1) == 0 || r.state.Update == cfg.Updates {
-			if err := r.save(ctx); err != nil {
-				return err
-			}
-		}
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
+	return nil
+}
+
+// endUpdate records an update's metrics with its loss sums
+// (ppoMetricNames) and saves a checkpoint every checkpoint_every updates
+// and after the last one. Step-wise and episode-wise PPO end each update
+// with it.
+func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, sums ppoStats) error {
+	for i, name := range ppoMetricNames {
+		rec[name] = sums[i]
+	}
+	r.s.record(rec)
+	if r.state.Update%max(r.cfg.CheckpointEvery, 1) == 0 || r.state.Update == r.cfg.Updates {
+		return r.save(ctx)
+	}
 	return nil
 }
 
