@@ -69,7 +69,7 @@ func testLoss(targets []int32, returns []float32, vocab int) LossFunc {
 		k := len(targets)
 		for i, t := range targets {
 			row := logits[i*vocab : (i+1)*vocab]
-			lp := maskedLogSoftmax(row, nil, 1)
+			lp := LogProbs(row, nil, 1)
 			loss -= lp[t] / float64(k)
 			for j := range row {
 				dLogits[i*vocab+j] = float32(math.Exp(lp[j]) / float64(k))

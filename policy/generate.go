@@ -230,7 +230,7 @@ func appendMask(ms []Bitset, m Bitset) []Bitset {
 // temperature 1 (over the mask's tokens). The mask is applied before the
 // temperature and top-p.
 func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.Rand) (int32, float32) {
-	logp := maskedLogSoftmax(logits, mask, 1)
+	logp := LogProbs(logits, mask, 1)
 	if opts.Temperature <= 0 {
 		best := -1
 		for j, l := range logits {
@@ -240,7 +240,7 @@ func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.
 		}
 		return int32(best), float32(logp[best])
 	}
-	probs := maskedLogSoftmax(logits, mask, opts.Temperature)
+	probs := LogProbs(logits, mask, opts.Temperature)
 	idx := make([]int, 0, len(probs))
 	for j := range probs {
 		if !math.IsInf(probs[j], -1) {
@@ -278,9 +278,11 @@ func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.
 	return int32(choice), float32(logp[choice])
 }
 
-// maskedLogSoftmax returns log softmax(logits / temperature) in float64,
+// LogProbs returns log softmax(logits / temperature) in float64,
 // over the ids in mask (the others get -Inf) or over all ids (nil mask).
-func maskedLogSoftmax(logits []float32, mask Bitset, temperature float64) []float64 {
+// Sampling and PPO's loss both use it, so that a sample's behaviour
+// log-probability and its recomputed one are the same computation.
+func LogProbs(logits []float32, mask Bitset, temperature float64) []float64 {
 	out := make([]float64, len(logits))
 	m := math.Inf(-1)
 	for j, l := range logits {

@@ -91,7 +91,7 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 				continue
 			}
 			row := logits[i*vocab : (i+1)*vocab]
-			lp := maskedLogSoftmax(row, tk.Mask)
+			lp := policy.LogProbs(row, tk.Mask, 1)
 			logp := lp[tk.Target]
 			logratio := logp - float64(tk.OldLogP)
 			ratio := math.Exp(logratio)
@@ -145,39 +145,13 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 	}
 }
 
-// maskedLogSoftmax is log softmax over the ids in mask (nil: all); the
-// others get -Inf.
-func maskedLogSoftmax(row []float32, mask policy.Bitset) []float64 {
-	out := make([]float64, len(row))
-	m := math.Inf(-1)
-	for j, l := range row {
-		if mask != nil && !mask.Has(int32(j)) {
-			out[j] = math.Inf(-1)
-			continue
-		}
-		out[j] = float64(l)
-		m = max(m, out[j])
-	}
-	sum := 0.0
-	for _, v := range out {
-		if !math.IsInf(v, -1) {
-			sum += math.Exp(v - m)
-		}
-	}
-	lse := m + math.Log(sum)
-	for j := range out {
-		out[j] -= lse
-	}
-	return out
-}
-
 // tokenLogProbs returns log pi(target) under each token's mask at the
 // given logits (the frozen reference's log-probs, and the values a ratio
 // test checks).
 func tokenLogProbs(logits []float32, toks []ppoToken, vocab int) []float32 {
 	out := make([]float32, len(toks))
 	for i, tk := range toks {
-		out[i] = float32(maskedLogSoftmax(logits[i*vocab:(i+1)*vocab], tk.Mask)[tk.Target])
+		out[i] = float32(policy.LogProbs(logits[i*vocab:(i+1)*vocab], tk.Mask, 1)[tk.Target])
 	}
 	return out
 }
