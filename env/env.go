@@ -54,11 +54,14 @@ const (
 )
 
 // Accepted reports whether the environment carried out an action with
-// this outcome: it parsed and was not refused. Format errors and refused
-// actions are not accepted; an idea the editor could not apply, a script
-// that failed or a refused submission are (the action itself was valid).
+// this outcome: it parsed, was not refused, and an edit's instruction was
+// one the editor could carry out. Format errors, refused actions and
+// invalid edits (an instruction the offline editor does not know, or an
+// idea that does not apply to the script) are not accepted, the three
+// outcomes the reward's format term punishes; a script that failed or a
+// refused submission are (the action itself was valid, its result bad).
 func Accepted(o Outcome) bool {
-	return o != OutcomeFormatError && o != OutcomeInvalidAction
+	return o != OutcomeFormatError && o != OutcomeInvalidAction && o != OutcomeInvalidEdit
 }
 
 // Outcomes lists every outcome class.

@@ -175,3 +175,22 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptedIsWhatTheFormatTermSpares: the valid-action rate the
+// evaluation reports counts exactly the outcomes the reward's format term
+// does not punish, so that "valid" and "no format penalty" never disagree.
+func TestAcceptedIsWhatTheFormatTermSpares(t *testing.T) {
+	for _, o := range Outcomes() {
+		r := ComputeReward(DefaultRewardConfig(), RewardInput{Outcome: o, Executed: true, Edited: true, Direction: schemas.HigherIsBetter, MInit: 0.5, MBest: 1})
+		punished := false
+		for _, term := range r.Terms {
+			punished = punished || (term.Name == TermFormat && term.Value < 0)
+		}
+		if Accepted(o) == punished {
+			t.Errorf("outcome %s: Accepted %v, format term punishes it %v", o, Accepted(o), punished)
+		}
+	}
+	if Accepted(OutcomeInvalidEdit) {
+		t.Error("an edit the editor could not carry out counts as a valid action")
+	}
+}

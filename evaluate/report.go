@@ -149,7 +149,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 			continue
 		}
 		fmt.Fprintf(w, "## %s tasks\n\n", split)
-		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), share of trajectories ending above m_init, share of steps whose action the environment accepted (valid: parsed and not refused), mean steps, time and cost per trajectory.\n\n")
+		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), share of trajectories ending above m_init, share of steps whose action the environment accepted (valid: parsed, not refused, and an edit the editor could carry out), mean steps, time and cost per trajectory.\n\n")
 		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | improved | valid | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, h := range hs {
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f%% | %s | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,

@@ -34,7 +34,7 @@ type Cell struct {
 	MeanWallS float64 `json:"mean_wall_s"`
 	MeanCost  float64 `json:"mean_cost_usd"`
 	// Valid is the share of steps whose action the environment accepted
-	// (parsed and not refused: [env.Accepted]); 0 with no steps (AllSteps
+	// (parsed, not refused, not an invalid edit: [env.Accepted]); 0 with no steps (AllSteps
 	// 0: undefined, as for the initial script, which takes none).
 	Valid float64 `json:"valid_actions"`
 	// AllSteps and ValidSteps are Valid's counts.
