@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // Action names (MLAgentBench).
@@ -286,7 +288,7 @@ func Parse(text string) (Action, error) {
 	}
 	specs, ok := actionArgs[a.Name]
 	if !ok {
-		return a, formatErr(UnknownAction, FieldAction, "%q is not an action; %s", truncate(a.Name, 60), suggestAction(a.Name))
+		return a, formatErr(UnknownAction, FieldAction, "%q is not an action; %s", textutil.Clip(a.Name, 60), suggestAction(a.Name))
 	}
 	raw, ferr := unfence(fields[FieldActionInput])
 	if ferr != nil {
@@ -359,7 +361,7 @@ func splitFields(text string) (map[string]string, error) {
 		}
 	}
 	if lead := strings.TrimSpace(text[:found[0].line]); lead != "" {
-		return nil, formatErr(ExtraText, "", "text before %q: %q; start the response with the Reflection field", FieldReflection+":", truncate(lead, 60))
+		return nil, formatErr(ExtraText, "", "text before %q: %q; start the response with the Reflection field", FieldReflection+":", textutil.Clip(lead, 60))
 	}
 	out := map[string]string{}
 	for i, f := range found {
@@ -386,7 +388,7 @@ func unfence(s string) (string, *FormatError) {
 		return "", formatErr(BadJSON, FieldActionInput, "an unterminated code fence; write the JSON object directly")
 	}
 	if lang := strings.TrimSpace(s[3:nl]); lang != "" && lang != "json" {
-		return "", formatErr(BadJSON, FieldActionInput, "a %q code fence; Action Input is a JSON object", truncate(lang, 20))
+		return "", formatErr(BadJSON, FieldActionInput, "a %q code fence; Action Input is a JSON object", textutil.Clip(lang, 20))
 	}
 	body := s[nl+1:]
 	end := strings.LastIndex(body, "```")
@@ -394,7 +396,7 @@ func unfence(s string) (string, *FormatError) {
 		return "", formatErr(BadJSON, FieldActionInput, "an unterminated code fence; write the JSON object directly")
 	}
 	if rest := strings.TrimSpace(body[end+3:]); rest != "" {
-		return "", formatErr(ExtraText, FieldActionInput, "text after the Action Input: %q", truncate(rest, 60))
+		return "", formatErr(ExtraText, FieldActionInput, "text after the Action Input: %q", textutil.Clip(rest, 60))
 	}
 	return strings.TrimSpace(body[:end]), nil
 }
@@ -402,7 +404,7 @@ func unfence(s string) (string, *FormatError) {
 // decodeObject reads exactly one JSON object; duplicate keys are refused.
 func decodeObject(s string) (map[string]json.RawMessage, *FormatError) {
 	if !strings.HasPrefix(s, "{") {
-		return nil, formatErr(BadJSON, FieldActionInput, "Action Input must be a JSON object starting with '{', got %q", truncate(s, 40))
+		return nil, formatErr(BadJSON, FieldActionInput, "Action Input must be a JSON object starting with '{', got %q", textutil.Clip(s, 40))
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
@@ -411,7 +413,7 @@ func decodeObject(s string) (map[string]json.RawMessage, *FormatError) {
 		return nil, formatErr(BadJSON, FieldActionInput, "not valid JSON: %v", err)
 	}
 	if rest := strings.TrimSpace(s[dec.InputOffset():]); rest != "" {
-		return nil, formatErr(ExtraText, FieldActionInput, "text after the JSON object: %q; end the response after the Action Input", truncate(rest, 60))
+		return nil, formatErr(ExtraText, FieldActionInput, "text after the JSON object: %q; end the response after the Action Input", textutil.Clip(rest, 60))
 	}
 	// Walk the keys to catch duplicates, which Unmarshal silently merges.
 	kd := json.NewDecoder(bytes.NewReader(raw))
@@ -443,7 +445,7 @@ func setArg(a *Action, s argSpec, v json.RawMessage) *FormatError {
 	case argString, argText:
 		var str string
 		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &str) != nil {
-			return formatErr(BadArgumentType, s.name, "%q must be a JSON string, got %s", s.name, truncate(string(v), 40))
+			return formatErr(BadArgumentType, s.name, "%q must be a JSON string, got %s", s.name, textutil.Clip(string(v), 40))
 		}
 		if s.kind == argString && strings.TrimSpace(str) == "" {
 			return formatErr(BadArgumentValue, s.name, "%q must not be empty", s.name)
@@ -455,11 +457,11 @@ func setArg(a *Action, s argSpec, v json.RawMessage) *FormatError {
 	case argLine:
 		var n json.Number
 		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &n) != nil {
-			return formatErr(BadArgumentType, s.name, "%q must be a JSON integer, got %s", s.name, truncate(string(v), 40))
+			return formatErr(BadArgumentType, s.name, "%q must be a JSON integer, got %s", s.name, textutil.Clip(string(v), 40))
 		}
 		f, err := n.Float64()
 		if err != nil || f != math.Trunc(f) || math.Abs(f) > 1e9 {
-			return formatErr(BadArgumentType, s.name, "%q must be an integer, got %s", s.name, truncate(n.String(), 40))
+			return formatErr(BadArgumentType, s.name, "%q must be an integer, got %s", s.name, textutil.Clip(n.String(), 40))
 		}
 		if f < 1 {
 			return formatErr(BadArgumentValue, s.name, "%q must be at least 1 (lines are numbered from 1), got %s", s.name, n.String())
@@ -479,11 +481,4 @@ func suggestAction(name string) string {
 		}
 	}
 	return "the actions are " + strings.Join(ActionNames(), ", ")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

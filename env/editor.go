@@ -8,6 +8,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // Editor carries out an Edit Script (AI) instruction: it returns the whole
@@ -31,7 +32,7 @@ type OfflineEditor struct{}
 func (OfflineEditor) Edit(ctx context.Context, script, instruction string) (string, llm.Usage, error) {
 	idea, ok := catalog.Lookup(instruction)
 	if !ok {
-		return "", llm.Usage{}, fmt.Errorf("%w: the offline editor knows only the idea catalog's instructions, and %q is not one of them", ErrInvalidEdit, truncate(instruction, 80))
+		return "", llm.Usage{}, fmt.Errorf("%w: the offline editor knows only the idea catalog's instructions, and %q is not one of them", ErrInvalidEdit, textutil.Clip(instruction, 80))
 	}
 	out, err := catalog.Apply(script, idea.Edit)
 	if err != nil {
@@ -73,7 +74,7 @@ func (e LLMEditor) Edit(ctx context.Context, script, instruction string) (string
 	}
 	code, ok := extractCode(resp.Content)
 	if !ok {
-		return "", resp.Usage, fmt.Errorf("llm editor: the answer has no code block (finish reason %q): %q", resp.FinishReason, truncate(resp.Content, 120))
+		return "", resp.Usage, fmt.Errorf("llm editor: the answer has no code block (finish reason %q): %q", resp.FinishReason, textutil.Clip(resp.Content, 120))
 	}
 	return code, resp.Usage, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/safefile"
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // maxFileBytes bounds what an action reads from a workspace file.
@@ -34,11 +35,11 @@ func (e *Env) resolve(name string) (rel, abs string, err error) {
 	case strings.ContainsRune(n, 0):
 		return "", "", refuse("file name contains a NUL character")
 	case filepath.IsAbs(n) || strings.HasPrefix(n, "/") || strings.HasPrefix(n, `\`) || strings.HasPrefix(n, "~"):
-		return "", "", refuse("%q is an absolute path; file arguments are relative to the workspace", truncate(n, 80))
+		return "", "", refuse("%q is an absolute path; file arguments are relative to the workspace", textutil.Clip(n, 80))
 	}
 	c := path.Clean(filepath.ToSlash(n))
 	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", "", refuse("%q is outside the workspace", truncate(n, 80))
+		return "", "", refuse("%q is outside the workspace", textutil.Clip(n, 80))
 	}
 	// No component may be a symlink (it could point anywhere).
 	cur := e.dir
@@ -53,7 +54,7 @@ func (e *Env) resolve(name string) (rel, abs string, err error) {
 				return "", "", refuse("%s: %v", c, why(err))
 			}
 			if fi.Mode()&fs.ModeSymlink != 0 {
-				return "", "", refuse("%s is a symlink; the environment does not follow symlinks", truncate(n, 80))
+				return "", "", refuse("%s is a symlink; the environment does not follow symlinks", textutil.Clip(n, 80))
 			}
 		}
 	}
@@ -414,7 +415,7 @@ func Summarize(name string, b []byte) string {
 	n := min(len(lines), summaryHeadLines)
 	fmt.Fprintf(&sb, "First %d lines:\n", n)
 	for i := 0; i < n; i++ {
-		fmt.Fprintf(&sb, "%4d  %s\n", i+1, truncate(lines[i], 200))
+		fmt.Fprintf(&sb, "%4d  %s\n", i+1, textutil.Clip(lines[i], 200))
 	}
 	return sb.String()
 }
@@ -448,7 +449,7 @@ func summarizeCSV(b []byte) (string, bool) {
 	}
 	fmt.Fprintf(&sb, "CSV with %d columns and %d data rows.\nColumns: %s\nFirst rows:\n", len(header), rows, strings.Join(cols, ", "))
 	for _, rec := range head {
-		sb.WriteString(truncate(strings.Join(rec, ","), 300))
+		sb.WriteString(textutil.Clip(strings.Join(rec, ","), 300))
 		sb.WriteString("\n")
 	}
 	return sb.String(), true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // EncodePrompt is the one prompt-fitting rule of the policy, used by SFT,
@@ -26,7 +27,7 @@ func EncodePrompt(v *Vocab, tok Tokenizer, cfg Config, prompt string) ([]int32, 
 		return nil, encErr
 	}
 	if !ok {
-		return nil, fmt.Errorf("policy: the prompt %q... does not fit in model.prompt_tokens %d even without its history and script (raise model.prompt_tokens and model.ctx)", clipText(prompt, 60), cfg.PromptTokens)
+		return nil, fmt.Errorf("policy: the prompt %q... does not fit in model.prompt_tokens %d even without its history and script (raise model.prompt_tokens and model.ctx)", textutil.Clip(prompt, 60), cfg.PromptTokens)
 	}
 	if text != prompt || len(ids) == 0 {
 		// fits ran last on a longer candidate during the search: encode the

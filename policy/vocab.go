@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // Special model ids, below every trimmed tokenizer id.
@@ -104,7 +106,7 @@ func (v *Vocab) Encode(tok Tokenizer, text string) ([]int32, error) {
 		for _, b := range tok.ByteTokens(tok.TokenBytes(id)) {
 			m, ok := v.index[b]
 			if !ok {
-				return nil, fmt.Errorf("vocab: %q (in %q) is not in the vocabulary and the vocabulary has no byte tokens to spell it; retrain the policy with this mlerl", tok.Decode([]int{id}), clipText(text, 80))
+				return nil, fmt.Errorf("vocab: %q (in %q) is not in the vocabulary and the vocabulary has no byte tokens to spell it; retrain the policy with this mlerl", tok.Decode([]int{id}), textutil.Clip(text, 80))
 			}
 			out = append(out, m)
 		}
@@ -159,11 +161,4 @@ func (v *Vocab) UnmarshalJSON(b []byte) error {
 	v.Ids = raw.Ids
 	v.reindex()
 	return nil
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // Counter counts tokens.
@@ -266,7 +267,7 @@ func compactHistory(h []Step) []string {
 		}
 		line += fmt.Sprintf(", reward %.2f", st.Reward)
 		if obs := firstLine(st.Observation); obs != "" && st.MetricAfter == nil {
-			line += ": " + clip(obs, 100)
+			line += ": " + textutil.Clip(obs, 100)
 		}
 		out[i] = line + "\n"
 	}
@@ -362,7 +363,7 @@ func Full(s State, budget int, count Counter) string {
 	tail := fullFormat
 	hist := make([]string, len(s.History))
 	for i, st := range s.History {
-		hist[i] = fmt.Sprintf("\nStep %d:\n%s\nObservation:\n```\n%s\n```\n", i+1, strings.TrimSpace(st.ActionText), clip(strings.TrimSpace(st.Observation), 2000))
+		hist[i] = fmt.Sprintf("\nStep %d:\n%s\nObservation:\n```\n%s\n```\n", i+1, strings.TrimSpace(st.ActionText), textutil.Clip(strings.TrimSpace(st.Observation), 2000))
 	}
 	return fit(head.String(), nil, hist, tail, budget, count, "", "\nHere are the actions and observations so far:\n")
 }
@@ -452,13 +453,6 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // PlanFromCompact returns the plan a compact prompt shows (nil when it

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // Section names of a built-in train.py, in file order.
@@ -50,7 +52,7 @@ func (e Edit) JSON() string {
 func ParseEdit(s string) (Edit, error) {
 	var e Edit
 	if err := json.Unmarshal([]byte(s), &e); err != nil {
-		return e, fmt.Errorf("edit %q: %w", truncate(s, 80), err)
+		return e, fmt.Errorf("edit %q: %w", textutil.Clip(s, 80), err)
 	}
 	return e, nil
 }
@@ -174,11 +176,4 @@ func withNewline(s string) string {
 		return s + "\n"
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/internal/textutil"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -295,12 +296,12 @@ func ParseIdeas(content string) ([]any, error) {
 	}
 	start := strings.IndexAny(s, "{[")
 	if start < 0 {
-		return nil, fmt.Errorf("no JSON in the answer: %q", truncate(content, 120))
+		return nil, fmt.Errorf("no JSON in the answer: %q", textutil.Clip(content, 120))
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(s[start:])))
 	var v any
 	if err := dec.Decode(&v); err != nil { // Decode stops after the first value: trailing text is ignored
-		return nil, fmt.Errorf("malformed JSON in the answer (%v): %q", err, truncate(s[start:], 120))
+		return nil, fmt.Errorf("malformed JSON in the answer (%v): %q", err, textutil.Clip(s[start:], 120))
 	}
 	switch v := v.(type) {
 	case []any:
@@ -318,16 +319,9 @@ func ParseIdeas(content string) ([]any, error) {
 		if len(lists) == 1 {
 			return lists[0], nil
 		}
-		return nil, fmt.Errorf("JSON object without an \"ideas\" list: %q", truncate(s[start:], 120))
+		return nil, fmt.Errorf("JSON object without an \"ideas\" list: %q", textutil.Clip(s[start:], 120))
 	}
-	return nil, fmt.Errorf("JSON answer is neither a list nor an object: %q", truncate(s[start:], 120))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
+	return nil, fmt.Errorf("JSON answer is neither a list nor an object: %q", textutil.Clip(s[start:], 120))
 }
 
 // Merge returns the catalog ideas followed by the generated ones that are

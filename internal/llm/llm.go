@@ -28,6 +28,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/textutil"
 )
 
 // Config configures a client. Zero fields take the defaults of [DefaultConfig].
@@ -162,7 +163,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	return fmt.Sprintf("llm %s: HTTP %d: %s", e.URL, e.Status, truncate(e.Body, 300))
+	return fmt.Sprintf("llm %s: HTTP %d: %s", e.URL, e.Status, textutil.Clip(e.Body, 300))
 }
 
 // Temporary reports whether retrying may help.
@@ -316,7 +317,7 @@ func (c *Client) once(ctx context.Context, url string, payload []byte, out any) 
 		return ae
 	}
 	if err := json.Unmarshal(b, out); err != nil {
-		return &decodeError{fmt.Errorf("llm %s: malformed JSON response (%v): %s", url, err, truncate(string(b), 200))}
+		return &decodeError{fmt.Errorf("llm %s: malformed JSON response (%v): %s", url, err, textutil.Clip(string(b), 200))}
 	}
 	return nil
 }
@@ -338,11 +339,4 @@ func retryable(ctx context.Context, err error) bool {
 		return true // a truncated body from a proxy; a retry usually succeeds
 	}
 	return true // network errors and timeouts
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
