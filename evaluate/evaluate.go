@@ -23,6 +23,7 @@ import (
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/textutil"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -293,7 +294,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 
 	// 7. The report: Markdown and plots, with the trainers' curves.
 	rin := ReportInput{Summary: sum, Results: m, Tasks: in.TasksM, Ideas: in.IdeasM, Sources: sources, Notes: notes,
-		PerTask: cfg.PerTask, MaxSteps: cfg.Env.MaxSteps, Curves: readCurves(ctx, st, cfg)}
+		PerTask: cfg.PerTask, MaxSteps: cfg.Env.MaxSteps, Curves: readCurves(ctx, st, cfg), Rows: rows}
 	where, err := WriteReport(ctx, st, cfg.Report, fmt.Sprintf("reports/eval-v%d", m.Version), rin)
 	if err != nil {
 		return fmt.Errorf("evaluate: report: %w", err)
@@ -563,6 +564,9 @@ func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 		}
 		row.Actions = append(row.Actions, name)
 		row.Outcomes = append(row.Outcomes, s.Outcome)
+		feedback, _, _ := strings.Cut(s.Observation, "\n")
+		row.Answers = append(row.Answers, textutil.Clip(s.ActionText, schemas.MaxTranscriptChars))
+		row.Feedback = append(row.Feedback, textutil.Clip(feedback, schemas.MaxTranscriptChars))
 	}
 	return row, nil
 }

@@ -155,8 +155,13 @@ func TestPipelineSmoke(t *testing.T) {
 		if r.Method == MethodInitial && (r.FinalScore != r.MInit || r.Steps != 0) {
 			t.Errorf("initial on %s: final %v steps %d, want m_init %v and no steps", r.TaskID, r.FinalScore, r.Steps, r.MInit)
 		}
-		if r.Method != MethodInitial && (r.Steps < 1 || r.Steps > 3 || len(r.Actions) != int(r.Steps) || len(r.Outcomes) != int(r.Steps)) {
-			t.Errorf("%s on %s #%d: %d steps, %d actions, %d outcomes; want 1..3 steps, one action and outcome each", r.Method, r.TaskID, r.Trajectory, r.Steps, len(r.Actions), len(r.Outcomes))
+		if r.Method != MethodInitial && (r.Steps < 1 || r.Steps > 3 || len(r.Actions) != int(r.Steps) || len(r.Outcomes) != int(r.Steps) ||
+			len(r.Answers) != int(r.Steps) || len(r.Feedback) != int(r.Steps)) {
+			t.Errorf("%s on %s #%d: %d steps, %d actions, %d outcomes, %d answers, %d feedback lines; want 1..3 steps, one of each per step",
+				r.Method, r.TaskID, r.Trajectory, r.Steps, len(r.Actions), len(r.Outcomes), len(r.Answers), len(r.Feedback))
+		}
+		if r.Method == MethodExpert && !strings.Contains(r.Answers[0], "Action: "+r.Actions[0]) {
+			t.Errorf("expert on %s #%d: first answer %q does not name its action %q", r.TaskID, r.Trajectory, r.Answers[0], r.Actions[0])
 		}
 	}
 	for _, task := range smokeTasks {
@@ -185,9 +190,18 @@ func TestPipelineSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"## held-out tasks", "## held-in tasks", "| election-vote |", "| sft+ppo |", DeltaPlot, SFTPlot, PPOPlot} {
+	for _, s := range []string{"## held-out tasks", "## held-in tasks", "| election-vote |", "| sft+ppo |", DeltaPlot, SFTPlot, PPOPlot, "](" + TranscriptsFile + ")"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("report.md lacks %q", s)
+		}
+	}
+	tr, err := os.ReadFile(filepath.Join(dir, TranscriptsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"## election-vote (held-out): expert, trajectory 0", "## election-vote (held-out): sft+ppo, trajectory 0", "Action Input:"} {
+		if !strings.Contains(string(tr), s) {
+			t.Errorf("%s lacks %q", TranscriptsFile, s)
 		}
 	}
 	for _, p := range []string{DeltaPlot, SFTPlot, PPOPlot, TimePlot, ActionsPlot, OutcomesPlot} {

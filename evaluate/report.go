@@ -45,6 +45,8 @@ type ReportInput struct {
 	// MaxSteps is the environment's step limit per trajectory.
 	MaxSteps int
 	Curves   Curves
+	// Rows are the results; their answers make transcripts.md.
+	Rows []schemas.EvalResult
 }
 
 // Report file names.
@@ -56,6 +58,9 @@ const (
 	TimePlot     = "time_cost.png"
 	ActionsPlot  = "actions.png"
 	OutcomesPlot = "outcomes.png"
+	// TranscriptsFile shows, step by step, what each method did in its
+	// first trajectory of every task.
+	TranscriptsFile = "transcripts.md"
 )
 
 // WriteReport renders report.md and its plots and writes them to the
@@ -78,8 +83,12 @@ func WriteReport(ctx context.Context, st store.Store, dir, key string, in Report
 			drawn = append(drawn, p.name)
 		}
 	}
+	var tr bytes.Buffer
+	if writeTranscripts(&tr, in.Rows) {
+		files[TranscriptsFile] = tr.Bytes()
+	}
 	var md bytes.Buffer
-	writeMarkdown(&md, in, drawn)
+	writeMarkdown(&md, in, drawn, files[TranscriptsFile] != nil)
 	files[ReportFile] = md.Bytes()
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -104,7 +113,7 @@ func WriteReport(ctx context.Context, st store.Store, dir, key string, in Report
 	return st.URI(key + "/" + ReportFile), nil
 }
 
-func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
+func writeMarkdown(w io.Writer, in ReportInput, plots []string, transcripts bool) {
 	s := in.Summary
 	has := func(name string) bool {
 		for _, p := range plots {
@@ -185,6 +194,10 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string) {
 		} else if p == SFTPlot || p == PPOPlot {
 			fmt.Fprintf(w, "- %s: no metrics found.\n\n", captions[p])
 		}
+	}
+
+	if transcripts {
+		fmt.Fprintf(w, "## What the agents did\n\nEvery method's first trajectory of every task, step by step (the answer, and the first line of what the environment said to it): [%s](%s).\n\n", TranscriptsFile, TranscriptsFile)
 	}
 
 	fmt.Fprintf(w, "## How the numbers are computed\n\n")
@@ -346,4 +359,64 @@ func sortedKeys(m map[string]int) []string {
 		return keys[i] < keys[j]
 	})
 	return keys
+}
+
+// writeTranscripts writes, for every task (held-out first) and method,
+// the trajectory with the lowest index step by step: each answer and the
+// first line of the environment's reply. It reports whether any row had
+// answers (datasets before eval_results 1.1 have none).
+func writeTranscripts(w io.Writer, rows []schemas.EvalResult) bool {
+	first := map[[2]string]schemas.EvalResult{}
+	var keys [][2]string
+	for _, r := range rows {
+		if len(r.Answers) == 0 {
+			continue
+		}
+		k := [2]string{r.TaskID, r.Method}
+		if old, ok := first[k]; !ok || r.Trajectory < old.Trajectory {
+			if !ok {
+				keys = append(keys, k)
+			}
+			first[k] = r
+		}
+	}
+	if len(keys) == 0 {
+		return false
+	}
+	sort.SliceStable(keys, func(i, j int) bool {
+		if a, b := splitOrder(first[keys[i]].Split), splitOrder(first[keys[j]].Split); a != b {
+			return a < b
+		}
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return methodRank(keys[i][1]) < methodRank(keys[j][1])
+	})
+	fmt.Fprintf(w, "# Transcripts\n\nThe first trajectory of every task and method: each step's answer as the agent wrote it, then the action, its outcome and the first line of the environment's reply.\n")
+	for _, k := range keys {
+		r := first[k]
+		fmt.Fprintf(w, "\n## %s (%s): %s, trajectory %d\n\n", r.TaskID, r.Split, r.Method, r.Trajectory)
+		fmt.Fprintf(w, "%s (%s): m_init %.4g, final %.4g, %d steps.\n", r.Metric, r.Direction, r.MInit, r.FinalScore, r.Steps)
+		for i, a := range r.Answers {
+			fmt.Fprintf(w, "\n%d. ", i+1)
+			if i < len(r.Actions) && i < len(r.Outcomes) {
+				fmt.Fprintf(w, "**%s** -> %s", r.Actions[i], r.Outcomes[i])
+			}
+			if i < len(r.Feedback) && r.Feedback[i] != "" {
+				fmt.Fprintf(w, ": %s", r.Feedback[i])
+			}
+			fmt.Fprintf(w, "\n\n%s\n", fence(a))
+		}
+	}
+	return true
+}
+
+// fence puts s in a Markdown code block indented under a list item, with
+// a fence longer than any run of backticks inside it.
+func fence(s string) string {
+	f := "```"
+	for strings.Contains(s, f) {
+		f += "`"
+	}
+	return "   " + f + "\n   " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n   ") + "\n   " + f
 }

@@ -19,7 +19,10 @@ func TestWriteReport(t *testing.T) {
 		rows = append(rows, rowsOf(m, "a", schemas.HeldOut, schemas.HigherIsBetter, 0.5, 0.5, 0.55)...)
 		rows = append(rows, rowsOf(m, "b", schemas.HeldIn, schemas.LowerIsBetter, 3, 2.9, 3.2)...)
 	}
-	in := ReportInput{Summary: Summarize(rows), PerTask: 2, MaxSteps: 8, Notes: []string{"llm: skipped (no llm.base_url configured)"},
+	// Answers make transcripts.md: the first trajectory of each (task, method).
+	rows[len(rows)-1].Answers = []string{"Action: List Files\nAction Input: {}", "a fence ``` inside\nAction: Final Answer"}
+	rows[len(rows)-1].Feedback = []string{"Here are the files:", ""}
+	in := ReportInput{Summary: Summarize(rows), PerTask: 2, MaxSteps: 8, Rows: rows, Notes: []string{"llm: skipped (no llm.base_url configured)"},
 		Curves: Curves{
 			SFT: Curve{Records: ParseMetrics([]byte("{\"stage\":\"sft\",\"step\":1,\"losses/sft\":5.2}\n{\"stage\":\"sft\",\"step\":2,\"losses/sft\":4.1}\nnot json\n{\"step\":2,\"losses/val\":4.5}\n"))},
 			// No PPO metrics: the report says so instead of a plot.
@@ -51,6 +54,16 @@ func TestWriteReport(t *testing.T) {
 		if _, err := png.Decode(bytes.NewReader(b)); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+	tr, err := os.ReadFile(filepath.Join(dir, TranscriptsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "## b (held-in): sft+ppo, trajectory 1\n\nm (lower): m_init 3, final 3.2, 2 steps.\n\n" +
+		"1. **List Files** -> success: Here are the files:\n\n   ```\n   Action: List Files\n   Action Input: {}\n   ```\n\n" +
+		"2. **Final Answer** -> success\n\n   ````\n   a fence ``` inside\n   Action: Final Answer\n   ````\n"
+	if !strings.Contains(string(tr), want) || strings.Count(string(tr), "\n## ") != 1 || !strings.Contains(string(md), "]("+TranscriptsFile+")") {
+		t.Errorf("%s: want one trajectory, rendered as\n%s\ngot\n%s", TranscriptsFile, want, tr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, PPOPlot)); err == nil {
 		t.Errorf("%s drawn without PPO metrics", PPOPlot)

@@ -252,17 +252,19 @@ func splitOrder(s string) int {
 	return 1
 }
 
+// methodRank is a method's place in report order (known methods first).
+func methodRank(m string) int {
+	if i := slices.Index(AllMethods, m); i >= 0 {
+		return i
+	}
+	return len(AllMethods)
+}
+
 // sortMethods puts known methods in report order, others after them.
 func sortMethods(ms []string) {
-	rank := func(m string) int {
-		if i := slices.Index(AllMethods, m); i >= 0 {
-			return i
-		}
-		return len(AllMethods)
-	}
 	sort.SliceStable(ms, func(i, j int) bool {
-		if rank(ms[i]) != rank(ms[j]) {
-			return rank(ms[i]) < rank(ms[j])
+		if methodRank(ms[i]) != methodRank(ms[j]) {
+			return methodRank(ms[i]) < methodRank(ms[j])
 		}
 		return ms[i] < ms[j]
 	})

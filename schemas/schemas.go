@@ -85,7 +85,7 @@ var (
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.0", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
-	EvalResults  = Info{Name: "eval_results", Version: "1.0", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
+	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
 	Experiments  = Info{Name: "experiments", Version: "1.0", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
@@ -304,7 +304,17 @@ type EvalResult struct {
 	CostUSD    float64  `parquet:"cost_usd"`
 	Actions    []string `parquet:"actions,list"`
 	Outcomes   []string `parquet:"outcomes,list"`
+	// Answers are the agent's raw answers, one per step, and Feedback the
+	// first line of what the environment said to each (both cut to
+	// MaxTranscriptChars): what the agent did, for the report's
+	// transcripts. Since 1.1; empty in 1.0 datasets.
+	Answers  []string `parquet:"answers,list"`
+	Feedback []string `parquet:"feedback,list"`
 }
+
+// MaxTranscriptChars bounds each of an eval_results row's answers and
+// feedback lines.
+const MaxTranscriptChars = 1200
 
 // ExperimentRow is a row of the experiments dataset (`mlerl experiment`):
 // one evaluation trajectory of one arm of the grid, trained and evaluated
@@ -326,7 +336,7 @@ type ExperimentRow struct {
 	DeltaR float64 `parquet:"delta_r"`
 	Steps  int32   `parquet:"steps"`
 	// ValidActions counts steps whose action the environment accepted
-	// (parsed and not refused: not a format error or an invalid action).
+	// (env.Accepted: not a format error, an invalid action or an invalid edit).
 	ValidActions int32 `parquet:"valid_actions"`
 	// The cell's costs (the same on every row of the cell): wall and CPU
 	// seconds of its training and of its evaluation, children included.
