@@ -18,6 +18,7 @@ func TestConfigValidate(t *testing.T) {
 		{"rl_states", func(c *Config) { c.RLStates = "" }, `rl_states "": must name the dataset to write`},
 		{"same outputs", func(c *Config) { c.RLStates = c.SFT }, `rl_states "sft_examples": must differ from sft`},
 		{"max_tokens", func(c *Config) { c.MaxTokens = -1 }, "max_tokens -1: must not be negative (0: no limit)"},
+		{"plan_variants", func(c *Config) { c.PlanVariants = -1 }, "plan_variants -1: must not be negative (0: no variants)"},
 		{"per_stratum", func(c *Config) { c.PerStratum = -3 }, "per_stratum -3: must not be negative (0: every expert state)"},
 		{"workers", func(c *Config) { c.Workers = -2 }, "workers -2: must not be negative (0: one per core)"},
 	}

@@ -32,6 +32,7 @@ type Config struct {
 	ErrorSteps        string `yaml:"error_steps" help:"SFT: steps whose own outcome is an error: keep, drop-refused (drop invalid_action/invalid_edit, keep failed runs) or drop (successes only); format errors are always dropped"`
 	MaxTokens         int    `yaml:"max_tokens" help:"SFT: drop examples whose compact prompt + response exceed this many Qwen tokens (0: no limit)"`
 	HeldOutValidation bool   `yaml:"held_out_validation" help:"SFT: keep steps of held-out tasks as split=held-out examples (validation loss only; never in rl_states or exports)"`
+	PlanVariants      int    `yaml:"plan_variants" help:"SFT: extra examples per expert edit of a held-in task, each with the plan entry the edit used swapped for another idea of the task, in the prompts and the answer (teaches copying the instruction from the plan; 0: none)"`
 	// RL state pool.
 	PerStratum int   `yaml:"per_stratum" help:"RL: at most this many states per (task, step index), sampled with seed (0: every expert state)"`
 	Seed       int64 `yaml:"seed" help:"RL: seed of the per-stratum sample"`
@@ -45,14 +46,15 @@ type Config struct {
 
 // DefaultConfig returns the embedded default: every expert step becomes an
 // SFT example (refused slips and format errors dropped, at most 1024
-// tokens) and an RL state; exports on, verl's with the compact prompt,
+// tokens), every expert edit also 4 plan variants (sharing its weight),
+// and every step an RL state; exports on, verl's with the compact prompt,
 // checked against verl's default max_prompt_length (512), and 4 initial
 // states per held-out task in its validation file.
 func DefaultConfig() Config {
 	sft, rl := DefaultSFTOptions(), DefaultRLOptions()
 	return Config{
 		Data: "./data", Steps: schemas.Steps.Name, SFT: schemas.SFTExamples.Name, RLStates: schemas.RLStates.Name,
-		ErrorSteps: sft.ErrorSteps, MaxTokens: sft.MaxTokens, HeldOutValidation: sft.HeldOutValidation,
+		ErrorSteps: sft.ErrorSteps, MaxTokens: sft.MaxTokens, HeldOutValidation: sft.HeldOutValidation, PlanVariants: 4,
 		PerStratum: rl.PerStratum, Seed: rl.Seed, Exports: true,
 		VerlPrompt: string(PromptCompact), VerlMaxPromptLength: 512, ValPerTask: 4,
 	}
@@ -79,6 +81,8 @@ func (c *Config) Validate() error {
 		return config.Errorf("rl_states", c.RLStates, "must differ from sft")
 	case c.MaxTokens < 0:
 		return config.Errorf("max_tokens", c.MaxTokens, "must not be negative (0: no limit)")
+	case c.PlanVariants < 0:
+		return config.Errorf("plan_variants", c.PlanVariants, "must not be negative (0: no variants)")
 	case c.PerStratum < 0:
 		return config.Errorf("per_stratum", c.PerStratum, "must not be negative (0: every expert state)")
 	case c.Workers < 0:
@@ -176,12 +180,25 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	tokens := CountTokens(steps, tok.Count, cfg.Workers)
 	fmt.Fprintf(log, "dataset: tokenized %d steps in %s\n", len(steps), time.Since(t0).Round(time.Millisecond))
 
-	// 3. Build, then refuse to write anything that would leak.
+	// 3. Build (SFT from the steps and their plan variants), then refuse
+	// to write anything that would leak.
+	variants, variantCounts := PlanVariants(heldInSteps(steps, tasks), cfg.PlanVariants, cfg.Seed)
+	sftSteps, sftTokens := steps, tokens
+	if len(variants) > 0 {
+		sftSteps = append(slices.Clone(steps), variants...)
+		sftTokens = append(slices.Clone(tokens), CountTokens(variants, tok.Count, cfg.Workers)...)
+		for i, v := range variants {
+			byID[exampleID(v)] = len(steps) + i
+		}
+		fmt.Fprintf(log, "dataset: %d plan variants of %d expert edits\n", variantCounts.Made, variantCounts.Edits)
+	}
 	sftOpts := SFTOptions{ErrorSteps: cfg.ErrorSteps, MaxTokens: cfg.MaxTokens, HeldOutValidation: cfg.HeldOutValidation}
-	sft, sftCounts, err := BuildSFT(steps, tokens, tasks, sftOpts)
+	sft, sftCounts, err := BuildSFT(sftSteps, sftTokens, tasks, sftOpts)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
+	sftCounts.Variants = variantCounts
+	weighVariants(sft)
 	rl, rlCounts, err := BuildRLStates(steps, tasks, RLOptions{PerStratum: cfg.PerStratum, Seed: cfg.Seed})
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
@@ -201,8 +218,8 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	// 4. Write and commit each dataset.
 	statRow := func(id, task, split string) StatRow {
 		i := byID[id]
-		return StatRow{TaskID: task, Split: split, Outcome: steps[i].Outcome, StepIndex: steps[i].StepIndex,
-			Reward: steps[i].Reward, PromptTokens: tokens[i].Prompt, ResponseTokens: tokens[i].Response}
+		return StatRow{TaskID: task, Split: split, Outcome: sftSteps[i].Outcome, StepIndex: sftSteps[i].StepIndex,
+			Reward: sftSteps[i].Reward, PromptTokens: sftTokens[i].Prompt, ResponseTokens: sftTokens[i].Response}
 	}
 	key := runKey(cfg, stepsM, tasksM)
 	parents, err := lineage(ctx, st, stepsM, tasksM)
@@ -246,6 +263,18 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	fmt.Fprintf(log, "dataset: %s v%d (%d rows) and %s v%d (%d rows) in %s\n",
 		sftM.Name, sftM.Version, sftM.Rows, rlM.Name, rlM.Version, rlM.Rows, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// heldInSteps returns the steps of held-in tasks (plan variants are made
+// of those only: held-out examples are for validation).
+func heldInSteps(steps []schemas.Step, tasks map[string]schemas.Task) []schemas.Step {
+	var out []schemas.Step
+	for _, s := range steps {
+		if tasks[s.TaskID].Split == schemas.HeldIn {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // tasksFor returns the tasks version named by ref, or (ref empty) the

@@ -636,9 +636,14 @@ type exportConfig struct {
 }
 
 // sft writes the held-in examples as ShareGPT JSON Lines with the full
-// prompt, and LLaMA-Factory's dataset_info.json registering them.
+// prompt, and LLaMA-Factory's dataset_info.json registering them. Plan
+// variants stay out: they are a training aid of the small policy (an LLM
+// copies from its plan without them), and the export has no weights.
 func (x exportConfig) sft(ctx context.Context, st store.Store, dir string, rows []schemas.SFTExample) ([]Attachment, map[string]any, []ExportStats, error) {
-	train := heldIn(rows, func(e schemas.SFTExample) string { return e.Split })
+	train := slices.DeleteFunc(heldIn(rows, func(e schemas.SFTExample) string { return e.Split }), func(e schemas.SFTExample) bool {
+		_, variant := variantSource(e.TrajectoryID)
+		return variant
+	})
 	opts := DefaultShareGPTOptions()
 	opts.Count = x.count
 	var sw *ShareGPTWriter

@@ -71,6 +71,8 @@ type SFTCounts struct {
 	TooLong     int `json:"too_long"`     // over max_tokens
 	HeldOut     int `json:"held_out"`     // held-out task steps dropped (held_out_validation off)
 	EmptyPrompt int `json:"empty_prompt"` // no compact or no full prompt recorded
+	// Variants counts the plan variants made (among Steps) and skipped.
+	Variants VariantCounts `json:"plan_variants"`
 }
 
 // Tokens holds the Qwen token counts of one step's compact prompt and

@@ -302,8 +302,13 @@ func countsLine(m map[string]int) string {
 func filterLine(f any) string {
 	switch c := f.(type) {
 	case SFTCounts:
-		return fmt.Sprintf("%d steps -> %d kept; dropped: format_error %d, refused %d, duplicate %d, too_long %d, held_out %d, empty_prompt %d",
+		line := fmt.Sprintf("%d steps -> %d kept; dropped: format_error %d, refused %d, duplicate %d, too_long %d, held_out %d, empty_prompt %d",
 			c.Steps, c.Kept, c.FormatError, c.Refused, c.Duplicate, c.TooLong, c.HeldOut, c.EmptyPrompt)
+		if v := c.Variants; v.Made > 0 || v.NotPlan > 0 || v.NoPool > 0 {
+			line += fmt.Sprintf("; the steps include %d plan variants of %d expert edits (skipped: instruction not in the plan %d, no other idea %d)",
+				v.Made, v.Edits, v.NotPlan, v.NoPool)
+		}
+		return line
 	case RLCounts:
 		return fmt.Sprintf("%d steps -> %d kept; dropped: held_out %d, no_snapshot %d, empty_prompt %d, duplicate %d, sampled_out %d",
 			c.Steps, c.Kept, c.HeldOut, c.NoSnapshot, c.EmptyPrompt, c.Duplicate, c.Sampled)

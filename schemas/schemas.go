@@ -83,7 +83,7 @@ var (
 	Ideas        = Info{Name: "ideas", Version: "1.0", Row: Idea{}, Doc: "one candidate improvement idea with its embedding and diversity-filter verdict"}
 	Trajectories = Info{Name: "trajectories", Version: "1.0", Row: Trajectory{}, Doc: "one expert (or evaluated) episode on one task"}
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
-	SFTExamples  = Info{Name: "sft_examples", Version: "1.0", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
+	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
 	Experiments  = Info{Name: "experiments", Version: "1.0", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
@@ -260,6 +260,9 @@ type SFTExample struct {
 	ResponseTokens int32   `parquet:"response_tokens"`
 	Outcome        string  `parquet:"outcome"`
 	Reward         float64 `parquet:"reward"`
+	// Weight is the example's loss weight in SFT (nil: 1). An expert edit
+	// and its plan variants share one unit of weight (since 1.1).
+	Weight *float64 `parquet:"weight,optional"`
 }
 
 // RLState is a row of the rl_states dataset.

@@ -12,10 +12,13 @@ import "github.com/mlerl/mlerl/policy"
 type encoded struct {
 	Tokens   []int32
 	Response int
+	// Weight is the loss weight of each response token (0: 1).
+	Weight float32
 }
 
 // packedBatch is a batch of packed rows with next-token targets and loss
-// weights (1 where the target is a response token, else 0).
+// weights (the example's weight, 1 unless it says otherwise, where the
+// target is a response token, else 0).
 type packedBatch struct {
 	policy.Batch
 	Targets []int32
@@ -76,6 +79,10 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 			at := ri * width
 			for si, oi := range r {
 				e := exs[order[oi]]
+				w := e.Weight
+				if w == 0 {
+					w = 1
+				}
 				b.Starts[oi] = at
 				for t, tok := range e.Tokens {
 					k := at + t
@@ -83,7 +90,7 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 					if t+1 < len(e.Tokens) {
 						b.Targets[k] = e.Tokens[t+1]
 						if t+1 >= e.Response {
-							b.Weights[k] = 1
+							b.Weights[k] = w
 							b.NumTargets++
 						}
 					}

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -307,6 +308,12 @@ func encodeExamples(vocab *policy.Vocab, tok policy.Tokenizer, mc policy.Config,
 		}
 		if plain, _ := vocab.Encode(tok, r.Prompt); len(plain)+1 != e.Response {
 			refit++
+		}
+		if r.Weight != nil {
+			if !(*r.Weight > 0) || math.IsInf(*r.Weight, 0) {
+				return nil, 0, fmt.Errorf("train sft: %s example %s: weight %v is not a positive number; rebuild the dataset with `mlerl dataset`", source, r.ExampleID, *r.Weight)
+			}
+			e.Weight = float32(*r.Weight)
 		}
 		out[i] = e
 	}

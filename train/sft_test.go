@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -117,7 +118,7 @@ func TestSFTLearnsAndValidates(t *testing.T) {
 func TestPackBatches(t *testing.T) {
 	exs := []encoded{
 		{Tokens: []int32{2, 10, 11, 3}, Response: 2},
-		{Tokens: []int32{2, 12, 3}, Response: 2},
+		{Tokens: []int32{2, 12, 3}, Response: 2, Weight: 0.25}, // a plan variant's share
 		{Tokens: []int32{2, 13, 14, 15, 16, 3}, Response: 3},
 	}
 	bs := packBatches(exs, []int{0, 1, 2}, 2, 8)
@@ -131,7 +132,7 @@ func TestPackBatches(t *testing.T) {
 	}
 	wantSeg := []int32{1, 1, 1, 1, 2, 2, 2, 0, 1, 1, 1, 1, 1, 1, 0, 0}
 	wantPos := []int32{0, 1, 2, 3, 0, 1, 2, 0, 0, 1, 2, 3, 4, 5, 0, 0}
-	wantW := []float32{0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0}
+	wantW := []float32{0, 1, 1, 0, 0, 0.25, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0}
 	for i := range wantSeg {
 		if b.Segments[i] != wantSeg[i] || b.Positions[i] != wantPos[i] || b.Weights[i] != wantW[i] {
 			t.Fatalf("position %d: got seg %d pos %d weight %v, want %d %d %v", i, b.Segments[i], b.Positions[i], b.Weights[i], wantSeg[i], wantPos[i], wantW[i])
@@ -275,6 +276,36 @@ func TestSFTResumeAfterSIGKILL(t *testing.T) {
 	for path, a := range wa {
 		if !bytes.Equal(a, wb[path]) {
 			t.Errorf("variable %s after kill and resume differs from an uninterrupted run", path)
+		}
+	}
+}
+
+// TestExampleWeights: an example's weight (a plan variant's share) reaches
+// its response tokens; no weight is 1; a weight that is not a positive
+// number is refused, naming the example.
+func TestExampleWeights(t *testing.T) {
+	tok := policy.ByteTokenizer{}
+	vocab := policy.BuildVocab(tok, []string{"echo alpha: alpha"}, 1)
+	mc := policy.Config{Vocab: vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 64, PromptTokens: 40, ResponseTokens: 20}
+	quarter := 0.25
+	rs := []schemas.SFTExample{{ExampleID: "real", Prompt: "echo alpha:", Response: " alpha"}, {ExampleID: "variant", Prompt: "echo alpha:", Response: " alpha", Weight: &quarter}}
+	exs, _, err := encodeExamples(vocab, tok, mc, "test", rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := packBatches(exs, []int{0, 1}, 2, mc.Ctx)[0]
+	_, _, ws := b.targets()
+	sum := map[float32]int{}
+	for _, w := range ws {
+		sum[w]++
+	}
+	if n := len(ws) / 2; sum[1] != n || sum[0.25] != n {
+		t.Errorf("target weights %v: want %d at 1 (no weight) and %d at 0.25", sum, n, n)
+	}
+	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		rs[1].Weight = &bad
+		if _, _, err := encodeExamples(vocab, tok, mc, "test", rs); err == nil || !strings.Contains(err.Error(), "example variant: weight") {
+			t.Errorf("weight %v: got %v, want an error naming the example", bad, err)
 		}
 	}
 }

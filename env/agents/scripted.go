@@ -106,7 +106,7 @@ func (a *scriptedAgent) decide(obs Observation) env.Action {
 		a.pending = "edit"
 		return env.Action{
 			Reflection: a.reflect(obs),
-			Thought:    fmt.Sprintf("Next idea from the plan: %s.", lowerFirst(a.idea)),
+			Thought:    fmt.Sprintf("Next idea from the plan: %s.", LowerFirst(a.idea)),
 			Name:       env.EditScriptAI, ScriptName: "train.py", EditInstruction: a.idea, SaveName: "train.py",
 		}
 	}
@@ -121,7 +121,7 @@ func (a *scriptedAgent) followUp(obs Observation) (env.Action, bool) {
 	case "edit":
 		if r.Action == nil || r.Action.Name != env.EditScriptAI {
 			// A slip happened instead of the edit: redo it.
-			return env.Action{Reflection: "My last answer did not do what I meant.", Thought: "Apply the idea again: " + lowerFirst(a.idea) + ".",
+			return env.Action{Reflection: "My last answer did not do what I meant.", Thought: "Apply the idea again: " + LowerFirst(a.idea) + ".",
 				Name: env.EditScriptAI, ScriptName: "train.py", EditInstruction: a.idea, SaveName: "train.py"}, true
 		}
 		if r.Outcome != env.OutcomeSuccess {
@@ -286,7 +286,9 @@ func (a *scriptedAgent) slipText(act env.Action) string {
 	}
 }
 
-func lowerFirst(s string) string {
+// LowerFirst lower-cases an idea's first letter, as the expert writes
+// it inside a thought ("Next idea from the plan: use ...").
+func LowerFirst(s string) string {
 	if s == "" {
 		return s
 	}
