@@ -24,7 +24,7 @@ type Config struct {
 	Name string `yaml:"name" help:"grid name: prefix of its checkpoints, eval datasets and report"`
 	Out  string `yaml:"out" help:"dataset the grid's rows are written to"`
 	// Budget picks the training and evaluation sizes (see Budgets).
-	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about half an hour on 2 idle cores with 3 seeds: 6 SFT epochs, 6 PPO updates, 4 trajectories of 8 steps per held-out task)"`
+	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about 15 minutes per seed on 2 idle cores: 2 SFT epochs, 6 PPO updates, 4 trajectories of 8 steps per held-out task)"`
 	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
 	// Arms names the built-in arms to run (DefaultArms); ExtraArms adds
 	// PPO ablations of sft+ppo, each "name: flags of train ppo".
@@ -94,9 +94,10 @@ type Budget struct {
 }
 
 // Budgets are the built-in sizes. Small finishes in minutes on 2 cores;
-// full in about half an hour with 3 seeds (SFT is 6 epochs: in
-// SCIENCE.md's runs, 2 were too few for the policy to learn when to
-// stop). PPO's learning rate is 5e-5 (the trainer's default 1e-5 suits
+// full in about 15 minutes per seed (SFT is 2 epochs over the data
+// science.sh makes, 40 expert trajectories per held-in task and their
+// plan variants: about 1,900 updates; SCIENCE.md's runs 1-4 had 6
+// trajectories per task, where 2 epochs were too few). PPO's learning rate is 5e-5 (the trainer's default 1e-5 suits
 // large models; this 4M-parameter policy was trained at 1e-3). Held-in tasks are evaluated on request
 // (eval_flags: --splits=held-out,held-in).
 var Budgets = map[string]Budget{
@@ -106,7 +107,7 @@ var Budgets = map[string]Budget{
 		Evaluate: []string{"--splits=held-out", "--per_task=2", "--policy_per_task=2", "--env.max_steps=4"},
 	},
 	"full": {
-		SFT:      []string{"--epochs=6", "--batch_rows=4"},
+		SFT:      []string{"--epochs=2", "--batch_rows=4"},
 		PPO:      []string{"--updates=6", "--batch_size=8", "--gen_batch=8", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=3", "--optim.lr=5e-5"},
 		Evaluate: []string{"--splits=held-out", "--per_task=4", "--policy_per_task=4", "--env.max_steps=8"},
 	},

@@ -9,7 +9,7 @@
 #
 # Environment: BUDGET (small: minutes; full: the run SCIENCE.md reports),
 # SEEDS (comma list, default 1,2,3), ROLLOUT_PER_TASK (expert trajectories
-# per held-in task, default 6), MAX_STEPS (steps per expert trajectory, 8),
+# per held-in task, default 40), MAX_STEPS (steps per expert trajectory, 8),
 # XP_FLAGS (more flags of `mlerl experiment`). A rerun resumes: finished
 # cells are kept, and the stages resume their own checkpoints.
 set -euo pipefail
@@ -19,7 +19,7 @@ DATA="${1:-./data-science}"
 BIN="${MLERL_BIN:-bin/mlerl}"
 BUDGET="${BUDGET:-small}"
 SEEDS="${SEEDS:-1,2,3}"
-ROLLOUT_PER_TASK="${ROLLOUT_PER_TASK:-6}"
+ROLLOUT_PER_TASK="${ROLLOUT_PER_TASK:-40}"
 MAX_STEPS="${MAX_STEPS:-8}"
 export GOEXPERIMENT="${GOEXPERIMENT:-simd}"
 export MLERL_DEPS="${MLERL_DEPS:-$PWD/.deps}"
