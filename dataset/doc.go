@@ -5,7 +5,8 @@
 //
 // Start with [Run] (dataset.go), which reads top to bottom: read the steps
 // and the tasks they were rolled out on, count tokens with the Qwen
-// tokenizer (internal/tokenizer), build the examples ([BuildSFT], sft.go)
+// tokenizer (internal/tokenizer), build the examples ([BuildSFT], sft.go,
+// from the steps and the [PlanVariants] of the expert's edits, variants.go)
 // and the state pool ([BuildRLStates], rlstates.go), check for leaks
 // ([CheckNoLeak]), then write each dataset with its statistics report
 // ([ComputeStats], stats.go: stats.md beside the version, JSON in the

@@ -8,7 +8,9 @@
 // with the rollout (task selection, plans and seeds, the run key, the
 // script runner, one episode in a fresh environment) is env/episode's.
 // [Summarize] computes the statistics (stats.go), [WriteReport] the report
-// (report.go) and the plots are drawn in plots.go.
+// (report.go, with transcripts.md: each method's first trajectory of each
+// task step by step, from the answers eval_results keeps) and the plots
+// are drawn in plots.go.
 //
 // # Methods
 //
