@@ -396,7 +396,11 @@ func writeTranscripts(w io.Writer, rows []schemas.EvalResult) bool {
 	for _, k := range keys {
 		r := first[k]
 		fmt.Fprintf(w, "\n## %s (%s): %s, trajectory %d\n\n", r.TaskID, r.Split, r.Method, r.Trajectory)
-		fmt.Fprintf(w, "%s (%s): m_init %.4g, final %.4g, %d steps.\n", r.Metric, r.Direction, r.MInit, r.FinalScore, r.Steps)
+		steps := "steps"
+		if r.Steps == 1 {
+			steps = "step"
+		}
+		fmt.Fprintf(w, "%s (%s): m_init %.4g, final %.4g, %d %s.\n", r.Metric, r.Direction, r.MInit, r.FinalScore, r.Steps, steps)
 		for i, a := range r.Answers {
 			fmt.Fprintf(w, "\n%d. ", i+1)
 			if i < len(r.Actions) && i < len(r.Outcomes) {
