@@ -1,7 +1,9 @@
 package dataset
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -129,5 +132,38 @@ func TestPlanVariants(t *testing.T) {
 	}
 	if none, c := PlanVariants(steps, 0, 7); none != nil || c != (VariantCounts{}) {
 		t.Errorf("n=0: %d variants, counts %+v", len(none), c)
+	}
+}
+
+// TestShareGPTLeavesVariantsOut: the ShareGPT export holds the expert's
+// own held-in examples, not their plan variants (it has no weights, and an
+// LLM copies from its plan without them).
+func TestShareGPTLeavesVariantsOut(t *testing.T) {
+	w := variantWorld{count: wordCount}
+	plan := []string{"Use k-nearest neighbours with k=31", "Standardise the features"}
+	steps := []schemas.Step{w.step("t0", 1, plan, nil, edit(plan[0]), "success"), w.step("t1", 1, []string{"Bag 50 trees"}, nil, edit("Bag 50 trees"), "success")}
+	variants, _ := PlanVariants(steps, 1, 1)
+	all := append(slices.Clone(steps), variants...)
+	tasks := map[string]schemas.Task{"wine-cultivar": {TaskID: "wine-cultivar", Split: schemas.HeldIn}}
+	exs, _, err := BuildSFT(all, wordTokens(all), tasks, DefaultSFTOptions())
+	if err != nil || len(exs) != 4 {
+		t.Fatalf("%d examples (%v), want 2 expert edits and 2 variants", len(exs), err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, extra, _, err := exportConfig{count: wordCount, log: io.Discard}.sft(ctx, st, "exports/sft_examples/v1", exs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := store.ReadAll(ctx, st, "exports/sft_examples/v1/"+ShareGPTFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := readShareGPT(t, b)
+	if extra["sharegpt_rows"] != 2 || len(recs) != 2 {
+		t.Errorf("ShareGPT export: %v rows, %d records; want the 2 expert examples", extra["sharegpt_rows"], len(recs))
 	}
 }
