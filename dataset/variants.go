@@ -7,8 +7,10 @@ package dataset
 // steps swaps that plan entry for another idea of the same task, in both
 // prompts and in the answer, which is what the expert would have written
 // with that plan. With only the real steps, the instruction is one of a
-// few dozen texts the policy memorises; with variants it must copy it
-// from the plan, and copying carries over to the plans of held-out tasks.
+// few dozen texts the policy memorises and blends; with variants the
+// plan is what predicts it, and what the policy learns of copying
+// carries over to held-out plans (SCIENCE.md, run 5: decoding freely,
+// about half of its edits, from a handful).
 //
 // Only the plan entry the edit uses changes: the script, the history and
 // the earlier entries (the ideas already tried, whose edits the script
