@@ -3,8 +3,8 @@ package train
 import (
 	"context"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"time"
