@@ -18,6 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/mlerl/mlerl/internal/textutil"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -212,7 +213,7 @@ func plotShares(title string, methods []string, counts map[string]map[string]int
 	if len(used) == 0 {
 		return nil, nil
 	}
-	cats := sortedKeys(all)
+	cats := textutil.ByCount(all)
 	labels := make([]string, len(cats))
 	for i, k := range cats {
 		labels[i] = k

@@ -346,21 +346,6 @@ func (c Curve) series(key string) (xs, ys []float64) {
 	return xs, ys
 }
 
-// sortedKeys returns m's keys, most frequent first.
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
-	return keys
-}
-
 // writeTranscripts writes, for every task (held-out first) and method,
 // the trajectory with the lowest index step by step: each answer and the
 // first line of the environment's reply. It reports whether any row had

@@ -35,6 +35,7 @@ import (
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/shard"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/internal/textutil"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -573,16 +574,7 @@ func resume(ctx context.Context, trajP, stepsP *datasets.Pending, shard, shards 
 
 // counts writes a tally as "name n, name n", the most frequent first.
 func counts(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
+	keys := textutil.ByCount(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

@@ -2,6 +2,7 @@ package textutil
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"unicode/utf8"
 )
@@ -23,6 +24,16 @@ func TestClip(t *testing.T) {
 		if got != c.want || !utf8.ValidString(got) {
 			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
 		}
+	}
+}
+
+func TestByCount(t *testing.T) {
+	got := ByCount(map[string]int{"success": 5, "format_error": 2, "invalid_edit": 2, "timeout": 9})
+	if want := []string{"timeout", "success", "format_error", "invalid_edit"}; !slices.Equal(got, want) {
+		t.Errorf("ByCount = %v, want %v", got, want)
+	}
+	if got := ByCount(nil); len(got) != 0 {
+		t.Errorf("ByCount(nil) = %v", got)
 	}
 }
 
