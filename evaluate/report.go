@@ -347,9 +347,11 @@ func (c Curve) series(key string) (xs, ys []float64) {
 }
 
 // writeTranscripts writes, for every task (held-out first) and method,
-// the trajectory with the lowest index step by step: each answer and the
-// first line of the environment's reply. It reports whether any row had
-// answers (datasets before eval_results 1.1 have none).
+// the trajectory with the lowest index step by step: each answer (in a
+// code block) and the first line of the environment's reply (in a code
+// span), so that nothing an agent wrote renders as Markdown. It reports
+// whether any row had answers (datasets before eval_results 1.1 have
+// none).
 func writeTranscripts(w io.Writer, rows []schemas.EvalResult) bool {
 	first := map[[2]string]schemas.EvalResult{}
 	var keys [][2]string
@@ -392,12 +394,24 @@ func writeTranscripts(w io.Writer, rows []schemas.EvalResult) bool {
 				fmt.Fprintf(w, "**%s** -> %s", r.Actions[i], r.Outcomes[i])
 			}
 			if i < len(r.Feedback) && r.Feedback[i] != "" {
-				fmt.Fprintf(w, ": %s", r.Feedback[i])
+				fmt.Fprintf(w, ": %s", codeSpan(r.Feedback[i]))
 			}
 			fmt.Fprintf(w, "\n\n%s\n", fence(a))
 		}
 	}
 	return true
+}
+
+// codeSpan puts one line in a Markdown code span, delimited by more
+// backticks than any run inside it: the environment's reply quotes what
+// the agent wrote, and a report must not render an agent's links, images
+// or emphasis.
+func codeSpan(s string) string {
+	d := "`"
+	for strings.Contains(s, d) {
+		d += "`"
+	}
+	return d + " " + s + " " + d
 }
 
 // fence puts s in a Markdown code block indented under a list item, with

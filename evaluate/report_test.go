@@ -21,7 +21,7 @@ func TestWriteReport(t *testing.T) {
 	}
 	// Answers make transcripts.md: the first trajectory of each (task, method).
 	rows[len(rows)-1].Answers = []string{"Action: List Files\nAction Input: {}", "a fence ``` inside\nAction: Final Answer"}
-	rows[len(rows)-1].Feedback = []string{"Here are the files:", ""}
+	rows[len(rows)-1].Feedback = []string{"Here are the files: ![x](http://example.com/t.png) `a`", ""}
 	in := ReportInput{Summary: Summarize(rows), PerTask: 2, MaxSteps: 8, Rows: rows, Notes: []string{"llm: skipped (no llm.base_url configured)"},
 		Curves: Curves{
 			SFT: Curve{Records: ParseMetrics([]byte("{\"stage\":\"sft\",\"step\":1,\"losses/sft\":5.2}\n{\"stage\":\"sft\",\"step\":2,\"losses/sft\":4.1}\nnot json\n{\"step\":2,\"losses/val\":4.5}\n"))},
@@ -60,7 +60,7 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "## b (held-in): sft+ppo, trajectory 1\n\nm (lower): m_init 3, final 3.2, 2 steps.\n\n" +
-		"1. **List Files** -> success: Here are the files:\n\n   ```\n   Action: List Files\n   Action Input: {}\n   ```\n\n" +
+		"1. **List Files** -> success: `` Here are the files: ![x](http://example.com/t.png) `a` ``\n\n   ```\n   Action: List Files\n   Action Input: {}\n   ```\n\n" +
 		"2. **Final Answer** -> success\n\n   ````\n   a fence ``` inside\n   Action: Final Answer\n   ````\n"
 	if !strings.Contains(string(tr), want) || strings.Count(string(tr), "\n## ") != 1 || !strings.Contains(string(md), "]("+TranscriptsFile+")") {
 		t.Errorf("%s: want one trajectory, rendered as\n%s\ngot\n%s", TranscriptsFile, want, tr)
