@@ -115,6 +115,12 @@ type Config struct {
 	// carries the measured improvement: useful for step-wise RL, where each
 	// sampled state takes one action. Off: MLAgentBench semantics.
 	ExecuteAfterEdit bool `yaml:"execute_after_edit" help:"run the script right after a successful edit of it, in the same step"`
+	// ExecuteAfterUndo makes a successful Undo Edit Script of a .py file
+	// also run the restored script in the same step, so that the undo's
+	// own reward carries the measured recovery (step-wise RL: a one-step
+	// episode never reaches the Execute Script that would be credited
+	// otherwise). Off: MLAgentBench semantics.
+	ExecuteAfterUndo bool `yaml:"execute_after_undo" help:"run the restored script right after a successful undo of it, in the same step"`
 	// Instrument inserts the partial-credit markers before each execution
 	// (the static instrumenter unless Instrumenter is set); off, scripts
 	// run as written and no marker is ever credited.
@@ -310,7 +316,7 @@ type StepResult struct {
 	DoneReason string
 
 	editedBeforeRun bool   // the workspace had changed since the last graded run
-	saved           string // the file an edit wrote
+	saved           string // the file an edit wrote, or an undo restored
 }
 
 // New starts an episode: it checks the spec and materialises the task's
@@ -493,7 +499,8 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 		Outcome: r.Outcome, Executed: r.Executed, Edited: r.editedBeforeRun,
 		Prev: r.MetricBefore, New: r.MetricAfter,
 		MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction,
-		Markers: len(r.Markers),
+		Markers:     len(r.Markers),
+		FinalAnswer: r.Action != nil && r.Action.Name == FinalAnswer && r.Outcome == OutcomeSuccess, Best: r.BestBefore,
 	})
 	r.WallDuration = time.Since(start)
 	e.s.Elapsed += r.WallDuration
@@ -512,6 +519,35 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	}
 	r.Done, r.DoneReason = e.s.Done, e.s.DoneReason
 	return r, nil
+}
+
+// Settle runs script when the workspace has changed since the last
+// graded run (an edit is pending), outside the episode: no step is
+// counted, nothing enters the history and no time is charged. A valid
+// submission becomes the current score (and the best, when better), and
+// the edit is no longer pending; any other result leaves the state as it
+// was. It reports whether the state changed. Step-wise RL settles an
+// expert state before the policy acts in it, so that an Execute Script
+// of the expert's pending edit is not credited with that edit's gain.
+func (e *Env) Settle(ctx context.Context, script string) (bool, error) {
+	if e.s.Done || !e.s.Edited {
+		return false, nil
+	}
+	var r StepResult
+	saved := e.s
+	err := e.execute(ctx, Action{Name: ExecuteScript, ScriptName: script}, &r)
+	var rf *refusal
+	if errors.As(err, &rf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if r.Outcome != OutcomeSuccess {
+		e.s = saved
+		return false, nil
+	}
+	return true, nil
 }
 
 // refusal is an action the env will not carry out (outcome invalid_action).
@@ -554,6 +590,12 @@ func (e *Env) do(ctx context.Context, a Action, r *StepResult) error {
 		err = e.execute(ctx, a, r)
 	case UndoEditScript:
 		err = e.undo(a, r)
+		if err == nil && e.cfg.ExecuteAfterUndo && r.saved != "" && strings.HasSuffix(r.saved, ".py") {
+			undone := r.Observation
+			if err = e.execute(ctx, Action{Name: ExecuteScript, ScriptName: r.saved}, r); err == nil {
+				r.Observation = undone + "\n\n" + r.Observation
+			}
+		}
 	case CopyFile:
 		err = e.copyFile(a, r)
 	case FinalAnswer:

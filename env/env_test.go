@@ -13,6 +13,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -504,3 +505,121 @@ func TestInstrumentOff(t *testing.T) {
 		}
 	}
 }
+
+// rlConfig is the fixture's config with step-wise RL's credit switches:
+// edits and undos run their script in the same step, and a Final Answer
+// is credited with the distance of its submission from the best.
+func rlConfig(t *testing.T) Config {
+	cfg := testConfig(t)
+	cfg.ExecuteAfterEdit, cfg.ExecuteAfterUndo, cfg.Reward.Final = true, true, true
+	return cfg
+}
+
+func rewardTerm(t *testing.T, r StepResult, name string) float64 {
+	t.Helper()
+	v, ok := r.Reward.Term(name)
+	if !ok {
+		t.Fatalf("%s step: no %s term in %+v (outcome %s %s)", r.Action.Name, name, r.Reward.Terms, r.Outcome, r.Detail)
+	}
+	return v
+}
+
+// TestUndoIsCreditedWithTheRecovery: with execute_after_undo an undo of a
+// worse edit runs the restored script in the same step and earns the
+// measured recovery; a Final Answer on the best submission costs nothing.
+func TestUndoIsCreditedWithTheRecovery(t *testing.T) {
+	st := newLocalStore(t)
+	e, err := New(context.Background(), rlConfig(t), fixture(t, st, false), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	// 0.5 -> 1.0 (scale m_best - m_init = 0.5), then 1.0 -> 0.7.
+	if got := rewardTerm(t, step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py")), TermImprovement); math.Abs(got-1) > 1e-9 {
+		t.Fatalf("raise: improvement %v, want 1", got)
+	}
+	if got := rewardTerm(t, step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py")), TermImprovement); math.Abs(got+0.6) > 1e-9 {
+		t.Fatalf("lower: improvement %v, want -0.6", got)
+	}
+	r := step(t, e, act(UndoEditScript, "train.py"))
+	if !r.Executed || r.MetricAfter == nil || *r.MetricAfter != 1 {
+		t.Fatalf("undo did not run the restored script: executed %v, metric %v, %s", r.Executed, r.MetricAfter, r.Observation)
+	}
+	if got := rewardTerm(t, r, TermImprovement); math.Abs(got-0.6) > 1e-9 {
+		t.Fatalf("undo: improvement %v, want the recovery +0.6", got)
+	}
+	if !strings.HasPrefix(r.Observation, "Content of train.py after undo") || !strings.Contains(r.Observation, "The script has been executed") {
+		t.Fatalf("undo observation should show the restored file, then the run:\n%s", r.Observation)
+	}
+	if got := rewardTerm(t, step(t, e, act(FinalAnswer, "done")), TermFinal); got != 0 {
+		t.Fatalf("final answer on the best submission: %v, want 0", got)
+	}
+}
+
+// TestFinalAnswerOnAWorseSubmissionCosts: stopping with a submission worse
+// than the best of the episode earns the (negative) distance; off, it
+// earns nothing, as in MLAgentBench.
+func TestFinalAnswerOnAWorseSubmissionCosts(t *testing.T) {
+	for _, lower := range []bool{false, true} {
+		st := newLocalStore(t)
+		e, err := New(context.Background(), rlConfig(t), fixture(t, st, lower), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+		step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py"))
+		// Accuracy 0.7 against the best 1.0, or error 0.3 against 0: -0.3 / 0.5.
+		if got := rewardTerm(t, step(t, e, act(FinalAnswer, "done")), TermFinal); math.Abs(got+0.6) > 1e-9 {
+			t.Errorf("lower=%v: final %v, want -0.6", lower, got)
+		}
+		e.Close()
+	}
+	e, _ := newTestEnv(t, false) // the default config: no final term
+	step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+	if r := step(t, e, act(FinalAnswer, "done")); r.Reward.Total != 0 || len(r.Reward.Terms) != 0 {
+		t.Errorf("final answer without the final term: %+v", r.Reward)
+	}
+}
+
+// TestSettleTakesThePendingEditsScore: an Execute Script after a settled
+// state earns no improvement (the pending edit's gain is not the
+// action's), while without settling it would earn the whole gain.
+func TestSettleTakesThePendingEditsScore(t *testing.T) {
+	e, _ := newTestEnv(t, false)
+	step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py")) // pending
+	snap, err := e.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := e.Steps()
+	changed, err := e.Settle(context.Background(), "train.py")
+	if err != nil || !changed {
+		t.Fatalf("settle: changed %v, err %v", changed, err)
+	}
+	if e.Current() != 1 || e.Steps() != steps || len(e.History()) != steps {
+		t.Fatalf("after settle: current %v, %d steps, %d history entries; want 1, %d, %d", e.Current(), e.Steps(), len(e.History()), steps, steps)
+	}
+	if changed, _ := e.Settle(context.Background(), "train.py"); changed {
+		t.Fatal("a settled state settled again")
+	}
+	if r := step(t, e, act(ExecuteScript, "train.py")); r.Reward.Total != 0 {
+		t.Fatalf("execute after settling: reward %+v, want 0", r.Reward)
+	}
+	// The same state unsettled credits the run with the edit's gain.
+	u, err := Restore(context.Background(), testConfig(t), newStoreLike(e), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if r := step(t, u, act(ExecuteScript, "train.py")); math.Abs(r.Reward.Total-1) > 1e-9 {
+		t.Fatalf("execute of the pending edit: reward %+v, want 1", r.Reward)
+	}
+	// A pending edit that crashes leaves the state as it was.
+	b, _ := newTestEnv(t, false)
+	step(t, b, act(EditScriptAI, "train.py", "break the model", "train.py"))
+	if changed, err := b.Settle(context.Background(), "train.py"); changed || err != nil || b.Current() != 0.5 {
+		t.Fatalf("settling a crashing edit: changed %v, err %v, current %v", changed, err, b.Current())
+	}
+}
+
+func newStoreLike(e *Env) store.Store { return e.st }

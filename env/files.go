@@ -324,6 +324,7 @@ func (e *Env) undo(a Action, r *StepResult) error {
 			return refuse("undo %s: %v", rel, err)
 		}
 		r.Observation = "Content of " + rel + " after undo of the most recent edit:\n" + string(*prev)
+		r.saved = rel
 	}
 	if len(stack) == 1 {
 		delete(e.s.Backups, rel)

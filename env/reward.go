@@ -17,6 +17,7 @@ const (
 	TermScore       = "score"       // the grader's score, sign flipped for lower-is-better (second paper)
 	TermMarkers     = "markers"     // +MarkerCredit per instrumentation marker reached by a failed run
 	TermNoValid     = "no_valid"    // NoValidPenalty when an execution produced no valid submission
+	TermFinal       = "final"       // <= 0: squashed (m_current - m_best_so_far) / scale, direction-signed, for a Final Answer
 )
 
 // Squashing functions for the improvement term.
@@ -40,6 +41,12 @@ type RewardConfig struct {
 	MarkerValue float64 `yaml:"marker_value" help:"credit per marker reached"`
 	NoValid     bool    `yaml:"no_valid" help:"penalty when an execution produces no valid submission (replaces the -1 error term)"`
 	NoValidPen  float64 `yaml:"no_valid_penalty" help:"the no-valid-submission penalty"`
+	// Final credits a Final Answer with how far the submission it leaves
+	// standing is from the best one of the episode: squash(s x (m_current -
+	// m_best_so_far) / scale), never positive, so that stopping on a worse
+	// submission costs (m_best_so_far: the best graded score, or m_init
+	// when that is better or there is none).
+	Final bool `yaml:"final_answer" help:"a Final Answer earns the squashed (m_current - m_best_so_far) / scale, <= 0: stopping on a worse submission costs"`
 }
 
 // DefaultRewardConfig returns the ML-Agent terms (format -1, error -1,
@@ -98,6 +105,10 @@ type RewardInput struct {
 	MInit, MBest float64
 	Direction    string
 	Markers      int
+	// FinalAnswer marks a Final Answer step; Best is the best graded score
+	// before it (nil: none), Prev the score of the submission it leaves.
+	FinalAnswer bool
+	Best        *float64
 }
 
 // Term is one named reward term.
@@ -146,6 +157,9 @@ func (r Reward) Rows() []schemas.RewardTerm {
 //     higher-is-better and -1 for lower-is-better metrics, and scale is
 //     |m_best - m_init|, or |m_init| when m_best == m_init, or 1 when both
 //     are 0; binary = 1 when that improvement is positive; score = s x m_new.
+//   - a Final Answer (with Final on): final = squash(s x (m_prev -
+//     m_best_so_far) / scale) <= 0, m_best_so_far the better of m_init and
+//     the best graded score.
 //
 // Disabled terms are absent from Terms. The total is the terms' sum.
 func ComputeReward(c RewardConfig, in RewardInput) Reward {
@@ -186,6 +200,13 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 	case OutcomeScriptError, OutcomeKilled, OutcomeOutputLimit, OutcomeInvalidSubmission:
 		failed()
 	case OutcomeSuccess:
+		if in.FinalAnswer && c.Final {
+			best := in.MInit
+			if in.Best != nil && sign*(*in.Best-best) > 0 {
+				best = *in.Best
+			}
+			add(TermFinal, squash(c.Squash, math.Min(0, sign*(in.Prev-best)/improvementScale(in.MInit, in.MBest))))
+		}
 		if !in.Executed || in.New == nil {
 			break
 		}

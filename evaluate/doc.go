@@ -38,7 +38,7 @@
 // it; [episode.PromptsOf]), so that the policies act on prompts like those
 // they were trained on.
 //
-// A trained policy's N episodes of a task run in lockstep (lockstep.go):
+// A trained policy's N episodes of a task run in lockstep (episode.Lockstep):
 // each step, the policy answers every running episode in one batched
 // generation. Its answers then depend on the batch as well as on the
 // seeds, but the batches are the same from run to run, so an evaluation

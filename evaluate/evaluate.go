@@ -159,9 +159,9 @@ func (c *Config) Validate() error {
 // method is one evaluated agent.
 type method struct {
 	name    string
-	factory agents.Factory // nil for initial
-	batch   BatchActor     // the trained policies: episodes run in lockstep
-	source  string         // checkpoint or endpoint, for the report
+	factory agents.Factory     // nil for initial
+	batch   episode.BatchActor // the trained policies: episodes run in lockstep
+	source  string             // checkpoint or endpoint, for the report
 }
 
 // item is one evaluation trajectory of a task.
@@ -506,12 +506,12 @@ func runJob(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 		}
 		return rows, nil
 	}
-	ls := newLockstep(j.method.batch, episode.Seed("eval", j.items[0].seed, j.method.name, len(j.items)), len(j.items))
+	ls := episode.NewLockstep(j.method.batch, episode.Seed("eval", j.items[0].seed, j.method.name, len(j.items)), len(j.items))
 	eg, ectx := errgroup.WithContext(ctx)
 	for k, it := range j.items {
 		eg.Go(func() error {
-			defer ls.leave(ectx, k)
-			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.agent(k, j.trajectory(it).PlanTexts()), key)
+			defer ls.Leave(ectx, k)
+			row, err := runOne(ectx, st, envCfg, opts, j, it, ls.Agent(k, j.trajectory(it).PlanTexts()), key)
 			if err != nil {
 				return fmt.Errorf("trajectory %d: %w", it.index, err)
 			}

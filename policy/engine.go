@@ -113,6 +113,10 @@ type OptimConfig struct {
 	Beta1       float64 `yaml:"beta1" help:"AdamW beta1"`
 	Beta2       float64 `yaml:"beta2" help:"AdamW beta2"`
 	ClipNorm    float64 `yaml:"clip_norm" help:"clip the global gradient norm to this (0: off)"`
+	// DetachValue keeps the value loss's gradient out of the trunk: the
+	// value head learns on the trunk's features without moving them (PPO's
+	// critic, a separate head; set by the trainer, not a YAML key).
+	DetachValue bool `yaml:"-"`
 }
 
 // Validate checks the optimiser settings, each failure one line naming

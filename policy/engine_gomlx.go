@@ -152,6 +152,9 @@ func (e *gomlxEngine) block(scope *model.Scope, x, positions, mask, cacheK, cach
 func (e *gomlxEngine) heads(scope *model.Scope, x *Node) (logits, values *Node) {
 	x = norm.LayerNorm(scope.In("ln_final"), x, -1).Epsilon(1e-5).Done()
 	logits = layers.Dense(scope.In("lm_head"), x, true, e.cfg.Vocab)
+	if e.optim.DetachValue {
+		x = StopGradient(x) // the critic learns without moving the trunk
+	}
 	values = layers.Dense(scope.In("value_head"), x, true, 1)
 	return logits, Squeeze(values, -1)
 }

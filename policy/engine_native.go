@@ -44,6 +44,7 @@ func (e *nativeEngine) Close() error   { return nil }
 
 func (e *nativeEngine) SetOptim(o OptimConfig) {
 	e.opt.Config = native.AdamWConfig{Beta1: o.Beta1, Beta2: o.Beta2, Eps: 1e-8, WeightDecay: o.WeightDecay, ClipNorm: o.ClipNorm}
+	e.m.DetachValue = o.DetachValue
 }
 
 func nativeBatch(b Batch) native.Batch {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mlerl/mlerl/internal/store"
@@ -321,4 +322,51 @@ func seq(lo, hi int) []int {
 		out = append(out, i-NumSpecial)
 	}
 	return out
+}
+
+// TestDetachValueKeepsTheTrunk: with DetachValue a value-only loss moves
+// the value head alone; without it, the trunk too. Both engines.
+func TestDetachValueKeepsTheTrunk(t *testing.T) {
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(21, 1))
+	b, idx := packedBatch(cfg, r)
+	valueOnly := func(_, values, _, dValues []float32) float64 {
+		l := 0.0
+		for i, v := range values {
+			l += 0.5 * float64(v-1) * float64(v-1)
+			dValues[i] = v - 1
+		}
+		return l
+	}
+	for _, detach := range []bool{false, true} {
+		for name, e := range engines(t, cfg, 13) {
+			e.SetOptim(OptimConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, DetachValue: detach})
+			_, grads, err := e.Gradients(b, idx, valueOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var head, trunk float64
+			for _, g := range grads {
+				sq := 0.0
+				for _, x := range g.F32 {
+					sq += float64(x) * float64(x)
+				}
+				if strings.HasPrefix(g.Name, "/value_head/") {
+					head += sq
+				} else {
+					trunk += sq
+				}
+			}
+			if head == 0 {
+				t.Errorf("%s detach=%v: the value head has no gradient", name, detach)
+			}
+			if detach && trunk != 0 {
+				t.Errorf("%s: detached value loss reached the trunk (|g|^2 %g)", name, trunk)
+			}
+			if !detach && trunk == 0 {
+				t.Errorf("%s: attached value loss left the trunk without gradient", name)
+			}
+			e.Close()
+		}
+	}
 }

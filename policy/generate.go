@@ -39,6 +39,9 @@ type Sample struct {
 	// imposed (nil: free decoding); PPO applies the same masks when it
 	// recomputes log-probabilities, so the importance ratio is exact.
 	Masks []Bitset
+	// Free marks, per token, the tokens sampled inside the grammar's free
+	// text (see FreeTexter; nil: free decoding, or no token was).
+	Free []bool
 	// Stopped is false when MaxNewTokens ran out first.
 	Stopped bool
 	// Forced counts tokens appended without sampling (jump-forward).
@@ -157,8 +160,13 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
 			}
+			free := false
+			if ft, ok := cons[i].(FreeTexter); ok {
+				free = ft.InFreeText()
+			}
 			tok, lp := sampleToken(logits[i*v:(i+1)*v], mask, opts, rng)
 			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, mask)
+			s.markFree(free)
 			add := []int32{tok}
 			if cons[i] != nil && tok != EosID {
 				if err := cons[i].Accept(tok); err != nil {
@@ -198,6 +206,7 @@ func (s *Sample) force(c Constraint, toks []int32, vocab int) error {
 		one := NewBitset(vocab)
 		one.Set(f)
 		s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, f), append(s.LogProbs, 0), append(s.Masks, one)
+		s.markFree(false)
 		s.Forced++
 		if f == EosID {
 			continue
@@ -217,6 +226,21 @@ func (s *Sample) finished(maxNew int) bool {
 	}
 	return len(s.Tokens) >= maxNew
 }
+
+// markFree records whether the token just appended was free text,
+// keeping Free nil until a free token comes.
+func (s *Sample) markFree(free bool) {
+	if s.Free == nil && !free {
+		return
+	}
+	for len(s.Free) < len(s.Tokens)-1 {
+		s.Free = append(s.Free, false)
+	}
+	s.Free = append(s.Free, free)
+}
+
+// IsFree reports whether token t was sampled inside free text.
+func (s Sample) IsFree(t int) bool { return t < len(s.Free) && s.Free[t] }
 
 func appendMask(ms []Bitset, m Bitset) []Bitset {
 	if m == nil && ms == nil {
@@ -330,6 +354,12 @@ func GreedyNoCache(e Engine, prompt []int32, maxNew int) ([]int32, error) {
 		}
 	}
 	return out, nil
+}
+
+// FreeTexter is a Constraint that knows when the next token is free text
+// (the action grammar does: see actionConstraint.InFreeText).
+type FreeTexter interface {
+	InFreeText() bool
 }
 
 // Constraint restricts one row's tokens to a grammar (constrained

@@ -50,6 +50,10 @@ type GrammarContext struct {
 	// OneLine writes Action Input on one line, as terse SFT responses do;
 	// false writes it as env.Render does (one argument per line).
 	OneLine bool
+	// DashThoughts fixes Reflection and Thought to "-", what terse SFT
+	// responses hold there: the response's only free text left is in free
+	// arguments (PPO's free_text: force).
+	DashThoughts bool
 }
 
 // NewGrammarContext builds the context of a prompt state: its workspace
@@ -198,6 +202,12 @@ func newGrammar(gc GrammarContext) *grammar {
 		{kind: segLine, cap: grammarFreeLine},
 		{kind: segLit, lit: env.FieldAction + ": "},
 		choiceSegment(names, ids),
+	}
+	if gc.DashThoughts {
+		g.head = []segment{
+			{kind: segLit, lit: env.FieldReflection + ": -\n" + env.FieldThought + ": -\n" + env.FieldAction + ": "},
+			choiceSegment(names, ids),
+		}
 	}
 	open, sep, close := "{\n    ", ",\n    ", "\n}"
 	if gc.OneLine {
@@ -752,6 +762,19 @@ func (c *actionConstraint) Allowed(mask Bitset, limit int) error {
 		return err
 	}
 	return nil
+}
+
+// InFreeText reports whether the next token is written inside free text
+// (a Reflection or Thought line, a free string argument such as
+// things_to_look_for or edit_text): text that the environment does not
+// act on, or not as a choice among options. PPO leaves such tokens out
+// of its policy-gradient and KL terms (free_text: mask).
+func (c *actionConstraint) InFreeText() bool {
+	if c.g.done(&c.s) {
+		return false
+	}
+	seg := c.g.prog(&c.s)[c.s.seg]
+	return seg.kind == segLine || seg.kind == segStr && seg.options == nil
 }
 
 // Accept advances the automaton by the token's bytes.

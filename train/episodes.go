@@ -151,8 +151,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 			if done, _ := e.Done(); done {
 				continue
 			}
-			script, _ := e.ReadFile("train.py", 1<<20)
-			st := agents.FromEnv(e, plans[i], opts.MaxSteps, string(script))
+			st := agents.StateOf(e, plans[i], opts.MaxSteps)
 			p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), agents.Compact(st, opts.CompactBudget, opts.Count))
 			if err != nil {
 				return nil, nil, 0, err

@@ -145,8 +145,7 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 		if done, _ := e.Done(); done {
 			break
 		}
-		script, _ := e.ReadFile("train.py", maxPromptScriptBytes) // a link or FIFO left by a run shows as no script
-		st := FromEnv(e, plan, opts.MaxSteps, string(script))
+		st := StateOf(e, plan, opts.MaxSteps)
 		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: Compact(st, opts.CompactBudget, opts.Count), Last: last}
 		snap, err := e.Snapshot(ctx)
 		if err != nil {

@@ -67,6 +67,15 @@ type State struct {
 	MaxSteps int
 }
 
+// StateOf is the state an agent acting in e sees: FromEnv with the
+// workspace's train.py (a link or FIFO a run left shows as no script).
+// Episodes, episode-wise PPO and step-wise PPO's action grammar all read
+// a state through it, so that they offer the same actions.
+func StateOf(e *env.Env, plan []string, maxSteps int) State {
+	script, _ := e.ReadFile("train.py", maxPromptScriptBytes)
+	return FromEnv(e, plan, maxSteps, string(script))
+}
+
 // FromEnv reads the state of a live environment. plan is the episode's
 // action plan (empty when there is none).
 func FromEnv(e *env.Env, plan []string, maxSteps int, script string) State {

@@ -17,6 +17,8 @@
 //     process, for every environment it makes (serve-env's too).
 //   - [PromptsOf] reads how a rollout rendered its prompts from its steps
 //     manifest, so that evaluation renders the same.
+//   - [Lockstep] runs a trained policy's episodes in step, so that its
+//     generation is batched (evaluate, and train ppo's learning curves).
 package episode
 
 import (

@@ -10,6 +10,9 @@ import (
 // kept for Heads and Backward. A Model is not safe for concurrent use.
 type Model struct {
 	Config Config // resolved: FFN and RoPEBase filled in
+	// DetachValue keeps the value head's gradient out of the trunk (and
+	// the final LayerNorm): only the value head learns from dValues.
+	DetachValue bool
 
 	data, grad []float32 // every parameter, then every gradient, in Params order
 	w, g       weights   // named views into data and grad
@@ -304,7 +307,9 @@ func (m *Model) backwardHeads(dLogits, dValues []float32) {
 	}
 	if dValues != nil {
 		for i, g := range dValues {
-			kern.axpy(hs.dh[i*d:(i+1)*d], g, m.w.valueW)
+			if !m.DetachValue {
+				kern.axpy(hs.dh[i*d:(i+1)*d], g, m.w.valueW)
+			}
 			kern.axpy(m.g.valueW, g, hs.h[i*d:])
 			m.g.valueB[0] += g
 		}

@@ -1,4 +1,4 @@
-package evaluate
+package episode
 
 import (
 	"context"
@@ -18,14 +18,15 @@ type BatchActor interface {
 	ActBatch(ctx context.Context, obs []agents.Observation, plans [][]string, seed uint64) ([]string, []llm.Usage, error)
 }
 
-// lockstep runs the N episodes of one (policy, task) in step: each round,
-// once every episode still running has asked for its next action, the
-// policy answers them all in one batch (in episode order), with a seed
+// Lockstep runs N episodes (evaluate: a policy's on one task; train ppo's
+// learning curves: on every task at once) in step: each round, once every
+// episode still running has asked for its next action, the policy
+// answers them all in one batch (in episode order), with a seed
 // derived from the group seed and the round. Rounds are therefore the
 // same from run to run (a round holds exactly the episodes still running
 // at that step), and so are the answers, while the cost of generation is
 // shared by the batch.
-type lockstep struct {
+type Lockstep struct {
 	actor BatchActor
 	seed  int64
 
@@ -47,18 +48,18 @@ type lockReply struct {
 	err   error
 }
 
-func newLockstep(actor BatchActor, seed int64, members int) *lockstep {
-	return &lockstep{actor: actor, seed: seed, alive: members, pending: map[int]*lockRequest{}}
+func NewLockstep(actor BatchActor, seed int64, members int) *Lockstep {
+	return &Lockstep{actor: actor, seed: seed, alive: members, pending: map[int]*lockRequest{}}
 }
 
-// agent returns member i's agent, whose episode follows plan.
-func (l *lockstep) agent(i int, plan []string) agents.Agent {
+// Agent returns member i's agent, whose episode follows plan.
+func (l *Lockstep) Agent(i int, plan []string) agents.Agent {
 	return &lockAgent{l: l, member: i, plan: plan}
 }
 
-// leave marks member i's episode as finished (call it exactly once, when
+// Leave marks member i's episode as finished (call it exactly once, when
 // the episode ends for any reason).
-func (l *lockstep) leave(ctx context.Context, i int) {
+func (l *Lockstep) Leave(ctx context.Context, i int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.alive--
@@ -66,7 +67,7 @@ func (l *lockstep) leave(ctx context.Context, i int) {
 	l.maybeRun(ctx)
 }
 
-func (l *lockstep) act(ctx context.Context, i int, obs agents.Observation, plan []string) (string, llm.Usage, error) {
+func (l *Lockstep) act(ctx context.Context, i int, obs agents.Observation, plan []string) (string, llm.Usage, error) {
 	req := &lockRequest{obs: obs, plan: plan, reply: make(chan lockReply, 1)}
 	l.mu.Lock()
 	l.pending[i] = req
@@ -81,7 +82,7 @@ func (l *lockstep) act(ctx context.Context, i int, obs agents.Observation, plan 
 }
 
 // maybeRun answers the round once every running episode waits. l.mu is held.
-func (l *lockstep) maybeRun(ctx context.Context) {
+func (l *Lockstep) maybeRun(ctx context.Context) {
 	if l.alive == 0 || len(l.pending) < l.alive {
 		return
 	}
@@ -110,7 +111,7 @@ func (l *lockstep) maybeRun(ctx context.Context) {
 }
 
 type lockAgent struct {
-	l      *lockstep
+	l      *Lockstep
 	member int
 	plan   []string
 }

@@ -1,4 +1,4 @@
-package evaluate
+package episode
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestLockstepRounds(t *testing.T) {
 	want := []string{"m0,m1,m2", "m1,m2", "m2"}
 	for try := range 20 {
 		rec := &recorder{}
-		ls := newLockstep(rec, 1, 3)
+		ls := NewLockstep(rec, 1, 3)
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		answers := make([][]string, 3)
@@ -46,7 +46,7 @@ func TestLockstepRounds(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer ls.leave(ctx, i)
+				defer ls.Leave(ctx, i)
 				for range i + 1 {
 					text, _, err := ls.act(ctx, i, agents.Observation{Compact: fmt.Sprintf("m%d", i)}, nil)
 					if err != nil {
