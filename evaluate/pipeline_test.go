@@ -38,7 +38,7 @@ func repoRoot() string {
 func envReward(st store.Store) train.RewardFunc {
 	ecfg := train.EnvRewardConfig()
 	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")
-	return train.EnvReward(st, ecfg)
+	return train.EnvReward(st, ecfg, true)
 }
 
 // TestPipelineSmoke runs the whole pipeline with tiny budgets: ingest
@@ -102,17 +102,32 @@ func TestPipelineSmoke(t *testing.T) {
 	stage("sft")
 
 	pc := train.DefaultPPOConfig()
-	pc.Data, pc.Updates, pc.BatchSize, pc.Minibatches, pc.GenBatch, pc.Workers = root, 2, 2, 1, 2, 2
+	pc.Data, pc.Updates, pc.BatchSize, pc.GroupSize, pc.Minibatches, pc.GenBatch, pc.Workers = root, 2, 4, 2, 1, 4, 2
+	// A learning-curve point before the first update and after the last: 1
+	// episode of 2 steps per task.
+	pc.Curve.Every, pc.Curve.PerTask, pc.Curve.MaxSteps = 2, 1, 2
 	st, _ := store.Open(ctx, root)
 	if err := train.RunPPOWith(ctx, pc, envReward(st), io.Discard); err != nil {
 		t.Fatalf("train ppo: %v", err)
+	}
+	b, err := store.ReadAll(ctx, st, "checkpoints/ppo/metrics.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"stage":"ppo-curve"`); n != 2 {
+		t.Errorf("train ppo wrote %d learning-curve points, want 2 (updates 0 and 2):\n%s", n, b)
+	}
+	for _, k := range []string{`"curve/held-out/delta_r"`, `"curve/held-in/delta_r"`, `"time/generate_s"`, `"time/execute_s"`, `"time/learn_s"`, `"outcomes/success"`} {
+		if !strings.Contains(string(b), k) {
+			t.Errorf("train ppo's metrics lack %s", k)
+		}
 	}
 	stage("ppo")
 
 	// The episode-wise baseline arm: whole episodes from the initial
 	// states, in the environment, prompts rendered as the rollout did.
 	ec := train.DefaultPPOConfig()
-	ec.Data, ec.Out, ec.Mode, ec.Updates, ec.BatchSize, ec.Minibatches, ec.GenBatch, ec.EpisodeSteps = root, "checkpoints/ppo-episode", train.ModeEpisode, 1, 2, 1, 2, 2
+	ec.Data, ec.Out, ec.Mode, ec.Updates, ec.BatchSize, ec.GroupSize, ec.Minibatches, ec.GenBatch, ec.EpisodeSteps = root, "checkpoints/ppo-episode", train.ModeEpisode, 1, 4, 2, 1, 4, 2
 	ec.Env.Python = ""
 	if err := train.RunPPO(ctx, ec); err != nil {
 		t.Fatalf("train ppo --mode episode: %v", err)

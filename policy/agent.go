@@ -27,6 +27,12 @@ type AgentOptions struct {
 	MaxNewTokens int
 	// Decode is DecodeConstrained (the action grammar) or DecodeFree.
 	Decode string
+	// Terse: the policy was trained on terse responses (Action Input on one
+	// line), so the grammar asks for that form; LoadAgent reads it from
+	// the SFT config. DashThoughts fixes Reflection and Thought to "-" (a
+	// policy that PPO trained with free_text force; LoadAgent reads it
+	// from the PPO config).
+	Terse, DashThoughts bool
 }
 
 // Decoding modes.
@@ -49,10 +55,7 @@ type PolicyAgent struct {
 	name string
 	gen  Generator
 	opts AgentOptions
-	// oneLine: the policy was trained on terse responses (Action Input on
-	// one line), so the grammar asks for that form.
-	oneLine bool
-	mu      sync.Mutex
+	mu   sync.Mutex
 	// Source is the checkpoint folder the policy was read from (its URI).
 	Source string
 }
@@ -91,12 +94,13 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
+	opts.Terse = response == ResponseTerse
+	opts.DashThoughts = cfg["FreeText"] == "force"
 	a, err := NewPolicyAgent(name, Generator{Engine: eng, Vocab: ck.Vocab, Tok: tok}, opts)
 	if err != nil {
 		return nil, err
 	}
 	a.Source = st.URI(sub)
-	a.oneLine = response == ResponseTerse
 	return a, nil
 }
 
@@ -204,7 +208,9 @@ func (a *PolicyAgent) ActBatch(ctx context.Context, obs []agents.Observation, pl
 			if i < len(plans) {
 				plan = plans[i]
 			}
-			return a.gen.ActionGrammar(NewGrammarContext(obs[i].State, plan, a.oneLine))
+			gc := NewGrammarContext(obs[i].State, plan, a.opts.Terse)
+			gc.DashThoughts = a.opts.DashThoughts
+			return a.gen.ActionGrammar(gc)
 		}
 	}
 	a.mu.Lock()

@@ -18,7 +18,7 @@ type collector struct {
 }
 
 // newCollector starts workers goroutines that execute reward on the
-// samples submitted, through a cache keyed on (snapshot, normalised
+// samples submitted, through a cache keyed on (snapshot, parsed
 // action).
 func newCollector(ctx context.Context, reward RewardFunc, workers, capacity int) *collector {
 	wctx, stop := context.WithCancel(ctx)

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/sandbox"
@@ -11,39 +12,121 @@ import (
 )
 
 // EnvRewardConfig is the environment configuration of the "env" reward
-// (the default of PPOConfig.Env): env's defaults with edits executed in
-// the same step. Step-wise RL takes one action per sampled state, so an
-// edit also runs its script and its reward carries the measured
-// improvement (otherwise every edit would earn 0 and only the expert's
-// next Execute Script would be credited).
+// (the default of PPOConfig.Env): env's defaults with step-wise RL's
+// credit. Each sampled state takes one action, so
+//
+//   - an edit also runs its script, and its reward carries the measured
+//     improvement (otherwise every edit would earn 0 and only the
+//     expert's next Execute Script would be credited);
+//   - an undo also runs the restored script, and earns the measured
+//     recovery (otherwise undoing a worse edit would earn 0);
+//   - a Final Answer earns how far the submission it leaves standing is
+//     from the episode's best (<= 0: stopping on a worse submission
+//     costs, where it cost nothing).
 func EnvRewardConfig() env.Config {
 	c := env.DefaultConfig()
 	c.ExecuteAfterEdit = true
+	c.ExecuteAfterUndo = true
+	c.Reward.Final = true
 	return c
 }
 
 // EnvReward is the step-wise RL reward: restore the state's snapshot from
 // st in a fresh sandboxed workspace, carry out the action there and return
-// the environment's reward terms and the action's execution time.
-// ecfg.Runner must be set.
-func EnvReward(st store.Store, ecfg env.Config) RewardFunc {
+// the environment's reward terms and the step's duration. ecfg.Runner
+// must be set. With settle, a state whose workspace holds an edit the
+// expert has not run yet is settled first (its script run once, outside
+// the episode, and the settled state snapshotted; env.Env.Settle): the
+// action's improvement is then measured from the edited script's score,
+// so that running the expert's pending edit is not credited to the
+// policy, nor is its gain added to a new edit's.
+func EnvReward(st store.Store, ecfg env.Config, settle bool) RewardFunc {
+	var settled *settler
+	if settle {
+		settled = &settler{st: st, ecfg: ecfg, refs: map[string]*settleEntry{}}
+	}
 	return func(ctx context.Context, s schemas.RLState, action string) (Outcome, error) {
 		if s.SnapshotRef == "" {
 			return Outcome{}, fmt.Errorf("state %s has no snapshot_ref to restore", s.StateID)
 		}
-		r, err := env.StepFrom(ctx, ecfg, st, s.SnapshotRef, action)
+		ref := s.SnapshotRef
+		if settled != nil {
+			var err error
+			if ref, err = settled.ref(ctx, ref); err != nil {
+				return Outcome{}, fmt.Errorf("state %s: settling its pending edit: %w", s.StateID, err)
+			}
+		}
+		r, err := env.StepFrom(ctx, ecfg, st, ref, action)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("state %s: %w", s.StateID, err)
 		}
-		out := stepOutcome(r)
-		return out, nil
+		return stepOutcome(r), nil
 	}
+}
+
+// settler settles each snapshot once; concurrent requests for the same
+// snapshot wait for the first.
+type settler struct {
+	st   store.Store
+	ecfg env.Config
+	mu   sync.Mutex
+	refs map[string]*settleEntry
+}
+
+type settleEntry struct {
+	done chan struct{}
+	ref  string
+	err  error
+}
+
+// ref returns the settled snapshot of ref (ref itself when nothing was
+// pending, or the pending edit did not produce a valid submission).
+func (s *settler) ref(ctx context.Context, ref string) (string, error) {
+	s.mu.Lock()
+	e, ok := s.refs[ref]
+	if !ok {
+		e = &settleEntry{done: make(chan struct{})}
+		s.refs[ref] = e
+	}
+	s.mu.Unlock()
+	if ok {
+		select {
+		case <-e.done:
+			return e.ref, e.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	e.ref, e.err = s.settle(ctx, ref)
+	if e.err != nil {
+		s.mu.Lock()
+		delete(s.refs, ref) // retried by the next request
+		s.mu.Unlock()
+	}
+	close(e.done)
+	return e.ref, e.err
+}
+
+func (s *settler) settle(ctx context.Context, ref string) (string, error) {
+	e, err := env.Restore(ctx, s.ecfg, s.st, ref)
+	if err != nil {
+		return "", err
+	}
+	defer e.Close()
+	changed, err := e.Settle(ctx, "train.py")
+	if err != nil || !changed {
+		return ref, err
+	}
+	return e.Snapshot(ctx)
 }
 
 // stepOutcome is the reward view of a step's result.
 func stepOutcome(r env.StepResult) Outcome {
-	out := Outcome{Reward: r.Reward.Total, DurationS: r.ExecDuration.Seconds(), FormatError: r.FormatError != nil}
-	out.Valid = r.Outcome != env.OutcomeFormatError && r.Outcome != env.OutcomeInvalidAction && r.Outcome != env.OutcomeInvalidEdit
+	out := Outcome{Reward: r.Reward.Total, DurationS: r.WallDuration.Seconds(), FormatError: r.FormatError != nil,
+		Valid: env.Accepted(r.Outcome), Class: string(r.Outcome)}
+	if r.Action != nil {
+		out.Action = r.Action.Name
+	}
 	for _, t := range r.Reward.Terms {
 		out.Terms = append(out.Terms, schemas.RewardTerm{Name: t.Name, Value: t.Value})
 	}
@@ -65,5 +148,5 @@ func openEnvReward(ctx context.Context, cfg PPOConfig) (RewardFunc, func() error
 	ecfg.Runner = sandbox.New(ctx, python, true, nil)
 	// An empty Python makes every Restore probe the interpreter (~2 s).
 	ecfg.Python = python
-	return EnvReward(st, ecfg), ecfg.Runner.Close, nil
+	return EnvReward(st, ecfg, cfg.SettlePending), ecfg.Runner.Close, nil
 }

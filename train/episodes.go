@@ -24,8 +24,11 @@ import (
 // states (the first expert state of each held-in trajectory) with the
 // same environment and reward, and every action is credited with the
 // return from its step to the episode's end, G_t = sum of r_t' for
-// t' >= t (A_t = G_t - V(s_t)). Episodes of a batch step in lockstep, one
-// generation call per step; their actions execute concurrently.
+// t' >= t. group_size episodes start from each drawn initial state; with
+// the group baseline, A_t = G_t - the mean G_t of the group's other
+// episodes that reached step t (none: the step is left out, A = 0), with
+// the critic A_t = G_t - V(s_t). Episodes of a batch step in lockstep,
+// one generation call per step; their actions execute concurrently.
 
 func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	r, err := newPPORun(ctx, cfg, log)
@@ -54,16 +57,27 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "train ppo: episode-wise, %d initial states, %d steps per episode, policy %d params on the %s engine\n",
-		len(starts), cfg.EpisodeSteps, r.policy.Config().NumParams(), r.policy.Name())
+	fmt.Fprintf(log, "train ppo: episode-wise, %d initial states, %d steps per episode, %d episodes per state, policy %d params on the %s engine\n",
+		len(starts), cfg.EpisodeSteps, cfg.GroupSize, r.policy.Config().NumParams(), r.policy.Name())
+	if err := r.warmCritic(ctx); err != nil {
+		return err
+	}
+	curve, err := r.openCurve(ctx)
+	if err != nil {
+		return err
+	}
+	defer curve.close()
+	if err := r.curvePoint(ctx, curve); err != nil {
+		return err
+	}
 
 	bar := progress.New("train ppo", cfg.Updates)
 	bar.Add(r.state.Update, "")
 	for r.state.Update < cfg.Updates {
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuSeconds()
 		boundary := r.state
 		// --- 1. Rollout: whole episodes from sampled initial states.
-		batch, returns, valid, err := r.episodes(ctx, starts, ecfg, opts)
+		groups, returns, genS, err := r.episodes(ctx, starts, ecfg, opts)
 		if err != nil {
 			if ctx.Err() != nil {
 				r.state = boundary
@@ -74,39 +88,56 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			}
 			return err
 		}
-		// --- 2. Advantages: A_t = G_t - V(s_t).
-		b_values, err := r.values(r.pack(batch))
-		if err != nil {
-			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
-		}
-		b_advantages := make([]float64, len(batch))
+		batch := flatten(groups)
+		t0 := time.Now()
+		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t).
 		b_rewards, b_durations := make([]float64, len(batch)), make([]float64, len(batch))
+		valid := 0
 		for i, s := range batch {
-			b_advantages[i] = returns[i] - b_values[i]
 			b_rewards[i], b_durations[i] = s.Out.Reward, s.Out.DurationS
+			if s.Out.Valid {
+				valid++
+			}
 		}
-		if cfg.NormAdv {
-			normalise(b_advantages)
+		var b_advantages, b_returns, b_values []float64
+		if cfg.Advantage == AdvantageCritic {
+			if b_values, err = r.values(r.pack(batch)); err != nil {
+				return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+			}
+			b_advantages, b_returns = oneStepAdvantages(returns, b_values, cfg.NormAdv)
+		} else {
+			b_advantages = episodeGroupAdvantages(groups, returns)
 		}
 		// --- 3. Duration-aware weights.
-		b_weights := durationWeights(b_durations, cfg.DurationWeighting)
+		b_weights := durationWeights(b_durations, cfg.MinDurationS, cfg.DurationWeighting)
 		// --- 4. Epochs x minibatches of the clipped loss.
 		lr := cfg.Optim.LRAt(r.state.Update, cfg.Updates)
-		t0 := time.Now()
-		sums, err := r.update(batch, b_advantages, returns, b_weights, lr)
+		sums, epochs, err := r.update(groups, b_advantages, b_returns, b_weights, lr)
 		if err != nil {
 			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 		}
+		learnS := time.Since(t0).Seconds()
+		klCoef := r.state.KLCoef
+		r.state.KLCoef = adaptKL(r.state.KLCoef, sums[metricKLRef], cfg.KLTarget)
 		r.state.Update++
-		// --- 5. Metrics and checkpoints.
+		r.state.WallS += time.Since(start).Seconds()
+		r.state.CPUS += cpuSeconds() - cpu0
+		// --- 5. Metrics, learning curve and checkpoints.
 		rec := map[string]any{"stage": "ppo", "mode": ModeEpisode, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/value_mean": mean(b_values),
-			"charts/duration_mean": mean(b_durations), "charts/lr": lr,
-			"charts/valid_action_rate": float64(valid) / float64(len(batch)),
+			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns),
+			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
+			"charts/valid_action_rate": ratio(valid, len(batch)),
 			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
-			"time/update_s":            time.Since(t0).Seconds(),
+			"time/generate_s":          genS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
+			"time/wall_s": r.state.WallS, "time/cpu_s": r.state.CPUS,
 		}
-		if err := r.endUpdate(ctx, rec, sums); err != nil {
+		if b_values != nil {
+			rec["charts/value_mean"] = mean(b_values)
+		}
+		for k, v := range outcomeShares(batch) {
+			rec[k] = v
+		}
+		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}
 		bar.Add(1, fmt.Sprintf("return %.3f", rec["charts/return_mean"]))
@@ -116,14 +147,50 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	return nil
 }
 
-// episodes plays enough episodes for a batch of batch_size steps and
-// returns the steps as samples with their returns G_t, and how many
-// actions were valid.
-func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg env.Config, opts agents.Options) ([]*sample, []float64, int, error) {
+// episodeGroupAdvantages is A_t = G_t - the mean G_t of the group's other
+// episodes that reached step t (0 when none did), in flatten(groups)
+// order; a group's samples are its episodes' steps, episode after
+// episode (sample.Step and sample.Episode say which).
+func episodeGroupAdvantages(groups []*group, returns []float64) []float64 {
+	adv := make([]float64, 0, len(returns))
+	i := 0
+	for _, g := range groups {
+		type key struct{ ep, t int }
+		at := map[key]float64{}
+		for j, s := range g.Samples {
+			at[key{s.Episode, s.Step}] = returns[i+j]
+		}
+		for j, s := range g.Samples {
+			sum, n := 0.0, 0
+			for k, v := range at {
+				if k.t == s.Step && k.ep != s.Episode {
+					sum, n = sum+v, n+1
+				}
+			}
+			a := 0.0
+			if n > 0 {
+				a = returns[i+j] - sum/float64(n)
+			}
+			adv = append(adv, a)
+		}
+		i += len(g.Samples)
+	}
+	return adv
+}
+
+// episodes plays group_size episodes from each of enough sampled initial
+// states for a batch of batch_size steps, and returns them as groups (a
+// group: the steps of one state's episodes), their returns G_t in
+// flatten order, and the generation time.
+func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg env.Config, opts agents.Options) ([]*group, []float64, float64, error) {
 	cfg := r.cfg
-	n := (cfg.BatchSize + cfg.EpisodeSteps - 1) / cfg.EpisodeSteps
+	k := cfg.GroupSize
+	perGroup := k * cfg.EpisodeSteps
+	nGroups := (cfg.BatchSize + perGroup - 1) / perGroup
+	n := nGroups * k
 	envs := make([]*env.Env, n)
 	plans := make([][]string, n)
+	groups := make([]*group, nGroups)
 	defer func() {
 		for _, e := range envs {
 			if e != nil {
@@ -131,19 +198,22 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 			}
 		}
 	}()
-	for i := range envs {
+	for gi := range groups {
 		s := starts[r.rng.IntN(len(starts))]
-		e, err := env.Restore(ctx, ecfg, r.s.st, s.SnapshotRef)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("state %s: %w", s.StateID, err)
+		groups[gi] = &group{State: s, Version: r.state.Update}
+		for j := range k {
+			e, err := env.Restore(ctx, ecfg, r.s.st, s.SnapshotRef)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("state %s: %w", s.StateID, err)
+			}
+			envs[gi*k+j], plans[gi*k+j] = e, agents.PlanFromCompact(s.Prompt)
 		}
-		envs[i], plans[i] = e, agents.PlanFromCompact(s.Prompt)
 		r.state.Drawn++
 	}
 	steps := make([][]*sample, n)
-	valid := 0
+	genS := 0.0
 	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
-	for range cfg.EpisodeSteps {
+	for t := range cfg.EpisodeSteps {
 		var live []int
 		var prompts [][]int32
 		var contexts []policy.GrammarContext
@@ -156,8 +226,9 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 			if err != nil {
 				return nil, nil, 0, err
 			}
-			live, prompts = append(live, i), append(prompts, p)
-			contexts = append(contexts, policy.NewGrammarContext(st, plans[i], r.oneLine))
+			gc := policy.NewGrammarContext(st, plans[i], r.oneLine)
+			gc.DashThoughts = cfg.FreeText == FreeTextForce
+			live, prompts, contexts = append(live, i), append(prompts, p), append(contexts, gc)
 		}
 		if len(live) == 0 {
 			break
@@ -167,15 +238,17 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		if cfg.Decode == policy.DecodeConstrained {
 			gopts.Constrain = func(i int) policy.Constraint { return gen.ActionGrammar(contexts[i]) }
 		}
+		t0 := time.Now()
 		samples, err := gen.Generate(prompts, gopts)
 		if err != nil {
 			return nil, nil, 0, err
 		}
+		genS += time.Since(t0).Seconds()
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(cfg.Workers)
 		for j, i := range live {
-			smp := &sample{Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
-				Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, samples[j].Tokens))}
+			smp := &sample{State: groups[i/k].State, Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
+				Free: samples[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, samples[j].Tokens)), Episode: i, Step: t}
 			steps[i] = append(steps[i], smp)
 			g.Go(func() error {
 				res, err := envs[i].Step(gctx, smp.Text)
@@ -190,23 +263,24 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 			return nil, nil, 0, err
 		}
 	}
-	var batch []*sample
 	var returns []float64
-	for _, ep := range steps {
-		g := 0.0
-		rets := make([]float64, len(ep))
-		for t := len(ep) - 1; t >= 0; t-- {
-			g += ep[t].Out.Reward
-			rets[t] = g
-		}
-		for t, s := range ep {
-			if s.Out.Valid {
-				valid++
+	for gi, grp := range groups {
+		for i := gi * k; i < (gi+1)*k; i++ {
+			ep := steps[i]
+			ret := 0.0
+			rets := make([]float64, len(ep))
+			for t := len(ep) - 1; t >= 0; t-- {
+				ret += ep[t].Out.Reward
+				rets[t] = ret
 			}
-			batch, returns = append(batch, s), append(returns, rets[t])
+			for t, s := range ep {
+				s.G = grp
+				grp.Samples = append(grp.Samples, s)
+				returns = append(returns, rets[t])
+			}
 		}
 	}
-	return batch, returns, valid, nil
+	return groups, returns, genS, nil
 }
 
 // promptOptions renders episodes' prompts as the rollout behind the state

@@ -45,8 +45,13 @@ type ppoToken struct {
 	OldLogP   float32       // behaviour log-prob (under the mask)
 	RefLogP   float32       // the frozen SFT policy's log-prob (under the mask)
 	Advantage float32       // the sample's advantage
-	Weight    float32       // the sample's duration weight dt_k / mean(dt)
+	Weight    float32       // the sample's duration weight
 	Mask      policy.Bitset // allowed tokens under constrained decoding (nil: all)
+	// Free marks free text (policy.Sample.Free); Skip tokens take no part
+	// in the policy-gradient, KL and entropy terms: tokens the grammar
+	// forced (one allowed token: no choice, ratio exactly 1) and free text
+	// under free_text mask.
+	Free, Skip bool
 }
 
 // ppoCoefs are the loss's coefficients (CleanRL's names).
@@ -57,16 +62,30 @@ type ppoCoefs struct {
 // ppoStats are the minibatch's metrics, in ppoMetricNames order.
 type ppoStats [numPPOMetrics]float64
 
-// The PPO loss's metrics.
-const numPPOMetrics = 6
+// The PPO loss's metrics: the policy-gradient, value, entropy (decision
+// tokens), approx_kl, clip fraction and KL-to-reference terms, the
+// entropy of free-text tokens (not in the loss) and the number of tokens
+// in the loss.
+const (
+	metricPolicy = iota
+	metricValue
+	metricEntropy
+	metricApproxKL
+	metricClipFrac
+	metricKLRef
+	metricEntropyFree
+	metricLossTokens
+	numPPOMetrics
+)
 
-var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/kl_ref"}
+var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/kl_ref",
+	"losses/entropy_free", "losses/decision_tokens"}
 
 // ppoLoss is the clipped surrogate with duration weights, the value loss,
 // the entropy bonus and a k3 KL penalty to the reference, over the action
-// tokens (the first len(toks) positions it is given) and the value
-// positions (valueAt[i] is the position of sample i's V(s) among them,
-// with return returns[i]):
+// tokens (the first len(toks) positions it is given) that are not Skip,
+// and the value positions (valueAt[i] is the position of sample i's V(s)
+// among them, with return returns[i]; none without a critic):
 //
 //	ratio   = exp(logp - old_logp)           log-probs under the token's mask
 //	pg      = w * max(-A ratio, -A clip(ratio, 1-c, 1+c))
@@ -74,20 +93,26 @@ var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "los
 //	kl_ref  = exp(d) - d - 1,  d = ref_logp - logp
 //	loss    = mean(pg) + vf_coef mean(v_loss) + kl_coef mean(kl_ref) - ent_coef mean(entropy)
 //
-// Tokens the grammar forced (one allowed token) are left out: they carry
-// no choice, their ratio is exactly 1 and their gradient 0.
+// Skip tokens carry no gradient; the entropy of the free-text ones is
+// reported (losses/entropy_free) beside the decision tokens' entropy.
 func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, vocab int, stats *ppoStats) policy.LossFunc {
 	return func(logits, values, dLogits, dValues []float32) float64 {
-		var pg, vl, ent, akl, clip, kl float64
-		n := 0
+		var pg, vl, ent, akl, clip, kl, entFree float64
+		n, nFree := 0, 0
 		for _, tk := range toks {
-			if tk.Mask == nil || tk.Mask.Count() > 1 {
+			switch {
+			case !tk.Skip:
 				n++
+			case tk.Free:
+				nFree++
 			}
 		}
 		inv := 1 / float64(max(n, 1))
 		for i, tk := range toks {
-			if tk.Mask != nil && tk.Mask.Count() == 1 {
+			if tk.Skip {
+				if tk.Free {
+					entFree += entropy(policy.LogProbs(logits[i*vocab:(i+1)*vocab], tk.Mask, 1)) / float64(nFree)
+				}
 				continue
 			}
 			row := logits[i*vocab : (i+1)*vocab]
@@ -104,20 +129,18 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 			if pg1 >= pg2 || (ratio >= 1-c.ClipCoef && ratio <= 1+c.ClipCoef) {
 				dpg = -a * ratio
 			}
-			d := float64(tk.RefLogP) - logp
-			kl += (math.Exp(d) - d - 1) * inv
-			dkl := 1 - math.Exp(d)
+			dkl := 0.0
+			if c.KLCoef > 0 {
+				d := float64(tk.RefLogP) - logp
+				kl += (math.Exp(d) - d - 1) * inv
+				dkl = 1 - math.Exp(d)
+			}
 			akl += (ratio - 1 - logratio) * inv
 			if math.Abs(ratio-1) > c.ClipCoef {
 				clip += inv
 			}
 			// Entropy of the (masked) distribution and its gradient.
-			h := 0.0
-			for _, l := range lp {
-				if !math.IsInf(l, -1) {
-					h -= math.Exp(l) * l
-				}
-			}
+			h := entropy(lp)
 			ent += h * inv
 			dLogp := inv * (float64(tk.Weight)*dpg + c.KLCoef*dkl)
 			dRow := dLogits[i*vocab : (i+1)*vocab]
@@ -139,10 +162,21 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 			dValues[at] += float32(c.VfCoef * d / float64(m))
 		}
 		if stats != nil {
-			*stats = ppoStats{pg, vl, ent, akl, clip, kl}
+			*stats = ppoStats{pg, vl, ent, akl, clip, kl, entFree, float64(n)}
 		}
 		return pg + c.VfCoef*vl + c.KLCoef*kl - c.EntCoef*ent
 	}
+}
+
+// entropy of a distribution given as log-probabilities (-Inf: excluded).
+func entropy(lp []float64) float64 {
+	h := 0.0
+	for _, l := range lp {
+		if !math.IsInf(l, -1) {
+			h -= math.Exp(l) * l
+		}
+	}
+	return h
 }
 
 // tokenLogProbs returns log pi(target) under each token's mask at the

@@ -68,7 +68,7 @@ func TestPPOLossHandComputed(t *testing.T) {
 	toks := []ppoToken{
 		{Target: 1, OldLogP: float32(old0), RefLogP: float32(ref0), Advantage: 2, Weight: 1.5},
 		{Target: 2, OldLogP: float32(old1), RefLogP: float32(ref1), Advantage: 1, Weight: 0.5, Mask: m1},
-		{Target: 1, OldLogP: 0, RefLogP: 0, Advantage: 3, Weight: 1, Mask: m2},
+		{Target: 1, OldLogP: 0, RefLogP: 0, Advantage: 3, Weight: 1, Mask: m2, Skip: true},
 	}
 	values := []float32{0.3, 0, 0}
 	returns := []float32{1}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"time"
 
@@ -19,18 +18,26 @@ import (
 // Step-wise PPO (ML-Agent) with duration-aware weighting (the second
 // paper), reading top to bottom in RunPPOWith: settings; states and
 // policies; the asynchronous reward collector; then per update: rollout
-// (generate one action per sampled expert state, collect rewards as they
-// arrive, drop samples older than max_staleness policy versions),
-// advantages, the duration weights, epochs x minibatches of the clipped
-// PPO loss, metrics and checkpoints.
+// (sample expert states, generate group_size actions for each, collect
+// rewards as they arrive, drop groups older than max_staleness policy
+// versions), advantages, the duration weights, epochs x minibatches of
+// the clipped PPO loss, metrics, learning-curve evaluations and
+// checkpoints.
 //
-// Each sample is a one-step episode (the state comes from the expert
-// state pool, the environment executes one action, the episode ends), so
-// the advantage estimator is A = R - V(s) with V(s) the value head at the
-// last prompt token, and the return target is R. Every token of the
-// action gets the sample's advantage (token-level advantages); the losses
-// average over the action tokens of a minibatch. Episode-wise PPO (whole
-// trajectories from a task's initial state) is the baseline arm in
+// Each sample is a one-step episode: the state comes from the expert
+// state pool, the environment executes one action, the episode ends. The
+// baseline that turns a reward into an advantage is, by default, the
+// mean reward of the other samples of the same state (leave-one-out,
+// what RLOO and GRPO use): the signal is which action pays in this
+// state, not which state pays. A group whose samples all earned the same
+// reward carries no signal and is dropped (and counted). The alternative
+// is ML-Agent's critic, A = R - V(s), with V a value head on the trunk
+// that does not move it, warmed up on the expert states' rewards. Every
+// decision token of an action gets the sample's advantage (token-level
+// advantages); tokens the grammar forced and, by default, free text
+// (Reflection, Thought, free arguments: what the environment does not act
+// on) are left out of the policy-gradient and KL terms. Episode-wise PPO
+// (whole trajectories from a task's initial state) is the baseline arm in
 // episodes.go.
 
 // PPOConfig is the config of `mlerl train ppo`.
@@ -41,55 +48,80 @@ type PPOConfig struct {
 	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
 	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
 	// Mode: step-wise (ML-Agent) or episode-wise PPO (the baseline arm).
-	Mode string `yaml:"mode" help:"step (one action from each sampled expert state, ML-Agent) or episode (whole episodes from each task's initial state, the baseline)"`
+	Mode string `yaml:"mode" help:"step (actions from sampled expert states, ML-Agent) or episode (whole episodes from each task's initial state, the baseline)"`
 	// Env configures the environment of the env reward: budgets, reward
-	// terms, instrumentation, executing edits in the same step.
-	Env          env.Config `yaml:"env"`
-	Engine       string     `yaml:"engine" help:"native (the CPU engine) or gomlx (GoMLX; XLA on a GPU with GOMLX_BACKEND=xla:cuda)"`
-	Decode       string     `yaml:"decode" help:"constrained (actions follow the action grammar; the PPO ratio uses the same masks) or free"`
-	Updates      int        `yaml:"updates" help:"PPO updates"`
-	BatchSize    int        `yaml:"batch_size" help:"samples (state, action, reward) per update"`
-	Minibatches  int        `yaml:"minibatches" help:"minibatches per update epoch"`
-	UpdateEpochs int        `yaml:"update_epochs" help:"passes over each batch"`
-	ClipCoef     float64    `yaml:"clip_coef" help:"PPO ratio clipping"`
-	VfCoef       float64    `yaml:"vf_coef" help:"value loss coefficient (the critic learns faster through it)"`
-	EntCoef      float64    `yaml:"ent_coef" help:"entropy bonus coefficient"`
-	KLCoef       float64    `yaml:"kl_coef" help:"KL penalty to the frozen SFT policy"`
-	NormAdv      bool       `yaml:"norm_adv" help:"normalise advantages over the batch"`
+	// terms, instrumentation, executing edits and undos in the same step.
+	Env     env.Config `yaml:"env"`
+	Engine  string     `yaml:"engine" help:"native (the CPU engine) or gomlx (GoMLX; XLA on a GPU with GOMLX_BACKEND=xla:cuda)"`
+	Decode  string     `yaml:"decode" help:"constrained (actions follow the action grammar; the PPO ratio uses the same masks) or free"`
+	Updates int        `yaml:"updates" help:"PPO updates"`
+	// BatchSize counts samples: batch_size / group_size states per update.
+	BatchSize int `yaml:"batch_size" help:"samples (state, action, reward) per update: batch_size / group_size states, group_size actions each"`
+	GroupSize int `yaml:"group_size" help:"actions sampled per state (K): the group whose other samples' mean reward is each one's baseline"`
+	// Advantage is the baseline: the group's (leave-one-out) or a critic's.
+	Advantage    string  `yaml:"advantage" help:"group (A = R - mean of the group's other rewards, RLOO/GRPO) or critic (A = R - V(s), ML-Agent's PPO: a value head that does not move the trunk)"`
+	GroupStd     bool    `yaml:"group_std" help:"advantage group: divide by the group's reward standard deviation"`
+	NormAdv      bool    `yaml:"norm_adv" help:"advantage critic: normalise advantages over the batch"`
+	CriticWarmup int     `yaml:"critic_warmup" help:"advantage critic: value-head steps on the expert states' rewards before the first update"`
+	Minibatches  int     `yaml:"minibatches" help:"minibatches per update epoch (whole groups each)"`
+	UpdateEpochs int     `yaml:"update_epochs" help:"passes over each batch"`
+	TargetKL     float64 `yaml:"target_kl" help:"stop an update's epochs once a minibatch's approx_kl exceeds this (0: never)"`
+	ClipCoef     float64 `yaml:"clip_coef" help:"PPO ratio clipping"`
+	VfCoef       float64 `yaml:"vf_coef" help:"advantage critic: value loss coefficient (the value head has its own gradient: it does not move the trunk)"`
+	EntCoef      float64 `yaml:"ent_coef" help:"entropy bonus coefficient (decision tokens)"`
+	KLCoef       float64 `yaml:"kl_coef" help:"KL penalty to the frozen SFT policy (per decision token); the start when kl_target adapts it"`
+	KLTarget     float64 `yaml:"kl_target" help:"adapt kl_coef after each update toward this KL to the SFT policy per decision token (x1.5 above 1.5 x target, /1.5 below target / 1.5; 0: fixed)"`
+	// FreeText decides what the loss does with free-text tokens.
+	FreeText string `yaml:"free_text" help:"mask (free-text tokens are left out of the PG and KL terms), force (Reflection and Thought fixed to '-', terse policies only) or train (every sampled token, as before)"`
 	// DurationWeighting multiplies each sample's policy-gradient term by
-	// dt_k / mean(dt in batch).
-	DurationWeighting bool               `yaml:"duration_weighting" help:"weight policy-gradient terms by action duration / batch mean duration"`
-	MaxStaleness      int                `yaml:"max_staleness" help:"drop samples generated more than this many policy versions ago"`
-	Workers           int                `yaml:"workers" help:"concurrent reward workers"`
-	Optim             policy.OptimConfig `yaml:"optim"`
-	Temperature       float64            `yaml:"temperature" help:"sampling temperature"`
-	TopP              float64            `yaml:"top_p" help:"nucleus sampling threshold"`
-	MaxNewTokens      int                `yaml:"max_new_tokens" help:"longest action in tokens (0: the policy's response_tokens)"`
-	GenBatch          int                `yaml:"gen_batch" help:"states per generation call"`
-	EpisodeSteps      int                `yaml:"episode_steps" help:"mode episode: actions per episode"`
-	Seed              int64              `yaml:"seed" help:"seed for state sampling and generation"`
-	CheckpointEvery   int                `yaml:"checkpoint_every" help:"save every N updates (and at the end)"`
-	Resume            bool               `yaml:"resume" help:"continue from the latest PPO checkpoint when there is one"`
+	// max(dt_k, min_duration_s) / its batch mean.
+	DurationWeighting bool    `yaml:"duration_weighting" help:"weight policy-gradient terms by the step's duration (floored at min_duration_s) / the batch mean"`
+	MinDurationS      float64 `yaml:"min_duration_s" help:"duration weighting: the floor of a step's duration in seconds, so that no sample weighs 0"`
+	// SettlePending runs an expert state's pending edit before the
+	// policy acts in it (env.Env.Settle).
+	SettlePending bool               `yaml:"settle_pending" help:"run a state's pending edit before the policy acts, so that an Execute Script is not credited with the expert's edit"`
+	MaxStaleness  int                `yaml:"max_staleness" help:"drop groups generated more than this many policy versions ago"`
+	Workers       int                `yaml:"workers" help:"concurrent reward workers"`
+	Optim         policy.OptimConfig `yaml:"optim"`
+	Temperature   float64            `yaml:"temperature" help:"sampling temperature: 1 (the stored log-probabilities are at temperature 1)"`
+	TopP          float64            `yaml:"top_p" help:"nucleus sampling threshold: 1 (PPO's ratio needs the sampling distribution's log-probabilities)"`
+	MaxNewTokens  int                `yaml:"max_new_tokens" help:"longest action in tokens (0: the policy's response_tokens)"`
+	GenBatch      int                `yaml:"gen_batch" help:"samples per generation call (gen_batch / group_size states)"`
+	EpisodeSteps  int                `yaml:"episode_steps" help:"mode episode: actions per episode"`
+	Seed          int64              `yaml:"seed" help:"seed for state sampling and generation"`
+	// Curve evaluates the policy every curve.every updates: ML-Agent's
+	// learning curves (curve.go).
+	Curve           CurveConfig `yaml:"curve"`
+	CheckpointEvery int         `yaml:"checkpoint_every" help:"save every N updates (and at the end)"`
+	Resume          bool        `yaml:"resume" help:"continue from the latest PPO checkpoint when there is one"`
 }
 
-// PPO modes.
+// PPO modes, advantage baselines and free-text treatments.
 const (
 	ModeStep    = "step"
 	ModeEpisode = "episode"
+
+	AdvantageGroup  = "group"
+	AdvantageCritic = "critic"
+
+	FreeTextMask  = "mask"
+	FreeTextForce = "force"
+	FreeTextTrain = "train"
 )
 
-// DefaultPPOConfig follows CleanRL's defaults where the papers are silent;
-// the learning rate is for the small demo policy (the paper's 1e-6 actor /
-// 1e-5 critic are for a 7B model; here one rate, and vf_coef for the critic).
+// DefaultPPOConfig holds the defaults SCIENCE.md's seed-1 sweep chose for
+// the demo-sized policy (group baseline, 8 actions per state, free text
+// out of the loss); CleanRL's where the sweep did not look.
 func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
 		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
-		Updates: 20, BatchSize: 16, Minibatches: 2, UpdateEpochs: 1,
-		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.05, NormAdv: true,
-		DurationWeighting: true, MaxStaleness: 2, Workers: 4,
-		Optim:       policy.OptimConfig{LR: 1e-5, MinLRRatio: 1, WarmupSteps: 0, WeightDecay: 0, Beta1: 0.9, Beta2: 0.999, ClipNorm: 0.5},
-		Temperature: 1, TopP: 1, GenBatch: 8, EpisodeSteps: 4, Seed: 1, CheckpointEvery: 5, Resume: true,
+		Updates: 20, BatchSize: 32, GroupSize: 8, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
+		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
+		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.02, KLTarget: 0,
+		FreeText: FreeTextMask, DurationWeighting: true, MinDurationS: 1, SettlePending: true, MaxStaleness: 2, Workers: 2,
+		Optim:       policy.OptimConfig{LR: 5e-5, MinLRRatio: 1, WarmupSteps: 0, WeightDecay: 0, Beta1: 0.9, Beta2: 0.999, ClipNorm: 1},
+		Temperature: 1, TopP: 1, GenBatch: 32, EpisodeSteps: 4, Seed: 1, Curve: DefaultCurveConfig(), CheckpointEvery: 5, Resume: true,
 	}
 }
 
@@ -119,12 +151,24 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	case c.Updates < 1:
 		return config.Errorf("updates", c.Updates, "must be at least 1")
+	case c.GroupSize < 1:
+		return config.Errorf("group_size", c.GroupSize, "must be at least 1 (2 or more for the group baseline)")
+	case c.Advantage != AdvantageGroup && c.Advantage != AdvantageCritic:
+		return config.Errorf("advantage", c.Advantage, "want %s or %s", AdvantageGroup, AdvantageCritic)
+	case c.Advantage == AdvantageGroup && c.GroupSize < 2:
+		return config.Errorf("group_size", c.GroupSize, "must be at least 2 with advantage %s (a sample's baseline is the others' mean)", AdvantageGroup)
 	case c.BatchSize < 1:
 		return config.Errorf("batch_size", c.BatchSize, "must be at least 1")
-	case c.Minibatches < 1 || c.Minibatches > c.BatchSize:
-		return config.Errorf("minibatches", c.Minibatches, "must be in [1, batch_size] (batch_size is %d)", c.BatchSize)
+	case c.BatchSize%c.GroupSize != 0:
+		return config.Errorf("batch_size", c.BatchSize, "must be a multiple of group_size %d (whole groups per update)", c.GroupSize)
+	case c.Minibatches < 1 || c.Minibatches > c.BatchSize/c.GroupSize:
+		return config.Errorf("minibatches", c.Minibatches, "must be in [1, batch_size / group_size] (%d groups per update)", c.BatchSize/c.GroupSize)
 	case c.UpdateEpochs < 1:
 		return config.Errorf("update_epochs", c.UpdateEpochs, "must be at least 1")
+	case c.CriticWarmup < 0:
+		return config.Errorf("critic_warmup", c.CriticWarmup, "must not be negative")
+	case !(c.TargetKL >= 0) || !finite(c.TargetKL):
+		return config.Errorf("target_kl", c.TargetKL, "must be a number >= 0 (0: never stop early)")
 	case !(c.ClipCoef > 0 && c.ClipCoef < 1):
 		return config.Errorf("clip_coef", c.ClipCoef, "must be a number in (0, 1)")
 	case !(c.VfCoef >= 0) || !finite(c.VfCoef):
@@ -133,18 +177,30 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("ent_coef", c.EntCoef, "must be a number >= 0")
 	case !(c.KLCoef >= 0) || !finite(c.KLCoef):
 		return config.Errorf("kl_coef", c.KLCoef, "must be a number >= 0")
+	case !(c.KLTarget >= 0) || !finite(c.KLTarget):
+		return config.Errorf("kl_target", c.KLTarget, "must be a number >= 0 (0: a fixed kl_coef)")
+	case c.KLTarget > 0 && c.KLCoef == 0:
+		return config.Errorf("kl_coef", c.KLCoef, "must be positive for kl_target to adapt it (the start, e.g. 0.02)")
+	case c.FreeText != FreeTextMask && c.FreeText != FreeTextForce && c.FreeText != FreeTextTrain:
+		return config.Errorf("free_text", c.FreeText, "want %s, %s or %s", FreeTextMask, FreeTextForce, FreeTextTrain)
+	case c.FreeText == FreeTextForce && c.Decode != policy.DecodeConstrained:
+		return config.Errorf("free_text", c.FreeText, "needs decode %s (the grammar fixes the free text)", policy.DecodeConstrained)
+	case !(c.MinDurationS > 0) || !finite(c.MinDurationS):
+		return config.Errorf("min_duration_s", c.MinDurationS, "must be a positive number of seconds (no sample may weigh 0)")
 	case c.MaxStaleness < 0:
 		return config.Errorf("max_staleness", c.MaxStaleness, "must not be negative")
 	case c.Workers < 1:
 		return config.Errorf("workers", c.Workers, "must be at least 1")
-	case !(c.Temperature >= 0) || !finite(c.Temperature):
-		return config.Errorf("temperature", c.Temperature, "must be a number >= 0 (0: greedy)")
-	case !(c.TopP > 0 && c.TopP <= 1):
-		return config.Errorf("top_p", c.TopP, "must be in (0, 1]")
+	case c.Temperature != 1:
+		return config.Errorf("temperature", c.Temperature, "must be 1: the behaviour log-probabilities PPO's ratio divides by are stored at temperature 1, so sampling at another temperature would make every update off-policy without a correction")
+	case c.TopP != 1:
+		return config.Errorf("top_p", c.TopP, "must be 1: nucleus sampling changes the sampling distribution, and the stored log-probabilities are not under it")
 	case c.MaxNewTokens < 0:
 		return config.Errorf("max_new_tokens", c.MaxNewTokens, "must not be negative (0: the policy's response_tokens)")
 	case c.GenBatch < 1:
 		return config.Errorf("gen_batch", c.GenBatch, "must be at least 1")
+	case c.GenBatch%c.GroupSize != 0:
+		return config.Errorf("gen_batch", c.GenBatch, "must be a multiple of group_size %d (each state's group is generated together)", c.GroupSize)
 	case c.EpisodeSteps < 1:
 		return config.Errorf("episode_steps", c.EpisodeSteps, "must be at least 1")
 	case c.CheckpointEvery < 0:
@@ -153,29 +209,48 @@ func (c PPOConfig) Validate() error {
 	if err := config.Nest("optim", c.Optim.Validate()); err != nil {
 		return err
 	}
+	if err := config.Nest("curve", c.Curve.Validate()); err != nil {
+		return err
+	}
 	return config.Nest("env", c.Env.Validate())
 }
 
 // ppoState is the resumable position of a PPO run.
 type ppoState struct {
-	Update   int    `json:"update"`   // updates done (= policy version)
-	Drawn    int64  `json:"drawn"`    // states drawn so far (data position)
-	GenCalls uint64 `json:"gencalls"` // generation calls so far (their seeds)
-	RNG      []byte `json:"rng"`      // the state sampler's PCG state
+	Update   int     `json:"update"`   // updates done (= policy version)
+	Drawn    int64   `json:"drawn"`    // states drawn so far (data position)
+	GenCalls uint64  `json:"gencalls"` // generation calls so far (their seeds)
+	RNG      []byte  `json:"rng"`      // the state sampler's PCG state
+	KLCoef   float64 `json:"kl_coef"`  // the KL coefficient in force (kl_target adapts it)
+	WallS    float64 `json:"wall_s"`   // wall seconds of updates so far (the learning curves' time axis)
+	CPUS     float64 `json:"cpu_s"`    // CPU seconds of this process so far, scripts' included
+	Warm     bool    `json:"warm"`     // the critic warm-up is done
 }
 
 // sample is one generated action waiting for, or holding, its reward.
 type sample struct {
 	State   schemas.RLState
+	G       *group          // the group of its state (nil: episode-wise)
 	Prompt  []int32         // model ids, BOS first
 	Action  []int32         // generated ids (EOS included when it stopped)
 	LogP    []float32       // behaviour log-probs of Action (under its masks)
 	Masks   []policy.Bitset // constrained decoding's masks (nil: free)
+	Free    []bool          // tokens sampled inside free text (policy.Sample.Free)
 	Version int             // policy version that generated it
 	Text    string          // decoded action
+	Episode int             // episode-wise: the episode in its group and the step in it
+	Step    int
 	Out     Outcome
 	Cached  bool
 	Err     error
+}
+
+// group is the group_size samples of one drawn state.
+type group struct {
+	State   schemas.RLState
+	Samples []*sample
+	Version int
+	left    int // samples whose reward has not arrived
 }
 
 // RunPPO is `mlerl train ppo` with the reward named in cfg.Reward.
@@ -205,8 +280,19 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		return err
 	}
 	defer r.close()
-	fmt.Fprintf(log, "train ppo: %d held-in states, policy %d params on the %s engine, reward %q, %s decoding, duration weighting %v\n",
-		len(r.states), r.policy.Config().NumParams(), r.policy.Name(), cfg.Reward, cfg.Decode, cfg.DurationWeighting)
+	fmt.Fprintf(log, "train ppo: %d held-in states, policy %d params on the %s engine, reward %q, %s decoding, %d actions per state, %s baseline, free text %s, duration weighting %v\n",
+		len(r.states), r.policy.Config().NumParams(), r.policy.Name(), cfg.Reward, cfg.Decode, cfg.GroupSize, cfg.Advantage, cfg.FreeText, cfg.DurationWeighting)
+	if err := r.warmCritic(ctx); err != nil {
+		return err
+	}
+	curve, err := r.openCurve(ctx)
+	if err != nil {
+		return err
+	}
+	defer curve.close()
+	if err := r.curvePoint(ctx, curve); err != nil { // update 0: the SFT policy
+		return err
+	}
 
 	// --- The asynchronous reward collector: actions execute while the
 	// learner generates and updates; results arrive in completion order.
@@ -216,11 +302,11 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	bar := progress.New("train ppo", cfg.Updates)
 	bar.Add(r.state.Update, "")
 	for r.state.Update < cfg.Updates {
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuSeconds()
 		boundary := r.state // what a resume needs if this update is interrupted
 
-		// --- 1. Rollout: one action per sampled expert state.
-		batch, ro, err := r.rollout(ctx, col)
+		// --- 1. Rollout: group_size actions per sampled expert state.
+		groups, ro, err := r.rollout(ctx, col)
 		if err != nil {
 			if ctx.Err() != nil {
 				r.state = boundary
@@ -231,49 +317,68 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 			}
 			return err
 		}
+		batch := flatten(groups)
+		t0 := time.Now()
 
-		// --- 2. Advantages: one-step episodes, A = R - V(s), returns R.
-		mb := r.pack(batch)
+		// --- 2. Advantages: leave-one-out within each group, or R - V(s).
 		b_rewards, b_durations := make([]float64, len(batch)), make([]float64, len(batch))
 		for i, s := range batch {
 			b_rewards[i], b_durations[i] = s.Out.Reward, s.Out.DurationS
 		}
-		b_values, err := r.values(mb)
-		if err != nil {
-			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+		var b_advantages, b_returns, b_values []float64
+		if cfg.Advantage == AdvantageCritic {
+			if b_values, err = r.values(r.pack(batch)); err != nil {
+				return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+			}
+			b_advantages, b_returns = oneStepAdvantages(b_rewards, b_values, cfg.NormAdv)
+		} else {
+			b_advantages = groupAdvantages(groups, cfg.GroupStd)
 		}
-		b_advantages, b_returns := oneStepAdvantages(b_rewards, b_values, cfg.NormAdv)
 
-		// --- 3. Duration-aware weights: dt_k / mean(dt), or all ones.
-		b_weights := durationWeights(b_durations, cfg.DurationWeighting)
+		// --- 3. Duration-aware weights: max(dt_k, floor) / batch mean.
+		b_weights := durationWeights(b_durations, cfg.MinDurationS, cfg.DurationWeighting)
 
 		// --- 4. Epochs x minibatches of the clipped loss.
-		t0 := time.Now()
 		lr := cfg.Optim.LRAt(r.state.Update, cfg.Updates)
-		sums, err := r.update(batch, b_advantages, b_returns, b_weights, lr)
+		sums, epochs, err := r.update(groups, b_advantages, b_returns, b_weights, lr)
 		if err != nil {
 			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 		}
-		updS := time.Since(t0).Seconds()
+		learnS := time.Since(t0).Seconds()
+		klCoef := r.state.KLCoef
+		r.state.KLCoef = adaptKL(r.state.KLCoef, sums[metricKLRef], cfg.KLTarget)
 		r.state.Update++
+		r.state.WallS += time.Since(start).Seconds()
+		r.state.CPUS += cpuSeconds() - cpu0
 
-		// --- 5. Metrics and checkpoints.
+		// --- 5. Metrics, learning curve and checkpoints.
 		rec := map[string]any{"stage": "ppo", "mode": ModeStep, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/value_mean": mean(b_values),
-			"charts/duration_mean": mean(b_durations), "charts/lr": lr,
-			"charts/format_error_rate": float64(ro.formatErrors) / float64(len(batch)),
-			"charts/valid_action_rate": float64(ro.valid) / float64(len(batch)),
-			"charts/stale_fraction":    float64(ro.stale) / float64(ro.stale+len(batch)),
-			"charts/cache_hit_rate":    float64(ro.cached) / float64(len(batch)),
+			"charts/reward_mean": mean(b_rewards), "charts/reward_std_in_group": ro.groupStd(groups),
+			"charts/groups_dropped_fraction": float64(ro.flat) / float64(max(ro.flat+len(groups), 1)),
+			"charts/samples":                 len(batch), "charts/groups": len(groups),
+			"charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
+			"charts/format_error_rate": ratio(ro.formatErrors, len(batch)),
+			"charts/valid_action_rate": ratio(ro.valid, len(batch)),
+			"charts/stale_fraction":    ratio(ro.stale, ro.stale+len(batch)),
+			"charts/cache_hit_rate":    ratio(ro.cached, len(batch)),
 			"charts/reward_errors":     ro.rewardErrors,
-			"charts/forced_fraction":   float64(ro.forced) / float64(max(ro.tokens, 1)),
+			"charts/forced_fraction":   ratio(ro.forced, ro.tokens),
+			"charts/free_fraction":     ratio(ro.free, ro.tokens),
 			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
-			"time/generate_s":          ro.genS, "time/wait_rewards_s": ro.waitS, "time/update_s": updS,
+			"time/generate_s":          ro.genS, "time/execute_s": ro.execS, "time/wait_rewards_s": ro.waitS, "time/learn_s": learnS,
+			"time/update_s": time.Since(start).Seconds(), "time/wall_s": r.state.WallS, "time/cpu_s": r.state.CPUS,
 		}
-		if err := r.endUpdate(ctx, rec, sums); err != nil {
+		if b_values != nil {
+			rec["charts/value_mean"] = mean(b_values)
+		}
+		for k, v := range outcomeShares(batch) {
+			rec[k] = v
+		}
+		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}
-		bar.Add(1, fmt.Sprintf("reward %.3f", rec["charts/reward_mean"]))
+		bar.Add(1, fmt.Sprintf("reward %.3f, %d groups (%d flat), %.1f samples/s, generate %.0fs execute %.0fs learn %.0fs",
+			rec["charts/reward_mean"], len(groups), ro.flat, rec["charts/samples_per_s"], ro.genS, ro.execS, learnS))
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
@@ -281,18 +386,50 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 }
 
 // endUpdate records an update's metrics with its loss sums
-// (ppoMetricNames) and saves a checkpoint every checkpoint_every updates
-// and after the last one. Step-wise and episode-wise PPO end each update
-// with it.
-func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, sums ppoStats) error {
+// (ppoMetricNames), evaluates a learning-curve point every curve.every
+// updates and after the last one, and saves a checkpoint every
+// checkpoint_every updates and after the last one. Step-wise and
+// episode-wise PPO end each update with it.
+func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, sums ppoStats, curve *curveEval) error {
 	for i, name := range ppoMetricNames {
 		rec[name] = sums[i]
 	}
 	r.s.record(rec)
+	if err := r.curvePoint(ctx, curve); err != nil {
+		return err
+	}
 	if r.state.Update%max(r.cfg.CheckpointEvery, 1) == 0 || r.state.Update == r.cfg.Updates {
 		return r.save(ctx)
 	}
 	return nil
+}
+
+// groupAdvantages returns, sample by sample in the order of flatten(groups),
+// the leave-one-out advantage A_i = R_i - mean_{j != i} R_j =
+// k/(k-1) (R_i - mean R) of each group of k samples (divided by the
+// group's reward standard deviation when byStd is set). Groups reach here
+// with at least two samples and rewards that differ (see takeGroup).
+func groupAdvantages(groups []*group, byStd bool) []float64 {
+	var adv []float64
+	for _, g := range groups {
+		k := float64(len(g.Samples))
+		m, sq := 0.0, 0.0
+		for _, s := range g.Samples {
+			m += s.Out.Reward / k
+		}
+		for _, s := range g.Samples {
+			sq += (s.Out.Reward - m) * (s.Out.Reward - m)
+		}
+		std := math.Sqrt(sq / k)
+		for _, s := range g.Samples {
+			a := k / (k - 1) * (s.Out.Reward - m)
+			if byStd {
+				a /= std + 1e-8
+			}
+			adv = append(adv, a)
+		}
+	}
+	return adv
 }
 
 // oneStepAdvantages returns A = R - V(s) (normalised to zero mean and unit
@@ -326,18 +463,85 @@ func normalise(xs []float64) {
 	}
 }
 
-// durationWeights returns dt_k / mean(dt) for every sample, so the weights
-// average 1; all ones when off or when every duration is 0.
-func durationWeights(durations []float64, on bool) []float64 {
+// durationWeights returns w_k = max(dt_k, floor) / mean over the batch of
+// max(dt, floor), so that the weights average 1 and none is 0 (a step
+// that ran no script still took time: the floor); all ones when off.
+func durationWeights(durations []float64, floor float64, on bool) []float64 {
 	w := make([]float64, len(durations))
-	m := mean(durations)
+	m := 0.0
+	for _, d := range durations {
+		m += max(d, floor) / float64(len(durations))
+	}
 	for i, d := range durations {
 		w[i] = 1
-		if on && m > 0 {
-			w[i] = d / m
+		if on {
+			w[i] = max(d, floor) / m
 		}
 	}
 	return w
+}
+
+// adaptKL is the adaptive KL coefficient (Ziegler et al.'s controller, the
+// PPO paper's "adaptive KL penalty"): x1.5 when the KL to the reference
+// per decision token exceeds 1.5 x target, /1.5 below target / 1.5, kept
+// within [1e-4, 10]; unchanged when target is 0.
+func adaptKL(coef, kl, target float64) float64 {
+	switch {
+	case target <= 0:
+		return coef
+	case kl > 1.5*target:
+		return min(coef*1.5, 10)
+	case kl < target/1.5:
+		return max(coef/1.5, 1e-4)
+	}
+	return coef
+}
+
+// flatten lists the groups' samples in order.
+func flatten(groups []*group) []*sample {
+	var out []*sample
+	for _, g := range groups {
+		out = append(out, g.Samples...)
+	}
+	return out
+}
+
+// outcomeShares are the shares of the batch's outcomes, for the
+// reward-hacking watch: success, error (script failures), timeout, oom,
+// refused (format errors, refused actions, invalid edits), and the
+// actions undo and final answer.
+func outcomeShares(batch []*sample) map[string]float64 {
+	n := float64(max(len(batch), 1))
+	out := map[string]float64{"outcomes/success": 0, "outcomes/error": 0, "outcomes/timeout": 0, "outcomes/oom": 0,
+		"outcomes/refused": 0, "outcomes/editor_error": 0, "actions/undo": 0, "actions/final_answer": 0, "actions/edit": 0, "actions/execute": 0}
+	for _, s := range batch {
+		switch env.Outcome(s.Out.Class) {
+		case env.OutcomeSuccess:
+			out["outcomes/success"] += 1 / n
+		case env.OutcomeTimeout:
+			out["outcomes/timeout"] += 1 / n
+		case env.OutcomeOOM:
+			out["outcomes/oom"] += 1 / n
+		case env.OutcomeEditorError:
+			out["outcomes/editor_error"] += 1 / n
+		case env.OutcomeFormatError, env.OutcomeInvalidAction, env.OutcomeInvalidEdit:
+			out["outcomes/refused"] += 1 / n
+		case "":
+		default:
+			out["outcomes/error"] += 1 / n
+		}
+		switch s.Out.Action {
+		case env.UndoEditScript:
+			out["actions/undo"] += 1 / n
+		case env.FinalAnswer:
+			out["actions/final_answer"] += 1 / n
+		case env.EditScriptAI, env.EditScriptSegment:
+			out["actions/edit"] += 1 / n
+		case env.ExecuteScript:
+			out["actions/execute"] += 1 / n
+		}
+	}
+	return out
 }
 
 func mean(xs []float64) float64 {
@@ -348,7 +552,7 @@ func mean(xs []float64) float64 {
 	return s / float64(max(len(xs), 1))
 }
 
+func ratio(a, b int) float64 { return float64(a) / float64(max(b, 1)) }
+
 // newSeed is the generation seed of one call.
 func newSeed(seed int64, calls uint64) uint64 { return uint64(seed)<<20 ^ calls }
-
-var _ = rand.New

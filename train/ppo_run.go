@@ -8,11 +8,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
-	"github.com/mlerl/mlerl/internal/blobs"
-	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
@@ -36,7 +37,7 @@ type ppoRun struct {
 	pcg        *rand.PCG
 	rng        *rand.Rand
 	facts      *stateFacts
-	carry      []*sample // results collected beyond the last batch
+	carry      []*group // groups collected beyond the last batch
 	consecErrs int
 }
 
@@ -66,6 +67,9 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		return nil, fmt.Errorf("train ppo: max_new_tokens %d exceeds the policy's model.response_tokens %d (its context holds prompt_tokens %d + response_tokens)", cfg.MaxNewTokens, refCk.Model.ResponseTokens, refCk.Model.PromptTokens)
 	}
 	r.vocab, r.oneLine = refCk.Vocab, sftCfg.Response == policy.ResponseTerse
+	if cfg.FreeText == FreeTextForce && !r.oneLine {
+		return nil, fmt.Errorf("train ppo: free_text %s fixes Reflection and Thought to \"-\", what terse SFT responses hold; the SFT policy in %s was trained on %s responses: use free_text %s", FreeTextForce, s.st.URI(sftDir), sftCfg.Response, FreeTextMask)
+	}
 	if r.tok, err = policy.OpenTokenizer(sftCfg.Tokenizer); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
@@ -73,6 +77,7 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	r.pcg = rand.NewPCG(uint64(cfg.Seed), 0x70706f)
+	r.state.KLCoef = cfg.KLCoef
 	ck, err := s.latest(ctx, cfg.Out, cfg.Resume, nil, &r.state)
 	if err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
@@ -85,12 +90,14 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 	} else {
 		ck = &policy.Checkpoint{Model: refCk.Model, Vocab: refCk.Vocab, Weights: refCk.Weights, Dir: refCk.Dir}
 	}
-	if r.policy, err = s.engine(ck, cfg.Engine, cfg.Optim); err != nil {
+	optim := cfg.Optim
+	optim.DetachValue = true // the critic, when there is one, is a head of its own
+	if r.policy, err = s.engine(ck, cfg.Engine, optim); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	r.rng = rand.New(r.pcg)
 	if cfg.Decode == policy.DecodeConstrained {
-		if r.facts, err = newStateFacts(ctx, s.st); err != nil {
+		if r.facts, err = newStateFacts(s.st, cfg.Env); err != nil {
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}
 	}
@@ -115,94 +122,149 @@ func (r *ppoRun) save(ctx context.Context) error {
 // rolloutStats count what one rollout saw.
 type rolloutStats struct {
 	stale, formatErrors, valid, cached, rewardErrors int
-	forced, tokens                                   int
-	genS, waitS                                      float64
+	flat, small                                      int // groups dropped: equal rewards; fewer than 2 samples left
+	forced, free, tokens                             int
+	genS, waitS, execS                               float64
 }
 
-// rollout collects one batch: it samples states and generates actions
-// whenever fewer than batch_size + workers are in flight (slow actions
-// overlap with generation), takes results as they arrive, drops samples
-// older than max_staleness versions, and keeps over-collected ones for
-// the next batch.
-func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*sample, rolloutStats, error) {
+// groupStd is the mean over groups of the within-group reward standard
+// deviation.
+func (ro rolloutStats) groupStd(groups []*group) float64 {
+	s := 0.0
+	for _, g := range groups {
+		k := float64(len(g.Samples))
+		m, sq := 0.0, 0.0
+		for _, x := range g.Samples {
+			m += x.Out.Reward / k
+		}
+		for _, x := range g.Samples {
+			sq += (x.Out.Reward - m) * (x.Out.Reward - m)
+		}
+		s += math.Sqrt(sq / k)
+	}
+	return s / float64(max(len(groups), 1))
+}
+
+// rollout collects one batch of whole groups: it samples states and
+// generates group_size actions for each whenever fewer than batch_size +
+// workers samples are in flight (slow actions overlap with generation),
+// takes results as they arrive, and takes a group once all its samples
+// are back: groups older than max_staleness versions are dropped, and so,
+// with the group baseline, are groups whose rewards are all equal (no
+// signal: counted as flat). Over-collected groups wait for the next
+// batch. So that a policy that always does the same never loops forever,
+// the rollout stops once it has dropped 4 x the groups it wants (the
+// batch is then smaller, possibly empty).
+func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*group, rolloutStats, error) {
 	cfg, version := r.cfg, r.state.Update
-	var batch []*sample
+	want := cfg.BatchSize / cfg.GroupSize
+	var batch []*group
 	var st rolloutStats
-	take := func(s *sample) error {
-		switch {
-		case s.Err != nil:
+	dropped := func() int { return st.flat + st.small + st.stale/cfg.GroupSize }
+	take := func(g *group) error {
+		kept := g.Samples[:0]
+		for _, s := range g.Samples {
+			if s.Err == nil {
+				kept = append(kept, s)
+				continue
+			}
 			st.rewardErrors++
 			r.consecErrs++
 			fmt.Fprintf(r.s.log, "train ppo: reward for state %s failed: %v\n", s.State.StateID, s.Err)
 			if r.consecErrs > 2*cfg.BatchSize {
 				return fmt.Errorf("train ppo: %d reward errors in a row, the last: %w", r.consecErrs, s.Err)
 			}
-		case version-s.Version > cfg.MaxStaleness:
-			st.stale++
-		case len(batch) < cfg.BatchSize:
+		}
+		g.Samples = kept
+		if len(kept) > 0 {
 			r.consecErrs = 0
-			batch = append(batch, s)
-			if s.Out.FormatError {
-				st.formatErrors++
-			}
-			if s.Out.Valid {
-				st.valid++
-			}
-			if s.Cached {
-				st.cached++
-			}
-			for _, m := range s.Masks {
-				if m != nil && m.Count() == 1 {
-					st.forced++
+		}
+		switch {
+		case version-g.Version > cfg.MaxStaleness:
+			st.stale += len(kept)
+		case cfg.Advantage == AdvantageGroup && len(kept) < 2:
+			st.small++
+		case cfg.Advantage == AdvantageGroup && flatRewards(kept):
+			st.flat++
+		case len(batch) < want:
+			batch = append(batch, g)
+			for _, s := range kept {
+				if s.Out.FormatError {
+					st.formatErrors++
 				}
+				if s.Out.Valid {
+					st.valid++
+				}
+				if s.Cached {
+					st.cached++
+				} else {
+					st.execS += s.Out.DurationS
+				}
+				for t, m := range s.Masks {
+					switch {
+					case m != nil && m.Count() == 1:
+						st.forced++
+					case t < len(s.Free) && s.Free[t]:
+						st.free++
+					}
+				}
+				st.tokens += len(s.Action)
 			}
-			st.tokens += len(s.Action)
 		default:
-			r.carry = append(r.carry, s) // over-collected: the next update's
+			r.carry = append(r.carry, g) // over-collected: the next update's
 		}
 		return nil
 	}
 	prev := r.carry
 	r.carry = nil
-	for _, s := range prev {
-		if err := take(s); err != nil {
+	for _, g := range prev {
+		if err := take(g); err != nil {
 			return nil, st, err
 		}
 	}
-	for len(batch) < cfg.BatchSize {
+	for len(batch) < want && dropped() < 4*want {
 		if err := ctx.Err(); err != nil {
 			return nil, st, err
 		}
 		if col.outstanding < cfg.BatchSize+cfg.Workers {
 			t0 := time.Now()
-			samples, err := r.generate(ctx, version)
+			groups, err := r.generate(ctx, version)
 			if err != nil {
 				return nil, st, err
 			}
-			for _, s := range samples {
-				col.submit(s)
+			for _, g := range groups {
+				for _, s := range g.Samples {
+					col.submit(s)
+				}
 			}
 			st.genS += time.Since(t0).Seconds()
 		}
 		// Take what has arrived; wait only when no more may be started.
 		t0 := time.Now()
 		arrived := false
-		for len(batch) < cfg.BatchSize {
+		arrive := func(s *sample) error {
+			arrived = true
+			s.G.left--
+			if s.G.left == 0 {
+				return take(s.G)
+			}
+			return nil
+		}
+		for len(batch) < want {
 			s, ok := col.poll()
 			if !ok {
 				break
 			}
-			arrived = true
-			if err := take(s); err != nil {
+			if err := arrive(s); err != nil {
 				return nil, st, err
 			}
 		}
-		if !arrived && len(batch) < cfg.BatchSize && col.outstanding >= cfg.BatchSize+cfg.Workers {
+		if !arrived && len(batch) < want && col.outstanding >= cfg.BatchSize+cfg.Workers {
 			s, err := col.wait(ctx)
 			if err != nil {
 				return nil, st, err
 			}
-			if err := take(s); err != nil {
+			if err := arrive(s); err != nil {
 				return nil, st, err
 			}
 		}
@@ -211,44 +273,60 @@ func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*sample, rollou
 	return batch, st, nil
 }
 
-// generate samples gen_batch states and one action for each.
-func (r *ppoRun) generate(ctx context.Context, version int) ([]*sample, error) {
-	cfg := r.cfg
-	picked := make([]schemas.RLState, cfg.GenBatch)
-	prompts := make([][]int32, cfg.GenBatch)
-	for i := range picked {
-		picked[i] = r.states[r.rng.IntN(len(r.states))]
-		p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), picked[i].Prompt)
-		if err != nil {
-			return nil, fmt.Errorf("state %s: %w", picked[i].StateID, err)
+// flatRewards reports whether every sample earned the same reward.
+func flatRewards(ss []*sample) bool {
+	for _, s := range ss[1:] {
+		if s.Out.Reward != ss[0].Out.Reward {
+			return false
 		}
-		prompts[i] = p
 	}
-	r.state.Drawn += int64(cfg.GenBatch)
+	return true
+}
+
+// generate samples gen_batch / group_size states and group_size actions
+// for each, in one generation call: the group's rows share one prompt,
+// which the engine prefills once.
+func (r *ppoRun) generate(ctx context.Context, version int) ([]*group, error) {
+	cfg := r.cfg
+	k := cfg.GroupSize
+	n := cfg.GenBatch / k
+	groups := make([]*group, n)
+	prompts := make([][]int32, 0, cfg.GenBatch)
+	contexts := make([]policy.GrammarContext, 0, cfg.GenBatch)
+	for i := range groups {
+		s := r.states[r.rng.IntN(len(r.states))]
+		p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), s.Prompt)
+		if err != nil {
+			return nil, fmt.Errorf("state %s: %w", s.StateID, err)
+		}
+		var gc policy.GrammarContext
+		if r.facts != nil {
+			if gc, err = r.facts.grammar(ctx, s, r.oneLine, cfg.FreeText == FreeTextForce); err != nil {
+				return nil, err
+			}
+		}
+		groups[i] = &group{State: s, Version: version, left: k}
+		for range k {
+			prompts, contexts = append(prompts, p), append(contexts, gc)
+		}
+	}
+	r.state.Drawn += int64(n)
 	opts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Seed: newSeed(cfg.Seed, r.state.GenCalls)}
 	r.state.GenCalls++
 	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
 	if r.facts != nil {
-		contexts := make([]policy.GrammarContext, len(picked))
-		for i, s := range picked {
-			st, err := r.facts.state(ctx, s)
-			if err != nil {
-				return nil, err
-			}
-			contexts[i] = policy.NewGrammarContext(st, nil, r.oneLine)
-		}
 		opts.Constrain = func(i int) policy.Constraint { return gen.ActionGrammar(contexts[i]) }
 	}
-	samples, err := gen.Generate(prompts, opts)
+	out, err := gen.Generate(prompts, opts)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*sample, len(samples))
-	for i, s := range samples {
-		out[i] = &sample{State: picked[i], Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs, Masks: s.Masks,
-			Version: version, Text: strings.TrimSpace(r.vocab.Decode(r.tok, s.Tokens))}
+	for i, s := range out {
+		g := groups[i/k]
+		g.Samples = append(g.Samples, &sample{State: g.State, G: g, Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs, Masks: s.Masks,
+			Free: s.Free, Version: version, Text: strings.TrimSpace(r.vocab.Decode(r.tok, s.Tokens))})
 	}
-	return out, nil
+	return groups, nil
 }
 
 // minibatch is some samples packed for the engine: the batch, the action
@@ -260,29 +338,20 @@ type minibatch struct {
 	valueAt []int // per sample, the index in idx of its first action position (its last prompt token)
 }
 
-// pack packs samples (all of them, or those listed) into one minibatch.
-func (r *ppoRun) pack(samples []*sample, only ...int) minibatch {
-	if only == nil {
-		only = make([]int, len(samples))
-		for i := range only {
-			only[i] = i
-		}
-	}
-	exs := make([]encoded, len(only))
-	for i, k := range only {
-		s := samples[k]
+// pack packs samples into one minibatch, one example per sample. Tokens
+// the grammar forced, and free text unless free_text is train, are
+// marked Skip: they take no part in the policy-gradient and KL terms.
+func (r *ppoRun) pack(samples []*sample) minibatch {
+	exs := make([]encoded, len(samples))
+	order := make([]int, len(samples))
+	for i, s := range samples {
 		exs[i] = encoded{Tokens: append(append([]int32{}, s.Prompt...), s.Action...), Response: len(s.Prompt)}
-	}
-	order := make([]int, len(exs))
-	for i := range order {
 		order[i] = i
 	}
-	rows := (len(exs) + 1) // enough rows for any packing
-	b := packBatches(exs, order, rows, r.policy.Config().Ctx)[0]
+	b := packBatches(exs, order, len(exs)+1, r.policy.Config().Ctx)[0]
 	var mb minibatch
 	mb.batch = b.Batch
-	for i, k := range only {
-		s := samples[k]
+	for i, s := range samples {
 		at := b.Starts[i] + len(s.Prompt) - 1 // predicts the first action token
 		mb.valueAt = append(mb.valueAt, len(mb.idx))
 		for t, tok := range s.Action {
@@ -291,6 +360,8 @@ func (r *ppoRun) pack(samples []*sample, only ...int) minibatch {
 			if s.Masks != nil {
 				tk.Mask = s.Masks[t]
 			}
+			tk.Free = t < len(s.Free) && s.Free[t]
+			tk.Skip = tk.Mask != nil && tk.Mask.Count() == 1 || tk.Free && r.cfg.FreeText != FreeTextTrain
 			mb.toks = append(mb.toks, tk)
 		}
 	}
@@ -314,109 +385,230 @@ func (r *ppoRun) values(mb minibatch) ([]float64, error) {
 	return out, nil
 }
 
-// update runs update_epochs passes of minibatches of the clipped loss and
-// returns the metrics averaged over minibatches.
-func (r *ppoRun) update(batch []*sample, adv, returns, weights []float64, lr float64) (ppoStats, error) {
+// update runs up to update_epochs passes of minibatches (whole groups
+// each) of the clipped loss, stopping early once a minibatch's approx_kl
+// exceeds target_kl, and returns the metrics averaged over the
+// minibatches run and the number of epochs begun. The reference forward
+// is skipped when the KL coefficient is 0 (its log-probabilities are then
+// only a metric: kl_ref reads 0).
+func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr float64) (ppoStats, int, error) {
 	cfg := r.cfg
-	coefs := ppoCoefs{ClipCoef: cfg.ClipCoef, VfCoef: cfg.VfCoef, EntCoef: cfg.EntCoef, KLCoef: cfg.KLCoef}
-	b_inds := make([]int, len(batch))
-	for i := range b_inds {
-		b_inds[i] = i
+	coefs := ppoCoefs{ClipCoef: cfg.ClipCoef, EntCoef: cfg.EntCoef, KLCoef: r.state.KLCoef}
+	if returns != nil {
+		coefs.VfCoef = cfg.VfCoef
+	}
+	// Each group's first sample's index in the flat batch.
+	first := make([]int, len(groups))
+	for i := 1; i < len(groups); i++ {
+		first[i] = first[i-1] + len(groups[i-1].Samples)
+	}
+	g_inds := make([]int, len(groups))
+	for i := range g_inds {
+		g_inds[i] = i
 	}
 	var sums ppoStats
-	numMB := 0
+	numMB, epochs := 0, 0
 	vocab := r.policy.Config().Vocab
+	if len(groups) == 0 {
+		return sums, 0, nil
+	}
+	mbGroups := (len(groups) + cfg.Minibatches - 1) / cfg.Minibatches
+	stop := false
 	for range cfg.UpdateEpochs {
-		r.rng.Shuffle(len(b_inds), func(i, j int) { b_inds[i], b_inds[j] = b_inds[j], b_inds[i] })
-		mbSize := (len(b_inds) + cfg.Minibatches - 1) / cfg.Minibatches
-		for start := 0; start < len(b_inds); start += mbSize {
-			mb_inds := b_inds[start:min(start+mbSize, len(b_inds))]
-			mb := r.pack(batch, mb_inds...)
-			refLogits, _, err := r.ref.Logits(mb.batch, mb.idx)
-			if err != nil {
-				return sums, err
-			}
-			refLogp := tokenLogProbs(refLogits, mb.toks, vocab)
-			mb_returns := make([]float32, len(mb_inds))
-			k := 0
-			for i, s := range mb_inds {
-				mb_returns[i] = float32(returns[s])
-				for range batch[s].Action {
-					mb.toks[k].Advantage, mb.toks[k].Weight, mb.toks[k].RefLogP = float32(adv[s]), float32(weights[s]), refLogp[k]
-					k++
+		if stop {
+			break
+		}
+		epochs++
+		r.rng.Shuffle(len(g_inds), func(i, j int) { g_inds[i], g_inds[j] = g_inds[j], g_inds[i] })
+		for start := 0; start < len(g_inds) && !stop; start += mbGroups {
+			var mbSamples []*sample
+			var flat []int // each sample's index in the flat batch
+			for _, gi := range g_inds[start:min(start+mbGroups, len(g_inds))] {
+				for j, s := range groups[gi].Samples {
+					mbSamples, flat = append(mbSamples, s), append(flat, first[gi]+j)
 				}
 			}
+			mb := r.pack(mbSamples)
+			var refLogp []float32
+			if coefs.KLCoef > 0 {
+				refLogits, _, err := r.ref.Logits(mb.batch, mb.idx)
+				if err != nil {
+					return sums, epochs, err
+				}
+				refLogp = tokenLogProbs(refLogits, mb.toks, vocab)
+			}
+			var mbReturns []float32
+			for j, i := range flat {
+				if returns != nil {
+					mbReturns = append(mbReturns, float32(returns[i]))
+				}
+				end := len(mb.toks)
+				if j+1 < len(flat) {
+					end = mb.valueAt[j+1]
+				}
+				for k := mb.valueAt[j]; k < end; k++ {
+					mb.toks[k].Advantage, mb.toks[k].Weight = float32(adv[i]), float32(weights[i])
+					if refLogp != nil {
+						mb.toks[k].RefLogP = refLogp[k]
+					}
+				}
+			}
+			valueAt := mb.valueAt
+			if returns == nil {
+				valueAt = nil
+			}
 			var st ppoStats
-			loss, _, err := r.policy.TrainStep(mb.batch, mb.idx, ppoLoss(mb.toks, mb.valueAt, mb_returns, coefs, vocab, &st), lr)
+			loss, _, err := r.policy.TrainStep(mb.batch, mb.idx, ppoLoss(mb.toks, valueAt, mbReturns, coefs, vocab, &st), lr)
 			if err != nil {
-				return sums, err
+				return sums, epochs, err
 			}
 			if math.IsNaN(loss) {
-				return sums, fmt.Errorf("the loss is NaN; lower optim.lr")
+				return sums, epochs, fmt.Errorf("the loss is NaN; lower optim.lr")
 			}
 			for i := range sums {
 				sums[i] += st[i]
 			}
 			numMB++
+			if cfg.TargetKL > 0 && st[metricApproxKL] > cfg.TargetKL {
+				stop = true
+			}
 		}
 	}
 	for i := range sums {
 		sums[i] /= float64(max(numMB, 1))
 	}
-	return sums, nil
+	return sums, epochs, nil
 }
 
-// stateFacts are what the action grammar enumerates for an expert state:
-// the files of its snapshot, its train.py, the task's kind and the plan
-// its prompt shows. They are read once per snapshot.
+// stateFacts are what the action grammar enumerates for an expert state,
+// read the way an episode reads its state (agents.StateOf on the restored
+// snapshot): its files, train.py, the scripts it may undo, the task's
+// kind, and the plan its prompt shows. They are read once per snapshot.
 type stateFacts struct {
 	st    store.Store
-	tasks map[string]schemas.Task
+	ecfg  env.Config
 	mu    sync.Mutex
 	cache map[string]agents.State
 }
 
-func newStateFacts(ctx context.Context, st store.Store) (*stateFacts, error) {
-	f := &stateFacts{st: st, tasks: map[string]schemas.Task{}, cache: map[string]agents.State{}}
-	if m, err := datasets.Latest(ctx, st, schemas.Tasks.Name); err == nil {
-		ts, err := datasets.ReadAll[schemas.Task](ctx, st, m, schemas.Tasks)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range ts {
-			f.tasks[t.TaskID] = t
-		}
+// newStateFacts reads states from st with the environment config ecfg
+// (its interpreter found once; no script runs).
+func newStateFacts(st store.Store, ecfg env.Config) (*stateFacts, error) {
+	python, err := sandbox.FindPython(ecfg.Python)
+	if err != nil {
+		return nil, err
 	}
-	return f, nil
+	ecfg.Python, ecfg.Runner = python, sandbox.NewCold(python)
+	return &stateFacts{st: st, ecfg: ecfg, cache: map[string]agents.State{}}, nil
 }
 
 // state returns the prompt state of s with what the grammar needs.
 func (f *stateFacts) state(ctx context.Context, s schemas.RLState) (agents.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	plan := agents.PlanFromCompact(s.Prompt)
 	if st, ok := f.cache[s.SnapshotRef]; ok {
-		st.Plan = agents.PlanFromCompact(s.Prompt)
+		st.Plan = plan
 		return st, nil
 	}
-	t := f.tasks[s.TaskID]
-	st := agents.State{TaskID: s.TaskID, Modality: t.Modality, TaskType: t.TaskType}
-	if s.SnapshotRef != "" {
-		tree, err := blobs.GetTreeListing(ctx, f.st, s.SnapshotRef)
-		if err != nil {
-			return st, fmt.Errorf("state %s: %w", s.StateID, err)
-		}
-		for _, e := range tree.Entries {
-			st.Files = append(st.Files, e.Path)
-			if e.Path == "train.py" {
-				b, err := blobs.Get(ctx, f.st, e.Hash)
-				if err != nil {
-					return st, fmt.Errorf("state %s: train.py: %w", s.StateID, err)
-				}
-				st.Script = string(b)
-			}
+	if s.SnapshotRef == "" {
+		return agents.State{TaskID: s.TaskID, Plan: plan}, nil
+	}
+	e, err := env.Restore(ctx, f.ecfg, f.st, s.SnapshotRef)
+	if err != nil {
+		return agents.State{}, fmt.Errorf("state %s: %w", s.StateID, err)
+	}
+	defer e.Close()
+	st := agents.StateOf(e, plan, f.ecfg.MaxSteps)
+	f.cache[s.SnapshotRef] = st
+	return st, nil
+}
+
+// grammar is the grammar context of s, as evaluation builds it for the
+// same state (policy.NewGrammarContext of the state and its plan).
+func (f *stateFacts) grammar(ctx context.Context, s schemas.RLState, oneLine, dash bool) (policy.GrammarContext, error) {
+	st, err := f.state(ctx, s)
+	if err != nil {
+		return policy.GrammarContext{}, err
+	}
+	gc := policy.NewGrammarContext(st, st.Plan, oneLine)
+	gc.DashThoughts = dash
+	return gc, nil
+}
+
+// cpuSeconds is this process's CPU time, user and system, with that of
+// its children that have ended (cold script runs; the warm worker's runs
+// are its own children and count once it exits).
+func cpuSeconds() float64 {
+	total := 0.0
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) == nil {
+			total += float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
 		}
 	}
-	f.cache[s.SnapshotRef] = st
-	st.Plan = agents.PlanFromCompact(s.Prompt)
-	return st, nil
+	return total
+}
+
+// warmCritic trains the value head alone (it does not move the trunk) on
+// the expert states' rewards before the first update, critic_warmup
+// steps of 16 states each, when the baseline is the critic; the
+// optimiser's state is restored afterwards, so that the policy's first
+// update starts as it would without the warm-up.
+func (r *ppoRun) warmCritic(ctx context.Context) error {
+	cfg := r.cfg
+	if cfg.Advantage != AdvantageCritic || cfg.CriticWarmup == 0 || r.state.Warm {
+		return nil
+	}
+	saved, err := r.policy.OptimizerState()
+	if err != nil {
+		return err
+	}
+	loss := 0.0
+	for step := range cfg.CriticWarmup {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var exs []encoded
+		var targets []float32
+		for range 16 {
+			s := r.states[r.rng.IntN(len(r.states))]
+			p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), s.Prompt)
+			if err != nil {
+				return fmt.Errorf("train ppo: critic warm-up: state %s: %w", s.StateID, err)
+			}
+			exs, targets = append(exs, encoded{Tokens: p, Response: len(p)}), append(targets, float32(s.ExpertReward))
+		}
+		order := make([]int, len(exs))
+		for i := range order {
+			order[i] = i
+		}
+		b := packBatches(exs, order, len(exs)+1, r.policy.Config().Ctx)[0]
+		idx := make([]int32, len(exs))
+		for i, e := range exs {
+			idx[i] = int32(b.Starts[i] + len(e.Tokens) - 1)
+		}
+		l, _, err := r.policy.TrainStep(b.Batch, idx, func(_, values, _, dValues []float32) float64 {
+			sum := 0.0
+			for i, v := range values {
+				d := float64(v - targets[i])
+				sum += 0.5 * d * d / float64(len(values))
+				dValues[i] = float32(d / float64(len(values)))
+			}
+			return sum
+		}, cfg.Optim.LR)
+		if err != nil {
+			return fmt.Errorf("train ppo: critic warm-up: %w", err)
+		}
+		if step == 0 || step == cfg.CriticWarmup-1 {
+			fmt.Fprintf(r.s.log, "train ppo: critic warm-up step %d of %d: value loss %.4f\n", step+1, cfg.CriticWarmup, l)
+		}
+		loss = l
+	}
+	if err := r.policy.SetOptimizerState(saved); err != nil {
+		return err
+	}
+	r.state.Warm = true
+	r.s.record(map[string]any{"stage": "ppo-critic-warmup", "step": 0, "losses/value": loss})
+	return nil
 }

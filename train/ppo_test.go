@@ -119,24 +119,111 @@ func TestPPORaisesRewardOnKnownBestAction(t *testing.T) {
 
 func TestDurationWeightsHandComputed(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		dts  []float64
-		on   bool
-		want []float64
+		name  string
+		dts   []float64
+		floor float64
+		on    bool
+		want  []float64
 	}{
 		// mean = (1+3+8)/3 = 4
-		{"weighted", []float64{1, 3, 8}, true, []float64{0.25, 0.75, 2}},
-		{"off", []float64{1, 3, 8}, false, []float64{1, 1, 1}},
-		{"all zero", []float64{0, 0}, true, []float64{1, 1}},
-		// mean = 0.5: a 60x spread in durations
-		{"fast and slow", []float64{0.0164, 0.9836}, true, []float64{0.0328, 1.9672}},
+		{"weighted", []float64{1, 3, 8}, 0.5, true, []float64{0.25, 0.75, 2}},
+		{"off", []float64{1, 3, 8}, 0.5, false, []float64{1, 1, 1}},
+		// A step that ran no script (0.001 s) weighs as the floor, not 0:
+		// durations (1, 1, 4), mean 2.
+		{"floored", []float64{0.001, 1, 4}, 1, true, []float64{0.5, 0.5, 2}},
+		{"all below the floor", []float64{0, 0.2}, 1, true, []float64{1, 1}},
 	} {
-		got := durationWeights(tc.dts, tc.on)
+		got := durationWeights(tc.dts, tc.floor, tc.on)
 		for i := range got {
 			if math.Abs(got[i]-tc.want[i]) > 1e-9 {
 				t.Errorf("%s: got %v want %v", tc.name, got, tc.want)
 				break
 			}
+		}
+	}
+}
+
+// TestNoAcceptedSampleWeighsZero: whatever the steps' durations (refused
+// answers, Inspect, Final Answer take milliseconds), every weight is
+// positive and the weights average 1.
+func TestNoAcceptedSampleWeighsZero(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := 1 + r.IntN(40)
+		d := make([]float64, n)
+		for i := range d {
+			if r.IntN(2) == 0 {
+				d[i] = r.ExpFloat64() * 5
+			}
+		}
+		w := durationWeights(d, DefaultPPOConfig().MinDurationS, true)
+		sum := 0.0
+		for i, x := range w {
+			if !(x > 0) {
+				t.Fatalf("durations %v: weight %d is %v", d, i, x)
+			}
+			sum += x
+		}
+		if math.Abs(sum/float64(n)-1) > 1e-9 {
+			t.Fatalf("durations %v: weights average %v", d, sum/float64(n))
+		}
+	}
+}
+
+// TestGroupAdvantagesLeaveOneOut against a hand-computed group: rewards
+// (1, 0, 0, -1): each sample's baseline is the mean of the other three.
+func TestGroupAdvantagesLeaveOneOut(t *testing.T) {
+	mk := func(rs ...float64) *group {
+		g := &group{}
+		for _, r := range rs {
+			g.Samples = append(g.Samples, &sample{Out: Outcome{Reward: r}})
+		}
+		return g
+	}
+	// 1 - (0+0-1)/3 = 4/3; 0 - (1+0-1)/3 = 0; 0; -1 - (1+0+0)/3 = -4/3.
+	// Second group (0.5, 0.1): 0.5 - 0.1 = 0.4, 0.1 - 0.5 = -0.4.
+	got := groupAdvantages([]*group{mk(1, 0, 0, -1), mk(0.5, 0.1)}, false)
+	want := []float64{4.0 / 3, 0, 0, -4.0 / 3, 0.4, -0.4}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+	// Divided by the group's std: (1, 0, 0, -1) has std sqrt(1/2).
+	got = groupAdvantages([]*group{mk(1, 0, 0, -1)}, true)
+	if s := math.Sqrt(0.5); math.Abs(got[0]-4.0/3/s) > 1e-6 || math.Abs(got[3]+4.0/3/s) > 1e-6 {
+		t.Errorf("with group_std: got %v", got)
+	}
+	// A leave-one-out advantage sums to 0 over its group.
+	sum := 0.0
+	for _, a := range groupAdvantages([]*group{mk(0.3, -1, 0.7, 0.2, 0.2)}, false) {
+		sum += a
+	}
+	if math.Abs(sum) > 1e-12 {
+		t.Errorf("advantages of a group sum to %v, want 0", sum)
+	}
+}
+
+// TestEpisodeGroupAdvantages: each step's baseline is the mean return of
+// the group's other episodes at the same step; a step no other episode
+// reached gets 0.
+func TestEpisodeGroupAdvantages(t *testing.T) {
+	g := &group{}
+	add := func(ep, step int) { g.Samples = append(g.Samples, &sample{Episode: ep, Step: step}) }
+	add(0, 0)
+	add(0, 1)
+	add(1, 0)
+	add(2, 0)
+	add(2, 1)
+	add(2, 2)
+	returns := []float64{2, 1, 0, -1, 3, 5}
+	got := episodeGroupAdvantages([]*group{g}, returns)
+	// step 0: 2 - (0-1)/2 = 2.5; 0 - (2-1)/2 = -0.5; -1 - (2+0)/2 = -2.
+	// step 1: 1 - 3 = -2; 3 - 1 = 2. step 2: alone, 0.
+	want := []float64{2.5, -2, -0.5, -2, 2, 0}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("got %v, want %v", got, want)
 		}
 	}
 }
@@ -173,7 +260,10 @@ func TestOneStepAdvantagesMatchReferenceLoop(t *testing.T) {
 	}
 }
 
-func TestRewardCacheKeysOnNormalisedAction(t *testing.T) {
+// TestRewardCacheKeysOnTheParsedAction: answers that differ in
+// Reflection, Thought or layout are the same action, executed once; a
+// different argument or another snapshot is another key.
+func TestRewardCacheKeysOnTheParsedAction(t *testing.T) {
 	calls := 0
 	fn := func(_ context.Context, _ schemas.RLState, a string) (Outcome, error) {
 		calls++
@@ -182,17 +272,22 @@ func TestRewardCacheKeysOnNormalisedAction(t *testing.T) {
 	c := newRewardCache()
 	s := schemas.RLState{StateID: "1", SnapshotRef: "sha256:x"}
 	ctx := context.Background()
-	for _, a := range []string{"Action: List Files", "  Action:   List\nFiles ", "Action: Other"} {
+	for _, a := range []string{
+		"Reflection: -\nThought: -\nAction: Execute Script\nAction Input: {\"script_name\": \"train.py\"}",
+		"Reflection: the score fell\nThought: run it again\nAction: Execute Script\nAction Input: {\n    \"script_name\": \"train.py\"\n}",
+		"Reflection: -\nThought: -\nAction: Execute Script\nAction Input: {\"script_name\": \"other.py\"}",
+		"not an answer", "  not   an\nanswer ",
+	} {
 		if _, _, err := c.get(ctx, fn, s, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if calls != 2 {
-		t.Errorf("got %d executions, want 2 (layout-only differences are one action)", calls)
+	if calls != 3 {
+		t.Errorf("got %d executions, want 3 (Reflection, Thought and layout do not make another action)", calls)
 	}
 	s2 := s
 	s2.SnapshotRef = "sha256:y"
-	if _, cached, _ := c.get(ctx, fn, s2, "Action: Other"); cached {
+	if _, cached, _ := c.get(ctx, fn, s2, "not an answer"); cached {
 		t.Errorf("another snapshot hit the cache")
 	}
 }

@@ -15,8 +15,9 @@ type Outcome struct {
 	// Reward is the scalar reward (the sum of Terms).
 	Reward float64
 	Terms  []schemas.RewardTerm
-	// DurationS is the action's execution time in seconds: the dt_k of the
-	// duration-aware gradient.
+	// DurationS is the step's duration in seconds (the whole step: the
+	// edit or undo and its run, the script and its grading): the dt_k of
+	// the duration-aware gradient.
 	DurationS float64
 	// FormatError marks an action that did not parse (bad format, unknown
 	// action, bad arguments).
@@ -24,6 +25,9 @@ type Outcome struct {
 	// Valid: the action parsed and the environment carried it out (not
 	// refused, not an invalid edit), whatever its result.
 	Valid bool
+	// Class is the step's env.Outcome and Action its action's name ("" when
+	// it did not parse): the outcome shares of the reward-hacking watch.
+	Class, Action string
 }
 
 // RewardFunc restores state's snapshot, executes action and scores it. It
@@ -56,18 +60,25 @@ const (
 // else 0. It is a smoke-test reward (no environment needed), not the
 // paper's reward.
 func FormatReward(_ context.Context, _ schemas.RLState, action string) (Outcome, error) {
-	if _, err := env.Parse(action); err != nil {
-		return Outcome{Reward: -1, Terms: []schemas.RewardTerm{{Name: "format", Value: -1}}, FormatError: true}, nil
+	a, err := env.Parse(action)
+	if err != nil {
+		return Outcome{Reward: -1, Terms: []schemas.RewardTerm{{Name: "format", Value: -1}}, FormatError: true, Class: string(env.OutcomeFormatError)}, nil
 	}
-	return Outcome{Terms: []schemas.RewardTerm{{Name: "format", Value: 0}}, Valid: true}, nil
+	return Outcome{Terms: []schemas.RewardTerm{{Name: "format", Value: 0}}, Valid: true, Class: string(env.OutcomeSuccess), Action: a.Name}, nil
 }
 
-// normaliseAction is the cache key form of an action: surrounding space
-// trimmed and every run of white space made one space, so answers that
-// differ only in layout are executed once.
-func normaliseAction(a string) string { return strings.Join(strings.Fields(a), " ") }
+// actionKey is the cache key form of an action: its name and canonical
+// JSON input when it parses (what the environment acts on: Reflection,
+// Thought and layout do not change the outcome), else the answer with
+// every run of white space made one space.
+func actionKey(text string) string {
+	if a, err := env.Parse(text); err == nil {
+		return "action\x00" + a.Name + "\x00" + a.Input()
+	}
+	return "unparsed\x00" + strings.Join(strings.Fields(text), " ")
+}
 
-// cacheKey is (snapshot, normalised action), plus the metric before the
+// cacheKey is (snapshot, parsed action), plus the metric before the
 // action, which the improvement reward also depends on. States without a
 // snapshot are keyed by their id.
 func cacheKey(s schemas.RLState, action string) string {
@@ -79,10 +90,10 @@ func cacheKey(s schemas.RLState, action string) string {
 	if s.MetricPrev != nil {
 		prev = fmt.Sprint(*s.MetricPrev)
 	}
-	return snap + "\x00" + prev + "\x00" + normaliseAction(action)
+	return snap + "\x00" + prev + "\x00" + actionKey(action)
 }
 
-// rewardCache memoises outcomes by (snapshot, normalised action); a second
+// rewardCache memoises outcomes by (snapshot, parsed action); a second
 // request for a key being executed waits for the first.
 type rewardCache struct {
 	mu      sync.Mutex

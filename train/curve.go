@@ -1,0 +1,273 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/env/episode"
+	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Learning curves (ML-Agent's Fig. 3): every curve.every updates, and
+// before the first and after the last, `train ppo` plays a small fixed set
+// of evaluation episodes with the policy being trained (the same tasks,
+// plans and seeds each time, MLAgentBench's environment as `mlerl
+// evaluate` runs it) and records delta_r per split beside the update's
+// metrics, with the wall and CPU seconds spent on updates so far (the
+// evaluations themselves are not counted), so that step-wise and
+// episode-wise PPO can be compared on one time axis.
+
+// CurveConfig configures the learning-curve evaluations.
+type CurveConfig struct {
+	Every       int      `yaml:"every" help:"evaluate the policy every N updates, and before the first and after the last (0: never)"`
+	Splits      []string `yaml:"splits" help:"task splits to evaluate (held-in, held-out)"`
+	PerTask     int      `yaml:"per_task" help:"episodes per task (the same plans and seeds at every point)"`
+	MaxSteps    int      `yaml:"max_steps" help:"steps per episode"`
+	Tasks       string   `yaml:"tasks" help:"tasks dataset in the data root"`
+	Ideas       string   `yaml:"ideas" help:"ideas dataset in the data root (the episodes' plans)"`
+	Temperature float64  `yaml:"temperature" help:"sampling temperature of the evaluation episodes (mlerl evaluate's default 0.7)"`
+	TopP        float64  `yaml:"top_p" help:"nucleus sampling of the evaluation episodes (mlerl evaluate's default 0.95)"`
+	Batch       int      `yaml:"batch" help:"episodes played together (one batched generation per step; as many scripts at once at most)"`
+}
+
+// DefaultCurveConfig is off; when on, 2 episodes of 8 steps per held-in
+// and held-out task, sampled as `mlerl evaluate` samples.
+func DefaultCurveConfig() CurveConfig {
+	return CurveConfig{Every: 0, Splits: []string{schemas.HeldIn, schemas.HeldOut}, PerTask: 2, MaxSteps: 8,
+		Tasks: schemas.Tasks.Name, Ideas: schemas.Ideas.Name, Temperature: 0.7, TopP: 0.95, Batch: 8}
+}
+
+// Validate checks the settings (keys relative to the curve block).
+func (c CurveConfig) Validate() error {
+	switch {
+	case c.Every < 0:
+		return config.Errorf("every", c.Every, "must not be negative (0: no learning curve)")
+	case c.Every == 0:
+		return nil
+	case len(c.Splits) == 0:
+		return config.Errorf("splits", c.Splits, "must list %s and/or %s", schemas.HeldIn, schemas.HeldOut)
+	case c.PerTask < 1:
+		return config.Errorf("per_task", c.PerTask, "must be at least 1")
+	case c.MaxSteps < 1:
+		return config.Errorf("max_steps", c.MaxSteps, "must be at least 1")
+	case c.Tasks == "" || c.Ideas == "":
+		return config.Errorf("tasks", c.Tasks, "tasks and ideas must name datasets")
+	case !(c.Temperature >= 0):
+		return config.Errorf("temperature", c.Temperature, "must be a number >= 0 (0: greedy)")
+	case !(c.TopP > 0 && c.TopP <= 1):
+		return config.Errorf("top_p", c.TopP, "must be in (0, 1]")
+	case c.Batch < 1:
+		return config.Errorf("batch", c.Batch, "must be at least 1")
+	}
+	for i, s := range c.Splits {
+		if s != schemas.HeldIn && s != schemas.HeldOut {
+			return config.Errorf("splits", c.Splits, "item %d %q: want %s or %s", i+1, s, schemas.HeldIn, schemas.HeldOut)
+		}
+	}
+	return nil
+}
+
+// curveEval is the fixed set of evaluation episodes and what they run in.
+type curveEval struct {
+	cfg  CurveConfig
+	jobs []episode.Job
+	ecfg env.Config
+	opts agents.Options
+	stop func() error
+}
+
+// openCurve prepares the learning-curve episodes (nil when curve.every is
+// 0): the tasks of the chosen splits, per_task plans and seeds each, and
+// an environment configured as `mlerl evaluate`'s (no same-step runs, no
+// final-answer term: the episodes are scored by their final submission).
+func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
+	c := r.cfg.Curve
+	if c.Every == 0 {
+		return nil, nil
+	}
+	in, err := episode.Load(ctx, r.s.st, c.Tasks, c.Ideas, c.Splits, nil)
+	if err != nil {
+		return nil, fmt.Errorf("train ppo: learning curve: %w", err)
+	}
+	ce := &curveEval{cfg: c}
+	for _, t := range in.Tasks {
+		for i := range c.PerTask {
+			seed := episode.Seed("ppo-curve", t.TaskID, i)
+			plan, err := in.Plan(t.TaskID, seed)
+			if err != nil {
+				return nil, fmt.Errorf("train ppo: learning curve: %w", err)
+			}
+			ce.jobs = append(ce.jobs, episode.Job{Task: t, ID: fmt.Sprintf("curve-%s-%02d", t.TaskID, i), Seed: seed, Plan: plan})
+		}
+	}
+	ecfg := env.DefaultConfig()
+	ecfg.MaxSteps, ecfg.Python, ecfg.Instrument = c.MaxSteps, r.cfg.Env.Python, r.cfg.Env.Instrument
+	if ce.ecfg, ce.stop, err = episode.Setup(ctx, ecfg, true, nil); err != nil {
+		return nil, fmt.Errorf("train ppo: learning curve: %w", err)
+	}
+	if ce.opts, err = promptOptions(ctx, r.s, c.MaxSteps); err != nil {
+		ce.stop()
+		return nil, err
+	}
+	fmt.Fprintf(r.s.log, "train ppo: learning curve every %d updates: %d episodes of %d steps on %d %s tasks\n",
+		c.Every, len(ce.jobs), c.MaxSteps, len(in.Tasks), strings.Join(c.Splits, "/"))
+	return ce, nil
+}
+
+func (c *curveEval) close() {
+	if c != nil && c.stop != nil {
+		c.stop()
+	}
+}
+
+// curvePoint evaluates the policy when the update count is on the curve
+// (0, every curve.every updates, the last) and has no point yet (a
+// resumed run keeps the points it recorded), and records the point.
+func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) error {
+	u := r.state.Update
+	if c == nil || (u%c.cfg.Every != 0 && u != r.cfg.Updates) || r.hasCurvePoint(u) {
+		return nil
+	}
+	t0 := time.Now()
+	agent, err := policy.NewPolicyAgent("ppo", policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok},
+		policy.AgentOptions{Temperature: c.cfg.Temperature, TopP: c.cfg.TopP, MaxNewTokens: r.cfg.MaxNewTokens, Decode: r.cfg.Decode,
+			Terse: r.oneLine, DashThoughts: r.cfg.FreeText == FreeTextForce})
+	if err != nil {
+		return err
+	}
+	finals := make([]float64, len(c.jobs))
+	valid, steps := make([]int, len(c.jobs)), make([]int, len(c.jobs))
+	// Episodes play c.cfg.Batch at a time, each batch in lockstep (the
+	// same batches and seeds at every point).
+	for start := 0; start < len(c.jobs); start += c.cfg.Batch {
+		part := c.jobs[start:min(start+c.cfg.Batch, len(c.jobs))]
+		ls := episode.NewLockstep(agent, episode.Seed("ppo-curve", r.cfg.Seed, start), len(part))
+		eg, ectx := errgroup.WithContext(ctx)
+		var mu sync.Mutex
+		for k, j := range part {
+			eg.Go(func() error {
+				defer ls.Leave(ectx, k)
+				ep, err := episode.Run(ectx, r.s.st, c.ecfg, c.opts, j, "ppo", ls.Agent(k, j.PlanTexts()))
+				if err != nil {
+					return fmt.Errorf("learning curve, task %s: %w", j.Task.TaskID, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				finals[start+k] = env.SpecFromTask(j.Task).MInit
+				if ep.Trajectory.FinalMetric != nil {
+					finals[start+k] = *ep.Trajectory.FinalMetric
+				}
+				for _, s := range ep.Steps {
+					steps[start+k]++
+					if env.Accepted(env.Outcome(s.Outcome)) {
+						valid[start+k]++
+					}
+				}
+				return nil
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return fmt.Errorf("train ppo: %w", err)
+		}
+	}
+	rec := curveRecord(c.jobs, finals, valid, steps)
+	rec["stage"], rec["step"] = "ppo-curve", u
+	rec["time/wall_s"], rec["time/cpu_s"], rec["time/curve_s"] = r.state.WallS, r.state.CPUS, time.Since(t0).Seconds()
+	r.s.record(rec)
+	fmt.Fprintf(r.s.log, "train ppo: learning curve at update %d: %s (%.0fs)\n", u, curveSummary(rec), time.Since(t0).Seconds())
+	return nil
+}
+
+// curveRecord turns the episodes' final scores into delta_r per task,
+// beta (m_avg - m_init) / m_init as `mlerl evaluate` computes it, and
+// their mean per split, with the share of valid steps per split.
+func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[string]any {
+	type acc struct {
+		sum float64
+		n   int
+	}
+	byTask := map[string]*acc{}
+	for i, j := range jobs {
+		a, ok := byTask[j.Task.TaskID]
+		if !ok {
+			a = &acc{}
+			byTask[j.Task.TaskID] = a
+		}
+		a.sum += finals[i]
+		a.n++
+	}
+	rec := map[string]any{}
+	split := map[string][]float64{}
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		id := j.Task.TaskID
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		mInit := env.SpecFromTask(j.Task).MInit
+		avg := byTask[id].sum / float64(byTask[id].n)
+		d := math.NaN()
+		if mInit != 0 {
+			beta := 1.0
+			if j.Task.Direction == schemas.LowerIsBetter {
+				beta = -1
+			}
+			d = beta * (avg - mInit) / mInit
+			split[j.Task.Split] = append(split[j.Task.Split], d)
+		}
+		rec["curve/task/"+id] = d
+	}
+	for s, ds := range split {
+		rec["curve/"+s+"/delta_r"] = mean(ds)
+		rec["curve/"+s+"/tasks"] = len(ds)
+	}
+	v, n := map[string]int{}, map[string]int{}
+	for i, j := range jobs {
+		v[j.Task.Split] += valid[i]
+		n[j.Task.Split] += steps[i]
+	}
+	for s := range n {
+		rec["curve/"+s+"/valid_rate"] = ratio(v[s], n[s])
+	}
+	return rec
+}
+
+// curveSummary is a point's delta_r per split, for the log.
+func curveSummary(rec map[string]any) string {
+	var parts []string
+	for _, s := range []string{schemas.HeldIn, schemas.HeldOut} {
+		if d, ok := rec["curve/"+s+"/delta_r"].(float64); ok {
+			parts = append(parts, fmt.Sprintf("%s delta_r %+.2f%%", s, 100*d))
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// hasCurvePoint reports whether the metrics already hold the curve point
+// of update u (a resumed run).
+func (r *ppoRun) hasCurvePoint(u int) bool {
+	for _, line := range r.s.metrics {
+		var m struct {
+			Stage string `json:"stage"`
+			Step  int    `json:"step"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.Stage == "ppo-curve" && m.Step == u {
+			return true
+		}
+	}
+	return false
+}
