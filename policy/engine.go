@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/mlerl/mlerl/internal/config"
 )
@@ -92,7 +93,9 @@ type Engine interface {
 // Decoder decodes rows sequences incrementally.
 type Decoder interface {
 	// Prefill starts row i with prompts[i] (positions from 0) and returns
-	// the logits [rows*V] at each prompt's last token.
+	// the logits [rows*V] at each prompt's last token. Identical prompts
+	// are computed once and their cache rows forked, so prefilling K
+	// copies of a prompt costs about as much as one.
 	Prefill(prompts [][]int32) (logits []float32, err error)
 	// Extend appends tokens[i] to row i (rows given none are left as they
 	// are: finished rows cost nothing) in one forward call, and returns the
@@ -101,6 +104,24 @@ type Decoder interface {
 	// jump-forward of constrained decoding.
 	Extend(tokens [][]int32) (logits []float32, err error)
 	Close()
+}
+
+// promptSources maps each prompt to the first row holding the same tokens
+// (src[i] == i for the first of each distinct prompt). Decoders prefill
+// only those rows and fork their caches to the others: the K samples
+// drawn from one state share one prompt, computed once.
+func promptSources(prompts [][]int32) []int {
+	src := make([]int, len(prompts))
+	first := make(map[string]int, len(prompts))
+	for i, p := range prompts {
+		key := string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(p))), 4*len(p)))
+		if j, ok := first[key]; ok {
+			src[i] = j
+			continue
+		}
+		first[key], src[i] = i, i
+	}
+	return src
 }
 
 // OptimConfig configures AdamW, the learning-rate schedule and clipping,

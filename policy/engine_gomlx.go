@@ -477,6 +477,8 @@ type gomlxDecoder struct {
 	rows   int
 	pos    []int32 // next free position per row
 	caches []*tensors.Tensor
+	// separate turns prompt sharing off (tests compare against it).
+	separate bool
 }
 
 func (e *gomlxEngine) NewDecoder(rows int) (Decoder, error) {
@@ -496,12 +498,14 @@ func promptBucket(n, ctx int) int {
 	return min(b, ctx)
 }
 
-// prefillGraph runs the prompts [B,P] (right-padded; lastIdx [B] is the
-// index of each row's last real token) and returns the logits [B,V] and
-// value [B] at lastIdx, then every layer's keys and values padded to the
-// full context [B,Ctx,H,Dh].
+// prefillGraph runs the distinct prompts [B',P] (right-padded; lastIdx
+// [B'] is the index of each row's last real token) and returns, for each
+// of the decoder's B rows, the outputs of its prompt's row rowMap[i]
+// [B]: the logits [B,V] and value [B] at lastIdx, then every layer's
+// keys and values padded to the full context [B,Ctx,H,Dh]. Repeated
+// prompts are thus computed once and forked by a gather.
 func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
-	tokens, lastIdx := inputs[0], inputs[1]
+	tokens, lastIdx, rowMap := inputs[0], inputs[1], InsertAxes(inputs[2], -1)
 	g := tokens.Graph()
 	b, s := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 	positions := BroadcastToDims(Iota(g, tokens.Shape(), 1), b, s)
@@ -518,13 +522,13 @@ func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
 			k = Concatenate([]*Node{k, zeros}, 1)
 			v = Concatenate([]*Node{v, zeros}, 1)
 		}
-		outs = append(outs, k, v)
+		outs = append(outs, Gather(k, rowMap), Gather(v, rowMap))
 	}
 	// Select the last real position of each row with a one-hot sum (no
 	// dynamic slicing needed).
-	pick := ConvertDType(Equal(positions, InsertAxes(lastIdx, -1)), x.DType()) // [B,P]
-	last := ReduceSum(Mul(x, InsertAxes(pick, -1)), 1)                         // [B,D]
-	outs[0], outs[1] = e.heads(scope, last)
+	pick := ConvertDType(Equal(positions, InsertAxes(lastIdx, -1)), x.DType()) // [B',P]
+	last := ReduceSum(Mul(x, InsertAxes(pick, -1)), 1)                         // [B',D]
+	outs[0], outs[1] = e.heads(scope, Gather(last, rowMap))
 	return outs
 }
 
@@ -563,14 +567,38 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 			return nil, fmt.Errorf("policy gomlx: prompt %d has %d tokens (want 1 to %d)", i, len(p), e.cfg.Ctx-1)
 		}
 		maxLen = max(maxLen, len(p))
-	}
-	pb := promptBucket(maxLen, e.cfg.Ctx)
-	tokens := make([]int32, d.rows*pb)
-	lastIdx := make([]int32, d.rows)
-	for i, p := range prompts {
-		copy(tokens[i*pb:], p)
-		lastIdx[i] = int32(len(p) - 1)
 		d.pos[i] = int32(len(p))
+	}
+	// The graph runs each distinct prompt once (their count rounded up to
+	// a power of two, so that few graphs are compiled) and gathers its
+	// cache and logits into the rows that repeat it.
+	src := promptSources(prompts)
+	if d.separate {
+		for i := range src {
+			src[i] = i
+		}
+	}
+	rowMap := make([]int32, d.rows)
+	var distinct []int
+	for i, s := range src {
+		if s == i {
+			rowMap[i] = int32(len(distinct))
+			distinct = append(distinct, i)
+		} else {
+			rowMap[i] = rowMap[s]
+		}
+	}
+	nb := 1
+	for nb < len(distinct) {
+		nb *= 2
+	}
+	nb = min(nb, d.rows)
+	pb := promptBucket(maxLen, e.cfg.Ctx)
+	tokens := make([]int32, nb*pb)
+	lastIdx := make([]int32, nb) // rows past the distinct prompts: one pad token, never read
+	for j, i := range distinct {
+		copy(tokens[j*pb:], prompts[i])
+		lastIdx[j] = int32(len(prompts[i]) - 1)
 	}
 	var err error
 	if e.prefill == nil {
@@ -581,7 +609,8 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 			return nil, fmt.Errorf("policy gomlx: decode graph: %w", err)
 		}
 	}
-	outs, err := e.prefill.Exec(tensors.FromFlatDataAndDimensions(tokens, d.rows, pb), tensors.FromFlatDataAndDimensions(lastIdx, d.rows))
+	outs, err := e.prefill.Exec(tensors.FromFlatDataAndDimensions(tokens, nb, pb), tensors.FromFlatDataAndDimensions(lastIdx, nb),
+		tensors.FromFlatDataAndDimensions(rowMap, d.rows))
 	if err != nil {
 		return nil, fmt.Errorf("policy gomlx: prefill: %w", err)
 	}
