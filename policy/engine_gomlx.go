@@ -106,14 +106,21 @@ func (e *gomlxEngine) rope(x, positions *Node) *Node {
 }
 
 // packedMask is the boolean attention mask [B,S,1,S] (BSHD scores layout):
-// causal within a segment.
-func packedMask(segments *Node) *Node {
+// causal within a segment, plus every key of the segment that prefix
+// [B,S] names per query (Batch.Prefix; nil: none).
+func packedMask(segments, prefix *Node) *Node {
 	g := segments.Graph()
-	s := segments.Shape().Dimensions[1]
+	b, s := segments.Shape().Dimensions[0], segments.Shape().Dimensions[1]
 	causal := Reshape(LowerTriangular(g, s), 1, s, 1, s)
-	q := InsertAxes(segments, 2, 3)                                 // [B,S,1,1]
-	k := Reshape(segments, segments.Shape().Dimensions[0], 1, 1, s) // [B,1,1,S]
-	return LogicalAnd(Equal(q, k), causal)
+	q := InsertAxes(segments, 2, 3)    // [B,S,1,1]
+	k := Reshape(segments, b, 1, 1, s) // [B,1,1,S]
+	mask := LogicalAnd(Equal(q, k), causal)
+	if prefix == nil {
+		return mask
+	}
+	pq := InsertAxes(prefix, 2, 3) // [B,S,1,1]
+	shared := LogicalAnd(Equal(pq, k), GreaterThan(pq, ScalarZero(g, prefix.DType())))
+	return LogicalOr(mask, shared)
 }
 
 // block is one pre-LayerNorm transformer block. x is [B,S,D]; mask is
@@ -156,10 +163,11 @@ func (e *gomlxEngine) heads(scope *model.Scope, x *Node) (logits, values *Node) 
 	return logits, Squeeze(values, -1)
 }
 
-// trunk runs the blocks over a packed batch: hidden states [B,S,D].
-func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments *Node) *Node {
+// trunk runs the blocks over a packed batch (prefix may be nil): hidden
+// states [B,S,D].
+func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments, prefix *Node) *Node {
 	x := e.embed(scope, tokens)
-	mask := packedMask(segments)
+	mask := packedMask(segments, prefix)
 	for l := range e.cfg.Layers {
 		x, _, _ = e.block(scope.In("block_%d", l), x, positions, mask, nil, nil, nil)
 	}
@@ -168,8 +176,8 @@ func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments *Nod
 
 // outputsAt is the heads at flat indices idx [K] (into B*S): logits [K,V]
 // and values [K]. The LM head runs only where it is needed.
-func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, idx *Node) (logits, values *Node) {
-	hidden := e.trunk(scope, tokens, positions, segments)
+func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, prefix, idx *Node) (logits, values *Node) {
+	hidden := e.trunk(scope, tokens, positions, segments, prefix)
 	d := hidden.Shape().Dimensions
 	flatH := Reshape(hidden, d[0]*d[1], d[2])
 	return e.heads(scope, Gather(flatH, InsertAxes(idx, -1)))
@@ -191,6 +199,23 @@ func batchTensors(b Batch) []any {
 	}
 }
 
+// prefixArgs is the graphs' optional last input: Batch.Prefix when set.
+// Batches without one run graphs compiled without it (the mask as before).
+func prefixArgs(b Batch) []any {
+	if b.Prefix == nil {
+		return nil
+	}
+	return []any{tensors.FromFlatDataAndDimensions(b.Prefix, b.B, b.S)}
+}
+
+// optional returns inputs[i], or nil when the graph has no input i.
+func optional(inputs []*Node, i int) *Node {
+	if i < len(inputs) {
+		return inputs[i]
+	}
+	return nil
+}
+
 // flatF32 copies a float32 tensor to a Go slice and frees it.
 func flatF32(t *tensors.Tensor) ([]float32, error) {
 	defer t.FinalizeAll()
@@ -207,8 +232,9 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	}
 	if e.logits == nil {
 		var err error
-		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, tokens, positions, segments, idx *Node) (*Node, *Node) {
-			return e.outputsAt(scope, tokens, positions, segments, idx)
+		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], optional(inputs, 4), inputs[3])
+			return []*Node{lg, vl}
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy gomlx: logits graph: %w", err)
@@ -216,7 +242,7 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	}
 	k := len(idx)
 	pidx := bucket64(idx)
-	outs, err := e.logits.Exec(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, len(pidx)))...)
+	outs, err := e.logits.Exec(append(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, len(pidx))), prefixArgs(b)...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy gomlx: logits: %w", err)
 	}
@@ -256,7 +282,7 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 		}
 		e.train, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) *Node {
 			tokens, positions, segments, idx, dl, dv, lr := inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6]
-			lg, vl := e.outputsAt(scope, tokens, positions, segments, idx)
+			lg, vl := e.outputsAt(scope, tokens, positions, segments, optional(inputs, 7), idx)
 			pseudo := Add(ReduceAllSum(Mul(lg, dl)), ReduceAllSum(Mul(vl, dv)))
 			grads := scope.BuildTrainableVariablesGradientsGraph(pseudo)
 			var sq *Node
@@ -293,7 +319,7 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab),
 		tensors.FromFlatDataAndDimensions(pdv, kp),
 		tensors.FromFlatDataAndDimensions([]float32{float32(lr)}))
-	outs, err := e.train.Exec(args...)
+	outs, err := e.train.Exec(append(args, prefixArgs(b)...)...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("policy gomlx: train step: %w", err)
 	}
@@ -317,7 +343,7 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 	params := e.cfg.Params()
 	if e.grads == nil {
 		e.grads, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
-			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], inputs[3])
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], optional(inputs, 6), inputs[3])
 			pseudo := Add(ReduceAllSum(Mul(lg, inputs[4])), ReduceAllSum(Mul(vl, inputs[5])))
 			nodes := make([]*Node, len(params))
 			for i, p := range params {
@@ -334,8 +360,9 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 	pdl, pdv := make([]float32, kp*e.cfg.Vocab), make([]float32, kp)
 	copy(pdl, dLogits)
 	copy(pdv, dValues)
-	outs, err := e.grads.Exec(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
-		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(pdv, kp))...)
+	args := append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
+		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(pdv, kp))
+	outs, err := e.grads.Exec(append(args, prefixArgs(b)...)...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("policy gomlx: gradients: %w", err)
 	}
@@ -512,7 +539,7 @@ func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
 	real := LessOrEqual(positions, InsertAxes(lastIdx, -1))
 	segments := ConvertDType(real, tokens.DType()) // 1 real, 0 padding
 	x := e.embed(scope, tokens)
-	mask := packedMask(segments)
+	mask := packedMask(segments, nil)
 	outs := make([]*Node, 2, 2+2*e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		var k, v *Node

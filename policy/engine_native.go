@@ -47,7 +47,7 @@ func (e *nativeEngine) SetOptim(o OptimConfig) {
 }
 
 func nativeBatch(b Batch) native.Batch {
-	return native.Batch{B: b.B, S: b.S, Tokens: b.Tokens, Positions: b.Positions, Segments: b.Segments}
+	return native.Batch{B: b.B, S: b.S, Tokens: b.Tokens, Positions: b.Positions, Segments: b.Segments, Prefix: b.Prefix}
 }
 
 func (e *nativeEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error) {
