@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/mlerl/mlerl/internal/config"
 )
@@ -13,9 +14,22 @@ import (
 // the examples of a row from 1, 0 being padding. Attention is causal and
 // block-diagonal: a position attends only to earlier positions of its own
 // example, so packed examples never see each other.
+//
+// A prompt shared by several samples (the K actions drawn from one state)
+// can be packed once: [prompt: segment s, positions 0..P-1][action 1:
+// segment s+1, Prefix s, positions P..][action 2: segment s+2, Prefix s,
+// positions P..]... Each action then sees the prompt as if it were packed
+// alone with it, and the prompt's gradient is the sum over its actions.
+// Such a row may be longer than the context: only positions must fit.
 type Batch struct {
 	B, S                        int
 	Tokens, Positions, Segments []int32
+	// Prefix, when not nil, gives per position the segment id (in the same
+	// row) of a shared prefix that the position also attends to, all of it;
+	// 0: none. A prefix segment lies wholly before every position that names it.
+	// Every position of a segment names the same prefix, and a prefix has
+	// no prefix itself.
+	Prefix []int32
 }
 
 // Check validates a batch against cfg.
@@ -24,7 +38,9 @@ func (b Batch) Check(cfg Config) error {
 	if len(b.Tokens) != n || len(b.Positions) != n || len(b.Segments) != n {
 		return fmt.Errorf("policy: batch of %dx%d has %d tokens, %d positions, %d segments", b.B, b.S, len(b.Tokens), len(b.Positions), len(b.Segments))
 	}
-	if b.S > cfg.Ctx {
+	// With shared prefixes a row (a prompt and its K actions) may be longer
+	// than the context; what must fit is every position.
+	if b.S > cfg.Ctx && b.Prefix == nil {
 		return fmt.Errorf("policy: sequence length %d exceeds the context %d", b.S, cfg.Ctx)
 	}
 	for i, t := range b.Tokens {
@@ -33,6 +49,65 @@ func (b Batch) Check(cfg Config) error {
 		}
 		if p := b.Positions[i]; p < 0 || int(p) >= cfg.Ctx {
 			return fmt.Errorf("policy: position %d at %d is outside the context [0,%d)", p, i, cfg.Ctx)
+		}
+	}
+	if b.Prefix != nil {
+		return b.checkPrefix()
+	}
+	return nil
+}
+
+// checkPrefix validates Prefix: per row, every segment names one prefix
+// (or none), an earlier segment of the row without a prefix of its own.
+func (b Batch) checkPrefix() error {
+	if len(b.Prefix) != b.B*b.S {
+		return fmt.Errorf("policy: batch of %dx%d has %d prefix ids, want %d (or none)", b.B, b.S, len(b.Prefix), b.B*b.S)
+	}
+	type span struct {
+		first, last int
+		prefix      int32
+	}
+	for r := range b.B {
+		segs := map[int32]*span{}
+		var order []int32 // segments by first column, for a stable first error
+		for j := range b.S {
+			i := r*b.S + j
+			s, p := b.Segments[i], b.Prefix[i]
+			switch {
+			case p < 0:
+				return fmt.Errorf("policy: batch row %d, column %d: prefix %d is negative (0: none)", r, j, p)
+			case s == 0 && p != 0:
+				return fmt.Errorf("policy: batch row %d, column %d: padding names prefix %d (want 0)", r, j, p)
+			case s == 0:
+				continue
+			case p == s:
+				return fmt.Errorf("policy: batch row %d, column %d: segment %d names itself as its prefix", r, j, s)
+			}
+			sp := segs[s]
+			if sp == nil {
+				segs[s] = &span{first: j, last: j, prefix: p}
+				order = append(order, s)
+				continue
+			}
+			if sp.prefix != p {
+				return fmt.Errorf("policy: batch row %d: segment %d names prefix %d at column %d and %d at column %d (want one per segment)", r, s, sp.prefix, sp.first, p, j)
+			}
+			sp.last = j
+		}
+		for _, s := range order {
+			sp := segs[s]
+			if sp.prefix == 0 {
+				continue
+			}
+			pre := segs[sp.prefix]
+			switch {
+			case pre == nil:
+				return fmt.Errorf("policy: batch row %d: segment %d names prefix %d, which is not a segment of the row", r, s, sp.prefix)
+			case pre.prefix != 0:
+				return fmt.Errorf("policy: batch row %d: segment %d names prefix %d, which has prefix %d itself (one level only)", r, s, sp.prefix, pre.prefix)
+			case pre.last >= sp.first:
+				return fmt.Errorf("policy: batch row %d: prefix %d (columns %d-%d) is not wholly before segment %d, which starts at column %d", r, sp.prefix, pre.first, pre.last, s, sp.first)
+			}
 		}
 	}
 	return nil
@@ -92,7 +167,9 @@ type Engine interface {
 // Decoder decodes rows sequences incrementally.
 type Decoder interface {
 	// Prefill starts row i with prompts[i] (positions from 0) and returns
-	// the logits [rows*V] at each prompt's last token.
+	// the logits [rows*V] at each prompt's last token. Identical prompts
+	// are computed once and their cache rows forked, so prefilling K
+	// copies of a prompt costs about as much as one.
 	Prefill(prompts [][]int32) (logits []float32, err error)
 	// Extend appends tokens[i] to row i (rows given none are left as they
 	// are: finished rows cost nothing) in one forward call, and returns the
@@ -101,6 +178,24 @@ type Decoder interface {
 	// jump-forward of constrained decoding.
 	Extend(tokens [][]int32) (logits []float32, err error)
 	Close()
+}
+
+// promptSources maps each prompt to the first row holding the same tokens
+// (src[i] == i for the first of each distinct prompt). Decoders prefill
+// only those rows and fork their caches to the others: the K samples
+// drawn from one state share one prompt, computed once.
+func promptSources(prompts [][]int32) []int {
+	src := make([]int, len(prompts))
+	first := make(map[string]int, len(prompts))
+	for i, p := range prompts {
+		key := string(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(p))), 4*len(p)))
+		if j, ok := first[key]; ok {
+			src[i] = j
+			continue
+		}
+		first[key], src[i] = i, i
+	}
+	return src
 }
 
 // OptimConfig configures AdamW, the learning-rate schedule and clipping,

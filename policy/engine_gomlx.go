@@ -106,14 +106,21 @@ func (e *gomlxEngine) rope(x, positions *Node) *Node {
 }
 
 // packedMask is the boolean attention mask [B,S,1,S] (BSHD scores layout):
-// causal within a segment.
-func packedMask(segments *Node) *Node {
+// causal within a segment, plus every key of the segment that prefix
+// [B,S] names per query (Batch.Prefix; nil: none).
+func packedMask(segments, prefix *Node) *Node {
 	g := segments.Graph()
-	s := segments.Shape().Dimensions[1]
+	b, s := segments.Shape().Dimensions[0], segments.Shape().Dimensions[1]
 	causal := Reshape(LowerTriangular(g, s), 1, s, 1, s)
-	q := InsertAxes(segments, 2, 3)                                 // [B,S,1,1]
-	k := Reshape(segments, segments.Shape().Dimensions[0], 1, 1, s) // [B,1,1,S]
-	return LogicalAnd(Equal(q, k), causal)
+	q := InsertAxes(segments, 2, 3)    // [B,S,1,1]
+	k := Reshape(segments, b, 1, 1, s) // [B,1,1,S]
+	mask := LogicalAnd(Equal(q, k), causal)
+	if prefix == nil {
+		return mask
+	}
+	pq := InsertAxes(prefix, 2, 3) // [B,S,1,1]
+	shared := LogicalAnd(Equal(pq, k), GreaterThan(pq, ScalarZero(g, prefix.DType())))
+	return LogicalOr(mask, shared)
 }
 
 // block is one pre-LayerNorm transformer block. x is [B,S,D]; mask is
@@ -159,10 +166,11 @@ func (e *gomlxEngine) heads(scope *model.Scope, x *Node) (logits, values *Node) 
 	return logits, Squeeze(values, -1)
 }
 
-// trunk runs the blocks over a packed batch: hidden states [B,S,D].
-func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments *Node) *Node {
+// trunk runs the blocks over a packed batch (prefix may be nil): hidden
+// states [B,S,D].
+func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments, prefix *Node) *Node {
 	x := e.embed(scope, tokens)
-	mask := packedMask(segments)
+	mask := packedMask(segments, prefix)
 	for l := range e.cfg.Layers {
 		x, _, _ = e.block(scope.In("block_%d", l), x, positions, mask, nil, nil, nil)
 	}
@@ -171,8 +179,8 @@ func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments *Nod
 
 // outputsAt is the heads at flat indices idx [K] (into B*S): logits [K,V]
 // and values [K]. The LM head runs only where it is needed.
-func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, idx *Node) (logits, values *Node) {
-	hidden := e.trunk(scope, tokens, positions, segments)
+func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, prefix, idx *Node) (logits, values *Node) {
+	hidden := e.trunk(scope, tokens, positions, segments, prefix)
 	d := hidden.Shape().Dimensions
 	flatH := Reshape(hidden, d[0]*d[1], d[2])
 	return e.heads(scope, Gather(flatH, InsertAxes(idx, -1)))
@@ -194,6 +202,23 @@ func batchTensors(b Batch) []any {
 	}
 }
 
+// prefixArgs is the graphs' optional last input: Batch.Prefix when set.
+// Batches without one run graphs compiled without it (the mask as before).
+func prefixArgs(b Batch) []any {
+	if b.Prefix == nil {
+		return nil
+	}
+	return []any{tensors.FromFlatDataAndDimensions(b.Prefix, b.B, b.S)}
+}
+
+// optional returns inputs[i], or nil when the graph has no input i.
+func optional(inputs []*Node, i int) *Node {
+	if i < len(inputs) {
+		return inputs[i]
+	}
+	return nil
+}
+
 // flatF32 copies a float32 tensor to a Go slice and frees it.
 func flatF32(t *tensors.Tensor) ([]float32, error) {
 	defer t.FinalizeAll()
@@ -210,8 +235,9 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	}
 	if e.logits == nil {
 		var err error
-		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, tokens, positions, segments, idx *Node) (*Node, *Node) {
-			return e.outputsAt(scope, tokens, positions, segments, idx)
+		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], optional(inputs, 4), inputs[3])
+			return []*Node{lg, vl}
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy gomlx: logits graph: %w", err)
@@ -219,7 +245,7 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	}
 	k := len(idx)
 	pidx := bucket64(idx)
-	outs, err := e.logits.Exec(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, len(pidx)))...)
+	outs, err := e.logits.Exec(append(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, len(pidx))), prefixArgs(b)...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy gomlx: logits: %w", err)
 	}
@@ -259,7 +285,7 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 		}
 		e.train, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) *Node {
 			tokens, positions, segments, idx, dl, dv, lr := inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6]
-			lg, vl := e.outputsAt(scope, tokens, positions, segments, idx)
+			lg, vl := e.outputsAt(scope, tokens, positions, segments, optional(inputs, 7), idx)
 			pseudo := Add(ReduceAllSum(Mul(lg, dl)), ReduceAllSum(Mul(vl, dv)))
 			grads := scope.BuildTrainableVariablesGradientsGraph(pseudo)
 			var sq *Node
@@ -296,7 +322,7 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab),
 		tensors.FromFlatDataAndDimensions(pdv, kp),
 		tensors.FromFlatDataAndDimensions([]float32{float32(lr)}))
-	outs, err := e.train.Exec(args...)
+	outs, err := e.train.Exec(append(args, prefixArgs(b)...)...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("policy gomlx: train step: %w", err)
 	}
@@ -320,7 +346,7 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 	params := e.cfg.Params()
 	if e.grads == nil {
 		e.grads, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
-			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], inputs[3])
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], optional(inputs, 6), inputs[3])
 			pseudo := Add(ReduceAllSum(Mul(lg, inputs[4])), ReduceAllSum(Mul(vl, inputs[5])))
 			nodes := make([]*Node, len(params))
 			for i, p := range params {
@@ -337,8 +363,9 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 	pdl, pdv := make([]float32, kp*e.cfg.Vocab), make([]float32, kp)
 	copy(pdl, dLogits)
 	copy(pdv, dValues)
-	outs, err := e.grads.Exec(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
-		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(pdv, kp))...)
+	args := append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
+		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(pdv, kp))
+	outs, err := e.grads.Exec(append(args, prefixArgs(b)...)...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("policy gomlx: gradients: %w", err)
 	}
@@ -480,6 +507,8 @@ type gomlxDecoder struct {
 	rows   int
 	pos    []int32 // next free position per row
 	caches []*tensors.Tensor
+	// separate turns prompt sharing off (tests compare against it).
+	separate bool
 }
 
 func (e *gomlxEngine) NewDecoder(rows int) (Decoder, error) {
@@ -499,19 +528,21 @@ func promptBucket(n, ctx int) int {
 	return min(b, ctx)
 }
 
-// prefillGraph runs the prompts [B,P] (right-padded; lastIdx [B] is the
-// index of each row's last real token) and returns the logits [B,V] and
-// value [B] at lastIdx, then every layer's keys and values padded to the
-// full context [B,Ctx,H,Dh].
+// prefillGraph runs the distinct prompts [B',P] (right-padded; lastIdx
+// [B'] is the index of each row's last real token) and returns, for each
+// of the decoder's B rows, the outputs of its prompt's row rowMap[i]
+// [B]: the logits [B,V] and value [B] at lastIdx, then every layer's
+// keys and values padded to the full context [B,Ctx,H,Dh]. Repeated
+// prompts are thus computed once and forked by a gather.
 func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
-	tokens, lastIdx := inputs[0], inputs[1]
+	tokens, lastIdx, rowMap := inputs[0], inputs[1], InsertAxes(inputs[2], -1)
 	g := tokens.Graph()
 	b, s := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 	positions := BroadcastToDims(Iota(g, tokens.Shape(), 1), b, s)
 	real := LessOrEqual(positions, InsertAxes(lastIdx, -1))
 	segments := ConvertDType(real, tokens.DType()) // 1 real, 0 padding
 	x := e.embed(scope, tokens)
-	mask := packedMask(segments)
+	mask := packedMask(segments, nil)
 	outs := make([]*Node, 2, 2+2*e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		var k, v *Node
@@ -521,13 +552,13 @@ func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
 			k = Concatenate([]*Node{k, zeros}, 1)
 			v = Concatenate([]*Node{v, zeros}, 1)
 		}
-		outs = append(outs, k, v)
+		outs = append(outs, Gather(k, rowMap), Gather(v, rowMap))
 	}
 	// Select the last real position of each row with a one-hot sum (no
 	// dynamic slicing needed).
-	pick := ConvertDType(Equal(positions, InsertAxes(lastIdx, -1)), x.DType()) // [B,P]
-	last := ReduceSum(Mul(x, InsertAxes(pick, -1)), 1)                         // [B,D]
-	outs[0], outs[1] = e.heads(scope, last)
+	pick := ConvertDType(Equal(positions, InsertAxes(lastIdx, -1)), x.DType()) // [B',P]
+	last := ReduceSum(Mul(x, InsertAxes(pick, -1)), 1)                         // [B',D]
+	outs[0], outs[1] = e.heads(scope, Gather(last, rowMap))
 	return outs
 }
 
@@ -566,14 +597,38 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 			return nil, fmt.Errorf("policy gomlx: prompt %d has %d tokens (want 1 to %d)", i, len(p), e.cfg.Ctx-1)
 		}
 		maxLen = max(maxLen, len(p))
-	}
-	pb := promptBucket(maxLen, e.cfg.Ctx)
-	tokens := make([]int32, d.rows*pb)
-	lastIdx := make([]int32, d.rows)
-	for i, p := range prompts {
-		copy(tokens[i*pb:], p)
-		lastIdx[i] = int32(len(p) - 1)
 		d.pos[i] = int32(len(p))
+	}
+	// The graph runs each distinct prompt once (their count rounded up to
+	// a power of two, so that few graphs are compiled) and gathers its
+	// cache and logits into the rows that repeat it.
+	src := promptSources(prompts)
+	if d.separate {
+		for i := range src {
+			src[i] = i
+		}
+	}
+	rowMap := make([]int32, d.rows)
+	var distinct []int
+	for i, s := range src {
+		if s == i {
+			rowMap[i] = int32(len(distinct))
+			distinct = append(distinct, i)
+		} else {
+			rowMap[i] = rowMap[s]
+		}
+	}
+	nb := 1
+	for nb < len(distinct) {
+		nb *= 2
+	}
+	nb = min(nb, d.rows)
+	pb := promptBucket(maxLen, e.cfg.Ctx)
+	tokens := make([]int32, nb*pb)
+	lastIdx := make([]int32, nb) // rows past the distinct prompts: one pad token, never read
+	for j, i := range distinct {
+		copy(tokens[j*pb:], prompts[i])
+		lastIdx[j] = int32(len(prompts[i]) - 1)
 	}
 	var err error
 	if e.prefill == nil {
@@ -584,7 +639,8 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 			return nil, fmt.Errorf("policy gomlx: decode graph: %w", err)
 		}
 	}
-	outs, err := e.prefill.Exec(tensors.FromFlatDataAndDimensions(tokens, d.rows, pb), tensors.FromFlatDataAndDimensions(lastIdx, d.rows))
+	outs, err := e.prefill.Exec(tensors.FromFlatDataAndDimensions(tokens, nb, pb), tensors.FromFlatDataAndDimensions(lastIdx, nb),
+		tensors.FromFlatDataAndDimensions(rowMap, d.rows))
 	if err != nil {
 		return nil, fmt.Errorf("policy gomlx: prefill: %w", err)
 	}

@@ -48,7 +48,7 @@ func (e *nativeEngine) SetOptim(o OptimConfig) {
 }
 
 func nativeBatch(b Batch) native.Batch {
-	return native.Batch{B: b.B, S: b.S, Tokens: b.Tokens, Positions: b.Positions, Segments: b.Segments}
+	return native.Batch{B: b.B, S: b.S, Tokens: b.Tokens, Positions: b.Positions, Segments: b.Segments, Prefix: b.Prefix}
 }
 
 func (e *nativeEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error) {
@@ -160,6 +160,8 @@ type nativeDecoder struct {
 	e      *nativeEngine
 	cache  *native.Cache
 	logits []float32
+	// separate turns prompt sharing off (tests compare against it).
+	separate bool
 }
 
 func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
@@ -170,6 +172,8 @@ func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
 	return &nativeDecoder{e: e, cache: c, logits: make([]float32, rows*e.cfg.Vocab)}, nil
 }
 
+// Prefill runs each distinct prompt once, then copies its cache row and
+// logits to the rows that repeat it.
 func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 	if len(prompts) != d.cache.Rows() {
 		return nil, fmt.Errorf("policy native: %d prompts for %d rows", len(prompts), d.cache.Rows())
@@ -177,7 +181,31 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 	for r := range prompts {
 		d.cache.Reset(r)
 	}
-	return d.Extend(prompts)
+	if d.separate {
+		return d.Extend(prompts)
+	}
+	src := promptSources(prompts)
+	first := make([][]int32, len(prompts))
+	for i, s := range src {
+		if s == i {
+			first[i] = prompts[i]
+		}
+	}
+	logits, err := d.Extend(first)
+	if err != nil {
+		return nil, err
+	}
+	v := d.e.cfg.Vocab
+	for i, s := range src {
+		if s == i {
+			continue
+		}
+		if err := d.cache.CopyRow(i, s); err != nil {
+			return nil, fmt.Errorf("policy native: %w", err)
+		}
+		copy(logits[i*v:(i+1)*v], logits[s*v:(s+1)*v])
+	}
+	return logits, nil
 }
 
 func (d *nativeDecoder) Extend(tokens [][]int32) ([]float32, error) {

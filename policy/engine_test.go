@@ -96,51 +96,62 @@ func relErr(got, want []float32) float64 {
 }
 
 // TestEnginesAgree: on the same weights and batch, the native engine and
-// GoMLX give the same logits, values, loss and gradient of every weight.
+// GoMLX give the same logits, values, loss and gradient of every weight,
+// on packed examples and on actions sharing a prompt (Batch.Prefix).
 func TestEnginesAgree(t *testing.T) {
 	cfg := tinyConfig()
 	es := engines(t, cfg, 1)
 	r := rand.New(rand.NewPCG(2, 3))
-	b, idx := packedBatch(cfg, r)
-	targets := make([]int32, len(idx))
-	returns := make([]float32, len(idx))
-	for i := range targets {
-		targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-		returns[i] = float32(r.NormFloat64())
-	}
-	nl, nv, err := es[EngineNative].Logits(b, idx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, gv, err := es[EngineGoMLX].Logits(b, idx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e := relErr(nl, gl); e > 1e-4 {
-		t.Errorf("logits differ: relative error %.2g", e)
-	}
-	if e := relErr(nv, gv); e > 1e-4 {
-		t.Errorf("values differ: relative error %.2g", e)
-	}
-	loss := testLoss(targets, returns, cfg.Vocab)
-	nLoss, nGrads, err := es[EngineNative].Gradients(b, idx, loss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gLoss, gGrads, err := es[EngineGoMLX].Gradients(b, idx, loss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.Abs(nLoss-gLoss) > 1e-4*math.Abs(gLoss) {
-		t.Errorf("loss: native %v, gomlx %v", nLoss, gLoss)
-	}
-	for i := range nGrads {
-		if nGrads[i].Name != gGrads[i].Name {
-			t.Fatalf("gradient %d: %s vs %s", i, nGrads[i].Name, gGrads[i].Name)
-		}
-		if e := relErr(nGrads[i].F32, gGrads[i].F32); e > 1e-4 {
-			t.Errorf("gradient of %s differs: relative error %.2g", nGrads[i].Name, e)
-		}
+	packed, packedIdx := packedBatch(cfg, r)
+	shared, _, sharedIdx, _, _, _ := prefixBatches(cfg, 5)
+	for _, tc := range []struct {
+		name string
+		b    Batch
+		idx  []int32
+	}{{"packed", packed, packedIdx}, {"shared prefix", shared, sharedIdx}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, idx := tc.b, tc.idx
+			targets := make([]int32, len(idx))
+			returns := make([]float32, len(idx))
+			for i := range targets {
+				targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
+				returns[i] = float32(r.NormFloat64())
+			}
+			nl, nv, err := es[EngineNative].Logits(b, idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gl, gv, err := es[EngineGoMLX].Logits(b, idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := relErr(nl, gl); e > 1e-4 {
+				t.Errorf("logits differ: relative error %.2g", e)
+			}
+			if e := relErr(nv, gv); e > 1e-4 {
+				t.Errorf("values differ: relative error %.2g", e)
+			}
+			loss := testLoss(targets, returns, cfg.Vocab)
+			nLoss, nGrads, err := es[EngineNative].Gradients(b, idx, loss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gLoss, gGrads, err := es[EngineGoMLX].Gradients(b, idx, loss)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(nLoss-gLoss) > 1e-4*math.Abs(gLoss) {
+				t.Errorf("loss: native %v, gomlx %v", nLoss, gLoss)
+			}
+			for i := range nGrads {
+				if nGrads[i].Name != gGrads[i].Name {
+					t.Fatalf("gradient %d: %s vs %s", i, nGrads[i].Name, gGrads[i].Name)
+				}
+				if e := relErr(nGrads[i].F32, gGrads[i].F32); e > 1e-4 {
+					t.Errorf("gradient of %s differs: relative error %.2g", nGrads[i].Name, e)
+				}
+			}
+		})
 	}
 }
 

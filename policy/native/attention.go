@@ -5,6 +5,14 @@ package native
 // row) are contiguous; a group is one such example. Query i of a group
 // attends keys [0, i] of the same group, so examples packed in one row
 // never see each other and padding takes no part.
+//
+// A group may also have a prefix: another group of its row (a prompt
+// shared by several continuations, Batch.Prefix) whose every key it
+// attends to as well. Its probability rows then hold the prefix's
+// columns first, then its own: [np | n], as if the prefix were the start
+// of the example. The prefix's key and value gradients collect the
+// contributions of all its continuations, so the backward pass runs a
+// prefix and its continuations as one task (a family) per head.
 
 // attnBlock is how many query rows attendForward handles at once: the
 // scores of a block are computed only up to its last row, which skips
@@ -12,82 +20,136 @@ package native
 const attnBlock = 64
 
 // group is one example: rows [start, start+n) of the compact activations,
-// with its probabilities at probs[off:] (heads x n x n).
-type group struct{ start, n, off int }
+// with its probabilities at probs[off:] (heads x n x (np+n), np the
+// prefix's length), and its prefix group (-1: none).
+type group struct{ start, n, off, prefix int }
+
+// kv is the keys and values a group's queries attend to besides its own:
+// np rows at pk and pv (its prefix; stride d like its own).
+type kv struct {
+	pk, pv []float32
+	np     int
+}
+
+// prefixKV returns group g's prefix keys and values for head h.
+func prefixKV(groups []group, g group, k, v []float32, d, hoff int) kv {
+	if g.prefix < 0 {
+		return kv{}
+	}
+	p := groups[g.prefix]
+	at := p.start*d + hoff
+	return kv{pk: k[at:], pv: v[at:], np: p.n}
+}
 
 // attentionForward computes, per group and head, o = softmax(q·kᵀ/√dh +
-// causal mask)·v, keeping the probabilities for the backward pass.
+// mask)·v over the group's prefix and its own earlier keys, keeping the
+// probabilities for the backward pass.
 func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, heads, dh int) {
 	d := heads * dh
 	scale := float32(1 / sqrt(float64(dh)))
 	p.run(len(groups)*heads, func(w, t int) {
 		g, h := groups[t/heads], t%heads
 		at := g.start*d + h*dh
-		attendForward(&p.ws[w], q[at:], d, k[at:], v[at:], d, o[at:], d,
-			probs[g.off+h*g.n*g.n:], g.n, g.n, 0, dh, scale)
+		pre := prefixKV(groups, g, k, v, d, h*dh)
+		ldp := pre.np + g.n
+		attendForward(&p.ws[w], q[at:], d, pre, k[at:], v[at:], d, o[at:], d,
+			probs[g.off+h*g.n*ldp:], ldp, g.n, 0, dh, scale)
 	})
 }
 
 // attendForward is the attention of t queries (rows of q, stride ldq) on
-// keys and values [0, s0+t) (rows of k and v, stride ldk): query i sees
-// keys [0, s0+i]. It writes the outputs to o (stride ldo) and the
-// probabilities to probs (stride ldp >= s0+t; entries right of each
-// block's last row are left untouched).
-func attendForward(ws *workspace, q []float32, ldq int, k, v []float32, ldk int, o []float32, ldo int,
+// the prefix keys and values of pre, then keys and values [0, s0+t) (rows
+// of k and v, stride ldk): query i sees all of pre and keys [0, s0+i]. It
+// writes the outputs to o (stride ldo) and the probabilities to probs
+// (stride ldp >= pre.np+s0+t: the prefix's columns, then the others;
+// entries right of each block's last row are left untouched).
+func attendForward(ws *workspace, q []float32, ldq int, pre kv, k, v []float32, ldk int, o []float32, ldo int,
 	probs []float32, ldp, t, s0, dh int, scale float32) {
+	np := pre.np
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
 		nc := s0 + r1
-		gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: k, ldb: ldk, c: probs[r0*ldp:], ldc: ldp})
+		if np > 0 {
+			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp})
+		}
+		gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp})
 		for i := r0; i < r1; i++ {
-			row := probs[i*ldp : i*ldp+nc]
-			valid := s0 + i + 1
+			row := probs[i*ldp : i*ldp+np+nc]
+			valid := np + s0 + i + 1
 			m := kern.max(row[:valid])
 			sum := kern.expShift(row[:valid], m, scale)
 			kern.scale(row[:valid], 1/sum)
 			clear(row[valid:])
 		}
-		gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: nc, a: probs[r0*ldp:], lda: ldp, b: v, ldb: ldk, c: o[r0*ldo:], ldc: ldo})
+		if np > 0 {
+			gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: np, a: probs[r0*ldp:], lda: ldp, b: pre.pv, ldb: ldk, c: o[r0*ldo:], ldc: ldo})
+		}
+		gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: nc, a: probs[r0*ldp+np:], lda: ldp, b: v, ldb: ldk, c: o[r0*ldo:], ldc: ldo, acc: np > 0})
 	}
 }
 
-// attentionBackward computes dq, dk and dv (overwritten) from dOut.
-func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, heads, dh, n int) {
+// attentionBackward computes dq, dk and dv (overwritten) from dOut. One
+// task per family (a group without a prefix, then every group that names
+// it) and head: the family's groups add to the same prefix rows of dk and
+// dv, always in the same order.
+func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, heads, dh, n int) {
 	d := heads * dh
 	clear(dk[:n*d])
 	clear(dv[:n*d])
 	scale := float32(1 / sqrt(float64(dh)))
-	p.run(len(groups)*heads, func(w, t int) {
-		g, h := groups[t/heads], t%heads
-		at := g.start*d + h*dh
-		attendBackward(&p.ws[w], dq[at:], dk[at:], dv[at:], dOut[at:], q[at:], k[at:], v[at:], d,
-			probs[g.off+h*g.n*g.n:], g.n, dh, scale)
+	p.run(len(families)*heads, func(w, t int) {
+		h := t % heads
+		for _, gi := range families[t/heads] {
+			g := groups[gi]
+			at := g.start*d + h*dh
+			pre := prefixKV(groups, g, k, v, d, h*dh)
+			var dpk, dpv []float32
+			if g.prefix >= 0 {
+				pat := groups[g.prefix].start*d + h*dh
+				dpk, dpv = dk[pat:], dv[pat:]
+			}
+			ldp := pre.np + g.n
+			attendBackward(&p.ws[w], dq[at:], dk[at:], dv[at:], dpk, dpv, dOut[at:], q[at:], pre, k[at:], v[at:], d,
+				probs[g.off+h*g.n*ldp:], g.n, dh, scale)
+		}
 	})
 }
 
 // attendBackward is the backward pass of attendForward with s0 = 0 and
-// every row of stride ld. dk and dv are accumulated, dq overwritten.
-func attendBackward(ws *workspace, dq, dk, dv, dOut, q, k, v []float32, ld int, probs []float32, t, dh int, scale float32) {
-	ldp := t
+// every row of stride ld (probabilities of stride pre.np+t). dk, dv and
+// the prefix's dpk, dpv are accumulated, dq overwritten.
+func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre kv, k, v []float32, ld int,
+	probs []float32, t, dh int, scale float32) {
+	np := pre.np
+	ldp := np + t
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
 		rb, nc := r1-r0, r1
-		ws.buf = grow(ws.buf, rb*nc)
+		lds := np + nc
+		ws.buf = grow(ws.buf, rb*lds)
 		dS := ws.buf
 		// dP = dO·vᵀ, then dS = P∘(dP - rowsum(P∘dP)) * scale.
-		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS, ldc: nc})
+		if np > 0 {
+			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds})
+		}
+		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds})
 		for i := r0; i < r1; i++ {
-			valid := i + 1
+			valid := np + i + 1
 			pr := probs[i*ldp : i*ldp+valid]
-			dr := dS[(i-r0)*nc : (i-r0+1)*nc]
+			dr := dS[(i-r0)*lds : (i-r0+1)*lds]
 			delta := kern.dot(pr, dr)
 			for j, pj := range pr {
 				dr[j] = pj * (dr[j] - delta) * scale
 			}
 			clear(dr[valid:])
 		}
-		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS, lda: nc, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld})
-		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS, lda: nc, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true})
-		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true})
+		if np > 0 {
+			gemmSerial(ws, gemmOp{m: rb, n: dh, k: np, a: dS, lda: lds, b: pre.pk, ldb: ld, c: dq[r0*ld:], ldc: ld})
+			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: dS, lda: lds, b: q[r0*ld:], ldb: ld, c: dpk, ldc: ld, acc: true})
+			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dpv, ldc: ld, acc: true})
+		}
+		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0})
+		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true})
+		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true})
 	}
 }

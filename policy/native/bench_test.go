@@ -2,6 +2,7 @@ package native
 
 import (
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -248,6 +249,219 @@ func BenchmarkGenerate(b *testing.B) {
 			b.ReportMetric(n/secs, "new_tok/s")
 			b.ReportMetric(n/(cpuSeconds()-cpu0), "new_tok/cpu-s")
 			b.ReportMetric(n/decodeSecs, "decode_tok/s")
+		})
+	}
+}
+
+// ppoShape is the demo policy (policy.DemoConfig with a 4,096-id
+// vocabulary): a 448-token prompt and a 160-token response fit its
+// 640-token context.
+func ppoShape() Config {
+	return Config{Vocab: 4096, DModel: 256, Heads: 4, Layers: 4, FFN: 1024, Ctx: 640}
+}
+
+// ppoBatch is one PPO learner minibatch: its packing, the head positions
+// (per sample: its last prompt token, whose value is V(s) and whose
+// logits score the first action token, then each action token but the
+// last) with their targets, and where each sample's value is among them.
+type ppoBatch struct {
+	Batch
+	idx, targets []int32
+	valueAt      []int
+	real, sample int // tokens the engine processes; prompt+action tokens of every sample
+}
+
+// ppoBatches packs states x k samples (seeded: prompts of 400-448
+// tokens, actions of 40-96) twice: each sample alone with a copy of its
+// prompt, one per row (as train's pack does today), and each state's
+// prompt once with its k actions after it (Batch.Prefix), one state per
+// row. Both give the same head positions in the same order.
+func ppoBatches(states, k int, seed uint64) (unshared, shared ppoBatch) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	vocab := ppoShape().Vocab
+	type state struct {
+		prompt  []int32
+		actions [][]int32
+	}
+	sts := make([]state, states)
+	for i := range sts {
+		sts[i].prompt = randTokens(r, 400+r.IntN(49), vocab)
+		for range k {
+			sts[i].actions = append(sts[i].actions, randTokens(r, 40+r.IntN(57), vocab))
+		}
+	}
+	pack := func(rows [][]int, share bool) ppoBatch { // rows: per row, its states' samples (state*k + j)
+		var pb ppoBatch
+		width := 0
+		for _, row := range rows {
+			n := 0
+			for si, s := range row {
+				st := sts[s/k]
+				if !share || si == 0 {
+					n += len(st.prompt)
+				}
+				n += len(st.actions[s%k])
+			}
+			width = max(width, n)
+		}
+		width = (width + 31) / 32 * 32
+		pb.Batch = Batch{B: len(rows), S: width}
+		size := pb.B * width
+		pb.Tokens, pb.Positions, pb.Segments = make([]int32, size), make([]int32, size), make([]int32, size)
+		if share {
+			pb.Prefix = make([]int32, size)
+		}
+		for ri, row := range rows {
+			at, seg := ri*width, int32(0)
+			put := func(toks []int32, pos0, prefix int32) {
+				seg++
+				for j, t := range toks {
+					pb.Tokens[at], pb.Positions[at], pb.Segments[at] = t, pos0+int32(j), seg
+					if share {
+						pb.Prefix[at] = prefix
+					}
+					at++
+				}
+				pb.real += len(toks)
+			}
+			last := 0
+			for si, s := range row {
+				st, a := sts[s/k], sts[s/k].actions[s%k]
+				p := int32(len(st.prompt))
+				switch {
+				case !share:
+					put(st.prompt, 0, 0)
+					seg--
+					last = at - 1
+					put(a, p, 0)
+				case si == 0:
+					put(st.prompt, 0, 0)
+					last = at - 1
+					put(a, p, 1)
+				default:
+					put(a, p, 1)
+				}
+				pb.sample += len(st.prompt) + len(a)
+				pb.valueAt = append(pb.valueAt, len(pb.idx))
+				pb.idx, pb.targets = append(pb.idx, int32(last)), append(pb.targets, a[0])
+				for t := 1; t < len(a); t++ {
+					pb.idx, pb.targets = append(pb.idx, int32(at-len(a)+t-1)), append(pb.targets, a[t])
+				}
+			}
+		}
+		return pb
+	}
+	var alone, byState [][]int
+	for s := range states * k {
+		alone = append(alone, []int{s})
+	}
+	for i := range states {
+		var row []int
+		for j := range k {
+			row = append(row, i*k+j)
+		}
+		byState = append(byState, row)
+	}
+	return pack(alone, false), pack(byState, true)
+}
+
+// ppoLossGrad is a PPO-shaped loss on the heads' outputs, written into
+// dLogits and dValues: the clipped surrogate of each action token's
+// log-probability (advantage ±1, old log-probability a little off the
+// current one), an entropy bonus and the value error. It costs what a
+// host PPO loss costs: one softmax per action token.
+func ppoLossGrad(logits, values, dLogits, dValues []float32, targets []int32, valueAt []int, vocab int) {
+	const clip, entCoef, vfCoef = 0.2, 0.01, 0.5
+	inv := 1 / float32(len(targets))
+	for i, t := range targets {
+		z, dz := logits[i*vocab:(i+1)*vocab], dLogits[i*vocab:(i+1)*vocab]
+		copy(dz, z)
+		mx := kern.max(dz)
+		sum := kern.expShift(dz, mx, 1) // dz = exp(z - mx)
+		kern.scale(dz, 1/sum)           // dz = p
+		lse := mx + float32(math.Log(float64(sum)))
+		var h float32
+		for j, p := range dz {
+			h -= p * (z[j] - lse)
+		}
+		logp := z[t] - lse
+		adv := float32(1 - 2*(i%2))
+		ratio := float32(math.Exp(float64(logp - (logp + 0.05*float32(i%3-1)))))
+		dLogp := float32(0)
+		if ratio >= 1-clip && ratio <= 1+clip {
+			dLogp = -adv * ratio * inv
+		}
+		for j, p := range dz {
+			dz[j] = dLogp*p + entCoef*inv*p*((z[j]-lse)+h)
+		}
+		dz[t] -= dLogp
+	}
+	clear(dValues)
+	for _, at := range valueAt {
+		dValues[at] = vfCoef * (values[at] - 0.5) / float32(len(valueAt))
+	}
+}
+
+// BenchmarkPPOLearner measures PPO learner steps on the demo shape: 4
+// states x K=8 actions of 40-96 tokens on 400-448-token prompts, the LM
+// head at the 2,200-odd action positions and the value head at each
+// sample's last prompt token, a PPO-shaped host loss, backward and AdamW.
+// "unshared" packs each sample with its own copy of the prompt (32 rows);
+// "shared" packs each state's prompt once with its 8 actions after it
+// (Batch.Prefix, 4 rows). "sft" is the SFT step on the unshared packing
+// with the same head positions (fused cross-entropy): the SFT rate of the
+// same engine and shape. real_tok/s counts the tokens the engine
+// processes, sample_tok/s the prompt+action tokens of every sample (what
+// the step represents).
+func BenchmarkPPOLearner(b *testing.B) {
+	unshared, shared := ppoBatches(4, 8, 1)
+	for _, tc := range []struct {
+		name string
+		pb   ppoBatch
+		sft  bool
+	}{{"sft", unshared, true}, {"unshared", unshared, false}, {"shared", shared, false}} {
+		b.Run("kernel="+KernelName()+"/"+tc.name, func(b *testing.B) {
+			cfg := ppoShape()
+			m, err := New(cfg, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opt := NewAdamW(m, AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, ClipNorm: 1})
+			pb := tc.pb
+			var dLogits, dValues []float32
+			step := func() {
+				m.ZeroGrad()
+				if err := m.Forward(pb.Batch); err != nil {
+					b.Fatal(err)
+				}
+				if tc.sft {
+					if _, err := m.CrossEntropyBackward(pb.idx, pb.targets, nil); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					logits, values, err := m.Heads(pb.idx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					dLogits, dValues = grow(dLogits, len(logits)), grow(dValues, len(values))
+					ppoLossGrad(logits, values, dLogits, dValues, pb.targets, pb.valueAt, cfg.Vocab)
+					if err := m.Backward(pb.idx, dLogits, dValues); err != nil {
+						b.Fatal(err)
+					}
+				}
+				opt.Step(m, 1e-5)
+			}
+			step() // warm-up: buffers grow to size
+			b.ResetTimer()
+			start, cpu0 := time.Now(), cpuSeconds()
+			for range b.N {
+				step()
+			}
+			secs, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
+			b.ReportMetric(float64(b.N*pb.real)/secs, "real_tok/s")
+			b.ReportMetric(float64(b.N*pb.sample)/secs, "sample_tok/s")
+			b.ReportMetric(float64(b.N*pb.real)/cpu, "real_tok/cpu-s")
+			b.ReportMetric(float64(b.N*pb.sample)/cpu, "sample_tok/cpu-s")
 		})
 	}
 }

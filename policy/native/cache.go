@@ -37,6 +37,30 @@ func (c *Cache) Len(r int) int { return c.lens[r] }
 // Reset empties row r (its storage is reused).
 func (c *Cache) Reset(r int) { c.lens[r] = 0 }
 
+// CopyRow makes row dst a copy of row src (its keys and values, every
+// layer and head, and its length), so that both continue from the same
+// prefix: a prompt prefilled once serves several samples. dst == src
+// does nothing.
+func (c *Cache) CopyRow(dst, src int) error {
+	if dst < 0 || dst >= c.rows || src < 0 || src >= c.rows {
+		return fmt.Errorf("native: cache CopyRow(%d, %d) outside rows [0, %d)", dst, src, c.rows)
+	}
+	if dst == src {
+		return nil
+	}
+	n := c.lens[src] * c.dh
+	for l := range c.layers {
+		for h := range c.heads {
+			sk, sv := c.head(l, src, h)
+			dk, dv := c.head(l, dst, h)
+			copy(dk[:n], sk[:n])
+			copy(dv[:n], sv[:n])
+		}
+	}
+	c.lens[dst] = c.lens[src]
+	return nil
+}
+
 // head returns the keys and values of layer l, row r, head h: [capacity, dh].
 func (c *Cache) head(l, r, h int) (k, v []float32) {
 	at := ((l*c.rows+r)*c.heads + h) * c.capacity * c.dh
@@ -151,7 +175,7 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			ldp := s.s0 + s.n
 			ws.buf = grow(ws.buf, s.n*ldp)
 			at := s.off*d + h*dh
-			attendForward(ws, ds.q[at:], d, ck, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale)
+			attendForward(ws, ds.q[at:], d, kv{}, ck, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale)
 		})
 		denseForward(p, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)

@@ -146,3 +146,40 @@ func TestCacheErrors(t *testing.T) {
 		t.Error("row out of range: got no error")
 	}
 }
+
+// TestCacheCopyRow: a row forked with CopyRow continues exactly as the
+// row it was copied from would (and as a row prefilled on its own), its
+// old, longer contents gone; the source row is not disturbed.
+func TestCacheCopyRow(t *testing.T) {
+	cfg := Config{Vocab: 13, DModel: 8, Heads: 2, Layers: 2, FFN: 12, Ctx: 40}
+	m := newTestModel(t, cfg, 23)
+	r := rand.New(rand.NewPCG(17, 18))
+	v := cfg.Vocab
+	prompt, old := randTokens(r, 9, v), randTokens(r, 20, v)
+	ext0, ext2 := randTokens(r, 3, v), randTokens(r, 4, v)
+	c, _ := m.NewCache(3, cfg.Ctx)
+	if _, err := m.Extend(c, []int{0, 2}, [][]int32{prompt, old}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CopyRow(2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if c.Len(2) != len(prompt) {
+		t.Fatalf("copied row holds %d tokens, want %d", c.Len(2), len(prompt))
+	}
+	got, err := m.Extend(c, []int{0, 2}, [][]int32{ext0, ext2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append([]float32(nil), got...)
+	for i, ext := range [][]int32{ext0, ext2} {
+		want := fullLogits(t, m, append(append([]int32(nil), prompt...), ext...))
+		at := len(prompt) + len(ext) - 1
+		if d := maxRelDiff(got[i*v:(i+1)*v], toF64(want[at*v:(at+1)*v]), 1); d > 1e-5 {
+			t.Errorf("row %d after the fork differs from a full forward by %.2g", []int{0, 2}[i], d)
+		}
+	}
+	if err := c.CopyRow(3, 0); err == nil {
+		t.Error("CopyRow to a row out of range: got no error")
+	}
+}

@@ -67,11 +67,18 @@ func (m *Model) ZeroGrad() { clear(m.grad) }
 // RoPE positions (restarting at 0 for each example packed in a row);
 // Segments number the examples of a row 1, 2, ... and mark padding with 0.
 // A token attends the earlier tokens of its row with the same segment.
+//
+// Prefix, when not nil, names per position a segment of the same row
+// that the position also attends to, all of it (0: none): a prompt
+// packed once and shared by several continuations (tree attention).
+// Every position of a segment names the same prefix; a prefix lies wholly
+// before the segments that name it and has no prefix itself.
 type Batch struct {
 	B, S      int
 	Tokens    []int32
 	Positions []int32
 	Segments  []int32
+	Prefix    []int32
 }
 
 // activations is what Forward keeps for Heads and Backward.
@@ -82,8 +89,12 @@ type activations struct {
 	tokens []int32 // [n] per compact row
 	pos    []int32
 	groups []group
-	x      [][]float32 // Layers+1 residual streams [n, D]; x[l] enters block l
-	blocks []blockActs
+	// families lists, per group without a prefix, that group and then
+	// every group that names it as its prefix (indices into groups).
+	families [][]int32
+	famBuf   []int32
+	x        [][]float32 // Layers+1 residual streams [n, D]; x[l] enters block l
+	blocks   []blockActs
 }
 
 type blockActs struct {
@@ -136,14 +147,18 @@ func (m *Model) layout(b Batch) error {
 		return fmt.Errorf("native: batch %dx%d needs %d tokens, positions and segments (got %d, %d, %d)",
 			b.B, b.S, size, len(b.Tokens), len(b.Positions), len(b.Segments))
 	}
+	if b.Prefix != nil && len(b.Prefix) != size {
+		return fmt.Errorf("native: batch %dx%d needs %d prefix ids (got %d)", b.B, b.S, size, len(b.Prefix))
+	}
 	a.b = b
 	a.slot = growInt32(a.slot, size)
 	a.tokens, a.pos, a.groups = a.tokens[:0], a.pos[:0], a.groups[:0]
 	probs := 0
-	var seen []int32
+	var seen []int32 // this row's segments, in order of their groups
 	for r := range b.B {
 		row := r * b.S
 		seen = seen[:0]
+		first := len(a.groups) // this row's first group
 		for j := range b.S {
 			s := b.Segments[row+j]
 			if s < 0 {
@@ -151,15 +166,38 @@ func (m *Model) layout(b Batch) error {
 			}
 			if s == 0 {
 				a.slot[row+j] = -1
+				if b.Prefix != nil && b.Prefix[row+j] != 0 {
+					return fmt.Errorf("native: padding at row %d, column %d names prefix %d", r, j, b.Prefix[row+j])
+				}
 			}
 			if s == 0 || containsInt32(seen, s) {
 				continue
 			}
 			seen = append(seen, s)
-			g := group{start: len(a.tokens), off: probs}
+			g := group{start: len(a.tokens), off: probs, prefix: -1}
+			var pre int32
+			if b.Prefix != nil {
+				pre = b.Prefix[row+j]
+			}
+			if pre != 0 {
+				at := indexInt32(seen, pre)
+				if at < 0 || pre == s {
+					return fmt.Errorf("native: segment %d at row %d, column %d names prefix %d, which is not an earlier segment of the row", s, r, j, pre)
+				}
+				g.prefix = first + at
+				if a.groups[g.prefix].prefix >= 0 {
+					return fmt.Errorf("native: segment %d at row %d names prefix %d, which has a prefix itself", s, r, pre)
+				}
+			}
 			for jj := j; jj < b.S; jj++ {
+				if b.Segments[row+jj] == pre && pre != 0 {
+					return fmt.Errorf("native: prefix %d at row %d, column %d is not wholly before segment %d (column %d)", pre, r, jj, s, j)
+				}
 				if b.Segments[row+jj] != s {
 					continue
+				}
+				if b.Prefix != nil && b.Prefix[row+jj] != pre {
+					return fmt.Errorf("native: segment %d at row %d names prefixes %d and %d (column %d)", s, r, pre, b.Prefix[row+jj], jj)
 				}
 				t, ps := b.Tokens[row+jj], b.Positions[row+jj]
 				if t < 0 || int(t) >= c.Vocab {
@@ -172,10 +210,15 @@ func (m *Model) layout(b Batch) error {
 				a.tokens, a.pos = append(a.tokens, t), append(a.pos, ps)
 			}
 			g.n = len(a.tokens) - g.start
-			probs += c.Heads * g.n * g.n
+			np := 0
+			if g.prefix >= 0 {
+				np = a.groups[g.prefix].n
+			}
+			probs += c.Heads * g.n * (np + g.n)
 			a.groups = append(a.groups, g)
 		}
 	}
+	m.buildFamilies()
 	n, d, f := len(a.tokens), c.DModel, c.FFN
 	a.n = n
 	if len(a.x) != c.Layers+1 {
@@ -196,6 +239,37 @@ func (m *Model) layout(b Batch) error {
 		ba.probs = grow(ba.probs, probs)
 	}
 	return nil
+}
+
+// buildFamilies groups the groups for the attention's backward pass: each
+// group without a prefix, followed by the groups that name it.
+func (m *Model) buildFamilies() {
+	a := &m.acts
+	a.famBuf = growInt32(a.famBuf, len(a.groups))[:0]
+	a.families = a.families[:0]
+	for i, g := range a.groups {
+		if g.prefix >= 0 {
+			continue
+		}
+		at := len(a.famBuf)
+		a.famBuf = append(a.famBuf, int32(i))
+		// Continuations follow their prefix within its row.
+		for j := i + 1; a.b.Prefix != nil && j < len(a.groups); j++ {
+			if a.groups[j].prefix == i {
+				a.famBuf = append(a.famBuf, int32(j))
+			}
+		}
+		a.families = append(a.families, a.famBuf[at:len(a.famBuf):len(a.famBuf)])
+	}
+}
+
+func indexInt32(s []int32, v int32) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
 }
 
 func containsInt32(s []int32, v int32) bool {
@@ -343,7 +417,7 @@ func (m *Model) backwardTrunk() {
 		bs.part = layerNormBackward(p, dx, g.lnFFNGain, g.lnFFNOffset, bs.dLn, ba.mid, ba.ln2Mean, ba.ln2Rstd, w.lnFFNGain, n, d, bs.part)
 		// Attention: mid = x + attn(ln1(x))·W_out + b_out.
 		denseBackward(p, bs.dAtt, g.outW, g.outB, dx, ba.att, w.outW, n, d, d, false)
-		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, c.Heads, dh, n)
+		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, c.Heads, dh, n)
 		ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		ropeForward(p, bs.dk, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		denseBackward(p, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)

@@ -106,8 +106,10 @@ func (r *refModel) forward(b Batch) (logits [][]float64, values []float64) {
 			att := make([]float64, d)
 			for h := 0; h < c.Heads; h++ {
 				var keys []int
-				for j := row * b.S; j <= i; j++ {
-					if b.Segments[j] == b.Segments[i] {
+				for j := row * b.S; j < (row+1)*b.S; j++ {
+					own := b.Segments[j] == b.Segments[i] && j <= i
+					prefix := b.Prefix != nil && b.Prefix[i] != 0 && b.Segments[j] == b.Prefix[i]
+					if own || prefix {
 						keys = append(keys, j)
 					}
 				}

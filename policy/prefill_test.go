@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// separate turns a decoder's prompt sharing off: every row is prefilled
+// as its own prompt, the behaviour the shared prefill must reproduce.
+func separate(t testing.TB, d Decoder) {
+	t.Helper()
+	switch d := d.(type) {
+	case *nativeDecoder:
+		d.separate = true
+	case *gomlxDecoder:
+		d.separate = true
+	default:
+		t.Fatalf("decoder %T has no separate mode", d)
+	}
+}
+
+// separateEngine is an engine whose decoders never share prompts.
+type separateEngine struct {
+	Engine
+	t testing.TB
+}
+
+func (s separateEngine) NewDecoder(rows int) (Decoder, error) {
+	d, err := s.Engine.NewDecoder(rows)
+	if err == nil {
+		separate(s.t, d)
+	}
+	return d, err
+}
+
+func randPrompt(r *rand.Rand, n, vocab int) []int32 {
+	p := []int32{BosID}
+	for len(p) < n {
+		p = append(p, int32(NumSpecial+r.IntN(vocab-NumSpecial)))
+	}
+	return p
+}
+
+// TestPrefillSharesPrompts: prefilling repeated prompts (each distinct
+// prompt computed once, its cache row forked to the repeats) gives the
+// same logits, bit for bit, as prefilling every row on its own, at the
+// prompts and after extends that differ between the copies of a prompt
+// (one token, several, none).
+func TestPrefillSharesPrompts(t *testing.T) {
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(21, 22))
+	a, b := randPrompt(r, 9, cfg.Vocab), randPrompt(r, 14, cfg.Vocab)
+	prompts := [][]int32{a, a, b, a, b, {BosID}, slices.Clone(a)}
+	tok := func() int32 { return int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial)) }
+	var steps [][][]int32
+	for s := range 3 {
+		step := make([][]int32, len(prompts))
+		for i := range step {
+			switch {
+			case s == 1 && i%3 == 0:
+				step[i] = []int32{tok(), tok(), tok()}
+			case s == 2 && i == 1:
+				// row 1 rests this step
+			default:
+				step[i] = []int32{tok()}
+			}
+		}
+		steps = append(steps, step)
+	}
+	v := cfg.Vocab
+	for name, e := range engines(t, cfg, 13) {
+		shared, err := e.NewDecoder(len(prompts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone, _ := e.NewDecoder(len(prompts))
+		separate(t, alone)
+		got, err := shared.Prefill(prompts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = slices.Clone(got)
+		want, err := alone.Prefill(prompts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: shared prefill logits differ from separate ones (relative %.2g)", name, relErr(got, want))
+		}
+		for s, step := range steps {
+			got, err := shared.Extend(step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = slices.Clone(got)
+			want, err := alone.Extend(step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range step {
+				if len(step[i]) == 0 {
+					continue
+				}
+				if g, w := got[i*v:(i+1)*v], want[i*v:(i+1)*v]; !slices.Equal(g, w) {
+					t.Errorf("%s: extend %d, row %d: logits after a shared prefill differ (relative %.2g)", name, s, i, relErr(g, w))
+				}
+			}
+		}
+		shared.Close()
+		alone.Close()
+	}
+}
+
+// TestGenerateSharedPrompts: sampling K responses per prompt gives the
+// same samples with the shared prefill as with every row prefilled on
+// its own, and the copies of a prompt still draw different responses.
+func TestGenerateSharedPrompts(t *testing.T) {
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(23, 24))
+	a, b := randPrompt(r, 11, cfg.Vocab), randPrompt(r, 6, cfg.Vocab)
+	prompts := [][]int32{a, a, a, a, b, b, b, b}
+	opts := GenerateOptions{Temperature: 1, MaxNewTokens: 10, Seed: 5}
+	for name, e := range engines(t, cfg, 17) {
+		got, err := Generator{Engine: e}.Generate(prompts, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Generator{Engine: separateEngine{e, t}}.Generate(prompts, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		differ := false
+		for i := range prompts {
+			if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) {
+				t.Errorf("%s row %d: shared prefill sampled %v %v, separate %v %v", name, i, got[i].Tokens, got[i].LogProbs, want[i].Tokens, want[i].LogProbs)
+			}
+			if i > 0 && !slices.Equal(got[i].Tokens, got[0].Tokens) {
+				differ = true
+			}
+		}
+		if !differ {
+			t.Errorf("%s: every copy of the prompt drew the same response %v", name, got[0].Tokens)
+		}
+	}
+}
