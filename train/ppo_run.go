@@ -329,33 +329,84 @@ func (r *ppoRun) generate(ctx context.Context, version int) ([]*group, error) {
 	return groups, nil
 }
 
-// minibatch is some samples packed for the engine: the batch, the action
-// tokens' positions and the position of each sample's V(s) among them.
+// minibatch is some samples packed for the engine: the batch, the
+// positions predicting each action token, and where each sample's tokens
+// start among them (its first is predicted at the prompt's last token,
+// where V(s) is read).
 type minibatch struct {
 	batch   policy.Batch
 	idx     []int32 // action-token positions (the position predicting each action token)
 	toks    []ppoToken
-	valueAt []int // per sample, the index in idx of its first action position (its last prompt token)
+	valueAt []int // per sample, the index in idx of its first action token's position (its prompt's last token)
 }
 
-// pack packs samples into one minibatch, one example per sample. Tokens
-// the grammar forced, and free text unless free_text is train, are
-// marked Skip: they take no part in the policy-gradient and KL terms.
+// pack packs samples into one minibatch with each distinct prompt once
+// (policy.Batch.Prefix): a row per prompt, the prompt then each of its
+// samples' actions as a continuation attending it, so that the K samples
+// of a state cost one prompt in the learner as in generation. The first
+// action token of every sample is predicted at the prompt's last token
+// (one position serving all of them), token t at the continuation's
+// token t-1; an action's last token is never an input. Tokens the grammar
+// forced, and free text unless free_text is train, are marked Skip: they
+// take no part in the policy-gradient and KL terms.
 func (r *ppoRun) pack(samples []*sample) minibatch {
-	exs := make([]encoded, len(samples))
-	order := make([]int, len(samples))
-	for i, s := range samples {
-		exs[i] = encoded{Tokens: append(append([]int32{}, s.Prompt...), s.Action...), Response: len(s.Prompt)}
-		order[i] = i
+	type bucket struct {
+		prompt  []int32
+		members []int
 	}
-	b := packBatches(exs, order, len(exs)+1, r.policy.Config().Ctx)[0]
-	var mb minibatch
-	mb.batch = b.Batch
+	var buckets []*bucket
+	byPrompt := map[string]*bucket{}
 	for i, s := range samples {
-		at := b.Starts[i] + len(s.Prompt) - 1 // predicts the first action token
-		mb.valueAt = append(mb.valueAt, len(mb.idx))
+		key := promptKey(s.Prompt)
+		b, ok := byPrompt[key]
+		if !ok {
+			b = &bucket{prompt: s.Prompt}
+			byPrompt[key] = b
+			buckets = append(buckets, b)
+		}
+		b.members = append(b.members, i)
+	}
+	width := 0
+	for _, b := range buckets {
+		n := len(b.prompt)
+		for _, i := range b.members {
+			n += max(len(samples[i].Action)-1, 0)
+		}
+		width = max(width, n)
+	}
+	width = (width + 31) / 32 * 32
+	mb := minibatch{batch: policy.Batch{B: len(buckets), S: width}}
+	size := len(buckets) * width
+	mb.batch.Tokens, mb.batch.Positions, mb.batch.Segments, mb.batch.Prefix = make([]int32, size), make([]int32, size), make([]int32, size), make([]int32, size)
+	mb.valueAt = make([]int, len(samples))
+	type span struct{ last, cont int } // the prompt's last position, the continuation's first
+	spans := make([]span, len(samples))
+	for row, b := range buckets {
+		at := row * width
+		for t, tok := range b.prompt {
+			mb.batch.Tokens[at+t], mb.batch.Positions[at+t], mb.batch.Segments[at+t] = tok, int32(t), 1
+		}
+		last := at + len(b.prompt) - 1
+		at += len(b.prompt)
+		for si, i := range b.members {
+			a := samples[i].Action
+			spans[i] = span{last: last, cont: at}
+			for t := range max(len(a)-1, 0) {
+				k := at + t
+				mb.batch.Tokens[k], mb.batch.Positions[k] = a[t], int32(len(b.prompt)+t)
+				mb.batch.Segments[k], mb.batch.Prefix[k] = int32(si+2), 1
+			}
+			at += max(len(a)-1, 0)
+		}
+	}
+	for i, s := range samples {
+		mb.valueAt[i] = len(mb.idx)
 		for t, tok := range s.Action {
-			mb.idx = append(mb.idx, int32(at+t))
+			pos := spans[i].last
+			if t > 0 {
+				pos = spans[i].cont + t - 1
+			}
+			mb.idx = append(mb.idx, int32(pos))
 			tk := ppoToken{Target: tok, OldLogP: s.LogP[t]}
 			if s.Masks != nil {
 				tk.Mask = s.Masks[t]
@@ -366,6 +417,15 @@ func (r *ppoRun) pack(samples []*sample) minibatch {
 		}
 	}
 	return mb
+}
+
+// promptKey identifies a prompt's tokens.
+func promptKey(p []int32) string {
+	b := make([]byte, 4*len(p))
+	for i, t := range p {
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(t), byte(t>>8), byte(t>>16), byte(t>>24)
+	}
+	return string(b)
 }
 
 // values returns V(s) of each sample of mb under the current policy.

@@ -365,7 +365,8 @@ func (c *maskConstraint) Forced(int) ([]int32, error) { return nil, nil }
 // behaviour policy, so recomputing each action token's log-probability
 // under the mask it was sampled with gives an importance ratio of 1 (the
 // sampling went through the KV cache, the recomputation through a packed
-// full forward).
+// forward with each prompt once and its samples' actions attending it:
+// groups of 3 samples of one prompt, as step-wise PPO draws them).
 func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 	cfg := policy.Config{Vocab: 60, DModel: 32, Heads: 2, Layers: 2, Ctx: 64, PromptTokens: 32, ResponseTokens: 24}
 	for _, engine := range []string{policy.EngineNative, policy.EngineGoMLX} {
@@ -375,12 +376,12 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 		}
 		r := rand.New(rand.NewPCG(4, 4))
 		var prompts [][]int32
-		for range 6 {
+		for range 4 {
 			p := []int32{policy.BosID}
 			for range 3 + r.IntN(20) {
 				p = append(p, int32(policy.NumSpecial+r.IntN(cfg.Vocab-policy.NumSpecial)))
 			}
-			prompts = append(prompts, p)
+			prompts = append(prompts, p, p, p)
 		}
 		gen := policy.Generator{Engine: eng}
 		samples, err := gen.Generate(prompts, policy.GenerateOptions{Temperature: 1, MaxNewTokens: 20, Seed: 9,
@@ -399,6 +400,9 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 		}
 		run := &ppoRun{policy: eng}
 		mb := run.pack(batch)
+		if mb.batch.B != 4 {
+			t.Fatalf("%s: %d rows for 4 distinct prompts, want one row per prompt", engine, mb.batch.B)
+		}
 		logits, _, err := eng.Logits(mb.batch, mb.idx)
 		if err != nil {
 			t.Fatal(err)
