@@ -354,6 +354,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		// --- 5. Metrics, learning curve and checkpoints.
 		rec := map[string]any{"stage": "ppo", "mode": ModeStep, "step": r.state.Update,
 			"charts/reward_mean": mean(b_rewards), "charts/reward_std_in_group": ro.groupStd(groups),
+			"charts/distinct_actions_per_group": ratio(ro.distinct, ro.seen),
 			"charts/groups_dropped_fraction": float64(ro.flat) / float64(max(ro.flat+len(groups), 1)),
 			"charts/samples":                 len(batch), "charts/groups": len(groups),
 			"charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
@@ -495,6 +496,16 @@ func adaptKL(coef, kl, target float64) float64 {
 		return max(coef/1.5, 1e-4)
 	}
 	return coef
+}
+
+// distinctActions is the number of distinct parsed actions among ss (1:
+// the policy gave every sample of the state the same action).
+func distinctActions(ss []*sample) int {
+	seen := map[string]bool{}
+	for _, s := range ss {
+		seen[actionKey(s.Text)] = true
+	}
+	return len(seen)
 }
 
 // flatten lists the groups' samples in order.

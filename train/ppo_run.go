@@ -123,6 +123,7 @@ func (r *ppoRun) save(ctx context.Context) error {
 type rolloutStats struct {
 	stale, formatErrors, valid, cached, rewardErrors int
 	flat, small                                      int // groups dropped: equal rewards; fewer than 2 samples left
+	seen, distinct                                   int // groups completed, and their distinct actions in all
 	forced, free, tokens                             int
 	genS, waitS, execS                               float64
 }
@@ -178,6 +179,8 @@ func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*group, rollout
 		g.Samples = kept
 		if len(kept) > 0 {
 			r.consecErrs = 0
+			st.seen++
+			st.distinct += distinctActions(kept)
 		}
 		switch {
 		case version-g.Version > cfg.MaxStaleness:
