@@ -127,6 +127,10 @@ func stepOutcome(r env.StepResult) Outcome {
 	if r.Action != nil {
 		out.Action = r.Action.Name
 	}
+	out.Executed = r.Executed
+	if len(r.Markers) > 0 {
+		out.LastMarker = r.Markers[len(r.Markers)-1]
+	}
 	for _, t := range r.Reward.Terms {
 		out.Terms = append(out.Terms, schemas.RewardTerm{Name: t.Name, Value: t.Value})
 	}

@@ -89,6 +89,9 @@ type PPOConfig struct {
 	GenBatch      int                `yaml:"gen_batch" help:"samples per generation call (gen_batch / group_size states)"`
 	EpisodeSteps  int                `yaml:"episode_steps" help:"mode episode: actions per episode"`
 	Seed          int64              `yaml:"seed" help:"seed for state sampling and generation"`
+	// StateTasks restricts the state pool to the first N held-in tasks of
+	// a fixed order (ML-Agent's task-count curve).
+	StateTasks int `yaml:"state_tasks" help:"train on the expert states of the first N held-in tasks only, in a fixed order (task ids shuffled with a fixed seed; 0: every task)"`
 	// Curve evaluates the policy every curve.every updates: ML-Agent's
 	// learning curves (curve.go).
 	Curve           CurveConfig `yaml:"curve"`
@@ -205,6 +208,8 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("episode_steps", c.EpisodeSteps, "must be at least 1")
 	case c.CheckpointEvery < 0:
 		return config.Errorf("checkpoint_every", c.CheckpointEvery, "must not be negative")
+	case c.StateTasks < 0:
+		return config.Errorf("state_tasks", c.StateTasks, "must not be negative (0: every task)")
 	}
 	if err := config.Nest("optim", c.Optim.Validate()); err != nil {
 		return err
@@ -375,6 +380,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		for k, v := range outcomeShares(batch) {
 			rec[k] = v
 		}
+		recordSamples(rec, batch)
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}
@@ -506,6 +512,25 @@ func distinctActions(ss []*sample) int {
 		seen[actionKey(s.Text)] = true
 	}
 	return len(seen)
+}
+
+// recordSamples adds the batch's samples to an update's metrics, one list
+// per field (samples/duration_s, samples/reward, samples/class,
+// samples/action, samples/executed, samples/last_marker, samples/staleness):
+// what the experiment report's phenomenon checks read (the correlation of
+// duration and reward, where failed runs stopped, how stale samples were).
+func recordSamples(rec map[string]any, batch []*sample) {
+	n := len(batch)
+	dur, rew, stale := make([]float64, n), make([]float64, n), make([]int, n)
+	class, action, marker := make([]string, n), make([]string, n), make([]string, n)
+	executed := make([]bool, n)
+	update, _ := rec["step"].(int)
+	for i, s := range batch {
+		dur[i], rew[i], stale[i] = s.Out.DurationS, s.Out.Reward, max(update-1-s.Version, 0)
+		class[i], action[i], marker[i], executed[i] = s.Out.Class, s.Out.Action, s.Out.LastMarker, s.Out.Executed
+	}
+	rec["samples/duration_s"], rec["samples/reward"], rec["samples/staleness"] = dur, rew, stale
+	rec["samples/class"], rec["samples/action"], rec["samples/executed"], rec["samples/last_marker"] = class, action, executed, marker
 }
 
 // flatten lists the groups' samples in order.

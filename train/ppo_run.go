@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,6 +50,9 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		func(r schemas.RLState) string { return r.Split }, log)
 	if err != nil {
 		return nil, err
+	}
+	if states, err = restrictTasks(states, cfg.StateTasks, log); err != nil {
+		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	r := &ppoRun{cfg: cfg, s: s, states: states}
 	sftDir, err := policy.LatestCheckpoint(ctx, s.st, cfg.SFT)
@@ -102,6 +106,48 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		}
 	}
 	return r, nil
+}
+
+// taskOrderSeed fixes the order in which state_tasks takes tasks: the
+// same for every run seed, so that the pools of 3, 6 and 10 tasks nest.
+const taskOrderSeed = 0x7461736b
+
+// TaskOrder is the fixed order of task ids that state_tasks takes from:
+// sorted, then shuffled with a fixed seed.
+func TaskOrder(ids []string) []string {
+	out := slices.Clone(ids)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	rand.New(rand.NewPCG(taskOrderSeed, 1)).Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// restrictTasks keeps the states of the first n tasks of TaskOrder (all
+// of them when n is 0).
+func restrictTasks(states []schemas.RLState, n int, log io.Writer) ([]schemas.RLState, error) {
+	if n == 0 {
+		return states, nil
+	}
+	var ids []string
+	for _, s := range states {
+		ids = append(ids, s.TaskID)
+	}
+	order := TaskOrder(ids)
+	if n > len(order) {
+		return nil, fmt.Errorf("state_tasks %d: the state pool has %d held-in tasks", n, len(order))
+	}
+	keep := map[string]bool{}
+	for _, id := range order[:n] {
+		keep[id] = true
+	}
+	var out []schemas.RLState
+	for _, s := range states {
+		if keep[s.TaskID] {
+			out = append(out, s)
+		}
+	}
+	fmt.Fprintf(log, "train ppo: state pool restricted to %d of %d tasks (state_tasks): %s\n", n, len(order), strings.Join(order[:n], ", "))
+	return out, nil
 }
 
 func (r *ppoRun) close() {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -425,5 +426,41 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 		if free < 0.1 {
 			t.Errorf("%s: ignoring the masks changes the ratios by only %.2g: the test does not test masks", engine, free)
 		}
+	}
+}
+
+// TestStateTasksNest: the pools of 3, 6 and 10 tasks are nested prefixes
+// of one fixed order, whatever order the states come in.
+func TestStateTasksNest(t *testing.T) {
+	var states []schemas.RLState
+	for i := range 40 {
+		states = append(states, schemas.RLState{StateID: fmt.Sprint(i), TaskID: fmt.Sprintf("task-%02d", (i*7)%10)})
+	}
+	tasks := func(n int) map[string]bool {
+		got, err := restrictTasks(states, n, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, s := range got {
+			out[s.TaskID] = true
+		}
+		return out
+	}
+	t3, t6, t10 := tasks(3), tasks(6), tasks(10)
+	if len(t3) != 3 || len(t6) != 6 || len(t10) != 10 {
+		t.Fatalf("got %d, %d, %d tasks", len(t3), len(t6), len(t10))
+	}
+	for id := range t3 {
+		if !t6[id] {
+			t.Errorf("task %s is in the 3-task pool but not the 6-task pool", id)
+		}
+	}
+	a, b := TaskOrder([]string{"b", "a", "c", "a"}), TaskOrder([]string{"c", "a", "b"})
+	if !slices.Equal(a, b) || len(a) != 3 {
+		t.Errorf("task order depends on the input order: %v vs %v", a, b)
+	}
+	if _, err := restrictTasks(states, 11, io.Discard); err == nil || !strings.Contains(err.Error(), "has 10 held-in tasks") {
+		t.Errorf("11 of 10 tasks: %v", err)
 	}
 }

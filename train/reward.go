@@ -28,6 +28,11 @@ type Outcome struct {
 	// Class is the step's env.Outcome and Action its action's name ("" when
 	// it did not parse): the outcome shares of the reward-hacking watch.
 	Class, Action string
+	// Executed: a script ran (an Execute Script, or an edit or undo with
+	// its run); LastMarker is the last instrumentation marker its output
+	// reached ("" when none, or no script ran).
+	Executed   bool
+	LastMarker string
 }
 
 // RewardFunc restores state's snapshot, executes action and scores it. It
