@@ -79,16 +79,18 @@ type PPOConfig struct {
 	MinDurationS      float64 `yaml:"min_duration_s" help:"duration weighting: the floor of a step's duration in seconds, so that no sample weighs 0"`
 	// SettlePending runs an expert state's pending edit before the
 	// policy acts in it (env.Env.Settle).
-	SettlePending bool               `yaml:"settle_pending" help:"run a state's pending edit before the policy acts, so that an Execute Script is not credited with the expert's edit"`
-	MaxStaleness  int                `yaml:"max_staleness" help:"drop groups generated more than this many policy versions ago"`
-	Workers       int                `yaml:"workers" help:"concurrent reward workers"`
-	Optim         policy.OptimConfig `yaml:"optim"`
-	Temperature   float64            `yaml:"temperature" help:"sampling temperature: 1 (the stored log-probabilities are at temperature 1)"`
-	TopP          float64            `yaml:"top_p" help:"nucleus sampling threshold: 1 (PPO's ratio needs the sampling distribution's log-probabilities)"`
-	MaxNewTokens  int                `yaml:"max_new_tokens" help:"longest action in tokens (0: the policy's response_tokens)"`
-	GenBatch      int                `yaml:"gen_batch" help:"samples per generation call (gen_batch / group_size states)"`
-	EpisodeSteps  int                `yaml:"episode_steps" help:"mode episode: actions per episode"`
-	Seed          int64              `yaml:"seed" help:"seed for state sampling and generation"`
+	SettlePending bool `yaml:"settle_pending" help:"run a state's pending edit before the policy acts, so that an Execute Script is not credited with the expert's edit"`
+	// Collector: sync (the default) or async, the second paper's regime.
+	Collector    string             `yaml:"collector" help:"sync (every generated group is used: no frequency bias) or async (a pool of workers actors that generate and execute continuously; each update takes the first batch_size completions, the duration-aware paper's regime; needs advantage critic)"`
+	MaxStaleness int                `yaml:"max_staleness" help:"drop groups (async: samples) generated more than this many policy versions ago"`
+	Workers      int                `yaml:"workers" help:"concurrent reward workers"`
+	Optim        policy.OptimConfig `yaml:"optim"`
+	Temperature  float64            `yaml:"temperature" help:"sampling temperature: 1 (the stored log-probabilities are at temperature 1)"`
+	TopP         float64            `yaml:"top_p" help:"nucleus sampling threshold: 1 (PPO's ratio needs the sampling distribution's log-probabilities)"`
+	MaxNewTokens int                `yaml:"max_new_tokens" help:"longest action in tokens (0: the policy's response_tokens)"`
+	GenBatch     int                `yaml:"gen_batch" help:"samples per generation call (gen_batch / group_size states)"`
+	EpisodeSteps int                `yaml:"episode_steps" help:"mode episode: actions per episode"`
+	Seed         int64              `yaml:"seed" help:"seed for state sampling and generation"`
 	// StateTasks restricts the state pool to the first N held-in tasks of
 	// a fixed order (ML-Agent's task-count curve).
 	StateTasks int `yaml:"state_tasks" help:"train on the expert states of the first N held-in tasks only, in a fixed order (task ids shuffled with a fixed seed; 0: every task)"`
@@ -122,7 +124,7 @@ func DefaultPPOConfig() PPOConfig {
 		Updates: 20, BatchSize: 32, GroupSize: 8, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
 		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.02, KLTarget: 0,
-		FreeText: FreeTextMask, DurationWeighting: true, MinDurationS: 1, SettlePending: true, MaxStaleness: 2, Workers: 2,
+		FreeText: FreeTextMask, Collector: CollectorSync, DurationWeighting: true, MinDurationS: 1, SettlePending: true, MaxStaleness: 2, Workers: 2,
 		Optim:       policy.OptimConfig{LR: 5e-5, MinLRRatio: 1, WarmupSteps: 0, WeightDecay: 0, Beta1: 0.9, Beta2: 0.999, ClipNorm: 1},
 		Temperature: 1, TopP: 1, GenBatch: 32, EpisodeSteps: 4, Seed: 1, Curve: DefaultCurveConfig(), CheckpointEvery: 5, Resume: true,
 	}
@@ -190,6 +192,12 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("free_text", c.FreeText, "needs decode %s (the grammar fixes the free text)", policy.DecodeConstrained)
 	case !(c.MinDurationS > 0) || !finite(c.MinDurationS):
 		return config.Errorf("min_duration_s", c.MinDurationS, "must be a positive number of seconds (no sample may weigh 0)")
+	case c.Collector != CollectorSync && c.Collector != CollectorAsync:
+		return config.Errorf("collector", c.Collector, "want %s or %s", CollectorSync, CollectorAsync)
+	case c.Collector == CollectorAsync && c.Advantage != AdvantageCritic:
+		return config.Errorf("collector", c.Collector, "needs advantage %s (an update takes whichever samples completed first, not whole groups)", AdvantageCritic)
+	case c.Collector == CollectorAsync && c.Mode != ModeStep:
+		return config.Errorf("collector", c.Collector, "needs mode %s", ModeStep)
 	case c.MaxStaleness < 0:
 		return config.Errorf("max_staleness", c.MaxStaleness, "must not be negative")
 	case c.Workers < 1:
@@ -299,8 +307,13 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		return err
 	}
 
-	// --- The asynchronous reward collector: actions execute while the
-	// learner generates and updates; results arrive in completion order.
+	if cfg.Collector == CollectorAsync {
+		return runAsyncPPO(ctx, r, reward, curve, log)
+	}
+
+	// --- The reward collector: actions execute while the learner
+	// generates and updates; results arrive in completion order, and an
+	// update takes whole groups.
 	col := newCollector(ctx, reward, cfg.Workers, 4*cfg.BatchSize+cfg.GenBatch+cfg.Workers)
 	defer col.close()
 
