@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
 
+	"github.com/mlerl/mlerl"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
@@ -26,6 +27,11 @@ import (
 	"github.com/mlerl/mlerl/internal/tasks"
 	"github.com/mlerl/mlerl/schemas"
 )
+
+// SuiteBuiltin is TasksConfig.Suite's default: the built-in suite embedded
+// in the binary (github.com/mlerl/mlerl's Suite), written to a temporary
+// folder for the run.
+const SuiteBuiltin = "builtin"
 
 // Task sources (TasksConfig.From).
 const (
@@ -38,8 +44,9 @@ const (
 type TasksConfig struct {
 	// Data is the data root the tasks dataset and the task trees go to.
 	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
-	// Suite is the built-in suite; it is ingested with any imported tasks.
-	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (empty: only imported tasks)"`
+	// Suite is the suite ingested with any imported tasks: the built-in
+	// one embedded in the binary, or a folder of task folders.
+	Suite string `yaml:"suite" help:"task suite to ingest: builtin (the built-in suite embedded in this binary, the same from any folder), a folder of task folders (e.g. tasks, a checkout's own copy), or empty (only imported tasks)"`
 	// From selects an importer run before ingesting.
 	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too"`
 	// Source is what the importer reads.
@@ -63,10 +70,10 @@ type TasksConfig struct {
 	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (0: the sandbox's default of 4096)"`
 }
 
-// DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
-// written to ./data.
+// DefaultTasksConfig returns the defaults: the built-in suite embedded in
+// the binary, written to ./data.
 func DefaultTasksConfig() TasksConfig {
-	return TasksConfig{Data: "./data", Suite: "tasks", From: FromBuiltin, Warm: true, MemoryMB: 4096}
+	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Warm: true, MemoryMB: 4096}
 }
 
 // Derive fills the import folder from the source kind.
@@ -180,9 +187,14 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		}
 	}
 	if cfg.Suite != "" {
-		good, bad, err := tasks.LoadSuite(cfg.Suite)
+		dir, cleanup, err := suiteDir(cfg.Suite)
 		if err != nil {
-			return fmt.Errorf("%w (set suite to the built-in tasks/ folder, or to \"\" to ingest only imported tasks)", err)
+			return err
+		}
+		defer cleanup()
+		good, bad, err := tasks.LoadSuite(dir)
+		if err != nil {
+			return fmt.Errorf("%w (set suite to %s for the suite embedded in this binary, to a folder of task folders, or to \"\" to ingest only imported tasks)", err, SuiteBuiltin)
 		}
 		loaded = append(loaded, good...)
 		for _, e := range bad {
@@ -357,6 +369,27 @@ func printSummary(w io.Writer, results, failures []taskResult) {
 			}
 		}
 	}
+}
+
+// suiteDir returns the folder of the suite named by suite: a folder as
+// given, or for SuiteBuiltin the embedded suite written to a fresh
+// temporary folder, which cleanup removes (the tasks dataset keeps
+// everything a later stage reads, so the folder is needed only while the
+// stage runs).
+func suiteDir(suite string) (dir string, cleanup func(), err error) {
+	if suite != SuiteBuiltin {
+		return suite, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", "mlerl-suite-")
+	if err != nil {
+		return "", nil, fmt.Errorf("built-in suite: %w", err)
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if err := mlerl.WriteSuite(dir); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
 }
 
 // taskOf returns the task named by a load error.

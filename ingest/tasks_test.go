@@ -345,6 +345,39 @@ func TestBuiltinSuiteSubset(t *testing.T) {
 	}
 }
 
+// TestEmbeddedSuite: the default suite is the one embedded in the binary,
+// whatever the working directory holds (here: nothing), and its temporary
+// folder is gone afterwards.
+func TestEmbeddedSuite(t *testing.T) {
+	needPython(t)
+	t.Chdir(t.TempDir())
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	cfg := DefaultTasksConfig()
+	if cfg.Suite != SuiteBuiltin {
+		t.Fatalf("default suite %q, want %q", cfg.Suite, SuiteBuiltin)
+	}
+	cfg.Data, cfg.Workers, cfg.Only = "./d", 2, []string{"wine-cultivar"}
+	var log bytes.Buffer
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+		t.Fatalf("got %v; log:\n%s", err, log.String())
+	}
+	_, rows := readTasks(t, "./d")
+	if len(rows) != 1 || rows[0].TaskID != "wine-cultivar" || rows[0].Source != FromBuiltin || rows[0].MInit <= 0 {
+		t.Fatalf("got %+v, want wine-cultivar from the built-in suite", rows)
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "mlerl-suite-*"))
+	if len(left) != 0 {
+		t.Errorf("the suite's temporary folder is left: %v", left)
+	}
+	// A folder is still a folder: one that does not exist says what to set.
+	cfg.Suite = "tasks"
+	err := runTasks(context.Background(), cfg, &log, &log)
+	if err == nil || !strings.Contains(err.Error(), "task suite tasks: open tasks: no such file or directory (set suite to builtin for the suite embedded in this binary") {
+		t.Errorf("suite tasks in an empty folder: got %v", err)
+	}
+}
+
 // BenchmarkIngestBuiltinSuite times a whole ingest of the built-in suite
 // (every baseline run and graded, trees uploaded, dataset committed).
 func BenchmarkIngestBuiltinSuite(b *testing.B) {
