@@ -70,6 +70,11 @@ type ImportOptions struct {
 	// <id>/prepared/): where competitions' prepared data is looked for
 	// after their own folders ("": not looked in).
 	MLEBenchData string
+	// MeasureMBest writes `m_best: measure` into a task.yaml whose source
+	// has no best score (no leaderboard, or a Git LFS pointer in its
+	// place), for the ingest stage's catalog search, instead of listing
+	// m_best as missing.
+	MeasureMBest bool
 }
 
 // Import converts every task of source (in layout from) into task folders
@@ -79,9 +84,9 @@ type ImportOptions struct {
 func Import(from, source, dst string, opts ImportOptions) ([]Imported, error) {
 	switch from {
 	case FromMLEBench:
-		return ImportMLEBench(source, opts.MLEBenchData, dst)
+		return ImportMLEBench(source, dst, opts)
 	case FromMLAgentBench:
-		return ImportMLAgentBench(source, dst)
+		return ImportMLAgentBench(source, dst, opts)
 	}
 	return nil, fmt.Errorf("no importer for %q", from)
 }
@@ -159,6 +164,17 @@ func (d *draft) generated(format string, args ...any) {
 	d.im.Generated = append(d.im.Generated, fmt.Sprintf(format, args...))
 }
 
+// noBest records that the source has no best score (why): m_best is to be
+// measured when opts say so, else missing.
+func (d *draft) noBest(why string, opts ImportOptions) {
+	if opts.MeasureMBest {
+		d.spec.MBestMeasure = true
+		d.generated("task.yaml m_best: %s (%s): the catalog search measures it at ingest and records how in m_best_source", tasks.MeasureMBest, why)
+		return
+	}
+	d.missing("task.yaml m_best and m_best_source: %s; add the best known score for %s and where it comes from, or import with --m_best %s to have the catalog search measure it", why, d.spec.Metric, tasks.MeasureMBest)
+}
+
 // write materialises the draft as dst/<id>, unless that folder exists.
 // It writes into a temporary sibling first so a crash never leaves half a
 // task folder.
@@ -234,12 +250,19 @@ func (d *draft) specYAML() []byte {
 	field("task_type", s.TaskType, s.TaskType != "")
 	field("metric", s.Metric, s.Metric != "")
 	field("direction", s.Direction, s.Direction != "")
-	if s.MBest != nil {
+	switch {
+	case s.MBest != nil:
 		field("m_best", *s.MBest, true)
-	} else {
+	case s.MBestMeasure:
+		field("m_best", tasks.MeasureMBest, true)
+	default:
 		field("m_best", nil, false)
 	}
-	field("m_best_source", s.MBestSource, s.MBestSource != "")
+	if s.MBestMeasure && s.MBestSource == "" {
+		b.WriteString("# m_best_source: recorded by the catalog search at ingest\n")
+	} else {
+		field("m_best_source", s.MBestSource, s.MBestSource != "")
+	}
 	if s.TimeLimitS != nil {
 		field("time_limit_s", *s.TimeLimitS, true)
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // ImportMLAgentBench converts MLAgentBench tasks into task folders under
-// dst. source is a checkout (holding MLAgentBench/benchmarks/), a
+// dst (see [ImportOptions] for the choices). source is a checkout (holding MLAgentBench/benchmarks/), a
 // benchmarks/ folder, or one benchmarks/<task> folder. A task holds env/
 // (the files the agent sees, train.py among them) and scripts/
 // (research_problem.txt, eval.py, prepare.py, and after preparation the
@@ -24,7 +24,7 @@ import (
 // CSV tasks a generic sectioned baseline replaces it (the original is kept
 // as train_original.py). MLAgentBench publishes no best score: m_best is
 // always listed as missing.
-func ImportMLAgentBench(source, dst string) ([]Imported, error) {
+func ImportMLAgentBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	root := source
 	for _, r := range []string{"MLAgentBench/benchmarks", "benchmarks"} {
 		if st, err := os.Stat(filepath.Join(source, r)); err == nil && st.IsDir() {
@@ -41,7 +41,7 @@ func ImportMLAgentBench(source, dst string) ([]Imported, error) {
 	}
 	var out []Imported
 	for _, dir := range dirs {
-		im, err := importMLAgentBenchOne(dir, dst)
+		im, err := importMLAgentBenchOne(dir, dst, opts)
 		if err != nil {
 			return nil, fmt.Errorf("mlagentbench task %s: %w", dir, err)
 		}
@@ -50,7 +50,7 @@ func ImportMLAgentBench(source, dst string) ([]Imported, error) {
 	return out, nil
 }
 
-func importMLAgentBenchOne(dir, dst string) (Imported, error) {
+func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	name := filepath.Base(dir)
 	d := newDraft(slug(name), dir)
 	d.spec.Title = name
@@ -131,7 +131,7 @@ func importMLAgentBenchOne(dir, dst string) (Imported, error) {
 	if d.spec.TaskType == "" {
 		d.missing("task.yaml task_type: set binary-classification, multiclass-classification, regression, ...")
 	}
-	d.missing("task.yaml m_best and m_best_source: MLAgentBench publishes no best score; add the best known score for %s and where it comes from", d.spec.Metric)
+	d.noBest("MLAgentBench publishes no best score", opts)
 
 	// Initial script: keep env/train.py if it already follows the format.
 	orig, err := os.ReadFile(filepath.Join(env, tasks.ScriptFile))

@@ -36,7 +36,8 @@ type mleConfig struct {
 }
 
 // ImportMLEBench converts MLE-bench competitions into task folders under
-// dst. source is one competition folder (holding config.yaml), a folder
+// dst (see [ImportOptions] for the choices). source is one competition
+// folder (holding config.yaml), a folder
 // of them, or any folder above them such as the MLE-bench repository's
 // root (competitions are in mlebench/competitions/<id>/): it is searched
 // at any depth (see [findDirs] for the bounds). A competition folder holds
@@ -53,7 +54,7 @@ type mleConfig struct {
 // CSV grader is generated for the common metrics instead; m_best is the
 // leaderboard's top score and the direction follows the leaderboard's
 // order. Whatever cannot be derived is listed in Imported.Missing.
-func ImportMLEBench(source, data, dst string) ([]Imported, error) {
+func ImportMLEBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	comps, err := findDirs(source, isCompetition)
 	if err != nil {
 		return nil, fmt.Errorf("mlebench source: %w", err)
@@ -63,7 +64,7 @@ func ImportMLEBench(source, data, dst string) ([]Imported, error) {
 	}
 	var out []Imported
 	for _, dir := range comps {
-		im, err := importMLEBenchOne(dir, data, dst)
+		im, err := importMLEBenchOne(dir, dst, opts)
 		if err != nil {
 			return nil, fmt.Errorf("mlebench competition %s: %w", dir, err)
 		}
@@ -108,7 +109,7 @@ func preparedDirs(dir, data, id string) []string {
 	return out
 }
 
-func importMLEBenchOne(dir, data, dst string) (Imported, error) {
+func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	var cfg mleConfig
 	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
 	if err != nil {
@@ -139,7 +140,7 @@ func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 	}
 	public, private := "", ""
 	var looked []string
-	for _, p := range preparedDirs(dir, data, dataID) {
+	for _, p := range preparedDirs(dir, opts.MLEBenchData, dataID) {
 		looked = append(looked, filepath.Join(p, "public"))
 		if public = firstDir(p, "public"); public != "" {
 			private = firstDir(p, "private")
@@ -192,7 +193,7 @@ func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 			d.missing("task.yaml direction: grader %s is %s-is-better but leaderboard.csv is ordered %s-is-better; check which is right", cfg.Grader.Name, d.spec.Direction, dir2)
 		}
 	} else {
-		d.missing("task.yaml m_best and m_best_source: %v; add the best known score and where it comes from", err)
+		d.noBest(err.Error(), opts)
 	}
 
 	// Submission format from sample_submission.csv: id column then targets.

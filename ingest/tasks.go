@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlerl/mlerl"
+	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
@@ -68,12 +70,18 @@ type TasksConfig struct {
 	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (false: a fresh python per run)"`
 	// MemoryMB bounds one baseline run's memory.
 	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (0: the sandbox's default of 4096)"`
+	// MBest "measure" fills a missing m_best by the catalog search, as a
+	// task.yaml saying `m_best: measure` asks for.
+	MBest string `yaml:"m_best" help:"measure: a task whose task.yaml has no m_best gets it measured by the catalog search that measured the built-in suite's (as m_best: measure in task.yaml asks); empty: a missing m_best is an error"`
+	// MeasureScripts and MeasureTime bound one task's catalog search.
+	MeasureScripts int           `yaml:"measure_scripts" help:"catalog search budget per task: the most edited scripts run (0: every combination for the task's kind, 8 to 15)"`
+	MeasureTime    time.Duration `yaml:"measure_time" help:"catalog search budget per task: no edited script starts after this long (0: no limit)"`
 }
 
 // DefaultTasksConfig returns the defaults: the built-in suite embedded in
 // the binary, written to ./data.
 func DefaultTasksConfig() TasksConfig {
-	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Warm: true, MemoryMB: 4096}
+	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Warm: true, MemoryMB: 4096, MeasureTime: 10 * time.Minute}
 }
 
 // Derive fills the import folder from the source kind.
@@ -112,6 +120,12 @@ func (c *TasksConfig) Validate() error {
 		return config.Errorf("timeout", c.Timeout, "must not be negative (0: each task's time_limit_s)")
 	case c.MemoryMB < 0:
 		return config.Errorf("memory_mb", c.MemoryMB, "must not be negative (0: the sandbox's default)")
+	case c.MBest != "" && c.MBest != tasks.MeasureMBest:
+		return config.Errorf("m_best", c.MBest, "want %s (measure a missing m_best with the catalog search) or empty", tasks.MeasureMBest)
+	case c.MeasureScripts < 0:
+		return config.Errorf("measure_scripts", c.MeasureScripts, "must not be negative (0: every combination)")
+	case c.MeasureTime < 0:
+		return config.Errorf("measure_time", c.MeasureTime, "must not be negative (0: no limit)")
 	}
 	return nil
 }
@@ -130,9 +144,10 @@ func newRunner(ctx context.Context, python string, warm bool) (sandbox.Runner, e
 
 // taskResult is one task's outcome.
 type taskResult struct {
-	id  string
-	row schemas.Task
-	err error
+	id   string
+	row  schemas.Task
+	err  error
+	note string // what the log should say about it (a measured m_best)
 }
 
 // RunTasks ingests tasks: it imports source folders if asked, loads and
@@ -167,8 +182,9 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		loaded   []*tasks.Task
 		failures []taskResult
 	)
+	loadOpts := tasks.LoadOptions{MeasureMissingMBest: cfg.MBest == tasks.MeasureMBest}
 	if cfg.From != FromBuiltin {
-		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData})
+		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest})
 		if err != nil {
 			return err
 		}
@@ -178,7 +194,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 				failures = append(failures, taskResult{id: im.ID, err: im.Err})
 				continue
 			}
-			t, err := tasks.Load(im.Dir)
+			t, err := tasks.LoadWith(im.Dir, loadOpts)
 			if err != nil {
 				failures = append(failures, taskResult{id: im.ID, err: err})
 				continue
@@ -192,7 +208,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 			return err
 		}
 		defer cleanup()
-		good, bad, err := tasks.LoadSuite(dir)
+		good, bad, err := tasks.LoadSuiteWith(dir, loadOpts)
 		if err != nil {
 			return fmt.Errorf("%w (set suite to %s for the suite embedded in this binary, to a folder of task folders, or to \"\" to ingest only imported tasks)", err, SuiteBuiltin)
 		}
@@ -225,7 +241,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	g.SetLimit(workers)
 	for i, t := range loaded {
 		g.Go(func() error {
-			results[i] = ingestOne(gctx, st, runner, t, limits)
+			results[i] = ingestOne(gctx, st, runner, t, limits, cfg)
 			bar.Add(1, t.ID)
 			return gctx.Err()
 		})
@@ -246,6 +262,11 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		rows = append(rows, r.row)
 	}
 	printSummary(out, results, failures)
+	for _, r := range results {
+		if r.err == nil && r.note != "" {
+			fmt.Fprintln(log, r.note)
+		}
+	}
 	if len(rows) == 0 {
 		return fmt.Errorf("no task ingested, %d failed: %w", len(failures), ErrSomeFailed)
 	}
@@ -260,11 +281,18 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	return nil
 }
 
-// ingestOne measures and uploads one task.
-func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *tasks.Task, limits sandbox.Limits) taskResult {
-	base, err := tasks.RunBaseline(ctx, runner, t, limits)
+// ingestOne measures and uploads one task: its baseline, and its m_best
+// when it is to be measured.
+func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *tasks.Task, limits sandbox.Limits, cfg TasksConfig) taskResult {
+	base, err := tasks.RunBaseline(ctx, runner, nil, t, limits)
 	if err != nil {
 		return taskResult{id: t.ID, err: err}
+	}
+	note := ""
+	if t.MBestMeasure {
+		if note, err = measureMBest(ctx, runner, t, base.TestScore, limits, cfg); err != nil {
+			return taskResult{id: t.ID, err: err}
+		}
 	}
 	ws, priv, err := tasks.UploadTrees(ctx, st, t)
 	if err != nil {
@@ -277,7 +305,33 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *ta
 	row.BaselineDurationS = base.Duration.Seconds()
 	row.WorkspaceTree, row.PrivateTree = ws, priv
 	row.Source = sourceOf(t)
-	return taskResult{id: t.ID, row: row}
+	return taskResult{id: t.ID, row: row, note: note}
+}
+
+// measureMBest sets t's m_best and m_best_source by the catalog search on
+// its initial train.py, within cfg's budget, and returns the log line that
+// says what was measured and how to keep it.
+func measureMBest(ctx context.Context, runner sandbox.Runner, t *tasks.Task, mInit float64, limits sandbox.Limits, cfg TasksConfig) (string, error) {
+	rel := tasks.WorkspaceDir + "/" + tasks.ScriptFile
+	script, err := os.ReadFile(filepath.Join(t.Dir, rel))
+	if err != nil {
+		return "", err
+	}
+	if err := catalog.CheckSections(string(script)); err != nil {
+		return "", &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "m_best", Msg: fmt.Sprintf("%s: the catalog search edits the sections of %s, and %v; set m_best by hand", tasks.MeasureMBest, rel, err)}
+	}
+	budget := tasks.MeasureBudget{Scripts: cfg.MeasureScripts, Time: cfg.MeasureTime}
+	m, err := tasks.Measure(ctx, runner, nil, t, string(script), mInit, limits, budget, time.Now())
+	if err != nil {
+		return "", err
+	}
+	t.MBest, t.MBestSource = &m.Score, m.Source
+	stopped := ""
+	if m.Stopped {
+		stopped = fmt.Sprintf(", stopped by the budget (measure_scripts %d, measure_time %s)", cfg.MeasureScripts, cfg.MeasureTime)
+	}
+	return fmt.Sprintf("ingest tasks: %s: m_best %g measured by the catalog search (%d of %d combinations, %d failed%s); to keep it, write `m_best: %g` and `m_best_source: %q` in %s",
+		t.ID, m.Score, m.Scripts, m.Combinations, m.Failed, stopped, m.Score, m.Source, filepath.Join(t.Dir, tasks.SpecFile)), nil
 }
 
 // selectTasks keeps the tasks named in only (all when empty), and turns a

@@ -290,6 +290,10 @@ func TestConfigValidate(t *testing.T) {
 		{"workers", func(c *TasksConfig) { c.Workers = -2 }, "workers -2: must not be negative (0: one per CPU core)"},
 		{"timeout", func(c *TasksConfig) { c.Timeout = -time.Second }, "timeout -1s: must not be negative (0: each task's time_limit_s)"},
 		{"memory_mb", func(c *TasksConfig) { c.MemoryMB = -1 }, "memory_mb -1: must not be negative (0: the sandbox's default)"},
+		{"m_best measure", func(c *TasksConfig) { c.MBest = "measure" }, ""},
+		{"m_best value", func(c *TasksConfig) { c.MBest = "0.9" }, `m_best "0.9": want measure (measure a missing m_best with the catalog search) or empty`},
+		{"measure_scripts", func(c *TasksConfig) { c.MeasureScripts = -1 }, "measure_scripts -1: must not be negative (0: every combination)"},
+		{"measure_time", func(c *TasksConfig) { c.MeasureTime = -time.Second }, "measure_time -1s: must not be negative (0: no limit)"},
 	}
 	for _, c := range cases {
 		cfg := DefaultTasksConfig()
