@@ -22,8 +22,18 @@ import (
 	"github.com/mlerl/mlerl/internal/tasks"
 )
 
-//go:embed templates/grade.py templates/train_tabular.py
+//go:embed templates/grade.py templates/grade_mlebench.py templates/train_tabular.py
 var templatesFS embed.FS
+
+// Graders an MLE-bench import writes (ImportOptions.Grader).
+const (
+	// GraderCSV is the generated CSV grader (templates/grade.py) for the
+	// common metrics: no dependency beyond pandas and scikit-learn.
+	GraderCSV = "csv"
+	// GraderMLEBench calls the competition's own grade_fn through the
+	// mlebench package, which the user installs.
+	GraderMLEBench = "mlebench"
+)
 
 // Imported is one converted task folder and what the importer could not
 // take from the source layout.
@@ -75,6 +85,9 @@ type ImportOptions struct {
 	// place), for the ingest stage's catalog search, instead of listing
 	// m_best as missing.
 	MeasureMBest bool
+	// Grader is the grader an MLE-bench import writes: GraderCSV ("" too)
+	// or GraderMLEBench.
+	Grader string
 }
 
 // Import converts every task of source (in layout from) into task folders

@@ -755,3 +755,165 @@ func TestMeasureMBestInTaskYAML(t *testing.T) {
 		t.Fatalf("got rows %+v, want toy-nonlinear with a measured m_best below m_init", rows)
 	}
 }
+
+// standInMLEBench writes, under root, a stand-in for MLE-bench's package
+// with the real one's module layout (mlebench.grade_helpers'
+// InvalidSubmissionError, mlebench.competitions.utils, and toy-titanic's
+// grade module named by config.yaml's grade_fn), for PYTHONPATH. Its
+// grade function appends a line to $MLEBENCH_STANDIN_LOG, so a test can
+// tell it ran, and has two columns that make it misbehave: "nan" returns
+// NaN, "boom" raises KeyError.
+func standInMLEBench(t *testing.T, root string) {
+	writeFiles(t, root, map[string]string{
+		"mlebench/__init__.py":              "",
+		"mlebench/grade_helpers.py":         "class InvalidSubmissionError(Exception):\n    pass\n",
+		"mlebench/competitions/__init__.py": "",
+		"mlebench/competitions/utils.py": `from mlebench.grade_helpers import InvalidSubmissionError
+
+
+def prepare_for_accuracy_metric(submission, answers, target_column, id_column):
+    for c in (id_column, target_column):
+        if c not in submission.columns:
+            raise InvalidSubmissionError("Submission is missing the column %s" % c)
+    if len(submission) != len(answers):
+        raise InvalidSubmissionError("Submission has %d rows, the answers %d" % (len(submission), len(answers)))
+    sub = submission.sort_values(id_column).reset_index(drop=True)
+    ans = answers.sort_values(id_column).reset_index(drop=True)
+    if (sub[id_column].astype(str).values != ans[id_column].astype(str).values).any():
+        raise InvalidSubmissionError("Submission ids do not match the answers")
+    return {"y_true": ans[target_column].astype(str), "y_pred": sub[target_column].astype(str)}
+`,
+		"mlebench/competitions/toy-titanic/grade.py": `import os
+
+from sklearn.metrics import accuracy_score
+
+from mlebench.competitions.utils import prepare_for_accuracy_metric
+
+
+def grade(submission, answers):
+    log = os.environ.get("MLEBENCH_STANDIN_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write("graded\n")
+    if "nan" in submission.columns:
+        return float("nan")
+    if "boom" in submission.columns:
+        raise KeyError("boom")
+    return accuracy_score(**prepare_for_accuracy_metric(submission, answers, "Transported", "PassengerId"))
+`,
+	})
+}
+
+// TestMLEBenchGrader runs the grader --grader mlebench writes against the
+// stand-in package: the grade function's score (rounded as MLE-bench
+// rounds it), its InvalidSubmissionError and other exceptions, a NaN and a
+// missing file as invalid verdicts with a reason, and an interpreter
+// without the package as a broken grader environment (exit 2).
+func TestMLEBenchGrader(t *testing.T) {
+	needPython(t)
+	python, _ := sandbox.FindPython("")
+	pkg := t.TempDir()
+	standInMLEBench(t, pkg)
+	src, _ := templatesFS.ReadFile("templates/grade_mlebench.py")
+	answers := "PassengerId,Transported\na,True\nb,False\nc,True\n"
+	cases := []struct {
+		name, submission string
+		want             float64
+		reason           string // empty: valid
+	}{
+		{"score", "PassengerId,Transported\nc,True\na,False\nb,False\n", 0.66667, ""},
+		{"invalid submission", "PassengerId,label\na,True\nb,False\nc,True\n", 0, "invalid submission (Submission is missing the column Transported)"},
+		{"empty file", "\n", 0, "invalid submission (Submission is missing the column PassengerId)"},
+		{"grade function raises", "PassengerId,Transported,boom\na,True,1\nb,False,1\nc,True,1\n", 0, "toy-titanic's grade function failed on the submission: KeyError: 'boom'"},
+		{"grade function returns nan", "PassengerId,Transported,nan\na,True,1\nb,False,1\nc,True,1\n", 0, "the grade function returned nan"},
+		{"no file", "", 0, "no submission file submission.csv"},
+	}
+	dirFor := func(t *testing.T, submission string) string {
+		dir := t.TempDir()
+		files := map[string]string{
+			"private/grade.py":    string(src),
+			"private/grade.json":  `{"competition": "toy-titanic", "grade_fn": "mlebench.competitions.toy-titanic.grade:grade", "answers": "csv"}`,
+			"private/answers.csv": answers,
+		}
+		if submission != "" {
+			files["submission.csv"] = submission
+		}
+		writeFiles(t, dir, files)
+		return dir
+	}
+	t.Setenv("PYTHONPATH", pkg)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := dirFor(t, c.submission)
+			g, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+			if err != nil {
+				t.Fatalf("grader failed: %v", err)
+			}
+			if c.reason != "" {
+				if g.Valid || g.Reason != c.reason {
+					t.Errorf("got %+v, want invalid with reason %q", g, c.reason)
+				}
+			} else if !g.Valid || g.Score != c.want {
+				t.Errorf("got %+v, want score %v", g, c.want)
+			}
+		})
+	}
+	t.Run("mlebench not installed", func(t *testing.T) {
+		t.Setenv("PYTHONPATH", t.TempDir())
+		dir := dirFor(t, cases[0].submission)
+		_, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+		if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "mlebench grader: cannot import mlebench.competitions.toy-titanic.grade:grade from the mlebench package") {
+			t.Errorf("got %v, want exit 2 saying mlebench cannot be imported", err)
+		}
+	})
+}
+
+// TestRunTasksMLEBenchGrader: `ingest tasks --from mlebench --grader
+// mlebench` on a competition in MLE-bench's layout writes MLE-bench's own
+// grader, and the stage grades the initial script with the competition's
+// grade function (the stand-in package on PYTHONPATH says it ran); with
+// no mlebench importable, the stage refuses to start, in one line.
+func TestRunTasksMLEBenchGrader(t *testing.T) {
+	needPython(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, prepared := toyTitanic()
+	root := t.TempDir()
+	writeFiles(t, root, under("mlebench/competitions/toy-titanic", code))
+	writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+	cfg := testConfig(t, "")
+	cfg.From, cfg.Source, cfg.ImportTo, cfg.Grader = FromMLEBench, root, t.TempDir(), GraderMLEBench
+	// The environment's warm grader is one process per interpreter path,
+	// started with the environment of its time: a path of its own gives
+	// this test one that sees the PYTHONPATH set below.
+	python, _ := sandbox.FindPython("")
+	cfg.Python = filepath.Join(t.TempDir(), "python3")
+	if err := os.Symlink(python, cfg.Python); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("PYTHONPATH", t.TempDir())
+	var log bytes.Buffer
+	err := runTasks(context.Background(), cfg, &log, &log)
+	if err == nil || !strings.HasPrefix(err.Error(), "ingest tasks: --grader mlebench: ") || !strings.Contains(err.Error(), "cannot import the mlebench package (ModuleNotFoundError: No module named 'mlebench'): install MLE-bench's package") {
+		t.Fatalf("without mlebench: got %v", err)
+	}
+
+	pkg := t.TempDir()
+	standInMLEBench(t, pkg)
+	t.Setenv("PYTHONPATH", pkg)
+	calls := filepath.Join(t.TempDir(), "calls")
+	t.Setenv("MLEBENCH_STANDIN_LOG", calls)
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+		t.Fatalf("got %v; log:\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "private/grade.py: MLE-bench's own grader, calling mlebench.competitions.toy-titanic.grade:grade through the mlebench package") {
+		t.Errorf("the import log does not say which grader it wrote:\n%s", log.String())
+	}
+	if b, err := os.ReadFile(calls); err != nil || !strings.Contains(string(b), "graded") {
+		t.Errorf("the competition's grade function did not run (%v)", err)
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 1 || rows[0].MInit < 0.6 || rows[0].MInit > 1 || rows[0].MBest != 0.99 {
+		t.Fatalf("got rows %+v, want toy-titanic with m_init in [0.6, 1] and the leaderboard's m_best", rows)
+	}
+}

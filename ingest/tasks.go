@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -20,10 +22,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlerl/mlerl"
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tasks"
@@ -55,6 +60,8 @@ type TasksConfig struct {
 	Source string `yaml:"source" help:"folder to import: MLE-bench's repository, a competition folder or any folder above competitions, or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
 	// MLEBenchData is where `mlebench prepare` wrote the data.
 	MLEBenchData string `yaml:"mlebench_data" help:"MLE-bench's data folder (its --data-dir, holding <id>/prepared/public and private), looked in after each competition's folder and data/<id>/prepared beside it, before ~/.cache/mle-bench/data"`
+	// Grader selects the grader of MLE-bench imports.
+	Grader string `yaml:"grader" help:"grader an MLE-bench import writes: csv (generated for the common metrics; needs only pandas and scikit-learn) or mlebench (the competition's own grade_fn from config.yaml, called through the mlebench package, which must be installed for python)"`
 	// ImportTo receives the converted task folders (kept, so that what the
 	// importer could not supply can be added by hand and ingested again).
 	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (empty: imported/<from>)"`
@@ -81,7 +88,7 @@ type TasksConfig struct {
 // DefaultTasksConfig returns the defaults: the built-in suite embedded in
 // the binary, written to ./data.
 func DefaultTasksConfig() TasksConfig {
-	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Warm: true, MemoryMB: 4096, MeasureTime: 10 * time.Minute}
+	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Grader: GraderCSV, Warm: true, MemoryMB: 4096, MeasureTime: 10 * time.Minute}
 }
 
 // Derive fills the import folder from the source kind.
@@ -110,6 +117,15 @@ func (c *TasksConfig) Validate() error {
 	}
 	if i := slices.Index(c.Only, ""); i >= 0 {
 		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
+	}
+	switch c.Grader {
+	case GraderCSV:
+	case GraderMLEBench:
+		if c.From != FromMLEBench {
+			return config.Errorf("grader", c.Grader, "is for MLE-bench imports (add --from %s)", FromMLEBench)
+		}
+	default:
+		return config.Errorf("grader", c.Grader, "want %s or %s", GraderCSV, GraderMLEBench)
 	}
 	switch {
 	case c.Data == "":
@@ -142,6 +158,43 @@ func newRunner(ctx context.Context, python string, warm bool) (sandbox.Runner, e
 	return sandbox.NewCold(python), nil
 }
 
+// graderOf grades the way the environment grades at rollout (env.Grade):
+// the task's grader is trusted code, run in a warm worker outside the
+// sandbox with this process's environment, so a package it imports (such
+// as mlebench) is found wherever python finds it. The submission is read
+// as the environment reads it (a regular file of the script's own).
+func graderOf(python string) tasks.GradeFunc {
+	return func(ctx context.Context, privateDir, submission string) (tasks.Grade, error) {
+		private, err := blobs.ReadDir(privateDir)
+		if err != nil {
+			return tasks.Grade{}, err
+		}
+		sub, err := env.ReadSubmission(filepath.Dir(submission))
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			return tasks.Grade{Reason: se.Error() + "; a submission must be a regular file the script writes"}, nil
+		} else if err != nil {
+			return tasks.Grade{}, err
+		}
+		return env.Grade(ctx, python, private, sub)
+	}
+}
+
+// checkMLEBench fails, saying what to install, when python cannot import
+// the mlebench package that --grader mlebench graders call.
+func checkMLEBench(ctx context.Context, python string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", "import mlebench.grade_helpers")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ingest tasks: --grader %s: %s cannot import the mlebench package (%s): install MLE-bench's package for it (pip install -e <mle-bench checkout>, which also installs its requirements), or set --python to an interpreter that has it, or use --grader %s",
+			GraderMLEBench, python, tasks.LastLines(stderr.String(), 1), GraderCSV)
+	}
+	return nil
+}
+
 // taskResult is one task's outcome.
 type taskResult struct {
 	id   string
@@ -172,6 +225,11 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Grader == GraderMLEBench {
+		if err := checkMLEBench(ctx, python); err != nil {
+			return err
+		}
+	}
 	st, err := store.Open(ctx, cfg.Data)
 	if err != nil {
 		return err
@@ -184,7 +242,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	)
 	loadOpts := tasks.LoadOptions{MeasureMissingMBest: cfg.MBest == tasks.MeasureMBest}
 	if cfg.From != FromBuiltin {
-		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest})
+		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest, Grader: cfg.Grader})
 		if err != nil {
 			return err
 		}
@@ -235,13 +293,14 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		defer runner.Close()
 	}
 	limits := sandbox.Limits{Timeout: cfg.Timeout, MemoryBytes: int64(cfg.MemoryMB) << 20, MaxOutputBytes: 1 << 20}
+	grade := graderOf(python)
 	results := make([]taskResult, len(loaded))
 	bar := progress.New("ingest tasks", len(loaded))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i, t := range loaded {
 		g.Go(func() error {
-			results[i] = ingestOne(gctx, st, runner, t, limits, cfg)
+			results[i] = ingestOne(gctx, st, runner, grade, t, limits, cfg)
 			bar.Add(1, t.ID)
 			return gctx.Err()
 		})
@@ -283,14 +342,14 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 
 // ingestOne measures and uploads one task: its baseline, and its m_best
 // when it is to be measured.
-func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *tasks.Task, limits sandbox.Limits, cfg TasksConfig) taskResult {
-	base, err := tasks.RunBaseline(ctx, runner, nil, t, limits)
+func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, limits sandbox.Limits, cfg TasksConfig) taskResult {
+	base, err := tasks.RunBaseline(ctx, runner, grade, t, limits)
 	if err != nil {
 		return taskResult{id: t.ID, err: err}
 	}
 	note := ""
 	if t.MBestMeasure {
-		if note, err = measureMBest(ctx, runner, t, base.TestScore, limits, cfg); err != nil {
+		if note, err = measureMBest(ctx, runner, grade, t, base.TestScore, limits, cfg); err != nil {
 			return taskResult{id: t.ID, err: err}
 		}
 	}
@@ -311,7 +370,7 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *ta
 // measureMBest sets t's m_best and m_best_source by the catalog search on
 // its initial train.py, within cfg's budget, and returns the log line that
 // says what was measured and how to keep it.
-func measureMBest(ctx context.Context, runner sandbox.Runner, t *tasks.Task, mInit float64, limits sandbox.Limits, cfg TasksConfig) (string, error) {
+func measureMBest(ctx context.Context, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, mInit float64, limits sandbox.Limits, cfg TasksConfig) (string, error) {
 	rel := tasks.WorkspaceDir + "/" + tasks.ScriptFile
 	script, err := os.ReadFile(filepath.Join(t.Dir, rel))
 	if err != nil {
@@ -321,7 +380,7 @@ func measureMBest(ctx context.Context, runner sandbox.Runner, t *tasks.Task, mIn
 		return "", &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "m_best", Msg: fmt.Sprintf("%s: the catalog search edits the sections of %s, and %v; set m_best by hand", tasks.MeasureMBest, rel, err)}
 	}
 	budget := tasks.MeasureBudget{Scripts: cfg.MeasureScripts, Time: cfg.MeasureTime}
-	m, err := tasks.Measure(ctx, runner, nil, t, string(script), mInit, limits, budget, time.Now())
+	m, err := tasks.Measure(ctx, runner, grade, t, string(script), mInit, limits, budget, time.Now())
 	if err != nil {
 		return "", err
 	}
