@@ -88,6 +88,11 @@ type ImportOptions struct {
 	// Grader is the grader an MLE-bench import writes: GraderCSV ("" too)
 	// or GraderMLEBench.
 	Grader string
+	// Initial is the initial train.py of an MLAgentBench import:
+	// schemas.InitialGenerated ("" too: the generated sectioned baseline,
+	// which the offline editor needs) or schemas.InitialOriginal (the
+	// benchmark's own, for an LLM editor).
+	Initial string
 }
 
 // Import converts every task of source (in layout from) into task folders
@@ -281,6 +286,9 @@ func (d *draft) specYAML() []byte {
 	}
 	field("split", s.Split, s.Split != "")
 	field("source", s.Source, true)
+	if s.Initial != "" {
+		field("initial", s.Initial, true)
+	}
 	return b.Bytes()
 }
 

@@ -917,3 +917,73 @@ func TestRunTasksMLEBenchGrader(t *testing.T) {
 		t.Fatalf("got rows %+v, want toy-titanic with m_init in [0.6, 1] and the leaderboard's m_best", rows)
 	}
 }
+
+// runnableOriginal is an MLAgentBench-style train.py (no sections, no
+// VAL_METRIC line) that runs as it is.
+const runnableOriginal = `import pandas as pd
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.metrics import mean_absolute_error
+from sklearn.model_selection import train_test_split
+
+home_data = pd.read_csv('train.csv')
+y = home_data.SalePrice
+features = ['f1', 'f2']
+train_X, valid_X, train_y, valid_y = train_test_split(home_data[features], y, random_state=1)
+model = RandomForestRegressor(n_estimators=20, random_state=1).fit(train_X, train_y)
+print("Validation MAE: {:,.2f}".format(mean_absolute_error(valid_y, model.predict(valid_X))))
+test_data = pd.read_csv('test.csv')
+pd.DataFrame({'Id': test_data.Id, 'SalePrice': model.predict(test_data[features])}).to_csv('submission.csv', index=False)
+`
+
+// TestRunTasksInitialOriginal: --initial original keeps MLAgentBench's
+// own train.py as the initial script (m_init is its graded submission; it
+// prints no VAL_METRIC), records initial: original in task.yaml and the
+// row, and --m_best measure searches the generated sectioned copy in
+// private/. An original that does not run as it is (MLAgentBench's
+// templates leave the model to be written) is refused saying what to do.
+func TestRunTasksInitialOriginal(t *testing.T) {
+	needPython(t)
+	t.Run("runs as it is", func(t *testing.T) {
+		src := mlagentBenchFixture(t)
+		writeFiles(t, filepath.Join(src, "MLAgentBench", "benchmarks", "house-toy"), map[string]string{"env/train.py": runnableOriginal})
+		cfg := testConfig(t, "")
+		cfg.From, cfg.Source, cfg.ImportTo, cfg.Only = FromMLAgentBench, src, t.TempDir(), []string{"house-toy"}
+		cfg.Initial, cfg.MBest, cfg.MeasureScripts = schemas.InitialOriginal, "measure", 4
+		var log bytes.Buffer
+		if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+			t.Fatalf("got %v; log:\n%s", err, log.String())
+		}
+		_, rows := readTasks(t, cfg.Data)
+		if len(rows) != 1 {
+			t.Fatalf("got %d rows", len(rows))
+		}
+		r := rows[0]
+		if r.Initial != schemas.InitialOriginal || !math.IsNaN(r.MInitValid) || !(r.MInit > 0) || !(r.MBest < r.MInit) || !measuredSource.MatchString(r.MBestSource) {
+			t.Errorf("got initial %q, m_init_valid %v, m_init %v, m_best %v (%s); want original, NaN, a graded MAE, a measured m_best below it", r.Initial, r.MInitValid, r.MInit, r.MBest, r.MBestSource)
+		}
+		dir := filepath.Join(cfg.ImportTo, "house-toy")
+		if b, _ := os.ReadFile(filepath.Join(dir, "workspace", "train.py")); string(b) != runnableOriginal {
+			t.Errorf("workspace/train.py is not MLAgentBench's own:\n%s", b)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "workspace", "train_original.py")); err == nil {
+			t.Error("workspace/train_original.py written: the original is train.py itself")
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "private", sectionedFile)); !strings.Contains(string(b), "# === end evaluate ===") {
+			t.Errorf("private/%s is not the sectioned baseline", sectionedFile)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, tasks.SpecFile)); !strings.Contains(string(b), "\ninitial: original\n") {
+			t.Errorf("task.yaml does not say initial: original:\n%s", b)
+		}
+	})
+	t.Run("does not run", func(t *testing.T) {
+		cfg := testConfig(t, "")
+		cfg.From, cfg.Source, cfg.ImportTo, cfg.Only = FromMLAgentBench, mlagentBenchFixture(t), t.TempDir(), []string{"house-toy"}
+		cfg.Initial, cfg.MBest = schemas.InitialOriginal, "measure"
+		var log bytes.Buffer
+		err := runTasks(context.Background(), cfg, &log, &log)
+		want := "; it is the benchmark's own script (task.yaml initial: original), which must run as it is to measure m_init: complete it, or import the task with --initial generated"
+		if !errors.Is(err, ErrSomeFailed) || !strings.Contains(log.String(), "task house-toy: workspace/train.py: crashed (exit 1): ") || !strings.Contains(log.String(), want) {
+			t.Errorf("got %v; log:\n%s", err, log.String())
+		}
+	})
+}

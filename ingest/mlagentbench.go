@@ -22,7 +22,8 @@ import (
 // from its code; a CSV grader is generated for it. MLAgentBench's
 // train.py has no sections and prints no VAL_METRIC line, so for tabular
 // CSV tasks a generic sectioned baseline replaces it (the original is kept
-// as train_original.py). MLAgentBench publishes no best score: m_best is
+// as train_original.py), unless ImportOptions.Initial is original: then
+// env/train.py stays the initial script, for an LLM editor. MLAgentBench publishes no best score: m_best is
 // always listed as missing.
 func ImportMLAgentBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	root := source
@@ -138,6 +139,10 @@ func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error
 	if err == nil && strings.Contains(string(orig), "# === end evaluate ===") && strings.Contains(string(orig), tasks.ValMetricPrefix) {
 		return d.write(dst)
 	}
+	if opts.Initial == schemas.InitialOriginal {
+		d.originalScript(env, idCol, targets, m, known, err == nil)
+		return d.write(dst)
+	}
 	if err == nil {
 		delete(d.workspace, tasks.ScriptFile)
 		d.workspace["train_original.py"] = filepath.Join(env, tasks.ScriptFile)
@@ -153,6 +158,39 @@ func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error
 	}
 	return d.write(dst)
 }
+
+// originalScript keeps MLAgentBench's own env/train.py as the initial
+// script (initial: original, for an LLM editor) and, when the data allows
+// it, puts the generated sectioned baseline in private/train_sectioned.py
+// for --m_best measure's catalog search, which edits sections.
+func (d *draft) originalScript(env, idCol string, targets []string, m metricInfo, known, found bool) {
+	if !found {
+		d.missing("workspace/train.py: env/ has no train.py to start from; import with --initial %s for the generated baseline", schemas.InitialGenerated)
+		return
+	}
+	d.spec.Initial = schemas.InitialOriginal
+	d.generated("workspace/train.py: MLAgentBench's own (initial: %s): an LLM editor edits it, the offline catalog editor cannot (it has no sections); it must run as it is, to measure m_init", schemas.InitialOriginal)
+	written := d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile]
+	before, gen := len(d.im.Missing), len(d.im.Generated)
+	d.baseline(env, idCol, targets, m, known, "MLAgentBench's train.py has no sections")
+	sectioned, ok := d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile]
+	// What baseline wrote or said is about the sectioned copy, not the
+	// workspace: move it to private/, and drop its lines.
+	d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile] = written
+	if written == nil {
+		delete(d.written, tasks.WorkspaceDir+"/"+tasks.ScriptFile)
+	}
+	d.im.Missing, d.im.Generated = d.im.Missing[:before], d.im.Generated[:gen]
+	if ok {
+		d.written[tasks.PrivateDir+"/"+sectionedFile] = sectioned
+		d.generated("%s/%s: the generated sectioned baseline, which --m_best %s's catalog search edits", tasks.PrivateDir, sectionedFile, tasks.MeasureMBest)
+	}
+}
+
+// sectionedFile is, in private/ of a task whose train.py is the
+// benchmark's own, the generated sectioned baseline the catalog search
+// edits.
+const sectionedFile = "train_sectioned.py"
 
 // metricPatterns infer a metric from evaluation code, most specific first.
 var metricPatterns = []struct {

@@ -62,6 +62,8 @@ type TasksConfig struct {
 	MLEBenchData string `yaml:"mlebench_data" help:"MLE-bench's data folder (its --data-dir, holding <id>/prepared/public and private), looked in after each competition's folder and data/<id>/prepared beside it, before ~/.cache/mle-bench/data"`
 	// Grader selects the grader of MLE-bench imports.
 	Grader string `yaml:"grader" help:"grader an MLE-bench import writes: csv (generated for the common metrics; needs only pandas and scikit-learn) or mlebench (the competition's own grade_fn from config.yaml, called through the mlebench package, which must be installed for python)"`
+	// Initial selects the initial script of MLAgentBench imports.
+	Initial string `yaml:"initial" help:"initial train.py of an MLAgentBench import: generated (a sectioned baseline, which the offline editor needs) or original (MLAgentBench's own, which only an LLM editor can edit: env.editor llm at rollout and evaluate; it must run as it is), recorded in task.yaml"`
 	// ImportTo receives the converted task folders (kept, so that what the
 	// importer could not supply can be added by hand and ingested again).
 	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (empty: imported/<from>)"`
@@ -88,7 +90,7 @@ type TasksConfig struct {
 // DefaultTasksConfig returns the defaults: the built-in suite embedded in
 // the binary, written to ./data.
 func DefaultTasksConfig() TasksConfig {
-	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Grader: GraderCSV, Warm: true, MemoryMB: 4096, MeasureTime: 10 * time.Minute}
+	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Grader: GraderCSV, Initial: schemas.InitialGenerated, Warm: true, MemoryMB: 4096, MeasureTime: 10 * time.Minute}
 }
 
 // Derive fills the import folder from the source kind.
@@ -126,6 +128,15 @@ func (c *TasksConfig) Validate() error {
 		}
 	default:
 		return config.Errorf("grader", c.Grader, "want %s or %s", GraderCSV, GraderMLEBench)
+	}
+	switch c.Initial {
+	case schemas.InitialGenerated:
+	case schemas.InitialOriginal:
+		if c.From != FromMLAgentBench {
+			return config.Errorf("initial", c.Initial, "is for MLAgentBench imports, whose tasks ship a train.py (add --from %s)", FromMLAgentBench)
+		}
+	default:
+		return config.Errorf("initial", c.Initial, "want %s or %s", schemas.InitialGenerated, schemas.InitialOriginal)
 	}
 	switch {
 	case c.Data == "":
@@ -242,7 +253,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	)
 	loadOpts := tasks.LoadOptions{MeasureMissingMBest: cfg.MBest == tasks.MeasureMBest}
 	if cfg.From != FromBuiltin {
-		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest, Grader: cfg.Grader})
+		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest, Grader: cfg.Grader, Initial: cfg.Initial})
 		if err != nil {
 			return err
 		}
@@ -372,7 +383,13 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade
 // says what was measured and how to keep it.
 func measureMBest(ctx context.Context, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, mInit float64, limits sandbox.Limits, cfg TasksConfig) (string, error) {
 	rel := tasks.WorkspaceDir + "/" + tasks.ScriptFile
+	if t.Initial == schemas.InitialOriginal {
+		rel = tasks.PrivateDir + "/" + sectionedFile // the benchmark's own has no sections
+	}
 	script, err := os.ReadFile(filepath.Join(t.Dir, rel))
+	if errors.Is(err, os.ErrNotExist) && t.Initial == schemas.InitialOriginal {
+		return "", &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "m_best", Msg: fmt.Sprintf("%s: the catalog search edits sections, which the original train.py lacks, and there is no %s (the importer writes one when it can generate a baseline); set m_best by hand", tasks.MeasureMBest, rel)}
+	}
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +16,8 @@ import (
 
 // Baseline is what one run of a task's initial script measured.
 type Baseline struct {
-	// ValMetric is the VAL_METRIC value the script printed (what the agent reads).
+	// ValMetric is the VAL_METRIC value the script printed (what the agent
+	// reads); NaN for a task's original script that prints none.
 	ValMetric float64
 	// TestScore is the grader's score of its submission on the hidden labels.
 	TestScore float64
@@ -107,6 +109,12 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t 
 	if err != nil {
 		return Baseline{}, err
 	}
+	// The benchmark's own script (initial: original) is run as it is; it
+	// need not print VAL_METRIC, but it must run and submit.
+	original, hint := t.Initial == schemas.InitialOriginal, ""
+	if original {
+		hint = "; it is the benchmark's own script (task.yaml initial: original), which must run as it is to measure m_init: complete it, or import the task with --initial generated"
+	}
 	res := r.res
 	switch res.Outcome {
 	case sandbox.Success:
@@ -116,15 +124,18 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t 
 		if m := missingFileRe.FindStringSubmatch(res.Stderr); m != nil {
 			return fail(script, "", "reads a missing data file %q (exit %d): add it to workspace/ or fix the path", m[1], res.ExitCode)
 		}
-		return fail(script, "", "crashed (exit %d): %s", res.ExitCode, LastLines(res.Stderr, 3))
+		return fail(script, "", "crashed (exit %d): %s%s", res.ExitCode, LastLines(res.Stderr, 3), hint)
 	default:
 		return fail(script, "", "ended with %s (exit %d): %s", res.Outcome, res.ExitCode, LastLines(res.Stderr, 3))
 	}
-	if r.valErr != nil {
+	switch {
+	case r.valErr != nil && original:
+		r.valMetric = math.NaN() // the agent reads the script's own output
+	case r.valErr != nil:
 		return fail(script, ValMetricPrefix, "%v", r.valErr)
 	}
 	if !r.submitted {
-		return fail(script, "", "wrote no %s in its working directory", SubmissionFile)
+		return fail(script, "", "wrote no %s in its working directory%s", SubmissionFile, hint)
 	}
 	if !r.grade.Valid {
 		return fail(PrivateDir+"/"+GraderFile, "", "rejected the initial script's %s: %s (fix train.py's submission or the grader)", SubmissionFile, r.grade.Reason)

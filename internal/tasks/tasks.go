@@ -89,6 +89,11 @@ type Spec struct {
 	// Source is optional: where an imported task came from (mlebench,
 	// mlagentbench); empty for the built-in suite.
 	Source string `yaml:"source,omitempty"`
+	// Initial is optional: what workspace/train.py is, generated (a
+	// sectioned script, the default) or original (the benchmark's own,
+	// unsectioned: only an LLM editor can edit it, and it need not print
+	// a VAL_METRIC line).
+	Initial string `yaml:"initial,omitempty"`
 }
 
 // Task is a loaded, checked task folder.
@@ -117,7 +122,7 @@ func (t *Task) Row() schemas.Task {
 	return schemas.Task{
 		TaskID: t.ID, Title: t.Title, Modality: t.Modality, TaskType: t.TaskType,
 		Metric: t.Metric, Direction: t.Direction, MBest: best, MBestSource: t.MBestSource,
-		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description,
+		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description, Initial: t.Initial,
 	}
 }
 
@@ -244,7 +249,7 @@ func ParseSpec(b []byte) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty: fill in id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split")
 		}
-		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, source)")
+		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, source, initial)")
 		return nil, fmt.Errorf("not valid task YAML: %s", msg)
 	}
 	s := f.Spec
@@ -305,6 +310,11 @@ func (s *Spec) Check() []*Error {
 		bad("time_limit_s", "missing: the wall-clock limit of one run of the script, in seconds")
 	} else if !(*s.TimeLimitS > 0) || math.IsInf(*s.TimeLimitS, 0) {
 		bad("time_limit_s", "%v: want a positive number of seconds", *s.TimeLimitS)
+	}
+	switch s.Initial {
+	case "", schemas.InitialGenerated, schemas.InitialOriginal:
+	default:
+		bad("initial", "%q: want %s (a sectioned train.py, the default) or %s (the benchmark's own script, for an LLM editor)", s.Initial, schemas.InitialGenerated, schemas.InitialOriginal)
 	}
 	switch s.Split {
 	case schemas.HeldIn, schemas.HeldOut:
