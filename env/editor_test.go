@@ -11,6 +11,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/llm"
+	"github.com/mlerl/mlerl/schemas"
 )
 
 const sectioned = `# === imports ===
@@ -132,5 +133,47 @@ func TestLLMEditor(t *testing.T) {
 				t.Errorf("the prompt lacks the script or the instruction: %q", user)
 			}
 		})
+	}
+}
+
+// TestOriginalNeedsAnotherEditor: a task whose train.py is the benchmark's
+// own (initial: original) is refused, in one line saying what to do, when
+// the editor is the offline one (the default, or named), fresh or
+// restored; any other editor takes it. An llm editor the stage did not
+// supply is refused too.
+func TestOriginalNeedsAnotherEditor(t *testing.T) {
+	ctx := context.Background()
+	st := newLocalStore(t)
+	spec := fixture(t, st, false)
+	spec.Initial = schemas.InitialOriginal
+	want := "task " + spec.TaskID + ": its train.py is the benchmark's own (task.yaml initial: original), without the sections the offline editor's catalog edits need: run with --env.editor llm and an llm endpoint (--llm.base_url), or re-import the task with --initial generated"
+	for name, editor := range map[string]Editor{"default": nil, "offline": OfflineEditor{}} {
+		cfg := testConfig(t)
+		cfg.Editor = editor
+		if _, err := New(ctx, cfg, spec, st); err == nil || err.Error() != want {
+			t.Errorf("%s editor: got %v\nwant %s", name, err, want)
+		}
+	}
+	cfg := testConfig(t) // its editor is a stand-in for an LLM
+	e, err := New(ctx, cfg, spec, st)
+	if err != nil {
+		t.Fatalf("another editor: %v", err)
+	}
+	ref, err := e.Snapshot(ctx)
+	e.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Editor = nil
+	if _, err := Restore(ctx, cfg, st, ref); err == nil || err.Error() != want {
+		t.Errorf("restored with the default editor: got %v\nwant %s", err, want)
+	}
+	cfg.EditorKind = EditorLLM
+	if _, err := New(ctx, cfg, spec, st); err == nil || !strings.Contains(err.Error(), `env.editor "llm": this stage gives the environment no LLM client`) {
+		t.Errorf("editor llm without a client: got %v", err)
+	}
+	cfg.EditorKind = "gpt"
+	if err := cfg.Validate(); err == nil || err.Error() != `editor "gpt": want offline or llm` {
+		t.Errorf("unknown editor: got %v", err)
 	}
 }

@@ -126,6 +126,11 @@ type Config struct {
 	// run as written and no marker is ever credited.
 	Instrument bool         `yaml:"instrument" help:"insert partial-credit markers before each execution (off: scripts run as written, no marker credit)"`
 	Reward     RewardConfig `yaml:"reward"`
+	// EditorKind names the editor a stage gives the environment (Editor):
+	// the offline catalog editor, or an LLM on the stage's llm endpoint
+	// (rollout and evaluate), which can edit any script, the original
+	// unsectioned ones of `initial: original` tasks included.
+	EditorKind string `yaml:"editor" help:"who carries out Edit Script (AI): offline (the idea catalog's edits of a sectioned train.py) or llm (the stage's llm endpoint; rollout and evaluate; needed for initial: original tasks)"`
 
 	// Runner executes scripts; the caller owns and closes it. Nil: each
 	// Env starts its own cold runner (sandbox.NewCold) and closes it in
@@ -157,8 +162,15 @@ func DefaultConfig() Config {
 		GradeTimeout:     2 * time.Minute,
 		Instrument:       true,
 		Reward:           DefaultRewardConfig(),
+		EditorKind:       EditorOffline,
 	}
 }
+
+// Editor kinds (Config.EditorKind).
+const (
+	EditorOffline = "offline"
+	EditorLLM     = "llm"
+)
 
 // Validate checks the settings; New and Restore call it. Keys in errors
 // are relative ("max_steps"); a stage config nests them under its own
@@ -179,6 +191,8 @@ func (c Config) Validate() error {
 		return config.Errorf("max_output_bytes", c.MaxOutputBytes, "must be positive")
 	case c.GradeTimeout <= 0:
 		return config.Errorf("grade_timeout", c.GradeTimeout, "must be positive")
+	case c.EditorKind != "" && c.EditorKind != EditorOffline && c.EditorKind != EditorLLM:
+		return config.Errorf("editor", c.EditorKind, "want %s or %s", EditorOffline, EditorLLM)
 	}
 	return config.Nest("reward", c.Reward.Validate())
 }
@@ -201,6 +215,9 @@ type Spec struct {
 	// WorkspaceTree and PrivateTree are blob trees in the environment's store.
 	WorkspaceTree string `json:"workspace_tree"`
 	PrivateTree   string `json:"private_tree"`
+	// Initial is the task's schemas.Task.Initial: InitialOriginal tasks
+	// need an editor other than the offline one.
+	Initial string `json:"initial,omitempty"`
 }
 
 // SpecFromTask takes a Spec from a tasks row. Rewards compare grader
@@ -215,7 +232,7 @@ func SpecFromTask(t schemas.Task) Spec {
 		TaskID: t.TaskID, Title: t.Title, Description: t.Description, Modality: t.Modality, TaskType: t.TaskType,
 		Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: t.MBest,
 		TimeLimit:     time.Duration(t.TimeLimitS * float64(time.Second)),
-		WorkspaceTree: t.WorkspaceTree, PrivateTree: t.PrivateTree,
+		WorkspaceTree: t.WorkspaceTree, PrivateTree: t.PrivateTree, Initial: t.Initial,
 	}
 }
 
@@ -347,7 +364,14 @@ func (e *Env) init() error {
 		return config.Nest("env", err)
 	}
 	if e.cfg.Editor == nil {
+		if e.cfg.EditorKind == EditorLLM {
+			return config.Nest("env", config.Errorf("editor", e.cfg.EditorKind, "this stage gives the environment no LLM client (only rollout and evaluate have an llm endpoint)"))
+		}
 		e.cfg.Editor = OfflineEditor{}
+	}
+	if _, offline := e.cfg.Editor.(OfflineEditor); offline && e.s.Spec.Initial == schemas.InitialOriginal {
+		return fmt.Errorf("task %s: its train.py is the benchmark's own (task.yaml initial: %s), without the sections the offline editor's catalog edits need: run with --env.editor %s and an llm endpoint (--llm.base_url), or re-import the task with --initial %s",
+			e.s.Spec.TaskID, schemas.InitialOriginal, EditorLLM, schemas.InitialGenerated)
 	}
 	if e.cfg.Instrumenter == nil {
 		e.cfg.Instrumenter = NoInstrumenter{}

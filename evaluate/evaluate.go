@@ -153,6 +153,9 @@ func (c *Config) Validate() error {
 	if err := config.Nest("env", c.Env.Validate()); err != nil {
 		return err
 	}
+	if c.Env.EditorKind == env.EditorLLM && !c.LLM.Enabled() {
+		return config.Errorf("env.editor", c.Env.EditorKind, "needs llm.base_url (an OpenAI-compatible endpoint)")
+	}
 	return config.Nest("llm", c.LLM.Validate())
 }
 
@@ -250,7 +253,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 
 	// 5. The episodes, in parallel; a (method, task) is written as soon as
 	// its trajectories are in.
-	envCfg, stop, err := episode.Setup(ctx, cfg.Env, cfg.Warm, func(err error) {
+	envCfg, stop, err := episode.Setup(ctx, cfg.Env, cfg.LLM, cfg.Warm, func(err error) {
 		fmt.Fprintf(log, "evaluate: warm worker unavailable (%v); using cold processes\n", err)
 	})
 	if err != nil {

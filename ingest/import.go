@@ -22,8 +22,18 @@ import (
 	"github.com/mlerl/mlerl/internal/tasks"
 )
 
-//go:embed templates/grade.py templates/train_tabular.py
+//go:embed templates/grade.py templates/grade_mlebench.py templates/train_tabular.py
 var templatesFS embed.FS
+
+// Graders an MLE-bench import writes (ImportOptions.Grader).
+const (
+	// GraderCSV is the generated CSV grader (templates/grade.py) for the
+	// common metrics: no dependency beyond pandas and scikit-learn.
+	GraderCSV = "csv"
+	// GraderMLEBench calls the competition's own grade_fn through the
+	// mlebench package, which the user installs.
+	GraderMLEBench = "mlebench"
+)
 
 // Imported is one converted task folder and what the importer could not
 // take from the source layout.
@@ -70,6 +80,19 @@ type ImportOptions struct {
 	// <id>/prepared/): where competitions' prepared data is looked for
 	// after their own folders ("": not looked in).
 	MLEBenchData string
+	// MeasureMBest writes `m_best: measure` into a task.yaml whose source
+	// has no best score (no leaderboard, or a Git LFS pointer in its
+	// place), for the ingest stage's catalog search, instead of listing
+	// m_best as missing.
+	MeasureMBest bool
+	// Grader is the grader an MLE-bench import writes: GraderCSV ("" too)
+	// or GraderMLEBench.
+	Grader string
+	// Initial is the initial train.py of an MLAgentBench import:
+	// schemas.InitialGenerated ("" too: the generated sectioned baseline,
+	// which the offline editor needs) or schemas.InitialOriginal (the
+	// benchmark's own, for an LLM editor).
+	Initial string
 }
 
 // Import converts every task of source (in layout from) into task folders
@@ -79,9 +102,9 @@ type ImportOptions struct {
 func Import(from, source, dst string, opts ImportOptions) ([]Imported, error) {
 	switch from {
 	case FromMLEBench:
-		return ImportMLEBench(source, opts.MLEBenchData, dst)
+		return ImportMLEBench(source, dst, opts)
 	case FromMLAgentBench:
-		return ImportMLAgentBench(source, dst)
+		return ImportMLAgentBench(source, dst, opts)
 	}
 	return nil, fmt.Errorf("no importer for %q", from)
 }
@@ -159,6 +182,17 @@ func (d *draft) generated(format string, args ...any) {
 	d.im.Generated = append(d.im.Generated, fmt.Sprintf(format, args...))
 }
 
+// noBest records that the source has no best score (why): m_best is to be
+// measured when opts say so, else missing.
+func (d *draft) noBest(why string, opts ImportOptions) {
+	if opts.MeasureMBest {
+		d.spec.MBestMeasure = true
+		d.generated("task.yaml m_best: %s (%s): the catalog search measures it at ingest and records how in m_best_source", tasks.MeasureMBest, why)
+		return
+	}
+	d.missing("task.yaml m_best and m_best_source: %s; add the best known score for %s and where it comes from, or import with --m_best %s to have the catalog search measure it", why, d.spec.Metric, tasks.MeasureMBest)
+}
+
 // write materialises the draft as dst/<id>, unless that folder exists.
 // It writes into a temporary sibling first so a crash never leaves half a
 // task folder.
@@ -234,17 +268,27 @@ func (d *draft) specYAML() []byte {
 	field("task_type", s.TaskType, s.TaskType != "")
 	field("metric", s.Metric, s.Metric != "")
 	field("direction", s.Direction, s.Direction != "")
-	if s.MBest != nil {
+	switch {
+	case s.MBest != nil:
 		field("m_best", *s.MBest, true)
-	} else {
+	case s.MBestMeasure:
+		field("m_best", tasks.MeasureMBest, true)
+	default:
 		field("m_best", nil, false)
 	}
-	field("m_best_source", s.MBestSource, s.MBestSource != "")
+	if s.MBestMeasure && s.MBestSource == "" {
+		b.WriteString("# m_best_source: recorded by the catalog search at ingest\n")
+	} else {
+		field("m_best_source", s.MBestSource, s.MBestSource != "")
+	}
 	if s.TimeLimitS != nil {
 		field("time_limit_s", *s.TimeLimitS, true)
 	}
 	field("split", s.Split, s.Split != "")
 	field("source", s.Source, true)
+	if s.Initial != "" {
+		field("initial", s.Initial, true)
+	}
 	return b.Bytes()
 }
 

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,7 +62,11 @@ func toyCSVs(n int, classify bool, idCol, target string) (train, test, answers s
 // mlebench/competitions/toy-titanic/) and its prepared data (what
 // `mlebench prepare` writes under <data>/toy-titanic/prepared/).
 func toyTitanic() (code, prepared map[string]string) {
-	train, test, answers := toyCSVs(300, true, "PassengerId", "Transported")
+	return toyTitanicOf(toyCSVs(300, true, "PassengerId", "Transported"))
+}
+
+// toyTitanicOf is toyTitanic with the given data (see toyCSVs).
+func toyTitanicOf(train, test, answers string) (code, prepared map[string]string) {
 	sample := "PassengerId,Transported\n"
 	for _, line := range strings.Split(strings.TrimSpace(answers), "\n")[1:] {
 		sample += strings.Split(line, ",")[0] + ",False\n"
@@ -136,7 +143,7 @@ grader:
 
 func TestImportMLEBench(t *testing.T) {
 	src, dst := mleBenchFixture(t), t.TempDir()
-	got, err := ImportMLEBench(src, "", dst)
+	got, err := ImportMLEBench(src, dst, ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +187,7 @@ func TestImportMLEBench(t *testing.T) {
 		}
 	}
 	// A second import keeps what exists (hand edits survive).
-	again, err := ImportMLEBench(src, "", dst)
+	again, err := ImportMLEBench(src, dst, ImportOptions{})
 	if err != nil || !again[1].Kept {
 		t.Errorf("got %+v, %v; want the existing folder kept", again, err)
 	}
@@ -246,7 +253,7 @@ func TestImportMLEBenchLayouts(t *testing.T) {
 			if tc.data {
 				dataArg = data
 			}
-			got, err := ImportMLEBench(filepath.Join(root, tc.source), dataArg, t.TempDir())
+			got, err := ImportMLEBench(filepath.Join(root, tc.source), t.TempDir(), ImportOptions{MLEBenchData: dataArg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,7 +273,7 @@ func TestImportMLEBenchLayouts(t *testing.T) {
 		root, data, cache := t.TempDir(), t.TempDir(), t.TempDir()
 		t.Setenv("XDG_CACHE_HOME", cache)
 		repo(root)
-		got, err := ImportMLEBench(root, data, t.TempDir())
+		got, err := ImportMLEBench(root, t.TempDir(), ImportOptions{MLEBenchData: data})
 		if err != nil || len(got) != 1 || got[0].Err == nil {
 			t.Fatalf("got %+v, %v want toy-titanic not imported", got, err)
 		}
@@ -294,7 +301,7 @@ func TestImportMLEBenchLayouts(t *testing.T) {
 		t.Setenv("XDG_CACHE_HOME", t.TempDir())
 		writeFiles(t, root, under("competitions/toy-titanic", code))
 		writeFiles(t, root, map[string]string{"data/toy-titanic/prepared/public/train.csv": prepared["public/train.csv"]})
-		got, err := ImportMLEBench(root, "", t.TempDir())
+		got, err := ImportMLEBench(root, t.TempDir(), ImportOptions{})
 		if err != nil || len(got) != 1 || got[0].Err == nil {
 			t.Fatalf("got %+v, %v want toy-titanic not imported", got, err)
 		}
@@ -307,7 +314,7 @@ func TestImportMLEBenchLayouts(t *testing.T) {
 	t.Run("nothing to import", func(t *testing.T) {
 		root := t.TempDir()
 		writeFiles(t, root, map[string]string{"agents/aide/config.yaml": "aide: {}\n", "node_modules/x/config.yaml": code["config.yaml"]})
-		_, err := ImportMLEBench(root, "", t.TempDir())
+		_, err := ImportMLEBench(root, t.TempDir(), ImportOptions{})
 		want := "mlebench source " + root + ": no competition folder (one holding a config.yaml with an id and a grader) in it or below it, down to 8 levels (skipping hidden folders, node_modules, __pycache__, site-packages, venv and prepared data; links not followed); give MLE-bench's repository, its mlebench/competitions folder or one competition's folder"
 		if err == nil || err.Error() != want {
 			t.Errorf("got  %v\nwant %s", err, want)
@@ -321,7 +328,7 @@ func TestImportMLEBenchLayouts(t *testing.T) {
 		for i := 0; i < 6; i++ {
 			writeFiles(t, root, map[string]string{fmt.Sprintf("d%d/x.txt", i): ""})
 		}
-		_, err := ImportMLEBench(root, "", t.TempDir())
+		_, err := ImportMLEBench(root, t.TempDir(), ImportOptions{})
 		want := "mlebench source: import source " + root + ": more than 5 folders below it (skipping hidden folders, node_modules, __pycache__, site-packages, venv and prepared data; links not followed); give the folder that holds the tasks"
 		if err == nil || err.Error() != want {
 			t.Errorf("got  %v\nwant %s", err, want)
@@ -378,8 +385,13 @@ func TestRunTasksFromMLEBenchRepository(t *testing.T) {
 // house-price-like regression scored by MAE in eval.py, and a task whose
 // prepare.py has not been run (no answers).
 func mlagentBenchFixture(t *testing.T) string {
-	root := t.TempDir()
 	train, test, answers := toyCSVs(300, false, "Id", "SalePrice")
+	return mlagentBenchFixtureOf(t, train, test, answers)
+}
+
+// mlagentBenchFixtureOf is mlagentBenchFixture with house-toy's data.
+func mlagentBenchFixtureOf(t *testing.T, train, test, answers string) string {
+	root := t.TempDir()
 	bench := filepath.Join(root, "MLAgentBench", "benchmarks")
 	writeFiles(t, filepath.Join(bench, "house-toy"), map[string]string{
 		"env/train.py": `import pandas as pd
@@ -415,7 +427,7 @@ def get_score(submission_folder="../env"):
 }
 
 func TestImportMLAgentBench(t *testing.T) {
-	got, err := ImportMLAgentBench(mlagentBenchFixture(t), t.TempDir())
+	got, err := ImportMLAgentBench(mlagentBenchFixture(t), t.TempDir(), ImportOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,4 +610,380 @@ func TestTaskType(t *testing.T) {
 			t.Errorf("taskType(%s, %v): got %s, want %s", c.m.name, c.targets, got, c.want)
 		}
 	}
+}
+
+// toyNonlinearCSVs is toyCSVs with a target a linear model cannot fit (the
+// product of the two features, its sign for classification) and trees
+// can: the generated baseline (logistic regression or ridge) leaves room
+// that the catalog search finds.
+func toyNonlinearCSVs(n int, classify bool, idCol, target string) (train, test, answers string) {
+	x, _ := toyData(n, 5, false)
+	r := rand.New(rand.NewPCG(11, 13))
+	var tr, te, an strings.Builder
+	fmt.Fprintf(&tr, "%s,f1,f2,%s\n", idCol, target)
+	fmt.Fprintf(&te, "%s,f1,f2\n", idCol)
+	fmt.Fprintf(&an, "%s,%s\n", idCol, target)
+	for i := range x {
+		v := 3*x[i][0]*x[i][1] + 0.3*r.NormFloat64()
+		label := fmt.Sprintf("%.4f", v)
+		if classify {
+			label = map[bool]string{true: "True", false: "False"}[v > 0]
+		}
+		if i < n*4/5 {
+			fmt.Fprintf(&tr, "p%04d,%.4f,%.4f,%s\n", i, x[i][0], x[i][1], label)
+		} else {
+			fmt.Fprintf(&te, "p%04d,%.4f,%.4f\n", i, x[i][0], x[i][1])
+			fmt.Fprintf(&an, "p%04d,%s\n", i, label)
+		}
+	}
+	return tr.String(), te.String(), an.String()
+}
+
+var measuredSource = regexp.MustCompile(`^measured \(catalog search, [1-6] scripts, \d{4}-\d{2}-\d{2}\): [a-z]+/\S+`)
+
+// TestRunTasksMeasureMBest: an MLE-bench competition whose leaderboard.csv
+// is a Git LFS pointer (a plain clone) and an MLAgentBench task (which
+// publishes no best score), each in its repository's layout, import and
+// ingest with --m_best measure and no hand edit: the catalog search
+// measures m_best on the generated baseline, and the row says how. A
+// leaderboard that is there still gives m_best.
+func TestRunTasksMeasureMBest(t *testing.T) {
+	needPython(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const lfsPointer = "version https://git-lfs.github.com/spec/v1\noid sha256:e071\nsize 125841\n"
+	cases := []struct {
+		name   string
+		setup  func(cfg *TasksConfig)
+		id     string
+		source *regexp.Regexp // of m_best_source
+	}{
+		{"mlebench, leaderboard a Git LFS pointer", func(cfg *TasksConfig) {
+			code, prepared := toyTitanicOf(toyNonlinearCSVs(300, true, "PassengerId", "Transported"))
+			code["leaderboard.csv"] = lfsPointer
+			root, data := t.TempDir(), t.TempDir()
+			writeFiles(t, root, under("mlebench/competitions/toy-titanic", code))
+			writeFiles(t, data, under("toy-titanic/prepared", prepared))
+			cfg.From, cfg.Source, cfg.MLEBenchData = FromMLEBench, root, data
+		}, "toy-titanic", measuredSource},
+		{"mlagentbench", func(cfg *TasksConfig) {
+			train, test, answers := toyNonlinearCSVs(300, false, "Id", "SalePrice")
+			cfg.From, cfg.Source, cfg.Only = FromMLAgentBench, mlagentBenchFixtureOf(t, train, test, answers), []string{"house-toy"}
+		}, "house-toy", measuredSource},
+		{"mlebench, leaderboard present", func(cfg *TasksConfig) {
+			code, prepared := toyTitanic()
+			root := t.TempDir()
+			writeFiles(t, root, under("competitions/toy-titanic", code))
+			writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+			cfg.From, cfg.Source = FromMLEBench, root
+		}, "toy-titanic", regexp.MustCompile(`^MLE-bench leaderboard.csv: top of 3 teams$`)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(t, "")
+			cfg.ImportTo, cfg.MBest, cfg.MeasureScripts = t.TempDir(), "measure", 6
+			c.setup(&cfg)
+			var log bytes.Buffer
+			if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+				t.Fatalf("got %v; log:\n%s", err, log.String())
+			}
+			_, rows := readTasks(t, cfg.Data)
+			if len(rows) != 1 || rows[0].TaskID != c.id {
+				t.Fatalf("got rows %+v, want %s", rows, c.id)
+			}
+			r := rows[0]
+			if !c.source.MatchString(r.MBestSource) {
+				t.Errorf("got m_best_source %q, want it to match %s", r.MBestSource, c.source)
+			}
+			better := r.MBest > r.MInit
+			if r.Direction == schemas.LowerIsBetter {
+				better = r.MBest < r.MInit
+			}
+			if !better {
+				t.Errorf("got m_best %v, m_init %v (%s is better): m_best must be better", r.MBest, r.MInit, r.Direction)
+			}
+			measured := strings.HasPrefix(r.MBestSource, "measured")
+			spec, _ := os.ReadFile(filepath.Join(cfg.ImportTo, c.id, tasks.SpecFile))
+			if strings.Contains(string(spec), "\nm_best: measure\n") != measured {
+				t.Errorf("imported task.yaml says m_best: measure: %v, want %v:\n%s", !measured, measured, spec)
+			}
+			if note := "m_best " + strconv.FormatFloat(r.MBest, 'g', -1, 64) + " measured by the catalog search"; strings.Contains(log.String(), note) != measured {
+				t.Errorf("log mentions %q: %v, want %v; log:\n%s", note, !measured, measured, log.String())
+			}
+		})
+	}
+}
+
+// TestMeasureMBestInTaskYAML: `m_best: measure` in task.yaml asks for the
+// search without the flag; a task the search has no edits for, and a
+// train.py without sections, are refused in one line each that says to
+// set m_best by hand (internal/tasks TestMeasure has the other cases).
+func TestMeasureMBestInTaskYAML(t *testing.T) {
+	needPython(t)
+	suite := t.TempDir()
+	measure := func(id string) string {
+		dir := fixtureTask(t, suite, id, "rmse")
+		replaceIn(dir, tasks.SpecFile, "m_best: 0.3\nm_best_source: noise level of the generator\n", "m_best: measure\n")
+		return dir
+	}
+	nonlinear := measure("toy-nonlinear")
+	train, test, answers := toyNonlinearCSVs(300, false, "id", "target")
+	write(nonlinear, "workspace/train.csv", train)
+	write(nonlinear, "workspace/test.csv", test)
+	write(nonlinear, "private/answers.csv", answers)
+	audio := measure("toy-audio")
+	replaceIn(audio, tasks.SpecFile, "modality: tabular", "modality: audio")
+	unsectioned := measure("toy-unsectioned")
+	replaceIn(unsectioned, "workspace/train.py", "# === model ===\n", "")
+
+	cfg := testConfig(t, suite)
+	cfg.MeasureScripts = 5
+	var log bytes.Buffer
+	err := runTasks(context.Background(), cfg, &log, &log)
+	if !errors.Is(err, ErrSomeFailed) || !strings.Contains(err.Error(), "2 of 3 tasks failed") {
+		t.Fatalf("got %v, want 2 of 3 failed; log:\n%s", err, log.String())
+	}
+	for _, want := range []string{
+		"task toy-audio: task.yaml: field m_best: measure: the catalog search has no edits for audio tasks (it knows tabular, image, text, time-series and graph ones); set m_best (and m_best_source) in task.yaml by hand",
+		"task toy-unsectioned: task.yaml: field m_best: measure: the catalog search edits the sections of workspace/train.py, and section \"model\" not found (the script has no \"# === model ===\" line); set m_best by hand",
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 1 || rows[0].TaskID != "toy-nonlinear" || !measuredSource.MatchString(rows[0].MBestSource) || !(rows[0].MBest < rows[0].MInit) {
+		t.Fatalf("got rows %+v, want toy-nonlinear with a measured m_best below m_init", rows)
+	}
+}
+
+// standInMLEBench writes, under root, a stand-in for MLE-bench's package
+// with the real one's module layout (mlebench.grade_helpers'
+// InvalidSubmissionError, mlebench.competitions.utils, and toy-titanic's
+// grade module named by config.yaml's grade_fn), for PYTHONPATH. Its
+// grade function appends a line to $MLEBENCH_STANDIN_LOG, so a test can
+// tell it ran, and has two columns that make it misbehave: "nan" returns
+// NaN, "boom" raises KeyError.
+func standInMLEBench(t *testing.T, root string) {
+	writeFiles(t, root, map[string]string{
+		"mlebench/__init__.py":              "",
+		"mlebench/grade_helpers.py":         "class InvalidSubmissionError(Exception):\n    pass\n",
+		"mlebench/competitions/__init__.py": "",
+		"mlebench/competitions/utils.py": `from mlebench.grade_helpers import InvalidSubmissionError
+
+
+def prepare_for_accuracy_metric(submission, answers, target_column, id_column):
+    for c in (id_column, target_column):
+        if c not in submission.columns:
+            raise InvalidSubmissionError("Submission is missing the column %s" % c)
+    if len(submission) != len(answers):
+        raise InvalidSubmissionError("Submission has %d rows, the answers %d" % (len(submission), len(answers)))
+    sub = submission.sort_values(id_column).reset_index(drop=True)
+    ans = answers.sort_values(id_column).reset_index(drop=True)
+    if (sub[id_column].astype(str).values != ans[id_column].astype(str).values).any():
+        raise InvalidSubmissionError("Submission ids do not match the answers")
+    return {"y_true": ans[target_column].astype(str), "y_pred": sub[target_column].astype(str)}
+`,
+		"mlebench/competitions/toy-titanic/grade.py": `import os
+
+from sklearn.metrics import accuracy_score
+
+from mlebench.competitions.utils import prepare_for_accuracy_metric
+
+
+def grade(submission, answers):
+    log = os.environ.get("MLEBENCH_STANDIN_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write("graded\n")
+    if "nan" in submission.columns:
+        return float("nan")
+    if "boom" in submission.columns:
+        raise KeyError("boom")
+    return accuracy_score(**prepare_for_accuracy_metric(submission, answers, "Transported", "PassengerId"))
+`,
+	})
+}
+
+// TestMLEBenchGrader runs the grader --grader mlebench writes against the
+// stand-in package: the grade function's score (rounded as MLE-bench
+// rounds it), its InvalidSubmissionError and other exceptions, a NaN and a
+// missing file as invalid verdicts with a reason, and an interpreter
+// without the package as a broken grader environment (exit 2).
+func TestMLEBenchGrader(t *testing.T) {
+	needPython(t)
+	python, _ := sandbox.FindPython("")
+	pkg := t.TempDir()
+	standInMLEBench(t, pkg)
+	src, _ := templatesFS.ReadFile("templates/grade_mlebench.py")
+	answers := "PassengerId,Transported\na,True\nb,False\nc,True\n"
+	cases := []struct {
+		name, submission string
+		want             float64
+		reason           string // empty: valid
+	}{
+		{"score", "PassengerId,Transported\nc,True\na,False\nb,False\n", 0.66667, ""},
+		{"invalid submission", "PassengerId,label\na,True\nb,False\nc,True\n", 0, "invalid submission (Submission is missing the column Transported)"},
+		{"empty file", "\n", 0, "invalid submission (Submission is missing the column PassengerId)"},
+		{"grade function raises", "PassengerId,Transported,boom\na,True,1\nb,False,1\nc,True,1\n", 0, "toy-titanic's grade function failed on the submission: KeyError: 'boom'"},
+		{"grade function returns nan", "PassengerId,Transported,nan\na,True,1\nb,False,1\nc,True,1\n", 0, "the grade function returned nan"},
+		{"no file", "", 0, "no submission file submission.csv"},
+	}
+	dirFor := func(t *testing.T, submission string) string {
+		dir := t.TempDir()
+		files := map[string]string{
+			"private/grade.py":    string(src),
+			"private/grade.json":  `{"competition": "toy-titanic", "grade_fn": "mlebench.competitions.toy-titanic.grade:grade", "answers": "csv"}`,
+			"private/answers.csv": answers,
+		}
+		if submission != "" {
+			files["submission.csv"] = submission
+		}
+		writeFiles(t, dir, files)
+		return dir
+	}
+	t.Setenv("PYTHONPATH", pkg)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := dirFor(t, c.submission)
+			g, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+			if err != nil {
+				t.Fatalf("grader failed: %v", err)
+			}
+			if c.reason != "" {
+				if g.Valid || g.Reason != c.reason {
+					t.Errorf("got %+v, want invalid with reason %q", g, c.reason)
+				}
+			} else if !g.Valid || g.Score != c.want {
+				t.Errorf("got %+v, want score %v", g, c.want)
+			}
+		})
+	}
+	t.Run("mlebench not installed", func(t *testing.T) {
+		t.Setenv("PYTHONPATH", t.TempDir())
+		dir := dirFor(t, cases[0].submission)
+		_, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+		if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "mlebench grader: cannot import mlebench.competitions.toy-titanic.grade:grade from the mlebench package") {
+			t.Errorf("got %v, want exit 2 saying mlebench cannot be imported", err)
+		}
+	})
+}
+
+// TestRunTasksMLEBenchGrader: `ingest tasks --from mlebench --grader
+// mlebench` on a competition in MLE-bench's layout writes MLE-bench's own
+// grader, and the stage grades the initial script with the competition's
+// grade function (the stand-in package on PYTHONPATH says it ran); with
+// no mlebench importable, the stage refuses to start, in one line.
+func TestRunTasksMLEBenchGrader(t *testing.T) {
+	needPython(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	code, prepared := toyTitanic()
+	root := t.TempDir()
+	writeFiles(t, root, under("mlebench/competitions/toy-titanic", code))
+	writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+	cfg := testConfig(t, "")
+	cfg.From, cfg.Source, cfg.ImportTo, cfg.Grader = FromMLEBench, root, t.TempDir(), GraderMLEBench
+	// The environment's warm grader is one process per interpreter path,
+	// started with the environment of its time: a path of its own gives
+	// this test one that sees the PYTHONPATH set below.
+	python, _ := sandbox.FindPython("")
+	cfg.Python = filepath.Join(t.TempDir(), "python3")
+	if err := os.Symlink(python, cfg.Python); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("PYTHONPATH", t.TempDir())
+	var log bytes.Buffer
+	err := runTasks(context.Background(), cfg, &log, &log)
+	if err == nil || !strings.HasPrefix(err.Error(), "ingest tasks: --grader mlebench: ") || !strings.Contains(err.Error(), "cannot import the mlebench package (ModuleNotFoundError: No module named 'mlebench'): install MLE-bench's package") {
+		t.Fatalf("without mlebench: got %v", err)
+	}
+
+	pkg := t.TempDir()
+	standInMLEBench(t, pkg)
+	t.Setenv("PYTHONPATH", pkg)
+	calls := filepath.Join(t.TempDir(), "calls")
+	t.Setenv("MLEBENCH_STANDIN_LOG", calls)
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+		t.Fatalf("got %v; log:\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "private/grade.py: MLE-bench's own grader, calling mlebench.competitions.toy-titanic.grade:grade through the mlebench package") {
+		t.Errorf("the import log does not say which grader it wrote:\n%s", log.String())
+	}
+	if b, err := os.ReadFile(calls); err != nil || !strings.Contains(string(b), "graded") {
+		t.Errorf("the competition's grade function did not run (%v)", err)
+	}
+	_, rows := readTasks(t, cfg.Data)
+	if len(rows) != 1 || rows[0].MInit < 0.6 || rows[0].MInit > 1 || rows[0].MBest != 0.99 {
+		t.Fatalf("got rows %+v, want toy-titanic with m_init in [0.6, 1] and the leaderboard's m_best", rows)
+	}
+}
+
+// runnableOriginal is an MLAgentBench-style train.py (no sections, no
+// VAL_METRIC line) that runs as it is.
+const runnableOriginal = `import pandas as pd
+from sklearn.ensemble import RandomForestRegressor
+from sklearn.metrics import mean_absolute_error
+from sklearn.model_selection import train_test_split
+
+home_data = pd.read_csv('train.csv')
+y = home_data.SalePrice
+features = ['f1', 'f2']
+train_X, valid_X, train_y, valid_y = train_test_split(home_data[features], y, random_state=1)
+model = RandomForestRegressor(n_estimators=20, random_state=1).fit(train_X, train_y)
+print("Validation MAE: {:,.2f}".format(mean_absolute_error(valid_y, model.predict(valid_X))))
+test_data = pd.read_csv('test.csv')
+pd.DataFrame({'Id': test_data.Id, 'SalePrice': model.predict(test_data[features])}).to_csv('submission.csv', index=False)
+`
+
+// TestRunTasksInitialOriginal: --initial original keeps MLAgentBench's
+// own train.py as the initial script (m_init is its graded submission; it
+// prints no VAL_METRIC), records initial: original in task.yaml and the
+// row, and --m_best measure searches the generated sectioned copy in
+// private/. An original that does not run as it is (MLAgentBench's
+// templates leave the model to be written) is refused saying what to do.
+func TestRunTasksInitialOriginal(t *testing.T) {
+	needPython(t)
+	t.Run("runs as it is", func(t *testing.T) {
+		src := mlagentBenchFixture(t)
+		writeFiles(t, filepath.Join(src, "MLAgentBench", "benchmarks", "house-toy"), map[string]string{"env/train.py": runnableOriginal})
+		cfg := testConfig(t, "")
+		cfg.From, cfg.Source, cfg.ImportTo, cfg.Only = FromMLAgentBench, src, t.TempDir(), []string{"house-toy"}
+		cfg.Initial, cfg.MBest, cfg.MeasureScripts = schemas.InitialOriginal, "measure", 4
+		var log bytes.Buffer
+		if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+			t.Fatalf("got %v; log:\n%s", err, log.String())
+		}
+		_, rows := readTasks(t, cfg.Data)
+		if len(rows) != 1 {
+			t.Fatalf("got %d rows", len(rows))
+		}
+		r := rows[0]
+		if r.Initial != schemas.InitialOriginal || !math.IsNaN(r.MInitValid) || !(r.MInit > 0) || !(r.MBest < r.MInit) || !measuredSource.MatchString(r.MBestSource) {
+			t.Errorf("got initial %q, m_init_valid %v, m_init %v, m_best %v (%s); want original, NaN, a graded MAE, a measured m_best below it", r.Initial, r.MInitValid, r.MInit, r.MBest, r.MBestSource)
+		}
+		dir := filepath.Join(cfg.ImportTo, "house-toy")
+		if b, _ := os.ReadFile(filepath.Join(dir, "workspace", "train.py")); string(b) != runnableOriginal {
+			t.Errorf("workspace/train.py is not MLAgentBench's own:\n%s", b)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "workspace", "train_original.py")); err == nil {
+			t.Error("workspace/train_original.py written: the original is train.py itself")
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "private", sectionedFile)); !strings.Contains(string(b), "# === end evaluate ===") {
+			t.Errorf("private/%s is not the sectioned baseline", sectionedFile)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, tasks.SpecFile)); !strings.Contains(string(b), "\ninitial: original\n") {
+			t.Errorf("task.yaml does not say initial: original:\n%s", b)
+		}
+	})
+	t.Run("does not run", func(t *testing.T) {
+		cfg := testConfig(t, "")
+		cfg.From, cfg.Source, cfg.ImportTo, cfg.Only = FromMLAgentBench, mlagentBenchFixture(t), t.TempDir(), []string{"house-toy"}
+		cfg.Initial, cfg.MBest = schemas.InitialOriginal, "measure"
+		var log bytes.Buffer
+		err := runTasks(context.Background(), cfg, &log, &log)
+		want := "; it is the benchmark's own script (task.yaml initial: original), which must run as it is to measure m_init: complete it, or import the task with --initial generated"
+		if !errors.Is(err, ErrSomeFailed) || !strings.Contains(log.String(), "task house-toy: workspace/train.py: crashed (exit 1): ") || !strings.Contains(log.String(), want) {
+			t.Errorf("got %v; log:\n%s", err, log.String())
+		}
+	})
 }

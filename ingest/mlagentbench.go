@@ -12,7 +12,7 @@ import (
 )
 
 // ImportMLAgentBench converts MLAgentBench tasks into task folders under
-// dst. source is a checkout (holding MLAgentBench/benchmarks/), a
+// dst (see [ImportOptions] for the choices). source is a checkout (holding MLAgentBench/benchmarks/), a
 // benchmarks/ folder, or one benchmarks/<task> folder. A task holds env/
 // (the files the agent sees, train.py among them) and scripts/
 // (research_problem.txt, eval.py, prepare.py, and after preparation the
@@ -22,9 +22,10 @@ import (
 // from its code; a CSV grader is generated for it. MLAgentBench's
 // train.py has no sections and prints no VAL_METRIC line, so for tabular
 // CSV tasks a generic sectioned baseline replaces it (the original is kept
-// as train_original.py). MLAgentBench publishes no best score: m_best is
+// as train_original.py), unless ImportOptions.Initial is original: then
+// env/train.py stays the initial script, for an LLM editor. MLAgentBench publishes no best score: m_best is
 // always listed as missing.
-func ImportMLAgentBench(source, dst string) ([]Imported, error) {
+func ImportMLAgentBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	root := source
 	for _, r := range []string{"MLAgentBench/benchmarks", "benchmarks"} {
 		if st, err := os.Stat(filepath.Join(source, r)); err == nil && st.IsDir() {
@@ -41,7 +42,7 @@ func ImportMLAgentBench(source, dst string) ([]Imported, error) {
 	}
 	var out []Imported
 	for _, dir := range dirs {
-		im, err := importMLAgentBenchOne(dir, dst)
+		im, err := importMLAgentBenchOne(dir, dst, opts)
 		if err != nil {
 			return nil, fmt.Errorf("mlagentbench task %s: %w", dir, err)
 		}
@@ -50,7 +51,7 @@ func ImportMLAgentBench(source, dst string) ([]Imported, error) {
 	return out, nil
 }
 
-func importMLAgentBenchOne(dir, dst string) (Imported, error) {
+func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	name := filepath.Base(dir)
 	d := newDraft(slug(name), dir)
 	d.spec.Title = name
@@ -131,11 +132,15 @@ func importMLAgentBenchOne(dir, dst string) (Imported, error) {
 	if d.spec.TaskType == "" {
 		d.missing("task.yaml task_type: set binary-classification, multiclass-classification, regression, ...")
 	}
-	d.missing("task.yaml m_best and m_best_source: MLAgentBench publishes no best score; add the best known score for %s and where it comes from", d.spec.Metric)
+	d.noBest("MLAgentBench publishes no best score", opts)
 
 	// Initial script: keep env/train.py if it already follows the format.
 	orig, err := os.ReadFile(filepath.Join(env, tasks.ScriptFile))
 	if err == nil && strings.Contains(string(orig), "# === end evaluate ===") && strings.Contains(string(orig), tasks.ValMetricPrefix) {
+		return d.write(dst)
+	}
+	if opts.Initial == schemas.InitialOriginal {
+		d.originalScript(env, idCol, targets, m, known, err == nil)
 		return d.write(dst)
 	}
 	if err == nil {
@@ -153,6 +158,39 @@ func importMLAgentBenchOne(dir, dst string) (Imported, error) {
 	}
 	return d.write(dst)
 }
+
+// originalScript keeps MLAgentBench's own env/train.py as the initial
+// script (initial: original, for an LLM editor) and, when the data allows
+// it, puts the generated sectioned baseline in private/train_sectioned.py
+// for --m_best measure's catalog search, which edits sections.
+func (d *draft) originalScript(env, idCol string, targets []string, m metricInfo, known, found bool) {
+	if !found {
+		d.missing("workspace/train.py: env/ has no train.py to start from; import with --initial %s for the generated baseline", schemas.InitialGenerated)
+		return
+	}
+	d.spec.Initial = schemas.InitialOriginal
+	d.generated("workspace/train.py: MLAgentBench's own (initial: %s): an LLM editor edits it, the offline catalog editor cannot (it has no sections); it must run as it is, to measure m_init", schemas.InitialOriginal)
+	written := d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile]
+	before, gen := len(d.im.Missing), len(d.im.Generated)
+	d.baseline(env, idCol, targets, m, known, "MLAgentBench's train.py has no sections")
+	sectioned, ok := d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile]
+	// What baseline wrote or said is about the sectioned copy, not the
+	// workspace: move it to private/, and drop its lines.
+	d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile] = written
+	if written == nil {
+		delete(d.written, tasks.WorkspaceDir+"/"+tasks.ScriptFile)
+	}
+	d.im.Missing, d.im.Generated = d.im.Missing[:before], d.im.Generated[:gen]
+	if ok {
+		d.written[tasks.PrivateDir+"/"+sectionedFile] = sectioned
+		d.generated("%s/%s: the generated sectioned baseline, which --m_best %s's catalog search edits", tasks.PrivateDir, sectionedFile, tasks.MeasureMBest)
+	}
+}
+
+// sectionedFile is, in private/ of a task whose train.py is the
+// benchmark's own, the generated sectioned baseline the catalog search
+// edits.
+const sectionedFile = "train_sectioned.py"
 
 // metricPatterns infer a metric from evaluation code, most specific first.
 var metricPatterns = []struct {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,8 @@ type mleConfig struct {
 }
 
 // ImportMLEBench converts MLE-bench competitions into task folders under
-// dst. source is one competition folder (holding config.yaml), a folder
+// dst (see [ImportOptions] for the choices). source is one competition
+// folder (holding config.yaml), a folder
 // of them, or any folder above them such as the MLE-bench repository's
 // root (competitions are in mlebench/competitions/<id>/): it is searched
 // at any depth (see [findDirs] for the bounds). A competition folder holds
@@ -53,7 +55,7 @@ type mleConfig struct {
 // CSV grader is generated for the common metrics instead; m_best is the
 // leaderboard's top score and the direction follows the leaderboard's
 // order. Whatever cannot be derived is listed in Imported.Missing.
-func ImportMLEBench(source, data, dst string) ([]Imported, error) {
+func ImportMLEBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	comps, err := findDirs(source, isCompetition)
 	if err != nil {
 		return nil, fmt.Errorf("mlebench source: %w", err)
@@ -63,7 +65,7 @@ func ImportMLEBench(source, data, dst string) ([]Imported, error) {
 	}
 	var out []Imported
 	for _, dir := range comps {
-		im, err := importMLEBenchOne(dir, data, dst)
+		im, err := importMLEBenchOne(dir, dst, opts)
 		if err != nil {
 			return nil, fmt.Errorf("mlebench competition %s: %w", dir, err)
 		}
@@ -108,7 +110,7 @@ func preparedDirs(dir, data, id string) []string {
 	return out
 }
 
-func importMLEBenchOne(dir, data, dst string) (Imported, error) {
+func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	var cfg mleConfig
 	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
 	if err != nil {
@@ -139,7 +141,7 @@ func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 	}
 	public, private := "", ""
 	var looked []string
-	for _, p := range preparedDirs(dir, data, dataID) {
+	for _, p := range preparedDirs(dir, opts.MLEBenchData, dataID) {
 		looked = append(looked, filepath.Join(p, "public"))
 		if public = firstDir(p, "public"); public != "" {
 			private = firstDir(p, "private")
@@ -177,11 +179,17 @@ func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 	}
 
 	// Metric and direction: grader.name, cross-checked with the leaderboard.
+	// With MLE-bench's own grader, a grader without a mapping still names
+	// the metric; its direction then comes from the leaderboard.
 	m, known := lookupMetric(cfg.Grader.Name)
-	if known {
+	official := opts.Grader == GraderMLEBench
+	switch {
+	case known:
 		d.spec.Metric, d.spec.Direction = m.name, m.direction
-	} else {
-		d.missing("task.yaml metric and direction: MLE-bench grader %q has no mapping; set metric and direction (higher|lower), and write private/grade.py (python3 private/grade.py <submission.csv> <answers.csv> prints {\"valid\": true, \"score\": x})", cfg.Grader.Name)
+	case official && slug(cfg.Grader.Name) != "":
+		d.spec.Metric = slug(cfg.Grader.Name)
+	default:
+		d.missing("task.yaml metric and direction: MLE-bench grader %q has no mapping; set metric and direction (higher|lower), and write private/grade.py (python3 private/grade.py <submission.csv> <answers.csv> prints {\"valid\": true, \"score\": x}) or import with --grader %s", cfg.Grader.Name, GraderMLEBench)
 	}
 	if best, dir2, n, err := leaderboardTop(filepath.Join(dir, "leaderboard.csv")); err == nil {
 		d.spec.MBest = float64p(best)
@@ -192,7 +200,10 @@ func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 			d.missing("task.yaml direction: grader %s is %s-is-better but leaderboard.csv is ordered %s-is-better; check which is right", cfg.Grader.Name, d.spec.Direction, dir2)
 		}
 	} else {
-		d.missing("task.yaml m_best and m_best_source: %v; add the best known score and where it comes from", err)
+		d.noBest(err.Error(), opts)
+	}
+	if official && d.spec.Metric != "" && d.spec.Direction == "" {
+		d.missing("task.yaml direction: MLE-bench grader %q has no mapping and leaderboard.csv gives no order; set direction (higher|lower)", cfg.Grader.Name)
 	}
 
 	// Submission format from sample_submission.csv: id column then targets.
@@ -215,7 +226,12 @@ func importMLEBenchOne(dir, data, dst string) (Imported, error) {
 	} else {
 		idCol, targets = h[0], h[1:]
 	}
-	if known && idCol != "" && answers != "" {
+	if official {
+		d.addMLEBenchGrader(cfg)
+		if known && idCol != "" && answers != "" {
+			d.spec.TaskType = taskType(m, answers, targets)
+		}
+	} else if known && idCol != "" && answers != "" {
 		if h, err := csvHeader(answers); err == nil && containsAll(h, append([]string{idCol}, targets...)) {
 			if err := d.addGrader(idCol, targets, m.name); err != nil {
 				return Imported{}, err
@@ -280,6 +296,25 @@ func (d *draft) baseline(public, idCol string, targets []string, m metricInfo, k
 	}
 	d.written[tasks.WorkspaceDir+"/"+tasks.ScriptFile] = src
 	d.generated("workspace/train.py: generic sectioned baseline (%s, unscaled features) predicting %s from train.csv", map[bool]string{true: "LogisticRegression", false: "Ridge"}[m.classify], targets[0])
+}
+
+// addMLEBenchGrader makes private/grade.py MLE-bench's own grader: the
+// competition's grade_fn called through the installed mlebench package
+// (templates/grade_mlebench.py), with its settings in private/grade.json.
+func (d *draft) addMLEBenchGrader(cfg mleConfig) {
+	if !strings.Contains(cfg.Grader.GradeFn, ":") {
+		d.missing("private/grade.py: config.yaml grader.grade_fn %q is not module:function (as mlebench.competitions.<id>.grade:grade); fix config.yaml, or import with --grader %s", cfg.Grader.GradeFn, GraderCSV)
+		return
+	}
+	src, _ := templatesFS.ReadFile("templates/grade_mlebench.py")
+	format := "csv"
+	if strings.HasSuffix(cfg.Dataset.Answers, ".jsonl") {
+		format = "jsonl"
+	}
+	b, _ := json.MarshalIndent(map[string]any{"competition": cfg.ID, "grade_fn": cfg.Grader.GradeFn, "answers": format}, "", "  ")
+	d.written[tasks.PrivateDir+"/"+tasks.GraderFile] = src
+	d.written[tasks.PrivateDir+"/grade.json"] = append(b, '\n')
+	d.generated("private/grade.py: MLE-bench's own grader, calling %s through the mlebench package, which must be installed for the task interpreter (settings in private/grade.json)", cfg.Grader.GradeFn)
 }
 
 // leaderboardTop reads an MLE-bench leaderboard.csv (a score column, best

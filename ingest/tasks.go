@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -18,14 +21,24 @@ import (
 	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
 
+	"github.com/mlerl/mlerl"
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/blobs"
+	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/internal/safefile"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tasks"
 	"github.com/mlerl/mlerl/schemas"
 )
+
+// SuiteBuiltin is TasksConfig.Suite's default: the built-in suite embedded
+// in the binary (github.com/mlerl/mlerl's Suite), written to a temporary
+// folder for the run.
+const SuiteBuiltin = "builtin"
 
 // Task sources (TasksConfig.From).
 const (
@@ -38,14 +51,19 @@ const (
 type TasksConfig struct {
 	// Data is the data root the tasks dataset and the task trees go to.
 	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
-	// Suite is the built-in suite; it is ingested with any imported tasks.
-	Suite string `yaml:"suite" help:"folder of task folders to ingest, the built-in suite (empty: only imported tasks)"`
+	// Suite is the suite ingested with any imported tasks: the built-in
+	// one embedded in the binary, or a folder of task folders.
+	Suite string `yaml:"suite" help:"task suite to ingest: builtin (the built-in suite embedded in this binary, the same from any folder), a folder of task folders (e.g. tasks, a checkout's own copy), or empty (only imported tasks)"`
 	// From selects an importer run before ingesting.
 	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too"`
 	// Source is what the importer reads.
 	Source string `yaml:"source" help:"folder to import: MLE-bench's repository, a competition folder or any folder above competitions, or an MLAgentBench checkout or benchmarks/ folder; also the command's argument"`
 	// MLEBenchData is where `mlebench prepare` wrote the data.
 	MLEBenchData string `yaml:"mlebench_data" help:"MLE-bench's data folder (its --data-dir, holding <id>/prepared/public and private), looked in after each competition's folder and data/<id>/prepared beside it, before ~/.cache/mle-bench/data"`
+	// Grader selects the grader of MLE-bench imports.
+	Grader string `yaml:"grader" help:"grader an MLE-bench import writes: csv (generated for the common metrics; needs only pandas and scikit-learn) or mlebench (the competition's own grade_fn from config.yaml, called through the mlebench package, which must be installed for python)"`
+	// Initial selects the initial script of MLAgentBench imports.
+	Initial string `yaml:"initial" help:"initial train.py of an MLAgentBench import: generated (a sectioned baseline, which the offline editor needs) or original (MLAgentBench's own, which only an LLM editor can edit: env.editor llm at rollout and evaluate; it must run as it is), recorded in task.yaml"`
 	// ImportTo receives the converted task folders (kept, so that what the
 	// importer could not supply can be added by hand and ingested again).
 	ImportTo string `yaml:"import_to" help:"folder the importer writes task folders into (empty: imported/<from>)"`
@@ -61,12 +79,18 @@ type TasksConfig struct {
 	Warm bool `yaml:"warm" help:"run scripts from a warm worker that pre-imports numpy, pandas and scikit-learn (false: a fresh python per run)"`
 	// MemoryMB bounds one baseline run's memory.
 	MemoryMB int `yaml:"memory_mb" help:"memory limit of one script run in MiB (0: the sandbox's default of 4096)"`
+	// MBest "measure" fills a missing m_best by the catalog search, as a
+	// task.yaml saying `m_best: measure` asks for.
+	MBest string `yaml:"m_best" help:"measure: a task whose task.yaml has no m_best gets it measured by the catalog search that measured the built-in suite's (as m_best: measure in task.yaml asks); empty: a missing m_best is an error"`
+	// MeasureScripts and MeasureTime bound one task's catalog search.
+	MeasureScripts int           `yaml:"measure_scripts" help:"catalog search budget per task: the most edited scripts run (0: every combination for the task's kind, 8 to 15)"`
+	MeasureTime    time.Duration `yaml:"measure_time" help:"catalog search budget per task: no edited script starts after this long (0: no limit)"`
 }
 
-// DefaultTasksConfig returns the defaults: the built-in suite in ./tasks
-// written to ./data.
+// DefaultTasksConfig returns the defaults: the built-in suite embedded in
+// the binary, written to ./data.
 func DefaultTasksConfig() TasksConfig {
-	return TasksConfig{Data: "./data", Suite: "tasks", From: FromBuiltin, Warm: true, MemoryMB: 4096}
+	return TasksConfig{Data: "./data", Suite: SuiteBuiltin, From: FromBuiltin, Grader: GraderCSV, Initial: schemas.InitialGenerated, Warm: true, MemoryMB: 4096, MeasureTime: 10 * time.Minute}
 }
 
 // Derive fills the import folder from the source kind.
@@ -96,6 +120,24 @@ func (c *TasksConfig) Validate() error {
 	if i := slices.Index(c.Only, ""); i >= 0 {
 		return config.Errorf("only", c.Only, "item %d is empty: want task ids", i+1)
 	}
+	switch c.Grader {
+	case GraderCSV:
+	case GraderMLEBench:
+		if c.From != FromMLEBench {
+			return config.Errorf("grader", c.Grader, "is for MLE-bench imports (add --from %s)", FromMLEBench)
+		}
+	default:
+		return config.Errorf("grader", c.Grader, "want %s or %s", GraderCSV, GraderMLEBench)
+	}
+	switch c.Initial {
+	case schemas.InitialGenerated:
+	case schemas.InitialOriginal:
+		if c.From != FromMLAgentBench {
+			return config.Errorf("initial", c.Initial, "is for MLAgentBench imports, whose tasks ship a train.py (add --from %s)", FromMLAgentBench)
+		}
+	default:
+		return config.Errorf("initial", c.Initial, "want %s or %s", schemas.InitialGenerated, schemas.InitialOriginal)
+	}
 	switch {
 	case c.Data == "":
 		return config.Errorf("data", c.Data, "must name the data root (a folder or gs://bucket/prefix)")
@@ -105,6 +147,12 @@ func (c *TasksConfig) Validate() error {
 		return config.Errorf("timeout", c.Timeout, "must not be negative (0: each task's time_limit_s)")
 	case c.MemoryMB < 0:
 		return config.Errorf("memory_mb", c.MemoryMB, "must not be negative (0: the sandbox's default)")
+	case c.MBest != "" && c.MBest != tasks.MeasureMBest:
+		return config.Errorf("m_best", c.MBest, "want %s (measure a missing m_best with the catalog search) or empty", tasks.MeasureMBest)
+	case c.MeasureScripts < 0:
+		return config.Errorf("measure_scripts", c.MeasureScripts, "must not be negative (0: every combination)")
+	case c.MeasureTime < 0:
+		return config.Errorf("measure_time", c.MeasureTime, "must not be negative (0: no limit)")
 	}
 	return nil
 }
@@ -121,11 +169,49 @@ func newRunner(ctx context.Context, python string, warm bool) (sandbox.Runner, e
 	return sandbox.NewCold(python), nil
 }
 
+// graderOf grades the way the environment grades at rollout (env.Grade):
+// the task's grader is trusted code, run in a warm worker outside the
+// sandbox with this process's environment, so a package it imports (such
+// as mlebench) is found wherever python finds it. The submission is read
+// as the environment reads it (a regular file of the script's own).
+func graderOf(python string) tasks.GradeFunc {
+	return func(ctx context.Context, privateDir, submission string) (tasks.Grade, error) {
+		private, err := blobs.ReadDir(privateDir)
+		if err != nil {
+			return tasks.Grade{}, err
+		}
+		sub, err := env.ReadSubmission(filepath.Dir(submission))
+		var se *safefile.Error
+		if errors.As(err, &se) {
+			return tasks.Grade{Reason: se.Error() + "; a submission must be a regular file the script writes"}, nil
+		} else if err != nil {
+			return tasks.Grade{}, err
+		}
+		return env.Grade(ctx, python, private, sub)
+	}
+}
+
+// checkMLEBench fails, saying what to install, when python cannot import
+// the mlebench package that --grader mlebench graders call.
+func checkMLEBench(ctx context.Context, python string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-c", "import mlebench.grade_helpers")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ingest tasks: --grader %s: %s cannot import the mlebench package (%s): install MLE-bench's package for it (pip install -e <mle-bench checkout>, which also installs its requirements), or set --python to an interpreter that has it, or use --grader %s",
+			GraderMLEBench, python, tasks.LastLines(stderr.String(), 1), GraderCSV)
+	}
+	return nil
+}
+
 // taskResult is one task's outcome.
 type taskResult struct {
-	id  string
-	row schemas.Task
-	err error
+	id   string
+	row  schemas.Task
+	err  error
+	note string // what the log should say about it (a measured m_best)
 }
 
 // RunTasks ingests tasks: it imports source folders if asked, loads and
@@ -150,6 +236,11 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Grader == GraderMLEBench {
+		if err := checkMLEBench(ctx, python); err != nil {
+			return err
+		}
+	}
 	st, err := store.Open(ctx, cfg.Data)
 	if err != nil {
 		return err
@@ -160,8 +251,9 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		loaded   []*tasks.Task
 		failures []taskResult
 	)
+	loadOpts := tasks.LoadOptions{MeasureMissingMBest: cfg.MBest == tasks.MeasureMBest}
 	if cfg.From != FromBuiltin {
-		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData})
+		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest, Grader: cfg.Grader, Initial: cfg.Initial})
 		if err != nil {
 			return err
 		}
@@ -171,7 +263,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 				failures = append(failures, taskResult{id: im.ID, err: im.Err})
 				continue
 			}
-			t, err := tasks.Load(im.Dir)
+			t, err := tasks.LoadWith(im.Dir, loadOpts)
 			if err != nil {
 				failures = append(failures, taskResult{id: im.ID, err: err})
 				continue
@@ -180,9 +272,14 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		}
 	}
 	if cfg.Suite != "" {
-		good, bad, err := tasks.LoadSuite(cfg.Suite)
+		dir, cleanup, err := suiteDir(cfg.Suite)
 		if err != nil {
-			return fmt.Errorf("%w (set suite to the built-in tasks/ folder, or to \"\" to ingest only imported tasks)", err)
+			return err
+		}
+		defer cleanup()
+		good, bad, err := tasks.LoadSuiteWith(dir, loadOpts)
+		if err != nil {
+			return fmt.Errorf("%w (set suite to %s for the suite embedded in this binary, to a folder of task folders, or to \"\" to ingest only imported tasks)", err, SuiteBuiltin)
 		}
 		loaded = append(loaded, good...)
 		for _, e := range bad {
@@ -207,13 +304,14 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		defer runner.Close()
 	}
 	limits := sandbox.Limits{Timeout: cfg.Timeout, MemoryBytes: int64(cfg.MemoryMB) << 20, MaxOutputBytes: 1 << 20}
+	grade := graderOf(python)
 	results := make([]taskResult, len(loaded))
 	bar := progress.New("ingest tasks", len(loaded))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	for i, t := range loaded {
 		g.Go(func() error {
-			results[i] = ingestOne(gctx, st, runner, t, limits)
+			results[i] = ingestOne(gctx, st, runner, grade, t, limits, cfg)
 			bar.Add(1, t.ID)
 			return gctx.Err()
 		})
@@ -234,6 +332,11 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		rows = append(rows, r.row)
 	}
 	printSummary(out, results, failures)
+	for _, r := range results {
+		if r.err == nil && r.note != "" {
+			fmt.Fprintln(log, r.note)
+		}
+	}
 	if len(rows) == 0 {
 		return fmt.Errorf("no task ingested, %d failed: %w", len(failures), ErrSomeFailed)
 	}
@@ -248,11 +351,18 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	return nil
 }
 
-// ingestOne measures and uploads one task.
-func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *tasks.Task, limits sandbox.Limits) taskResult {
-	base, err := tasks.RunBaseline(ctx, runner, t, limits)
+// ingestOne measures and uploads one task: its baseline, and its m_best
+// when it is to be measured.
+func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, limits sandbox.Limits, cfg TasksConfig) taskResult {
+	base, err := tasks.RunBaseline(ctx, runner, grade, t, limits)
 	if err != nil {
 		return taskResult{id: t.ID, err: err}
+	}
+	note := ""
+	if t.MBestMeasure {
+		if note, err = measureMBest(ctx, runner, grade, t, base.TestScore, limits, cfg); err != nil {
+			return taskResult{id: t.ID, err: err}
+		}
 	}
 	ws, priv, err := tasks.UploadTrees(ctx, st, t)
 	if err != nil {
@@ -265,7 +375,39 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, t *ta
 	row.BaselineDurationS = base.Duration.Seconds()
 	row.WorkspaceTree, row.PrivateTree = ws, priv
 	row.Source = sourceOf(t)
-	return taskResult{id: t.ID, row: row}
+	return taskResult{id: t.ID, row: row, note: note}
+}
+
+// measureMBest sets t's m_best and m_best_source by the catalog search on
+// its initial train.py, within cfg's budget, and returns the log line that
+// says what was measured and how to keep it.
+func measureMBest(ctx context.Context, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, mInit float64, limits sandbox.Limits, cfg TasksConfig) (string, error) {
+	rel := tasks.WorkspaceDir + "/" + tasks.ScriptFile
+	if t.Initial == schemas.InitialOriginal {
+		rel = tasks.PrivateDir + "/" + sectionedFile // the benchmark's own has no sections
+	}
+	script, err := os.ReadFile(filepath.Join(t.Dir, rel))
+	if errors.Is(err, os.ErrNotExist) && t.Initial == schemas.InitialOriginal {
+		return "", &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "m_best", Msg: fmt.Sprintf("%s: the catalog search edits sections, which the original train.py lacks, and there is no %s (the importer writes one when it can generate a baseline); set m_best by hand", tasks.MeasureMBest, rel)}
+	}
+	if err != nil {
+		return "", err
+	}
+	if err := catalog.CheckSections(string(script)); err != nil {
+		return "", &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "m_best", Msg: fmt.Sprintf("%s: the catalog search edits the sections of %s, and %v; set m_best by hand", tasks.MeasureMBest, rel, err)}
+	}
+	budget := tasks.MeasureBudget{Scripts: cfg.MeasureScripts, Time: cfg.MeasureTime}
+	m, err := tasks.Measure(ctx, runner, grade, t, string(script), mInit, limits, budget, time.Now())
+	if err != nil {
+		return "", err
+	}
+	t.MBest, t.MBestSource = &m.Score, m.Source
+	stopped := ""
+	if m.Stopped {
+		stopped = fmt.Sprintf(", stopped by the budget (measure_scripts %d, measure_time %s)", cfg.MeasureScripts, cfg.MeasureTime)
+	}
+	return fmt.Sprintf("ingest tasks: %s: m_best %g measured by the catalog search (%d of %d combinations, %d failed%s); to keep it, write `m_best: %g` and `m_best_source: %q` in %s",
+		t.ID, m.Score, m.Scripts, m.Combinations, m.Failed, stopped, m.Score, m.Source, filepath.Join(t.Dir, tasks.SpecFile)), nil
 }
 
 // selectTasks keeps the tasks named in only (all when empty), and turns a
@@ -357,6 +499,27 @@ func printSummary(w io.Writer, results, failures []taskResult) {
 			}
 		}
 	}
+}
+
+// suiteDir returns the folder of the suite named by suite: a folder as
+// given, or for SuiteBuiltin the embedded suite written to a fresh
+// temporary folder, which cleanup removes (the tasks dataset keeps
+// everything a later stage reads, so the folder is needed only while the
+// stage runs).
+func suiteDir(suite string) (dir string, cleanup func(), err error) {
+	if suite != SuiteBuiltin {
+		return suite, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", "mlerl-suite-")
+	if err != nil {
+		return "", nil, fmt.Errorf("built-in suite: %w", err)
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if err := mlerl.WriteSuite(dir); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return dir, cleanup, nil
 }
 
 // taskOf returns the task named by a load error.

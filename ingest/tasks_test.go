@@ -290,6 +290,16 @@ func TestConfigValidate(t *testing.T) {
 		{"workers", func(c *TasksConfig) { c.Workers = -2 }, "workers -2: must not be negative (0: one per CPU core)"},
 		{"timeout", func(c *TasksConfig) { c.Timeout = -time.Second }, "timeout -1s: must not be negative (0: each task's time_limit_s)"},
 		{"memory_mb", func(c *TasksConfig) { c.MemoryMB = -1 }, "memory_mb -1: must not be negative (0: the sandbox's default)"},
+		{"m_best measure", func(c *TasksConfig) { c.MBest = "measure" }, ""},
+		{"mlebench grader", func(c *TasksConfig) { c.From, c.Source, c.Grader = FromMLEBench, "comps", GraderMLEBench }, ""},
+		{"mlebench grader without an import", func(c *TasksConfig) { c.Grader = GraderMLEBench }, `grader "mlebench": is for MLE-bench imports (add --from mlebench)`},
+		{"unknown grader", func(c *TasksConfig) { c.Grader = "official" }, `grader "official": want csv or mlebench`},
+		{"original initial", func(c *TasksConfig) { c.From, c.Source, c.Initial = FromMLAgentBench, "bench", "original" }, ""},
+		{"original initial without MLAgentBench", func(c *TasksConfig) { c.From, c.Source, c.Initial = FromMLEBench, "comps", "original" }, `initial "original": is for MLAgentBench imports, whose tasks ship a train.py (add --from mlagentbench)`},
+		{"unknown initial", func(c *TasksConfig) { c.Initial = "mine" }, `initial "mine": want generated or original`},
+		{"m_best value", func(c *TasksConfig) { c.MBest = "0.9" }, `m_best "0.9": want measure (measure a missing m_best with the catalog search) or empty`},
+		{"measure_scripts", func(c *TasksConfig) { c.MeasureScripts = -1 }, "measure_scripts -1: must not be negative (0: every combination)"},
+		{"measure_time", func(c *TasksConfig) { c.MeasureTime = -time.Second }, "measure_time -1s: must not be negative (0: no limit)"},
 	}
 	for _, c := range cases {
 		cfg := DefaultTasksConfig()
@@ -342,6 +352,39 @@ func TestBuiltinSuiteSubset(t *testing.T) {
 		if !worse || r.WorkspaceTree == "" || r.PrivateTree == "" || r.Description == "" {
 			t.Errorf("%s: got m_init %v, m_best %v (%s is better), trees %q %q", r.TaskID, r.MInit, r.MBest, r.Direction, r.WorkspaceTree, r.PrivateTree)
 		}
+	}
+}
+
+// TestEmbeddedSuite: the default suite is the one embedded in the binary,
+// whatever the working directory holds (here: nothing), and its temporary
+// folder is gone afterwards.
+func TestEmbeddedSuite(t *testing.T) {
+	needPython(t)
+	t.Chdir(t.TempDir())
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	cfg := DefaultTasksConfig()
+	if cfg.Suite != SuiteBuiltin {
+		t.Fatalf("default suite %q, want %q", cfg.Suite, SuiteBuiltin)
+	}
+	cfg.Data, cfg.Workers, cfg.Only = "./d", 2, []string{"wine-cultivar"}
+	var log bytes.Buffer
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+		t.Fatalf("got %v; log:\n%s", err, log.String())
+	}
+	_, rows := readTasks(t, "./d")
+	if len(rows) != 1 || rows[0].TaskID != "wine-cultivar" || rows[0].Source != FromBuiltin || rows[0].MInit <= 0 {
+		t.Fatalf("got %+v, want wine-cultivar from the built-in suite", rows)
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "mlerl-suite-*"))
+	if len(left) != 0 {
+		t.Errorf("the suite's temporary folder is left: %v", left)
+	}
+	// A folder is still a folder: one that does not exist says what to set.
+	cfg.Suite = "tasks"
+	err := runTasks(context.Background(), cfg, &log, &log)
+	if err == nil || !strings.Contains(err.Error(), "task suite tasks: open tasks: no such file or directory (set suite to builtin for the suite embedded in this binary") {
+		t.Errorf("suite tasks in an empty folder: got %v", err)
 	}
 }
 

@@ -130,6 +130,9 @@ func (c *Config) Validate() error {
 	if err := config.Nest("env", c.Env.Validate()); err != nil {
 		return err
 	}
+	if c.Env.EditorKind == env.EditorLLM && !c.LLM.Enabled() {
+		return config.Errorf("env.editor", c.Env.EditorKind, "needs llm.base_url (an OpenAI-compatible endpoint)")
+	}
 	return config.Nest("llm", c.LLM.Validate())
 }
 
@@ -219,7 +222,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// What can fail on this machine (no Python, no LLM client) fails
 	// before a version is opened.
-	envCfg, closeRunner, err := episode.Setup(ctx, cfg.Env, cfg.Warm, func(err error) {
+	envCfg, closeRunner, err := episode.Setup(ctx, cfg.Env, cfg.LLM, cfg.Warm, func(err error) {
 		if ctx.Err() == nil { // else the run is stopping: not worth a line
 			fmt.Fprintf(os.Stderr, "rollout: warm worker unavailable (%v); using cold processes\n", err)
 		}

@@ -79,7 +79,7 @@ func (i Info) Check(name, version string) error {
 
 // The schemas, in pipeline order.
 var (
-	Tasks        = Info{Name: "tasks", Version: "1.1", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
+	Tasks        = Info{Name: "tasks", Version: "1.2", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
 	Ideas        = Info{Name: "ideas", Version: "1.0", Row: Idea{}, Doc: "one candidate improvement idea with its embedding and diversity-filter verdict"}
 	Trajectories = Info{Name: "trajectories", Version: "1.0", Row: Trajectory{}, Doc: "one expert (or evaluated) episode on one task"}
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
@@ -154,7 +154,18 @@ type Task struct {
 	WorkspaceTree string `parquet:"workspace_tree"`
 	PrivateTree   string `parquet:"private_tree"`
 	Source        string `parquet:"source"` // builtin, mlebench, mlagentbench
+	// Initial says what the workspace's train.py is: "" or
+	// InitialGenerated, a sectioned script (the built-in suite's, or the
+	// importer's generated baseline), or InitialOriginal, the benchmark's
+	// own unsectioned script, which only an LLM editor can edit (1.2).
+	Initial string `parquet:"initial,optional"`
 }
+
+// Initial scripts of a task (Task.Initial).
+const (
+	InitialGenerated = "generated"
+	InitialOriginal  = "original"
+)
 
 // Idea is a row of the ideas dataset.
 type Idea struct {

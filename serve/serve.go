@@ -36,6 +36,7 @@ import (
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -90,6 +91,9 @@ func (c *Config) Validate() error {
 		return config.Errorf("max_body_bytes", c.MaxBodyBytes, "must be positive")
 	case c.ShutdownTimeout < 0:
 		return config.Errorf("shutdown_timeout", c.ShutdownTimeout, "must not be negative")
+	}
+	if c.Env.EditorKind == env.EditorLLM {
+		return config.Errorf("env.editor", c.Env.EditorKind, "is not available in serve-env, which has no llm endpoint (use %s)", env.EditorOffline)
 	}
 	return config.Nest("env", c.Env.Validate())
 }
@@ -187,7 +191,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	// One runner for every request, with the interpreter set once: an
 	// empty one makes every restore probe Python (about 2 s).
-	envCfg, stop, err := episode.Setup(ctx, cfg.Env, cfg.Warm, func(err error) {
+	envCfg, stop, err := episode.Setup(ctx, cfg.Env, llm.Config{}, cfg.Warm, func(err error) {
 		log.Warn("warm worker unavailable; using cold processes", "err", err.Error())
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -114,7 +115,7 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 	}
 	ecfg := env.DefaultConfig()
 	ecfg.MaxSteps, ecfg.Python, ecfg.Instrument = c.MaxSteps, r.cfg.Env.Python, r.cfg.Env.Instrument
-	if ce.ecfg, ce.stop, err = episode.Setup(ctx, ecfg, true, nil); err != nil {
+	if ce.ecfg, ce.stop, err = episode.Setup(ctx, ecfg, llm.Config{}, true, nil); err != nil {
 		return nil, fmt.Errorf("train ppo: learning curve: %w", err)
 	}
 	if ce.opts, err = promptOptions(ctx, r.s, c.MaxSteps); err != nil {

@@ -225,6 +225,9 @@ func (c PPOConfig) Validate() error {
 	if err := config.Nest("curve", c.Curve.Validate()); err != nil {
 		return err
 	}
+	if c.Env.EditorKind == env.EditorLLM {
+		return config.Errorf("env.editor", c.Env.EditorKind, "is not available in train ppo, which has no llm endpoint (use %s)", env.EditorOffline)
+	}
 	return config.Nest("env", c.Env.Validate())
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -142,9 +143,19 @@ func RunKey(tasks, ideas *datasets.Manifest, cfg any, extra ...string) string {
 // shares: the warm worker (numpy, pandas and scikit-learn imported once)
 // when warm is set and it starts, else cold processes, with cold told
 // why. The interpreter is set in the returned config because an empty one
-// makes every env.New and restore probe Python (about 2 s). Call stop
-// once no environment runs any more.
-func Setup(ctx context.Context, cfg env.Config, warm bool, cold func(error)) (_ env.Config, stop func() error, _ error) {
+// makes every env.New and restore probe Python (about 2 s). With
+// cfg.EditorKind env.EditorLLM the environments' editor is an LLM editor
+// on the stage's endpoint editorLLM (a stage without one passes the zero
+// Config, and its config check refuses that editor). Call stop once no
+// environment runs any more.
+func Setup(ctx context.Context, cfg env.Config, editorLLM llm.Config, warm bool, cold func(error)) (_ env.Config, stop func() error, _ error) {
+	if cfg.EditorKind == env.EditorLLM {
+		c, err := llm.New(editorLLM)
+		if err != nil {
+			return cfg, nil, fmt.Errorf("env.editor %s: %w", env.EditorLLM, err)
+		}
+		cfg.Editor = env.LLMEditor{Client: c}
+	}
 	python, err := sandbox.FindPython(cfg.Python)
 	if err != nil {
 		return cfg, nil, err

@@ -168,7 +168,7 @@ func TestRun(t *testing.T) {
 	st := store.NewLocal(t.TempDir())
 	cfg := env.DefaultConfig()
 	cfg.Python, cfg.WorkDir, cfg.MaxTime = python, t.TempDir(), time.Minute
-	cfg, stop, err := Setup(ctx, cfg, false, nil)
+	cfg, stop, err := Setup(ctx, cfg, llm.Config{}, false, nil)
 	if err != nil {
 		// Setup wants an interpreter with the task libraries; this task's
 		// script needs none.
@@ -190,5 +190,36 @@ func TestRun(t *testing.T) {
 	}
 	if len(ep.Steps) != 2 || ep.Steps[0].Outcome != string(env.OutcomeSuccess) || ep.Steps[0].SnapshotRef == "" {
 		t.Errorf("steps %+v: want a successful execution with its snapshot, then the final answer", ep.Steps)
+	}
+}
+
+// TestSetupEditor: env.editor llm gives the environments an LLM editor on
+// the stage's endpoint; without an endpoint, Setup says which key.
+func TestSetupEditor(t *testing.T) {
+	if _, err := sandbox.FindPython(""); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	cfg := env.DefaultConfig()
+	cfg.EditorKind = env.EditorLLM
+	got, stop, err := Setup(ctx, cfg, llm.Config{BaseURL: "http://127.0.0.1:1/v1", Model: "editor"}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if _, ok := got.Editor.(env.LLMEditor); !ok {
+		t.Errorf("got editor %T, want env.LLMEditor", got.Editor)
+	}
+	if _, _, err := Setup(ctx, cfg, llm.Config{}, false, nil); err == nil || err.Error() != "env.editor llm: llm: no base_url configured" {
+		t.Errorf("no endpoint: got %v", err)
+	}
+	cfg.EditorKind = env.EditorOffline
+	got, stop2, err := Setup(ctx, cfg, llm.Config{}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	if got.Editor != nil {
+		t.Errorf("offline: got editor %T, want none set (the environment's offline default)", got.Editor)
 	}
 }

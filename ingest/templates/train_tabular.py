@@ -40,6 +40,9 @@ model.fit(X_train, y_train)
 # === end training ===
 
 # === evaluate ===
+# final_model (set by a training idea, e.g. a refit on train+valid) makes the
+# submission; the validation metric always comes from model.
+final_model = globals().get("final_model", model)
 METRIC = [[printf "%q" .Metric]]
 [[- if .Proba]]
 POSITIVE = ("1", "1.0", "true", "yes", "y", "pos", "positive")
@@ -52,7 +55,7 @@ score = metrics.roc_auc_score(y_valid_bin, p_valid)
 [[- else]]
 score = metrics.log_loss(y_valid_bin, np.clip(p_valid, 1e-15, 1 - 1e-15), labels=[0, 1])
 [[- end]]
-test_pred = model.predict_proba(X_test)[:, pos]
+test_pred = final_model.predict_proba(X_test)[:, pos]
 [[- else]]
 p_valid = model.predict(X_valid)
 [[- if eq .Metric "accuracy"]]
@@ -76,7 +79,7 @@ score = metrics.mean_squared_log_error(np.clip(y_valid, 0, None), np.clip(p_vali
 [[- else if eq .Metric "r2"]]
 score = metrics.r2_score(y_valid, p_valid)
 [[- end]]
-test_pred = model.predict(X_test)
+test_pred = final_model.predict(X_test)
 [[- end]]
 print(f"VAL_METRIC {METRIC} {score:.6f}")
 pd.DataFrame({ID: test_ids, TARGET: test_pred}).to_csv("submission.csv", index=False)

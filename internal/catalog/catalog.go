@@ -154,6 +154,17 @@ func Apply(script string, e Edit) (string, error) {
 	return script, nil
 }
 
+// CheckSections reports whether script has every section of [Sections]
+// (the edits' targets), naming the first one missing.
+func CheckSections(script string) error {
+	for _, name := range Sections {
+		if _, _, err := findSection(script, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // findSection returns the byte range of a section's body (between its
 // header line and its end line).
 func findSection(script, name string) (int, int, error) {

