@@ -102,8 +102,11 @@ func plotSFT(in ReportInput) ([]byte, error) {
 	return render([]panel{{p, leg}}, 1, 8*vg.Inch, 4*vg.Inch)
 }
 
-// ppoPanels are the PPO metrics drawn, one panel each.
-var ppoPanels = []string{"charts/reward_mean", "losses/policy", "losses/value", "losses/approx_kl", "charts/format_error_rate", "losses/kl_ref"}
+// ppoPanels are the PPO metrics drawn, one panel each (those the run
+// recorded: the learning-curve points when train ppo ran with
+// --curve.every, the value loss with the critic baseline).
+var ppoPanels = []string{"charts/reward_mean", "charts/groups_dropped_fraction", "losses/entropy", "losses/approx_kl", "losses/kl_ref", "losses/value",
+	"curve/held-in/delta_r", "curve/held-out/delta_r", "charts/format_error_rate"}
 
 // plotPPO draws the PPO reward and losses per update, one panel each.
 func plotPPO(in ReportInput) ([]byte, error) {
@@ -111,7 +114,7 @@ func plotPPO(in ReportInput) ([]byte, error) {
 	var panels []panel
 	for i, key := range ppoPanels {
 		xs, ys := c.series(key)
-		if len(xs) == 0 {
+		if len(xs) == 0 || key == "losses/value" && allZero(ys) {
 			continue
 		}
 		p := plot.New()
@@ -129,6 +132,15 @@ func plotPPO(in ReportInput) ([]byte, error) {
 	cols := min(3, len(panels))
 	rows := (len(panels) + cols - 1) / cols
 	return render(panels, cols, vg.Length(cols)*3.8*vg.Inch, vg.Length(rows)*3*vg.Inch)
+}
+
+func allZero(xs []float64) bool {
+	for _, x := range xs {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // plotTime draws the mean time per trajectory of each method and, when

@@ -103,12 +103,12 @@ type Budget struct {
 var Budgets = map[string]Budget{
 	"small": {
 		SFT:      []string{"--epochs=1", "--max_steps=40", "--batch_rows=4"},
-		PPO:      []string{"--updates=2", "--batch_size=8", "--gen_batch=8", "--minibatches=2", "--workers=2", "--episode_steps=2", "--checkpoint_every=2", "--optim.lr=5e-5"},
+		PPO:      []string{"--updates=2", "--batch_size=16", "--gen_batch=16", "--minibatches=2", "--workers=2", "--episode_steps=2", "--checkpoint_every=2"},
 		Evaluate: []string{"--splits=held-out", "--per_task=2", "--policy_per_task=2", "--env.max_steps=4"},
 	},
 	"full": {
 		SFT:      []string{"--epochs=2", "--batch_rows=4"},
-		PPO:      []string{"--updates=6", "--batch_size=8", "--gen_batch=8", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=3", "--optim.lr=5e-5"},
+		PPO:      []string{"--updates=60", "--batch_size=32", "--gen_batch=32", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=20", "--curve.every=20"},
 		Evaluate: []string{"--splits=held-out", "--per_task=4", "--policy_per_task=4", "--env.max_steps=8"},
 	},
 }

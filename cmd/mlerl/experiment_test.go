@@ -73,7 +73,7 @@ func TestExperimentGrid(t *testing.T) {
 	cfg.Arms = []string{"initial", "sft", "sft+ppo"}
 	cfg.SFTFlags = []string{"--model.d_model=32", "--model.heads=2", "--model.layers=1", "--model.ctx=560",
 		"--model.prompt_tokens=448", "--model.response_tokens=96", "--max_steps=2", "--batch_rows=2"}
-	cfg.PPOFlags = []string{"--updates=1", "--batch_size=2", "--gen_batch=2", "--minibatches=1", "--episode_steps=1", "--checkpoint_every=1"}
+	cfg.PPOFlags = []string{"--updates=1", "--batch_size=2", "--group_size=2", "--gen_batch=2", "--minibatches=1", "--episode_steps=1", "--checkpoint_every=1"}
 	cfg.EvalFlags = []string{"--per_task=1", "--policy_per_task=1", "--env.max_steps=2"}
 	report := filepath.Join(root, "reports", "experiment-tiny")
 
