@@ -498,8 +498,8 @@ func (r *ppoRun) values(mb minibatch) ([]float64, error) {
 // each) of the clipped loss, stopping early once a minibatch's approx_kl
 // exceeds target_kl, and returns the metrics averaged over the
 // minibatches run and the number of epochs begun. The reference forward
-// is skipped when the KL coefficient is 0 (its log-probabilities are then
-// only a metric: kl_ref reads 0).
+// runs once per update, and not at all when the KL coefficient is 0
+// (kl_ref then reads 0).
 func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr float64) (ppoStats, int, error) {
 	cfg := r.cfg
 	coefs := ppoCoefs{ClipCoef: cfg.ClipCoef, EntCoef: cfg.EntCoef, KLCoef: r.state.KLCoef}
@@ -522,6 +522,27 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 		return sums, 0, nil
 	}
 	mbGroups := (len(groups) + cfg.Minibatches - 1) / cfg.Minibatches
+	// The reference's log-probabilities do not change within an update:
+	// one forward per minibatch of groups, before the epochs.
+	var refLogp map[*sample][]float32
+	if coefs.KLCoef > 0 {
+		refLogp = map[*sample][]float32{}
+		for start := 0; start < len(groups); start += mbGroups {
+			var ss []*sample
+			for _, g := range groups[start:min(start+mbGroups, len(groups))] {
+				ss = append(ss, g.Samples...)
+			}
+			mb := r.pack(ss)
+			refLogits, _, err := r.ref.Logits(mb.batch, mb.idx)
+			if err != nil {
+				return sums, 0, err
+			}
+			lp := tokenLogProbs(refLogits, mb.toks, vocab)
+			for j, s := range ss {
+				refLogp[s] = lp[mb.valueAt[j] : mb.valueAt[j]+len(s.Action)]
+			}
+		}
+	}
 	stop := false
 	for range cfg.UpdateEpochs {
 		if stop {
@@ -538,14 +559,6 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 				}
 			}
 			mb := r.pack(mbSamples)
-			var refLogp []float32
-			if coefs.KLCoef > 0 {
-				refLogits, _, err := r.ref.Logits(mb.batch, mb.idx)
-				if err != nil {
-					return sums, epochs, err
-				}
-				refLogp = tokenLogProbs(refLogits, mb.toks, vocab)
-			}
 			var mbReturns []float32
 			for j, i := range flat {
 				if returns != nil {
@@ -555,10 +568,11 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 				if j+1 < len(flat) {
 					end = mb.valueAt[j+1]
 				}
+				ref := refLogp[mbSamples[j]]
 				for k := mb.valueAt[j]; k < end; k++ {
 					mb.toks[k].Advantage, mb.toks[k].Weight = float32(adv[i]), float32(weights[i])
-					if refLogp != nil {
-						mb.toks[k].RefLogP = refLogp[k]
+					if ref != nil {
+						mb.toks[k].RefLogP = ref[k-mb.valueAt[j]]
 					}
 				}
 			}

@@ -464,3 +464,21 @@ func TestStateTasksNest(t *testing.T) {
 		t.Errorf("11 of 10 tasks: %v", err)
 	}
 }
+
+// TestKLToTheReferenceStartsAtZero: the reference's log-probabilities,
+// computed once per update and matched to each sample's tokens, equal the
+// policy's before it moves, so the KL term of a (near) zero-learning-rate
+// update is 0; misassigned, they would not be.
+func TestKLToTheReferenceStartsAtZero(t *testing.T) {
+	root := t.TempDir()
+	setupPPO(t, root)
+	cfg := tinyPPOConfig(root)
+	cfg.Updates, cfg.KLCoef, cfg.Optim.LR, cfg.MaxNewTokens = 1, 0.1, 1e-12, 4
+	if err := RunPPOWith(context.Background(), cfg, pickD, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	m := readMetrics(t, root, cfg.Out)[0]
+	if kl := m["losses/kl_ref"].(float64); kl > 1e-6 || m["losses/decision_tokens"].(float64) == 0 {
+		t.Errorf("kl_ref %g over %v decision tokens, want 0 before the policy moves", kl, m["losses/decision_tokens"])
+	}
+}
