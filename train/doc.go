@@ -12,13 +12,17 @@
 //     made terse by default (response.go), packed into rows of ctx tokens
 //     (pack.go), and trained with the masked cross-entropy of loss.go.
 //   - ppo.go: RunPPOWith, step-wise PPO in the paper's order: sample
-//     expert states, generate one action each (constrained decoding by
-//     default, the same masks used again for the ratio), collect rewards
-//     asynchronously (collector.go) from sandboxed execution
-//     (envreward.go, the agentic-ML reward of env), one-step advantages,
-//     duration-aware weights, minibatch epochs of the clipped loss with
-//     value loss and KL to the SFT policy (loss.go), metrics and
-//     checkpoints. ppo_run.go holds the steps; episodes.go the
+//     expert states, generate group_size actions for each (constrained
+//     decoding by default, the same masks used again for the ratio; one
+//     prefill per state), collect rewards asynchronously (collector.go)
+//     from sandboxed execution (envreward.go: the agentic-ML reward of
+//     env with undo and final-answer credit, pending edits settled),
+//     leave-one-out group advantages (or the critic's), duration-aware
+//     weights floored so none is 0, minibatch epochs of the clipped loss
+//     over decision tokens with KL to the SFT policy (loss.go), metrics,
+//     learning-curve points (curve.go) and checkpoints. ppo_run.go holds
+//     the steps (packing each prompt once with its actions), async.go the
+//     asynchronous collector of the duration-aware paper, episodes.go the
 //     episode-wise baseline (mode episode).
 //
 // The model and its engines live in policy/ (the native CPU engine in
