@@ -137,6 +137,19 @@ func TestPipelineSmoke(t *testing.T) {
 	}
 	stage("ppo-episode")
 
+	// Step-wise PPO with 2-step returns: the policy's own continuation
+	// from each sampled state, in MLAgentBench's semantics.
+	hc := train.DefaultPPOConfig()
+	hc.Data, hc.Out, hc.Horizon, hc.Updates, hc.BatchSize, hc.GroupSize, hc.Minibatches, hc.GenBatch = root, "checkpoints/ppo-horizon", 2, 1, 4, 2, 1, 4
+	hc.Env.ExecuteAfterEdit, hc.Env.ExecuteAfterUndo, hc.SettlePending, hc.Env.Python = false, false, false, ""
+	if err := train.RunPPO(ctx, hc); err != nil {
+		t.Fatalf("train ppo --horizon 2: %v", err)
+	}
+	if b, err := store.ReadAll(ctx, st, "checkpoints/ppo-horizon/metrics.jsonl"); err != nil || !strings.Contains(string(b), `"horizon":2`) {
+		t.Fatalf("2-step PPO wrote no metrics: %v", err)
+	}
+	stage("ppo-horizon")
+
 	cfg := DefaultConfig()
 	cfg.Data, cfg.PerTask = root, 2
 	cfg.Splits = []string{schemas.HeldOut, schemas.HeldIn}

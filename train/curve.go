@@ -118,7 +118,7 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 	if ce.ecfg, ce.stop, err = episode.Setup(ctx, ecfg, llm.Config{}, true, nil); err != nil {
 		return nil, fmt.Errorf("train ppo: learning curve: %w", err)
 	}
-	if ce.opts, err = promptOptions(ctx, r.s, c.MaxSteps); err != nil {
+	if ce.opts, err = promptOptions(ctx, r.s, c.MaxSteps, false); err != nil {
 		ce.stop()
 		return nil, err
 	}

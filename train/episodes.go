@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -19,6 +20,13 @@ import (
 	"github.com/mlerl/mlerl/schemas"
 )
 
+// The same loop serves step-wise PPO with horizon n > 1 (n-step returns):
+// the episodes then start from sampled expert states (any step), last n
+// steps, and only their first actions are trained, each credited with
+// G_0, the rewards of its own step and of the policy's continuation
+// (telescoping to the score the continuation leaves), against the mean
+// G_0 of the state's other episodes.
+//
 // Episode-wise PPO, the baseline arm next to step-wise PPO: the policy
 // plays whole episodes of episode_steps actions from tasks' initial
 // states (the first expert state of each held-in trajectory) with the
@@ -36,14 +44,20 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		return err
 	}
 	defer r.close()
-	var starts []schemas.RLState
-	for _, s := range r.states {
-		if s.StepIndex == 0 {
-			starts = append(starts, s)
+	horizon := cfg.Mode == ModeStep
+	starts, steps, nGroups := r.states, cfg.Horizon, cfg.BatchSize/cfg.GroupSize
+	if !horizon {
+		starts = nil
+		for _, s := range r.states {
+			if s.StepIndex == 0 {
+				starts = append(starts, s)
+			}
 		}
-	}
-	if len(starts) == 0 {
-		return fmt.Errorf("train ppo: %s has no initial states (step_index 0) to start episodes from", r.s.input.URI)
+		if len(starts) == 0 {
+			return fmt.Errorf("train ppo: %s has no initial states (step_index 0) to start episodes from", r.s.input.URI)
+		}
+		steps = cfg.EpisodeSteps
+		nGroups = (cfg.BatchSize + cfg.GroupSize*steps - 1) / (cfg.GroupSize * steps)
 	}
 	python, err := sandbox.FindPython(cfg.Env.Python)
 	if err != nil {
@@ -53,12 +67,17 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	ecfg.Python = python
 	ecfg.Runner = sandbox.New(ctx, python, true, nil)
 	defer ecfg.Runner.Close()
-	opts, err := promptOptions(ctx, r.s, ecfg.MaxSteps)
+	opts, err := promptOptions(ctx, r.s, ecfg.MaxSteps, true)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "train ppo: episode-wise, %d initial states, %d steps per episode, %d episodes per state, policy %d params on the %s engine\n",
-		len(starts), cfg.EpisodeSteps, cfg.GroupSize, r.policy.Config().NumParams(), r.policy.Name())
+	if horizon {
+		fmt.Fprintf(log, "train ppo: step-wise with %d-step returns, %d states, %d actions per state, policy %d params on the %s engine\n",
+			steps, len(starts), cfg.GroupSize, r.policy.Config().NumParams(), r.policy.Name())
+	} else {
+		fmt.Fprintf(log, "train ppo: episode-wise, %d initial states, %d steps per episode, %d episodes per state, policy %d params on the %s engine\n",
+			len(starts), steps, cfg.GroupSize, r.policy.Config().NumParams(), r.policy.Name())
+	}
 	if err := r.warmCritic(ctx); err != nil {
 		return err
 	}
@@ -77,7 +96,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		start, cpu0 := time.Now(), cpuSeconds()
 		boundary := r.state
 		// --- 1. Rollout: whole episodes from sampled initial states.
-		groups, returns, genS, err := r.episodes(ctx, starts, ecfg, opts)
+		groups, returns, genS, err := r.episodes(ctx, starts, ecfg, opts, nGroups, steps)
 		if err != nil {
 			if ctx.Err() != nil {
 				r.state = boundary
@@ -88,9 +107,14 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			}
 			return err
 		}
+		flat := 0
+		if horizon {
+			groups, returns, flat = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
+		}
 		batch := flatten(groups)
 		t0 := time.Now()
-		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t).
+		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t)
+		// (horizon: A_0 = G_0 - the group's other G_0).
 		b_rewards, b_durations := make([]float64, len(batch)), make([]float64, len(batch))
 		valid := 0
 		for i, s := range batch {
@@ -105,6 +129,8 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 				return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 			}
 			b_advantages, b_returns = oneStepAdvantages(returns, b_values, cfg.NormAdv)
+		} else if horizon {
+			b_advantages = groupAdvantages(groups, cfg.GroupStd)
 		} else {
 			b_advantages = episodeGroupAdvantages(groups, returns)
 		}
@@ -123,8 +149,13 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		r.state.WallS += time.Since(start).Seconds()
 		r.state.CPUS += cpuSeconds() - cpu0
 		// --- 5. Metrics, learning curve and checkpoints.
-		rec := map[string]any{"stage": "ppo", "mode": ModeEpisode, "step": r.state.Update,
+		mode := ModeEpisode
+		if horizon {
+			mode = ModeStep
+		}
+		rec := map[string]any{"stage": "ppo", "mode": mode, "horizon": steps, "step": r.state.Update,
 			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns),
+			"charts/groups_dropped_fraction": ratio(flat, flat+len(groups)), "charts/groups": len(groups),
 			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/valid_action_rate": ratio(valid, len(batch)),
 			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
@@ -179,15 +210,40 @@ func episodeGroupAdvantages(groups []*group, returns []float64) []float64 {
 	return adv
 }
 
-// episodes plays group_size episodes from each of enough sampled initial
-// states for a batch of batch_size steps, and returns them as groups (a
-// group: the steps of one state's episodes), their returns G_t in
-// flatten order, and the generation time.
-func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg env.Config, opts agents.Options) ([]*group, []float64, float64, error) {
+// firstActions keeps, for horizon > 1, each group's first actions with
+// their returns G_0 as what they are credited with; with the group
+// baseline it drops (and counts) the groups whose G_0 are all equal.
+func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*group, rets []float64, flat int) {
+	i := 0
+	for _, g := range groups {
+		var first []*sample
+		for _, s := range g.Samples {
+			if s.Step == 0 {
+				s.Ret, s.HasRet = returns[i], true
+				first = append(first, s)
+			}
+			i++
+		}
+		if len(first) < 2 || dropFlat && flatRewards(first) {
+			flat++
+			continue
+		}
+		g.Samples = first
+		kept = append(kept, g)
+		for _, s := range first {
+			rets = append(rets, s.Ret)
+		}
+	}
+	return kept, rets, flat
+}
+
+// episodes plays group_size episodes of steps actions from each of
+// nGroups sampled start states, and returns them as groups (a group: the
+// steps of one state's episodes), their returns G_t in flatten order, and
+// the generation time.
+func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg env.Config, opts agents.Options, nGroups, steps int) ([]*group, []float64, float64, error) {
 	cfg := r.cfg
 	k := cfg.GroupSize
-	perGroup := k * cfg.EpisodeSteps
-	nGroups := (cfg.BatchSize + perGroup - 1) / perGroup
 	n := nGroups * k
 	envs := make([]*env.Env, n)
 	plans := make([][]string, n)
@@ -211,10 +267,10 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 		r.state.Drawn++
 	}
-	steps := make([][]*sample, n)
+	played := make([][]*sample, n)
 	genS := 0.0
 	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
-	for t := range cfg.EpisodeSteps {
+	for t := range steps {
 		var live []int
 		var prompts [][]int32
 		var contexts []policy.GrammarContext
@@ -250,7 +306,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		for j, i := range live {
 			smp := &sample{State: groups[i/k].State, Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
 				Free: samples[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, samples[j].Tokens)), Episode: i, Step: t}
-			steps[i] = append(steps[i], smp)
+			played[i] = append(played[i], smp)
 			g.Go(func() error {
 				res, err := envs[i].Step(gctx, smp.Text)
 				if err != nil {
@@ -267,7 +323,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 	var returns []float64
 	for gi, grp := range groups {
 		for i := gi * k; i < (gi+1)*k; i++ {
-			ep := steps[i]
+			ep := played[i]
 			ret := 0.0
 			rets := make([]float64, len(ep))
 			for t := len(ep) - 1; t >= 0; t-- {
@@ -288,7 +344,13 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 // pool rendered them (budgets and token counter from the steps manifest
 // the pool was made from; episode.PromptsOf), the defaults when the pool
 // names no steps version that records them.
-func promptOptions(ctx context.Context, s *stage, maxSteps int) (agents.Options, error) {
+//
+// With asRollout the prompts also say "Step k of N" with the rollout's
+// N (its env.max_steps, when the steps manifest records it), as the
+// expert states' prompts do, whatever the environment's own step limit:
+// episodes that continue from, or start at, expert states then show the
+// policy the prompts it was trained on.
+func promptOptions(ctx context.Context, s *stage, maxSteps int, asRollout bool) (agents.Options, error) {
 	p := agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget}
 	from := "the default budgets"
 	for _, parent := range s.input.Parents {
@@ -301,6 +363,14 @@ func promptOptions(ctx context.Context, s *stage, maxSteps int) (agents.Options,
 		}
 		if rec, ok := episode.PromptsOf(m); ok {
 			p, from = rec, m.URI
+		}
+		var c struct {
+			Env struct {
+				MaxSteps int `json:"max_steps"`
+			} `json:"env"`
+		}
+		if b, err := json.Marshal(m.Producer.Config); asRollout && err == nil && json.Unmarshal(b, &c) == nil && c.Env.MaxSteps > 0 {
+			maxSteps = c.Env.MaxSteps
 		}
 	}
 	opts, err := agents.NewOptionsFor(p, maxSteps)

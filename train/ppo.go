@@ -58,6 +58,9 @@ type PPOConfig struct {
 	// BatchSize counts samples: batch_size / group_size states per update.
 	BatchSize int `yaml:"batch_size" help:"samples (state, action, reward) per update: batch_size / group_size states, group_size actions each"`
 	GroupSize int `yaml:"group_size" help:"actions sampled per state (K): the group whose other samples' mean reward is each one's baseline"`
+	// Horizon > 1 credits each sampled action with the rewards of the
+	// policy's own continuation from the state (n-step returns).
+	Horizon int `yaml:"horizon" help:"steps credited to a sampled action: 1 (its own reward) or n (its reward plus those of the policy's next n-1 actions from the state it leads to, in live environments)"`
 	// Advantage is the baseline: the group's (leave-one-out) or a critic's.
 	Advantage    string  `yaml:"advantage" help:"group (A = R - mean of the group's other rewards, RLOO/GRPO) or critic (A = R - V(s), ML-Agent's PPO: a value head that does not move the trunk)"`
 	GroupStd     bool    `yaml:"group_std" help:"advantage group: divide by the group's reward standard deviation"`
@@ -121,7 +124,7 @@ func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
 		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
-		Updates: 20, BatchSize: 32, GroupSize: 8, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
+		Updates: 20, BatchSize: 32, GroupSize: 8, Horizon: 1, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
 		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.02, KLTarget: 0,
 		FreeText: FreeTextMask, Collector: CollectorSync, DurationWeighting: true, MinDurationS: 1, SettlePending: true, MaxStaleness: 2, Workers: 2,
@@ -156,6 +159,14 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	case c.Updates < 1:
 		return config.Errorf("updates", c.Updates, "must be at least 1")
+	case c.Horizon < 1:
+		return config.Errorf("horizon", c.Horizon, "must be at least 1 (1: one-step rewards)")
+	case c.Horizon > 1 && c.Mode != ModeStep:
+		return config.Errorf("horizon", c.Horizon, "is for mode %s (episode-wise PPO credits returns already)", ModeStep)
+	case c.Horizon > 1 && c.Reward != RewardEnv:
+		return config.Errorf("horizon", c.Horizon, "needs reward %s (the continuation runs in the environment)", RewardEnv)
+	case c.Horizon > 1 && c.Collector != CollectorSync:
+		return config.Errorf("horizon", c.Horizon, "needs collector %s", CollectorSync)
 	case c.GroupSize < 1:
 		return config.Errorf("group_size", c.GroupSize, "must be at least 1 (2 or more for the group baseline)")
 	case c.Advantage != AdvantageGroup && c.Advantage != AdvantageCritic:
@@ -257,8 +268,21 @@ type sample struct {
 	Episode int             // episode-wise: the episode in its group and the step in it
 	Step    int
 	Out     Outcome
+	// Ret is the return credited to the action when it is not its own
+	// reward (HasRet): horizon > 1, the rewards of the policy's
+	// continuation summed.
+	Ret    float64
+	HasRet bool
 	Cached  bool
 	Err     error
+}
+
+// ret is what the action is credited with: its reward, or its return.
+func (s *sample) ret() float64 {
+	if s.HasRet {
+		return s.Ret
+	}
+	return s.Out.Reward
 }
 
 // group is the group_size samples of one drawn state.
@@ -274,7 +298,7 @@ func RunPPO(ctx context.Context, cfg PPOConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train ppo: %w", err)
 	}
-	if cfg.Mode == ModeEpisode {
+	if cfg.Mode == ModeEpisode || cfg.Horizon > 1 {
 		return runEpisodePPO(ctx, cfg, os.Stderr)
 	}
 	reward, closeReward, err := openReward(ctx, cfg)
@@ -438,14 +462,14 @@ func groupAdvantages(groups []*group, byStd bool) []float64 {
 		k := float64(len(g.Samples))
 		m, sq := 0.0, 0.0
 		for _, s := range g.Samples {
-			m += s.Out.Reward / k
+			m += s.ret() / k
 		}
 		for _, s := range g.Samples {
-			sq += (s.Out.Reward - m) * (s.Out.Reward - m)
+			sq += (s.ret() - m) * (s.ret() - m)
 		}
 		std := math.Sqrt(sq / k)
 		for _, s := range g.Samples {
-			a := k / (k - 1) * (s.Out.Reward - m)
+			a := k / (k - 1) * (s.ret() - m)
 			if byStd {
 				a /= std + 1e-8
 			}

@@ -182,10 +182,10 @@ func (ro rolloutStats) groupStd(groups []*group) float64 {
 		k := float64(len(g.Samples))
 		m, sq := 0.0, 0.0
 		for _, x := range g.Samples {
-			m += x.Out.Reward / k
+			m += x.ret() / k
 		}
 		for _, x := range g.Samples {
-			sq += (x.Out.Reward - m) * (x.Out.Reward - m)
+			sq += (x.ret() - m) * (x.ret() - m)
 		}
 		s += math.Sqrt(sq / k)
 	}
@@ -325,7 +325,7 @@ func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*group, rollout
 // flatRewards reports whether every sample earned the same reward.
 func flatRewards(ss []*sample) bool {
 	for _, s := range ss[1:] {
-		if s.Out.Reward != ss[0].Out.Reward {
+		if s.ret() != ss[0].ret() {
 			return false
 		}
 	}

@@ -482,3 +482,39 @@ func TestKLToTheReferenceStartsAtZero(t *testing.T) {
 		t.Errorf("kl_ref %g over %v decision tokens, want 0 before the policy moves", kl, m["losses/decision_tokens"])
 	}
 }
+
+// TestFirstActionsCreditTheContinuation: with horizon > 1 only the
+// episodes' first actions are trained, each credited with its G_0, and a
+// group whose G_0 are all equal is dropped.
+func TestFirstActionsCreditTheContinuation(t *testing.T) {
+	mk := func(steps ...int) *group {
+		g := &group{}
+		for ep, n := range steps {
+			for s := range n {
+				g.Samples = append(g.Samples, &sample{Episode: ep, Step: s})
+			}
+		}
+		return g
+	}
+	// Group 1: episodes of 2, 1 and 2 steps, G = (0.5, 0.2 | 0 | 1, 0.4).
+	// Group 2: two one-step episodes with equal returns: no signal.
+	groups := []*group{mk(2, 1, 2), mk(1, 1)}
+	returns := []float64{0.5, 0.2, 0, 1, 0.4, -1, -1}
+	kept, rets, flat := firstActions(groups, returns, true)
+	if len(kept) != 1 || flat != 1 || len(kept[0].Samples) != 3 {
+		t.Fatalf("kept %d groups (%d flat), want 1 of 3 first actions and 1 flat", len(kept), flat)
+	}
+	want := []float64{0.5, 0, 1}
+	for i, s := range kept[0].Samples {
+		if s.Step != 0 || s.ret() != want[i] || rets[i] != want[i] {
+			t.Errorf("sample %d: step %d credited %v (returns %v), want step 0 and %v", i, s.Step, s.ret(), rets, want[i])
+		}
+	}
+	// 0.5 - (0+1)/2 = 0; 0 - 0.75 = -0.75; 1 - 0.25 = 0.75.
+	adv := groupAdvantages(kept, false)
+	for i, w := range []float64{0, -0.75, 0.75} {
+		if math.Abs(adv[i]-w) > 1e-12 {
+			t.Fatalf("advantages %v, want [0 -0.75 0.75]", adv)
+		}
+	}
+}
