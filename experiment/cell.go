@@ -1,9 +1,7 @@
 package experiment
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -159,9 +157,9 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	if err != nil {
 		return nil, err
 	}
-	var curve, valid []float64
+	var pm ppoMetrics
 	if c.kind == KindPPO {
-		if curve, valid, err = ppoCurves(ctx, st, ck+"/"+c.arms[0].Name); err != nil {
+		if pm, err = readPPOMetrics(ctx, st, ck+"/"+c.arms[0].Name); err != nil {
 			return nil, err
 		}
 	}
@@ -186,7 +184,8 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			Metric: r.Metric, Direction: r.Direction, Trajectory: r.Trajectory, MInit: r.MInit, FinalScore: r.FinalScore, BestScore: r.BestScore,
 			DeltaR: deltaR(r.Direction, r.MInit, r.FinalScore), Steps: r.Steps, ValidActions: validActions(r.Outcomes),
 			TrainWallS: train.wallS, TrainCPUS: train.cpuS, EvalWallS: eval.wallS, EvalCPUS: eval.cpuS,
-			RewardCurve: curve, ValidCurve: valid})
+			RewardCurve: pm.reward, ValidCurve: pm.valid, Curve: pm.curve, Updates: pm.updates,
+			SampleClasses: pm.classes, FailedMarkers: pm.failedMarkers, DurationReward: pm.durationReward, StalenessByDuration: pm.staleness})
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s holds no rows of the cell's methods", m.URI)
@@ -216,27 +215,6 @@ func validActions(outcomes []string) int32 {
 		}
 	}
 	return n
-}
-
-// ppoCurves reads a PPO run's mean reward and valid-action rate per update.
-func ppoCurves(ctx context.Context, st store.Store, dir string) (reward, valid []float64, err error) {
-	b, err := store.ReadAll(ctx, st, dir+"/metrics.jsonl")
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var m map[string]any
-		if json.Unmarshal(line, &m) != nil {
-			continue
-		}
-		r, ok := m["charts/reward_mean"].(float64)
-		if !ok {
-			continue
-		}
-		v, _ := m["charts/valid_action_rate"].(float64)
-		reward, valid = append(reward, r), append(valid, v)
-	}
-	return reward, valid, nil
 }
 
 // reportDir is where the report, the cells' evaluation reports and the
