@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -103,7 +102,6 @@ func tail(path string, n int) string {
 
 // run trains and evaluates the cell and returns its rows.
 func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer) ([]schemas.ExperimentRow, error) {
-	b := Budgets[cfg.Budget]
 	seed := fmt.Sprint(c.seed)
 	ck := fmt.Sprintf("checkpoints/xp-%s/s%d", cfg.Name, c.seed)
 	logs := filepath.Join(reportDir(cfg), "logs")
@@ -111,9 +109,10 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	var train, eval usage
 	evalArgs := []string{"evaluate", "--data", cfg.Data, "--seed", seed, "--out", evalOut,
 		"--report", filepath.Join(reportDir(cfg), "cells", c.name())}
-	evalArgs = append(append(evalArgs, b.Evaluate...), cfg.EvalFlags...)
+	evalArgs = append(evalArgs, cfg.evalArgs()...)
+	armEval := func(fixed ...string) []string { return overrideFlags(evalArgs, fixed, c.arms[0].EvalFlags) }
 	sft := func() error {
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, slices.Concat(b.SFT, cfg.SFTFlags)...)...)
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, cfg.sftArgs()...)...)
 		if c.kind == KindSFT {
 			train.add(u)
 		}
@@ -131,18 +130,18 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 		if err := sft(); err != nil {
 			return nil, err
 		}
-		evalArgs = append(append(evalArgs, "--methods", "sft", "--sft", ck+"/sft"), c.arms[0].EvalFlags...)
+		evalArgs = armEval("--methods", "sft", "--sft", ck+"/sft")
 	case KindPPO:
 		if err := sft(); err != nil { // a no-op when the seed's SFT cell ran
 			return nil, err
 		}
-		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, slices.Concat(b.PPO, cfg.PPOFlags)...)
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", append(args, c.arms[0].Flags...)...)
+		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, cfg.ppoArgs(c.arms[0])...)
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", args...)
 		train.add(u)
 		if err != nil {
 			return nil, err
 		}
-		evalArgs = append(append(evalArgs, "--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name), c.arms[0].EvalFlags...)
+		evalArgs = armEval("--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name)
 	}
 	u, err := stage(ctx, cfg, logs, c.name()+"-evaluate", evalArgs...)
 	eval.add(u)
