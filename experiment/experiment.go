@@ -38,8 +38,8 @@ type Config struct {
 	// SFTFlags, PPOFlags and EvalFlags come after the budget's flags of
 	// every stage of that kind (a smaller model, other eval splits...).
 	SFTFlags  []string `yaml:"sft_flags" help:"more flags of every train sft run, after the budget's (e.g. --model.layers=2)"`
-	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and before the arm's"`
-	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's"`
+	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and the preset's, before the arm's"`
+	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's and the preset's, before the arm's"`
 	Bin       string   `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
 	Report    string   `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
 }
