@@ -194,7 +194,7 @@ type phenomenonCheck struct {
 func rule(phenomenon string) string {
 	switch phenomenon {
 	case PhenomenonDuration:
-		return fmt.Sprintf("not testable when |r(duration, reward)| over all samples < %.1f with its 95%% interval holding 0", minCorrelation)
+		return fmt.Sprintf("not testable when |r(duration, reward)| over all samples < %.1f with its 95%% interval holding 0, or r cannot be measured (fewer than 4 samples, no variation); the staleness of slow vs fast samples is shown beside it", minCorrelation)
 	case PhenomenonInstrumentation:
 		return fmt.Sprintf("not testable when failed script runs < %.0f%% of runs", 100*minFailedRuns)
 	case PhenomenonFormat:
