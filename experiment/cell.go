@@ -1,15 +1,12 @@
 package experiment
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -105,7 +102,6 @@ func tail(path string, n int) string {
 
 // run trains and evaluates the cell and returns its rows.
 func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer) ([]schemas.ExperimentRow, error) {
-	b := Budgets[cfg.Budget]
 	seed := fmt.Sprint(c.seed)
 	ck := fmt.Sprintf("checkpoints/xp-%s/s%d", cfg.Name, c.seed)
 	logs := filepath.Join(reportDir(cfg), "logs")
@@ -113,9 +109,10 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	var train, eval usage
 	evalArgs := []string{"evaluate", "--data", cfg.Data, "--seed", seed, "--out", evalOut,
 		"--report", filepath.Join(reportDir(cfg), "cells", c.name())}
-	evalArgs = append(append(evalArgs, b.Evaluate...), cfg.EvalFlags...)
+	evalArgs = append(evalArgs, cfg.evalArgs()...)
+	armEval := func(fixed ...string) []string { return overrideFlags(evalArgs, fixed, c.arms[0].EvalFlags) }
 	sft := func() error {
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, slices.Concat(b.SFT, cfg.SFTFlags)...)...)
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, cfg.sftArgs()...)...)
 		if c.kind == KindSFT {
 			train.add(u)
 		}
@@ -133,18 +130,18 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 		if err := sft(); err != nil {
 			return nil, err
 		}
-		evalArgs = append(append(evalArgs, "--methods", "sft", "--sft", ck+"/sft"), c.arms[0].EvalFlags...)
+		evalArgs = armEval("--methods", "sft", "--sft", ck+"/sft")
 	case KindPPO:
 		if err := sft(); err != nil { // a no-op when the seed's SFT cell ran
 			return nil, err
 		}
-		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, slices.Concat(b.PPO, cfg.PPOFlags)...)
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", append(args, c.arms[0].Flags...)...)
+		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, cfg.ppoArgs(c.arms[0])...)
+		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", args...)
 		train.add(u)
 		if err != nil {
 			return nil, err
 		}
-		evalArgs = append(append(evalArgs, "--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name), c.arms[0].EvalFlags...)
+		evalArgs = armEval("--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name)
 	}
 	u, err := stage(ctx, cfg, logs, c.name()+"-evaluate", evalArgs...)
 	eval.add(u)
@@ -159,9 +156,9 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	if err != nil {
 		return nil, err
 	}
-	var curve, valid []float64
+	var pm ppoMetrics
 	if c.kind == KindPPO {
-		if curve, valid, err = ppoCurves(ctx, st, ck+"/"+c.arms[0].Name); err != nil {
+		if pm, err = readPPOMetrics(ctx, st, ck+"/"+c.arms[0].Name); err != nil {
 			return nil, err
 		}
 	}
@@ -186,7 +183,8 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			Metric: r.Metric, Direction: r.Direction, Trajectory: r.Trajectory, MInit: r.MInit, FinalScore: r.FinalScore, BestScore: r.BestScore,
 			DeltaR: deltaR(r.Direction, r.MInit, r.FinalScore), Steps: r.Steps, ValidActions: validActions(r.Outcomes),
 			TrainWallS: train.wallS, TrainCPUS: train.cpuS, EvalWallS: eval.wallS, EvalCPUS: eval.cpuS,
-			RewardCurve: curve, ValidCurve: valid})
+			RewardCurve: pm.reward, ValidCurve: pm.valid, Curve: pm.curve, Updates: pm.updates,
+			SampleClasses: pm.classes, FailedMarkers: pm.failedMarkers, DurationReward: pm.durationReward, StalenessByDuration: pm.staleness})
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s holds no rows of the cell's methods", m.URI)
@@ -216,27 +214,6 @@ func validActions(outcomes []string) int32 {
 		}
 	}
 	return n
-}
-
-// ppoCurves reads a PPO run's mean reward and valid-action rate per update.
-func ppoCurves(ctx context.Context, st store.Store, dir string) (reward, valid []float64, err error) {
-	b, err := store.ReadAll(ctx, st, dir+"/metrics.jsonl")
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var m map[string]any
-		if json.Unmarshal(line, &m) != nil {
-			continue
-		}
-		r, ok := m["charts/reward_mean"].(float64)
-		if !ok {
-			continue
-		}
-		v, _ := m["charts/valid_action_rate"].(float64)
-		reward, valid = append(reward, r), append(valid, v)
-	}
-	return reward, valid, nil
 }
 
 // reportDir is where the report, the cells' evaluation reports and the

@@ -26,17 +26,20 @@ type Config struct {
 	// Budget picks the training and evaluation sizes (see Budgets).
 	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about 15 minutes per seed on 2 idle cores: 2 SFT epochs, 6 PPO updates, 4 trajectories of 8 steps per held-out task)"`
 	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
-	// Arms names the built-in arms to run (DefaultArms); ExtraArms adds
-	// PPO ablations of sft+ppo, each "name: flags of train ppo".
-	Arms      []string `yaml:"arms" help:"built-in arms to run: initial, random, expert, sft, sft-free (the SFT policy decoding freely), sft+ppo, no-duration, sparse, episode-wise, no-format"`
-	ExtraArms []string `yaml:"extra_arms" help:"more PPO ablations of sft+ppo, each 'name: --flag value ...' (flags of train ppo)"`
+	// Preset is the grid (Presets): its arms with their flags, and what it
+	// adds to every stage run (learning curves, evaluation splits).
+	Preset string `yaml:"preset" help:"the grid's arms and per-arm flags: main (baselines, SFT, SFT+PPO and four ablations of it), rl (issue 21: initial, sft, sft+ppo with learning curves, held-in tasks evaluated too), ablations (issue 22: duration weighting on/off in the asynchronous collector, instrumentation on/off in a free-decoding arm, episode-wise vs step-wise at equal wall time), taskcount (ML-Agent's task-count curve: sft as 0 tasks, PPO on the first 3, 6 and 10 held-in tasks)"`
+	// Arms picks some of the preset's arms (empty: all of them);
+	// ExtraArms adds PPO arms, ablations of sft+ppo when the grid has it.
+	Arms      []string `yaml:"arms" help:"the preset's arms to run, in this order (empty: all of them; main's: initial, random, expert, sft, sft-free, sft+ppo, no-duration, sparse, episode-wise, no-format)"`
+	ExtraArms []string `yaml:"extra_arms" help:"more PPO arms, each 'name: --flag value ...' (flags of train ppo, after the grid's): ablations of sft+ppo when the grid runs it"`
 	// Bin runs the stages as a user does, one process each, so that each
 	// cell's wall and CPU time (its scripts included) are measured.
 	// SFTFlags, PPOFlags and EvalFlags come after the budget's flags of
 	// every stage of that kind (a smaller model, other eval splits...).
 	SFTFlags  []string `yaml:"sft_flags" help:"more flags of every train sft run, after the budget's (e.g. --model.layers=2)"`
-	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and before the arm's"`
-	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's"`
+	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and the preset's, before the arm's"`
+	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's and the preset's, before the arm's"`
 	Bin       string   `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
 	Report    string   `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
 }
@@ -57,6 +60,14 @@ type Arm struct {
 	// the papers report for it, for the claims table.
 	AblationOf string `yaml:"ablation_of" help:"the arm this arm ablates (the claims table compares them)"`
 	Paper      string `yaml:"paper" help:"what the papers report for the ablation (shown beside the verdict)"`
+	// Phenomenon names what the ablated feature corrects (PhenomenonDuration...):
+	// when the grid measures too little of it, the claim is "not testable
+	// here" (phenomena.go).
+	Phenomenon string `yaml:"phenomenon" help:"what the ablated feature acts on: duration, instrumentation, format or empty (none)"`
+	// EqualWall compares the arm with AblationOf on their learning curves
+	// at equal wall time (the smaller of the two arms' total update time)
+	// instead of on their final evaluations.
+	EqualWall bool `yaml:"equal_wall" help:"compare with ablation_of on the learning curves at equal wall time"`
 }
 
 // Arm kinds.
@@ -64,6 +75,14 @@ const (
 	KindBaseline = "baseline"
 	KindSFT      = "sft"
 	KindPPO      = "ppo"
+)
+
+// Phenomena an ablation can name (Arm.Phenomenon): what its feature acts
+// on, measured by the report's phenomenon checks (phenomena.go).
+const (
+	PhenomenonDuration        = "duration"        // duration weighting: a relation of duration and reward
+	PhenomenonInstrumentation = "instrumentation" // partial credit: scripts that fail part-way
+	PhenomenonFormat          = "format"          // the format term: answers that do not parse or are refused
 )
 
 // DefaultArms is the grid: the three baselines, SFT (with constrained
@@ -77,65 +96,78 @@ func DefaultArms() []Arm {
 		{Name: "sft", Kind: KindSFT},
 		{Name: "sft-free", Kind: KindSFT, EvalFlags: []string{"--decode=free"}},
 		{Name: "sft+ppo", Kind: KindPPO},
-		{Name: "no-duration", Kind: KindPPO, Flags: []string{"--duration_weighting=false"}, AblationOf: "sft+ppo",
+		{Name: "no-duration", Kind: KindPPO, Phenomenon: PhenomenonDuration, Flags: []string{"--duration_weighting=false"}, AblationOf: "sft+ppo",
 			Paper: "duration-aware weighting: +3.9% over plain PPO (RL for MLE agents)"},
-		{Name: "sparse", Kind: KindPPO, Flags: []string{"--env.instrument=false"}, AblationOf: "sft+ppo",
+		{Name: "sparse", Kind: KindPPO, Phenomenon: PhenomenonInstrumentation, Flags: []string{"--env.instrument=false"}, AblationOf: "sft+ppo",
 			Paper: "partial credit from instrumentation: +22% (RL for MLE agents)"},
 		{Name: "episode-wise", Kind: KindPPO, Flags: []string{"--mode=episode"}, AblationOf: "sft+ppo",
 			Paper: "step-wise RL beats episode-wise RL (ML-Agent)"},
-		{Name: "no-format", Kind: KindPPO, Flags: []string{"--env.reward.format=false"}, AblationOf: "sft+ppo",
+		{Name: "no-format", Kind: KindPPO, Phenomenon: PhenomenonFormat, Flags: []string{"--env.reward.format=false"}, AblationOf: "sft+ppo",
 			Paper: "the agentic reward without its format term does worse (ML-Agent)"},
 	}
 }
 
-// Budget sizes one run of the grid: the flags each stage gets.
+// Budget sizes one run of the grid: the flags each stage gets. Curve
+// sizes the learning-curve evaluations of train ppo, in grids whose
+// preset asks for curves (Preset.CurvePoints).
 type Budget struct {
-	SFT, PPO, Evaluate []string
+	SFT, PPO, Evaluate, Curve []string
 }
 
 // Budgets are the built-in sizes. Small finishes in minutes on 2 cores;
 // full in about 15 minutes per seed (SFT is 2 epochs over the data
 // science.sh makes, 40 expert trajectories per held-in task and their
 // plan variants: about 1,900 updates; SCIENCE.md's runs 1-4 had 6
-// trajectories per task, where 2 epochs were too few). PPO's learning rate is 5e-5 (the trainer's default 1e-5 suits
-// large models; this 4M-parameter policy was trained at 1e-3). Held-in tasks are evaluated on request
+// trajectories per task, where 2 epochs were too few). PPO takes train
+// ppo's defaults (SCIENCE.md run 7 chose them) at a size: whole groups of
+// 8 actions per state. Held-in tasks are evaluated on request
 // (eval_flags: --splits=held-out,held-in).
 var Budgets = map[string]Budget{
 	"small": {
 		SFT:      []string{"--epochs=1", "--max_steps=40", "--batch_rows=4"},
 		PPO:      []string{"--updates=2", "--batch_size=16", "--gen_batch=16", "--minibatches=2", "--workers=2", "--episode_steps=2", "--checkpoint_every=2"},
 		Evaluate: []string{"--splits=held-out", "--per_task=2", "--policy_per_task=2", "--env.max_steps=4"},
+		Curve:    []string{"--curve.splits=held-in,held-out", "--curve.per_task=1", "--curve.max_steps=4"},
 	},
 	"full": {
 		SFT:      []string{"--epochs=2", "--batch_rows=4"},
-		PPO:      []string{"--updates=60", "--batch_size=32", "--gen_batch=32", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=20", "--curve.every=20"},
+		PPO:      []string{"--updates=60", "--batch_size=32", "--gen_batch=32", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=20"},
 		Evaluate: []string{"--splits=held-out", "--per_task=4", "--policy_per_task=4", "--env.max_steps=8"},
+		Curve:    []string{"--curve.splits=held-in,held-out", "--curve.per_task=2", "--curve.max_steps=8"},
 	},
 }
 
-// DefaultConfig is the issue's grid with the small budget and 2 seeds;
+// DefaultConfig is the main preset with the small budget and 2 seeds;
 // `--budget full --seeds 1,2,3` is the run BENCHMARKS.md reports.
 func DefaultConfig() Config {
-	var names []string
-	for _, a := range DefaultArms() {
-		names = append(names, a.Name)
-	}
-	return Config{Data: "./data", Name: "grid", Out: schemas.Experiments.Name, Budget: "small", Seeds: []int{1, 2}, Arms: names}
+	return Config{Data: "./data", Name: "grid", Out: schemas.Experiments.Name, Budget: "small", Seeds: []int{1, 2}, Preset: PresetMain}
 }
 
-// arms resolves the config's arm names and extra arms.
+// arms resolves the preset's arms, the subset Arms names, and the extra
+// arms.
 func (c Config) arms() ([]Arm, error) {
-	builtin := map[string]Arm{}
-	for _, a := range DefaultArms() {
-		builtin[a.Name] = a
+	p, ok := presetNamed(c.Preset)
+	if !ok {
+		return nil, config.Errorf("preset", c.Preset, "want one of %s", presetNames())
 	}
-	var out []Arm
-	for i, name := range c.Arms {
-		a, ok := builtin[name]
-		if !ok {
-			return nil, config.Errorf("arms", c.Arms, "item %d %q is not a built-in arm (%s); add PPO ablations with extra_arms", i+1, name, strings.Join(slices.Sorted(maps.Keys(builtin)), ", "))
+	out := slices.Clone(p.Arms)
+	if len(c.Arms) > 0 {
+		builtin := map[string]Arm{}
+		for _, a := range p.Arms {
+			builtin[a.Name] = a
 		}
-		out = append(out, a)
+		out = nil
+		for i, name := range c.Arms {
+			a, ok := builtin[name]
+			if !ok {
+				return nil, config.Errorf("arms", c.Arms, "item %d %q is not a built-in arm of preset %s (%s); add PPO arms with extra_arms", i+1, name, p.Name, strings.Join(slices.Sorted(maps.Keys(builtin)), ", "))
+			}
+			out = append(out, a)
+		}
+	}
+	base := ""
+	if slices.ContainsFunc(out, func(a Arm) bool { return a.Name == "sft+ppo" }) {
+		base = "sft+ppo"
 	}
 	for i, spec := range c.ExtraArms {
 		name, flags, ok := strings.Cut(spec, ":")
@@ -143,7 +175,11 @@ func (c Config) arms() ([]Arm, error) {
 		if !ok || name == "" || strings.TrimSpace(flags) == "" {
 			return nil, config.Errorf("extra_arms", c.ExtraArms, "item %d %q: want 'name: --flag value ...'", i+1, spec)
 		}
-		out = append(out, Arm{Name: name, Kind: KindPPO, Flags: strings.Fields(flags), AblationOf: "sft+ppo", Paper: "(your ablation)"})
+		a := Arm{Name: name, Kind: KindPPO, Flags: strings.Fields(flags)}
+		if base != "" {
+			a.AblationOf, a.Paper = base, "(your ablation)"
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }
@@ -159,8 +195,6 @@ func (c Config) Validate() error {
 		return config.Errorf("out", c.Out, "must name the dataset to write")
 	case len(c.Seeds) == 0:
 		return config.Errorf("seeds", c.Seeds, "must list at least one seed (two or more give intervals over seeds)")
-	case len(c.Arms)+len(c.ExtraArms) == 0:
-		return config.Errorf("arms", c.Arms, "must list at least one arm")
 	}
 	if _, ok := Budgets[c.Budget]; !ok {
 		return config.Errorf("budget", c.Budget, "want small or full")
@@ -174,6 +208,7 @@ func (c Config) Validate() error {
 	if err != nil {
 		return err
 	}
+	p, _ := presetNamed(c.Preset)
 	names := map[string]bool{}
 	for i, a := range arms {
 		key := fmt.Sprintf("arms[%d]", i)
@@ -190,6 +225,12 @@ func (c Config) Validate() error {
 			return config.Errorf(key+".flags", a.Flags, "only ppo arms take train ppo flags")
 		case a.Kind == KindBaseline && len(a.EvalFlags) > 0:
 			return config.Errorf(key+".eval_flags", a.EvalFlags, "baselines share one evaluate run; give evaluate flags to the grid (eval_flags)")
+		case !slices.Contains([]string{"", PhenomenonDuration, PhenomenonInstrumentation, PhenomenonFormat}, a.Phenomenon):
+			return config.Errorf(key+".phenomenon", a.Phenomenon, "want %s, %s, %s or empty", PhenomenonDuration, PhenomenonInstrumentation, PhenomenonFormat)
+		case (a.Phenomenon != "" || a.EqualWall) && a.AblationOf == "":
+			return config.Errorf(key+".ablation_of", a.AblationOf, "must name the arm that %s ablates (its phenomenon or equal-wall comparison needs one)", a.Name)
+		case a.EqualWall && (a.Kind != KindPPO || p.CurvePoints == 0):
+			return config.Errorf(key+".equal_wall", a.EqualWall, "needs a PPO arm in a preset with learning curves")
 		}
 		names[a.Name] = true
 	}
@@ -288,6 +329,9 @@ func runKey(cfg Config) string {
 	h := sha256.New()
 	b := Budgets[cfg.Budget]
 	fmt.Fprintf(h, "%s|%s|%v|%s|%q|%q|%q|%q|%q|%q", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data, b.SFT, b.PPO, b.Evaluate, cfg.SFTFlags, cfg.PPOFlags, cfg.EvalFlags)
+	if p, _ := presetNamed(cfg.Preset); p.Name != PresetMain { // main's grids keep the key they had before presets
+		fmt.Fprintf(h, "|preset %s %q %d %q", p.Name, p.EvalFlags, p.CurvePoints, b.Curve)
+	}
 	arms, _ := cfg.arms()
 	for _, a := range arms {
 		fmt.Fprintf(h, "|%s/%s/%s/%v", a.Name, a.Kind, a.Method, a.Flags)

@@ -37,6 +37,17 @@ func (e estimate) String() string {
 	return fmt.Sprintf("%+.2f%% ± %.2f", 100*e.mean, 100*e.half)
 }
 
+// num formats a mean and its interval as plain numbers (rewards, shares).
+func (e estimate) num() string {
+	switch {
+	case e.n == 0:
+		return "n/a"
+	case e.n < 2:
+		return fmt.Sprintf("%+.3f (n=1)", e.mean)
+	}
+	return fmt.Sprintf("%+.3f ± %.3f", e.mean, e.half)
+}
+
 // interval returns the mean of xs and the half-width of its two-sided 95%
 // Student-t interval (0 with fewer than two values).
 func interval(xs []float64) estimate {
@@ -75,12 +86,15 @@ type armStats struct {
 	trainWall, trainCPU, evalWall, evalCPU float64          // means over seeds
 	rewardCurve, validCurve                [][]float64      // per seed
 	trajectories, steps                    int
-	taskValid                              map[string][2]int // held-out task: valid steps, steps
+	taskValid                              map[string][2]int  // held-out task: valid steps, steps
+	runs                                   map[int64]*seedRun // PPO arms: each seed's training record
+	samples                                sampleSums         // PPO arms: their samples, pooled over seeds
 }
 
 type summary struct {
-	cfg  Config
-	arms []*armStats
+	cfg    Config
+	preset Preset
+	arms   []*armStats
 }
 
 func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
@@ -90,8 +104,10 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 	}
 	var s summary
 	s.cfg = cfg
+	s.preset, _ = presetNamed(cfg.Preset)
 	for _, a := range arms {
-		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}, taskValid: map[string][2]int{}}
+		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}, taskValid: map[string][2]int{},
+			runs: map[int64]*seedRun{}, samples: newSampleSums()}
 		type acc struct {
 			sum, best float64
 			n         int
@@ -153,6 +169,10 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 				st.rewardCurve = append(st.rewardCurve, r.RewardCurve)
 				st.validCurve = append(st.validCurve, r.ValidCurve)
 			}
+			if a.Kind == KindPPO && len(r.RewardCurve)+len(r.Curve) > 0 {
+				st.runs[seed] = &seedRun{reward: r.RewardCurve, curve: r.Curve, updates: r.Updates}
+			}
+			st.samples.add(r)
 		}
 		s.arms = append(s.arms, st)
 	}
@@ -201,9 +221,10 @@ func cost(wall, cpu float64) string {
 	return fmt.Sprintf("%s / %s", time.Duration(wall*float64(time.Second)).Round(time.Second), time.Duration(cpu*float64(time.Second)).Round(time.Second))
 }
 
-// claim is one statement the grid tests, with its evidence.
+// claim is one statement the grid tests, with its evidence and, for an
+// ablation, the phenomenon its feature acts on.
 type claim struct {
-	claim, evidence, verdict, paper string
+	claim, evidence, phenomenon, verdict, paper string
 }
 
 // Verdicts.
@@ -211,6 +232,7 @@ const (
 	reproduces   = "reproduces"
 	contradicted = "contradicted"
 	inconclusive = "inconclusive"
+	notTestable  = "not testable here"
 )
 
 func verdict(e estimate) string {
@@ -225,41 +247,100 @@ func verdict(e estimate) string {
 	return inconclusive
 }
 
-// paired returns the 95% interval of a - b over the held-out units both
+// paired returns the 95% interval of a - b over the units of split both
 // arms have (the same seed and task: the same plans and states).
-func paired(a, b *armStats) estimate {
+func paired(a, b *armStats, split string) estimate {
+	au, bu := a.outUnits, b.outUnits
+	if split == schemas.HeldIn {
+		au, bu = a.inUnits, b.inUnits
+	}
 	var d []float64
-	for u, x := range a.outUnits {
-		if y, ok := b.outUnits[u]; ok {
+	for u, x := range au {
+		if y, ok := bu[u]; ok {
 			d = append(d, x-y)
 		}
 	}
 	return interval(d)
 }
 
-// claims are the grid's tests: SFT beats the initial script, SFT+PPO
-// beats SFT, and each full method beats its ablation, on held-out tasks.
+// units says how many units (what: "seed", "(seed, task) unit") an
+// estimate is over.
+func units(e estimate, what string) string {
+	return fmt.Sprintf("%s over %s", e, plural(e.n, what))
+}
+
+// claims are the grid's tests: SFT beats the initial script; SFT+PPO
+// beats SFT on held-out tasks and, when they were evaluated, on held-in
+// ones; each PPO arm that ablates nothing gains training reward; and
+// each full method beats its ablation, unless the grid measured too
+// little of the phenomenon the ablated feature acts on.
 func (s summary) claims() []claim {
 	var out []claim
 	if sft := s.arm("sft"); sft != nil && sft.heldOut.n > 0 {
 		out = append(out, claim{claim: "SFT improves on the initial script on held-out tasks (delta_r > 0)",
-			evidence: "SFT delta_r " + sft.heldOut.String(), verdict: verdict(sft.heldOut), paper: "ML-Agent: SFT then RL gains on held-out tasks"})
+			evidence: "SFT delta_r " + units(sft.heldOut, "(seed, task) unit"), verdict: verdict(sft.heldOut), paper: "ML-Agent: SFT then RL gains on held-out tasks"})
 	}
 	if ppo, sft := s.arm("sft+ppo"), s.arm("sft"); ppo != nil && sft != nil {
-		e := paired(ppo, sft)
+		e := paired(ppo, sft, schemas.HeldOut)
 		out = append(out, claim{claim: "SFT + step-wise PPO beats SFT on held-out tasks",
-			evidence: "paired difference " + e.String(), verdict: verdict(e), paper: "ML-Agent: RL beats SFT"})
+			evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "ML-Agent: RL beats SFT"})
+		if e := paired(ppo, sft, schemas.HeldIn); e.n > 0 {
+			out = append(out, claim{claim: "SFT + step-wise PPO beats SFT on held-in tasks (the tasks RL trains on)",
+				evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "issue 21: RL learns its training distribution"})
+		}
 	}
 	for _, a := range s.arms {
-		if a.arm.AblationOf == "" {
+		if a.arm.Kind != KindPPO || a.arm.AblationOf != "" {
 			continue
 		}
-		base := s.arm(a.arm.AblationOf)
-		e := paired(base, a)
-		out = append(out, claim{claim: fmt.Sprintf("%s beats its ablation %s on held-out tasks", a.arm.AblationOf, a.arm.Name),
-			evidence: "paired difference " + e.String(), verdict: verdict(e), paper: a.arm.Paper})
+		if g := interval(rewardGains(a.runs)); g.n > 0 {
+			out = append(out, claim{claim: fmt.Sprintf("RL learns its training distribution (%s): held-in mean reward, last quarter of PPO updates minus first tenth, > 0", a.arm.Name),
+				evidence: fmt.Sprintf("gain %s over %s", g.num(), plural(g.n, "seed")), verdict: verdict(g), paper: "issue 21: the gain's 95% interval above 0"})
+		}
+	}
+	for _, a := range s.arms {
+		if a.arm.AblationOf != "" {
+			out = append(out, s.ablationClaim(a))
+		}
 	}
 	return out
+}
+
+// ablationClaim compares an ablation with its full method: paired on
+// held-out units, or on the learning curves at equal wall time; the
+// phenomenon is measured over both arms' samples.
+func (s summary) ablationClaim(a *armStats) claim {
+	base := s.arm(a.arm.AblationOf)
+	c := claim{claim: fmt.Sprintf("%s beats its ablation %s on held-out tasks", a.arm.AblationOf, a.arm.Name), paper: a.arm.Paper, phenomenon: "none"}
+	var e estimate
+	if a.arm.EqualWall {
+		var ts []float64
+		e, ts = equalWall(base.runs, a.runs, schemas.HeldOut)
+		c.claim = fmt.Sprintf("%s beats %s at equal wall time on held-out tasks", a.arm.AblationOf, a.arm.Name)
+		c.evidence = fmt.Sprintf("learning-curve delta_r difference at the smaller of each seed's two total update times (mean %s): %s", seconds(ts), units(e, "seed"))
+		if in, _ := equalWall(base.runs, a.runs, schemas.HeldIn); in.n > 0 {
+			c.evidence += "; held-in " + units(in, "seed")
+		}
+	} else {
+		e = paired(base, a, schemas.HeldOut)
+		c.evidence = "paired difference " + units(e, "(seed, task) unit")
+	}
+	c.verdict = verdict(e)
+	if a.arm.Phenomenon != "" {
+		pc := check(a.arm.Phenomenon, base.samples.merge(a.samples))
+		c.phenomenon = fmt.Sprintf("%s (both arms' samples): %s", a.arm.Phenomenon, pc.figure)
+		if pc.known && !pc.testable {
+			c.verdict = notTestable
+		}
+	}
+	return c
+}
+
+func seconds(ts []float64) string {
+	if len(ts) == 0 {
+		return "n/a"
+	}
+	return time.Duration(mean(ts) * float64(time.Second)).Round(time.Second).String()
 }
 
 // writeReport writes report.md and its plots into dir.
@@ -271,9 +352,14 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 	if err != nil {
 		return err
 	}
+	img := func(b *strings.Builder, name, caption string) {
+		if plots[name] {
+			fmt.Fprintf(b, "![%s](%s)\n\n", caption, name)
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Experiment %s\n\n", cfg.Name)
-	fmt.Fprintf(&b, "Rows: `%s`. Budget %s, seeds %v, %d arms. Each arm is trained (SFT, then PPO from the seed's SFT checkpoint) and evaluated with each seed; every interval is a two-sided 95%% Student-t interval over (seed, task) units, each unit the mean over its trajectories (avg@k). delta_r = beta (m_final - m_init) / m_init. Costs are means over seeds of the wall time and the CPU time of the cell's processes (their scripts included); a PPO arm's training time excludes the SFT it starts from.\n\n", uri, cfg.Budget, cfg.Seeds, len(s.arms))
+	fmt.Fprintf(&b, "Rows: `%s`. Preset **%s**: %s. Budget %s, seeds %v, %d arms. Each arm is trained (SFT, then PPO from the seed's SFT checkpoint) and evaluated with each seed; unless a figure says otherwise, every interval is a two-sided 95%% Student-t interval over (seed, task) units, each unit the mean over its trajectories (avg@k). delta_r = beta (m_final - m_init) / m_init. Costs are means over seeds of the wall time and the CPU time of the cell's processes (their scripts included); a PPO arm's training time excludes the SFT it starts from.\n\n", uri, s.preset.Name, s.preset.Doc, cfg.Budget, cfg.Seeds, len(s.arms))
 	b.WriteString("| arm | kind | held-out delta_r | best@k | held-in delta_r | valid actions | train wall / CPU | eval wall / CPU | trajectories |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range s.arms {
 		kind := a.arm.Kind
@@ -283,10 +369,23 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", a.arm.Name, kind, a.heldOut, a.bestOut, a.heldIn, rate(a.valid),
 			cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
 	}
-	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually).\n\n| claim | evidence | verdict | the papers |\n|---|---|---|---|\n")
-	for _, c := range s.claims() {
-		fmt.Fprintf(&b, "| %s | %s | **%s** | %s |\n", c.claim, c.evidence, c.verdict, c.paper)
+	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually). An ablation whose phenomenon (what the ablated feature acts on) the grid measured below its threshold is **not testable here**, whatever its difference: ")
+	var rules []string
+	for _, ph := range []string{PhenomenonDuration, PhenomenonInstrumentation, PhenomenonFormat} {
+		rules = append(rules, ph+": "+rule(ph))
 	}
+	b.WriteString(strings.Join(rules, "; ") + " (issue 22). Episode-wise PPO names no phenomenon.\n\n| claim | evidence | phenomenon | verdict | the papers |\n|---|---|---|---|---|\n")
+	for _, c := range s.claims() {
+		ph := c.phenomenon
+		if ph == "" {
+			ph = "-"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | **%s** | %s |\n", c.claim, c.evidence, ph, c.verdict, c.paper)
+	}
+	writePhenomena(&b, s)
+	writeTraining(&b, s, img)
+	writeWatch(&b, s, img)
+	writeTaskCount(&b, s, img)
 	b.WriteString("\n## Per task (held-out)\n\nMean delta_r over seeds and trajectories, and the share of steps the environment accepted (valid actions), per task and arm.\n\n")
 	writeTaskTable(&b, s)
 	b.WriteString("\nWhat each policy did (actions, outcomes) and its training curves are in the cells' evaluation reports: ")
@@ -298,10 +397,170 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 	}
 	b.WriteString(".\n")
 	b.WriteString("\n## Plots\n\n")
-	for _, p := range plots {
-		fmt.Fprintf(&b, "![%s](%s)\n\n", p, p)
-	}
+	img(&b, "delta_r.png", "delta_r per arm: mean over (seed, task) units, 95% interval")
+	img(&b, "valid_actions.png", "valid actions per arm: mean over (seed, task) units, 95% interval")
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// ppoArms are the arms whose cells trained PPO and recorded something.
+func (s summary) ppoArms() []*armStats {
+	var out []*armStats
+	for _, a := range s.arms {
+		if a.arm.Kind == KindPPO && len(a.runs) > 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// writePhenomena is the phenomenon table: what each PPO arm's samples did.
+func writePhenomena(b *strings.Builder, s summary) {
+	arms := s.ppoArms()
+	if len(arms) == 0 {
+		return
+	}
+	b.WriteString("\n## Phenomenon checks\n\nOver the training samples of each PPO arm: the samples its updates trained on, pooled over its seeds' cells (groups train ppo dropped, their rewards all equal or too stale, are not among them). r is Pearson's correlation of a sample's duration (its step's execution seconds) and its reward, with a Fisher-z 95% interval, over all samples and over those whose step ran a script; staleness is the mean number of policy versions between a sample's generation and its use, for the samples slower than their cell's median duration and the rest; failed runs are script runs that ended in script_error, killed, output_limit, invalid_submission, timeout or oom, with the last instrumentation marker each reached; refused counts invalid actions and invalid edits. n/a: the rows hold no samples (metrics written before train ppo recorded them, or a 1.0 dataset).\n\n")
+	b.WriteString("| arm | samples | r(duration, reward), all | r, script runs | staleness slow / fast | script runs | failed runs (of script runs) | format errors / refused (of samples) |\n|---|---:|---|---|---:|---:|---|---:|\n")
+	for _, a := range arms {
+		b.WriteString("| " + strings.Join(phenomenaRow(a), " | ") + " |\n")
+	}
+}
+
+// writeTraining is the section on what the PPO arms' training did: the
+// reward gain and the learning curves.
+func writeTraining(b *strings.Builder, s summary, img func(*strings.Builder, string, string)) {
+	arms := s.ppoArms()
+	if len(arms) == 0 {
+		return
+	}
+	b.WriteString("\n## RL on its training distribution\n\nPer PPO arm and seed, the gain in training reward: the mean reward of the last quarter of the PPO updates minus that of the first tenth (each rounded up to whole updates; the rewards are those of the update's samples, drawn from held-in expert states). Mean and 95% Student-t interval over seeds.\n\n| arm | updates | first tenth / last quarter | gain (95% CI over seeds) | per seed |\n|---|---:|---|---:|---|\n")
+	for _, a := range arms {
+		n := 0
+		for _, r := range a.runs {
+			n = max(n, len(r.reward))
+		}
+		first, last, _ := windows(n)
+		var per []string
+		for _, g := range rewardGains(a.runs) {
+			per = append(per, fmt.Sprintf("%+.3f", g))
+		}
+		g := interval(rewardGains(a.runs))
+		fmt.Fprintf(b, "| %s | %d | %d / %d | %s over %s | %s |\n", a.arm.Name, n, first, last, g.num(), plural(g.n, "seed"), strings.Join(per, ", "))
+	}
+	b.WriteString("\n")
+	img(b, "reward_curves.png", "PPO mean reward per update: mean over seeds, 95% interval over seeds")
+
+	var withCurve []*armStats
+	for _, a := range arms {
+		if len(curveStats(a.runs)) > 0 {
+			withCurve = append(withCurve, a)
+		}
+	}
+	if len(withCurve) == 0 {
+		b.WriteString("No PPO arm recorded a learning curve (train ppo --curve.every; the rl and ablations presets turn it on).\n")
+		return
+	}
+	b.WriteString("\n## Learning curves\n\nThe policy evaluated during PPO training (train ppo --curve.every: the same tasks, plans and seeds at every point), delta_r per split as the mean over the split's tasks; mean over seeds with a 95% Student-t interval over seeds at each point. Time is the cumulative wall or CPU time of the updates so far (the curve evaluations excluded), the mean over seeds; step-wise and episode-wise arms share the time axis.\n\n| arm | seeds | points | held-in delta_r: first point -> last | held-out delta_r: first point -> last | last point: update, wall / CPU |\n|---|---:|---:|---|---|---|\n")
+	for _, a := range withCurve {
+		cs := curveStats(a.runs)
+		f, l := cs[0], cs[len(cs)-1]
+		seeds := 0
+		for _, r := range a.runs {
+			if len(r.curve) > 0 {
+				seeds++
+			}
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %s -> %s | %s -> %s | %d, %s |\n", a.arm.Name, seeds, len(cs),
+			f.heldIn, l.heldIn, f.heldOut, l.heldOut, l.update, cost(l.wall.mean, l.cpu.mean))
+	}
+	b.WriteString("\n")
+	img(b, "learning_curves_updates.png", "learning curves: delta_r against PPO updates, mean over seeds, 95% interval over seeds")
+	img(b, "learning_curves_wall.png", "learning curves: delta_r against the updates' wall time, mean over seeds, 95% interval over seeds")
+	img(b, "learning_curves_cpu.png", "learning curves: delta_r against the updates' CPU time, mean over seeds, 95% interval over seeds")
+}
+
+// writeWatch is the reward-hacking watch: whether the corner-case,
+// undo or final-answer share rises over training.
+func writeWatch(b *strings.Builder, s summary, img func(*strings.Builder, string, string)) {
+	var arms []*armStats
+	for _, a := range s.ppoArms() {
+		for _, r := range a.runs {
+			if len(r.updates) > 0 {
+				arms = append(arms, a)
+				break
+			}
+		}
+	}
+	if len(arms) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Reward-hacking watch\n\nThe corner-case reward (a timeout or out-of-memory run earns 0 where a crash earns -1) and actions that end or undo cheaply are what an RL policy can learn to prefer. Per PPO arm, each share of the update's samples in the first tenth of the updates and in the last quarter (means over seeds), and the rise with its 95%% interval over seeds; **rises** flags a mean rise of more than %.0f percentage points.\n\n| arm | seeds |", 100*watchMargin)
+	for _, w := range watched {
+		fmt.Fprintf(b, " %s: first -> last (rise) |", w.name)
+	}
+	b.WriteString("\n|---|---:|")
+	for range watched {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	var flags []string
+	for _, a := range arms {
+		rise, _, _ := shareRise(a.runs, watched[0].get)
+		fmt.Fprintf(b, "| %s | %d |", a.arm.Name, rise.n)
+		for _, w := range watched {
+			rise, first, last := shareRise(a.runs, w.get)
+			cell := fmt.Sprintf("%.1f%% -> %.1f%% (%s)", 100*first.mean, 100*last.mean, rise)
+			if rise.n == 0 {
+				cell = "n/a (fewer than 2 updates)"
+			} else if rise.mean > watchMargin {
+				cell += " **rises**"
+				flags = append(flags, fmt.Sprintf("%s: %s", a.arm.Name, w.name))
+			}
+			fmt.Fprintf(b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
+	if len(flags) > 0 {
+		fmt.Fprintf(b, "\n**Flagged**: %s. Read the cells' transcripts before reading their delta_r as skill.\n", strings.Join(flags, "; "))
+	} else {
+		fmt.Fprintf(b, "\nNo watched share rises by more than %.0f percentage points.\n", 100*watchMargin)
+	}
+	b.WriteString("\n")
+	img(b, "outcome_shares.png", "outcome and action shares of each PPO update's samples, mean over seeds")
+}
+
+// writeTaskCount is ML-Agent's task-count curve: held-out delta_r
+// against the number of held-in tasks RL trained on.
+func writeTaskCount(b *strings.Builder, s summary, img func(*strings.Builder, string, string)) {
+	pts := s.taskCount()
+	if len(pts) == 0 {
+		return
+	}
+	b.WriteString("\n## Task count\n\nHeld-out delta_r against the number of held-in tasks whose expert states PPO trained on (0: the SFT policy; train ppo --state_tasks takes the first N of a fixed order), as ML-Agent's Fig. 5: per seed the mean over held-out tasks, then the mean and its 95% Student-t interval over seeds.\n\n| tasks | arm | held-out delta_r (over seeds) |\n|---:|---|---:|\n")
+	for _, p := range pts {
+		fmt.Fprintf(b, "| %d | %s | %s |\n", p.tasks, p.arm, units(p.e, "seed"))
+	}
+	b.WriteString("\n")
+	img(b, "task_count.png", "held-out delta_r against the number of training tasks, mean over seeds, 95% interval over seeds")
+}
+
+// taskPoint is one point of the task-count curve.
+type taskPoint struct {
+	tasks int
+	arm   string
+	e     estimate
+}
+
+// taskCount lists the preset's task-count points the grid ran, by tasks.
+func (s summary) taskCount() []taskPoint {
+	var out []taskPoint
+	for _, a := range s.arms {
+		if n, ok := s.preset.TaskCounts[a.arm.Name]; ok && len(a.outUnits) > 0 {
+			out = append(out, taskPoint{tasks: n, arm: a.arm.Name, e: interval(seedMeans(a.outUnits))})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].tasks < out[j].tasks })
+	return out
 }
 
 func armsOf(s summary) []Arm {

@@ -86,7 +86,7 @@ var (
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.0", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	Experiments  = Info{Name: "experiments", Version: "1.1", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -362,4 +362,85 @@ type ExperimentRow struct {
 	RewardCurve []float64 `parquet:"reward_curve,list"`
 	// ValidCurve is the PPO arm's valid-action rate per update.
 	ValidCurve []float64 `parquet:"valid_curve,list"`
+	// Since 1.1 (empty in 1.0 datasets), read from the PPO cell's
+	// metrics.jsonl and the same on every row of the cell: its learning
+	// curve, one entry per evaluation point (train ppo --curve.every);
+	// the outcome and action shares of each update's samples; and what
+	// every sample its updates trained on did, summed for the report's
+	// phenomenon checks.
+	Curve   []CurvePoint   `parquet:"curve,list"`
+	Updates []UpdateShares `parquet:"updates,list"`
+	// SampleClasses counts the cell's samples per environment outcome
+	// class (success, format_error, script_error...).
+	SampleClasses []Count `parquet:"sample_classes,list"`
+	// FailedMarkers counts, over the samples whose script ran and failed
+	// (script_error, killed, output_limit, invalid_submission, timeout,
+	// oom), the last instrumentation marker each run reached ("" when it
+	// reached none).
+	FailedMarkers []Count `parquet:"failed_markers,list"`
+	// DurationReward holds the sums from which the correlation of a
+	// sample's duration and its reward is computed, over the samples whose
+	// step ran a script ("executed") and over all of them ("all").
+	DurationReward []Moments `parquet:"duration_reward,list"`
+	// StalenessByDuration is the staleness of the cell's slower and faster
+	// samples (split at the cell's median duration).
+	StalenessByDuration []DurationHalf `parquet:"staleness_by_duration,list"`
+}
+
+// CurvePoint is one point of a PPO run's learning curve: the policy after
+// Update updates, evaluated on the held-in and held-out tasks.
+type CurvePoint struct {
+	Update int32 `parquet:"update"`
+	// WallS and CPUS are the seconds spent on updates so far (the
+	// learning-curve evaluations excluded).
+	WallS float64 `parquet:"wall_s"`
+	CPUS  float64 `parquet:"cpu_s"`
+	// HeldInDeltaR and HeldOutDeltaR are the mean delta_r over the split's
+	// tasks; NaN when the split was not evaluated.
+	HeldInDeltaR  float64 `parquet:"held_in_delta_r"`
+	HeldOutDeltaR float64 `parquet:"held_out_delta_r"`
+}
+
+// UpdateShares is one PPO update's shares of its samples: outcomes
+// (success; error: a script failure; corner: timeout or out-of-memory,
+// the corner cases the reward spares; refused: a format error, a refused
+// action or an invalid edit) and actions (undo, final answer).
+type UpdateShares struct {
+	Update      int32   `parquet:"update"`
+	WallS       float64 `parquet:"wall_s"` // update seconds so far
+	CPUS        float64 `parquet:"cpu_s"`
+	Success     float64 `parquet:"success"`
+	Error       float64 `parquet:"error"`
+	Corner      float64 `parquet:"corner"`
+	Refused     float64 `parquet:"refused"`
+	Undo        float64 `parquet:"undo"`
+	FinalAnswer float64 `parquet:"final_answer"`
+}
+
+// Count is a name and how often it occurred.
+type Count struct {
+	Name string `parquet:"name"`
+	N    int64  `parquet:"n"`
+}
+
+// Moments are the sums of a sample of pairs (x, y) that a Pearson
+// correlation needs, so that cells can be pooled exactly.
+type Moments struct {
+	Subset string  `parquet:"subset"`
+	N      int64   `parquet:"n"`
+	SumX   float64 `parquet:"sum_x"`
+	SumY   float64 `parquet:"sum_y"`
+	SumXX  float64 `parquet:"sum_xx"`
+	SumYY  float64 `parquet:"sum_yy"`
+	SumXY  float64 `parquet:"sum_xy"`
+}
+
+// DurationHalf is the slow (duration above the cell's median) or fast
+// half of a PPO cell's samples: how many, and their summed duration and
+// staleness (policy versions between generation and use).
+type DurationHalf struct {
+	Half         string  `parquet:"half"`
+	N            int64   `parquet:"n"`
+	DurationSum  float64 `parquet:"duration_sum"`
+	StalenessSum float64 `parquet:"staleness_sum"`
 }

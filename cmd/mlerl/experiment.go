@@ -8,6 +8,6 @@ import (
 
 func init() {
 	commands = append(commands, func() *cobra.Command {
-		return stageCommand("experiment", "A grid of arms x seeds (baselines, SFT, SFT+PPO and its ablations), each trained and evaluated by the stages -> experiments and a report with 95% intervals", experiment.DefaultConfig, experiment.Run)
+		return stageCommand("experiment", "A grid of arms x seeds (--preset main, rl, ablations or taskcount), each trained and evaluated by the stages -> experiments and a report with 95% intervals", experiment.DefaultConfig, experiment.Run)
 	})
 }

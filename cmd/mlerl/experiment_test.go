@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +22,14 @@ import (
 	"github.com/mlerl/mlerl/schemas"
 )
 
-// TestExperimentGrid runs `mlerl experiment` for real on a tiny grid (the
-// initial script, SFT and SFT+PPO, one seed, a one-block model, one
-// held-out task): every stage is a process of this test binary running
-// main. The first run is interrupted while the SFT cell trains; the rerun
-// keeps the finished cell, finishes the grid, and commits each cell's rows
-// exactly once.
+// TestExperimentGrid runs `mlerl experiment --preset rl` for real on a
+// tiny grid (the initial script, SFT and SFT+PPO with a learning curve,
+// one seed, a one-block model, one held-in and one held-out task): every
+// stage is a process of this test binary running main. The first run is
+// interrupted while the SFT cell trains; the rerun keeps the finished
+// cell, finishes the grid, and commits each cell's rows exactly once,
+// with the PPO cell's training record (curve, shares, samples) on its
+// rows.
 func TestExperimentGrid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains and evaluates policies")
@@ -70,10 +74,13 @@ func TestExperimentGrid(t *testing.T) {
 	t.Setenv(mainEnv, "1") // the stages' processes run main
 	cfg := experiment.DefaultConfig()
 	cfg.Data, cfg.Name, cfg.Bin, cfg.Seeds = root, "tiny", exe, []int{3}
-	cfg.Arms = []string{"initial", "sft", "sft+ppo"}
+	cfg.Preset = experiment.PresetRL // initial, sft, sft+ppo; curves; held-in evaluated too
 	cfg.SFTFlags = []string{"--model.d_model=32", "--model.heads=2", "--model.layers=1", "--model.ctx=560",
 		"--model.prompt_tokens=448", "--model.response_tokens=96", "--max_steps=2", "--batch_rows=2"}
-	cfg.PPOFlags = []string{"--updates=1", "--batch_size=2", "--group_size=2", "--gen_batch=2", "--minibatches=1", "--episode_steps=1", "--checkpoint_every=1"}
+	// The critic's baseline drops no group whose rewards are all equal, so
+	// every update trains on its 2 samples.
+	cfg.PPOFlags = []string{"--updates=2", "--batch_size=2", "--advantage=critic", "--group_size=1", "--critic_warmup=2", "--gen_batch=2", "--minibatches=1",
+		"--episode_steps=1", "--checkpoint_every=1", "--curve.max_steps=1", "--curve.batch=2"}
 	cfg.EvalFlags = []string{"--per_task=1", "--policy_per_task=1", "--env.max_steps=2"}
 	report := filepath.Join(root, "reports", "experiment-tiny")
 
@@ -109,7 +116,8 @@ func TestExperimentGrid(t *testing.T) {
 	count := map[string]int{}
 	for _, r := range rows {
 		count[r.Arm]++
-		if r.Seed != 3 || r.TaskID != "election-vote" || r.Split != schemas.HeldOut || (r.Arm != "initial" && r.Steps <= 0) || r.EvalWallS <= 0 || r.EvalCPUS <= 0 {
+		split := map[string]string{"election-vote": schemas.HeldOut, "wine-cultivar": schemas.HeldIn}[r.TaskID]
+		if r.Seed != 3 || split == "" || r.Split != split || (r.Arm != "initial" && r.Steps <= 0) || r.EvalWallS <= 0 || r.EvalCPUS <= 0 {
 			t.Errorf("row %+v", r)
 		}
 		if r.Arm == "initial" && (r.DeltaR != 0 || r.TrainWallS != 0) {
@@ -118,26 +126,54 @@ func TestExperimentGrid(t *testing.T) {
 		if r.Arm != "initial" && r.TrainCPUS <= 0 {
 			t.Errorf("%s: no training time recorded: %+v", r.Arm, r)
 		}
-		if r.Arm == "sft+ppo" && (len(r.RewardCurve) != 1 || len(r.ValidCurve) != 1) {
-			t.Errorf("sft+ppo: want one point per PPO update, got %v and %v", r.RewardCurve, r.ValidCurve)
+		if r.Arm == "sft+ppo" {
+			checkPPORow(t, r)
+		} else if len(r.Curve)+len(r.Updates)+len(r.DurationReward) > 0 {
+			t.Errorf("%s trained no PPO: %+v", r.Arm, r)
 		}
 	}
-	if want := map[string]int{"initial": 1, "sft": 1, "sft+ppo": 1}; !mapsEqual(count, want) {
+	if want := map[string]int{"initial": 2, "sft": 2, "sft+ppo": 2}; !mapsEqual(count, want) {
 		t.Errorf("rows per arm %v, want %v (each cell once)", count, want)
 	}
 	md, err := os.ReadFile(filepath.Join(report, "report.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"sft+ppo", "held-out", "valid"} {
+	for _, want := range []string{"sft+ppo", "held-out", "valid", "Preset **rl**", "SFT + step-wise PPO beats SFT on held-in tasks",
+		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
-	for _, png := range []string{"delta_r.png"} {
+	for _, png := range []string{"delta_r.png", "reward_curves.png", "learning_curves_updates.png", "learning_curves_wall.png", "learning_curves_cpu.png", "outcome_shares.png"} {
 		if fi, err := os.Stat(filepath.Join(report, png)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", png, err)
 		}
+	}
+}
+
+// checkPPORow checks what the PPO cell read from its metrics.jsonl: 2
+// updates of 2 samples, learning-curve points at updates 0, 1 and 2 with
+// both splits evaluated and the update time growing.
+func checkPPORow(t *testing.T, r schemas.ExperimentRow) {
+	t.Helper()
+	if len(r.RewardCurve) != 2 || len(r.ValidCurve) != 2 || len(r.Updates) != 2 || r.Updates[1].Update != 2 || r.Updates[1].WallS <= r.Updates[0].WallS {
+		t.Errorf("sft+ppo: want 2 updates, got rewards %v, valid %v, shares %+v", r.RewardCurve, r.ValidCurve, r.Updates)
+	}
+	if len(r.Curve) != 3 {
+		t.Fatalf("sft+ppo: want curve points at updates 0, 1, 2, got %+v", r.Curve)
+	}
+	for i, p := range r.Curve {
+		if int(p.Update) != i || math.IsNaN(p.HeldInDeltaR) || math.IsNaN(p.HeldOutDeltaR) || (i > 0 && p.WallS <= r.Curve[i-1].WallS) {
+			t.Errorf("sft+ppo: curve point %d: %+v", i, p)
+		}
+	}
+	n := int64(0)
+	for _, c := range r.SampleClasses {
+		n += c.N
+	}
+	if len(r.DurationReward) != 2 || r.DurationReward[1].Subset != "all" || r.DurationReward[1].N != 4 || n != 4 || len(r.StalenessByDuration) != 2 {
+		t.Errorf("sft+ppo: want the summary of 4 samples, got classes %v, moments %+v, staleness %+v", r.SampleClasses, r.DurationReward, r.StalenessByDuration)
 	}
 }
 
@@ -151,4 +187,49 @@ func mapsEqual(a, b map[string]int) bool {
 		}
 	}
 	return true
+}
+
+// TestPresetFlags: every flag a preset gives a stage is a flag of that
+// stage (a flag still to be built can be listed as pending).
+func TestPresetFlags(t *testing.T) {
+	pending := map[string]string{}
+	parse := func(stage []string, flags []string, what string) {
+		t.Helper()
+		for _, f := range flags {
+			cmd, _, err := newRootCommand().Find(stage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+			err = cmd.ParseFlags([]string{f})
+			switch why, isPending := pending[name]; {
+			case err != nil && isPending:
+				t.Logf("%s: %s %s: pending: %s", what, strings.Join(stage, " "), f, why)
+			case err != nil:
+				t.Errorf("%s: %s does not take %s: %v", what, strings.Join(stage, " "), f, err)
+			case isPending:
+				t.Errorf("%s: %s now takes --%s: take it off the pending list", what, strings.Join(stage, " "), name)
+			}
+		}
+	}
+	ppo, eval := []string{"train", "ppo"}, []string{"evaluate"}
+	for name, b := range experiment.Budgets {
+		parse(ppo, append(slices.Clone(b.Curve), "--curve.every=1"), "budget "+name+" curve")
+	}
+	for _, p := range experiment.Presets() {
+		parse(eval, p.EvalFlags, "preset "+p.Name)
+		for _, a := range p.Arms {
+			parse(ppo, a.Flags, "preset "+p.Name+" arm "+a.Name)
+			parse(eval, a.EvalFlags, "preset "+p.Name+" arm "+a.Name)
+		}
+	}
+	out, err := run(t, "experiment", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range experiment.Presets() {
+		if !strings.Contains(out, p.Name+" (") {
+			t.Errorf("mlerl experiment --help does not name the preset %s:\n%s", p.Name, out)
+		}
+	}
 }

@@ -1,0 +1,210 @@
+package experiment
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// What a PPO cell keeps of its run's metrics.jsonl (train ppo writes one
+// JSON object per line): per update ("stage":"ppo") the mean reward, the
+// valid-action rate, the outcome and action shares and every sample's
+// duration, reward, outcome class, whether a script ran, the last marker
+// it reached and its staleness; per learning-curve point
+// ("stage":"ppo-curve") delta_r per split and the update time so far.
+// Lines of other stages, and lines that do not parse, are skipped; when a
+// (stage, step) appears twice the last line wins.
+
+// ppoMetrics is a PPO run's metrics as the experiment's rows hold them.
+type ppoMetrics struct {
+	reward, valid  []float64 // per update, in update order
+	curve          []schemas.CurvePoint
+	updates        []schemas.UpdateShares
+	classes        []schemas.Count
+	failedMarkers  []schemas.Count
+	durationReward []schemas.Moments
+	staleness      []schemas.DurationHalf
+}
+
+// metricsLine is one line of metrics.jsonl, the keys the experiment reads.
+type metricsLine struct {
+	Stage   string   `json:"stage"`
+	Step    int      `json:"step"`
+	Reward  *float64 `json:"charts/reward_mean"`
+	Valid   float64  `json:"charts/valid_action_rate"`
+	WallS   float64  `json:"time/wall_s"`
+	CPUS    float64  `json:"time/cpu_s"`
+	Success float64  `json:"outcomes/success"`
+	Error   float64  `json:"outcomes/error"`
+	Timeout float64  `json:"outcomes/timeout"`
+	OOM     float64  `json:"outcomes/oom"`
+	Refused float64  `json:"outcomes/refused"`
+	Undo    float64  `json:"actions/undo"`
+	Final   float64  `json:"actions/final_answer"`
+
+	HeldIn  *float64 `json:"curve/held-in/delta_r"`
+	HeldOut *float64 `json:"curve/held-out/delta_r"`
+
+	Durations []float64 `json:"samples/duration_s"`
+	Rewards   []float64 `json:"samples/reward"`
+	Classes   []string  `json:"samples/class"`
+	Executed  []bool    `json:"samples/executed"`
+	Markers   []string  `json:"samples/last_marker"`
+	Staleness []float64 `json:"samples/staleness"`
+}
+
+// failedRun lists the outcome classes of a script run that failed: what
+// instrumentation's partial credit acts on.
+var failedRun = []env.Outcome{env.OutcomeScriptError, env.OutcomeKilled, env.OutcomeOutputLimit,
+	env.OutcomeInvalidSubmission, env.OutcomeTimeout, env.OutcomeOOM}
+
+// readPPOMetrics reads dir/metrics.jsonl of a PPO run.
+func readPPOMetrics(ctx context.Context, st store.Store, dir string) (ppoMetrics, error) {
+	b, err := store.ReadAll(ctx, st, dir+"/metrics.jsonl")
+	if err != nil {
+		return ppoMetrics{}, err
+	}
+	return parsePPOMetrics(b), nil
+}
+
+// parsePPOMetrics is readPPOMetrics on the file's bytes.
+func parsePPOMetrics(b []byte) ppoMetrics {
+	type key struct {
+		stage string
+		step  int
+	}
+	last := map[key]metricsLine{}
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var m metricsLine
+		if json.Unmarshal(line, &m) != nil || (m.Stage != "ppo" && m.Stage != "ppo-curve") {
+			continue
+		}
+		if m.Stage == "ppo" && m.Reward == nil {
+			continue
+		}
+		last[key{m.Stage, m.Step}] = m
+	}
+	keys := slices.Collect(maps.Keys(last))
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].stage != keys[j].stage {
+			return keys[i].stage < keys[j].stage
+		}
+		return keys[i].step < keys[j].step
+	})
+	var pm ppoMetrics
+	var samples []metricsLine
+	for _, k := range keys {
+		m := last[k]
+		if k.stage == "ppo-curve" {
+			pm.curve = append(pm.curve, schemas.CurvePoint{Update: int32(m.Step), WallS: m.WallS, CPUS: m.CPUS,
+				HeldInDeltaR: orNaN(m.HeldIn), HeldOutDeltaR: orNaN(m.HeldOut)})
+			continue
+		}
+		pm.reward, pm.valid = append(pm.reward, *m.Reward), append(pm.valid, m.Valid)
+		pm.updates = append(pm.updates, schemas.UpdateShares{Update: int32(m.Step), WallS: m.WallS, CPUS: m.CPUS,
+			Success: m.Success, Error: m.Error, Corner: m.Timeout + m.OOM, Refused: m.Refused, Undo: m.Undo, FinalAnswer: m.Final})
+		samples = append(samples, m)
+	}
+	pm.summariseSamples(samples)
+	return pm
+}
+
+func orNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
+
+// summariseSamples sums every update's samples: outcome classes, the last
+// markers of failed script runs, the moments of (duration, reward) over
+// the samples that ran a script and over all, and the staleness of the
+// samples slower and faster than the run's median duration. A sample is
+// counted when it has a duration and a reward; nothing is set when no
+// update recorded samples (metrics from before train ppo recorded them).
+func (pm *ppoMetrics) summariseSamples(lines []metricsLine) {
+	classes, markers := map[string]int64{}, map[string]int64{}
+	exec, all := schemas.Moments{Subset: "executed"}, schemas.Moments{Subset: "all"}
+	type smp struct{ dur, stale float64 }
+	var ss []smp
+	for _, m := range lines {
+		for i := range min(len(m.Durations), len(m.Rewards)) {
+			d, r := m.Durations[i], m.Rewards[i]
+			class, ran := at(m.Classes, i), at(m.Executed, i)
+			classes[class]++
+			addMoments(&all, d, r)
+			if ran {
+				addMoments(&exec, d, r)
+				if slices.Contains(failedRun, env.Outcome(class)) {
+					markers[at(m.Markers, i)]++
+				}
+			}
+			ss = append(ss, smp{d, at(m.Staleness, i)})
+		}
+	}
+	if len(ss) == 0 {
+		return
+	}
+	pm.classes, pm.failedMarkers = counts(classes), counts(markers)
+	pm.durationReward = []schemas.Moments{exec, all}
+	durs := make([]float64, len(ss))
+	for i, s := range ss {
+		durs[i] = s.dur
+	}
+	med := median(durs)
+	slow, fast := schemas.DurationHalf{Half: "slow"}, schemas.DurationHalf{Half: "fast"}
+	for _, s := range ss {
+		h := &fast
+		if s.dur > med {
+			h = &slow
+		}
+		h.N++
+		h.DurationSum += s.dur
+		h.StalenessSum += s.stale
+	}
+	pm.staleness = []schemas.DurationHalf{slow, fast}
+}
+
+func at[T any](xs []T, i int) T {
+	var zero T
+	if i < len(xs) {
+		return xs[i]
+	}
+	return zero
+}
+
+func addMoments(m *schemas.Moments, x, y float64) {
+	m.N++
+	m.SumX += x
+	m.SumY += y
+	m.SumXX += x * x
+	m.SumYY += y * y
+	m.SumXY += x * y
+}
+
+// counts lists a tally by name.
+func counts(m map[string]int64) []schemas.Count {
+	out := make([]schemas.Count, 0, len(m))
+	for name, n := range m {
+		out = append(out, schemas.Count{Name: name, N: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

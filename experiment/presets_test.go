@@ -1,0 +1,199 @@
+package experiment
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPresets: every preset is a valid grid with the arms and flags the
+// issues ask for, and --help names every preset.
+func TestPresets(t *testing.T) {
+	f, _ := reflect.TypeFor[Config]().FieldByName("Preset")
+	help := f.Tag.Get("help")
+	want := map[string][]string{
+		PresetMain:      {"initial", "random", "expert", "sft", "sft-free", "sft+ppo", "no-duration", "sparse", "episode-wise", "no-format"},
+		PresetRL:        {"initial", "sft", "sft+ppo"},
+		PresetAblations: {"initial", "sft", "sft+ppo", "episode-wise", "async", "async-no-duration", "free", "free-sparse"},
+		PresetTaskCount: {"sft", "ppo-3tasks", "ppo-6tasks", "ppo-10tasks"},
+	}
+	for _, p := range Presets() {
+		cfg := DefaultConfig()
+		cfg.Preset = p.Name
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("preset %s: %v", p.Name, err)
+		}
+		arms, _ := cfg.arms()
+		var names []string
+		for _, a := range arms {
+			names = append(names, a.Name)
+		}
+		if !slices.Equal(names, want[p.Name]) {
+			t.Errorf("preset %s: arms %v, want %v", p.Name, names, want[p.Name])
+		}
+		if !strings.Contains(help, p.Name+" (") {
+			t.Errorf("the preset key's help does not name %s: %q", p.Name, help)
+		}
+	}
+	if len(Presets()) != len(want) {
+		t.Errorf("%d presets, the test knows %d", len(Presets()), len(want))
+	}
+	if !reflect.DeepEqual(Presets()[0].Arms, DefaultArms()) {
+		t.Errorf("main's arms are not DefaultArms")
+	}
+
+	arm := func(preset, name string) Arm {
+		p, _ := presetNamed(preset)
+		for _, a := range p.Arms {
+			if a.Name == name {
+				return a
+			}
+		}
+		t.Fatalf("preset %s has no arm %s", preset, name)
+		return Arm{}
+	}
+	has := func(flags []string, want ...string) bool {
+		for _, w := range want {
+			if !slices.Contains(flags, w) {
+				return false
+			}
+		}
+		return true
+	}
+	async := []string{"--collector=async", "--advantage=critic", "--group_size=1"}
+	checks := []struct {
+		name string
+		ok   bool
+	}{
+		{"rl evaluates held-in tasks too", slices.Contains(presetsByName()[PresetRL].EvalFlags, "--splits=held-out,held-in")},
+		{"rl has learning curves", presetsByName()[PresetRL].CurvePoints > 0},
+		{"async: the asynchronous collector with the critic, one action per state", has(arm(PresetAblations, "async").Flags, async...) && !has(arm(PresetAblations, "async").Flags, "--duration_weighting=false")},
+		{"async-no-duration: the same without duration weighting", has(arm(PresetAblations, "async-no-duration").Flags, append(async, "--duration_weighting=false")...) &&
+			arm(PresetAblations, "async-no-duration").AblationOf == "async" && arm(PresetAblations, "async-no-duration").Phenomenon == PhenomenonDuration},
+		{"free: decoding freely in training and evaluation", has(arm(PresetAblations, "free").Flags, "--decode=free") && has(arm(PresetAblations, "free").EvalFlags, "--decode=free")},
+		{"free-sparse: the same without instrumentation", has(arm(PresetAblations, "free-sparse").Flags, "--decode=free", "--env.instrument=false") &&
+			has(arm(PresetAblations, "free-sparse").EvalFlags, "--decode=free") && arm(PresetAblations, "free-sparse").Phenomenon == PhenomenonInstrumentation},
+		{"episode-wise at equal wall time, no phenomenon", arm(PresetAblations, "episode-wise").EqualWall && arm(PresetAblations, "episode-wise").Phenomenon == "" &&
+			has(arm(PresetAblations, "episode-wise").Flags, "--mode=episode")},
+		{"ablations has learning curves", presetsByName()[PresetAblations].CurvePoints > 0},
+		{"main's ablations name their phenomena", arm(PresetMain, "no-duration").Phenomenon == PhenomenonDuration &&
+			arm(PresetMain, "sparse").Phenomenon == PhenomenonInstrumentation && arm(PresetMain, "no-format").Phenomenon == PhenomenonFormat && arm(PresetMain, "episode-wise").Phenomenon == ""},
+		{"taskcount: 3, 6 and 10 tasks", has(arm(PresetTaskCount, "ppo-3tasks").Flags, "--state_tasks=3") && has(arm(PresetTaskCount, "ppo-6tasks").Flags, "--state_tasks=6") &&
+			has(arm(PresetTaskCount, "ppo-10tasks").Flags, "--state_tasks=10")},
+		{"taskcount: sft is 0 tasks", reflect.DeepEqual(presetsByName()[PresetTaskCount].TaskCounts, map[string]int{"sft": 0, "ppo-3tasks": 3, "ppo-6tasks": 6, "ppo-10tasks": 10})},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: no", c.name)
+		}
+	}
+}
+
+func presetsByName() map[string]Preset {
+	out := map[string]Preset{}
+	for _, p := range Presets() {
+		out[p.Name] = p
+	}
+	return out
+}
+
+// TestStageArgs: a PPO arm's flags come after the budget's, the preset's
+// learning-curve flags (curve.every from the resolved update count) and
+// the grid's; every evaluate gets the preset's flags after the budget's.
+func TestStageArgs(t *testing.T) {
+	cases := []struct {
+		name, preset, budget string
+		ppoFlags             []string
+		arm                  string
+		want                 []string // the tail after the budget's PPO flags
+	}{
+		{"main: no curve", PresetMain, "small", nil, "no-duration", []string{"--duration_weighting=false"}},
+		{"rl small: 2 updates, every update", PresetRL, "small", nil, "sft+ppo",
+			[]string{"--curve.splits=held-in,held-out", "--curve.per_task=1", "--curve.max_steps=4", "--curve.every=1"}},
+		{"rl full: 60 updates in 5 points", PresetRL, "full", nil, "sft+ppo",
+			[]string{"--curve.splits=held-in,held-out", "--curve.per_task=2", "--curve.max_steps=8", "--curve.every=12"}},
+		{"rl: the grid's updates", PresetRL, "full", []string{"--updates=60", "--curve.per_task=1"}, "sft+ppo",
+			[]string{"--curve.splits=held-in,held-out", "--curve.max_steps=8", "--curve.every=12", "--updates=60", "--curve.per_task=1"}},
+		{"ablations: updates as two words, 10 points", PresetAblations, "small", []string{"--updates", "200"}, "free",
+			[]string{"--curve.splits=held-in,held-out", "--curve.per_task=1", "--curve.max_steps=4", "--curve.every=20", "--updates", "200", "--decode=free"}},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		cfg.Preset, cfg.Budget, cfg.PPOFlags = c.preset, c.budget, c.ppoFlags
+		arms, err := cfg.arms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a Arm
+		for _, x := range arms {
+			if x.Name == c.arm {
+				a = x
+			}
+		}
+		got := cfg.ppoArgs(a)
+		// The budget's flags, less --updates when the grid sets it.
+		var b []string
+		for _, f := range Budgets[c.budget].PPO {
+			if !strings.HasPrefix(f, "--updates=") || flagInt(c.ppoFlags, "updates") == 0 {
+				b = append(b, f)
+			}
+		}
+		if !slices.Equal(got, append(b, c.want...)) {
+			t.Errorf("%s: got %q, want the budget's then %q", c.name, got, c.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.Preset, cfg.EvalFlags = PresetRL, []string{"--per_task=1"}
+	// The preset's --splits replaces the budget's (a list flag would
+	// take both), the grid's --per_task the budget's.
+	want := []string{"--policy_per_task=2", "--env.max_steps=4", "--splits=held-out,held-in", "--per_task=1"}
+	if got := cfg.evalArgs(); !slices.Equal(got, want) {
+		t.Errorf("rl eval args %q, want %q", got, want)
+	}
+	// Grids of another preset are other runs: they do not resume each other.
+	if runKey(cfg) == runKey(DefaultConfig()) {
+		t.Errorf("preset rl and main share a run key")
+	}
+}
+
+func TestFlagInt(t *testing.T) {
+	cases := []struct {
+		flags []string
+		want  int
+	}{
+		{nil, 0},
+		{[]string{"--updates=6"}, 6},
+		{[]string{"--updates=6", "--batch_size=8", "--updates", "60"}, 60},
+		{[]string{"-updates=3"}, 3},
+		{[]string{"--updates_extra=9", "--curve.updates=4"}, 0},
+		{[]string{"--updates=x"}, 0},
+		{[]string{"--updates"}, 0},
+	}
+	for _, c := range cases {
+		if got := flagInt(c.flags, "updates"); got != c.want {
+			t.Errorf("flagInt(%q): got %d want %d", c.flags, got, c.want)
+		}
+	}
+}
+
+func TestOverrideFlags(t *testing.T) {
+	cases := []struct {
+		name  string
+		lists [][]string
+		want  []string
+	}{
+		{"nothing", nil, nil},
+		{"no overlap", [][]string{{"--a=1"}, {"--b=2"}}, []string{"--a=1", "--b=2"}},
+		{"a list flag replaced", [][]string{{"--splits=held-out", "--per_task=2"}, {"--splits=held-out,held-in"}}, []string{"--per_task=2", "--splits=held-out,held-in"}},
+		{"two words replaced, kebab case", [][]string{{"--max_steps", "40", "--x=1"}, {"--max-steps=2"}}, []string{"--x=1", "--max-steps=2"}},
+		{"a switch before a flag", [][]string{{"--resume", "--x=1"}, {"--resume=false"}}, []string{"--x=1", "--resume=false"}},
+		{"the last of three", [][]string{{"--u=1"}, {"--u=2"}, {"--u", "3"}}, []string{"--u", "3"}},
+		{"words that are not flags stay", [][]string{{"evaluate", "--data", "d"}, {"--seed", "1"}}, []string{"evaluate", "--data", "d", "--seed", "1"}},
+	}
+	for _, c := range cases {
+		if got := overrideFlags(c.lists...); !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %q want %q", c.name, got, c.want)
+		}
+	}
+}
