@@ -289,7 +289,7 @@ func runAsyncPPO(ctx context.Context, r *ppoRun, reward RewardFunc, curve *curve
 		for k, v := range outcomeShares(batch) {
 			rec[k] = v
 		}
-		recordSamples(rec, batch)
+		recordSamples(rec, batch, dropped)
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}

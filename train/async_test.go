@@ -169,8 +169,14 @@ func TestAsyncPPORuns(t *testing.T) {
 			continue
 		}
 		n++
-		if m["collector"] != CollectorAsync || len(m["samples/duration_s"].([]any)) != cfg.BatchSize {
-			t.Errorf("update %v: collector %v, %d samples", m["step"], m["collector"], len(m["samples/duration_s"].([]any)))
+		used := 0
+		for _, u := range m["samples/used"].([]any) {
+			if u.(bool) {
+				used++
+			}
+		}
+		if m["collector"] != CollectorAsync || used != cfg.BatchSize || len(m["samples/duration_s"].([]any)) != len(m["samples/used"].([]any)) {
+			t.Errorf("update %v: collector %v, %d samples used of %d recorded", m["step"], m["collector"], used, len(m["samples/duration_s"].([]any)))
 		}
 		if _, ok := m["samples/staleness"].([]any); !ok {
 			t.Errorf("update %v records no staleness", m["step"])

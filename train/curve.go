@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -220,15 +219,15 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 		seen[id] = true
 		mInit := env.SpecFromTask(j.Task).MInit
 		avg := byTask[id].sum / float64(byTask[id].n)
-		d := math.NaN()
-		if mInit != 0 {
-			beta := 1.0
-			if j.Task.Direction == schemas.LowerIsBetter {
-				beta = -1
-			}
-			d = beta * (avg - mInit) / mInit
-			split[j.Task.Split] = append(split[j.Task.Split], d)
+		if mInit == 0 {
+			continue // the relative gain is undefined: the task has no point (JSON has no NaN)
 		}
+		beta := 1.0
+		if j.Task.Direction == schemas.LowerIsBetter {
+			beta = -1
+		}
+		d := beta * (avg - mInit) / mInit
+		split[j.Task.Split] = append(split[j.Task.Split], d)
 		rec["curve/task/"+id] = d
 	}
 	for s, ds := range split {

@@ -168,7 +168,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		for k, v := range outcomeShares(batch) {
 			rec[k] = v
 		}
-		recordSamples(rec, batch)
+		recordSamples(rec, batch, nil)
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}

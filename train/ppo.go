@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/mlerl/mlerl/env"
@@ -273,8 +274,8 @@ type sample struct {
 	// continuation summed.
 	Ret    float64
 	HasRet bool
-	Cached  bool
-	Err     error
+	Cached bool
+	Err    error
 }
 
 // ret is what the action is credited with: its reward, or its return.
@@ -420,7 +421,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		for k, v := range outcomeShares(batch) {
 			rec[k] = v
 		}
-		recordSamples(rec, batch)
+		recordSamples(rec, batch, ro.dropped)
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}
@@ -554,12 +555,21 @@ func distinctActions(ss []*sample) int {
 	return len(seen)
 }
 
-// recordSamples adds the batch's samples to an update's metrics, one list
-// per field (samples/duration_s, samples/reward, samples/class,
-// samples/action, samples/executed, samples/last_marker, samples/staleness):
-// what the experiment report's phenomenon checks read (the correlation of
-// duration and reward, where failed runs stopped, how stale samples were).
-func recordSamples(rec map[string]any, batch []*sample) {
+// recordSamples adds an update's samples, those trained on (batch) then
+// those of the groups dropped (flat, too small or stale), to its metrics,
+// one list per field (samples/duration_s, samples/reward, samples/class,
+// samples/action, samples/executed, samples/last_marker,
+// samples/staleness, and samples/used, false for the dropped): what the
+// experiment report's phenomenon checks read (the correlation of duration
+// and reward, where failed runs stopped, how stale samples were), over
+// every sample the environment scored.
+func recordSamples(rec map[string]any, batch, dropped []*sample) {
+	used := make([]bool, len(batch)+len(dropped))
+	for i := range batch {
+		used[i] = true
+	}
+	batch = append(slices.Clone(batch), dropped...)
+	rec["samples/used"] = used
 	n := len(batch)
 	dur, rew, stale := make([]float64, n), make([]float64, n), make([]int, n)
 	class, action, marker := make([]string, n), make([]string, n), make([]string, n)

@@ -168,8 +168,9 @@ func (r *ppoRun) save(ctx context.Context) error {
 // rolloutStats count what one rollout saw.
 type rolloutStats struct {
 	stale, formatErrors, valid, cached, rewardErrors int
-	flat, small                                      int // groups dropped: equal rewards; fewer than 2 samples left
-	seen, distinct                                   int // groups completed, and their distinct actions in all
+	flat, small                                      int       // groups dropped: equal rewards; fewer than 2 samples left
+	seen, distinct                                   int       // groups completed, and their distinct actions in all
+	dropped                                          []*sample // the samples of the groups dropped
 	forced, free, tokens                             int
 	genS, waitS, execS                               float64
 }
@@ -231,10 +232,13 @@ func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*group, rollout
 		switch {
 		case version-g.Version > cfg.MaxStaleness:
 			st.stale += len(kept)
+			st.dropped = append(st.dropped, kept...)
 		case cfg.Advantage == AdvantageGroup && len(kept) < 2:
 			st.small++
+			st.dropped = append(st.dropped, kept...)
 		case cfg.Advantage == AdvantageGroup && flatRewards(kept):
 			st.flat++
+			st.dropped = append(st.dropped, kept...)
 		case len(batch) < want:
 			batch = append(batch, g)
 			for _, s := range kept {

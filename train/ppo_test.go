@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
@@ -516,5 +517,22 @@ func TestFirstActionsCreditTheContinuation(t *testing.T) {
 		if math.Abs(adv[i]-w) > 1e-12 {
 			t.Fatalf("advantages %v, want [0 -0.75 0.75]", adv)
 		}
+	}
+}
+
+// TestCurveRecordSkipsUndefinedGains: a task whose m_init is 0 has no
+// relative gain; its point is left out (a NaN would make the whole
+// metrics line unwritable as JSON), the others are kept.
+func TestCurveRecordSkipsUndefinedGains(t *testing.T) {
+	jobs := []episode.Job{
+		{Task: schemas.Task{TaskID: "a", Split: schemas.HeldIn, Direction: schemas.HigherIsBetter, MInit: 0.5}},
+		{Task: schemas.Task{TaskID: "z", Split: schemas.HeldIn, Direction: schemas.LowerIsBetter, MInit: 0}},
+	}
+	rec := curveRecord(jobs, []float64{0.6, 0.1}, []int{2, 2}, []int{2, 2})
+	if _, err := json.Marshal(rec); err != nil {
+		t.Fatalf("the curve point does not marshal: %v", err)
+	}
+	if d := rec["curve/held-in/delta_r"].(float64); math.Abs(d-0.2) > 1e-12 || rec["curve/held-in/tasks"] != 1 {
+		t.Errorf("held-in delta_r %v over %v tasks, want 0.2 over 1", d, rec["curve/held-in/tasks"])
 	}
 }
