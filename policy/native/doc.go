@@ -25,7 +25,8 @@
 // function per layer in layers.go and attention.go. All matrix products
 // go through gemm.go (packed GEMM around a register-tiled micro-kernel);
 // kernels.go holds the portable kernels and kernels_simd_amd64.go the
-// AVX-512 and AVX2 ones (built with GOEXPERIMENT=simd), chosen at start by
+// AVX-512 and AVX2 ones (built with GOEXPERIMENT=simd; their GEMM
+// micro-kernels are assembly, micro_amd64.s), chosen at start by
 // CPU features or forced with MLERL_NATIVE_KERNEL=avx512|avx2|generic.
 // Work is spread over a small pool of blocking worker goroutines, one per
 // GOMAXPROCS (pool.go).

@@ -73,14 +73,15 @@ func gemm(p *pool, op gemmOp) {
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
-	mc, nc := gemmMC, gemmNC
+	mr := kern.mr
+	mc, nc := blockRows(mr), gemmNC
 	if op.m <= gemmSmallM {
 		mc, nc = op.m, 128
 	}
 	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
 	if op.m > gemmSmallM {
-		for mt*nt < gemmMinTasks && mc > 16 {
-			mc /= 2
+		for mt*nt < gemmMinTasks && mc > 16 && mc/2/mr*mr >= mr {
+			mc = mc / 2 / mr * mr
 			mt = (op.m + mc - 1) / mc
 		}
 		for mt*nt < gemmMinTasks && nc > 64 {
@@ -125,12 +126,17 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		ws.packB = packB(nil, op, ws.packB, false)
 		op.packed = ws.packB
 	}
-	for i0 := 0; i0 < op.m; i0 += gemmMC {
+	mc := blockRows(k.mr)
+	for i0 := 0; i0 < op.m; i0 += mc {
 		for j0 := 0; j0 < op.n; j0 += gemmNC {
-			gemmTile(ws, op, i0, min(op.m, i0+gemmMC), j0, min(op.n, j0+gemmNC))
+			gemmTile(ws, op, i0, min(op.m, i0+mc), j0, min(op.n, j0+gemmNC))
 		}
 	}
 }
+
+// blockRows is the row block: about gemmMC rows, a multiple of the
+// micro-kernel's mr, so that only a product's last rows take the edge path.
+func blockRows(mr int) int { return max(mr, gemmMC/mr*mr) }
 
 // packB packs B into op.packed's panel layout in dst, on the pool when
 // parallel.

@@ -21,7 +21,8 @@ func randSlice(r *rand.Rand, n int) []float32 {
 // parallel, overwriting and accumulating.
 func TestGemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	sizes := [][3]int{{1, 1, 1}, {1, 130, 77}, {1, 300, 260}, {2, 300, 260}, {3, 5, 7}, {4, 32, 16}, {5, 33, 129}, {8, 64, 300}, {9, 17, 3}, {67, 45, 260}, {130, 300, 65}}
+	sizes := [][3]int{{1, 1, 1}, {1, 130, 77}, {1, 300, 260}, {2, 300, 260}, {3, 5, 7}, {4, 32, 16}, {5, 33, 129}, {6, 40, 33},
+		{7, 50, 9}, {8, 64, 300}, {9, 17, 3}, {12, 33, 130}, {13, 64, 128}, {17, 70, 5}, {67, 45, 260}, {130, 300, 65}}
 	forEachKernel(t, func(t *testing.T) {
 		for _, sz := range sizes {
 			for _, ta := range []bool{false, true} {
@@ -81,6 +82,55 @@ func TestGemm(t *testing.T) {
 										t.Fatalf("%s parallel=%v: C(%d,%d) = %g, want %g", name, parallel, i, j, c[at], want[at])
 									}
 								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestMicroKernels checks each micro-kernel (a whole mr x nr tile)
+// against a float64 sum, with A read row-major and k-major, B and C at
+// strides wider than a tile, overwriting and accumulating, and that it
+// writes nothing outside the tile.
+func TestMicroKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	forEachKernel(t, func(t *testing.T) {
+		mr, nr := kern.mr, kern.nr
+		for _, kc := range []int{1, 2, 7, 128, 131} {
+			for _, kmajor := range []bool{false, true} {
+				for _, acc := range []bool{false, true} {
+					ars, aks := kc+3, 1
+					if kmajor {
+						ars, aks = 1, mr+2
+					}
+					ldb, ldc := nr+5, nr+7
+					a := randSlice(r, (mr-1)*ars+(kc-1)*aks+1)
+					b := randSlice(r, (kc-1)*ldb+nr)
+					c0 := randSlice(r, mr*ldc)
+					c := append([]float32(nil), c0...)
+					kern.micro(kc, a, ars, aks, b, ldb, c, ldc, acc)
+					for i := range mr {
+						for j := range ldc {
+							at := i*ldc + j
+							if j >= nr {
+								if c[at] != c0[at] {
+									t.Fatalf("kc=%d kmajor=%v acc=%v: wrote outside the tile at (%d, %d)", kc, kmajor, acc, i, j)
+								}
+								continue
+							}
+							want, bound := 0.0, 0.0
+							if acc {
+								want, bound = float64(c0[at]), math.Abs(float64(c0[at]))
+							}
+							for p := range kc {
+								x := float64(a[i*ars+p*aks]) * float64(b[p*ldb+j])
+								want, bound = want+x, bound+math.Abs(x)
+							}
+							if math.Abs(float64(c[at])-want) > 1e-6*bound+1e-7 {
+								t.Fatalf("kc=%d kmajor=%v acc=%v: C(%d,%d) = %g, want %g", kc, kmajor, acc, i, j, c[at], want)
 							}
 						}
 					}
