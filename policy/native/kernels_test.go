@@ -357,6 +357,31 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
+// BenchmarkGemmPeak is the machine's matrix-product peak as this engine
+// reaches it: one 2,048 x 2,048 x 2,048 product (C = A·B, row-major,
+// 17.2 GFLOP) per iteration, on GOMAXPROCS workers. make bench prints the
+// model FLOP utilisation of the SFT and generation benchmarks against it
+// (scripts/bench_torch_gemm.py is PyTorch's).
+func BenchmarkGemmPeak(b *testing.B) {
+	if err := selectKernels(); err != nil {
+		b.Fatal(err)
+	}
+	const n = 2048
+	r := rand.New(rand.NewPCG(3, 4))
+	op := gemmOp{m: n, n: n, k: n, a: randSlice(r, n*n), lda: n, b: randSlice(r, n*n), ldb: n, c: make([]float32, n*n), ldc: n}
+	p := workers()
+	gemm(p, op) // warm-up: buffers grow to size
+	b.Run("kernel="+kern.name, func(b *testing.B) {
+		cpu0 := cpuSeconds()
+		for range b.N {
+			gemm(p, op)
+		}
+		flops := float64(b.N) * 2 * n * n * n
+		b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		b.ReportMetric(flops/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+	})
+}
+
 // cpuSeconds is the CPU time this process has used: on a machine shared
 // with other work, throughput per CPU-second is steadier than per second.
 func cpuSeconds() float64 {
