@@ -31,6 +31,14 @@ type kv struct {
 	np     int
 }
 
+// keys are the keys a block of queries attends to besides a prefix: rows
+// of k with the values' stride, or when kt > 0 transposed, dh rows of k
+// with stride kt (the KV cache's layout).
+type keys struct {
+	k  []float32
+	kt int
+}
+
 // prefixKV returns group g's prefix keys and values for head h.
 func prefixKV(groups []group, g group, k, v []float32, d, hoff int) kv {
 	if g.prefix < 0 {
@@ -52,18 +60,18 @@ func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, head
 		at := g.start*d + h*dh
 		pre := prefixKV(groups, g, k, v, d, h*dh)
 		ldp := pre.np + g.n
-		attendForward(&p.ws[w], q[at:], d, pre, k[at:], v[at:], d, o[at:], d,
+		attendForward(&p.ws[w], q[at:], d, pre, keys{k: k[at:]}, v[at:], d, o[at:], d,
 			probs[g.off+h*g.n*ldp:], ldp, g.n, 0, dh, scale)
 	})
 }
 
 // attendForward is the attention of t queries (rows of q, stride ldq) on
-// the prefix keys and values of pre, then keys and values [0, s0+t) (rows
-// of k and v, stride ldk): query i sees all of pre and keys [0, s0+i]. It
-// writes the outputs to o (stride ldo) and the probabilities to probs
-// (stride ldp >= pre.np+s0+t: the prefix's columns, then the others;
-// entries right of each block's last row are left untouched).
-func attendForward(ws *workspace, q []float32, ldq int, pre kv, k, v []float32, ldk int, o []float32, ldo int,
+// the prefix keys and values of pre, then keys and values [0, s0+t) (ks,
+// and rows of v with stride ldk): query i sees all of pre and keys [0,
+// s0+i]. It writes the outputs to o (stride ldo) and the probabilities to
+// probs (stride ldp >= pre.np+s0+t: the prefix's columns, then the
+// others; entries right of each block's last row are left untouched).
+func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []float32, ldk int, o []float32, ldo int,
 	probs []float32, ldp, t, s0, dh int, scale float32) {
 	np := pre.np
 	for r0 := 0; r0 < t; r0 += attnBlock {
@@ -72,7 +80,11 @@ func attendForward(ws *workspace, q []float32, ldq int, pre kv, k, v []float32, 
 		if np > 0 {
 			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp})
 		}
-		gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp})
+		scores := gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: ks.k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp}
+		if ks.kt > 0 {
+			scores.tb, scores.ldb = false, ks.kt
+		}
+		gemmSerial(ws, scores)
 		for i := r0; i < r1; i++ {
 			row := probs[i*ldp : i*ldp+np+nc]
 			valid := np + s0 + i + 1

@@ -184,7 +184,10 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 // gemmTile computes rows [i0,i1) x columns [j0,j1) of C.
 func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	k := kern
-	mr, nr := k.mr, k.nr
+	micro, mr, nr := k.micro, k.mr, k.nr
+	if op.packed == nil && op.m <= gemmSmallM && k.wide != nil {
+		micro, mr, nr = k.wide, k.mrw, k.nrw
+	}
 	// A(i, kk) is at a[i*ars + kk*aks].
 	ars, aks := op.lda, 1
 	if op.ta {
@@ -226,10 +229,10 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 					as, rs, ks = ws.packA, 1, mr
 				}
 				if h == mr && w == nr {
-					k.micro(kb, as, rs, ks, bs, ldb, op.c[i*op.ldc+j:], op.ldc, acc)
+					micro(kb, as, rs, ks, bs, ldb, op.c[i*op.ldc+j:], op.ldc, acc)
 					continue
 				}
-				k.micro(kb, as, rs, ks, bs, ldb, ws.tile, nr, false)
+				micro(kb, as, rs, ks, bs, ldb, ws.tile, nr, false)
 				for ii := range h {
 					dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+w]
 					src := ws.tile[ii*nr : ii*nr+w]

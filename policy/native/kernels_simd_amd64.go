@@ -28,15 +28,15 @@ import (
 func init() {
 	if archsimd.X86.AVX512() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx512", mr: 8, nr: 32,
-			micro: micro512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
+			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
+			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx2", mr: 6, nr: 16,
-			micro: micro256, gemv: gemv256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
+			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
+			micro: micro256, wide: wide256, gemv: gemv256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256,
 		})
 	}
@@ -89,6 +89,24 @@ func micro256(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float
 	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 6, 16)
 	micro6x16asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
 }
+
+// wide512 (4 x 64) and wide256 (2 x 32) are the micro-kernels of
+// products with few rows and B read in place (kernels.wide).
+func wide512(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 4, 64)
+	micro4x64asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
+}
+
+func wide256(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 2, 32)
+	micro2x32asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
+}
+
+//go:noescape
+func micro4x64asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func micro2x32asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 //go:noescape
 func micro8x32asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)

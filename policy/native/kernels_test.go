@@ -91,53 +91,68 @@ func TestGemm(t *testing.T) {
 	})
 }
 
-// TestMicroKernels checks each micro-kernel (a whole mr x nr tile)
-// against a float64 sum, with A read row-major and k-major, B and C at
-// strides wider than a tile, overwriting and accumulating, and that it
-// writes nothing outside the tile.
+// TestMicroKernels checks each micro-kernel (a whole mr x nr tile, and
+// the wide kernel's mrw x nrw one) against a float64 sum, with A read
+// row-major and k-major, B and C at strides wider than a tile,
+// overwriting and accumulating, and that it writes nothing outside the
+// tile.
 func TestMicroKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	forEachKernel(t, func(t *testing.T) {
-		mr, nr := kern.mr, kern.nr
-		for _, kc := range []int{1, 2, 7, 128, 131} {
-			for _, kmajor := range []bool{false, true} {
-				for _, acc := range []bool{false, true} {
-					ars, aks := kc+3, 1
-					if kmajor {
-						ars, aks = 1, mr+2
-					}
-					ldb, ldc := nr+5, nr+7
-					a := randSlice(r, (mr-1)*ars+(kc-1)*aks+1)
-					b := randSlice(r, (kc-1)*ldb+nr)
-					c0 := randSlice(r, mr*ldc)
-					c := append([]float32(nil), c0...)
-					kern.micro(kc, a, ars, aks, b, ldb, c, ldc, acc)
-					for i := range mr {
-						for j := range ldc {
-							at := i*ldc + j
-							if j >= nr {
-								if c[at] != c0[at] {
-									t.Fatalf("kc=%d kmajor=%v acc=%v: wrote outside the tile at (%d, %d)", kc, kmajor, acc, i, j)
-								}
-								continue
+		type tileKernel struct {
+			name   string
+			micro  func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool)
+			mr, nr int
+		}
+		tks := []tileKernel{{"micro", kern.micro, kern.mr, kern.nr}}
+		if kern.wide != nil {
+			tks = append(tks, tileKernel{"wide", kern.wide, kern.mrw, kern.nrw})
+		}
+		for _, tk := range tks {
+			testTileKernel(t, r, tk.name, tk.micro, tk.mr, tk.nr)
+		}
+	})
+}
+
+func testTileKernel(t *testing.T, r *rand.Rand, name string, micro func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool), mr, nr int) {
+	for _, kc := range []int{1, 2, 7, 128, 131} {
+		for _, kmajor := range []bool{false, true} {
+			for _, acc := range []bool{false, true} {
+				ars, aks := kc+3, 1
+				if kmajor {
+					ars, aks = 1, mr+2
+				}
+				ldb, ldc := nr+5, nr+7
+				a := randSlice(r, (mr-1)*ars+(kc-1)*aks+1)
+				b := randSlice(r, (kc-1)*ldb+nr)
+				c0 := randSlice(r, mr*ldc)
+				c := append([]float32(nil), c0...)
+				micro(kc, a, ars, aks, b, ldb, c, ldc, acc)
+				for i := range mr {
+					for j := range ldc {
+						at := i*ldc + j
+						if j >= nr {
+							if c[at] != c0[at] {
+								t.Fatalf("%s kc=%d kmajor=%v acc=%v: wrote outside the tile at (%d, %d)", name, kc, kmajor, acc, i, j)
 							}
-							want, bound := 0.0, 0.0
-							if acc {
-								want, bound = float64(c0[at]), math.Abs(float64(c0[at]))
-							}
-							for p := range kc {
-								x := float64(a[i*ars+p*aks]) * float64(b[p*ldb+j])
-								want, bound = want+x, bound+math.Abs(x)
-							}
-							if math.Abs(float64(c[at])-want) > 1e-6*bound+1e-7 {
-								t.Fatalf("kc=%d kmajor=%v acc=%v: C(%d,%d) = %g, want %g", kc, kmajor, acc, i, j, c[at], want)
-							}
+							continue
+						}
+						want, bound := 0.0, 0.0
+						if acc {
+							want, bound = float64(c0[at]), math.Abs(float64(c0[at]))
+						}
+						for p := range kc {
+							x := float64(a[i*ars+p*aks]) * float64(b[p*ldb+j])
+							want, bound = want+x, bound+math.Abs(x)
+						}
+						if math.Abs(float64(c[at])-want) > 1e-6*bound+1e-7 {
+							t.Fatalf("%s kc=%d kmajor=%v acc=%v: C(%d,%d) = %g, want %g", name, kc, kmajor, acc, i, j, c[at], want)
 						}
 					}
 				}
 			}
 		}
-	})
+	}
 }
 
 // TestGemmTilesKeepBits checks that the parallel split (at least
