@@ -17,9 +17,11 @@
 //	gradNorm := opt.Step(m, lr)                           // AdamW
 //
 // For other losses (PPO), [Model.Heads] gives logits and values at chosen
-// positions and [Model.Backward] takes their gradients. For generation,
-// [Model.NewCache], then [Model.Extend] (prompts, or forced strings) and
-// [Model.Decode] (one token per active row).
+// positions and [Model.Backward] takes their gradients; [Batch.Prefix]
+// packs a prompt once with the K actions sampled from it (tree
+// attention). For generation, [Model.NewCache], then [Model.Extend]
+// (prompts, or forced strings) and [Model.Decode] (one token per active
+// row); [Cache.CopyRow] forks a prefilled prompt to other rows.
 //
 // model.go holds the forward and backward passes in model order, one
 // function per layer in layers.go and attention.go. All matrix products
@@ -32,10 +34,13 @@
 // GOMAXPROCS (pool.go).
 //
 // BenchmarkSFTStep (bench shape, the same packed batches as train's
-// BenchmarkSFT; MLERL_BENCH_DATA writes them for scripts/bench_torch.py)
-// and BenchmarkGenerate (demo shape; scripts/bench_torch_generate.py is
-// the PyTorch counterpart) measure throughput; run them with
-// GOEXPERIMENT=simd, and GOMAXPROCS=1 for a one-core figure.
+// BenchmarkSFT; MLERL_BENCH_DATA writes them for scripts/bench_torch.py),
+// BenchmarkGenerate (demo shape; scripts/bench_torch_generate.py is the
+// PyTorch counterpart), BenchmarkPPOLearner (demo shape, shared and
+// unshared prompts beside the SFT step) and BenchmarkGemmPeak (the
+// machine's GEMM peak for make bench's utilisation figures) measure
+// throughput; run them with GOEXPERIMENT=simd, and GOMAXPROCS=1 for a
+// one-core figure.
 //
 // The tests check everything against a slow float64 reference
 // (reference_test.go): logits, every gradient by finite differences, the

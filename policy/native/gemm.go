@@ -46,7 +46,9 @@ type gemmOp struct {
 	ldc     int
 	acc     bool
 	// packed, when not nil, holds B in panels of nr columns: panel j
-	// covers columns [j*nr, j*nr+nr), k rows of nr values, zero-padded.
+	// covers columns [j*nr, j*nr+nr), k rows of nr values, zero-padded
+	// (gemmSerial takes it as given: a shared prompt's keys, packed once
+	// for all the continuations that attend to them).
 	packed []float32
 }
 
@@ -122,7 +124,7 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		k.gemv(op.a[:op.k], op.b, op.ldb, op.c[:op.n], op.acc)
 		return
 	}
-	if op.tb {
+	if op.tb && op.packed == nil {
 		ws.packB = packB(nil, op, ws.packB, false)
 		op.packed = ws.packB
 	}
