@@ -13,6 +13,12 @@
 #     300-token prompt and 160 new tokens, batch 1 and 8
 #     (BenchmarkGenerate, scripts/bench_torch_generate.py).
 #
+# It also measures the machine's matrix-product peak (GFLOP/s of one
+# 2,048^3 product, 1 and 2 threads, native BenchmarkGemmPeak and
+# scripts/bench_torch_gemm.py) and prints each benchmark's model FLOP
+# utilisation against it, and the PPO learner step with shared prompts
+# against the SFT step of the same shape (BenchmarkPPOLearner, native).
+#
 # PyTorch runs with 1 and 2 threads and the ratio takes the better one;
 # the native engine runs with GOMAXPROCS 2 (the ratio) and 1. Everything is
 # measured twice: on the machine as it is ("idle": nothing of ours
@@ -57,7 +63,7 @@ COUNT="${COUNT:-1}"
 cpu="$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
 [ -n "$cpu" ] || cpu="$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//' || true)"
 flags=""
-for f in avx2 avx512f avx512_bf16 avx512_vnni amx_bf16; do
+for f in avx2 fma avx512f avx512bw avx512vl avx512_vnni avx512_bf16 amx_bf16; do
 	if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -qx "$f"; then
 		flags="$flags $f"
 	else
@@ -69,7 +75,8 @@ torch="$("$PY" -c 'import torch, re; c = torch.__config__.show(); m = re.search(
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 echo "# mlerl benchmarks"
 echo "# date:     $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "# machine:  $(nproc) cores, ${cpu:-unknown CPU}, ${mem:-unknown memory}"
+family="$(lscpu 2>/dev/null | awk -F: '/^CPU family/ {f=$2} /^Model:/ {m=$2} /^Vendor ID/ {v=$2} END {gsub(/ /, "", f); gsub(/ /, "", m); gsub(/ /, "", v); if (v != "") printf "%s family %s model %s", v, f, m}')"
+echo "# machine:  $(nproc) cores, ${cpu:-unknown CPU}${family:+ ($family)}, ${mem:-unknown memory}"
 echo "# flags:   $flags"
 echo "# load:     $(load) (1/5/15 min, before the run)"
 echo "# go:       $($GO version | cut -d' ' -f3-) GOEXPERIMENT=$GOEXPERIMENT"
@@ -95,9 +102,9 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 	exit 1
 fi
 if [ "$QUICK" = 1 ]; then
-	SFT_GO=3x SFT_PY=3 SFT_PY_S=3 GEN1_GO=1x GEN8_GO=1x GEN_PY=1 GEN_PY_S=2 PROCS="2"
+	SFT_GO=3x SFT_PY=3 SFT_PY_S=3 GEN1_GO=1x GEN8_GO=1x GEN_PY=1 GEN_PY_S=2 PROCS="2" PEAK_GO=3x PEAK_PY=3 PPO_GO=1x
 else
-	SFT_GO=20x SFT_PY=20 SFT_PY_S=20 GEN1_GO=6x GEN8_GO=2x GEN_PY=3 GEN_PY_S=20 PROCS="2 1"
+	SFT_GO=20x SFT_PY=20 SFT_PY_S=20 GEN1_GO=6x GEN8_GO=2x GEN_PY=3 GEN_PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 PPO_GO=3x
 fi
 tmp="$(mktemp -d -t mlerl-bench.XXXXXX)"
 busy=""
@@ -108,7 +115,9 @@ cleanup() {
 trap cleanup EXIT
 "$GO" test -c -o "$tmp/native.test" ./policy/native
 results="$tmp/results.tsv"
+flops="$tmp/flops.tsv"
 : >"$results"
+: >"$flops"
 
 echo
 echo "# SFT: policy/native BenchmarkSFTStep ($SFT_GO, after 5 warm-up steps) vs scripts/bench_torch.py ($SFT_PY steps or ${SFT_PY_S} s, after 1 warm-up step)"
@@ -131,6 +140,33 @@ native() { # native COND BENCH PATTERN BENCHTIME UNIT CPU_UNIT
 		}
 		echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$procs, load $(load)] /"
 		record "$cond" "$name" native "$procs" "$(echo "$out" | metric "$unit")" "$(echo "$out" | metric "$cpuunit")"
+		printf '%s\t%s\n' "$name" "$(echo "$out" | metric flop/tok)" >>"$flops"
+	done
+}
+peak() { # peak COND: GEMM GFLOP/s, native and PyTorch, 1 and 2 threads
+	local cond="$1" t out
+	for t in 1 2; do
+		out="$(GOMAXPROCS=$t "$tmp/native.test" -test.run '^$' -test.bench 'GemmPeak' -test.benchtime "$PEAK_GO" 2>&1)" || {
+			echo "$out" >&2
+			exit 1
+		}
+		echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$t, load $(load)] /"
+		record "$cond" gemm native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+		out="$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t MKL_NUM_THREADS=$t "$PY" scripts/bench_torch_gemm.py "$t" "$PEAK_PY" 20)"
+		echo "  [$cond, load $(load)] $out"
+		record "$cond" gemm torch "$t" "$(echo "$out" | jfield gflop_per_s)" "$(echo "$out" | jfield gflop_per_cpu_s)"
+	done
+}
+ppo() { # ppo COND: BenchmarkPPOLearner (native, GOMAXPROCS=2)
+	local cond="$1" out sub
+	out="$(GOMAXPROCS=2 "$tmp/native.test" -test.run '^$' -test.bench 'PPOLearner' -test.benchtime "$PPO_GO" 2>&1)" || {
+		echo "$out" >&2
+		exit 1
+	}
+	echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=2, load $(load)] /"
+	for sub in sft unshared shared; do
+		record "$cond" "ppo-$sub" native 2 "$(echo "$out" | grep "/$sub-" | metric real_tok/s)" "$(echo "$out" | grep "/$sub-" | metric real_tok/cpu-s)"
+		record "$cond" "ppo-$sub-sample" native 2 "$(echo "$out" | grep "/$sub-" | metric sample_tok/s)" "$(echo "$out" | grep "/$sub-" | metric sample_tok/cpu-s)"
 	done
 }
 torch() { # torch COND BENCH THREADS SCRIPT ARGS...
@@ -168,6 +204,10 @@ measure() { # measure COND
 }
 
 start=$(date +%s)
+echo
+echo "## the machine's GEMM peak and the PPO learner (load before: $(load))"
+peak idle
+ppo idle
 measure idle
 if [ "$CONTENTION" = 1 ]; then
 	taskset -c 0 yes >/dev/null &
@@ -181,22 +221,39 @@ fi
 
 echo
 echo "# load after: $(load); $(($(date +%s) - start)) s of measurements"
-"$PY" - "$results" <<'EOF'
+"$PY" - "$results" "$flops" <<'EOF'
 import collections, sys
 
 rows = collections.OrderedDict()
 for line in open(sys.argv[1]):
     cond, name, impl, threads, tok, cpu = line.rstrip("\n").split("\t")
-    rows[(cond, name, impl, int(threads))] = (float(tok), float(cpu))
+    rows[(cond, name, impl, int(threads))] = (float(tok or "nan"), float(cpu or "nan"))
+flop_per_tok = {}
+for line in open(sys.argv[2]):
+    name, f = line.rstrip("\n").split("\t")
+    if f:
+        flop_per_tok[name] = float(f)
 
 names = [("sft-full", "SFT, LM head at every position (real tok/s)"),
          ("sft-targets", "SFT, LM head at the targets only (real tok/s)"),
          ("gen-b1", "generation, batch 1 (new tok/s, prefill included)"),
          ("gen-b8", "generation, batch 8 (new tok/s, prefill included)")]
-conds = [c for c in ("idle", "contended") if any(k[0] == c for k in rows)]
+conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in dict(names) for k in rows)]
 
 def get(cond, name, impl, t):
     return rows.get((cond, name, impl, t), (float("nan"), float("nan")))
+
+print()
+print("### the machine's GEMM peak (one 2,048^3 float32 product; GFLOP/s, per CPU-second in brackets)")
+print()
+print("| threads | native | PyTorch | peak (the better) |")
+print("|---:|---:|---:|---:|")
+peak, peak_cpu = {}, 0.0
+for t in (1, 2):
+    n, p = get("idle", "gemm", "native", t), get("idle", "gemm", "torch", t)
+    peak[t] = max(n[0], p[0])
+    peak_cpu = max(peak_cpu, n[1], p[1])
+    print(f"| {t} | {n[0]:,.1f} ({n[1]:,.1f}) | {p[0]:,.1f} ({p[1]:,.1f}) | {peak[t]:,.1f} ({max(n[1], p[1]):,.1f}) |")
 
 for cond in conds:
     print()
@@ -210,6 +267,33 @@ for cond in conds:
         best_cpu = max(t1[1], t2[1])
         print(f"| {label} | {n[0]:,.0f} ({n[1]:,.0f}) | {t1[0]:,.0f} ({t1[1]:,.0f}) | {t2[0]:,.0f} ({t2[1]:,.0f}) "
               f"| **{n[0] / best:.2f}x** | {n[1] / best_cpu:.2f}x |")
+
+print()
+print("### model FLOP utilisation: against the GEMM peak at the same thread count (per CPU-second: against the best GEMM GFLOP per CPU-second, in brackets)")
+print()
+print("model FLOPs: the matrix products of the step (dense layers per token, attention per real query-key pair, LM head where it runs), backward = 2x forward; see policy/native/bench_test.go. The peaks are the idle half's.")
+print()
+print("| condition | benchmark | MFLOP per token | native (2 threads) | native (1 thread) | PyTorch 1 thread | PyTorch 2 threads |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for cond in conds:
+    for name, label in names:
+        f = flop_per_tok.get(name, float("nan"))
+        cells = []
+        for impl, t in (("native", 2), ("native", 1), ("torch", 1), ("torch", 2)):
+            tok, cpu = get(cond, name, impl, t)
+            cells.append(f"{tok * f / 1e9 / peak[t] * 100:.1f}% ({cpu * f / 1e9 / peak_cpu * 100:.1f}%)" if tok == tok else "-")
+        print(f"| {cond} | {name} | {f / 1e6:.2f} | " + " | ".join(cells) + " |")
+
+if any(k[1].startswith("ppo-") for k in rows):
+    print()
+    print("### PPO learner step vs SFT step, same engine and shape (native, GOMAXPROCS=2, idle; BenchmarkPPOLearner)")
+    print()
+    print("| step | real tok/s (per CPU-s) | sample tok/s (per CPU-s) | real tok/s vs SFT | per CPU-s vs SFT |")
+    print("|---|---:|---:|---:|---:|")
+    sft = get("idle", "ppo-sft", "native", 2)
+    for sub, label in (("sft", "SFT, same samples and head positions"), ("unshared", "PPO, each sample with its prompt"), ("shared", "PPO, shared prompts (Batch.Prefix)")):
+        r, smp = get("idle", f"ppo-{sub}", "native", 2), get("idle", f"ppo-{sub}-sample", "native", 2)
+        print(f"| {label} | {r[0]:,.0f} ({r[1]:,.0f}) | {smp[0]:,.0f} ({smp[1]:,.0f}) | **{r[0] / sft[0]:.2f}x** | {r[1] / sft[1]:.2f}x |")
 
 if "contended" in conds:
     print()

@@ -25,54 +25,119 @@ const attnBlock = 64
 type group struct{ start, n, off, prefix int }
 
 // kv is the keys and values a group's queries attend to besides its own:
-// np rows at pk and pv (its prefix; stride d like its own).
+// np rows at pk and pv (its prefix; stride d like its own), with the
+// prefix's keys (forward) or values (backward) packed for the score
+// products in packed.
 type kv struct {
 	pk, pv []float32
 	np     int
+	packed []float32
 }
 
-// prefixKV returns group g's prefix keys and values for head h.
-func prefixKV(groups []group, g group, k, v []float32, d, hoff int) kv {
+// prefixPacks holds, for every group that is a prefix, its keys or values
+// per head packed as the B of a transposed product (gemm's panels): each
+// continuation's scores then reuse them instead of packing them again for
+// every block of 64 queries. offs[g] is group g's offset (-1: not a
+// prefix); a head's panels take size(g) values.
+type prefixPacks struct {
+	offs []int
+	buf  []float32
+}
+
+func packSize(g group, dh int) int { return (g.n + kern.nr - 1) / kern.nr * kern.nr * dh }
+
+// pack packs src's rows of every prefix group, head by head, on the pool.
+func (pp *prefixPacks) pack(p *pool, src []float32, groups []group, heads, dh int) {
+	d := heads * dh
+	total := 0
+	for gi, off := range pp.offs {
+		if off >= 0 {
+			total = max(total, off+heads*packSize(groups[gi], dh))
+		}
+	}
+	pp.buf = grow(pp.buf, total)
+	var todo []int
+	for gi, off := range pp.offs {
+		if off >= 0 {
+			todo = append(todo, gi)
+		}
+	}
+	p.run(len(todo)*heads, func(_, t int) {
+		gi, h := todo[t/heads], t%heads
+		g, size := groups[gi], packSize(groups[gi], dh)
+		at := pp.offs[gi] + h*size
+		packB(nil, gemmOp{tb: true, n: g.n, k: dh, b: src[g.start*d+h*dh:], ldb: d}, pp.buf[at:at:at+size], false)
+	})
+}
+
+// of returns group gi's packed panels for head h (nil: not a prefix).
+func (pp *prefixPacks) of(groups []group, gi, h, dh int) []float32 {
+	if pp == nil || pp.offs == nil || pp.offs[gi] < 0 {
+		return nil
+	}
+	size := packSize(groups[gi], dh)
+	at := pp.offs[gi] + h*size
+	return pp.buf[at : at+size]
+}
+
+// keys are the keys a block of queries attends to besides a prefix: rows
+// of k with the values' stride, or when kt > 0 transposed, dh rows of k
+// with stride kt (the KV cache's layout).
+type keys struct {
+	k  []float32
+	kt int
+}
+
+// prefixKV returns group g's prefix keys and values for head h, with the
+// prefix's packed panels from pp.
+func prefixKV(groups []group, g group, k, v []float32, d, h, dh int, pp *prefixPacks) kv {
 	if g.prefix < 0 {
 		return kv{}
 	}
 	p := groups[g.prefix]
-	at := p.start*d + hoff
-	return kv{pk: k[at:], pv: v[at:], np: p.n}
+	at := p.start*d + h*dh
+	return kv{pk: k[at:], pv: v[at:], np: p.n, packed: pp.of(groups, g.prefix, h, dh)}
 }
 
 // attentionForward computes, per group and head, o = softmax(q·kᵀ/√dh +
 // mask)·v over the group's prefix and its own earlier keys, keeping the
 // probabilities for the backward pass.
-func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, heads, dh int) {
+func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *prefixPacks, heads, dh int) {
 	d := heads * dh
 	scale := float32(1 / sqrt(float64(dh)))
+	if pp != nil {
+		pp.pack(p, k, groups, heads, dh)
+	}
 	p.run(len(groups)*heads, func(w, t int) {
 		g, h := groups[t/heads], t%heads
 		at := g.start*d + h*dh
-		pre := prefixKV(groups, g, k, v, d, h*dh)
+		pre := prefixKV(groups, g, k, v, d, h, dh, pp)
 		ldp := pre.np + g.n
-		attendForward(&p.ws[w], q[at:], d, pre, k[at:], v[at:], d, o[at:], d,
+		attendForward(&p.ws[w], q[at:], d, pre, keys{k: k[at:]}, v[at:], d, o[at:], d,
 			probs[g.off+h*g.n*ldp:], ldp, g.n, 0, dh, scale)
 	})
 }
 
 // attendForward is the attention of t queries (rows of q, stride ldq) on
-// the prefix keys and values of pre, then keys and values [0, s0+t) (rows
-// of k and v, stride ldk): query i sees all of pre and keys [0, s0+i]. It
-// writes the outputs to o (stride ldo) and the probabilities to probs
-// (stride ldp >= pre.np+s0+t: the prefix's columns, then the others;
-// entries right of each block's last row are left untouched).
-func attendForward(ws *workspace, q []float32, ldq int, pre kv, k, v []float32, ldk int, o []float32, ldo int,
+// the prefix keys and values of pre, then keys and values [0, s0+t) (ks,
+// and rows of v with stride ldk): query i sees all of pre and keys [0,
+// s0+i]. It writes the outputs to o (stride ldo) and the probabilities to
+// probs (stride ldp >= pre.np+s0+t: the prefix's columns, then the
+// others; entries right of each block's last row are left untouched).
+func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []float32, ldk int, o []float32, ldo int,
 	probs []float32, ldp, t, s0, dh int, scale float32) {
 	np := pre.np
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
 		nc := s0 + r1
 		if np > 0 {
-			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp})
+			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp, packed: pre.packed})
 		}
-		gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp})
+		scores := gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: ks.k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp}
+		if ks.kt > 0 {
+			scores.tb, scores.ldb = false, ks.kt
+		}
+		gemmSerial(ws, scores)
 		for i := r0; i < r1; i++ {
 			row := probs[i*ldp : i*ldp+np+nc]
 			valid := np + s0 + i + 1
@@ -92,17 +157,20 @@ func attendForward(ws *workspace, q []float32, ldq int, pre kv, k, v []float32, 
 // task per family (a group without a prefix, then every group that names
 // it) and head: the family's groups add to the same prefix rows of dk and
 // dv, always in the same order.
-func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, heads, dh, n int) {
+func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, pp *prefixPacks, heads, dh, n int) {
 	d := heads * dh
 	clear(dk[:n*d])
 	clear(dv[:n*d])
 	scale := float32(1 / sqrt(float64(dh)))
+	if pp != nil {
+		pp.pack(p, v, groups, heads, dh) // the prefix's values, for dP = dO·vᵀ
+	}
 	p.run(len(families)*heads, func(w, t int) {
 		h := t % heads
 		for _, gi := range families[t/heads] {
 			g := groups[gi]
 			at := g.start*d + h*dh
-			pre := prefixKV(groups, g, k, v, d, h*dh)
+			pre := prefixKV(groups, g, k, v, d, h, dh, pp)
 			var dpk, dpv []float32
 			if g.prefix >= 0 {
 				pat := groups[g.prefix].start*d + h*dh
@@ -130,7 +198,7 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 		dS := ws.buf
 		// dP = dO·vᵀ, then dS = P∘(dP - rowsum(P∘dP)) * scale.
 		if np > 0 {
-			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds})
+			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds, packed: pre.packed})
 		}
 		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds})
 		for i := r0; i < r1; i++ {

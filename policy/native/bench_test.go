@@ -139,6 +139,41 @@ func (b sftBatch) headTargets(full bool) (idx, targets []int32, weights []float3
 	return idx, targets, weights
 }
 
+// Model FLOPs, for make bench's utilisation against the machine's GEMM
+// peak: the matrix products a step's definition needs, 2 per multiply-add:
+// the trunk's dense layers per token, attention's two products (q·k and
+// p·v) per query-key pair of an example, and the LM head at the positions
+// it runs on; backward is twice forward. LayerNorm, GELU, softmax and the
+// optimiser are not counted; a masked S x S attention that computes the
+// pairs across examples too (PyTorch's) is credited only the real ones.
+func denseFLOPs(c Config) float64 {
+	c = c.resolved()
+	return 2 * float64(c.Layers*(4*c.DModel*c.DModel+2*c.DModel*c.FFN))
+}
+
+func attnFLOPs(c Config, pairs float64) float64 { return 4 * float64(c.Layers*c.DModel) * pairs }
+
+func headFLOPs(c Config, positions int) float64 { return 2 * float64(c.DModel*c.Vocab*positions) }
+
+// sftFLOPs is the model FLOPs of one SFT step (forward and backward) on b
+// with the LM head at heads positions.
+func sftFLOPs(c Config, b Batch, heads int) float64 {
+	tokens, pairs := 0, 0.0
+	for r := range b.B {
+		lens := map[int32]int{}
+		for _, s := range b.Segments[r*b.S : (r+1)*b.S] {
+			if s != 0 {
+				lens[s]++
+			}
+		}
+		for _, n := range lens {
+			tokens += n
+			pairs += float64(n) * float64(n+1) / 2
+		}
+	}
+	return 3 * (denseFLOPs(c)*float64(tokens) + attnFLOPs(c, pairs) + headFLOPs(c, heads))
+}
+
 // BenchmarkSFTStep measures full SFT steps (forward, cross-entropy,
 // backward, AdamW) on the bench shape in real (non-padding) tokens/s,
 // with the LM head at the response targets only and at every position.
@@ -181,18 +216,22 @@ func BenchmarkSFTStep(b *testing.B) {
 			for i := range 5 { // warm-up: buffers grow to size
 				step(i)
 			}
-			real, padded := 0, 0
+			real, padded, flops := 0, 0, 0.0
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuSeconds()
 			for i := 0; i < b.N; i++ {
 				step(i)
-				real += batches[i%len(batches)].Real
-				padded += batches[i%len(batches)].B * batches[i%len(batches)].S
+				bt := batches[i%len(batches)]
+				real += bt.Real
+				padded += bt.B * bt.S
+				flops += sftFLOPs(m.Config, bt.Batch, len(prep[i%len(batches)].idx))
 			}
 			secs := time.Since(start).Seconds()
 			b.ReportMetric(float64(real)/secs, "real_tok/s")
 			b.ReportMetric(float64(real)/(cpuSeconds()-cpu0), "real_tok/cpu-s")
 			b.ReportMetric(1-float64(real)/float64(padded), "pad_frac")
+			b.ReportMetric(flops/float64(real), "flop/tok")
+			b.ReportMetric(flops/secs/1e9, "model_GFLOP/s")
 		})
 	}
 }
@@ -246,9 +285,19 @@ func BenchmarkGenerate(b *testing.B) {
 			}
 			secs := time.Since(start).Seconds()
 			n := float64(b.N * rows * newTokens)
+			// Per row: the prompt's prefill, then newTokens decode steps
+			// (each attends to the row so far and runs the LM head; the
+			// prefill runs it at the prompt's last token).
+			pairs := float64(promptLen) * float64(promptLen+1) / 2
+			for t := range newTokens {
+				pairs += float64(promptLen + t + 1)
+			}
+			perRow := denseFLOPs(cfg)*float64(promptLen+newTokens) + attnFLOPs(cfg, pairs) + headFLOPs(cfg, 1+newTokens)
 			b.ReportMetric(n/secs, "new_tok/s")
 			b.ReportMetric(n/(cpuSeconds()-cpu0), "new_tok/cpu-s")
 			b.ReportMetric(n/decodeSecs, "decode_tok/s")
+			b.ReportMetric(perRow/newTokens, "flop/tok")
+			b.ReportMetric(perRow*float64(b.N*rows)/secs/1e9, "model_GFLOP/s")
 		})
 	}
 }

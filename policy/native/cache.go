@@ -6,10 +6,15 @@ import "fmt"
 // number of independent sequences ("rows"), for generation: each row
 // grows by Extend or Decode and attends only to itself. The token at
 // cache slot i of a row has RoPE position i.
+//
+// Keys are stored transposed, a head's [dh][capacity]: a decoding query's
+// scores q·kᵀ are then a vector-matrix product over contiguous rows (as
+// the values' p·v is), where key rows cost a dot product, with its
+// horizontal sum, per cached token.
 type Cache struct {
 	rows, capacity    int
 	layers, heads, dh int
-	k, v              []float32 // [layers][rows][heads][capacity][dh]
+	k, v              []float32 // [layers][rows][heads] of [dh][capacity] (keys), [capacity][dh] (values)
 	lens              []int
 }
 
@@ -48,20 +53,23 @@ func (c *Cache) CopyRow(dst, src int) error {
 	if dst == src {
 		return nil
 	}
-	n := c.lens[src] * c.dh
+	n := c.lens[src]
 	for l := range c.layers {
 		for h := range c.heads {
 			sk, sv := c.head(l, src, h)
 			dk, dv := c.head(l, dst, h)
-			copy(dk[:n], sk[:n])
-			copy(dv[:n], sv[:n])
+			for e := range c.dh {
+				copy(dk[e*c.capacity:e*c.capacity+n], sk[e*c.capacity:])
+			}
+			copy(dv[:n*c.dh], sv[:n*c.dh])
 		}
 	}
 	c.lens[dst] = c.lens[src]
 	return nil
 }
 
-// head returns the keys and values of layer l, row r, head h: [capacity, dh].
+// head returns the keys [dh, capacity] and values [capacity, dh] of layer
+// l, row r, head h.
 func (c *Cache) head(l, r, h int) (k, v []float32) {
 	at := ((l*c.rows+r)*c.heads + h) * c.capacity * c.dh
 	n := c.capacity * c.dh
@@ -159,7 +167,9 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			for h := range heads {
 				ck, cv := c.head(l, s.row, h)
 				for j := range s.n {
-					copy(ck[(s.s0+j)*dh:(s.s0+j+1)*dh], ds.k[(s.off+j)*d+h*dh:])
+					for e, x := range ds.k[(s.off+j)*d+h*dh : (s.off+j)*d+h*dh+dh] {
+						ck[e*c.capacity+s.s0+j] = x
+					}
 					copy(cv[(s.s0+j)*dh:(s.s0+j+1)*dh], ds.v[(s.off+j)*d+h*dh:])
 				}
 			}
@@ -175,7 +185,7 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			ldp := s.s0 + s.n
 			ws.buf = grow(ws.buf, s.n*ldp)
 			at := s.off*d + h*dh
-			attendForward(ws, ds.q[at:], d, kv{}, ck, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale)
+			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale)
 		})
 		denseForward(p, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)

@@ -17,24 +17,30 @@
 //	gradNorm := opt.Step(m, lr)                           // AdamW
 //
 // For other losses (PPO), [Model.Heads] gives logits and values at chosen
-// positions and [Model.Backward] takes their gradients. For generation,
-// [Model.NewCache], then [Model.Extend] (prompts, or forced strings) and
-// [Model.Decode] (one token per active row).
+// positions and [Model.Backward] takes their gradients; [Batch.Prefix]
+// packs a prompt once with the K actions sampled from it (tree
+// attention). For generation, [Model.NewCache], then [Model.Extend]
+// (prompts, or forced strings) and [Model.Decode] (one token per active
+// row); [Cache.CopyRow] forks a prefilled prompt to other rows.
 //
 // model.go holds the forward and backward passes in model order, one
 // function per layer in layers.go and attention.go. All matrix products
 // go through gemm.go (packed GEMM around a register-tiled micro-kernel);
 // kernels.go holds the portable kernels and kernels_simd_amd64.go the
-// AVX-512 and AVX2 ones (built with GOEXPERIMENT=simd), chosen at start by
+// AVX-512 and AVX2 ones (built with GOEXPERIMENT=simd; their GEMM
+// micro-kernels are assembly, micro_amd64.s), chosen at start by
 // CPU features or forced with MLERL_NATIVE_KERNEL=avx512|avx2|generic.
 // Work is spread over a small pool of blocking worker goroutines, one per
 // GOMAXPROCS (pool.go).
 //
 // BenchmarkSFTStep (bench shape, the same packed batches as train's
-// BenchmarkSFT; MLERL_BENCH_DATA writes them for scripts/bench_torch.py)
-// and BenchmarkGenerate (demo shape; scripts/bench_torch_generate.py is
-// the PyTorch counterpart) measure throughput; run them with
-// GOEXPERIMENT=simd, and GOMAXPROCS=1 for a one-core figure.
+// BenchmarkSFT; MLERL_BENCH_DATA writes them for scripts/bench_torch.py),
+// BenchmarkGenerate (demo shape; scripts/bench_torch_generate.py is the
+// PyTorch counterpart), BenchmarkPPOLearner (demo shape, shared and
+// unshared prompts beside the SFT step) and BenchmarkGemmPeak (the
+// machine's GEMM peak for make bench's utilisation figures) measure
+// throughput; run them with GOEXPERIMENT=simd, and GOMAXPROCS=1 for a
+// one-core figure.
 //
 // The tests check everything against a slow float64 reference
 // (reference_test.go): logits, every gradient by finite differences, the

@@ -46,7 +46,9 @@ type gemmOp struct {
 	ldc     int
 	acc     bool
 	// packed, when not nil, holds B in panels of nr columns: panel j
-	// covers columns [j*nr, j*nr+nr), k rows of nr values, zero-padded.
+	// covers columns [j*nr, j*nr+nr), k rows of nr values, zero-padded
+	// (gemmSerial takes it as given: a shared prompt's keys, packed once
+	// for all the continuations that attend to them).
 	packed []float32
 }
 
@@ -73,14 +75,15 @@ func gemm(p *pool, op gemmOp) {
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
-	mc, nc := gemmMC, gemmNC
+	mr := kern.mr
+	mc, nc := blockRows(mr), gemmNC
 	if op.m <= gemmSmallM {
 		mc, nc = op.m, 128
 	}
 	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
 	if op.m > gemmSmallM {
-		for mt*nt < gemmMinTasks && mc > 16 {
-			mc /= 2
+		for mt*nt < gemmMinTasks && mc > 16 && mc/2/mr*mr >= mr {
+			mc = mc / 2 / mr * mr
 			mt = (op.m + mc - 1) / mc
 		}
 		for mt*nt < gemmMinTasks && nc > 64 {
@@ -121,16 +124,21 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		k.gemv(op.a[:op.k], op.b, op.ldb, op.c[:op.n], op.acc)
 		return
 	}
-	if op.tb {
+	if op.tb && op.packed == nil {
 		ws.packB = packB(nil, op, ws.packB, false)
 		op.packed = ws.packB
 	}
-	for i0 := 0; i0 < op.m; i0 += gemmMC {
+	mc := blockRows(k.mr)
+	for i0 := 0; i0 < op.m; i0 += mc {
 		for j0 := 0; j0 < op.n; j0 += gemmNC {
-			gemmTile(ws, op, i0, min(op.m, i0+gemmMC), j0, min(op.n, j0+gemmNC))
+			gemmTile(ws, op, i0, min(op.m, i0+mc), j0, min(op.n, j0+gemmNC))
 		}
 	}
 }
+
+// blockRows is the row block: about gemmMC rows, a multiple of the
+// micro-kernel's mr, so that only a product's last rows take the edge path.
+func blockRows(mr int) int { return max(mr, gemmMC/mr*mr) }
 
 // packB packs B into op.packed's panel layout in dst, on the pool when
 // parallel.
@@ -178,7 +186,10 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 // gemmTile computes rows [i0,i1) x columns [j0,j1) of C.
 func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	k := kern
-	mr, nr := k.mr, k.nr
+	micro, mr, nr := k.micro, k.mr, k.nr
+	if op.packed == nil && op.m <= gemmSmallM && k.wide != nil {
+		micro, mr, nr = k.wide, k.mrw, k.nrw
+	}
 	// A(i, kk) is at a[i*ars + kk*aks].
 	ars, aks := op.lda, 1
 	if op.ta {
@@ -220,10 +231,10 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 					as, rs, ks = ws.packA, 1, mr
 				}
 				if h == mr && w == nr {
-					k.micro(kb, as, rs, ks, bs, ldb, op.c[i*op.ldc+j:], op.ldc, acc)
+					micro(kb, as, rs, ks, bs, ldb, op.c[i*op.ldc+j:], op.ldc, acc)
 					continue
 				}
-				k.micro(kb, as, rs, ks, bs, ldb, ws.tile, nr, false)
+				micro(kb, as, rs, ks, bs, ldb, ws.tile, nr, false)
 				for ii := range h {
 					dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+w]
 					src := ws.tile[ii*nr : ii*nr+w]

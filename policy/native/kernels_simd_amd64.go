@@ -14,10 +14,10 @@ package native
 // stores, or through a small array filled before the first vector
 // instruction and copied back after the VZEROUPPER.
 //
-// The GEMM micro-kernels are 4 rows x 2 vectors: Go's register allocator
-// uses 16 vector registers, and this tile (8 accumulators, 2 B vectors, 4
-// broadcasts) is the largest that runs without spills; it reaches the
-// FMA peak of a Zen 4 core on data in L1.
+// The GEMM micro-kernels are in assembly (micro_amd64.s): written with
+// archsimd, the best tile without spills was 4 x 32 with a copy or a move
+// beside every FMA, at about 60% of the FMA peak of a Zen 5 core on data
+// in L1.
 
 import (
 	"math"
@@ -28,15 +28,15 @@ import (
 func init() {
 	if archsimd.X86.AVX512() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx512", mr: 4, nr: 32,
-			micro: micro512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
+			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
+			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx2", mr: 4, nr: 16,
-			micro: micro256, gemv: gemv256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
+			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
+			micro: micro256, wide: wide256, gemv: gemv256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256,
 		})
 	}
@@ -78,83 +78,41 @@ func checkMicro(kc int, a []float32, ars, aks int, b []float32, ldb int, c []flo
 	}
 }
 
+// micro512 is the AVX-512 micro-kernel, 8 x 32, and micro256 the AVX2
+// one, 6 x 16 (micro_amd64.s).
 func micro512(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 4, 32)
-	var c00, c01, c10, c11, c20, c21, c30, c31 f16
-	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
-	bstride := uintptr(ldb) * 4
-	o1, o2, o3 := uintptr(ars)*4, uintptr(ars)*8, uintptr(ars)*12
-	astride := uintptr(aks) * 4
-	for range kc {
-		b0, b1 := load16(bp), load16(unsafe.Add(bp, 64))
-		a0 := archsimd.BroadcastFloat32x16(*(*float32)(ap))
-		a1 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, o1)))
-		a2 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, o2)))
-		a3 := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(ap, o3)))
-		c00, c01 = b0.MulAdd(a0, c00), b1.MulAdd(a0, c01)
-		c10, c11 = b0.MulAdd(a1, c10), b1.MulAdd(a1, c11)
-		c20, c21 = b0.MulAdd(a2, c20), b1.MulAdd(a2, c21)
-		c30, c31 = b0.MulAdd(a3, c30), b1.MulAdd(a3, c31)
-		ap, bp = unsafe.Add(ap, astride), unsafe.Add(bp, bstride)
-	}
-	cp := unsafe.Pointer(&c[0])
-	cs := uintptr(ldc) * 4
-	r0, r1, r2, r3 := cp, unsafe.Add(cp, cs), unsafe.Add(cp, 2*cs), unsafe.Add(cp, 3*cs)
-	if acc {
-		c00, c01 = c00.Add(load16(r0)), c01.Add(load16(unsafe.Add(r0, 64)))
-		c10, c11 = c10.Add(load16(r1)), c11.Add(load16(unsafe.Add(r1, 64)))
-		c20, c21 = c20.Add(load16(r2)), c21.Add(load16(unsafe.Add(r2, 64)))
-		c30, c31 = c30.Add(load16(r3)), c31.Add(load16(unsafe.Add(r3, 64)))
-	}
-	store16(c00, r0)
-	store16(c01, unsafe.Add(r0, 64))
-	store16(c10, r1)
-	store16(c11, unsafe.Add(r1, 64))
-	store16(c20, r2)
-	store16(c21, unsafe.Add(r2, 64))
-	store16(c30, r3)
-	store16(c31, unsafe.Add(r3, 64))
-	archsimd.ClearAVXUpperBits()
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 8, 32)
+	micro8x32asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
 }
 
 func micro256(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 4, 16)
-	var c00, c01, c10, c11, c20, c21, c30, c31 f8
-	ap, bp := unsafe.Pointer(&a[0]), unsafe.Pointer(&b[0])
-	bstride := uintptr(ldb) * 4
-	o1, o2, o3 := uintptr(ars)*4, uintptr(ars)*8, uintptr(ars)*12
-	astride := uintptr(aks) * 4
-	for range kc {
-		b0, b1 := load8(bp), load8(unsafe.Add(bp, 32))
-		a0 := archsimd.BroadcastFloat32x8(*(*float32)(ap))
-		a1 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, o1)))
-		a2 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, o2)))
-		a3 := archsimd.BroadcastFloat32x8(*(*float32)(unsafe.Add(ap, o3)))
-		c00, c01 = b0.MulAdd(a0, c00), b1.MulAdd(a0, c01)
-		c10, c11 = b0.MulAdd(a1, c10), b1.MulAdd(a1, c11)
-		c20, c21 = b0.MulAdd(a2, c20), b1.MulAdd(a2, c21)
-		c30, c31 = b0.MulAdd(a3, c30), b1.MulAdd(a3, c31)
-		ap, bp = unsafe.Add(ap, astride), unsafe.Add(bp, bstride)
-	}
-	cp := unsafe.Pointer(&c[0])
-	cs := uintptr(ldc) * 4
-	r0, r1, r2, r3 := cp, unsafe.Add(cp, cs), unsafe.Add(cp, 2*cs), unsafe.Add(cp, 3*cs)
-	if acc {
-		c00, c01 = c00.Add(load8(r0)), c01.Add(load8(unsafe.Add(r0, 32)))
-		c10, c11 = c10.Add(load8(r1)), c11.Add(load8(unsafe.Add(r1, 32)))
-		c20, c21 = c20.Add(load8(r2)), c21.Add(load8(unsafe.Add(r2, 32)))
-		c30, c31 = c30.Add(load8(r3)), c31.Add(load8(unsafe.Add(r3, 32)))
-	}
-	store8(c00, r0)
-	store8(c01, unsafe.Add(r0, 32))
-	store8(c10, r1)
-	store8(c11, unsafe.Add(r1, 32))
-	store8(c20, r2)
-	store8(c21, unsafe.Add(r2, 32))
-	store8(c30, r3)
-	store8(c31, unsafe.Add(r3, 32))
-	archsimd.ClearAVXUpperBits()
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 6, 16)
+	micro6x16asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
 }
+
+// wide512 (4 x 64) and wide256 (2 x 32) are the micro-kernels of
+// products with few rows and B read in place (kernels.wide).
+func wide512(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 4, 64)
+	micro4x64asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
+}
+
+func wide256(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 2, 32)
+	micro2x32asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
+}
+
+//go:noescape
+func micro4x64asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func micro2x32asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func micro8x32asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)
+
+//go:noescape
+func micro6x16asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)
 
 // gemv512 keeps 64 columns of y in four registers while it streams the
 // rows of B, then moves to the next 64.

@@ -21,7 +21,8 @@ func randSlice(r *rand.Rand, n int) []float32 {
 // parallel, overwriting and accumulating.
 func TestGemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	sizes := [][3]int{{1, 1, 1}, {1, 130, 77}, {1, 300, 260}, {2, 300, 260}, {3, 5, 7}, {4, 32, 16}, {5, 33, 129}, {8, 64, 300}, {9, 17, 3}, {67, 45, 260}, {130, 300, 65}}
+	sizes := [][3]int{{1, 1, 1}, {1, 130, 77}, {1, 300, 260}, {2, 300, 260}, {3, 5, 7}, {4, 32, 16}, {5, 33, 129}, {6, 40, 33},
+		{7, 50, 9}, {8, 64, 300}, {9, 17, 3}, {12, 33, 130}, {13, 64, 128}, {17, 70, 5}, {67, 45, 260}, {130, 300, 65}}
 	forEachKernel(t, func(t *testing.T) {
 		for _, sz := range sizes {
 			for _, ta := range []bool{false, true} {
@@ -88,6 +89,70 @@ func TestGemm(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestMicroKernels checks each micro-kernel (a whole mr x nr tile, and
+// the wide kernel's mrw x nrw one) against a float64 sum, with A read
+// row-major and k-major, B and C at strides wider than a tile,
+// overwriting and accumulating, and that it writes nothing outside the
+// tile.
+func TestMicroKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	forEachKernel(t, func(t *testing.T) {
+		type tileKernel struct {
+			name   string
+			micro  func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool)
+			mr, nr int
+		}
+		tks := []tileKernel{{"micro", kern.micro, kern.mr, kern.nr}}
+		if kern.wide != nil {
+			tks = append(tks, tileKernel{"wide", kern.wide, kern.mrw, kern.nrw})
+		}
+		for _, tk := range tks {
+			testTileKernel(t, r, tk.name, tk.micro, tk.mr, tk.nr)
+		}
+	})
+}
+
+func testTileKernel(t *testing.T, r *rand.Rand, name string, micro func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool), mr, nr int) {
+	for _, kc := range []int{1, 2, 7, 128, 131} {
+		for _, kmajor := range []bool{false, true} {
+			for _, acc := range []bool{false, true} {
+				ars, aks := kc+3, 1
+				if kmajor {
+					ars, aks = 1, mr+2
+				}
+				ldb, ldc := nr+5, nr+7
+				a := randSlice(r, (mr-1)*ars+(kc-1)*aks+1)
+				b := randSlice(r, (kc-1)*ldb+nr)
+				c0 := randSlice(r, mr*ldc)
+				c := append([]float32(nil), c0...)
+				micro(kc, a, ars, aks, b, ldb, c, ldc, acc)
+				for i := range mr {
+					for j := range ldc {
+						at := i*ldc + j
+						if j >= nr {
+							if c[at] != c0[at] {
+								t.Fatalf("%s kc=%d kmajor=%v acc=%v: wrote outside the tile at (%d, %d)", name, kc, kmajor, acc, i, j)
+							}
+							continue
+						}
+						want, bound := 0.0, 0.0
+						if acc {
+							want, bound = float64(c0[at]), math.Abs(float64(c0[at]))
+						}
+						for p := range kc {
+							x := float64(a[i*ars+p*aks]) * float64(b[p*ldb+j])
+							want, bound = want+x, bound+math.Abs(x)
+						}
+						if math.Abs(float64(c[at])-want) > 1e-6*bound+1e-7 {
+							t.Fatalf("%s kc=%d kmajor=%v acc=%v: C(%d,%d) = %g, want %g", name, kc, kmajor, acc, i, j, c[at], want)
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestGemmTilesKeepBits checks that the parallel split (at least
@@ -305,6 +370,31 @@ func BenchmarkGemm(b *testing.B) {
 			b.ReportMetric(flops/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
 		})
 	}
+}
+
+// BenchmarkGemmPeak is the machine's matrix-product peak as this engine
+// reaches it: one 2,048 x 2,048 x 2,048 product (C = A·B, row-major,
+// 17.2 GFLOP) per iteration, on GOMAXPROCS workers. make bench prints the
+// model FLOP utilisation of the SFT and generation benchmarks against it
+// (scripts/bench_torch_gemm.py is PyTorch's).
+func BenchmarkGemmPeak(b *testing.B) {
+	if err := selectKernels(); err != nil {
+		b.Fatal(err)
+	}
+	const n = 2048
+	r := rand.New(rand.NewPCG(3, 4))
+	op := gemmOp{m: n, n: n, k: n, a: randSlice(r, n*n), lda: n, b: randSlice(r, n*n), ldb: n, c: make([]float32, n*n), ldc: n}
+	p := workers()
+	gemm(p, op) // warm-up: buffers grow to size
+	b.Run("kernel="+kern.name, func(b *testing.B) {
+		cpu0 := cpuSeconds()
+		for range b.N {
+			gemm(p, op)
+		}
+		flops := float64(b.N) * 2 * n * n * n
+		b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		b.ReportMetric(flops/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+	})
 }
 
 // cpuSeconds is the CPU time this process has used: on a machine shared

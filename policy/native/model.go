@@ -93,6 +93,7 @@ type activations struct {
 	// every group that names it as its prefix (indices into groups).
 	families [][]int32
 	famBuf   []int32
+	packs    prefixPacks // scratch for attention: the prefixes' keys, then values, packed
 	x        [][]float32 // Layers+1 residual streams [n, D]; x[l] enters block l
 	blocks   []blockActs
 }
@@ -125,7 +126,7 @@ func (m *Model) Forward(b Batch) error {
 		denseForward(p, ba.v, ba.ln1, w.vW, w.vB, nil, n, d, d)
 		ropeForward(p, ba.q, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ba.k, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
-		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, c.Heads, dh)
+		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, dh)
 		denseForward(p, ba.mid, ba.att, w.outW, w.outB, x, n, d, d)
 		layerNormForward(p, ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.mid, w.lnFFNGain, w.lnFFNOffset, n, d)
 		denseForward(p, ba.pre, ba.ln2, w.ffnInW, w.ffnInB, nil, n, d, f)
@@ -261,6 +262,31 @@ func (m *Model) buildFamilies() {
 		}
 		a.families = append(a.families, a.famBuf[at:len(a.famBuf):len(a.famBuf)])
 	}
+	// Where each prefix's packed panels go (per head: packSize values).
+	a.packs.offs = a.packs.offs[:0]
+	if a.b.Prefix == nil {
+		a.packs.offs = nil
+		return
+	}
+	for range a.groups {
+		a.packs.offs = append(a.packs.offs, -1)
+	}
+	off := 0
+	for _, fam := range a.families {
+		if len(fam) > 1 {
+			a.packs.offs[fam[0]] = off
+			off += m.Config.Heads * packSize(a.groups[fam[0]], m.Config.HeadDim())
+		}
+	}
+}
+
+// prefixPacks is the attention's packed-prefix scratch, nil for a batch
+// without prefixes.
+func (a *activations) prefixPacks() *prefixPacks {
+	if a.packs.offs == nil {
+		return nil
+	}
+	return &a.packs
 }
 
 func indexInt32(s []int32, v int32) int {
@@ -417,7 +443,7 @@ func (m *Model) backwardTrunk() {
 		bs.part = layerNormBackward(p, dx, g.lnFFNGain, g.lnFFNOffset, bs.dLn, ba.mid, ba.ln2Mean, ba.ln2Rstd, w.lnFFNGain, n, d, bs.part)
 		// Attention: mid = x + attn(ln1(x))·W_out + b_out.
 		denseBackward(p, bs.dAtt, g.outW, g.outB, dx, ba.att, w.outW, n, d, d, false)
-		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, c.Heads, dh, n)
+		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, dh, n)
 		ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		ropeForward(p, bs.dk, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		denseBackward(p, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)
