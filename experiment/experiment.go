@@ -316,6 +316,9 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	}
 	dir := reportDir(cfg)
 	rep := summarise(cfg, arms, rows)
+	if rep.timeQuality, err = timeQuality(ctx, st); err != nil {
+		return fmt.Errorf("experiment: the steps' time-quality relation: %w", err)
+	}
 	if err := writeReport(dir, cfg, m.URI, rep); err != nil {
 		return fmt.Errorf("experiment: report: %w", err)
 	}

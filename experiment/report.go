@@ -95,6 +95,9 @@ type summary struct {
 	cfg    Config
 	preset Preset
 	arms   []*armStats
+	// timeQuality is the suite's time-quality relation per task, from the
+	// data root's steps (nil: none there).
+	timeQuality []taskTimeQuality
 }
 
 func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
@@ -419,7 +422,8 @@ func writePhenomena(b *strings.Builder, s summary) {
 	if len(arms) == 0 {
 		return
 	}
-	b.WriteString("\n## Phenomenon checks\n\nOver the training samples of each PPO arm: the samples its updates trained on, pooled over its seeds' cells (groups train ppo dropped, their rewards all equal or too stale, are not among them). r is Pearson's correlation of a sample's duration (its step's execution seconds) and its reward, with a Fisher-z 95% interval, over all samples and over those whose step ran a script; staleness is the mean number of policy versions between a sample's generation and its use, for the samples slower than their cell's median duration and the rest; failed runs are script runs that ended in script_error, killed, output_limit, invalid_submission, timeout or oom, with the last instrumentation marker each reached; refused counts invalid actions and invalid edits. n/a: the rows hold no samples (metrics written before train ppo recorded them, or a 1.0 dataset).\n\n")
+	writeTimeQuality(b, s.timeQuality)
+	b.WriteString("\n## Phenomenon checks\n\nOver the training samples of each PPO arm: the samples its updates trained on, pooled over its seeds' cells (with the samples of the groups train ppo dropped, their rewards all equal or too stale, when its metrics record them: samples/used). r is Pearson's correlation of a sample's duration (its step's execution seconds) and its reward, with a Fisher-z 95% interval, over all samples and over those whose step ran a script; staleness is the mean number of policy versions between a sample's generation and its use, for the samples slower than their cell's median duration and the rest; failed runs are script runs that ended in script_error, killed, output_limit, invalid_submission, timeout or oom, with the last instrumentation marker each reached; refused counts invalid actions and invalid edits. n/a: the rows hold no samples (metrics written before train ppo recorded them, or a 1.0 dataset).\n\n")
 	b.WriteString("| arm | samples | r(duration, reward), all | r, script runs | staleness slow / fast | script runs | failed runs (of script runs) | format errors / refused (of samples) |\n|---|---:|---|---|---:|---:|---|---:|\n")
 	for _, a := range arms {
 		b.WriteString("| " + strings.Join(phenomenaRow(a), " | ") + " |\n")
