@@ -250,20 +250,15 @@ func runAsyncPPO(ctx context.Context, r *ppoRun, reward RewardFunc, curve *curve
 			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 		}
 		b_advantages, b_returns := oneStepAdvantages(b_rewards, b_values, cfg.NormAdv)
-		b_weights := durationWeights(b_durations, cfg.MinDurationS, cfg.DurationWeighting)
 		groups := make([]*group, len(batch)) // one sample each: minibatches split samples
 		for i, s := range batch {
 			groups[i] = &group{State: s.State, Samples: []*sample{s}, Version: s.Version}
 		}
-		lr := cfg.Optim.LRAt(r.state.Update, cfg.Updates)
-		sums, epochs, err := r.update(groups, b_advantages, b_returns, b_weights, lr)
+		l, err := r.learn(groups, b_advantages, b_returns, b_durations)
 		if err != nil {
-			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+			return err
 		}
-		learnS := time.Since(t0).Seconds()
-		klCoef := r.state.KLCoef
-		r.state.KLCoef = adaptKL(r.state.KLCoef, sums[metricKLRef], cfg.KLTarget)
-		r.state.Update++
+		learnS, lr, klCoef, sums, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.sums, l.epochs
 		if err := act.sync(r.state.Update); err != nil {
 			return fmt.Errorf("train ppo: syncing the actors: %w", err)
 		}

@@ -78,17 +78,11 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		fmt.Fprintf(log, "train ppo: episode-wise, %d initial states, %d steps per episode, %d episodes per state, policy %d params on the %s engine\n",
 			len(starts), steps, cfg.GroupSize, r.policy.Config().NumParams(), r.policy.Name())
 	}
-	if err := r.warmCritic(ctx); err != nil {
-		return err
-	}
-	curve, err := r.openCurve(ctx)
+	curve, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer curve.close()
-	if err := r.curvePoint(ctx, curve); err != nil {
-		return err
-	}
 
 	bar := progress.New("train ppo", cfg.Updates)
 	bar.Add(r.state.Update, "")
@@ -134,18 +128,12 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		} else {
 			b_advantages = episodeGroupAdvantages(groups, returns)
 		}
-		// --- 3. Duration-aware weights.
-		b_weights := durationWeights(b_durations, cfg.MinDurationS, cfg.DurationWeighting)
-		// --- 4. Epochs x minibatches of the clipped loss.
-		lr := cfg.Optim.LRAt(r.state.Update, cfg.Updates)
-		sums, epochs, err := r.update(groups, b_advantages, b_returns, b_weights, lr)
+		// --- 3-4. Duration-aware weights and the clipped loss.
+		l, err := r.learn(groups, b_advantages, b_returns, b_durations)
 		if err != nil {
-			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+			return err
 		}
-		learnS := time.Since(t0).Seconds()
-		klCoef := r.state.KLCoef
-		r.state.KLCoef = adaptKL(r.state.KLCoef, sums[metricKLRef], cfg.KLTarget)
-		r.state.Update++
+		learnS, lr, klCoef, sums, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.sums, l.epochs
 		r.state.WallS += time.Since(start).Seconds()
 		r.state.CPUS += cpuSeconds() - cpu0
 		// --- 5. Metrics, learning curve and checkpoints.

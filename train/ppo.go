@@ -323,17 +323,11 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	defer r.close()
 	fmt.Fprintf(log, "train ppo: %d held-in states, policy %d params on the %s engine, reward %q, %s decoding, %d actions per state, %s baseline, free text %s, duration weighting %v\n",
 		len(r.states), r.policy.Config().NumParams(), r.policy.Name(), cfg.Reward, cfg.Decode, cfg.GroupSize, cfg.Advantage, cfg.FreeText, cfg.DurationWeighting)
-	if err := r.warmCritic(ctx); err != nil {
-		return err
-	}
-	curve, err := r.openCurve(ctx)
+	curve, err := r.begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer curve.close()
-	if err := r.curvePoint(ctx, curve); err != nil { // update 0: the SFT policy
-		return err
-	}
 
 	if cfg.Collector == CollectorAsync {
 		return runAsyncPPO(ctx, r, reward, curve, log)
@@ -381,19 +375,13 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 			b_advantages = groupAdvantages(groups, cfg.GroupStd)
 		}
 
-		// --- 3. Duration-aware weights: max(dt_k, floor) / batch mean.
-		b_weights := durationWeights(b_durations, cfg.MinDurationS, cfg.DurationWeighting)
-
-		// --- 4. Epochs x minibatches of the clipped loss.
-		lr := cfg.Optim.LRAt(r.state.Update, cfg.Updates)
-		sums, epochs, err := r.update(groups, b_advantages, b_returns, b_weights, lr)
+		// --- 3-4. Duration-aware weights, then epochs x minibatches of
+		// the clipped loss.
+		l, err := r.learn(groups, b_advantages, b_returns, b_durations)
 		if err != nil {
-			return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+			return err
 		}
-		learnS := time.Since(t0).Seconds()
-		klCoef := r.state.KLCoef
-		r.state.KLCoef = adaptKL(r.state.KLCoef, sums[metricKLRef], cfg.KLTarget)
-		r.state.Update++
+		learnS, lr, klCoef, sums, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.sums, l.epochs
 		r.state.WallS += time.Since(start).Seconds()
 		r.state.CPUS += cpuSeconds() - cpu0
 
@@ -433,6 +421,47 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	return nil
 }
 
+// begin does what every PPO loop does before its first update: the
+// critic's warm-up and the learning curve's first point (the SFT policy).
+func (r *ppoRun) begin(ctx context.Context) (*curveEval, error) {
+	if err := r.warmCritic(ctx); err != nil {
+		return nil, err
+	}
+	curve, err := r.openCurve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.curvePoint(ctx, curve); err != nil {
+		curve.close()
+		return nil, err
+	}
+	return curve, nil
+}
+
+// learned is what one learner step did.
+type learned struct {
+	sums       ppoStats
+	epochs     int
+	lr, klCoef float64 // the learning rate and KL coefficient it used
+}
+
+// learn is an update's learner step, the same in every PPO loop: the
+// duration-aware weights (max(dt_k, floor) / batch mean), epochs x
+// minibatches of the clipped loss, the KL coefficient's adaptation and
+// the policy version's increment.
+func (r *ppoRun) learn(groups []*group, adv, returns, durations []float64) (learned, error) {
+	cfg := r.cfg
+	weights := durationWeights(durations, cfg.MinDurationS, cfg.DurationWeighting)
+	l := learned{lr: cfg.Optim.LRAt(r.state.Update, cfg.Updates), klCoef: r.state.KLCoef}
+	var err error
+	if l.sums, l.epochs, err = r.update(groups, adv, returns, weights, l.lr); err != nil {
+		return l, fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
+	}
+	r.state.KLCoef = adaptKL(r.state.KLCoef, l.sums[metricKLRef], cfg.KLTarget)
+	r.state.Update++
+	return l, nil
+}
+
 // endUpdate records an update's metrics with its loss sums
 // (ppoMetricNames), evaluates a learning-curve point every curve.every
 // updates and after the last one, and saves a checkpoint every
@@ -461,14 +490,7 @@ func groupAdvantages(groups []*group, byStd bool) []float64 {
 	var adv []float64
 	for _, g := range groups {
 		k := float64(len(g.Samples))
-		m, sq := 0.0, 0.0
-		for _, s := range g.Samples {
-			m += s.ret() / k
-		}
-		for _, s := range g.Samples {
-			sq += (s.ret() - m) * (s.ret() - m)
-		}
-		std := math.Sqrt(sq / k)
+		m, std := groupStats(g.Samples)
 		for _, s := range g.Samples {
 			a := k / (k - 1) * (s.ret() - m)
 			if byStd {
@@ -478,6 +500,20 @@ func groupAdvantages(groups []*group, byStd bool) []float64 {
 		}
 	}
 	return adv
+}
+
+// groupStats are the mean and standard deviation (over k, not k-1) of
+// what the samples are credited with.
+func groupStats(ss []*sample) (m, std float64) {
+	k := float64(len(ss))
+	sq := 0.0
+	for _, s := range ss {
+		m += s.ret() / k
+	}
+	for _, s := range ss {
+		sq += (s.ret() - m) * (s.ret() - m)
+	}
+	return m, math.Sqrt(sq / k)
 }
 
 // oneStepAdvantages returns A = R - V(s) (normalised to zero mean and unit

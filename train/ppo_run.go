@@ -180,15 +180,8 @@ type rolloutStats struct {
 func (ro rolloutStats) groupStd(groups []*group) float64 {
 	s := 0.0
 	for _, g := range groups {
-		k := float64(len(g.Samples))
-		m, sq := 0.0, 0.0
-		for _, x := range g.Samples {
-			m += x.ret() / k
-		}
-		for _, x := range g.Samples {
-			sq += (x.ret() - m) * (x.ret() - m)
-		}
-		s += math.Sqrt(sq / k)
+		_, std := groupStats(g.Samples)
+		s += std
 	}
 	return s / float64(max(len(groups), 1))
 }
