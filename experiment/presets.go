@@ -40,7 +40,9 @@ const (
 
 // Presets lists the built-in grids.
 func Presets() []Preset {
-	async := []string{"--collector=async", "--advantage=critic", "--group_size=1"}
+	// One actor per held-in task (10), as the paper's actors each serve a
+	// competition: a task whose scripts run slowly yields fewer samples.
+	async := []string{"--collector=async", "--advantage=critic", "--group_size=1", "--workers=10"}
 	free := []string{"--decode=free"}
 	return []Preset{
 		{Name: PresetMain, Doc: "the baselines, SFT (constrained and free decoding), SFT + step-wise PPO and four ablations of it", Arms: DefaultArms()},

@@ -61,7 +61,7 @@ func TestPresets(t *testing.T) {
 		}
 		return true
 	}
-	async := []string{"--collector=async", "--advantage=critic", "--group_size=1"}
+	async := []string{"--collector=async", "--advantage=critic", "--group_size=1", "--workers=10"}
 	checks := []struct {
 		name string
 		ok   bool
