@@ -37,6 +37,7 @@ func repoRoot() string {
 // ppo` uses it, on a cold runner.
 func envReward(st store.Store) train.RewardFunc {
 	ecfg := train.EnvRewardConfig()
+	ecfg.ExecuteAfterEdit, ecfg.ExecuteAfterUndo = true, true // one-step credit
 	ecfg.Runner = sandbox.NewCold("/usr/bin/python3")
 	return train.EnvReward(st, ecfg, true)
 }
@@ -103,6 +104,9 @@ func TestPipelineSmoke(t *testing.T) {
 
 	pc := train.DefaultPPOConfig()
 	pc.Data, pc.Updates, pc.BatchSize, pc.GroupSize, pc.Minibatches, pc.GenBatch, pc.Workers = root, 2, 4, 2, 1, 4, 2
+	// One-step credit (the reward function scores one action): edits and
+	// undos run their script in the same step.
+	pc.Horizon, pc.Env.ExecuteAfterEdit, pc.Env.ExecuteAfterUndo, pc.SettlePending = 1, true, true, true
 	// A learning-curve point before the first update and after the last: 1
 	// episode of 2 steps per task.
 	pc.Curve.Every, pc.Curve.PerTask, pc.Curve.MaxSteps = 2, 1, 2
@@ -137,11 +141,11 @@ func TestPipelineSmoke(t *testing.T) {
 	}
 	stage("ppo-episode")
 
-	// Step-wise PPO with 2-step returns: the policy's own continuation
-	// from each sampled state, in MLAgentBench's semantics.
+	// Step-wise PPO with 2-step returns (the default): the policy's own
+	// continuation from each sampled state, in MLAgentBench's semantics.
 	hc := train.DefaultPPOConfig()
 	hc.Data, hc.Out, hc.Horizon, hc.Updates, hc.BatchSize, hc.GroupSize, hc.Minibatches, hc.GenBatch = root, "checkpoints/ppo-horizon", 2, 1, 4, 2, 1, 4
-	hc.Env.ExecuteAfterEdit, hc.Env.ExecuteAfterUndo, hc.SettlePending, hc.Env.Python = false, false, false, ""
+	hc.Env.Python = "" // the defaults: MLAgentBench's semantics
 	if err := train.RunPPO(ctx, hc); err != nil {
 		t.Fatalf("train ppo --horizon 2: %v", err)
 	}

@@ -36,9 +36,13 @@ type ppoMetrics struct {
 
 // metricsLine is one line of metrics.jsonl, the keys the experiment reads.
 type metricsLine struct {
-	Stage   string   `json:"stage"`
-	Step    int      `json:"step"`
-	Reward  *float64 `json:"charts/reward_mean"`
+	Stage  string   `json:"stage"`
+	Step   int      `json:"step"`
+	Reward *float64 `json:"charts/reward_mean"`
+	// Credit is what PPO credited the update's trained actions with (the
+	// reward, or with horizon n the n-step return); lines written before
+	// train ppo recorded it have only the reward.
+	Credit  *float64 `json:"charts/credit_mean"`
 	Valid   float64  `json:"charts/valid_action_rate"`
 	WallS   float64  `json:"time/wall_s"`
 	CPUS    float64  `json:"time/cpu_s"`
@@ -108,7 +112,11 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 				HeldInDeltaR: orNaN(m.HeldIn), HeldOutDeltaR: orNaN(m.HeldOut)})
 			continue
 		}
-		pm.reward, pm.valid = append(pm.reward, *m.Reward), append(pm.valid, m.Valid)
+		credit := *m.Reward
+		if m.Credit != nil {
+			credit = *m.Credit
+		}
+		pm.reward, pm.valid = append(pm.reward, credit), append(pm.valid, m.Valid)
 		pm.updates = append(pm.updates, schemas.UpdateShares{Update: int32(m.Step), WallS: m.WallS, CPUS: m.CPUS,
 			Success: m.Success, Error: m.Error, Corner: m.Timeout + m.OOM, Refused: m.Refused, Undo: m.Undo, FinalAnswer: m.Final})
 		samples = append(samples, m)

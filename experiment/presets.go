@@ -42,7 +42,10 @@ const (
 func Presets() []Preset {
 	// One actor per held-in task (10), as the paper's actors each serve a
 	// competition: a task whose scripts run slowly yields fewer samples.
-	async := []string{"--collector=async", "--advantage=critic", "--group_size=1", "--workers=10"}
+	// A sample is one action, scored alone (horizon 1), its edit or undo
+	// run in the same step (the paper's actions are whole program runs).
+	async := []string{"--collector=async", "--advantage=critic", "--group_size=1", "--workers=10",
+		"--horizon=1", "--env.execute_after_edit=true", "--env.execute_after_undo=true"}
 	free := []string{"--decode=free"}
 	return []Preset{
 		{Name: PresetMain, Doc: "the baselines, SFT (constrained and free decoding), SFT + step-wise PPO and four ablations of it", Arms: DefaultArms()},

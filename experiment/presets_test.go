@@ -61,7 +61,8 @@ func TestPresets(t *testing.T) {
 		}
 		return true
 	}
-	async := []string{"--collector=async", "--advantage=critic", "--group_size=1", "--workers=10"}
+	async := []string{"--collector=async", "--advantage=critic", "--group_size=1", "--workers=10",
+		"--horizon=1", "--env.execute_after_edit=true", "--env.execute_after_undo=true"}
 	checks := []struct {
 		name string
 		ok   bool

@@ -437,7 +437,7 @@ func writeTraining(b *strings.Builder, s summary, img func(*strings.Builder, str
 	if len(arms) == 0 {
 		return
 	}
-	b.WriteString("\n## RL on its training distribution\n\nPer PPO arm and seed, the gain in training reward: the mean reward of the last quarter of the PPO updates minus that of the first tenth (each rounded up to whole updates; the rewards are those of the update's samples, drawn from held-in expert states). Mean and 95% Student-t interval over seeds.\n\n| arm | updates | first tenth / last quarter | gain (95% CI over seeds) | per seed |\n|---|---:|---|---:|---|\n")
+	b.WriteString("\n## RL on its training distribution\n\nPer PPO arm and seed, the gain in training reward: the mean reward of the last quarter of the PPO updates minus that of the first tenth (each rounded up to whole updates; the rewards are what PPO credited the update's trained actions with, drawn from held-in expert states: a sample's own reward, or with horizon n its n-step return). Mean and 95% Student-t interval over seeds.\n\n| arm | updates | first tenth / last quarter | gain (95% CI over seeds) | per seed |\n|---|---:|---|---:|---|\n")
 	for _, a := range arms {
 		n := 0
 		for _, r := range a.runs {

@@ -14,7 +14,7 @@
 #   SFT_STEPS         SFT updates of the demo model            (24)
 #   SFT_BATCH_ROWS    packed rows of 512 tokens per SFT update (4)
 #   PPO_UPDATES       PPO updates                              (6)
-#   PPO_BATCH         samples per PPO update, 8 per state       (16)
+#   PPO_BATCH         samples per PPO update, 4 per state       (16)
 #   EVAL_PER_TASK     trajectories per held-out task and method (8)
 #   POLICY_PER_TASK   of those, for the trained policies        (3: their
 #                     generation is the slow part on 2 CPU cores)
@@ -49,7 +49,7 @@ fi
 
 echo "mlerl demo: data root $DATA, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 echo "budgets: rollout $ROLLOUT_PER_TASK trajectories x $MAX_STEPS steps per held-in task; SFT $SFT_STEPS updates x $SFT_BATCH_ROWS rows;"
-echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples (8 actions per state); evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out task and method,"
+echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples (4 actions per state, 2-step returns); evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out task and method,"
 echo "         but $POLICY_PER_TASK for the trained policies (SFT, SFT+PPO): their generation is the slow part on CPU"
 echo
 

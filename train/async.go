@@ -272,7 +272,7 @@ func runAsyncPPO(ctx context.Context, r *ppoRun, reward RewardFunc, curve *curve
 			dropDur[i] = s.Out.DurationS
 		}
 		rec := map[string]any{"stage": "ppo", "mode": ModeStep, "collector": CollectorAsync, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/value_mean": mean(b_values), "charts/samples": len(batch),
+			"charts/reward_mean": mean(b_rewards), "charts/credit_mean": mean(b_rewards), "charts/value_mean": mean(b_values), "charts/samples": len(batch),
 			"charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/stale_fraction": ratio(len(dropped), len(dropped)+len(batch)), "charts/reward_errors": rewardErrors,
 			"charts/valid_action_rate": validShare(batch),

@@ -12,21 +12,20 @@ import (
 )
 
 // EnvRewardConfig is the environment configuration of the "env" reward
-// (the default of PPOConfig.Env): env's defaults with step-wise RL's
-// credit. Each sampled state takes one action, so
-//
-//   - an edit also runs its script, and its reward carries the measured
-//     improvement (otherwise every edit would earn 0 and only the
-//     expert's next Execute Script would be credited);
-//   - an undo also runs the restored script, and earns the measured
-//     recovery (otherwise undoing a worse edit would earn 0);
-//   - a Final Answer earns how far the submission it leaves standing is
-//     from the episode's best (<= 0: stopping on a worse submission
-//     costs, where it cost nothing).
+// (the default of PPOConfig.Env): the environment evaluation runs
+// (MLAgentBench's semantics: an edit or an undo does not run the script)
+// with one more reward term, a Final Answer earning how far the
+// submission it leaves standing is from the episode's best (<= 0:
+// stopping on a worse submission costs, where it cost nothing). With the
+// default horizon 2 an edit is credited with the improvement its run
+// measures when the policy runs it next. For one-step credit (horizon 1)
+// turn on env.execute_after_edit and env.execute_after_undo: an edit or
+// undo then runs its script in the same step and earns the measured
+// improvement or recovery, but a policy trained so learns that it need
+// not run what it edited, which evaluation does not do for it (SCIENCE.md,
+// run 7).
 func EnvRewardConfig() env.Config {
 	c := env.DefaultConfig()
-	c.ExecuteAfterEdit = true
-	c.ExecuteAfterUndo = true
 	c.Reward.Final = true
 	return c
 }

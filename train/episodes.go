@@ -118,7 +118,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			}
 		}
 		var b_advantages, b_returns, b_values []float64
-		if cfg.Advantage == AdvantageCritic {
+		if cfg.Advantage == AdvantageCritic && len(batch) > 0 {
 			if b_values, err = r.values(r.pack(batch)); err != nil {
 				return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 			}
@@ -142,7 +142,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			mode = ModeStep
 		}
 		rec := map[string]any{"stage": "ppo", "mode": mode, "horizon": steps, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns),
+			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(returns),
 			"charts/groups_dropped_fraction": ratio(flat, flat+len(groups)), "charts/groups": len(groups),
 			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/valid_action_rate": ratio(valid, len(batch)),
@@ -200,7 +200,8 @@ func episodeGroupAdvantages(groups []*group, returns []float64) []float64 {
 
 // firstActions keeps, for horizon > 1, each group's first actions with
 // their returns G_0 as what they are credited with; with the group
-// baseline it drops (and counts) the groups whose G_0 are all equal.
+// baseline (dropFlat) it drops (and counts) the groups of fewer than two
+// or whose G_0 are all equal.
 func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*group, rets []float64, flat int) {
 	i := 0
 	for _, g := range groups {
@@ -212,7 +213,7 @@ func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*gr
 			}
 			i++
 		}
-		if len(first) < 2 || dropFlat && flatRewards(first) {
+		if len(first) == 0 || dropFlat && (len(first) < 2 || flatRewards(first)) {
 			flat++
 			continue
 		}

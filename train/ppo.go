@@ -61,7 +61,7 @@ type PPOConfig struct {
 	GroupSize int `yaml:"group_size" help:"actions sampled per state (K): the group whose other samples' mean reward is each one's baseline"`
 	// Horizon > 1 credits each sampled action with the rewards of the
 	// policy's own continuation from the state (n-step returns).
-	Horizon int `yaml:"horizon" help:"steps credited to a sampled action: 1 (its own reward) or n (its reward plus those of the policy's next n-1 actions from the state it leads to, in live environments)"`
+	Horizon int `yaml:"horizon" help:"mode step: steps credited to a sampled action: 1 (its own reward) or n (its reward plus those of the policy's next n-1 actions from the state it leads to, in live environments); episode-wise PPO credits whole returns"`
 	// Advantage is the baseline: the group's (leave-one-out) or a critic's.
 	Advantage    string  `yaml:"advantage" help:"group (A = R - mean of the group's other rewards, RLOO/GRPO) or critic (A = R - V(s), ML-Agent's PPO: a value head that does not move the trunk)"`
 	GroupStd     bool    `yaml:"group_std" help:"advantage group: divide by the group's reward standard deviation"`
@@ -118,17 +118,20 @@ const (
 	FreeTextTrain = "train"
 )
 
-// DefaultPPOConfig holds the defaults SCIENCE.md's seed-1 sweep chose for
-// the demo-sized policy (group baseline, 8 actions per state, free text
-// out of the loss); CleanRL's where the sweep did not look.
+// DefaultPPOConfig holds the defaults SCIENCE.md's seed-1 runs 7 and 7b
+// chose for the demo-sized policy: the group baseline over 4 actions per
+// state, each credited with its own reward and the policy's next action's
+// (horizon 2) in MLAgentBench's semantics (EnvRewardConfig: an edit does
+// not run its script), free text out of the loss, lr 5e-5, 2 epochs x 2
+// minibatches, kl_coef 0.02; CleanRL's where the runs did not look.
 func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
 		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
-		Updates: 20, BatchSize: 32, GroupSize: 8, Horizon: 1, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
+		Updates: 20, BatchSize: 32, GroupSize: 4, Horizon: 2, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
 		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.02, KLTarget: 0,
-		FreeText: FreeTextMask, Collector: CollectorSync, DurationWeighting: true, MinDurationS: 1, SettlePending: true, MaxStaleness: 2, Workers: 2,
+		FreeText: FreeTextMask, Collector: CollectorSync, DurationWeighting: true, MinDurationS: 1, SettlePending: false, MaxStaleness: 2, Workers: 2,
 		Optim:       policy.OptimConfig{LR: 5e-5, MinLRRatio: 1, WarmupSteps: 0, WeightDecay: 0, Beta1: 0.9, Beta2: 0.999, ClipNorm: 1},
 		Temperature: 1, TopP: 1, GenBatch: 32, EpisodeSteps: 4, Seed: 1, Curve: DefaultCurveConfig(), CheckpointEvery: 5, Resume: true,
 	}
@@ -162,12 +165,10 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("updates", c.Updates, "must be at least 1")
 	case c.Horizon < 1:
 		return config.Errorf("horizon", c.Horizon, "must be at least 1 (1: one-step rewards)")
-	case c.Horizon > 1 && c.Mode != ModeStep:
-		return config.Errorf("horizon", c.Horizon, "is for mode %s (episode-wise PPO credits returns already)", ModeStep)
-	case c.Horizon > 1 && c.Reward != RewardEnv:
+	case c.Horizon > 1 && c.Mode == ModeStep && c.Reward != RewardEnv:
 		return config.Errorf("horizon", c.Horizon, "needs reward %s (the continuation runs in the environment)", RewardEnv)
 	case c.Horizon > 1 && c.Collector != CollectorSync:
-		return config.Errorf("horizon", c.Horizon, "needs collector %s", CollectorSync)
+		return config.Errorf("collector", c.Collector, "scores one action per sample: it needs horizon 1 (and, for an edit's credit, env.execute_after_edit)")
 	case c.GroupSize < 1:
 		return config.Errorf("group_size", c.GroupSize, "must be at least 1 (2 or more for the group baseline)")
 	case c.Advantage != AdvantageGroup && c.Advantage != AdvantageCritic:
@@ -300,6 +301,7 @@ func RunPPO(ctx context.Context, cfg PPOConfig) error {
 		return fmt.Errorf("train ppo: %w", err)
 	}
 	if cfg.Mode == ModeEpisode || cfg.Horizon > 1 {
+		// Both play episodes in live environments (episodes.go).
 		return runEpisodePPO(ctx, cfg, os.Stderr)
 	}
 	reward, closeReward, err := openReward(ctx, cfg)
@@ -315,6 +317,9 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	// --- Settings, expert states and policies.
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train ppo: %w", err)
+	}
+	if cfg.Horizon > 1 {
+		return fmt.Errorf("train ppo: horizon %d plays the policy's continuations in live environments: run it with RunPPO (the reward function given here scores one action)", cfg.Horizon)
 	}
 	r, err := newPPORun(ctx, cfg, log)
 	if err != nil {
@@ -366,7 +371,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 			b_rewards[i], b_durations[i] = s.Out.Reward, s.Out.DurationS
 		}
 		var b_advantages, b_returns, b_values []float64
-		if cfg.Advantage == AdvantageCritic {
+		if cfg.Advantage == AdvantageCritic && len(batch) > 0 {
 			if b_values, err = r.values(r.pack(batch)); err != nil {
 				return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 			}
@@ -387,7 +392,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 
 		// --- 5. Metrics, learning curve and checkpoints.
 		rec := map[string]any{"stage": "ppo", "mode": ModeStep, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/reward_std_in_group": ro.groupStd(groups),
+			"charts/reward_mean": mean(b_rewards), "charts/credit_mean": mean(b_rewards), "charts/reward_std_in_group": ro.groupStd(groups),
 			"charts/distinct_actions_per_group": ratio(ro.distinct, ro.seen),
 			"charts/groups_dropped_fraction":    float64(ro.flat) / float64(max(ro.flat+len(groups), 1)),
 			"charts/samples":                    len(batch), "charts/groups": len(groups),

@@ -62,6 +62,7 @@ func setupPPO(t testing.TB, root string) {
 func tinyPPOConfig(root string) PPOConfig {
 	cfg := DefaultPPOConfig()
 	cfg.Data = root
+	cfg.Horizon, cfg.GroupSize = 1, 8 // one-step: the reward functions below score one action
 	cfg.Updates = 12
 	cfg.BatchSize = 32
 	cfg.Minibatches = 2

@@ -29,7 +29,7 @@ func TestConfigRefusedUpFront(t *testing.T) {
 		{"ingest tasks", []string{"ingest", "tasks", "--workers", "-2"}, "", "ingest tasks: --workers -2: must not be negative (0: one per CPU core)"},
 		{"dataset", []string{"dataset", "--error-steps", "some"}, "", `dataset: --error-steps "some": want keep, drop-refused or drop`},
 		{"model.ctx", []string{"train", "sft", "--model.ctx", "8"}, "", "train sft: --model.ctx 8: cannot hold BOS + prompt_tokens 448 + response_tokens 160 = 609: raise ctx or lower the budgets"},
-		{"ppo", []string{"train", "ppo", "--minibatches", "0"}, "", "train ppo: --minibatches 0: must be in [1, batch_size / group_size] (4 groups per update)"},
+		{"ppo", []string{"train", "ppo", "--minibatches", "0"}, "", "train ppo: --minibatches 0: must be in [1, batch_size / group_size] (8 groups per update)"},
 		{"evaluate", []string{"evaluate", "--top_p", "0"}, "", "evaluate: --top_p 0: must be in (0, 1]"},
 		{"serve-env", []string{"serve-env", "--addr", "localhost"}, "", `serve-env: --addr "localhost": want host:port, e.g. 127.0.0.1:8080 (:8080 listens on every interface)`},
 		{"yaml value", []string{"rollout"}, "per_task: 3\nenv:\n  max_steps: -1\n", "rollout: config FILE line 3: env.max_steps -1: must be positive"},
