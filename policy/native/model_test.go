@@ -183,6 +183,38 @@ func refLoss2(ref *refModel, b Batch, idx, targets []int32, w, c []float64) floa
 	return refLoss(logits, values, idx, targets, w, c)
 }
 
+// randomDirection draws a N(0,1) direction in parameter space, in the
+// model's fixed parameter order so that it is the same every run.
+func randomDirection(r *rand.Rand, m *Model) map[string][]float64 {
+	u := map[string][]float64{}
+	for _, p := range m.Params() {
+		u[p.Name] = make([]float64, p.Size())
+		for i := range u[p.Name] {
+			u[p.Name][i] = r.NormFloat64()
+		}
+	}
+	return u
+}
+
+// directionalDerivative is the reference loss's derivative along u by
+// central differences (ref's parameters are restored afterwards).
+func directionalDerivative(ref *refModel, u map[string][]float64, b Batch, idx, targets []int32, w, c []float64) float64 {
+	const h = 1e-4
+	shift := func(s float64) {
+		for name, vals := range ref.p {
+			for i := range vals {
+				vals[i] += s * u[name][i]
+			}
+		}
+	}
+	shift(h)
+	lp := refLoss2(ref, b, idx, targets, w, c)
+	shift(-2 * h)
+	lm := refLoss2(ref, b, idx, targets, w, c)
+	shift(h)
+	return (lp - lm) / (2 * h)
+}
+
 func TestCrossEntropyBackwardMatchesBackward(t *testing.T) {
 	cfg := tinyConfig()
 	b := testBatch()
@@ -395,27 +427,8 @@ func TestLongSequenceDirectionalDerivative(t *testing.T) {
 	}
 	ref := newRef(m)
 	wantLogits, _ := ref.forward(b)
-	u := map[string][]float64{}
-	for _, p := range m.Params() { // in a fixed order, so u is the same every run
-		u[p.Name] = make([]float64, p.Size())
-		for i := range u[p.Name] {
-			u[p.Name][i] = r.NormFloat64()
-		}
-	}
-	const h = 1e-4
-	shift := func(s float64) {
-		for name, vals := range ref.p {
-			for i := range vals {
-				vals[i] += s * u[name][i]
-			}
-		}
-	}
-	shift(h)
-	lp := refLoss2(ref, b, idx, targets, w, c)
-	shift(-2 * h)
-	lm := refLoss2(ref, b, idx, targets, w, c)
-	shift(h)
-	want := (lp - lm) / (2 * h)
+	u := randomDirection(r, m)
+	want := directionalDerivative(ref, u, b, idx, targets, w, c)
 	forEachKernel(t, func(t *testing.T) {
 		m.ZeroGrad()
 		if err := m.Forward(b); err != nil {

@@ -151,27 +151,8 @@ func TestPrefixMatchesReference(t *testing.T) {
 			}
 			ref := newRef(m)
 			wantLogits, wantValues := ref.forward(b)
-			u := map[string][]float64{}
-			for _, p := range m.Params() {
-				u[p.Name] = make([]float64, p.Size())
-				for i := range u[p.Name] {
-					u[p.Name][i] = r.NormFloat64()
-				}
-			}
-			const h = 1e-4
-			shift := func(s float64) {
-				for name, vals := range ref.p {
-					for i := range vals {
-						vals[i] += s * u[name][i]
-					}
-				}
-			}
-			shift(h)
-			lp := refLoss2(ref, b, idx, targets, w, c)
-			shift(-2 * h)
-			lm := refLoss2(ref, b, idx, targets, w, c)
-			shift(h)
-			want := (lp - lm) / (2 * h)
+			u := randomDirection(r, m)
+			want := directionalDerivative(ref, u, b, idx, targets, w, c)
 			forEachKernel(t, func(t *testing.T) {
 				logits, _, grads := headLossGrads(t, m, b, idx, targets)
 				_, values, _ := m.Heads(idx)
