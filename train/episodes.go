@@ -102,8 +102,13 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			return err
 		}
 		flat := 0
-		if horizon {
+		var trajAdv []float64 // credit all: every step's A_0
+		credit := returns
+		if horizon && cfg.Credit == CreditAll {
+			groups, trajAdv, credit, flat = trajectoryCredit(groups, returns, cfg.GroupStd)
+		} else if horizon {
 			groups, returns, flat = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
+			credit = returns
 		}
 		batch := flatten(groups)
 		t0 := time.Now()
@@ -123,6 +128,8 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 				return fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 			}
 			b_advantages, b_returns = oneStepAdvantages(returns, b_values, cfg.NormAdv)
+		} else if trajAdv != nil {
+			b_advantages = trajAdv
 		} else if horizon {
 			b_advantages = groupAdvantages(groups, cfg.GroupStd)
 		} else {
@@ -142,7 +149,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			mode = ModeStep
 		}
 		rec := map[string]any{"stage": "ppo", "mode": mode, "horizon": steps, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(returns),
+			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(credit),
 			"charts/groups_dropped_fraction": ratio(flat, flat+len(groups)), "charts/groups": len(groups),
 			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/valid_action_rate": ratio(valid, len(batch)),
@@ -224,6 +231,53 @@ func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*gr
 		}
 	}
 	return kept, rets, flat
+}
+
+// trajectoryCredit is credit all (multi-turn GRPO over n-step
+// continuations): every action of an episode is trained with the
+// episode's leave-one-out advantage A_0 = G_0 - the mean G_0 of its
+// group's other episodes (divided by the group's G_0 standard deviation
+// with byStd), so that the continuation's own actions learn too: an edit
+// the next action leaves unrun costs both. Groups of fewer than two
+// episodes, or whose G_0 are all equal, are dropped and counted. It
+// returns the kept groups (all their steps, in episode order), the
+// advantages in flatten(kept) order, the kept episodes' G_0 (what the
+// update credited, one per episode) and the dropped count.
+func trajectoryCredit(groups []*group, returns []float64, byStd bool) (kept []*group, adv, credit []float64, flat int) {
+	i := 0
+	for _, g := range groups {
+		rets := returns[i : i+len(g.Samples)]
+		i += len(g.Samples)
+		var first []*sample
+		g0 := map[int]float64{}
+		for j, s := range g.Samples {
+			s.Ret, s.HasRet = rets[j], true
+			if s.Step == 0 {
+				first = append(first, s)
+				g0[s.Episode] = rets[j]
+			}
+		}
+		if len(first) < 2 || flatRewards(first) {
+			flat++
+			continue
+		}
+		k := float64(len(first))
+		m, std := groupStats(first)
+		a0 := map[int]float64{}
+		for _, s := range first {
+			a := k / (k - 1) * (s.Ret - m)
+			if byStd {
+				a /= std + 1e-8
+			}
+			a0[s.Episode] = a
+			credit = append(credit, s.Ret)
+		}
+		for _, s := range g.Samples {
+			adv = append(adv, a0[s.Episode])
+		}
+		kept = append(kept, g)
+	}
+	return kept, adv, credit, flat
 }
 
 // episodes plays group_size episodes of steps actions from each of

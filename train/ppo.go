@@ -62,6 +62,8 @@ type PPOConfig struct {
 	// Horizon > 1 credits each sampled action with the rewards of the
 	// policy's own continuation from the state (n-step returns).
 	Horizon int `yaml:"horizon" help:"mode step: steps credited to a sampled action: 1 (its own reward) or n (its reward plus those of the policy's next n-1 actions from the state it leads to, in live environments); episode-wise PPO credits whole returns"`
+	// Credit says which steps of an n-step continuation are trained.
+	Credit string `yaml:"credit" help:"mode step, horizon > 1: first (only the sampled first action is trained) or all (every action of the continuation is trained with its episode's group-relative advantage A_0, as multi-turn GRPO: an edit the continuation leaves unrun costs the second action too)"`
 	// Advantage is the baseline: the group's (leave-one-out) or a critic's.
 	Advantage    string  `yaml:"advantage" help:"group (A = R - mean of the group's other rewards, RLOO/GRPO) or critic (A = R - V(s), ML-Agent's PPO: a value head that does not move the trunk)"`
 	GroupStd     bool    `yaml:"group_std" help:"advantage group: divide by the group's reward standard deviation"`
@@ -113,6 +115,9 @@ const (
 	AdvantageGroup  = "group"
 	AdvantageCritic = "critic"
 
+	CreditFirst = "first"
+	CreditAll   = "all"
+
 	FreeTextMask  = "mask"
 	FreeTextForce = "force"
 	FreeTextTrain = "train"
@@ -128,7 +133,7 @@ func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
 		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
-		Updates: 20, BatchSize: 32, GroupSize: 4, Horizon: 2, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
+		Updates: 20, BatchSize: 32, GroupSize: 4, Horizon: 2, Credit: CreditFirst, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
 		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.02, KLTarget: 0,
 		FreeText: FreeTextMask, Collector: CollectorSync, DurationWeighting: true, MinDurationS: 1, SettlePending: false, MaxStaleness: 2, Workers: 2,
@@ -167,6 +172,10 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("horizon", c.Horizon, "must be at least 1 (1: one-step rewards)")
 	case c.Horizon > 1 && c.Mode == ModeStep && c.Reward != RewardEnv:
 		return config.Errorf("horizon", c.Horizon, "needs reward %s (the continuation runs in the environment)", RewardEnv)
+	case c.Credit != CreditFirst && c.Credit != CreditAll:
+		return config.Errorf("credit", c.Credit, "want %s or %s", CreditFirst, CreditAll)
+	case c.Credit == CreditAll && (c.Mode != ModeStep || c.Horizon < 2 || c.Advantage != AdvantageGroup):
+		return config.Errorf("credit", c.Credit, "trains every step of a continuation: it needs mode %s, horizon >= 2 and advantage %s", ModeStep, AdvantageGroup)
 	case c.Horizon > 1 && c.Collector != CollectorSync:
 		return config.Errorf("collector", c.Collector, "scores one action per sample: it needs horizon 1 (and, for an edit's credit, env.execute_after_edit)")
 	case c.GroupSize < 1:

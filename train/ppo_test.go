@@ -521,6 +521,47 @@ func TestFirstActionsCreditTheContinuation(t *testing.T) {
 	}
 }
 
+// TestTrajectoryCreditTrainsEveryStep: credit all gives each step of an
+// episode its episode's leave-one-out A_0, and drops flat groups.
+func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
+	mk := func(steps ...int) *group {
+		g := &group{}
+		for ep, n := range steps {
+			for s := range n {
+				g.Samples = append(g.Samples, &sample{Episode: ep, Step: s})
+			}
+		}
+		return g
+	}
+	// Group 1 as in TestFirstActionsCreditTheContinuation: G_0 = 0.5, 0, 1,
+	// so A_0 = 0, -0.75, 0.75 for episodes of 2, 1 and 2 steps. Group 2's
+	// two episodes have equal G_0: dropped.
+	groups := []*group{mk(2, 1, 2), mk(1, 1)}
+	returns := []float64{0.5, 0.2, 0, 1, 0.4, -1, -1}
+	kept, adv, credit, flat := trajectoryCredit(groups, returns, false)
+	if len(kept) != 1 || flat != 1 || len(kept[0].Samples) != 5 {
+		t.Fatalf("kept %d groups (%d flat), want 1 of 5 samples and 1 flat", len(kept), flat)
+	}
+	for i, w := range []float64{0, 0, -0.75, 0.75, 0.75} {
+		if math.Abs(adv[i]-w) > 1e-12 {
+			t.Fatalf("advantages %v, want [0 0 -0.75 0.75 0.75]", adv)
+		}
+	}
+	if len(credit) != 3 || credit[0] != 0.5 || credit[1] != 0 || credit[2] != 1 {
+		t.Errorf("credit %v, want the episodes' G_0 [0.5 0 1]", credit)
+	}
+	// The second steps are trained: they are in the kept group with their
+	// own G_1 recorded.
+	if s := kept[0].Samples[1]; s.Step != 1 || s.ret() != 0.2 {
+		t.Errorf("second sample: step %d credited %v, want step 1 with G_1 0.2", s.Step, s.ret())
+	}
+	// With group_std the advantages are divided by the G_0 spread.
+	_, adv, _, _ = trajectoryCredit([]*group{mk(2, 1, 2)}, returns[:5], true)
+	if sd := math.Sqrt((0.0 + 0.25 + 0.25) / 3); math.Abs(adv[3]-0.75/sd) > 1e-6 {
+		t.Errorf("with group_std: %v, want 0.75/%.3f at the third episode", adv, sd)
+	}
+}
+
 // TestCurveRecordSkipsUndefinedGains: a task whose m_init is 0 has no
 // relative gain; its point is left out (a NaN would make the whole
 // metrics line unwritable as JSON), the others are kept.
