@@ -168,6 +168,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string, transcripts bool
 		if v := Verdict(s, split); v != "" {
 			fmt.Fprintf(w, "%s\n\n", v)
 		}
+		writeBehaviours(w, s, split)
 		fmt.Fprintf(w, "| task | metric | m_init | method | n | avg@n | best@n | delta_r | 95%% CI | valid |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Cells {
 			if c.Split != split {
@@ -272,6 +273,35 @@ func pct(x float64) string {
 		x = 0 // no "-0.00%" for a gain too small to show
 	}
 	return fmt.Sprintf("%+.2f%%", 100*x)
+}
+
+// writeBehaviours writes what each method did on a split's tasks (methods
+// that took steps): edit and execute shares of its steps, the share of its
+// edits that changed nothing, and of its trajectories that ran the script
+// and that gave a Final Answer.
+func writeBehaviours(w io.Writer, s Summary, split string) {
+	var bs []Behaviour
+	for _, b := range s.Behaviours {
+		if b.Split == split && b.Steps > 0 {
+			bs = append(bs, b)
+		}
+	}
+	if len(bs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "What the agents did: edits and executions as shares of their steps, edits that left the file unchanged as a share of the edits, trajectories that ran the script at least once and that ended with a Final Answer as shares of the trajectories.\n\n")
+	fmt.Fprintf(w, "| method | trajectories | steps | edits | unchanged edits | executes | ran the script | final answer |\n|---|---|---|---|---|---|---|---|\n")
+	pc := func(a, b int) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
+	}
+	for _, b := range bs {
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s |\n", b.Method, b.Trajectories, b.Steps, pc(b.Edits, b.Steps), pc(b.Unchanged, b.Edits),
+			pc(b.Executes, b.Steps), pc(b.RanScript, b.Trajectories), pc(b.FinalAnswer, b.Trajectories))
+	}
+	fmt.Fprintln(w)
 }
 
 // share formats a rate of steps as a percentage ("-" without steps).

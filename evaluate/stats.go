@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
 
@@ -66,6 +67,76 @@ type Summary struct {
 	Actions  map[string]map[string]int `json:"actions"`
 	Outcomes map[string]map[string]int `json:"outcomes"`
 	Methods  []string                  `json:"methods"` // in report order
+	// Behaviours say what each method did, by split: run 8's collapse
+	// (edits repeated, scripts never run, no Final Answer) reads here.
+	Behaviours []Behaviour `json:"behaviours"` // by split, method
+}
+
+// Behaviour is what one method's agents did on one split's tasks: how
+// often they edited, how many of those edits changed nothing, and how many
+// of their trajectories ran the script and gave a Final Answer.
+type Behaviour struct {
+	Method       string `json:"method"`
+	Split        string `json:"split"`
+	Trajectories int    `json:"trajectories"`
+	Steps        int    `json:"steps"`
+	Edits        int    `json:"edits"`           // Edit Script (AI) and Edit Script Segment steps
+	Unchanged    int    `json:"edits_unchanged"` // edits the environment reported left the file unchanged
+	Executes     int    `json:"executes"`        // Execute Script steps
+	RanScript    int    `json:"trajectories_ran_script"`
+	FinalAnswer  int    `json:"trajectories_final_answer"`
+}
+
+// UnchangedEditFeedback starts the environment's reply to an edit that
+// left its file as it was (env's saveEdit).
+const UnchangedEditFeedback = "The edit left "
+
+// behaviours counts Behaviour per (split, method) in Summary order.
+func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
+	type key struct{ split, method string }
+	by := map[key]*Behaviour{}
+	for _, r := range rows {
+		k := key{r.Split, r.Method}
+		b := by[k]
+		if b == nil {
+			b = &Behaviour{Method: r.Method, Split: r.Split}
+			by[k] = b
+		}
+		b.Trajectories++
+		b.Steps += len(r.Actions)
+		ran, final := false, false
+		for i, a := range r.Actions {
+			switch a {
+			case env.EditScriptAI, env.EditScriptSegment:
+				b.Edits++
+				if i < len(r.Feedback) && strings.HasPrefix(r.Feedback[i], UnchangedEditFeedback) {
+					b.Unchanged++
+				}
+			case env.ExecuteScript:
+				b.Executes++
+				ran = true
+			case env.FinalAnswer:
+				final = true
+			}
+		}
+		if ran {
+			b.RanScript++
+		}
+		if final {
+			b.FinalAnswer++
+		}
+	}
+	var out []Behaviour
+	for _, b := range by {
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Split != out[j].Split {
+			return splitOrder(out[i].Split) < splitOrder(out[j].Split)
+		}
+		return slices.Index(methods, out[i].Method) < slices.Index(methods, out[j].Method)
+	})
+	return out
 }
 
 // Summarize computes the cells and headlines of a set of eval_results
@@ -126,6 +197,7 @@ func Summarize(rows []schemas.EvalResult) Summary {
 	for _, k := range hkeys {
 		sum.Headlines = append(sum.Headlines, headline(k.split, k.method, byH[k]))
 	}
+	sum.Behaviours = behaviours(rows, sum.Methods)
 	return sum
 }
 

@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/mlerl/mlerl/schemas"
@@ -157,5 +158,46 @@ func TestVerdict(t *testing.T) {
 		if got := Verdict(tc.s, schemas.HeldOut); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestBehaviours counts edits, unchanged edits, executions and the
+// trajectories that ran the script or gave a Final Answer, per split and
+// method, from the rows' actions and feedback.
+func TestBehaviours(t *testing.T) {
+	row := func(method, split string, actions []string, feedback ...string) schemas.EvalResult {
+		return schemas.EvalResult{Method: method, TaskID: "a", Split: split, Direction: schemas.HigherIsBetter, MInit: 1, FinalScore: 1,
+			Actions: actions, Feedback: feedback}
+	}
+	rows := []schemas.EvalResult{
+		// An edit, the same edit again (unchanged), a run, a Final Answer.
+		row(MethodPPO, schemas.HeldIn, []string{"Edit Script (AI)", "Edit Script (AI)", "Execute Script", "Final Answer"},
+			"The edited file is saved to train.py.", "The edit left train.py unchanged.", "The script ran.", "Done."),
+		// Edits only: never runs, never answers.
+		row(MethodPPO, schemas.HeldIn, []string{"Edit Script (AI)", "Edit Script Segment"}, "The edit left train.py unchanged."),
+		row(MethodSFT, schemas.HeldIn, []string{"Execute Script"}, "The script ran."),
+		row(MethodPPO, schemas.HeldOut, []string{"List Files"}, "files"),
+	}
+	s := Summarize(rows)
+	var ppo *Behaviour
+	for i, b := range s.Behaviours {
+		if b.Method == MethodPPO && b.Split == schemas.HeldIn {
+			ppo = &s.Behaviours[i]
+		}
+	}
+	if len(s.Behaviours) != 3 || ppo == nil {
+		t.Fatalf("behaviours %+v, want 3 (sft held-in, sft+ppo held-in and held-out)", s.Behaviours)
+	}
+	want := Behaviour{Method: MethodPPO, Split: schemas.HeldIn, Trajectories: 2, Steps: 6, Edits: 4, Unchanged: 2, Executes: 1, RanScript: 1, FinalAnswer: 1}
+	if *ppo != want {
+		t.Errorf("sft+ppo held-in: got %+v, want %+v", *ppo, want)
+	}
+	if s.Behaviours[0].Split != schemas.HeldOut {
+		t.Errorf("held-out first: %+v", s.Behaviours)
+	}
+	var buf strings.Builder
+	writeBehaviours(&buf, s, schemas.HeldIn)
+	if out := buf.String(); !strings.Contains(out, "| sft+ppo | 2 | 6 | 67% | 50% | 17% | 50% | 50% |") {
+		t.Errorf("report table:\n%s", out)
 	}
 }
