@@ -160,7 +160,25 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		if b_values != nil {
 			rec["charts/value_mean"] = mean(b_values)
 		}
-		for k, v := range outcomeShares(batch) {
+		shared := batch
+		if trajAdv != nil {
+			// Credit all: the shares stay those of the first actions (as
+			// with credit first); the later steps' go under "later/".
+			var first, later []*sample
+			for _, s := range batch {
+				if s.Step == 0 {
+					first = append(first, s)
+				} else {
+					later = append(later, s)
+				}
+			}
+			shared = first
+			for k, v := range outcomeShares(later) {
+				rec["later/"+k] = v
+			}
+			rec["charts/later_samples"] = len(later)
+		}
+		for k, v := range outcomeShares(shared) {
 			rec[k] = v
 		}
 		recordSamples(rec, batch, nil)
