@@ -153,6 +153,16 @@ func TestPipelineSmoke(t *testing.T) {
 		t.Fatalf("2-step PPO wrote no metrics: %v", err)
 	}
 	stage("ppo-horizon")
+	// The same with every step of the continuations trained (credit all).
+	ac := hc
+	ac.Out, ac.Credit = "checkpoints/ppo-credit-all", train.CreditAll
+	if err := train.RunPPO(ctx, ac); err != nil {
+		t.Fatalf("train ppo --credit all: %v", err)
+	}
+	if b, err := store.ReadAll(ctx, st, "checkpoints/ppo-credit-all/metrics.jsonl"); err != nil || !strings.Contains(string(b), `"horizon":2`) {
+		t.Fatalf("credit-all PPO wrote no metrics: %v", err)
+	}
+	stage("ppo-credit-all")
 
 	cfg := DefaultConfig()
 	cfg.Data, cfg.PerTask = root, 2
