@@ -334,6 +334,7 @@ type StepResult struct {
 
 	editedBeforeRun bool   // the workspace had changed since the last graded run
 	saved           string // the file an edit wrote, or an undo restored
+	unchanged       bool   // an edit left its file as it was
 }
 
 // New starts an episode: it checks the spec and materialises the task's
@@ -525,6 +526,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 		MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction,
 		Markers:     len(r.Markers),
 		FinalAnswer: r.Action != nil && r.Action.Name == FinalAnswer && r.Outcome == OutcomeSuccess, Best: r.BestBefore,
+		UnchangedEdit: r.unchanged && r.Outcome == OutcomeSuccess,
 	})
 	r.WallDuration = time.Since(start)
 	e.s.Elapsed += r.WallDuration

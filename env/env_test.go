@@ -623,3 +623,32 @@ func TestSettleTakesThePendingEditsScore(t *testing.T) {
 }
 
 func newStoreLike(e *Env) store.Store { return e.st }
+
+// TestUnchangedEditCost: an edit that leaves its file as it was costs
+// reward.unchanged_edit when that is set, and nothing by default; an edit
+// that changes the file never pays it.
+func TestUnchangedEditCost(t *testing.T) {
+	for _, cost := range []float64{0, -0.1} {
+		cfg := testConfig(t)
+		cfg.Reward.UnchangedEdit = cost
+		st := store.NewLocal(t.TempDir())
+		e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		// Line 14 is "threshold = 0.0": writing it again changes nothing.
+		r := step(t, e, act(EditScriptSegment, "train.py", "14", "14", "threshold = 0.0"))
+		if r.Outcome != OutcomeSuccess || !strings.HasPrefix(r.Observation, "The edit left train.py unchanged.") {
+			t.Fatalf("cost %v: same-text edit: %s %q", cost, r.Outcome, r.Observation)
+		}
+		v, ok := r.Reward.Term(TermUnchanged)
+		if cost == 0 && (ok || r.Reward.Total != 0) || cost != 0 && (!ok || v != cost || r.Reward.Total != cost) {
+			t.Errorf("cost %v: unchanged edit's reward %+v", cost, r.Reward)
+		}
+		r = step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+		if _, ok := r.Reward.Term(TermUnchanged); r.Outcome != OutcomeSuccess || ok {
+			t.Errorf("cost %v: a real edit: %s %+v", cost, r.Outcome, r.Reward)
+		}
+	}
+}

@@ -248,6 +248,7 @@ func (e *Env) saveEdit(rel, abs, old, next string, r *StepResult) error {
 	r.Outcome = OutcomeSuccess
 	if next == old {
 		r.Observation = "The edit left " + rel + " unchanged."
+		r.unchanged = true
 		return nil
 	}
 	if err := e.writeFile(rel, abs, []byte(next)); err != nil {

@@ -9,15 +9,16 @@ import (
 
 // Reward term names.
 const (
-	TermFormat      = "format"      // -1: the response did not parse, or the action was refused or an invalid edit
-	TermError       = "error"       // -1: the script crashed, was killed, flooded its output or wrote no valid submission
-	TermCornerCase  = "corner_case" // 0: timeout, out of memory, editor failure (not the agent's fault)
-	TermImprovement = "improvement" // squashed (m_new - m_prev) / (m_best - m_init), direction-signed
-	TermBinary      = "binary"      // +1 when an edit improved the score, else 0 (the ML-Agent ablation)
-	TermScore       = "score"       // the grader's score, sign flipped for lower-is-better (second paper)
-	TermMarkers     = "markers"     // +MarkerCredit per instrumentation marker reached by a failed run
-	TermNoValid     = "no_valid"    // NoValidPenalty when an execution produced no valid submission
-	TermFinal       = "final"       // <= 0: squashed (m_current - m_best_so_far) / scale, direction-signed, for a Final Answer
+	TermFormat      = "format"         // -1: the response did not parse, or the action was refused or an invalid edit
+	TermError       = "error"          // -1: the script crashed, was killed, flooded its output or wrote no valid submission
+	TermCornerCase  = "corner_case"    // 0: timeout, out of memory, editor failure (not the agent's fault)
+	TermImprovement = "improvement"    // squashed (m_new - m_prev) / (m_best - m_init), direction-signed
+	TermBinary      = "binary"         // +1 when an edit improved the score, else 0 (the ML-Agent ablation)
+	TermScore       = "score"          // the grader's score, sign flipped for lower-is-better (second paper)
+	TermMarkers     = "markers"        // +MarkerCredit per instrumentation marker reached by a failed run
+	TermNoValid     = "no_valid"       // NoValidPenalty when an execution produced no valid submission
+	TermFinal       = "final"          // <= 0: squashed (m_current - m_best_so_far) / scale, direction-signed, for a Final Answer
+	TermUnchanged   = "unchanged_edit" // <= 0: the configured cost of an edit that left its file as it was
 )
 
 // Squashing functions for the improvement term.
@@ -47,6 +48,10 @@ type RewardConfig struct {
 	// submission costs (m_best_so_far: the best graded score, or m_init
 	// when that is better or there is none).
 	Final bool `yaml:"final_answer" help:"a Final Answer earns the squashed (m_current - m_best_so_far) / scale, <= 0: stopping on a worse submission costs"`
+	// UnchangedEdit is the reward of an edit that left its file exactly
+	// as it was (the environment says "The edit left <file> unchanged."),
+	// such as the same instruction applied again: 0 adds no term.
+	UnchangedEdit float64 `yaml:"unchanged_edit" help:"reward of an edit that left its file unchanged, in [-1, 0] (e.g. -0.1; 0: no term): a cost for repeating an edit"`
 }
 
 // DefaultRewardConfig returns the ML-Agent terms (format -1, error -1,
@@ -79,6 +84,9 @@ func (c RewardConfig) Validate() error {
 	if !(c.NoValidPen <= 0) || math.IsInf(c.NoValidPen, 0) {
 		return config.Errorf("no_valid_penalty", c.NoValidPen, "must be a number <= 0 (a penalty, such as -10)")
 	}
+	if !(c.UnchangedEdit >= -1 && c.UnchangedEdit <= 0) {
+		return config.Errorf("unchanged_edit", c.UnchangedEdit, "must be a number in [-1, 0] (a cost; a positive value would pay for edits that do nothing)")
+	}
 	return nil
 }
 
@@ -109,6 +117,8 @@ type RewardInput struct {
 	// before it (nil: none), Prev the score of the submission it leaves.
 	FinalAnswer bool
 	Best        *float64
+	// UnchangedEdit marks an accepted edit that left its file as it was.
+	UnchangedEdit bool
 }
 
 // Term is one named reward term.
@@ -157,6 +167,8 @@ func (r Reward) Rows() []schemas.RewardTerm {
 //     higher-is-better and -1 for lower-is-better metrics, and scale is
 //     |m_best - m_init|, or |m_init| when m_best == m_init, or 1 when both
 //     are 0; binary = 1 when that improvement is positive; score = s x m_new.
+//   - an edit that left its file unchanged (with UnchangedEdit < 0):
+//     unchanged_edit = UnchangedEdit.
 //   - a Final Answer (with Final on): final = squash(s x (m_prev -
 //     m_best_so_far) / scale) <= 0, m_best_so_far the better of m_init and
 //     the best graded score.
@@ -200,6 +212,9 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 	case OutcomeScriptError, OutcomeKilled, OutcomeOutputLimit, OutcomeInvalidSubmission:
 		failed()
 	case OutcomeSuccess:
+		if in.UnchangedEdit && c.UnchangedEdit != 0 {
+			add(TermUnchanged, c.UnchangedEdit)
+		}
 		if in.FinalAnswer && c.Final {
 			best := in.MInit
 			if in.Best != nil && sign*(*in.Best-best) > 0 {

@@ -134,6 +134,9 @@ func TestRewardConfigValidate(t *testing.T) {
 		{"NaN marker value", func(c *RewardConfig) { c.MarkerValue = math.NaN() }, "marker_value NaN: must be a number >= 0 (credit per marker reached)"},
 		{"positive penalty", func(c *RewardConfig) { c.NoValidPen = 10 }, "no_valid_penalty 10: must be a number <= 0 (a penalty, such as -10)"},
 		{"infinite penalty", func(c *RewardConfig) { c.NoValidPen = math.Inf(-1) }, "no_valid_penalty -Inf: must be a number <= 0 (a penalty, such as -10)"},
+		{"unchanged edit cost", func(c *RewardConfig) { c.UnchangedEdit = -0.1 }, ""},
+		{"unchanged edit paid", func(c *RewardConfig) { c.UnchangedEdit = 0.5 }, "unchanged_edit 0.5: must be a number in [-1, 0] (a cost; a positive value would pay for edits that do nothing)"},
+		{"unchanged edit NaN", func(c *RewardConfig) { c.UnchangedEdit = math.NaN() }, "unchanged_edit NaN: must be a number in [-1, 0] (a cost; a positive value would pay for edits that do nothing)"},
 	} {
 		cfg := DefaultRewardConfig()
 		tc.edit(&cfg)
