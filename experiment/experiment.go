@@ -24,7 +24,7 @@ type Config struct {
 	Name string `yaml:"name" help:"grid name: prefix of its checkpoints, eval datasets and report"`
 	Out  string `yaml:"out" help:"dataset the grid's rows are written to"`
 	// Budget picks the training and evaluation sizes (see Budgets).
-	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about 15 minutes per seed on 2 idle cores: 2 SFT epochs, 6 PPO updates, 4 trajectories of 8 steps per held-out task)"`
+	Budget string `yaml:"budget" help:"small (minutes: 40 SFT updates, 2 PPO updates, 2 trajectories of 4 steps per held-out task) or full (about 25 minutes per seed on 2 idle AVX-512 cores, 40 on AVX2-only ones: 2 SFT epochs, 40 PPO updates of 32 samples (SCIENCE.md run 10), 4 trajectories of 8 steps per task)"`
 	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
 	// Preset is the grid (Presets): its arms with their flags, and what it
 	// adds to every stage run (learning curves, evaluation splits).
@@ -119,8 +119,8 @@ type Budget struct {
 // science.sh makes, 40 expert trajectories per held-in task and their
 // plan variants: about 1,900 updates; SCIENCE.md's runs 1-4 had 6
 // trajectories per task, where 2 epochs were too few). PPO takes train
-// ppo's defaults (SCIENCE.md run 7 chose them) at a size: whole groups of
-// 8 actions per state. Held-in tasks are evaluated on request
+// ppo's defaults (SCIENCE.md runs 7-7b chose them) at run 10's size: 40
+// updates of 32 samples, whole groups of 4 actions per state. Held-in tasks are evaluated on request
 // (eval_flags: --splits=held-out,held-in).
 var Budgets = map[string]Budget{
 	"small": {
@@ -131,7 +131,7 @@ var Budgets = map[string]Budget{
 	},
 	"full": {
 		SFT:      []string{"--epochs=2", "--batch_rows=4"},
-		PPO:      []string{"--updates=60", "--batch_size=32", "--gen_batch=32", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=20"},
+		PPO:      []string{"--updates=40", "--batch_size=32", "--gen_batch=32", "--minibatches=2", "--workers=2", "--episode_steps=4", "--checkpoint_every=20"},
 		Evaluate: []string{"--splits=held-out", "--per_task=4", "--policy_per_task=4", "--env.max_steps=8"},
 		Curve:    []string{"--curve.splits=held-in,held-out", "--curve.per_task=2", "--curve.max_steps=8"},
 	},

@@ -160,27 +160,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		if b_values != nil {
 			rec["charts/value_mean"] = mean(b_values)
 		}
-		shared := batch
-		if trajAdv != nil {
-			// Credit all: the shares stay those of the first actions (as
-			// with credit first); the later steps' go under "later/".
-			var first, later []*sample
-			for _, s := range batch {
-				if s.Step == 0 {
-					first = append(first, s)
-				} else {
-					later = append(later, s)
-				}
-			}
-			shared = first
-			for k, v := range outcomeShares(later) {
-				rec["later/"+k] = v
-			}
-			rec["charts/later_samples"] = len(later)
-		}
-		for k, v := range outcomeShares(shared) {
-			rec[k] = v
-		}
+		recordShares(rec, batch, trajAdv != nil)
 		recordSamples(rec, batch, nil)
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
@@ -249,6 +229,31 @@ func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*gr
 		}
 	}
 	return kept, rets, flat
+}
+
+// recordShares adds the batch's outcome and action shares to an update's
+// record. With credit all (later) they stay those of the first actions,
+// as with credit first, and the later steps' go under "later/".
+func recordShares(rec map[string]any, batch []*sample, later bool) {
+	shared := batch
+	if later {
+		var first, rest []*sample
+		for _, s := range batch {
+			if s.Step == 0 {
+				first = append(first, s)
+			} else {
+				rest = append(rest, s)
+			}
+		}
+		shared = first
+		for k, v := range outcomeShares(rest) {
+			rec["later/"+k] = v
+		}
+		rec["charts/later_samples"] = len(rest)
+	}
+	for k, v := range outcomeShares(shared) {
+		rec[k] = v
+	}
 }
 
 // trajectoryCredit is credit all (multi-turn GRPO over n-step
