@@ -491,10 +491,11 @@ func TestKLToTheReferenceStartsAtZero(t *testing.T) {
 	}
 }
 
-// TestFirstActionsCreditTheContinuation: with horizon > 1 only the
-// episodes' first actions are trained, each credited with its G_0, and a
-// group whose G_0 are all equal is dropped.
-func TestFirstActionsCreditTheContinuation(t *testing.T) {
+// continuationGroups are two groups of n-step episodes and their returns
+// G_t in flatten order. Group 1: episodes of 2, 1 and 2 steps, G = (0.5,
+// 0.2 | 0 | 1, 0.4). Group 2: two one-step episodes with equal returns,
+// no signal.
+func continuationGroups() ([]*group, []float64) {
 	mk := func(steps ...int) *group {
 		g := &group{}
 		for ep, n := range steps {
@@ -504,10 +505,14 @@ func TestFirstActionsCreditTheContinuation(t *testing.T) {
 		}
 		return g
 	}
-	// Group 1: episodes of 2, 1 and 2 steps, G = (0.5, 0.2 | 0 | 1, 0.4).
-	// Group 2: two one-step episodes with equal returns: no signal.
-	groups := []*group{mk(2, 1, 2), mk(1, 1)}
-	returns := []float64{0.5, 0.2, 0, 1, 0.4, -1, -1}
+	return []*group{mk(2, 1, 2), mk(1, 1)}, []float64{0.5, 0.2, 0, 1, 0.4, -1, -1}
+}
+
+// TestFirstActionsCreditTheContinuation: with horizon > 1 only the
+// episodes' first actions are trained, each credited with its G_0, and a
+// group whose G_0 are all equal is dropped.
+func TestFirstActionsCreditTheContinuation(t *testing.T) {
+	groups, returns := continuationGroups()
 	kept, rets, flat := firstActions(groups, returns, true)
 	if len(kept) != 1 || flat != 1 || len(kept[0].Samples) != 3 {
 		t.Fatalf("kept %d groups (%d flat), want 1 of 3 first actions and 1 flat", len(kept), flat)
@@ -530,20 +535,9 @@ func TestFirstActionsCreditTheContinuation(t *testing.T) {
 // TestTrajectoryCreditTrainsEveryStep: credit all gives each step of an
 // episode its episode's leave-one-out A_0, and drops flat groups.
 func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
-	mk := func(steps ...int) *group {
-		g := &group{}
-		for ep, n := range steps {
-			for s := range n {
-				g.Samples = append(g.Samples, &sample{Episode: ep, Step: s})
-			}
-		}
-		return g
-	}
-	// Group 1 as in TestFirstActionsCreditTheContinuation: G_0 = 0.5, 0, 1,
-	// so A_0 = 0, -0.75, 0.75 for episodes of 2, 1 and 2 steps. Group 2's
-	// two episodes have equal G_0: dropped.
-	groups := []*group{mk(2, 1, 2), mk(1, 1)}
-	returns := []float64{0.5, 0.2, 0, 1, 0.4, -1, -1}
+	// G_0 = 0.5, 0, 1, so A_0 = 0, -0.75, 0.75 for episodes of 2, 1 and 2
+	// steps; the second group is dropped.
+	groups, returns := continuationGroups()
 	kept, adv, credit, flat := trajectoryCredit(groups, returns, false)
 	if len(kept) != 1 || flat != 1 || len(kept[0].Samples) != 5 {
 		t.Fatalf("kept %d groups (%d flat), want 1 of 5 samples and 1 flat", len(kept), flat)
@@ -562,7 +556,8 @@ func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
 		t.Errorf("second sample: step %d credited %v, want step 1 with G_1 0.2", s.Step, s.ret())
 	}
 	// With group_std the advantages are divided by the G_0 spread.
-	_, adv, _, _ = trajectoryCredit([]*group{mk(2, 1, 2)}, returns[:5], true)
+	groups, returns = continuationGroups()
+	_, adv, _, _ = trajectoryCredit(groups[:1], returns[:5], true)
 	if sd := math.Sqrt((0.0 + 0.25 + 0.25) / 3); math.Abs(adv[3]-0.75/sd) > 1e-6 {
 		t.Errorf("with group_std: %v, want 0.75/%.3f at the third episode", adv, sd)
 	}
