@@ -106,6 +106,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		credit := returns
 		if horizon && cfg.Credit == CreditAll {
 			groups, trajAdv, credit, flat = trajectoryCredit(groups, returns, cfg.GroupStd)
+			returns = credit // return_mean: the kept episodes' G_0, as with credit first
 		} else if horizon {
 			groups, returns, flat = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
 			credit = returns
