@@ -243,11 +243,16 @@ func (e *Env) editSegment(a Action, r *StepResult) error {
 	return e.saveEdit(rel, abs, string(b), next, r)
 }
 
+// UnchangedEditPrefix starts the reply to an edit that left its file as
+// it was ("The edit left train.py unchanged."); evaluation counts such
+// edits by it.
+const UnchangedEditPrefix = "The edit left "
+
 // saveEdit writes an edit's result and shows its diff.
 func (e *Env) saveEdit(rel, abs, old, next string, r *StepResult) error {
 	r.Outcome = OutcomeSuccess
 	if next == old {
-		r.Observation = "The edit left " + rel + " unchanged."
+		r.Observation = UnchangedEditPrefix + rel + " unchanged."
 		r.unchanged = true
 		return nil
 	}

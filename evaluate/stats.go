@@ -87,10 +87,6 @@ type Behaviour struct {
 	FinalAnswer  int    `json:"trajectories_final_answer"`
 }
 
-// UnchangedEditFeedback starts the environment's reply to an edit that
-// left its file as it was (env's saveEdit).
-const UnchangedEditFeedback = "The edit left "
-
 // behaviours counts Behaviour per (split, method) in Summary order.
 func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
 	type key struct{ split, method string }
@@ -109,7 +105,7 @@ func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
 			switch a {
 			case env.EditScriptAI, env.EditScriptSegment:
 				b.Edits++
-				if i < len(r.Feedback) && strings.HasPrefix(r.Feedback[i], UnchangedEditFeedback) {
+				if i < len(r.Feedback) && strings.HasPrefix(r.Feedback[i], env.UnchangedEditPrefix) {
 					b.Unchanged++
 				}
 			case env.ExecuteScript:

@@ -103,13 +103,11 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		}
 		flat := 0
 		var trajAdv []float64 // credit all: every step's A_0
-		credit := returns
 		if horizon && cfg.Credit == CreditAll {
-			groups, trajAdv, credit, flat = trajectoryCredit(groups, returns, cfg.GroupStd)
-			returns = credit // return_mean: the kept episodes' G_0, as with credit first
+			// returns: the kept episodes' G_0, one each, as with credit first.
+			groups, trajAdv, returns, flat = trajectoryCredit(groups, returns, cfg.GroupStd)
 		} else if horizon {
 			groups, returns, flat = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
-			credit = returns
 		}
 		batch := flatten(groups)
 		t0 := time.Now()
@@ -150,7 +148,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			mode = ModeStep
 		}
 		rec := map[string]any{"stage": "ppo", "mode": mode, "horizon": steps, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(credit),
+			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(returns),
 			"charts/groups_dropped_fraction": ratio(flat, flat+len(groups)), "charts/groups": len(groups),
 			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/valid_action_rate": ratio(valid, len(batch)),
@@ -270,31 +268,22 @@ func recordShares(rec map[string]any, batch []*sample, later bool) {
 func trajectoryCredit(groups []*group, returns []float64, byStd bool) (kept []*group, adv, credit []float64, flat int) {
 	i := 0
 	for _, g := range groups {
-		rets := returns[i : i+len(g.Samples)]
-		i += len(g.Samples)
 		var first []*sample
-		g0 := map[int]float64{}
-		for j, s := range g.Samples {
-			s.Ret, s.HasRet = rets[j], true
+		for _, s := range g.Samples {
+			s.Ret, s.HasRet = returns[i], true
+			i++
 			if s.Step == 0 {
 				first = append(first, s)
-				g0[s.Episode] = rets[j]
 			}
 		}
 		if len(first) < 2 || flatRewards(first) {
 			flat++
 			continue
 		}
-		k := float64(len(first))
-		m, std := groupStats(first)
 		a0 := map[int]float64{}
-		for _, s := range first {
-			a := k / (k - 1) * (s.Ret - m)
-			if byStd {
-				a /= std + 1e-8
-			}
-			a0[s.Episode] = a
-			credit = append(credit, s.Ret)
+		for j, a := range groupAdvantages([]*group{{Samples: first}}, byStd) {
+			a0[first[j].Episode] = a
+			credit = append(credit, first[j].Ret)
 		}
 		for _, s := range g.Samples {
 			adv = append(adv, a0[s.Episode])
