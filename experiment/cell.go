@@ -85,8 +85,12 @@ func stage(ctx context.Context, cfg Config, logDir, name string, args ...string)
 	start := time.Now()
 	err = cmd.Run()
 	u := usage{wallS: time.Since(start).Seconds()}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && ru != nil {
-		u.cpuS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	// No ProcessState when the process never started (the context was
+	// cancelled before it could, or exec failed): no CPU time to read.
+	if ps := cmd.ProcessState; ps != nil {
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok && ru != nil {
+			u.cpuS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+		}
 	}
 	if err != nil {
 		return u, fmt.Errorf("%s %s: %v; the end of %s:\n%s", filepath.Base(cfg.Bin), args[0], err, path, tail(path, 12))
