@@ -19,6 +19,9 @@ type seedRun struct {
 	reward  []float64 // mean reward per update (held-in states)
 	curve   []schemas.CurvePoint
 	updates []schemas.UpdateShares
+	// durations are the updates' trained samples by duration quarter
+	// (empty in rows before 1.2).
+	durations []schemas.UpdateDurations
 }
 
 // Splits of a learning curve.

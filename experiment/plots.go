@@ -96,7 +96,7 @@ func writePlots(dir string, s summary) (map[string]bool, error) {
 		return nil, err
 	}
 
-	for _, f := range []func(string, summary, map[string]bool) error{rewardPlot, learningCurvePlots, sharesPlot, taskCountPlot} {
+	for _, f := range []func(string, summary, map[string]bool) error{rewardPlot, learningCurvePlots, sharesPlot, durationSharesPlot, taskCountPlot} {
 		if err := f(dir, s, made); err != nil {
 			return nil, err
 		}
@@ -416,6 +416,104 @@ func sharesPlot(dir string, s summary, made map[string]bool) error {
 		grid = append(grid, row)
 	}
 	return savePanels(filepath.Join(dir, "outcome_shares.png"), grid, leg, 5.2*vg.Inch, 3.4*vg.Inch, made)
+}
+
+// durationSharesPlot shows the frequency bias of a collector: per PPO
+// arm, each update's trained samples by duration quarter of the cell's
+// samples (the samples it dropped dashed) and their mean staleness, mean
+// over seeds. A collector without the bias stays at 25% per quarter.
+func durationSharesPlot(dir string, s summary, made map[string]bool) error {
+	lines := []struct {
+		name string
+		get  func(schemas.UpdateDurations) float64
+	}{
+		{"fastest quarter (Q1)", func(u schemas.UpdateDurations) float64 { return u.Q1 }},
+		{"Q2", func(u schemas.UpdateDurations) float64 { return u.Q2 }},
+		{"Q3", func(u schemas.UpdateDurations) float64 { return u.Q3 }},
+		{"slowest quarter (Q4)", func(u schemas.UpdateDurations) float64 { return u.Q4 }},
+		{"dropped share", func(u schemas.UpdateDurations) float64 {
+			return float64(u.Dropped) / math.Max(1, float64(u.Trained+u.Dropped))
+		}},
+	}
+	// meanAt is the mean over seeds of get at update index u (NaN: none).
+	meanAt := func(a *armStats, u int, get func(schemas.UpdateDurations) float64) float64 {
+		var xs []float64
+		for _, r := range a.runs {
+			if u < len(r.durations) && !math.IsNaN(get(r.durations[u])) {
+				xs = append(xs, get(r.durations[u]))
+			}
+		}
+		if len(xs) == 0 {
+			return math.NaN()
+		}
+		return mean(xs)
+	}
+	var grid [][]*plot.Plot
+	leg := plot.NewLegend()
+	for _, a := range s.ppoArms() {
+		n, seeds := 0, 0
+		for _, r := range a.runs {
+			n = max(n, len(r.durations))
+			if len(r.durations) > 0 {
+				seeds++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		shares, stale := plot.New(), plot.New()
+		shares.Title.Text = fmt.Sprintf("%s: trained samples per duration quarter (mean over %s)", a.arm.Name, plural(seeds, "seed"))
+		shares.Y.Label.Text = "share of the update's trained samples (%)"
+		stale.Title.Text = fmt.Sprintf("%s: staleness of the trained samples", a.arm.Name)
+		stale.Y.Label.Text = "policy versions"
+		top := 30.0
+		for i, ln := range lines {
+			sr := series{col: lineColors[i%len(lineColors)]}
+			for u := range n {
+				if v := meanAt(a, u, ln.get); !math.IsNaN(v) {
+					sr.x, sr.y, sr.half = append(sr.x, float64(u+1)), append(sr.y, 100*v), append(sr.half, math.NaN())
+					top = math.Max(top, 100*v)
+				}
+			}
+			if len(sr.x) == 0 {
+				continue
+			}
+			th, err := addSeries(shares, sr, i == 4)
+			if err != nil {
+				return err
+			}
+			if len(grid) == 0 {
+				leg.Add(ln.name, th...)
+			}
+		}
+		quarter := plotter.NewFunction(func(float64) float64 { return 25 })
+		quarter.Color, quarter.Dashes = color.Gray{Y: 120}, []vg.Length{vg.Points(2), vg.Points(2)}
+		shares.Add(quarter, plotter.NewGrid())
+		shares.Y.Min, shares.Y.Max = -1.5, math.Min(101.5, 5*math.Ceil((top+3)/5))
+		sr := series{col: lineColors[0]}
+		for u := range n {
+			if v := meanAt(a, u, func(d schemas.UpdateDurations) float64 { return d.Staleness }); !math.IsNaN(v) {
+				sr.x, sr.y, sr.half = append(sr.x, float64(u+1)), append(sr.y, v), append(sr.half, math.NaN())
+			}
+		}
+		if len(sr.x) > 0 {
+			if _, err := addSeries(stale, sr, false); err != nil {
+				return err
+			}
+			yRange(stale, []series{sr}, true, 1)
+		}
+		stale.Add(plotter.NewGrid())
+		for _, p := range []*plot.Plot{shares, stale} {
+			p.X.Label.Text = "update"
+			p.X.Tick.Marker = integerTicks{last: n}
+			p.X.Min, p.X.Max = 0.8, float64(n)+0.2
+		}
+		grid = append(grid, []*plot.Plot{shares, stale})
+	}
+	if len(grid) == 0 {
+		return nil
+	}
+	return savePanels(filepath.Join(dir, "duration_shares.png"), grid, leg, 5.2*vg.Inch, 3.4*vg.Inch, made)
 }
 
 // taskCountPlot is ML-Agent's Fig. 5: held-out delta_r against the

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -32,6 +33,7 @@ type ppoMetrics struct {
 	failedMarkers  []schemas.Count
 	durationReward []schemas.Moments
 	staleness      []schemas.DurationHalf
+	durations      []schemas.UpdateDurations
 }
 
 // metricsLine is one line of metrics.jsonl, the keys the experiment reads.
@@ -63,6 +65,9 @@ type metricsLine struct {
 	Executed  []bool    `json:"samples/executed"`
 	Markers   []string  `json:"samples/last_marker"`
 	Staleness []float64 `json:"samples/staleness"`
+	// Used is false for the samples the update dropped; lines written
+	// before train ppo recorded it trained on every sample.
+	Used []bool `json:"samples/used"`
 }
 
 // failedRun lists the outcome classes of a script run that failed: what
@@ -179,6 +184,58 @@ func (pm *ppoMetrics) summariseSamples(lines []metricsLine) {
 		h.StalenessSum += s.stale
 	}
 	pm.staleness = []schemas.DurationHalf{slow, fast}
+	pm.durations = updateDurations(lines)
+}
+
+// updateDurations ranks every recorded sample of the run by duration
+// (ties in recording order), cuts the ranks into quarters, and returns
+// per update the shares of its trained samples in each quarter and their
+// mean staleness. Empty when no update recorded durations.
+func updateDurations(lines []metricsLine) []schemas.UpdateDurations {
+	type ref struct {
+		line, i int
+		dur     float64
+	}
+	var all []ref
+	for l, m := range lines {
+		for i := range min(len(m.Durations), len(m.Rewards)) {
+			all = append(all, ref{l, i, m.Durations[i]})
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(all, func(a, b ref) int { return cmp.Compare(a.dur, b.dur) })
+	quarter := make([][]int, len(lines))
+	for l, m := range lines {
+		quarter[l] = make([]int, len(m.Durations))
+	}
+	for rank, r := range all {
+		quarter[r.line][r.i] = 4 * rank / len(all)
+	}
+	out := make([]schemas.UpdateDurations, 0, len(lines))
+	for l, m := range lines {
+		u := schemas.UpdateDurations{Update: int32(m.Step)}
+		var q [4]int
+		stale := 0.0
+		for i := range min(len(m.Durations), len(m.Rewards)) {
+			if i < len(m.Used) && !m.Used[i] {
+				u.Dropped++
+				continue
+			}
+			u.Trained++
+			q[quarter[l][i]]++
+			stale += at(m.Staleness, i)
+		}
+		if u.Trained > 0 {
+			n := float64(u.Trained)
+			u.Q1, u.Q2, u.Q3, u.Q4, u.Staleness = float64(q[0])/n, float64(q[1])/n, float64(q[2])/n, float64(q[3])/n, stale/n
+		} else {
+			u.Q1, u.Q2, u.Q3, u.Q4, u.Staleness = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 func at[T any](xs []T, i int) T {

@@ -11,14 +11,15 @@ import (
 
 // metricsFixture is a metrics.jsonl as train ppo writes it: a stage the
 // experiment does not know, two learning-curve points (the second
-// without held-in tasks), two updates with their samples, update 2
-// written twice (the last line wins) and a line that does not parse.
+// without held-in tasks), two updates with their samples (update 2
+// dropped one), update 2 written twice (the last line wins) and a line
+// that does not parse.
 const metricsFixture = `{"stage":"ppo-critic-warmup","step":1,"losses/value":0.5}
 {"stage":"ppo-curve","step":0,"curve/held-in/delta_r":0.01,"curve/held-out/delta_r":-0.02,"time/wall_s":0,"time/cpu_s":0}
 {"stage":"ppo","mode":"step","step":1,"charts/reward_mean":0.1,"charts/valid_action_rate":1,"time/wall_s":10,"time/cpu_s":15,"outcomes/success":0.5,"outcomes/error":0.25,"outcomes/timeout":0.25,"outcomes/oom":0,"outcomes/refused":0,"actions/undo":0.25,"actions/final_answer":0,"samples/duration_s":[1,2,3,4],"samples/reward":[0.5,-1,0,0.3],"samples/class":["success","script_error","timeout","success"],"samples/action":["Execute Script","Execute Script","Execute Script","Undo Edit Script"],"samples/executed":[true,true,true,false],"samples/last_marker":["evaluate","data","model",""],"samples/staleness":[0,1,2,0]}
 {"stage":"ppo","mode":"step","step":2,"charts/reward_mean":0.9}
 not json
-{"stage":"ppo","mode":"step","step":2,"charts/reward_mean":0.2,"charts/valid_action_rate":0.5,"time/wall_s":21,"time/cpu_s":30,"outcomes/oom":0.5,"outcomes/refused":0.5,"actions/final_answer":0.5,"samples/duration_s":[0,5],"samples/reward":[-1,0],"samples/class":["format_error","oom"],"samples/action":["",""],"samples/executed":[false,true],"samples/last_marker":["","training"],"samples/staleness":[0,3]}
+{"stage":"ppo","mode":"step","step":2,"charts/reward_mean":0.2,"charts/valid_action_rate":0.5,"time/wall_s":21,"time/cpu_s":30,"outcomes/oom":0.5,"outcomes/refused":0.5,"actions/final_answer":0.5,"samples/duration_s":[0,5],"samples/reward":[-1,0],"samples/class":["format_error","oom"],"samples/action":["",""],"samples/executed":[false,true],"samples/last_marker":["","training"],"samples/staleness":[0,3],"samples/used":[false,true]}
 {"stage":"ppo-curve","step":2,"curve/held-out/delta_r":0.05,"time/wall_s":21,"time/cpu_s":30}
 `
 
@@ -62,9 +63,21 @@ func TestParsePPOMetrics(t *testing.T) {
 		t.Errorf("staleness %+v, want %+v", pm.staleness, want)
 	}
 
+	// Duration ranks over all six samples: 0 1 2 3 4 5 -> quarters
+	// (4 rank / 6) 1 1 2 3 3 4. Update 1 trains on 1 2 3 4 (Q1 Q2 Q3 Q3,
+	// staleness 0 1 2 0); update 2 drops 0 (Q1) and trains on 5 (Q4,
+	// staleness 3).
+	wantDur := []schemas.UpdateDurations{
+		{Update: 1, Trained: 4, Q1: 0.25, Q2: 0.25, Q3: 0.5, Staleness: 0.75},
+		{Update: 2, Trained: 1, Dropped: 1, Q4: 1, Staleness: 3},
+	}
+	if !reflect.DeepEqual(pm.durations, wantDur) {
+		t.Errorf("duration quarters\n got %+v\nwant %+v", pm.durations, wantDur)
+	}
+
 	// Metrics from before train ppo recorded samples: curves, no summary.
 	old := parsePPOMetrics([]byte(`{"stage":"ppo","step":1,"charts/reward_mean":0.3,"charts/valid_action_rate":1}`))
-	if len(old.reward) != 1 || old.classes != nil || old.durationReward != nil || old.staleness != nil || old.curve != nil {
+	if len(old.reward) != 1 || old.classes != nil || old.durationReward != nil || old.staleness != nil || old.curve != nil || old.durations != nil {
 		t.Errorf("metrics without samples: got %+v", old)
 	}
 	if empty := parsePPOMetrics([]byte(strings.Repeat("\n", 3))); empty.reward != nil || empty.updates != nil {

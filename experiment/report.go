@@ -173,7 +173,7 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 				st.validCurve = append(st.validCurve, r.ValidCurve)
 			}
 			if a.Kind == KindPPO && len(r.RewardCurve)+len(r.Curve) > 0 {
-				st.runs[seed] = &seedRun{reward: r.RewardCurve, curve: r.Curve, updates: r.Updates}
+				st.runs[seed] = &seedRun{reward: r.RewardCurve, curve: r.Curve, updates: r.Updates, durations: r.UpdateDurations}
 			}
 			st.samples.add(r)
 		}
@@ -385,7 +385,7 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | **%s** | %s |\n", c.claim, c.evidence, ph, c.verdict, c.paper)
 	}
-	writePhenomena(&b, s)
+	writePhenomena(&b, s, img)
 	writeTraining(&b, s, img)
 	writeWatch(&b, s, img)
 	writeTaskCount(&b, s, img)
@@ -417,17 +417,38 @@ func (s summary) ppoArms() []*armStats {
 }
 
 // writePhenomena is the phenomenon table: what each PPO arm's samples did.
-func writePhenomena(b *strings.Builder, s summary) {
+func writePhenomena(b *strings.Builder, s summary, img func(*strings.Builder, string, string)) {
 	arms := s.ppoArms()
 	if len(arms) == 0 {
 		return
 	}
 	writeTimeQuality(b, s.timeQuality)
-	b.WriteString("\n## Phenomenon checks\n\nOver the training samples of each PPO arm: the samples its updates trained on, pooled over its seeds' cells (with the samples of the groups train ppo dropped, their rewards all equal or too stale, when its metrics record them: samples/used). r is Pearson's correlation of a sample's duration (its step's execution seconds) and its reward, with a Fisher-z 95% interval, over all samples and over those whose step ran a script; staleness is the mean number of policy versions between a sample's generation and its use, for the samples slower than their cell's median duration and the rest; failed runs are script runs that ended in script_error, killed, output_limit, invalid_submission, timeout or oom, with the last instrumentation marker each reached; refused counts invalid actions and invalid edits. n/a: the rows hold no samples (metrics written before train ppo recorded them, or a 1.0 dataset).\n\n")
-	b.WriteString("| arm | samples | r(duration, reward), all | r, script runs | staleness slow / fast | script runs | failed runs (of script runs) | format errors / refused (of samples) |\n|---|---:|---|---|---:|---:|---|---:|\n")
+	b.WriteString("\n## Phenomenon checks\n\nOver the training samples of each PPO arm: the samples its updates trained on, pooled over its seeds' cells (with the samples of the groups train ppo dropped, their rewards all equal or too stale, when its metrics record them: samples/used). r is Pearson's correlation of a sample's duration (its step's execution seconds) and its reward, with a Fisher-z 95% interval, over all samples and over those whose step ran a script; staleness is the mean number of policy versions between a sample's generation and its use, for the samples slower than their cell's median duration and the rest; failed runs are script runs that ended in script_error, killed, output_limit, invalid_submission, timeout or oom, with the last instrumentation marker each reached; refused counts invalid actions and invalid edits; the duration quarters rank all of a cell's samples (trained and dropped) by duration, so that a collector which trains on everything it generated puts 25% of its trained samples in each, and one that trains on whatever finishes first and drops the stale puts less in the slowest. n/a: the rows hold no samples (metrics written before train ppo recorded them, or a dataset before 1.2 for the quarters).\n\n")
+	b.WriteString("| arm | samples | r(duration, reward), all | r, script runs | staleness slow / fast | script runs | failed runs (of script runs) | format errors / refused (of samples) | trained in the fastest / slowest duration quarter |\n|---|---:|---|---|---:|---:|---|---:|---:|\n")
 	for _, a := range arms {
-		b.WriteString("| " + strings.Join(phenomenaRow(a), " | ") + " |\n")
+		b.WriteString("| " + strings.Join(append(phenomenaRow(a), quarterShares(a)), " | ") + " |\n")
 	}
+	b.WriteString("\n")
+	img(b, "duration_shares.png", "per update, the trained samples' shares of the cell's duration quarters (the dropped dashed) and their staleness, mean over seeds")
+}
+
+// quarterShares is the share of an arm's trained samples, pooled over its
+// updates and seeds, in the fastest and in the slowest quarter of their
+// cells' durations.
+func quarterShares(a *armStats) string {
+	var q1, q4, n float64
+	for _, r := range a.runs {
+		for _, u := range r.durations {
+			if u.Trained > 0 {
+				t := float64(u.Trained)
+				q1, q4, n = q1+u.Q1*t, q4+u.Q4*t, n+t
+			}
+		}
+	}
+	if n == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%% / %.1f%%", 100*q1/n, 100*q4/n)
 }
 
 // writeTraining is the section on what the PPO arms' training did: the

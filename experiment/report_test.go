@@ -87,3 +87,45 @@ func TestClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestDurationQuarters: the phenomenon table pools the trained samples'
+// duration quarters over updates and seeds (weighted by the samples each
+// update trained), and the report draws them per update.
+func TestDurationQuarters(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Arms = []string{"sft", "sft+ppo"}
+	arms, err := cfg.arms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := gridRows(map[string]float64{"sft": 0.1, "sft+ppo": 0.15})
+	// Seed 1: update 1 trains 3 samples, all fast; update 2 trains 1,
+	// slow, and drops 2. Seed 2: 4 samples, one per quarter. Pooled: Q1
+	// (3 + 1) / 8 = 50%, Q4 (1 + 1) / 8 = 25%.
+	durs := map[int64][]schemas.UpdateDurations{
+		1: {{Update: 1, Trained: 3, Q1: 1}, {Update: 2, Trained: 1, Dropped: 2, Q4: 1, Staleness: 2}},
+		2: {{Update: 1, Trained: 4, Q1: 0.25, Q2: 0.25, Q3: 0.25, Q4: 0.25}, {Update: 2, Trained: 0, Dropped: 4, Q1: math.NaN(), Q2: math.NaN(), Q3: math.NaN(), Q4: math.NaN(), Staleness: math.NaN()}},
+	}
+	for i := range rows {
+		if rows[i].Arm == "sft+ppo" {
+			rows[i].RewardCurve, rows[i].UpdateDurations = []float64{0, 0.1}, durs[rows[i].Seed]
+		}
+	}
+	s := summarise(cfg, arms, rows)
+	if got := quarterShares(s.arm("sft+ppo")); got != "50.0% / 25.0%" {
+		t.Errorf("pooled quarters %q, want 50.0%% / 25.0%%", got)
+	}
+	dir := t.TempDir()
+	if err := writeReport(dir, cfg, "mem://experiments/v1", s); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"| 50.0% / 25.0% |", "(duration_shares.png)"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "duration_shares.png")); err != nil {
+		t.Error(err)
+	}
+}

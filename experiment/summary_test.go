@@ -304,7 +304,7 @@ type experimentRowV10 struct {
 	ValidCurve   []float64 `parquet:"valid_curve,list"`
 }
 
-// TestReadV10Rows: a 1.0 experiments dataset reads as 1.1 (the new
+// TestReadV10Rows: a 1.0 experiments dataset reads as the current version (the new
 // columns empty) and is reported: no learning curves or phenomena, the
 // training-reward gain from its reward curves.
 func TestReadV10Rows(t *testing.T) {

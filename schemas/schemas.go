@@ -86,7 +86,7 @@ var (
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.1", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	Experiments  = Info{Name: "experiments", Version: "1.2", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -385,6 +385,10 @@ type ExperimentRow struct {
 	// StalenessByDuration is the staleness of the cell's slower and faster
 	// samples (split at the cell's median duration).
 	StalenessByDuration []DurationHalf `parquet:"staleness_by_duration,list"`
+	// Since 1.2 (empty before): per update, how the samples it trained on
+	// spread over the cell's duration quarters, and their staleness (the
+	// asynchronous collector's frequency bias, issue 22).
+	UpdateDurations []UpdateDurations `parquet:"update_durations,list"`
 }
 
 // CurvePoint is one point of a PPO run's learning curve: the policy after
@@ -433,6 +437,26 @@ type Moments struct {
 	SumXX  float64 `parquet:"sum_xx"`
 	SumYY  float64 `parquet:"sum_yy"`
 	SumXY  float64 `parquet:"sum_xy"`
+}
+
+// UpdateDurations is one PPO update's samples by duration: the quarters
+// rank the cell's recorded samples (trained and dropped, every update) by
+// duration, fastest first, so that each holds a quarter of what the
+// actors produced; Q1..Q4 are the shares of the update's trained samples
+// in each. A collector that trains on whatever finishes first leans to
+// Q1 early and loses Q4 to staleness; the synchronous one trains on all
+// of them.
+type UpdateDurations struct {
+	Update  int32   `parquet:"update"`
+	Trained int32   `parquet:"trained"` // samples the update trained on
+	Dropped int32   `parquet:"dropped"` // samples it dropped (stale, or a group without signal)
+	Q1      float64 `parquet:"q1"`
+	Q2      float64 `parquet:"q2"`
+	Q3      float64 `parquet:"q3"`
+	Q4      float64 `parquet:"q4"`
+	// Staleness is the trained samples' mean staleness (policy versions
+	// between generation and use).
+	Staleness float64 `parquet:"staleness"`
 }
 
 // DurationHalf is the slow (duration above the cell's median) or fast
