@@ -103,6 +103,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		}
 		flat := 0
 		var trajAdv []float64 // credit all: every step's A_0
+		scored := creditable(groups, horizon, cfg.Credit)
 		if horizon && cfg.Credit == CreditAll {
 			// returns: the kept episodes' G_0, one each, as with credit first.
 			groups, trajAdv, returns, flat = trajectoryCredit(groups, returns, cfg.GroupStd)
@@ -110,6 +111,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			groups, returns, flat = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
 		}
 		batch := flatten(groups)
+		dropped := notIn(scored, batch)
 		t0 := time.Now()
 		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t)
 		// (horizon: A_0 = G_0 - the group's other G_0).
@@ -160,7 +162,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			rec["charts/value_mean"] = mean(b_values)
 		}
 		recordShares(rec, batch, trajAdv != nil)
-		recordSamples(rec, batch, nil)
+		recordSamples(rec, batch, dropped)
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}
@@ -228,6 +230,42 @@ func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*gr
 		}
 	}
 	return kept, rets, flat
+}
+
+// creditable lists the samples an update could train on before flat
+// groups are dropped: with horizon > 1 the episodes' first actions (every
+// step with credit all), so that the dropped ones are recorded beside the
+// trained (samples/used false) and the phenomenon checks see every scored
+// action, not only the groups that had a signal. Episode-wise updates
+// drop nothing: nil.
+func creditable(groups []*group, horizon bool, credit string) []*sample {
+	if !horizon {
+		return nil
+	}
+	var out []*sample
+	for _, g := range groups {
+		for _, s := range g.Samples {
+			if s.Step == 0 || credit == CreditAll {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// notIn is the samples of all that are not in batch, in order.
+func notIn(all, batch []*sample) []*sample {
+	in := make(map[*sample]bool, len(batch))
+	for _, s := range batch {
+		in[s] = true
+	}
+	var out []*sample
+	for _, s := range all {
+		if !in[s] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // recordShares adds the batch's outcome and action shares to an update's

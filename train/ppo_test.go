@@ -523,6 +523,14 @@ func TestFirstActionsCreditTheContinuation(t *testing.T) {
 			t.Errorf("sample %d: step %d credited %v (returns %v), want step 0 and %v", i, s.Step, s.ret(), rets, want[i])
 		}
 	}
+	// The flat group's first actions are what the update records as
+	// dropped (samples/used false).
+	groups, returns = continuationGroups()
+	scored := creditable(groups, true, CreditFirst)
+	kept, _, _ = firstActions(groups, returns, true)
+	if d := notIn(scored, flatten(kept)); len(d) != 2 || d[0] != groups[1].Samples[0] || d[1] != groups[1].Samples[1] {
+		t.Errorf("dropped %v, want the flat group's two first actions", d)
+	}
 	// 0.5 - (0+1)/2 = 0; 0 - 0.75 = -0.75; 1 - 0.25 = 0.75.
 	adv := groupAdvantages(kept, false)
 	for i, w := range []float64{0, -0.75, 0.75} {
@@ -554,6 +562,16 @@ func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
 	// own G_1 recorded.
 	if s := kept[0].Samples[1]; s.Step != 1 || s.ret() != 0.2 {
 		t.Errorf("second sample: step %d credited %v, want step 1 with G_1 0.2", s.Step, s.ret())
+	}
+	// Dropped: every step of the flat group (credit all records them all).
+	groups, returns = continuationGroups()
+	scored := creditable(groups, true, CreditAll)
+	kept, _, _, _ = trajectoryCredit(groups, returns, false)
+	if d := notIn(scored, flatten(kept)); len(d) != 2 || d[0] != groups[1].Samples[0] {
+		t.Errorf("dropped %v, want the flat group's two samples", d)
+	}
+	if creditable(groups, false, CreditAll) != nil {
+		t.Error("episode-wise updates drop nothing, but creditable listed samples")
 	}
 	// With group_std the advantages are divided by the G_0 spread.
 	groups, returns = continuationGroups()
