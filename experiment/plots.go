@@ -364,13 +364,7 @@ func sharesPlot(dir string, s summary, made map[string]bool) error {
 	var panels []*plot.Plot
 	leg := plot.NewLegend()
 	for _, a := range s.ppoArms() {
-		n, seeds := 0, 0
-		for _, r := range a.runs {
-			n = max(n, len(r.updates))
-			if len(r.updates) > 0 {
-				seeds++
-			}
-		}
+		n, seeds := longest(a.runs, func(r *seedRun) int { return len(r.updates) })
 		if n == 0 {
 			continue
 		}
@@ -418,6 +412,18 @@ func sharesPlot(dir string, s summary, made map[string]bool) error {
 	return savePanels(filepath.Join(dir, "outcome_shares.png"), grid, leg, 5.2*vg.Inch, 3.4*vg.Inch, made)
 }
 
+// longest is the largest size among an arm's seed runs, and how many of
+// them have any (size: how many updates a run recorded of a kind).
+func longest(runs map[int64]*seedRun, size func(*seedRun) int) (n, seeds int) {
+	for _, r := range runs {
+		n = max(n, size(r))
+		if size(r) > 0 {
+			seeds++
+		}
+	}
+	return n, seeds
+}
+
 // durationSharesPlot shows the frequency bias of a collector: per PPO
 // arm, each update's trained samples by duration quarter of the cell's
 // samples (the samples it dropped dashed) and their mean staleness, mean
@@ -451,13 +457,7 @@ func durationSharesPlot(dir string, s summary, made map[string]bool) error {
 	var grid [][]*plot.Plot
 	leg := plot.NewLegend()
 	for _, a := range s.ppoArms() {
-		n, seeds := 0, 0
-		for _, r := range a.runs {
-			n = max(n, len(r.durations))
-			if len(r.durations) > 0 {
-				seeds++
-			}
-		}
+		n, seeds := longest(a.runs, func(r *seedRun) int { return len(r.durations) })
 		if n == 0 {
 			continue
 		}
