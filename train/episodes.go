@@ -101,17 +101,15 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			}
 			return err
 		}
-		flat := 0
+		var dropped []*group  // flat groups: recorded, not trained
 		var trajAdv []float64 // credit all: every step's A_0
-		scored := creditable(groups, horizon, cfg.Credit)
 		if horizon && cfg.Credit == CreditAll {
 			// returns: the kept episodes' G_0, one each, as with credit first.
-			groups, trajAdv, returns, flat = trajectoryCredit(groups, returns, cfg.GroupStd)
+			groups, trajAdv, returns, dropped = trajectoryCredit(groups, returns, cfg.GroupStd)
 		} else if horizon {
-			groups, returns, flat = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
+			groups, returns, dropped = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
 		}
 		batch := flatten(groups)
-		dropped := notIn(scored, batch)
 		t0 := time.Now()
 		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t)
 		// (horizon: A_0 = G_0 - the group's other G_0).
@@ -151,7 +149,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		}
 		rec := map[string]any{"stage": "ppo", "mode": mode, "horizon": steps, "step": r.state.Update,
 			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(returns),
-			"charts/groups_dropped_fraction": ratio(flat, flat+len(groups)), "charts/groups": len(groups),
+			"charts/groups_dropped_fraction": ratio(len(dropped), len(dropped)+len(groups)), "charts/groups": len(groups),
 			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/valid_action_rate": ratio(valid, len(batch)),
 			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
@@ -162,7 +160,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			rec["charts/value_mean"] = mean(b_values)
 		}
 		recordShares(rec, batch, trajAdv != nil)
-		recordSamples(rec, batch, dropped)
+		recordSamples(rec, batch, flatten(dropped))
 		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
 			return err
 		}
@@ -206,9 +204,10 @@ func episodeGroupAdvantages(groups []*group, returns []float64) []float64 {
 
 // firstActions keeps, for horizon > 1, each group's first actions with
 // their returns G_0 as what they are credited with; with the group
-// baseline (dropFlat) it drops (and counts) the groups of fewer than two
-// or whose G_0 are all equal.
-func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*group, rets []float64, flat int) {
+// baseline (dropFlat) it drops the groups of fewer than two or whose G_0
+// are all equal, and returns them (their first actions) apart, so that
+// the update records what it did not train on.
+func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*group, rets []float64, dropped []*group) {
 	i := 0
 	for _, g := range groups {
 		var first []*sample
@@ -219,53 +218,17 @@ func firstActions(groups []*group, returns []float64, dropFlat bool) (kept []*gr
 			}
 			i++
 		}
+		g.Samples = first
 		if len(first) == 0 || dropFlat && (len(first) < 2 || flatRewards(first)) {
-			flat++
+			dropped = append(dropped, g)
 			continue
 		}
-		g.Samples = first
 		kept = append(kept, g)
 		for _, s := range first {
 			rets = append(rets, s.Ret)
 		}
 	}
-	return kept, rets, flat
-}
-
-// creditable lists the samples an update could train on before flat
-// groups are dropped: with horizon > 1 the episodes' first actions (every
-// step with credit all), so that the dropped ones are recorded beside the
-// trained (samples/used false) and the phenomenon checks see every scored
-// action, not only the groups that had a signal. Episode-wise updates
-// drop nothing: nil.
-func creditable(groups []*group, horizon bool, credit string) []*sample {
-	if !horizon {
-		return nil
-	}
-	var out []*sample
-	for _, g := range groups {
-		for _, s := range g.Samples {
-			if s.Step == 0 || credit == CreditAll {
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-// notIn is the samples of all that are not in batch, in order.
-func notIn(all, batch []*sample) []*sample {
-	in := make(map[*sample]bool, len(batch))
-	for _, s := range batch {
-		in[s] = true
-	}
-	var out []*sample
-	for _, s := range all {
-		if !in[s] {
-			out = append(out, s)
-		}
-	}
-	return out
+	return kept, rets, dropped
 }
 
 // recordShares adds the batch's outcome and action shares to an update's
@@ -299,11 +262,11 @@ func recordShares(rec map[string]any, batch []*sample, later bool) {
 // group's other episodes (divided by the group's G_0 standard deviation
 // with byStd), so that the continuation's own actions learn too: an edit
 // the next action leaves unrun costs both. Groups of fewer than two
-// episodes, or whose G_0 are all equal, are dropped and counted. It
-// returns the kept groups (all their steps, in episode order), the
-// advantages in flatten(kept) order, the kept episodes' G_0 (what the
-// update credited, one per episode) and the dropped count.
-func trajectoryCredit(groups []*group, returns []float64, byStd bool) (kept []*group, adv, credit []float64, flat int) {
+// episodes, or whose G_0 are all equal, are dropped. It returns the kept
+// groups (all their steps, in episode order), the advantages in
+// flatten(kept) order, the kept episodes' G_0 (what the update credited,
+// one per episode) and the dropped groups (all their steps).
+func trajectoryCredit(groups []*group, returns []float64, byStd bool) (kept []*group, adv, credit []float64, dropped []*group) {
 	i := 0
 	for _, g := range groups {
 		var first []*sample
@@ -315,7 +278,7 @@ func trajectoryCredit(groups []*group, returns []float64, byStd bool) (kept []*g
 			}
 		}
 		if len(first) < 2 || flatRewards(first) {
-			flat++
+			dropped = append(dropped, g)
 			continue
 		}
 		a0 := map[int]float64{}
@@ -328,7 +291,7 @@ func trajectoryCredit(groups []*group, returns []float64, byStd bool) (kept []*g
 		}
 		kept = append(kept, g)
 	}
-	return kept, adv, credit, flat
+	return kept, adv, credit, dropped
 }
 
 // episodes plays group_size episodes of steps actions from each of

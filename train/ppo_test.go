@@ -513,9 +513,9 @@ func continuationGroups() ([]*group, []float64) {
 // group whose G_0 are all equal is dropped.
 func TestFirstActionsCreditTheContinuation(t *testing.T) {
 	groups, returns := continuationGroups()
-	kept, rets, flat := firstActions(groups, returns, true)
-	if len(kept) != 1 || flat != 1 || len(kept[0].Samples) != 3 {
-		t.Fatalf("kept %d groups (%d flat), want 1 of 3 first actions and 1 flat", len(kept), flat)
+	kept, rets, dropped := firstActions(groups, returns, true)
+	if len(kept) != 1 || len(dropped) != 1 || len(kept[0].Samples) != 3 {
+		t.Fatalf("kept %d groups (%d flat), want 1 of 3 first actions and 1 flat", len(kept), len(dropped))
 	}
 	want := []float64{0.5, 0, 1}
 	for i, s := range kept[0].Samples {
@@ -525,10 +525,7 @@ func TestFirstActionsCreditTheContinuation(t *testing.T) {
 	}
 	// The flat group's first actions are what the update records as
 	// dropped (samples/used false).
-	groups, returns = continuationGroups()
-	scored := creditable(groups, true, CreditFirst)
-	kept, _, _ = firstActions(groups, returns, true)
-	if d := notIn(scored, flatten(kept)); len(d) != 2 || d[0] != groups[1].Samples[0] || d[1] != groups[1].Samples[1] {
+	if d := flatten(dropped); dropped[0] != groups[1] || len(d) != 2 || d[0].Step != 0 || d[1].Step != 0 || d[0].Episode != 0 || d[1].Episode != 1 {
 		t.Errorf("dropped %v, want the flat group's two first actions", d)
 	}
 	// 0.5 - (0+1)/2 = 0; 0 - 0.75 = -0.75; 1 - 0.25 = 0.75.
@@ -546,9 +543,9 @@ func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
 	// G_0 = 0.5, 0, 1, so A_0 = 0, -0.75, 0.75 for episodes of 2, 1 and 2
 	// steps; the second group is dropped.
 	groups, returns := continuationGroups()
-	kept, adv, credit, flat := trajectoryCredit(groups, returns, false)
-	if len(kept) != 1 || flat != 1 || len(kept[0].Samples) != 5 {
-		t.Fatalf("kept %d groups (%d flat), want 1 of 5 samples and 1 flat", len(kept), flat)
+	kept, adv, credit, dropped := trajectoryCredit(groups, returns, false)
+	if len(kept) != 1 || len(dropped) != 1 || len(kept[0].Samples) != 5 {
+		t.Fatalf("kept %d groups (%d flat), want 1 of 5 samples and 1 flat", len(kept), len(dropped))
 	}
 	for i, w := range []float64{0, 0, -0.75, 0.75, 0.75} {
 		if math.Abs(adv[i]-w) > 1e-12 {
@@ -564,14 +561,8 @@ func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
 		t.Errorf("second sample: step %d credited %v, want step 1 with G_1 0.2", s.Step, s.ret())
 	}
 	// Dropped: every step of the flat group (credit all records them all).
-	groups, returns = continuationGroups()
-	scored := creditable(groups, true, CreditAll)
-	kept, _, _, _ = trajectoryCredit(groups, returns, false)
-	if d := notIn(scored, flatten(kept)); len(d) != 2 || d[0] != groups[1].Samples[0] {
+	if d := flatten(dropped); dropped[0] != groups[1] || len(d) != 2 || d[0].Episode != 0 || d[1].Episode != 1 {
 		t.Errorf("dropped %v, want the flat group's two samples", d)
-	}
-	if creditable(groups, false, CreditAll) != nil {
-		t.Error("episode-wise updates drop nothing, but creditable listed samples")
 	}
 	// With group_std the advantages are divided by the G_0 spread.
 	groups, returns = continuationGroups()
