@@ -30,46 +30,9 @@ import numpy as np
 import pandas as pd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
-# Task metadata. m_best values were measured with tasks/measure.py's
-# "strong" solutions (see tasks/README.md); time limits are per execution.
-TASKS = {}
-
-
-def task(id, **meta):
-    def deco(fn):
-        TASKS[id] = dict(meta, id=id, fn=fn)
-        return fn
-
-    return deco
-
-
-def split_idx(n, seed, fracs=(0.6, 0.2), stratify=None):
-    """Shuffled train/valid/test index arrays (stratified when labels given)."""
-    rng = np.random.RandomState(seed)
-    if stratify is None:
-        perm = rng.permutation(n)
-        a, b = int(n * fracs[0]), int(n * (fracs[0] + fracs[1]))
-        return np.sort(perm[:a]), np.sort(perm[a:b]), np.sort(perm[b:])
-    tr, va, te = [], [], []
-    for cls in sorted(set(stratify)):
-        idx = rng.permutation(np.flatnonzero(np.asarray(stratify) == cls))
-        a, b = int(round(len(idx) * fracs[0])), int(round(len(idx) * (fracs[0] + fracs[1])))
-        tr += list(idx[:a])
-        va += list(idx[a:b])
-        te += list(idx[b:])
-    return np.sort(tr), np.sort(va), np.sort(te)
-
-
-def write_split(df, target_cols, idx, id_prefix=""):
-    """Returns train, valid, test (no targets), answers frames with an id column."""
-    df = df.reset_index(drop=True).copy()
-    df.insert(0, "id", [f"{id_prefix}{k}" if id_prefix else k for k in range(len(df))])
-    tr, va, te = (df.iloc[i].reset_index(drop=True) for i in idx)
-    answers = te[["id"] + target_cols]
-    test = te.drop(columns=target_cols)
-    return tr, va, test, answers
-
+from gen_common import TASKS, encode_pixels, series_split, split_idx, task, write_split  # noqa: E402
 
 # ---------------------------------------------------------------- tabular
 
@@ -210,12 +173,6 @@ def scene_tags():
 
 # ---------------------------------------------------------------- image
 
-B17 = "0123456789abcdefg"
-
-
-def encode_pixels(img):
-    """One character per pixel, row-major, intensity 0..16 in base 17."""
-    return "".join(B17[int(v)] for v in img)
 
 
 @task(
@@ -293,19 +250,6 @@ def shapes():
 
 
 # ---------------------------------------------------------------- time series
-
-
-def series_split(df, target, n_valid, n_test):
-    """Chronological split: the last n_test rows are the test horizon, the
-    n_valid before them validation. Test and valid rows whose target is
-    missing are dropped (they cannot be scored); train keeps them (NaN)."""
-    df = df.reset_index(drop=True).copy()
-    df.insert(0, "id", range(len(df)))
-    n = len(df)
-    tr = df.iloc[: n - n_valid - n_test]
-    va = df.iloc[n - n_valid - n_test : n - n_test].dropna(subset=[target])
-    te = df.iloc[n - n_test :].dropna(subset=[target])
-    return tr, va, te.drop(columns=[target]), te[["id", target]]
 
 
 @task(
@@ -643,7 +587,7 @@ def describe(meta, files):
     lines = [
         "# " + meta["title"],
         "",
-        ABOUT[meta["id"]],
+        meta.get("about") or ABOUT[meta["id"]],
         "",
         "## Files (in the working directory)",
         "",
@@ -672,6 +616,11 @@ def describe(meta, files):
         "",
     ]
     return "\n".join(lines)
+
+
+# The tasks of the other generator modules register themselves on import.
+import gen_tabular  # noqa: E402,F401
+import gen_modalities  # noqa: E402,F401
 
 
 def main(argv):
