@@ -56,7 +56,10 @@ type Config struct {
 	Seed          int64  `yaml:"seed" help:"run seed: trajectory i of a task gets the same seed and plan for every method"`
 	Workers       int    `yaml:"workers" help:"episodes in parallel (0: one per core)"`
 	SFT           string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step)"`
-	PPO           string `yaml:"ppo" help:"PPO checkpoint folder in the data root (its latest step)"`
+	PPO           string `yaml:"ppo" help:"PPO checkpoint folder in the data root (the checkpoint ppo_checkpoint names)"`
+	// PPOCheckpoint: the checkpoint train ppo selected by its declared
+	// rule (its selection.json), or the last one.
+	PPOCheckpoint string `yaml:"ppo_checkpoint" help:"which PPO checkpoint: selected (the one train ppo selected by its rule, select.rule in its config; the latest when the run selected none) or last"`
 	// The policies' sampling.
 	Temperature  float64 `yaml:"temperature" help:"policy sampling temperature (0: greedy)"`
 	TopP         float64 `yaml:"top_p" help:"policy nucleus sampling threshold"`
@@ -82,7 +85,7 @@ func DefaultConfig() Config {
 	return Config{
 		Source: episode.DefaultSource(), Out: schemas.EvalResults.Name,
 		Splits: []string{schemas.HeldOut}, Methods: slices.Clone(AllMethods), PerTask: 8, Seed: 1,
-		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
+		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", PPOCheckpoint: policy.CheckpointSelected, Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
 		Temperature: 0.7, TopP: 0.95,
 		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true,
 		Steps: "steps",
@@ -139,6 +142,8 @@ func (c *Config) Validate() error {
 		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
 	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
 		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
+	case c.PPOCheckpoint != policy.CheckpointSelected && c.PPOCheckpoint != policy.CheckpointLast:
+		return config.Errorf("ppo_checkpoint", c.PPOCheckpoint, "want %s or %s", policy.CheckpointSelected, policy.CheckpointLast)
 	case !(c.Temperature >= 0) || !finite(c.Temperature):
 		return config.Errorf("temperature", c.Temperature, "must be a number >= 0 (0: greedy)")
 	case !(c.TopP > 0 && c.TopP <= 1):
@@ -465,9 +470,9 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			}
 			out = append(out, &method{name: name, factory: agents.LLM{Client: c, Temperature: cfg.LLMTemperature}, source: cfg.LLM.BaseURL + " " + c.Model()})
 		case MethodSFT, MethodPPO:
-			dir := cfg.SFT
+			dir, which := cfg.SFT, policy.CheckpointLast
 			if name == MethodPPO {
-				dir = cfg.PPO
+				dir, which = cfg.PPO, cfg.PPOCheckpoint
 			}
 			latest, err := policy.LatestCheckpoint(ctx, st, dir)
 			if err != nil {
@@ -477,7 +482,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 				notes = append(notes, fmt.Sprintf("%s: skipped (no checkpoint in %s; run `mlerl train %s`)", name, st.URI(dir), map[string]string{MethodSFT: "sft", MethodPPO: "ppo"}[name]))
 				continue
 			}
-			a, err := policy.LoadAgent(ctx, st, dir, name, cfg.Engine, policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
+			a, err := policy.LoadAgent(ctx, st, dir, name, cfg.Engine, policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode, Checkpoint: which})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)
 			}

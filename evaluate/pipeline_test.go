@@ -121,9 +121,23 @@ func TestPipelineSmoke(t *testing.T) {
 	if n := strings.Count(string(b), `"stage":"ppo-curve"`); n != 2 {
 		t.Errorf("train ppo wrote %d learning-curve points, want 2 (updates 0 and 2):\n%s", n, b)
 	}
-	for _, k := range []string{`"curve/held-out/delta_r"`, `"curve/held-in/delta_r"`, `"time/generate_s"`, `"time/execute_s"`, `"time/learn_s"`, `"outcomes/success"`} {
+	for _, k := range []string{`"curve/held-out/delta_r"`, `"curve/held-in/delta_r"`, `"time/generate_s"`, `"time/execute_s"`, `"time/learn_s"`} {
 		if !strings.Contains(string(b), k) {
 			t.Errorf("train ppo's metrics lack %s", k)
+		}
+	}
+	// An update that trained has its outcome shares and losses; one that
+	// had no group with a signal (this untrained policy's actions often
+	// all fail alike) is skipped and has neither.
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.Contains(line, `"stage":"ppo"`) {
+			continue
+		}
+		trained := !strings.Contains(line, `"skipped":true`)
+		for _, k := range []string{`"outcomes/success"`, `"losses/entropy"`} {
+			if strings.Contains(line, k) != trained {
+				t.Errorf("train ppo: an update (trained %v) has %s %v: %s", trained, k, !trained, line)
+			}
 		}
 	}
 	stage("ppo")

@@ -109,8 +109,12 @@ var ppoPanels = []string{"charts/reward_mean", "charts/groups_dropped_fraction",
 	"curve/held-in/delta_r", "curve/held-out/delta_r", "charts/format_error_rate"}
 
 // plotPPO draws the PPO reward and losses per update, one panel each.
+//
+// An update that trained nothing (skipped: every group flat) has no loss
+// metrics; the loss panels break their line there and say how many.
 func plotPPO(in ReportInput) ([]byte, error) {
 	c := in.Curves.PPO
+	skipped := skippedUpdates(c)
 	var panels []panel
 	for i, key := range ppoPanels {
 		xs, ys := c.series(key)
@@ -120,8 +124,15 @@ func plotPPO(in ReportInput) ([]byte, error) {
 		p := plot.New()
 		p.Title.Text = key
 		p.X.Label.Text = "update"
-		if _, err := addLine(p, xs, ys, plotutil.Color(i)); err != nil {
-			return nil, err
+		gaps := map[float64]bool{}
+		if strings.HasPrefix(key, "losses/") && len(skipped) > 0 {
+			gaps = skipped
+			p.Title.Text += fmt.Sprintf(" (%d skipped updates left out)", len(skipped))
+		}
+		for _, seg := range segments(xs, ys, gaps) {
+			if _, err := addLine(p, seg[0], seg[1], plotutil.Color(i)); err != nil {
+				return nil, err
+			}
 		}
 		fitLine(p, xs, ys, key)
 		panels = append(panels, panel{p: p})
@@ -132,6 +143,38 @@ func plotPPO(in ReportInput) ([]byte, error) {
 	cols := min(3, len(panels))
 	rows := (len(panels) + cols - 1) / cols
 	return render(panels, cols, vg.Length(cols)*3.8*vg.Inch, vg.Length(rows)*3*vg.Inch)
+}
+
+// skippedUpdates are the updates that recorded skipped (nothing to train).
+func skippedUpdates(c Curve) map[float64]bool {
+	out := map[float64]bool{}
+	xs, ys := c.series("skipped")
+	for k, x := range xs {
+		if ys[k] == 1 {
+			out[x] = true
+		}
+	}
+	return out
+}
+
+// segments splits a series where a gap x lies between two of its
+// consecutive points, so that a line is not drawn across it.
+func segments(xs, ys []float64, gaps map[float64]bool) [][2][]float64 {
+	var out [][2][]float64
+	start := 0
+	for k := 1; k <= len(xs); k++ {
+		split := k == len(xs)
+		for g := range gaps {
+			if !split && g > xs[k-1] && g < xs[k] {
+				split = true
+			}
+		}
+		if split {
+			out = append(out, [2][]float64{xs[start:k], ys[start:k]})
+			start = k
+		}
+	}
+	return out
 }
 
 func allZero(xs []float64) bool {

@@ -338,8 +338,9 @@ func readCurve(ctx context.Context, st store.Store, dir string) Curve {
 	return c
 }
 
-// ParseMetrics reads JSON lines of metrics, keeping numeric fields; lines
-// that do not parse are skipped.
+// ParseMetrics reads JSON lines of metrics, keeping numeric fields (and
+// booleans as 1 or 0, such as a PPO update's "skipped"); lines that do
+// not parse are skipped.
 func ParseMetrics(b []byte) []map[string]float64 {
 	var out []map[string]float64
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -351,8 +352,14 @@ func ParseMetrics(b []byte) []map[string]float64 {
 		}
 		rec := map[string]float64{}
 		for k, v := range m {
-			if f, ok := v.(float64); ok {
-				rec[k] = f
+			switch v := v.(type) {
+			case float64:
+				rec[k] = v
+			case bool:
+				rec[k] = 0
+				if v {
+					rec[k] = 1
+				}
 			}
 		}
 		out = append(out, rec)

@@ -96,9 +96,6 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 		if json.Unmarshal(line, &m) != nil || (m.Stage != "ppo" && m.Stage != "ppo-curve") {
 			continue
 		}
-		if m.Stage == "ppo" && m.Reward == nil {
-			continue
-		}
 		last[key{m.Stage, m.Step}] = m
 	}
 	keys := slices.Collect(maps.Keys(last))
@@ -117,6 +114,10 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 				HeldInDeltaR: orNaN(m.HeldIn), HeldOutDeltaR: orNaN(m.HeldOut)})
 			continue
 		}
+		samples = append(samples, m)
+		if m.Reward == nil {
+			continue // a skipped update: nothing trained, no reward measured; its dropped samples count
+		}
 		credit := *m.Reward
 		if m.Credit != nil {
 			credit = *m.Credit
@@ -124,7 +125,6 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 		pm.reward, pm.valid = append(pm.reward, credit), append(pm.valid, m.Valid)
 		pm.updates = append(pm.updates, schemas.UpdateShares{Update: int32(m.Step), WallS: m.WallS, CPUS: m.CPUS,
 			Success: m.Success, Error: m.Error, Corner: m.Timeout + m.OOM, Refused: m.Refused, Undo: m.Undo, FinalAnswer: m.Final})
-		samples = append(samples, m)
 	}
 	pm.summariseSamples(samples)
 	return pm

@@ -33,6 +33,10 @@ type AgentOptions struct {
 	// policy that PPO trained with free_text force; LoadAgent reads it
 	// from the PPO config).
 	Terse, DashThoughts bool
+	// Checkpoint is which of the folder's checkpoints LoadAgent reads:
+	// CheckpointSelected (or "": the one the run selected by its rule,
+	// else the latest) or CheckpointLast.
+	Checkpoint string
 }
 
 // Decoding modes.
@@ -60,8 +64,9 @@ type PolicyAgent struct {
 	Source string
 }
 
-// LoadAgent reads the latest checkpoint in dir (a folder of the store st
-// such as "checkpoints/sft", as `mlerl train sft|ppo` writes it) as an
+// LoadAgent reads a checkpoint in dir (a folder of the store st such as
+// "checkpoints/sft", as `mlerl train sft|ppo` writes it; the one
+// opts.Checkpoint names, by default the selected one) as an
 // agent named name, running on the named engine. The tokenizer is the one
 // the policy was trained with: the SFT config's `tokenizer`, found through
 // a PPO config's `sft` folder.
@@ -69,9 +74,9 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
-	sub, err := LatestCheckpoint(ctx, st, dir)
+	sub, how, err := PickCheckpoint(ctx, st, dir, opts.Checkpoint)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	if sub == "" {
 		return nil, fmt.Errorf("agent %s: no checkpoint in %s (run `mlerl train sft` / `mlerl train ppo` first)", name, st.URI(dir))
@@ -101,6 +106,9 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 		return nil, err
 	}
 	a.Source = st.URI(sub)
+	if how == "selected" {
+		a.Source += " (selected)"
+	}
 	return a, nil
 }
 

@@ -71,7 +71,7 @@ func SaveCheckpoint(ctx context.Context, st store.Store, dir string, step int, e
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	sub := fmt.Sprintf("%s/step-%09d", dir, step)
+	sub := dir + "/" + StepFolder(step)
 	var bin bytes.Buffer
 	var index []ckptVar
 	add := func(t Tensor, optimizer string) {
@@ -109,7 +109,45 @@ func SaveCheckpoint(ctx context.Context, st store.Store, dir string, step int, e
 	if err := store.WriteAll(ctx, st, dir+"/metrics.jsonl", []byte(strings.Join(ck.Metrics, "")), store.CreateOptions{}); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	return store.WriteAll(ctx, st, dir+"/latest", []byte(fmt.Sprintf("step-%09d\n", step)), store.CreateOptions{})
+	return store.WriteAll(ctx, st, dir+"/latest", []byte(StepFolder(step)+"\n"), store.CreateOptions{})
+}
+
+// StepFolder is the name of the checkpoint folder of a step, beside
+// "latest" in its checkpoint folder.
+func StepFolder(step int) string { return fmt.Sprintf("step-%09d", step) }
+
+// SelectedFile names, beside "latest", the checkpoint a run selected by
+// its declared rule (train ppo's select.rule; selection.json beside it
+// says how).
+const SelectedFile = "selected"
+
+// Which checkpoint of a folder to read.
+const (
+	CheckpointSelected = "selected" // the one the run selected, else the latest
+	CheckpointLast     = "last"     // the latest
+)
+
+// PickCheckpoint returns the folder key of dir's checkpoint named by
+// which: CheckpointLast is LatestCheckpoint; CheckpointSelected (or "")
+// is the one "selected" names when the run wrote it, else the latest
+// (an SFT folder, a PPO run older than selection). how says which was
+// taken. "" without error: dir holds no checkpoint.
+func PickCheckpoint(ctx context.Context, st store.Store, dir, which string) (sub, how string, err error) {
+	switch which {
+	case CheckpointLast:
+	case CheckpointSelected, "":
+		b, err := store.ReadAll(ctx, st, dir+"/"+SelectedFile)
+		if err == nil && strings.TrimSpace(string(b)) != "" {
+			return dir + "/" + strings.TrimSpace(string(b)), "selected", nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", "", fmt.Errorf("checkpoint: %w", err)
+		}
+	default:
+		return "", "", fmt.Errorf("checkpoint: %q: want %s or %s", which, CheckpointSelected, CheckpointLast)
+	}
+	sub, err = LatestCheckpoint(ctx, st, dir)
+	return sub, "latest", err
 }
 
 // LatestCheckpoint returns the folder key of dir's latest complete

@@ -258,7 +258,7 @@ func runAsyncPPO(ctx context.Context, r *ppoRun, reward RewardFunc, curve *curve
 		if err != nil {
 			return err
 		}
-		learnS, lr, klCoef, sums, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.sums, l.epochs
+		learnS, lr, klCoef, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.epochs
 		if err := act.sync(r.state.Update); err != nil {
 			return fmt.Errorf("train ppo: syncing the actors: %w", err)
 		}
@@ -285,7 +285,7 @@ func runAsyncPPO(ctx context.Context, r *ppoRun, reward RewardFunc, curve *curve
 			rec[k] = v
 		}
 		recordSamples(rec, batch, dropped)
-		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
+		if err := r.endUpdate(ctx, rec, l, curve); err != nil {
 			return err
 		}
 		bar.Add(1, fmt.Sprintf("reward %.3f, %d samples (%d stale dropped), learn %.0fs", rec["charts/reward_mean"], len(batch), len(dropped), learnS))

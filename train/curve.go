@@ -134,20 +134,25 @@ func (c *curveEval) close() {
 
 // curvePoint evaluates the policy when the update count is on the curve
 // (0, every curve.every updates, the last) and has no point yet (a
-// resumed run keeps the points it recorded), and records the point.
-func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) error {
+// resumed run keeps the points it recorded), records the point, and
+// reports whether it evaluated one.
+func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) (bool, error) {
 	u := r.state.Update
 	if c == nil || (u%c.cfg.Every != 0 && u != r.cfg.Updates) || r.hasCurvePoint(u) {
-		return nil
+		return false, nil
 	}
 	t0 := time.Now()
 	agent, err := policy.NewPolicyAgent("ppo", policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok},
 		policy.AgentOptions{Temperature: c.cfg.Temperature, TopP: c.cfg.TopP, MaxNewTokens: r.cfg.MaxNewTokens, Decode: r.cfg.Decode,
 			Terse: r.oneLine, DashThoughts: r.cfg.FreeText == FreeTextForce})
 	if err != nil {
-		return err
+		return false, err
 	}
 	finals := make([]float64, len(c.jobs))
+	beh := map[string]*behaviour{}
+	for _, j := range c.jobs {
+		beh[j.Task.Split] = &behaviour{}
+	}
 	valid, steps := make([]int, len(c.jobs)), make([]int, len(c.jobs))
 	// Episodes play c.cfg.Batch at a time, each batch in lockstep (the
 	// same batches and seeds at every point).
@@ -169,6 +174,7 @@ func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) error {
 				if ep.Trajectory.FinalMetric != nil {
 					finals[start+k] = *ep.Trajectory.FinalMetric
 				}
+				beh[j.Task.Split].episode(ep.Steps)
 				for _, s := range ep.Steps {
 					steps[start+k]++
 					if env.Accepted(env.Outcome(s.Outcome)) {
@@ -179,15 +185,18 @@ func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) error {
 			})
 		}
 		if err := eg.Wait(); err != nil {
-			return fmt.Errorf("train ppo: %w", err)
+			return false, fmt.Errorf("train ppo: %w", err)
 		}
 	}
 	rec := curveRecord(c.jobs, finals, valid, steps)
+	for split, b := range beh {
+		b.record(rec, "curve/"+split+"/behaviour/")
+	}
 	rec["stage"], rec["step"] = "ppo-curve", u
 	rec["time/wall_s"], rec["time/cpu_s"], rec["time/curve_s"] = r.state.WallS, r.state.CPUS, time.Since(t0).Seconds()
 	r.s.record(rec)
 	fmt.Fprintf(r.s.log, "train ppo: learning curve at update %d: %s (%.0fs)\n", u, curveSummary(rec), time.Since(t0).Seconds())
-	return nil
+	return true, nil
 }
 
 // curveRecord turns the episodes' final scores into delta_r per task,

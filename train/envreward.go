@@ -127,6 +127,7 @@ func stepOutcome(r env.StepResult) Outcome {
 		out.Action = r.Action.Name
 	}
 	out.Executed = r.Executed
+	out.Unchanged = unchangedEdit(r.Observation)
 	if len(r.Markers) > 0 {
 		out.LastMarker = r.Markers[len(r.Markers)-1]
 	}

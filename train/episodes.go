@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -89,8 +90,12 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	for r.state.Update < cfg.Updates {
 		start, cpu0 := time.Now(), cpuSeconds()
 		boundary := r.state
-		// --- 1. Rollout: whole episodes from sampled initial states.
-		groups, returns, genS, err := r.episodes(ctx, starts, ecfg, opts, nGroups, steps)
+		// --- 1. Rollout: group_size episodes from each sampled state;
+		// groups without a signal are replaced by new draws (dynamic
+		// sampling, at most oversample x the groups wanted).
+		c, err := collect(cfg, nGroups, func(n int) ([]*group, []float64, float64, error) {
+			return r.episodes(ctx, starts, ecfg, opts, n, steps)
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				r.state = boundary
@@ -101,14 +106,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			}
 			return err
 		}
-		var dropped []*group  // flat groups: recorded, not trained
-		var trajAdv []float64 // credit all: every step's A_0
-		if horizon && cfg.Credit == CreditAll {
-			// returns: the kept episodes' G_0, one each, as with credit first.
-			groups, trajAdv, returns, dropped = trajectoryCredit(groups, returns, cfg.GroupStd)
-		} else if horizon {
-			groups, returns, dropped = firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
-		}
+		groups, returns, trajAdv := c.groups, c.returns, c.trajAdv
 		batch := flatten(groups)
 		t0 := time.Now()
 		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t)
@@ -139,7 +137,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		if err != nil {
 			return err
 		}
-		learnS, lr, klCoef, sums, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.sums, l.epochs
+		learnS, lr, klCoef, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.epochs
 		r.state.WallS += time.Since(start).Seconds()
 		r.state.CPUS += cpuSeconds() - cpu0
 		// --- 5. Metrics, learning curve and checkpoints.
@@ -148,27 +146,128 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			mode = ModeStep
 		}
 		rec := map[string]any{"stage": "ppo", "mode": mode, "horizon": steps, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/return_mean": mean(returns), "charts/credit_mean": mean(returns),
-			"charts/groups_dropped_fraction": ratio(len(dropped), len(dropped)+len(groups)), "charts/groups": len(groups),
-			"charts/samples": len(batch), "charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
-			"charts/valid_action_rate": ratio(valid, len(batch)),
-			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
-			"time/generate_s":          genS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
+			"charts/groups_dropped_fraction": ratio(len(c.dropped)-c.surplus, c.drawn), "charts/groups": len(groups),
+			"charts/groups_drawn": c.drawn, "charts/groups_surplus": c.surplus, "charts/oversample": float64(c.drawn) / float64(nGroups),
+			"charts/rollout_rounds": c.rounds, "time/oversample_s": c.extraS,
+			"charts/samples": len(batch), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
+			"charts/samples_per_s": float64(len(batch)) / time.Since(start).Seconds(),
+			"time/generate_s":      c.genS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
 			"time/wall_s": r.state.WallS, "time/cpu_s": r.state.CPUS,
+		}
+		if len(batch) > 0 { // nothing measured, nothing written
+			rec["charts/reward_mean"], rec["charts/return_mean"], rec["charts/credit_mean"] = mean(b_rewards), mean(returns), mean(returns)
+			rec["charts/duration_mean"], rec["charts/valid_action_rate"] = mean(b_durations), ratio(valid, len(batch))
 		}
 		if b_values != nil {
 			rec["charts/value_mean"] = mean(b_values)
 		}
+		c.beh.record(rec, "behaviour/")
+		r.recordOwn(rec, groups, c.dropped)
 		recordShares(rec, batch, trajAdv != nil)
-		recordSamples(rec, batch, flatten(dropped))
-		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
+		recordSamples(rec, batch, flatten(c.dropped))
+		if err := r.endUpdate(ctx, rec, l, curve); err != nil {
 			return err
 		}
-		bar.Add(1, fmt.Sprintf("return %.3f", rec["charts/return_mean"]))
+		r.refreshOwn(r.state.Update)
+		bar.Add(1, updateSummary(rec))
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
 	return nil
+}
+
+// collected is one update's rollout in live environments, credited: the
+// groups to train (at most the groups wanted), what they are credited
+// with (horizon: each kept first action's G_0; episode-wise: every step's
+// G_t), credit all's per-step advantages, the groups dropped (no signal,
+// or surplus beyond the groups wanted), what dynamic sampling drew and
+// cost, and the policy's behaviour over every episode played.
+type collected struct {
+	groups           []*group
+	returns, trajAdv []float64
+	dropped          []*group
+	surplus          int     // dropped groups that had a signal: drawn beyond the batch
+	drawn, rounds    int     // states drawn (groups played) and rounds of episodes
+	genS, extraS     float64 // generation seconds; wall seconds of the rounds after the first
+	beh              behaviour
+}
+
+// collect plays nGroups groups of episodes and credits them; with the
+// group baseline, groups whose credit is flat carry no signal and are
+// dropped, and new states are drawn until nGroups groups with a signal
+// are collected (DAPO's dynamic sampling) or oversample x nGroups states
+// have been drawn. A later round draws the shortfall divided by the
+// share of groups with a signal so far (at least a quarter), and groups
+// beyond nGroups are dropped as surplus. Episode-wise PPO drops no group
+// and plays one round. play plays n groups (ppoRun.episodes).
+func collect(cfg PPOConfig, nGroups int, play func(n int) ([]*group, []float64, float64, error)) (collected, error) {
+	horizon := cfg.Mode == ModeStep
+	limit := nGroups
+	if horizon && cfg.Advantage == AdvantageGroup {
+		limit = cfg.Oversample * nGroups
+	}
+	var c collected
+	for len(c.groups) < nGroups && c.drawn < limit {
+		t0 := time.Now()
+		n := nGroups - len(c.groups)
+		if c.rounds > 0 {
+			keep := max(float64(len(c.groups))/float64(c.drawn), 0.25)
+			n = min(int(math.Ceil(float64(n)/keep)), limit-c.drawn)
+		}
+		groups, returns, genS, err := play(n)
+		if err != nil {
+			return c, err
+		}
+		c.drawn, c.genS = c.drawn+n, c.genS+genS
+		c.beh.add(groups)
+		if !horizon {
+			c.groups, c.returns, c.rounds = groups, returns, 1
+			break
+		}
+		c.credit(groups, returns, cfg)
+		if c.rounds > 0 {
+			c.extraS += time.Since(t0).Seconds()
+		}
+		c.rounds++
+	}
+	c.trim(nGroups)
+	return c, nil
+}
+
+// credit keeps a round's groups with a signal and what they are credited
+// with (firstActions, or trajectoryCredit with credit all), and sets the
+// others apart as dropped.
+func (c *collected) credit(groups []*group, returns []float64, cfg PPOConfig) {
+	if cfg.Credit == CreditAll {
+		kept, adv, credit, dropped := trajectoryCredit(groups, returns, cfg.GroupStd)
+		c.groups, c.trajAdv, c.returns, c.dropped = append(c.groups, kept...), append(c.trajAdv, adv...), append(c.returns, credit...), append(c.dropped, dropped...)
+		return
+	}
+	kept, rets, dropped := firstActions(groups, returns, cfg.Advantage == AdvantageGroup)
+	c.groups, c.returns, c.dropped = append(c.groups, kept...), append(c.returns, rets...), append(c.dropped, dropped...)
+}
+
+// trim keeps the first n groups (and their credit) and drops the rest as
+// surplus.
+func (c *collected) trim(n int) {
+	if len(c.groups) <= n {
+		return
+	}
+	samples, episodes := 0, 0
+	for _, g := range c.groups[:n] {
+		samples += len(g.Samples)
+		for _, s := range g.Samples {
+			if s.Step == 0 {
+				episodes++
+			}
+		}
+	}
+	c.surplus = len(c.groups) - n
+	c.dropped = append(c.dropped, c.groups[n:]...)
+	c.groups, c.returns = c.groups[:n], c.returns[:episodes]
+	if c.trajAdv != nil {
+		c.trajAdv = c.trajAdv[:samples]
+	}
 }
 
 // episodeGroupAdvantages is A_t = G_t - the mean G_t of the group's other
@@ -313,8 +412,8 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 	}()
 	for gi := range groups {
-		s := starts[r.rng.IntN(len(starts))]
-		groups[gi] = &group{State: s, Version: r.state.Update}
+		s, own := r.drawStart(starts)
+		groups[gi] = &group{State: s, Version: r.state.Update, Own: own}
 		for j := range k {
 			e, err := env.Restore(ctx, ecfg, r.s.st, s.SnapshotRef)
 			if err != nil {
@@ -376,6 +475,9 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		if err := g.Wait(); err != nil {
 			return nil, nil, 0, err
 		}
+	}
+	if err := r.collectOwn(ctx, envs, plans, groups, opts, steps); err != nil {
+		return nil, nil, 0, err
 	}
 	var returns []float64
 	for gi, grp := range groups {

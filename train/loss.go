@@ -57,6 +57,18 @@ type ppoToken struct {
 // ppoCoefs are the loss's coefficients (CleanRL's names).
 type ppoCoefs struct {
 	ClipCoef, VfCoef, EntCoef, KLCoef float64
+	// ClipHigh is the upper clip of the ratio, 1+ClipHigh (DAPO's
+	// clip-higher: room for unlikely tokens to gain); 0 means ClipCoef.
+	ClipHigh float64
+}
+
+// clipRange is the ratio's clip interval [1-lo, 1+hi].
+func (c ppoCoefs) clipRange() (lo, hi float64) {
+	hi = c.ClipHigh
+	if hi == 0 {
+		hi = c.ClipCoef
+	}
+	return 1 - c.ClipCoef, 1 + hi
 }
 
 // ppoStats are the minibatch's metrics, in ppoMetricNames order.
@@ -88,7 +100,7 @@ var ppoMetricNames = [numPPOMetrics]string{"losses/policy", "losses/value", "los
 // among them, with return returns[i]; none without a critic):
 //
 //	ratio   = exp(logp - old_logp)           log-probs under the token's mask
-//	pg      = w * max(-A ratio, -A clip(ratio, 1-c, 1+c))
+//	pg      = w * max(-A ratio, -A clip(ratio, 1-c, 1+c_high))  (c_high = c unless clip_coef_high)
 //	v_loss  = 0.5 (V(s) - R)^2
 //	kl_ref  = exp(d) - d - 1,  d = ref_logp - logp
 //	loss    = mean(pg) + vf_coef mean(v_loss) + kl_coef mean(kl_ref) - ent_coef mean(entropy)
@@ -108,6 +120,7 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 			}
 		}
 		inv := 1 / float64(max(n, 1))
+		lo, hi := c.clipRange()
 		for i, tk := range toks {
 			if tk.Skip {
 				if tk.Free {
@@ -121,12 +134,12 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 			logratio := logp - float64(tk.OldLogP)
 			ratio := math.Exp(logratio)
 			a := float64(tk.Advantage)
-			pg1, pg2 := -a*ratio, -a*math.Min(math.Max(ratio, 1-c.ClipCoef), 1+c.ClipCoef)
+			pg1, pg2 := -a*ratio, -a*math.Min(math.Max(ratio, lo), hi)
 			pg += float64(tk.Weight) * math.Max(pg1, pg2) * inv
 			// d pg / d logp: through the unclipped branch when it is the
 			// larger or when the ratio is inside the clip range.
 			dpg := 0.0
-			if pg1 >= pg2 || (ratio >= 1-c.ClipCoef && ratio <= 1+c.ClipCoef) {
+			if pg1 >= pg2 || (ratio >= lo && ratio <= hi) {
 				dpg = -a * ratio
 			}
 			dkl := 0.0
@@ -136,7 +149,7 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 				dkl = 1 - math.Exp(d)
 			}
 			akl += (ratio - 1 - logratio) * inv
-			if math.Abs(ratio-1) > c.ClipCoef {
+			if ratio < lo || ratio > hi {
 				clip += inv
 			}
 			// Entropy of the (masked) distribution and its gradient.

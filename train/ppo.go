@@ -73,6 +73,7 @@ type PPOConfig struct {
 	UpdateEpochs int     `yaml:"update_epochs" help:"passes over each batch"`
 	TargetKL     float64 `yaml:"target_kl" help:"stop an update's epochs once a minibatch's approx_kl exceeds this (0: never)"`
 	ClipCoef     float64 `yaml:"clip_coef" help:"PPO ratio clipping"`
+	ClipCoefHigh float64 `yaml:"clip_coef_high" help:"upper clip of the ratio, 1+clip_coef_high (DAPO's clip-higher: unlikely tokens can gain more than likely ones lose; 0: clip_coef, symmetric)"`
 	VfCoef       float64 `yaml:"vf_coef" help:"advantage critic: value loss coefficient (the value head has its own gradient: it does not move the trunk)"`
 	EntCoef      float64 `yaml:"ent_coef" help:"entropy bonus coefficient (decision tokens)"`
 	KLCoef       float64 `yaml:"kl_coef" help:"KL penalty to the frozen SFT policy (per decision token); the start when kl_target adapts it"`
@@ -100,6 +101,14 @@ type PPOConfig struct {
 	// StateTasks restricts the state pool to the first N held-in tasks of
 	// a fixed order (ML-Agent's task-count curve).
 	StateTasks int `yaml:"state_tasks" help:"train on the expert states of the first N held-in tasks only, in a fixed order (task ids shuffled with a fixed seed; 0: every task)"`
+	// Oversample bounds dynamic sampling (DAPO): groups without a signal
+	// are replaced by more draws, up to this many times the groups wanted.
+	Oversample int `yaml:"oversample" help:"dynamic sampling: when groups carry no signal (equal credit), draw more states until batch_size samples in groups with a signal are collected, at most oversample x batch_size / group_size states per update (1: one draw per group, no dynamic sampling)"`
+	// OwnStates mixes states the policy reached itself into the pool
+	// (DAgger-style; own.go).
+	OwnStates OwnStatesConfig `yaml:"own_states"`
+	// Select says which checkpoint `mlerl evaluate` takes (select.go).
+	Select SelectConfig `yaml:"select"`
 	// Curve evaluates the policy every curve.every updates: ML-Agent's
 	// learning curves (curve.go).
 	Curve           CurveConfig `yaml:"curve"`
@@ -139,6 +148,7 @@ func DefaultPPOConfig() PPOConfig {
 		FreeText: FreeTextMask, Collector: CollectorSync, DurationWeighting: true, MinDurationS: 1, SettlePending: false, MaxStaleness: 2, Workers: 2,
 		Optim:       policy.OptimConfig{LR: 5e-5, MinLRRatio: 1, WarmupSteps: 0, WeightDecay: 0, Beta1: 0.9, Beta2: 0.999, ClipNorm: 1},
 		Temperature: 1, TopP: 1, GenBatch: 32, EpisodeSteps: 4, Seed: 1, Curve: DefaultCurveConfig(), CheckpointEvery: 5, Resume: true,
+		Oversample: 4, OwnStates: DefaultOwnStatesConfig(), Select: DefaultSelectConfig(),
 	}
 }
 
@@ -198,6 +208,10 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("target_kl", c.TargetKL, "must be a number >= 0 (0: never stop early)")
 	case !(c.ClipCoef > 0 && c.ClipCoef < 1):
 		return config.Errorf("clip_coef", c.ClipCoef, "must be a number in (0, 1)")
+	case !(c.ClipCoefHigh == 0 || c.ClipCoefHigh >= c.ClipCoef && c.ClipCoefHigh < 10):
+		return config.Errorf("clip_coef_high", c.ClipCoefHigh, "must be 0 (symmetric: clip_coef) or in [clip_coef %g, 10)", c.ClipCoef)
+	case c.Oversample < 1:
+		return config.Errorf("oversample", c.Oversample, "must be at least 1 (1: no dynamic sampling)")
 	case !(c.VfCoef >= 0) || !finite(c.VfCoef):
 		return config.Errorf("vf_coef", c.VfCoef, "must be a number >= 0")
 	case !(c.EntCoef >= 0) || !finite(c.EntCoef):
@@ -247,6 +261,15 @@ func (c PPOConfig) Validate() error {
 	if err := config.Nest("curve", c.Curve.Validate()); err != nil {
 		return err
 	}
+	if err := config.Nest("own_states", c.OwnStates.Validate()); err != nil {
+		return err
+	}
+	if c.OwnStates.Mix > 0 && (c.Mode != ModeStep || c.Horizon < 2) {
+		return config.Errorf("own_states.mix", c.OwnStates.Mix, "collects the states the policy's continuations reach: it needs mode %s and horizon >= 2", ModeStep)
+	}
+	if err := config.Nest("select", c.Select.Validate(c.Curve)); err != nil {
+		return err
+	}
 	if c.Env.EditorKind == env.EditorLLM {
 		return config.Errorf("env.editor", c.Env.EditorKind, "is not available in train ppo, which has no llm endpoint (use %s)", env.EditorOffline)
 	}
@@ -263,6 +286,7 @@ type ppoState struct {
 	WallS    float64 `json:"wall_s"`   // wall seconds of updates so far (the learning curves' time axis)
 	CPUS     float64 `json:"cpu_s"`    // CPU seconds of this process so far, scripts' included
 	Warm     bool    `json:"warm"`     // the critic warm-up is done
+	Own      ownPool `json:"own"`      // own_states: the pool and the states collected since its refresh
 }
 
 // sample is one generated action waiting for, or holding, its reward.
@@ -301,7 +325,8 @@ type group struct {
 	State   schemas.RLState
 	Samples []*sample
 	Version int
-	left    int // samples whose reward has not arrived
+	Own     bool // the state is one the policy reached itself (own_states)
+	left    int  // samples whose reward has not arrived
 }
 
 // RunPPO is `mlerl train ppo` with the reward named in cfg.Reward.
@@ -395,27 +420,29 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		if err != nil {
 			return err
 		}
-		learnS, lr, klCoef, sums, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.sums, l.epochs
+		learnS, lr, klCoef, epochs := time.Since(t0).Seconds(), l.lr, l.klCoef, l.epochs
 		r.state.WallS += time.Since(start).Seconds()
 		r.state.CPUS += cpuSeconds() - cpu0
 
 		// --- 5. Metrics, learning curve and checkpoints.
 		rec := map[string]any{"stage": "ppo", "mode": ModeStep, "step": r.state.Update,
-			"charts/reward_mean": mean(b_rewards), "charts/credit_mean": mean(b_rewards), "charts/reward_std_in_group": ro.groupStd(groups),
 			"charts/distinct_actions_per_group": ratio(ro.distinct, ro.seen),
 			"charts/groups_dropped_fraction":    float64(ro.flat) / float64(max(ro.flat+len(groups), 1)),
-			"charts/samples":                    len(batch), "charts/groups": len(groups),
-			"charts/duration_mean": mean(b_durations), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
-			"charts/format_error_rate": ratio(ro.formatErrors, len(batch)),
-			"charts/valid_action_rate": ratio(ro.valid, len(batch)),
-			"charts/stale_fraction":    ratio(ro.stale, ro.stale+len(batch)),
-			"charts/cache_hit_rate":    ratio(ro.cached, len(batch)),
-			"charts/reward_errors":     ro.rewardErrors,
-			"charts/forced_fraction":   ratio(ro.forced, ro.tokens),
-			"charts/free_fraction":     ratio(ro.free, ro.tokens),
-			"charts/samples_per_s":     float64(len(batch)) / time.Since(start).Seconds(),
-			"time/generate_s":          ro.genS, "time/execute_s": ro.execS, "time/wait_rewards_s": ro.waitS, "time/learn_s": learnS,
+			"charts/groups_drawn":               ro.seen, "charts/oversample": float64(ro.seen) / float64(cfg.BatchSize/cfg.GroupSize),
+			"charts/samples": len(batch), "charts/groups": len(groups),
+			"charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
+			"charts/stale_fraction":  ratio(ro.stale, ro.stale+len(batch)),
+			"charts/reward_errors":   ro.rewardErrors,
+			"charts/forced_fraction": ratio(ro.forced, ro.tokens),
+			"charts/free_fraction":   ratio(ro.free, ro.tokens),
+			"charts/samples_per_s":   float64(len(batch)) / time.Since(start).Seconds(),
+			"time/generate_s":        ro.genS, "time/execute_s": ro.execS, "time/wait_rewards_s": ro.waitS, "time/learn_s": learnS,
 			"time/update_s": time.Since(start).Seconds(), "time/wall_s": r.state.WallS, "time/cpu_s": r.state.CPUS,
+		}
+		if len(batch) > 0 { // nothing measured, nothing written
+			rec["charts/reward_mean"], rec["charts/credit_mean"], rec["charts/reward_std_in_group"] = mean(b_rewards), mean(b_rewards), ro.groupStd(groups)
+			rec["charts/duration_mean"], rec["charts/format_error_rate"], rec["charts/valid_action_rate"] = mean(b_durations), ratio(ro.formatErrors, len(batch)), ratio(ro.valid, len(batch))
+			rec["charts/cache_hit_rate"] = ratio(ro.cached, len(batch))
 		}
 		if b_values != nil {
 			rec["charts/value_mean"] = mean(b_values)
@@ -424,11 +451,11 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 			rec[k] = v
 		}
 		recordSamples(rec, batch, ro.dropped)
-		if err := r.endUpdate(ctx, rec, sums, curve); err != nil {
+		if err := r.endUpdate(ctx, rec, l, curve); err != nil {
 			return err
 		}
-		bar.Add(1, fmt.Sprintf("reward %.3f, %d groups (%d flat), %.1f samples/s, generate %.0fs execute %.0fs learn %.0fs",
-			rec["charts/reward_mean"], len(groups), ro.flat, rec["charts/samples_per_s"], ro.genS, ro.execS, learnS))
+		bar.Add(1, fmt.Sprintf("%s, %d groups (%d flat), %.1f samples/s, generate %.0fs execute %.0fs learn %.0fs",
+			updateSummary(rec), len(groups), ro.flat, rec["charts/samples_per_s"], ro.genS, ro.execS, learnS))
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
@@ -445,9 +472,22 @@ func (r *ppoRun) begin(ctx context.Context) (*curveEval, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.curvePoint(ctx, curve); err != nil {
+	point, err := r.curvePoint(ctx, curve)
+	if err != nil {
 		curve.close()
 		return nil, err
+	}
+	// The SFT policy's checkpoint at update 0: what best-held-in selects
+	// when no PPO point beats it.
+	if point && r.cfg.Select.effective(r.cfg.Curve) == SelectBestHeldIn {
+		err := r.save(ctx)
+		if err == nil {
+			err = r.selectCheckpoint(ctx, true)
+		}
+		if err != nil {
+			curve.close()
+			return nil, err
+		}
 	}
 	return curve, nil
 }
@@ -457,6 +497,9 @@ type learned struct {
 	sums       ppoStats
 	epochs     int
 	lr, klCoef float64 // the learning rate and KL coefficient it used
+	// skipped: the update had no sample to train (every group flat even
+	// after dynamic sampling); sums hold nothing measured.
+	skipped bool
 }
 
 // learn is an update's learner step, the same in every PPO loop: the
@@ -467,6 +510,13 @@ func (r *ppoRun) learn(groups []*group, adv, returns, durations []float64) (lear
 	cfg := r.cfg
 	weights := durationWeights(durations, cfg.MinDurationS, cfg.DurationWeighting)
 	l := learned{lr: cfg.Optim.LRAt(r.state.Update, cfg.Updates), klCoef: r.state.KLCoef}
+	if len(groups) == 0 {
+		// Nothing to train: the policy and the KL coefficient stay as
+		// they are, and the update counts (so that a run ends).
+		l.skipped = true
+		r.state.Update++
+		return l, nil
+	}
 	var err error
 	if l.sums, l.epochs, err = r.update(groups, adv, returns, weights, l.lr); err != nil {
 		return l, fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
@@ -477,22 +527,46 @@ func (r *ppoRun) learn(groups []*group, adv, returns, durations []float64) (lear
 }
 
 // endUpdate records an update's metrics with its loss sums
-// (ppoMetricNames), evaluates a learning-curve point every curve.every
-// updates and after the last one, and saves a checkpoint every
-// checkpoint_every updates and after the last one. Step-wise and
-// episode-wise PPO end each update with it.
-func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, sums ppoStats, curve *curveEval) error {
-	for i, name := range ppoMetricNames {
-		rec[name] = sums[i]
+// (ppoMetricNames; none for a skipped update, which records skipped
+// true: nothing was measured, so nothing is written), evaluates a
+// learning-curve point every curve.every updates and after the last one,
+// saves a checkpoint every checkpoint_every updates, after the last one
+// and at every curve point, and selects the checkpoint `mlerl evaluate`
+// takes (select.go). Step-wise and episode-wise PPO end each update with
+// it.
+func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, l learned, curve *curveEval) error {
+	if l.skipped {
+		rec["skipped"] = true
+	} else {
+		for i, name := range ppoMetricNames {
+			rec[name] = l.sums[i]
+		}
 	}
 	r.s.record(rec)
-	if err := r.curvePoint(ctx, curve); err != nil {
+	point, err := r.curvePoint(ctx, curve)
+	if err != nil {
 		return err
 	}
-	if r.state.Update%max(r.cfg.CheckpointEvery, 1) == 0 || r.state.Update == r.cfg.Updates {
-		return r.save(ctx)
+	saved := point || r.state.Update%max(r.cfg.CheckpointEvery, 1) == 0 || r.state.Update == r.cfg.Updates
+	if saved {
+		if err := r.save(ctx); err != nil {
+			return err
+		}
 	}
-	return nil
+	return r.selectCheckpoint(ctx, saved)
+}
+
+// updateSummary is an update's progress line: its mean credit, or that it
+// was skipped.
+func updateSummary(rec map[string]any) string {
+	if rec["skipped"] == true {
+		return "skipped (no group with a signal)"
+	}
+	if v, ok := rec["charts/return_mean"].(float64); ok {
+		return fmt.Sprintf("return %.3f", v)
+	}
+	v, _ := rec["charts/reward_mean"].(float64)
+	return fmt.Sprintf("reward %.3f", v)
 }
 
 // groupAdvantages returns, sample by sample in the order of flatten(groups),
@@ -646,8 +720,14 @@ func flatten(groups []*group) []*sample {
 // reward-hacking watch: success, error (script failures), timeout, oom,
 // refused (format errors, refused actions, invalid edits), and the
 // actions undo and final answer.
+//
+// An empty batch has no shares (an empty map, so that a skipped update
+// writes none).
 func outcomeShares(batch []*sample) map[string]float64 {
-	n := float64(max(len(batch), 1))
+	if len(batch) == 0 {
+		return map[string]float64{}
+	}
+	n := float64(len(batch))
 	out := map[string]float64{"outcomes/success": 0, "outcomes/error": 0, "outcomes/timeout": 0, "outcomes/oom": 0,
 		"outcomes/refused": 0, "outcomes/editor_error": 0, "actions/undo": 0, "actions/final_answer": 0, "actions/edit": 0, "actions/execute": 0}
 	for _, s := range batch {

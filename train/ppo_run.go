@@ -193,9 +193,10 @@ func (ro rolloutStats) groupStd(groups []*group) float64 {
 // are back: groups older than max_staleness versions are dropped, and so,
 // with the group baseline, are groups whose rewards are all equal (no
 // signal: counted as flat). Over-collected groups wait for the next
-// batch. So that a policy that always does the same never loops forever,
-// the rollout stops once it has dropped 4 x the groups it wants (the
-// batch is then smaller, possibly empty).
+// batch. Dropped groups are replaced by new draws (dynamic sampling), and
+// so that a policy that always does the same never loops forever, the
+// rollout stops once it has taken oversample x the groups it wants (the
+// batch is then smaller, possibly empty: a skipped update).
 func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*group, rolloutStats, error) {
 	cfg, version := r.cfg, r.state.Update
 	want := cfg.BatchSize / cfg.GroupSize
@@ -268,7 +269,7 @@ func (r *ppoRun) rollout(ctx context.Context, col *collector) ([]*group, rollout
 			return nil, st, err
 		}
 	}
-	for len(batch) < want && dropped() < 4*want {
+	for len(batch) < want && len(batch)+dropped() < cfg.Oversample*want {
 		if err := ctx.Err(); err != nil {
 			return nil, st, err
 		}
@@ -499,7 +500,7 @@ func (r *ppoRun) values(mb minibatch) ([]float64, error) {
 // (kl_ref then reads 0).
 func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr float64) (ppoStats, int, error) {
 	cfg := r.cfg
-	coefs := ppoCoefs{ClipCoef: cfg.ClipCoef, EntCoef: cfg.EntCoef, KLCoef: r.state.KLCoef}
+	coefs := ppoCoefs{ClipCoef: cfg.ClipCoef, ClipHigh: cfg.ClipCoefHigh, EntCoef: cfg.EntCoef, KLCoef: r.state.KLCoef}
 	if returns != nil {
 		coefs.VfCoef = cfg.VfCoef
 	}

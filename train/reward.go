@@ -33,6 +33,9 @@ type Outcome struct {
 	// reached ("" when none, or no script ran).
 	Executed   bool
 	LastMarker string
+	// Unchanged: an edit the environment accepted left its file as it
+	// was (its reply says so, as evaluation's behaviour count reads it).
+	Unchanged bool
 }
 
 // RewardFunc restores state's snapshot, executes action and scores it. It

@@ -1,0 +1,365 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// Tests of what keeps RL's gains (issue 30): dynamic sampling, skipped
+// updates that write nothing they did not measure, the own-state mix,
+// the behaviour counts and the selected checkpoint.
+
+// playFixture plays groups of two two-step episodes whose first actions'
+// returns are flat (equal) for every group whose draw index is in flat,
+// and differ otherwise; it counts the groups played.
+type playFixture struct {
+	flat  map[int]bool
+	drawn int
+	calls []int
+}
+
+func (p *playFixture) play(n int) ([]*group, []float64, float64, error) {
+	p.calls = append(p.calls, n)
+	var groups []*group
+	var returns []float64
+	for range n {
+		i := p.drawn
+		p.drawn++
+		g := &group{State: schemas.RLState{StateID: string(rune('a' + i%26))}}
+		for ep := range 2 {
+			for step := range 2 {
+				g.Samples = append(g.Samples, &sample{Episode: ep, Step: step, Out: Outcome{Action: env.ExecuteScript}})
+				r := 0.5
+				if !p.flat[i] && ep == 1 {
+					r = 1
+				}
+				returns = append(returns, r-0.1*float64(step))
+			}
+		}
+		groups = append(groups, g)
+	}
+	return groups, returns, 0.01, nil
+}
+
+// TestDynamicSamplingFillsTheBatch: from a fixture where some groups are
+// flat, collect draws more groups until the batch holds the groups
+// wanted, each with a signal, drops the flat ones and the surplus, and
+// stops at oversample x the groups wanted when too few carry a signal.
+func TestDynamicSamplingFillsTheBatch(t *testing.T) {
+	cfg := DefaultPPOConfig()
+	for _, credit := range []string{CreditFirst, CreditAll} {
+		cfg.Credit = credit
+		t.Run(credit, func(t *testing.T) {
+			// Groups 0, 1, 2, 5 flat: 4 wanted need draws 0-7 at least.
+			p := &playFixture{flat: map[int]bool{0: true, 1: true, 2: true, 5: true}}
+			c, err := collect(cfg, 4, p.play)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.groups) != 4 {
+				t.Fatalf("got %d groups, want the 4 wanted", len(c.groups))
+			}
+			for _, g := range c.groups {
+				if flatRewards(firstOf(g)) {
+					t.Errorf("group %s is flat but was kept", g.State.StateID)
+				}
+			}
+			if c.rounds < 2 || c.drawn != p.drawn || c.drawn < 8 {
+				t.Errorf("rounds %d drawn %d (played %d, calls %v): want at least 2 rounds and 8 draws", c.rounds, c.drawn, p.drawn, p.calls)
+			}
+			flat := len(c.dropped) - c.surplus
+			if flat != 4 || c.surplus != c.drawn-8 {
+				t.Errorf("dropped %d flat + %d surplus of %d drawn, want 4 flat and the rest surplus", flat, c.surplus, c.drawn)
+			}
+			wantRet := 4 * 2 // 4 groups x 2 episodes: one credit per episode
+			if len(c.returns) != wantRet {
+				t.Errorf("got %d credits, want %d", len(c.returns), wantRet)
+			}
+			if credit == CreditAll && len(c.trajAdv) != len(flatten(c.groups)) {
+				t.Errorf("credit all: %d advantages for %d samples", len(c.trajAdv), len(flatten(c.groups)))
+			}
+			// Every episode played is in the behaviour counts.
+			if c.beh.episodes != 2*c.drawn || c.beh.steps != 4*c.drawn {
+				t.Errorf("behaviour counted %d episodes %d steps, want %d and %d", c.beh.episodes, c.beh.steps, 2*c.drawn, 4*c.drawn)
+			}
+		})
+	}
+	t.Run("cap", func(t *testing.T) {
+		all := map[int]bool{}
+		for i := range 100 {
+			all[i] = true
+		}
+		cfg.Credit, cfg.Oversample = CreditFirst, 3
+		p := &playFixture{flat: all}
+		c, err := collect(cfg, 4, p.play)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.groups) != 0 || c.drawn != 12 || len(c.dropped) != 12 {
+			t.Errorf("all flat: kept %d, drew %d, dropped %d; want 0 kept and 3 x 4 = 12 drawn and dropped", len(c.groups), c.drawn, len(c.dropped))
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		cfg.Oversample = 1
+		p := &playFixture{flat: map[int]bool{0: true}}
+		c, err := collect(cfg, 4, p.play)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.groups) != 3 || c.drawn != 4 || c.rounds != 1 {
+			t.Errorf("oversample 1: kept %d drew %d in %d rounds, want 3 of 4 in one round", len(c.groups), c.drawn, c.rounds)
+		}
+	})
+}
+
+// firstOf is a group's first actions.
+func firstOf(g *group) []*sample {
+	var out []*sample
+	for _, s := range g.Samples {
+		if s.Step == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestFlatUpdatesWriteNoZeros: a run whose every group is flat (the
+// reward is always 0) trains nothing; its updates record skipped and
+// how much they drew, and no loss, entropy, KL, reward or outcome share.
+func TestFlatUpdatesWriteNoZeros(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	setupPPO(t, root)
+	cfg := tinyPPOConfig(root)
+	cfg.Updates, cfg.CheckpointEvery, cfg.Oversample = 2, 2, 2
+	never := func(context.Context, schemas.RLState, string) (Outcome, error) { return Outcome{DurationS: 0.01}, nil }
+	if err := RunPPOWith(ctx, cfg, never, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ms := readMetrics(t, root, cfg.Out)
+	if len(ms) != 2 {
+		t.Fatalf("got %d metric lines, want 2", len(ms))
+	}
+	for _, m := range ms {
+		if m["skipped"] != true || m["charts/samples"] != 0.0 {
+			t.Errorf("update %v: skipped %v samples %v, want skipped with 0 samples", m["step"], m["skipped"], m["charts/samples"])
+		}
+		for k := range m {
+			if strings.HasPrefix(k, "losses/") || strings.HasPrefix(k, "outcomes/") || strings.HasPrefix(k, "actions/") ||
+				k == "charts/reward_mean" || k == "charts/valid_action_rate" || k == "charts/duration_mean" {
+				t.Errorf("update %v wrote %s = %v though nothing was trained", m["step"], k, m[k])
+			}
+		}
+		// Dynamic sampling drew oversample 2 x the 4 groups wanted (with
+		// horizon 1 the groups still in flight from the last update may
+		// arrive beside them).
+		if d, _ := m["charts/groups_drawn"].(float64); d < 8 {
+			t.Errorf("update %v drew %v groups, want at least oversample 2 x 4 = 8", m["step"], m["charts/groups_drawn"])
+		}
+	}
+	// The KL coefficient was not adapted on an unmeasured KL.
+	st, _ := store.Open(ctx, root)
+	latest, _ := policy.LatestCheckpoint(ctx, st, cfg.Out)
+	var saved ppoState
+	if _, err := policy.LoadCheckpoint(ctx, st, latest, nil, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if saved.Update != 2 || saved.KLCoef != cfg.KLCoef {
+		t.Errorf("saved update %d kl_coef %v, want 2 and %v", saved.Update, saved.KLCoef, cfg.KLCoef)
+	}
+}
+
+// TestOwnStateMixFollowsTheRatio: with a pool, a share mix of the draws
+// are own states; with an empty pool, none.
+func TestOwnStateMixFollowsTheRatio(t *testing.T) {
+	starts := []schemas.RLState{{StateID: "e0"}, {StateID: "e1"}}
+	for _, mix := range []float64{0, 0.25, 0.6} {
+		r := &ppoRun{cfg: DefaultPPOConfig(), rng: rand.New(rand.NewPCG(1, 2))}
+		r.cfg.OwnStates.Mix = mix
+		// An empty pool: every draw is the expert's.
+		for range 100 {
+			if _, own := r.drawStart(starts); own {
+				t.Fatalf("mix %v: drew an own state from an empty pool", mix)
+			}
+		}
+		r.state.Own.Pool = []schemas.RLState{{StateID: "own-a"}, {StateID: "own-b"}}
+		const n = 20000
+		own := 0
+		for range n {
+			s, ok := r.drawStart(starts)
+			if ok != strings.HasPrefix(s.StateID, "own-") {
+				t.Fatalf("drawStart said own %v for %s", ok, s.StateID)
+			}
+			if ok {
+				own++
+			}
+		}
+		// 4.5 standard errors of a binomial share.
+		if got, tol := float64(own)/n, 4.5*math.Sqrt(mix*(1-mix)/n)+1e-9; math.Abs(got-mix) > tol {
+			t.Errorf("mix %v: %.4f of draws were own states (tolerance %.4f)", mix, got, tol)
+		}
+		if r.state.Own.Drawn != own {
+			t.Errorf("mix %v: counted %d own draws, drew %d", mix, r.state.Own.Drawn, own)
+		}
+	}
+}
+
+// TestOwnPoolRefreshes: the pool is replaced by the pending states every
+// refresh updates, not in between.
+func TestOwnPoolRefreshes(t *testing.T) {
+	r := &ppoRun{cfg: DefaultPPOConfig()}
+	r.cfg.OwnStates = OwnStatesConfig{Mix: 0.5, Refresh: 3, PoolSize: 4}
+	r.state.Own.Pending = []schemas.RLState{{StateID: "p1"}}
+	for u := 1; u <= 2; u++ {
+		r.refreshOwn(u)
+		if len(r.state.Own.Pool) != 0 {
+			t.Fatalf("after update %d: pool %v, want empty until update 3", u, r.state.Own.Pool)
+		}
+	}
+	r.refreshOwn(3)
+	if len(r.state.Own.Pool) != 1 || r.state.Own.Pool[0].StateID != "p1" || len(r.state.Own.Pending) != 0 {
+		t.Errorf("after update 3: pool %v pending %v, want [p1] and none pending", r.state.Own.Pool, r.state.Own.Pending)
+	}
+}
+
+// TestSelectBestByTheRule: the earliest best held-in point, if it beats
+// update 0 by min_improvement; else update 0 (the SFT policy).
+func TestSelectBestByTheRule(t *testing.T) {
+	pts := func(ds ...float64) []CurvePoint {
+		var out []CurvePoint
+		for i, d := range ds {
+			out = append(out, CurvePoint{Update: 5 * i, HeldInDelta: d})
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		points []CurvePoint
+		min    float64
+		want   int
+	}{
+		{"peak then fall", pts(0.10, 0.15, 0.31, 0.20, 0.12), 0.02, 10},
+		{"ties take the earliest", pts(0.10, 0.20, 0.20), 0.02, 5},
+		{"below the margin: SFT", pts(0.10, 0.11, 0.115), 0.02, 0},
+		{"exactly the margin", pts(0.10, 0.12), 0.02, 5},
+		{"all worse: SFT", pts(0.10, -0.05, 0.0), 0, 0},
+		{"only the SFT point", pts(0.10), 0.02, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, ok := SelectBest(tc.points, tc.min)
+			if !ok || sel.Update != tc.want {
+				t.Errorf("got update %d (ok %v, %s), want %d", sel.Update, ok, sel.Reason, tc.want)
+			}
+			if sel.Rule != SelectBestHeldIn || sel.MinImprovement != tc.min || sel.SFT == nil || sel.Reason == "" {
+				t.Errorf("selection %+v: want the rule, its minimum, the SFT point and a reason", sel)
+			}
+		})
+	}
+	if _, ok := SelectBest(pts(0.1)[1:], 0.02); ok {
+		t.Error("no update-0 point: want not ok")
+	}
+}
+
+// TestSelectedCheckpointIsWhatEvaluateReads: selection.json and
+// "selected" name the checkpoint of the best held-in point, and
+// policy.PickCheckpoint reads it (the latest on request).
+func TestSelectedCheckpointIsWhatEvaluateReads(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	setupPPO(t, root)
+	cfg := tinyPPOConfig(root)
+	cfg.Curve.Every = 1
+	st, _ := store.Open(ctx, root)
+	s := &stage{name: "train ppo", st: st, log: io.Discard}
+	r := &ppoRun{cfg: cfg, s: s}
+	r.vocab = policy.NewVocab([]int{'a'})
+	pc := policy.Config{Vocab: r.vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 24, PromptTokens: 16, ResponseTokens: 4}
+	eng, err := policy.NewEngine(policy.EngineNative, pc, policy.InitWeights(pc, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	r.policy = eng
+	r.pcg = rand.NewPCG(1, 1)
+	for u, d := range []float64{0.10, 0.30, 0.12} {
+		r.state.Update = u
+		s.record(map[string]any{"stage": "ppo-curve", "step": u, "curve/held-in/delta_r": d})
+		if err := r.save(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.selectCheckpoint(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sel Selection
+	b, err := store.ReadAll(ctx, st, cfg.Out+"/selection.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sel); err != nil {
+		t.Fatal(err)
+	}
+	if sel.Update != 1 || sel.Rule != SelectBestHeldIn || sel.MinImprovement != cfg.Select.MinImprovement || len(sel.Points) != 2 {
+		t.Errorf("selection.json %+v: want update 1 by best-held-in with its minimum and 2 PPO points", sel)
+	}
+	sub, how, err := policy.PickCheckpoint(ctx, st, cfg.Out, policy.CheckpointSelected)
+	if err != nil || how != "selected" || !strings.HasSuffix(sub, policy.StepFolder(1)) {
+		t.Errorf("selected: got %s (%s, %v), want %s", sub, how, err, policy.StepFolder(1))
+	}
+	sub, how, err = policy.PickCheckpoint(ctx, st, cfg.Out, policy.CheckpointLast)
+	if err != nil || how != "latest" || !strings.HasSuffix(sub, policy.StepFolder(2)) {
+		t.Errorf("last: got %s (%s, %v), want %s", sub, how, err, policy.StepFolder(2))
+	}
+	// The SFT folder selected nothing: the latest.
+	if sub, how, _ := policy.PickCheckpoint(ctx, st, "checkpoints/sft", ""); how != "latest" || sub == "" {
+		t.Errorf("sft: got %q (%s), want its latest", sub, how)
+	}
+}
+
+// TestBehaviourCountsAsEvaluation: the shares per update count what
+// evaluation's behaviour table counts, and leave out what has no
+// denominator.
+func TestBehaviourCountsAsEvaluation(t *testing.T) {
+	g := &group{}
+	add := func(ep int, action string, unchanged bool) {
+		g.Samples = append(g.Samples, &sample{Episode: ep, Out: Outcome{Action: action, Unchanged: unchanged}})
+	}
+	add(0, env.EditScriptSegment, true)
+	add(0, env.ExecuteScript, false)
+	add(1, env.EditScriptAI, false)
+	add(1, env.EditScriptAI, true)
+	add(2, env.FinalAnswer, false)
+	var b behaviour
+	b.add([]*group{g})
+	rec := map[string]any{}
+	b.record(rec, "behaviour/")
+	want := map[string]any{"behaviour/edit_share": 3.0 / 5, "behaviour/unchanged_edit_share": 2.0 / 3, "behaviour/execute_share": 1.0 / 5,
+		"behaviour/ran_script_share": 1.0 / 3, "behaviour/final_answer_share": 1.0 / 3, "behaviour/episodes": 3}
+	for k, v := range want {
+		if rec[k] != v {
+			t.Errorf("%s: got %v, want %v", k, rec[k], v)
+		}
+	}
+	empty := map[string]any{}
+	(behaviour{}).record(empty, "behaviour/")
+	if len(empty) != 0 {
+		t.Errorf("no episodes: recorded %v, want nothing", empty)
+	}
+	// Evaluation's reading of an episode's steps agrees.
+	var e behaviour
+	e.episode([]schemas.Step{{ActionName: env.EditScriptSegment, Observation: env.UnchangedEditPrefix + " train.py"}, {ActionName: env.ExecuteScript}})
+	if e.unchanged != 1 || e.ran != 1 || e.edits != 1 {
+		t.Errorf("episode counts %+v: want 1 unchanged edit and the script run", e)
+	}
+}
