@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # demo.sh: the `make demo` driver (after `make setup build`). Runs the whole
 # pipeline on the built-in suite with small budgets and ends with the
-# held-out headline table and the report's path:
+# held-out and held-in headline tables and the report's path:
 #
 #   ingest tasks -> ingest ideas -> rollout (scripted expert, held-in tasks)
-#   -> dataset -> train sft -> train ppo -> evaluate (held-out tasks)
+#   -> dataset -> train sft -> train ppo (checkpoint selected on the
+#   held-in learning curve) -> evaluate (held-out and held-in tasks)
 #
 #   scripts/demo.sh [DATA]            # DATA: data root, default ./data
 #
@@ -13,9 +14,13 @@
 #   MAX_STEPS         steps per trajectory, rollout and eval   (8)
 #   SFT_STEPS         SFT updates of the demo model            (24)
 #   SFT_BATCH_ROWS    packed rows of 512 tokens per SFT update (4)
-#   PPO_UPDATES       PPO updates                              (6)
-#   PPO_BATCH         samples per PPO update, 4 per state       (16)
-#   EVAL_PER_TASK     trajectories per held-out task and method (8)
+#   PPO_UPDATES       PPO updates                              (20: where
+#                     run 8's held-in curve had risen)
+#   PPO_BATCH         samples per PPO update, 4 per state       (32)
+#   CURVE_EVERY       held-in learning-curve point every N updates (10):
+#                     the checkpoint evaluated is the best point's
+#                     (select.rule best-held-in), else the SFT policy
+#   EVAL_PER_TASK     trajectories per task and method          (8)
 #   POLICY_PER_TASK   of those, for the trained policies        (3: their
 #                     generation is the slow part on 2 CPU cores)
 #   MAX_NEW_TOKENS    longest policy answer, PPO and eval      (96)
@@ -29,8 +34,9 @@ ROLLOUT_PER_TASK="${ROLLOUT_PER_TASK:-3}"
 MAX_STEPS="${MAX_STEPS:-8}"
 SFT_STEPS="${SFT_STEPS:-24}"
 SFT_BATCH_ROWS="${SFT_BATCH_ROWS:-4}"
-PPO_UPDATES="${PPO_UPDATES:-6}"
-PPO_BATCH="${PPO_BATCH:-16}"
+PPO_UPDATES="${PPO_UPDATES:-20}"
+PPO_BATCH="${PPO_BATCH:-32}"
+CURVE_EVERY="${CURVE_EVERY:-10}"
 EVAL_PER_TASK="${EVAL_PER_TASK:-8}"
 POLICY_PER_TASK="${POLICY_PER_TASK:-3}"
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-96}"
@@ -49,7 +55,8 @@ fi
 
 echo "mlerl demo: data root $DATA, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
 echo "budgets: rollout $ROLLOUT_PER_TASK trajectories x $MAX_STEPS steps per held-in task; SFT $SFT_STEPS updates x $SFT_BATCH_ROWS rows;"
-echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples (4 actions per state, 2-step returns); evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out task and method,"
+echo "         PPO $PPO_UPDATES updates x $PPO_BATCH samples (4 actions per state, 2-step returns, held-in curve every $CURVE_EVERY updates);"
+echo "         evaluation $EVAL_PER_TASK trajectories x $MAX_STEPS steps per held-out and held-in task and method,"
 echo "         but $POLICY_PER_TASK for the trained policies (SFT, SFT+PPO): their generation is the slow part on CPU"
 echo
 
@@ -79,8 +86,9 @@ stage rollout "$BIN" rollout --data "$DATA" --split held-in --per_task "$ROLLOUT
 stage dataset "$BIN" dataset --data "$DATA"
 stage train-sft "$BIN" train sft --data "$DATA" --max_steps "$SFT_STEPS" --batch_rows "$SFT_BATCH_ROWS" --epochs 1 --resume=false
 stage train-ppo "$BIN" train ppo --data "$DATA" --updates "$PPO_UPDATES" --batch_size "$PPO_BATCH" --gen_batch "$PPO_BATCH" \
-	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false
-stage evaluate "$BIN" evaluate --data "$DATA" --per_task "$EVAL_PER_TASK" --env.max_steps "$MAX_STEPS" \
+	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false \
+	--curve.every "$CURVE_EVERY" --curve.splits held-in --curve.max_steps "$MAX_STEPS" --select.rule best-held-in
+stage evaluate "$BIN" evaluate --data "$DATA" --splits held-out,held-in --per_task "$EVAL_PER_TASK" --env.max_steps "$MAX_STEPS" \
 	--policy_per_task "$POLICY_PER_TASK" --max_new_tokens "$MAX_NEW_TOKENS" --methods initial,random,expert,sft,sft+ppo
 
 TOTAL=$(($(date +%s) - START))
@@ -88,11 +96,16 @@ echo
 echo "=== stage times (total ${TOTAL}s, load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
 printf '%s\n' "${TIMES[@]}"
 echo
-echo "=== held-out results ($EVAL_PER_TASK trajectories x $MAX_STEPS steps per task and method, $POLICY_PER_TASK for SFT and SFT+PPO (TRAJ column);"
-echo "    delta_r = relative gain of the final score over the initial script, mean over the held-out tasks)"
+echo "=== results on held-out and held-in tasks ($EVAL_PER_TASK trajectories x $MAX_STEPS steps per task and method, $POLICY_PER_TASK for SFT and SFT+PPO (TRAJ column);"
+echo "    delta_r = relative gain of the final score over the initial script, mean over the split's tasks)"
 # evaluate prints the headline tables, the verdict and the report's path
 # last on stdout; its log holds them after the progress lines.
 sed -n '/^HELD-OUT/,$p' "$LOGS/evaluate.log" | grep -v '^evaluate[: ]'
 if ! grep -q '^On held-out tasks' "$LOGS/evaluate.log"; then
 	echo "(no SFT vs SFT+PPO verdict: one of the policies was not evaluated; see $LOGS/evaluate.log)"
 fi
+# What PPO did and which checkpoint was evaluated, in one closing sentence.
+echo
+skipped=$(grep -c '"skipped":true' "$DATA/checkpoints/ppo/metrics.jsonl" 2>/dev/null || true)
+selected=$(sed -n 's/.*"reason": "\(.*\)".*/\1/p' "$DATA/checkpoints/ppo/selection.json" 2>/dev/null | head -1)
+echo "In short: PPO ran $PPO_UPDATES updates (${skipped:-0} skipped for want of any group with a signal); the SFT+PPO policy evaluated is the one selected on the held-in curve (${selected:-no selection recorded}). $(grep -h '^On held-out tasks' "$LOGS/evaluate.log" | head -1) $(grep -h '^On held-in tasks' "$LOGS/evaluate.log" | head -1)"
