@@ -93,7 +93,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		// --- 1. Rollout: group_size episodes from each sampled state;
 		// groups without a signal are replaced by new draws (dynamic
 		// sampling, at most oversample x the groups wanted).
-		c, err := collect(cfg, nGroups, func(n int) ([]*group, []float64, float64, error) {
+		c, err := collect(cfg, nGroups, r.state.KeepRate, func(n int) ([]*group, []float64, float64, error) {
 			return r.episodes(ctx, starts, ecfg, opts, n, steps)
 		})
 		if err != nil {
@@ -107,6 +107,15 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			return err
 		}
 		groups, returns, trajAdv := c.groups, c.returns, c.trajAdv
+		if c.drawn > 0 && horizon {
+			// The share of groups with a signal, averaged over recent
+			// updates: what the next update's first round expects.
+			keep := float64(len(groups)+c.surplus) / float64(c.drawn)
+			if r.state.KeepRate == 0 {
+				r.state.KeepRate = keep
+			}
+			r.state.KeepRate = 0.7*r.state.KeepRate + 0.3*keep
+		}
 		batch := flatten(groups)
 		t0 := time.Now()
 		// --- 2. Advantages: A_t = G_t - the group's other G_t, or - V(s_t)
@@ -188,7 +197,7 @@ type collected struct {
 	dropped          []*group
 	surplus          int     // dropped groups that had a signal: drawn beyond the batch
 	drawn, rounds    int     // states drawn (groups played) and rounds of episodes
-	genS, extraS     float64 // generation seconds; wall seconds of the rounds after the first
+	genS, extraS     float64 // generation seconds; the rollout's wall seconds in proportion to the draws beyond the groups wanted
 	beh              behaviour
 }
 
@@ -196,23 +205,27 @@ type collected struct {
 // group baseline, groups whose credit is flat carry no signal and are
 // dropped, and new states are drawn until nGroups groups with a signal
 // are collected (DAPO's dynamic sampling) or oversample x nGroups states
-// have been drawn. A later round draws the shortfall divided by the
-// share of groups with a signal so far (at least a quarter), and groups
-// beyond nGroups are dropped as surplus. Episode-wise PPO drops no group
-// and plays one round. play plays n groups (ppoRun.episodes).
-func collect(cfg PPOConfig, nGroups int, play func(n int) ([]*group, []float64, float64, error)) (collected, error) {
+// have been drawn. Each round draws the shortfall divided by the share of
+// groups with a signal it expects (the first round: keep, the share in
+// recent updates, 0 when unknown; later rounds: the share so far; at
+// least a quarter), so that few rounds fill a batch, and groups beyond
+// nGroups are dropped as surplus. Episode-wise PPO drops no group and
+// plays one round. play plays n groups (ppoRun.episodes).
+func collect(cfg PPOConfig, nGroups int, keep float64, play func(n int) ([]*group, []float64, float64, error)) (collected, error) {
 	horizon := cfg.Mode == ModeStep
 	limit := nGroups
 	if horizon && cfg.Advantage == AdvantageGroup {
 		limit = cfg.Oversample * nGroups
 	}
 	var c collected
+	t0 := time.Now()
 	for len(c.groups) < nGroups && c.drawn < limit {
-		t0 := time.Now()
 		n := nGroups - len(c.groups)
 		if c.rounds > 0 {
-			keep := max(float64(len(c.groups))/float64(c.drawn), 0.25)
-			n = min(int(math.Ceil(float64(n)/keep)), limit-c.drawn)
+			keep = float64(len(c.groups)) / float64(c.drawn)
+		}
+		if keep > 0 && limit > nGroups {
+			n = min(int(math.Ceil(float64(n)/max(keep, 0.25))), limit-c.drawn)
 		}
 		groups, returns, genS, err := play(n)
 		if err != nil {
@@ -225,12 +238,12 @@ func collect(cfg PPOConfig, nGroups int, play func(n int) ([]*group, []float64, 
 			break
 		}
 		c.credit(groups, returns, cfg)
-		if c.rounds > 0 {
-			c.extraS += time.Since(t0).Seconds()
-		}
 		c.rounds++
 	}
 	c.trim(nGroups)
+	// What the draws beyond the groups wanted cost: the rollout's wall time
+	// in their proportion.
+	c.extraS = time.Since(t0).Seconds() * float64(max(c.drawn-nGroups, 0)) / float64(max(c.drawn, 1))
 	return c, nil
 }
 

@@ -62,7 +62,7 @@ func TestDynamicSamplingFillsTheBatch(t *testing.T) {
 		t.Run(credit, func(t *testing.T) {
 			// Groups 0, 1, 2, 5 flat: 4 wanted need draws 0-7 at least.
 			p := &playFixture{flat: map[int]bool{0: true, 1: true, 2: true, 5: true}}
-			c, err := collect(cfg, 4, p.play)
+			c, err := collect(cfg, 4, 0, p.play)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestDynamicSamplingFillsTheBatch(t *testing.T) {
 		}
 		cfg.Credit, cfg.Oversample = CreditFirst, 3
 		p := &playFixture{flat: all}
-		c, err := collect(cfg, 4, p.play)
+		c, err := collect(cfg, 4, 0, p.play)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,10 +109,23 @@ func TestDynamicSamplingFillsTheBatch(t *testing.T) {
 			t.Errorf("all flat: kept %d, drew %d, dropped %d; want 0 kept and 3 x 4 = 12 drawn and dropped", len(c.groups), c.drawn, len(c.dropped))
 		}
 	})
+	t.Run("anticipates", func(t *testing.T) {
+		// Half the groups flat in recent updates: the first round draws
+		// twice the groups wanted, and one round fills the batch.
+		cfg.Credit, cfg.Oversample = CreditFirst, 4
+		p := &playFixture{flat: map[int]bool{0: true, 2: true, 4: true, 6: true}}
+		c, err := collect(cfg, 4, 0.5, p.play)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.calls) != 1 || p.calls[0] != 8 || len(c.groups) != 4 || c.surplus != 0 {
+			t.Errorf("draws per round %v, kept %d, surplus %d: want one round of 8 and 4 kept", p.calls, len(c.groups), c.surplus)
+		}
+	})
 	t.Run("off", func(t *testing.T) {
 		cfg.Oversample = 1
 		p := &playFixture{flat: map[int]bool{0: true}}
-		c, err := collect(cfg, 4, p.play)
+		c, err := collect(cfg, 4, 0, p.play)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
@@ -105,7 +106,7 @@ func ownState(parent schemas.RLState, e *env.Env, plan []string, ref string, opt
 	st := agents.StateOf(e, plan, opts.MaxSteps)
 	s := parent
 	s.StateID = fmt.Sprintf("own-u%04d-g%02d", update, gi)
-	s.TrajectoryID = "own:" + parent.TrajectoryID
+	s.TrajectoryID = "own:" + strings.TrimPrefix(parent.TrajectoryID, "own:") // the expert trajectory it descends from
 	s.StepIndex = parent.StepIndex + int32(steps)
 	s.Prompt, s.FullPrompt, s.SnapshotRef = agents.Compact(st, opts.CompactBudget, opts.Count), "", ref
 	cur := e.Current()

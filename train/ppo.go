@@ -278,15 +278,16 @@ func (c PPOConfig) Validate() error {
 
 // ppoState is the resumable position of a PPO run.
 type ppoState struct {
-	Update   int     `json:"update"`   // updates done (= policy version)
-	Drawn    int64   `json:"drawn"`    // states drawn so far (data position)
-	GenCalls uint64  `json:"gencalls"` // generation calls so far (their seeds)
-	RNG      []byte  `json:"rng"`      // the state sampler's PCG state
-	KLCoef   float64 `json:"kl_coef"`  // the KL coefficient in force (kl_target adapts it)
-	WallS    float64 `json:"wall_s"`   // wall seconds of updates so far (the learning curves' time axis)
-	CPUS     float64 `json:"cpu_s"`    // CPU seconds of this process so far, scripts' included
-	Warm     bool    `json:"warm"`     // the critic warm-up is done
-	Own      ownPool `json:"own"`      // own_states: the pool and the states collected since its refresh
+	Update   int     `json:"update"`    // updates done (= policy version)
+	Drawn    int64   `json:"drawn"`     // states drawn so far (data position)
+	GenCalls uint64  `json:"gencalls"`  // generation calls so far (their seeds)
+	RNG      []byte  `json:"rng"`       // the state sampler's PCG state
+	KLCoef   float64 `json:"kl_coef"`   // the KL coefficient in force (kl_target adapts it)
+	WallS    float64 `json:"wall_s"`    // wall seconds of updates so far (the learning curves' time axis)
+	CPUS     float64 `json:"cpu_s"`     // CPU seconds of this process so far, scripts' included
+	Warm     bool    `json:"warm"`      // the critic warm-up is done
+	Own      ownPool `json:"own"`       // own_states: the pool and the states collected since its refresh
+	KeepRate float64 `json:"keep_rate"` // dynamic sampling: the recent share of groups with a signal (0: none seen yet)
 }
 
 // sample is one generated action waiting for, or holding, its reward.
@@ -562,11 +563,18 @@ func updateSummary(rec map[string]any) string {
 	if rec["skipped"] == true {
 		return "skipped (no group with a signal)"
 	}
+	out := ""
 	if v, ok := rec["charts/return_mean"].(float64); ok {
-		return fmt.Sprintf("return %.3f", v)
+		out = fmt.Sprintf("return %.3f", v)
+	} else {
+		v, _ := rec["charts/reward_mean"].(float64)
+		out = fmt.Sprintf("reward %.3f", v)
 	}
-	v, _ := rec["charts/reward_mean"].(float64)
-	return fmt.Sprintf("reward %.3f", v)
+	if rounds, ok := rec["charts/rollout_rounds"].(int); ok {
+		out += fmt.Sprintf(", %d groups of %d drawn in %d rounds, generate %.0fs update %.0fs",
+			rec["charts/groups"], rec["charts/groups_drawn"], rounds, rec["time/generate_s"], rec["time/update_s"])
+	}
+	return out
 }
 
 // groupAdvantages returns, sample by sample in the order of flatten(groups),
