@@ -17,9 +17,14 @@
 #   PPO_UPDATES       PPO updates                              (20: where
 #                     run 8's held-in curve had risen)
 #   PPO_BATCH         samples per PPO update, 4 per state       (32)
-#   CURVE_EVERY       held-in learning-curve point every N updates (10):
-#                     the checkpoint evaluated is the best point's
-#                     (select.rule best-held-in), else the SFT policy
+#   OVERSAMPLE        dynamic sampling's cap: states drawn per update at
+#                     most OVERSAMPLE x those wanted (2; the library's 4
+#                     costs the demo's barely trained policy, two thirds
+#                     of whose groups carry no signal, twice the time)
+#   CURVE_EVERY       held-in learning-curve point every N updates (10),
+#                     1 episode per held-in task: the checkpoint evaluated
+#                     is the best point's (select.rule best-held-in),
+#                     else the SFT policy
 #   EVAL_PER_TASK     trajectories per task and method          (8)
 #   POLICY_PER_TASK   of those, for the trained policies        (3: their
 #                     generation is the slow part on 2 CPU cores)
@@ -36,6 +41,7 @@ SFT_STEPS="${SFT_STEPS:-24}"
 SFT_BATCH_ROWS="${SFT_BATCH_ROWS:-4}"
 PPO_UPDATES="${PPO_UPDATES:-20}"
 PPO_BATCH="${PPO_BATCH:-32}"
+OVERSAMPLE="${OVERSAMPLE:-2}"
 CURVE_EVERY="${CURVE_EVERY:-10}"
 EVAL_PER_TASK="${EVAL_PER_TASK:-8}"
 POLICY_PER_TASK="${POLICY_PER_TASK:-3}"
@@ -87,7 +93,8 @@ stage dataset "$BIN" dataset --data "$DATA"
 stage train-sft "$BIN" train sft --data "$DATA" --max_steps "$SFT_STEPS" --batch_rows "$SFT_BATCH_ROWS" --epochs 1 --resume=false
 stage train-ppo "$BIN" train ppo --data "$DATA" --updates "$PPO_UPDATES" --batch_size "$PPO_BATCH" --gen_batch "$PPO_BATCH" \
 	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false \
-	--curve.every "$CURVE_EVERY" --curve.splits held-in --curve.max_steps "$MAX_STEPS" --select.rule best-held-in
+	--oversample "$OVERSAMPLE" --curve.every "$CURVE_EVERY" --curve.splits held-in --curve.per_task 1 --curve.max_steps "$MAX_STEPS" \
+	--select.rule best-held-in
 stage evaluate "$BIN" evaluate --data "$DATA" --splits held-out,held-in --per_task "$EVAL_PER_TASK" --env.max_steps "$MAX_STEPS" \
 	--policy_per_task "$POLICY_PER_TASK" --max_new_tokens "$MAX_NEW_TOKENS" --methods initial,random,expert,sft,sft+ppo
 
