@@ -30,10 +30,22 @@ least the longest, or verl drops (filter_overlong_prompts) or refuses
 (truncation: error) the longer rows.
 
 Settings (environment variables of the verl reward workers):
-  MLERL_ENV_URL      serve-env's base URL (default http://127.0.0.1:8080)
+  MLERL_ENV_URL      serve-env's base URL (default http://127.0.0.1:8080;
+                     https://... when serve-env runs with tls_cert)
   MLERL_ENV_TIMEOUT  seconds to wait for one answer (default 900)
   MLERL_ENV_RETRIES  retries when the server is busy (429), draining (503)
                      or unreachable (default 6, exponential backoff)
+  MLERL_SERVE_TOKEN_FILE  file holding serve-env's bearer token (the same
+                     secret as its token_file), or
+  MLERL_SERVE_TOKEN  the token itself; sent as Authorization: Bearer
+  MLERL_ENV_CA_FILE  PEM CA certificate(s) that signed serve-env's TLS
+                     certificate (https URLs: the server's certificate is
+                     verified against them; without it, against the
+                     system's CAs)
+
+`python3 verl_reward.py ready` GETs /readyz with the same settings and
+exits 0 when the server is ready (the Kubernetes readiness probe, which
+cannot send a secret header itself).
 
 Only the Python standard library is used. An environment failure raises
 EnvServerError instead of returning a made-up reward: a silent 0 would
@@ -43,6 +55,8 @@ corrupt training.
 import json
 import os
 import random
+import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -66,6 +80,37 @@ def _settings():
     return url, timeout, retries
 
 
+def _headers():
+    """The request headers: JSON, and the bearer token when one is set."""
+    headers = {"Content-Type": "application/json"}
+    token = None
+    path = os.environ.get("MLERL_SERVE_TOKEN_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as e:
+            raise EnvServerError("MLERL_SERVE_TOKEN_FILE %s: %s" % (path, e.strerror)) from None
+        if not token:
+            raise EnvServerError("MLERL_SERVE_TOKEN_FILE %s is empty" % path)
+    elif os.environ.get("MLERL_SERVE_TOKEN", "").strip():
+        token = os.environ["MLERL_SERVE_TOKEN"].strip()
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    return headers
+
+
+def _context():
+    """The TLS context for https URLs: MLERL_ENV_CA_FILE's CAs, else the system's."""
+    ca = os.environ.get("MLERL_ENV_CA_FILE")
+    if not ca:
+        return None
+    try:
+        return ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as e:
+        raise EnvServerError("MLERL_ENV_CA_FILE %s: %s" % (ca, e)) from None
+
+
 def step(action, state_id=None, snapshot_ref=None):
     """POST one action for one state to serve-env's /v1/step.
 
@@ -81,15 +126,17 @@ def step(action, state_id=None, snapshot_ref=None):
     if snapshot_ref:
         body["snapshot_ref"] = str(snapshot_ref)
     data = json.dumps(body).encode("utf-8")
+    headers, context = _headers(), _context()
     delay = 0.5
     for attempt in range(retries + 1):
-        req = urllib.request.Request(url + "/v1/step", data=data, method="POST",
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(url + "/v1/step", data=data, method="POST", headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
                 return json.loads(resp.read().decode("utf-8"))
         except urllib.error.HTTPError as e:
             msg = _error_message(e)
+            if e.code == 401:
+                msg += " (set MLERL_SERVE_TOKEN_FILE or MLERL_SERVE_TOKEN to serve-env's token)"
             if e.code not in _RETRY_STATUS or attempt == retries:
                 raise EnvServerError("serve-env %s: HTTP %d: %s" % (url, e.code, msg)) from None
             wait = _retry_after(e, delay)
@@ -139,3 +186,20 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     state_id = (extra_info or {}).get("state_id")
     answer = step(solution_str, state_id=state_id, snapshot_ref=_snapshot_ref(ground_truth))
     return float(answer["reward"])
+
+
+def ready():
+    """GET /readyz with the adapter's settings: True when the server is ready."""
+    url, timeout, _ = _settings()
+    req = urllib.request.Request(url + "/readyz", headers=_headers())
+    try:
+        with urllib.request.urlopen(req, timeout=min(timeout, 10), context=_context()) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["ready"]:
+        sys.exit("usage: verl_reward.py ready  (exit 0 when serve-env at MLERL_ENV_URL is ready)")
+    sys.exit(0 if ready() else 1)

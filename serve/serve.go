@@ -7,13 +7,16 @@
 // the action out, and answers the reward terms, the outcome, the
 // execution time and the observation. The states come from an rl_states
 // dataset loaded at start (by state_id), or a request names a snapshot
-// directly. Start at [Run]; [New] builds the handler for tests. The
+// directly. Every request but /healthz carries the bearer token when one
+// is set (token_file or MLERL_SERVE_TOKEN; auth.go), and a non-loopback
+// address needs one. Start at [Run]; [New] builds the handler for tests. The
 // script runner is set up once, as rollout and evaluate set theirs
 // (env/episode's Setup).
 package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,9 +55,21 @@ type Config struct {
 	MaxBodyBytes    int64         `yaml:"max_body_bytes" help:"largest request body accepted (413 above)"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long in-flight requests may take to finish"`
 	Warm            bool          `yaml:"warm" help:"run scripts in the warm Python worker (falls back to cold processes)"`
+	// TokenFile holds the bearer token every request but /healthz must
+	// carry; MLERL_SERVE_TOKEN gives it instead. The token itself is never
+	// part of the config (nor printed, nor logged).
+	TokenFile      string `yaml:"token_file" help:"file holding the bearer token requests must send (Authorization: Bearer <token>; /healthz stays open); empty: the MLERL_SERVE_TOKEN environment variable, else no token, which is refused on a non-loopback addr"`
+	InsecureNoAuth bool   `yaml:"insecure_no_auth" help:"listen on a non-loopback addr without a token: anyone who reaches the port runs code in the sandbox and reads the states (warned at every start)"`
+	TLSCert        string `yaml:"tls_cert" help:"PEM certificate (chain) to serve HTTPS with (TLS 1.2 at least); with tls_key"`
+	TLSKey         string `yaml:"tls_key" help:"PEM private key of tls_cert"`
+	PerClient      int    `yaml:"per_client" help:"requests one client (remote IP) may have running or waiting at once; more get 429 with Retry-After (0: no per-client limit, only the global concurrency and queue)"`
 
 	Env env.Config `yaml:"env"`
 }
+
+// TokenEnv is the environment variable that gives serve-env's bearer
+// token when no token_file is set.
+const TokenEnv = "MLERL_SERVE_TOKEN"
 
 // DefaultConfig returns loopback port 8080, one action per core with 64
 // waiting, 10 minutes per request, 1 MiB bodies and the default
@@ -91,6 +106,10 @@ func (c *Config) Validate() error {
 		return config.Errorf("max_body_bytes", c.MaxBodyBytes, "must be positive")
 	case c.ShutdownTimeout < 0:
 		return config.Errorf("shutdown_timeout", c.ShutdownTimeout, "must not be negative")
+	case c.PerClient < 0:
+		return config.Errorf("per_client", c.PerClient, "must not be negative (0: no per-client limit)")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return config.Errorf("tls_cert", c.TLSCert, "tls_cert and tls_key go together (tls_key %q)", c.TLSKey)
 	}
 	if c.Env.EditorKind == env.EditorLLM {
 		return config.Errorf("env.editor", c.Env.EditorKind, "is not available in serve-env, which has no llm endpoint (use %s)", env.EditorOffline)
@@ -146,6 +165,8 @@ type Server struct {
 	source string // the rl_states version, for messages
 	envCfg env.Config
 	log    *slog.Logger
+	token  []byte   // the bearer token requests must carry (nil: none)
+	peers  *clients // requests in flight per client (per_client)
 
 	slots    *semaphore.Weighted // one unit per running action, capacity in all
 	capacity int64
@@ -167,11 +188,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
+	token, err := loadToken(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExposure(cfg, token); err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, cfg.Data)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, st: st, states: map[string]schemas.RLState{}, log: log}
+	s := &Server{cfg: cfg, st: st, states: map[string]schemas.RLState{}, log: log, token: token,
+		peers: &clients{limit: cfg.PerClient, n: map[string]int{}}}
 	if cfg.RLStates != "" {
 		m, err := datasets.ResolveIn(ctx, st, cfg.RLStates)
 		if err != nil {
@@ -233,7 +262,13 @@ func (s *Server) Close() error {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	s.mux.ServeHTTP(rec, r)
+	if s.token != nil && r.URL.Path != "/healthz" && !authorized(r, s.token) {
+		rec.errMsg = "missing or wrong bearer token"
+		rec.Header().Set("WWW-Authenticate", `Bearer realm="mlerl serve-env"`)
+		writeError(rec, http.StatusUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>, the secret in the server's token_file (or %s)", TokenEnv)
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", rec.status, "bytes", rec.bytes,
 		"duration_ms", float64(time.Since(start).Microseconds()) / 1000, "remote", r.RemoteAddr}
 	if rec.stateID != "" {
@@ -355,7 +390,14 @@ func (s *Server) handleStep(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// 3. A slot: run now, wait in the bounded queue (first come, first
-	// served), or refuse.
+	// served), or refuse; a client over its share is refused first.
+	leave, ok := s.peers.enter(r.RemoteAddr)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		fail(http.StatusTooManyRequests, "this client already has %d requests running or waiting (per_client); retry later", s.cfg.PerClient)
+		return
+	}
+	defer leave()
 	if !s.slots.TryAcquire(1) {
 		if s.waiting.Add(1) > int64(s.cfg.Queue) {
 			s.waiting.Add(-1)
@@ -526,11 +568,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	tc, err := tlsConfig(cfg)
+	if err != nil {
+		s.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("serve-env: %w", err)
 	}
-	s.log.Info("listening", "addr", ln.Addr().String(), "states", s.States(), "rl_states", s.source, "concurrency", s.capacity, "queue", cfg.Queue)
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
+	if s.token == nil && !loopback(cfg.Addr) {
+		s.log.Warn("insecure_no_auth: no token on a non-loopback address: anyone who reaches it runs code in the sandbox and reads the states", "addr", cfg.Addr)
+	}
+	s.log.Info("listening", "addr", ln.Addr().String(), "tls", tc != nil, "auth", s.token != nil, "per_client", cfg.PerClient,
+		"states", s.States(), "rl_states", s.source, "concurrency", s.capacity, "queue", cfg.Queue)
 	return s.Serve(ctx, ln)
 }

@@ -16,7 +16,7 @@ import (
 
 // pyScore calls scripts/verl_reward.py's compute_score as verl would, in
 // /usr/bin/python3 with only the standard library, and returns its output.
-func pyScore(t *testing.T, url, action, groundTruth, extraInfo string) (string, error) {
+func pyScore(t *testing.T, url, action, groundTruth, extraInfo string, env ...string) (string, error) {
 	t.Helper()
 	code := `import json, os, verl_reward
 extra = json.loads(os.environ["T_EXTRA"]) if os.environ["T_EXTRA"] else None
@@ -24,6 +24,7 @@ print(repr(verl_reward.compute_score("mlerl", os.environ["T_ACTION"], os.environ
 	cmd := exec.Command("/usr/bin/python3", "-c", code)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(repoRoot(), "scripts"), "MLERL_ENV_URL="+url, "MLERL_ENV_RETRIES=1",
 		"T_ACTION="+action, "T_GT="+groundTruth, "T_EXTRA="+extraInfo)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }

@@ -275,6 +275,7 @@ func TestManifests(t *testing.T) {
 						rolloutKeys["commit"] = append(rolloutKeys["commit"], key)
 					case "serve-env":
 						checkServe(t, w, c, got)
+						checkServeToken(t, m, w, c, got)
 					}
 				}
 			}
@@ -342,8 +343,11 @@ func checkServe(t *testing.T, w workload, c any, got obj) {
 	if !slices.Contains(ports, port) {
 		t.Errorf("serve-env listens on port %s, the container exposes %v", port, ports)
 	}
-	if p := str(c, "readinessProbe", "httpGet", "path"); p != "/readyz" {
-		t.Errorf("readinessProbe path %q, want /readyz", p)
+	// /readyz needs the token: the probe is the adapter's, reading the
+	// mounted token file.
+	probe := strings.Join(strings.Fields(fmt.Sprint(list(c, "readinessProbe", "exec", "command"))), " ")
+	if !strings.Contains(probe, "verl_reward.py ready") || !strings.Contains(probe, "MLERL_SERVE_TOKEN_FILE="+str(got, "token_file")) {
+		t.Errorf("readinessProbe %q: want scripts/verl_reward.py ready with MLERL_SERVE_TOKEN_FILE=%s (token_file)", probe, str(got, "token_file"))
 	}
 	if p := str(c, "livenessProbe", "httpGet", "path"); p != "/healthz" {
 		t.Errorf("livenessProbe path %q, want /healthz", p)
@@ -371,5 +375,98 @@ func TestContainerfile(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("Containerfile lacks %q", want)
 		}
+	}
+}
+
+// checkServeToken checks that serve-env's token comes from a Secret
+// mounted as the file its config names, and that the Secret ships no
+// usable token (serve-env refuses an empty one: the operator creates the
+// real one).
+func checkServeToken(t *testing.T, m map[string][]obj, w workload, c any, got obj) {
+	tf := str(got, "token_file")
+	if tf == "" {
+		t.Fatalf("serve-env listens on %s with no token_file: anyone in the cluster could run code in its sandbox", str(got, "addr"))
+	}
+	vol := ""
+	for _, vm := range list(c, "volumeMounts") {
+		if str(vm, "mountPath") == filepath.Dir(tf) {
+			vol = str(vm, "name")
+		}
+	}
+	secret := ""
+	for _, v := range list(w.pod, "volumes") {
+		if str(v, "name") == vol {
+			secret = str(v, "secret", "secretName")
+		}
+	}
+	if secret == "" {
+		t.Fatalf("token_file %s is not in a mounted Secret volume (mount %q)", tf, vol)
+	}
+	found := false
+	for _, sec := range m["Secret"] {
+		if str(sec, "metadata", "name") != secret {
+			continue
+		}
+		found = true
+		key := filepath.Base(tf)
+		if v, ok := get(sec, "stringData", key).(string); !ok || strings.TrimSpace(v) != "" {
+			t.Errorf("Secret %s: key %s is %q; ship it empty (serve-env refuses an empty token) and create the real one with kubectl", secret, key, v)
+		}
+	}
+	if !found {
+		t.Errorf("serve-env mounts Secret %s, which the manifests do not define", secret)
+	}
+}
+
+// TestServeEnvNetworkPolicy: a NetworkPolicy selects the serve-env pods
+// and admits ingress only from pods labelled as the trainer, only to the
+// port serve-env listens on.
+func TestServeEnvNetworkPolicy(t *testing.T) {
+	m := loadManifests(t)
+	var pod obj
+	port := 0
+	for _, d := range m["Deployment"] {
+		if str(d, "metadata", "name") == "mlerl-env" {
+			pod = get(d, "spec", "template").(obj)
+			for _, p := range list(list(d, "spec", "template", "spec", "containers")[0], "ports") {
+				port = num(p, "containerPort")
+			}
+		}
+	}
+	if pod == nil {
+		t.Fatal("no serve-env Deployment (mlerl-env)")
+	}
+	podLabels := get(pod, "metadata", "labels").(obj)
+	var policies []obj
+	for _, np := range m["NetworkPolicy"] {
+		sel, _ := get(np, "spec", "podSelector", "matchLabels").(obj)
+		match := len(sel) > 0
+		for k, v := range sel {
+			if podLabels[k] != v {
+				match = false
+			}
+		}
+		if match {
+			policies = append(policies, np)
+		}
+	}
+	if len(policies) != 1 {
+		t.Fatalf("%d NetworkPolicies select the serve-env pods (labels %v), want 1", len(policies), podLabels)
+	}
+	np := policies[0]
+	if types := list(np, "spec", "policyTypes"); len(types) != 1 || types[0] != "Ingress" {
+		t.Errorf("policyTypes %v, want [Ingress]", types)
+	}
+	rules := list(np, "spec", "ingress")
+	if len(rules) != 1 {
+		t.Fatalf("%d ingress rules, want 1 (the trainer)", len(rules))
+	}
+	from := list(rules[0], "from")
+	if len(from) != 1 || str(from[0], "podSelector", "matchLabels", "mlerl.dev/role") != "trainer" || get(from[0], "ipBlock") != nil || get(from[0], "namespaceSelector") != nil {
+		t.Errorf("ingress from %v: want only pods labelled mlerl.dev/role: trainer", from)
+	}
+	ports := list(rules[0], "ports")
+	if len(ports) != 1 || num(ports[0], "port") != port || str(ports[0], "protocol") != "TCP" {
+		t.Errorf("ingress ports %v: want only TCP %d, serve-env's port", ports, port)
 	}
 }
