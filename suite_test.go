@@ -70,3 +70,50 @@ func TestSuiteIsTasksFolder(t *testing.T) {
 		t.Errorf("second WriteSuite into the same folder: got %v, want an error naming the folder", err)
 	}
 }
+
+// TestSubsets: the demo subset is today's fifteen tasks, ten held-in and
+// five held-out, each a task of the suite; malformed subset files are
+// refused with the line.
+func TestSubsets(t *testing.T) {
+	subsets, err := Subsets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := subsets["demo"]
+	if len(demo) != 15 {
+		t.Fatalf("demo subset: %d tasks, want 15", len(demo))
+	}
+	split := map[string]int{}
+	for _, id := range demo {
+		b, err := fs.ReadFile(Suite(), id+"/task.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if s, ok := strings.CutPrefix(line, "split: "); ok {
+				split[s]++
+			}
+		}
+	}
+	if split["held-in"] != 10 || split["held-out"] != 5 {
+		t.Errorf("demo subset splits %v, want 10 held-in and 5 held-out", split)
+	}
+	exists := func(id string) bool { return id == "a" || id == "b" }
+	for _, c := range []struct{ name, text, want string }{
+		{"no colon", "demo a b\n", "line 1"},
+		{"bad name", "Demo: a\n", "subset name"},
+		{"builtin", "builtin: a\n", "not builtin"},
+		{"twice", "x: a\nx: b\n", "defined twice"},
+		{"unknown task", "# c\nx: a c\n", `line 2: subset x names "c"`},
+		{"repeated task", "x: a a\n", "twice"},
+		{"empty", "x:\n", "names no task"},
+	} {
+		if _, err := parseSubsets([]byte(c.text), exists); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	got, err := parseSubsets([]byte("# comment\n\nx: a b\ny: b\n"), exists)
+	if err != nil || len(got["x"]) != 2 || len(got["y"]) != 1 {
+		t.Errorf("got %v, %v; want x: a b and y: b", got, err)
+	}
+}

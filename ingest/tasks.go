@@ -53,7 +53,7 @@ type TasksConfig struct {
 	Data string `yaml:"data" help:"data root: a local folder or gs://bucket/prefix"`
 	// Suite is the suite ingested with any imported tasks: the built-in
 	// one embedded in the binary, or a folder of task folders.
-	Suite string `yaml:"suite" help:"task suite to ingest: builtin (the built-in suite embedded in this binary, the same from any folder), a folder of task folders (e.g. tasks, a checkout's own copy), or empty (only imported tasks)"`
+	Suite string `yaml:"suite" help:"task suite to ingest: builtin (the built-in suite embedded in this binary, the same from any folder), a named subset of it (tasks/suites.txt: demo, the fifteen tasks make demo runs), a folder of task folders (e.g. tasks, a checkout's own copy; ./NAME for a folder named like a subset), or empty (only imported tasks)"`
 	// From selects an importer run before ingesting.
 	From string `yaml:"from" help:"builtin (the suite only), mlebench or mlagentbench: convert source into task folders under import_to and ingest them too"`
 	// Source is what the importer reads.
@@ -272,7 +272,7 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		}
 	}
 	if cfg.Suite != "" {
-		dir, cleanup, err := suiteDir(cfg.Suite)
+		dir, subset, cleanup, err := suiteDir(cfg.Suite)
 		if err != nil {
 			return err
 		}
@@ -280,6 +280,10 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		good, bad, err := tasks.LoadSuiteWith(dir, loadOpts)
 		if err != nil {
 			return fmt.Errorf("%w (set suite to %s for the suite embedded in this binary, to a folder of task folders, or to \"\" to ingest only imported tasks)", err, SuiteBuiltin)
+		}
+		if subset != nil {
+			good, bad = inSubset(good, bad, subset)
+			fmt.Fprintf(log, "ingest tasks: suite %s: %d of the built-in suite's tasks\n", cfg.Suite, len(subset))
 		}
 		loaded = append(loaded, good...)
 		for _, e := range bad {
@@ -502,24 +506,48 @@ func printSummary(w io.Writer, results, failures []taskResult) {
 }
 
 // suiteDir returns the folder of the suite named by suite: a folder as
-// given, or for SuiteBuiltin the embedded suite written to a fresh
-// temporary folder, which cleanup removes (the tasks dataset keeps
-// everything a later stage reads, so the folder is needed only while the
-// stage runs).
-func suiteDir(suite string) (dir string, cleanup func(), err error) {
+// given, or for SuiteBuiltin and its named subsets (tasks/suites.txt) the
+// embedded suite written to a fresh temporary folder, which cleanup
+// removes (the tasks dataset keeps everything a later stage reads, so the
+// folder is needed only while the stage runs), with the subset's task ids.
+func suiteDir(suite string) (dir string, subset []string, cleanup func(), err error) {
 	if suite != SuiteBuiltin {
-		return suite, func() {}, nil
+		subsets, err := mlerl.Subsets()
+		if err != nil {
+			return "", nil, nil, err
+		}
+		if subset = subsets[suite]; subset == nil {
+			return suite, nil, func() {}, nil
+		}
 	}
 	dir, err = os.MkdirTemp("", "mlerl-suite-")
 	if err != nil {
-		return "", nil, fmt.Errorf("built-in suite: %w", err)
+		return "", nil, nil, fmt.Errorf("built-in suite: %w", err)
 	}
 	cleanup = func() { os.RemoveAll(dir) }
 	if err := mlerl.WriteSuite(dir); err != nil {
 		cleanup()
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return dir, cleanup, nil
+	return dir, subset, cleanup, nil
+}
+
+// inSubset keeps the loaded tasks and the load failures of the subset's
+// task ids.
+func inSubset(good []*tasks.Task, bad []error, subset []string) ([]*tasks.Task, []error) {
+	var g []*tasks.Task
+	for _, t := range good {
+		if slices.Contains(subset, t.ID) {
+			g = append(g, t)
+		}
+	}
+	var b []error
+	for _, e := range bad {
+		if slices.Contains(subset, taskOf(e)) {
+			b = append(b, e)
+		}
+	}
+	return g, b
 }
 
 // taskOf returns the task named by a load error.

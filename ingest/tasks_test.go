@@ -380,6 +380,17 @@ func TestEmbeddedSuite(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("the suite's temporary folder is left: %v", left)
 	}
+	// A named subset of the embedded suite ingests its tasks only (Only
+	// narrows it further); an unknown name is a folder.
+	cfg.Suite, cfg.Only, cfg.Data = "demo", []string{"wine-cultivar", "digits-8x8"}, "./d2"
+	log.Reset()
+	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
+		t.Fatalf("suite demo: got %v; log:\n%s", err, log.String())
+	}
+	if _, rows = readTasks(t, "./d2"); len(rows) != 2 || !strings.Contains(log.String(), "suite demo: 15 of the built-in suite's tasks") {
+		t.Errorf("suite demo with only 2: got %d rows, log:\n%s", len(rows), log.String())
+	}
+	cfg.Only = nil
 	// A folder is still a folder: one that does not exist says what to set.
 	cfg.Suite = "tasks"
 	err := runTasks(context.Background(), cfg, &log, &log)

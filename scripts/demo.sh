@@ -86,7 +86,7 @@ stage() {
 	echo "    done in ${dt}s (load $(cut -d' ' -f1 /proc/loadavg))"
 }
 
-stage ingest-tasks "$BIN" ingest tasks --data "$DATA"
+stage ingest-tasks "$BIN" ingest tasks --data "$DATA" --suite demo
 stage ingest-ideas "$BIN" ingest ideas --data "$DATA" --source catalog
 stage rollout "$BIN" rollout --data "$DATA" --split held-in --per_task "$ROLLOUT_PER_TASK" --env.max_steps "$MAX_STEPS"
 stage dataset "$BIN" dataset --data "$DATA"
