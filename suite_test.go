@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,5 +116,74 @@ func TestSubsets(t *testing.T) {
 	got, err := parseSubsets([]byte("# comment\n\nx: a b\ny: b\n"), exists)
 	if err != nil || len(got["x"]) != 2 || len(got["y"]) != 1 {
 		t.Errorf("got %v, %v; want x: a b and y: b", got, err)
+	}
+}
+
+// TestGenerateReproducesSuite: tasks/generate.py, run on a copy of tasks/,
+// writes every data file, grader, task.yaml and description.md byte for
+// byte as committed (where its tools are: Debian's Python packages, and
+// Rscript with the R packages for the tasks read from R).
+func TestGenerateReproducesSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the suite's regeneration in -short mode")
+	}
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import numpy, pandas, sklearn, statsmodels").Run(); err != nil {
+		t.Skipf("%s cannot import numpy, pandas, scikit-learn and statsmodels (%v): `make setup` installs them", py, err)
+	}
+	dir := filepath.Join(t.TempDir(), "tasks")
+	if err := os.CopyFS(dir, os.DirFS("tasks")); err != nil {
+		t.Fatal(err)
+	}
+	// What the generator writes is removed first, so that a file it failed
+	// to write cannot pass as the committed copy (task.yaml stays: it
+	// keeps m_best and the time limit from it; train.py is hand-written and
+	// workspace/submission.csv the initial run's output, not the generator's).
+	removed := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if strings.Count(rel, "/") >= 1 && d.Name() != "submission.csv" && (strings.HasSuffix(p, ".csv") || d.Name() == "grade.py" || d.Name() == "description.md") {
+			removed++
+			return os.Remove(p)
+		}
+		return nil
+	})
+	if err != nil || removed < 60 {
+		t.Fatalf("removed %d generated files (%v), want the suite's", removed, err)
+	}
+	cmd := exec.Command(py, filepath.Join(dir, "generate.py"))
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if bytes.Contains(out, []byte("Rscript not found")) {
+			t.Skipf("regenerating the R-package tasks needs Rscript: %s", bytes.TrimSpace(out))
+		}
+		t.Fatalf("generate.py: %v\n%s", err, out)
+	}
+	n := 0
+	err = filepath.WalkDir("tasks", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(p, "__pycache__") {
+			return err
+		}
+		rel, _ := filepath.Rel("tasks", p)
+		want, _ := os.ReadFile(p)
+		got, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("tasks/%s: regenerated %d bytes differ from the committed %d: rerun tasks/generate.py and commit, or fix what made it nondeterministic", rel, len(got), len(want))
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 100 {
+		t.Fatalf("compared %d files, want the whole suite", n)
 	}
 }
