@@ -13,7 +13,10 @@
 #     300-token prompt and 160 new tokens, batch 1 and 8
 #     (BenchmarkGenerate, scripts/bench_torch_generate.py).
 #
-# It also measures the machine's matrix-product peak (GFLOP/s of one
+# It also measures the machine's FMA peak (a register-only fused
+# multiply-add loop, policy/native BenchmarkFMAPeak: the physical limit,
+# against which every row's utilisation is printed too) and its
+# matrix-product peak (GFLOP/s of one
 # 2,048^3 product, 1 and 2 threads, native BenchmarkGemmPeak and
 # scripts/bench_torch_gemm.py) and prints each benchmark's model FLOP
 # utilisation against it, and the PPO learner step with shared prompts
@@ -143,8 +146,16 @@ native() { # native COND BENCH PATTERN BENCHTIME UNIT CPU_UNIT
 		printf '%s\t%s\n' "$name" "$(echo "$out" | metric flop/tok)" >>"$flops"
 	done
 }
-peak() { # peak COND: GEMM GFLOP/s, native and PyTorch, 1 and 2 threads
+peak() { # peak COND: the FMA peak (register-only loop) and GEMM GFLOP/s, native and PyTorch, 1 and 2 threads
 	local cond="$1" t out
+	for t in 1 2; do
+		out="$(GOMAXPROCS=$t "$tmp/native.test" -test.run '^$' -test.bench 'FMAPeak' -test.benchtime 200x 2>&1)" || {
+			echo "$out" >&2
+			exit 1
+		}
+		echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$t, load $(load)] /"
+		record "$cond" fma native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+	done
 	for t in 1 2; do
 		out="$(GOMAXPROCS=$t "$tmp/native.test" -test.run '^$' -test.bench 'GemmPeak' -test.benchtime "$PEAK_GO" 2>&1)" || {
 			echo "$out" >&2
@@ -255,6 +266,18 @@ for t in (1, 2):
     peak_cpu = max(peak_cpu, n[1], p[1])
     print(f"| {t} | {n[0]:,.1f} ({n[1]:,.1f}) | {p[0]:,.1f} ({p[1]:,.1f}) | {peak[t]:,.1f} ({max(n[1], p[1]):,.1f}) |")
 
+print()
+print("### the machine's FMA peak (register-only float32 fused multiply-adds, the widest vectors the CPU has; GFLOP/s, per CPU-second in brackets), and the GEMM peak as a share of it")
+print()
+print("| threads | FMA peak | GEMM peak / FMA peak |")
+print("|---:|---:|---:|")
+fma, fma_cpu = {}, 0.0
+for t in (1, 2):
+    f = get("idle", "fma", "native", t)
+    fma[t] = f[0]
+    fma_cpu = max(fma_cpu, f[1])
+    print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {peak[t] / f[0] * 100:.0f}% |")
+
 for cond in conds:
     print()
     print(f"### native / PyTorch, {cond}: tokens/s (tokens per CPU-second in brackets)")
@@ -283,6 +306,20 @@ for cond in conds:
             tok, cpu = get(cond, name, impl, t)
             cells.append(f"{tok * f / 1e9 / peak[t] * 100:.1f}% ({cpu * f / 1e9 / peak_cpu * 100:.1f}%)" if tok == tok else "-")
         print(f"| {cond} | {name} | {f / 1e6:.2f} | " + " | ".join(cells) + " |")
+
+print()
+print("### model FLOP utilisation against the FMA peak (the physical limit) at the same thread count (per CPU-second: against the FMA peak per CPU-second, in brackets)")
+print()
+print("| condition | benchmark | native (2 threads) | native (1 thread) | PyTorch 1 thread | PyTorch 2 threads |")
+print("|---|---|---:|---:|---:|---:|")
+for cond in conds:
+    for name, label in names:
+        f = flop_per_tok.get(name, float("nan"))
+        cells = []
+        for impl, t in (("native", 2), ("native", 1), ("torch", 1), ("torch", 2)):
+            tok, cpu = get(cond, name, impl, t)
+            cells.append(f"{tok * f / 1e9 / fma[t] * 100:.1f}% ({cpu * f / 1e9 / fma_cpu * 100:.1f}%)" if tok == tok else "-")
+        print(f"| {cond} | {name} | " + " | ".join(cells) + " |")
 
 if any(k[1].startswith("ppo-") for k in rows):
     print()

@@ -37,8 +37,10 @@
 // BenchmarkSFT; MLERL_BENCH_DATA writes them for scripts/bench_torch.py),
 // BenchmarkGenerate (demo shape; scripts/bench_torch_generate.py is the
 // PyTorch counterpart), BenchmarkPPOLearner (demo shape, shared and
-// unshared prompts beside the SFT step) and BenchmarkGemmPeak (the
-// machine's GEMM peak for make bench's utilisation figures) measure
+// unshared prompts beside the SFT step), BenchmarkGemmPeak (the
+// machine's GEMM peak for make bench's utilisation figures) and
+// BenchmarkFMAPeak (its register-only FMA peak, fma_amd64.s: the physical
+// limit the utilisation is also read against) measure
 // throughput; run them with GOEXPERIMENT=simd, and GOMAXPROCS=1 for a
 // one-core figure.
 //
