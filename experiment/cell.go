@@ -189,7 +189,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			TrainWallS: train.wallS, TrainCPUS: train.cpuS, EvalWallS: eval.wallS, EvalCPUS: eval.cpuS,
 			RewardCurve: pm.reward, ValidCurve: pm.valid, Curve: pm.curve, Updates: pm.updates,
 			SampleClasses: pm.classes, FailedMarkers: pm.failedMarkers, DurationReward: pm.durationReward, StalenessByDuration: pm.staleness,
-			UpdateDurations: pm.durations})
+			UpdateDurations: pm.durations, PPOTime: pm.time})
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s holds no rows of the cell's methods", m.URI)

@@ -34,7 +34,11 @@ type ppoMetrics struct {
 	durationReward []schemas.Moments
 	staleness      []schemas.DurationHalf
 	durations      []schemas.UpdateDurations
+	time           []schemas.PhaseTime // wall seconds per phase, summed (phaseOrder)
 }
+
+// phaseOrder is the order of ppoMetrics.time's phases.
+var phaseOrder = []string{"generate", "execute", "learn", "curve"}
 
 // metricsLine is one line of metrics.jsonl, the keys the experiment reads.
 type metricsLine struct {
@@ -55,6 +59,12 @@ type metricsLine struct {
 	Refused float64  `json:"outcomes/refused"`
 	Undo    float64  `json:"actions/undo"`
 	Final   float64  `json:"actions/final_answer"`
+
+	// Phase seconds of an update (ppo) or a curve evaluation (ppo-curve).
+	GenerateS *float64 `json:"time/generate_s"`
+	ExecuteS  *float64 `json:"time/execute_s"`
+	LearnS    *float64 `json:"time/learn_s"`
+	CurveS    *float64 `json:"time/curve_s"`
 
 	HeldIn  *float64 `json:"curve/held-in/delta_r"`
 	HeldOut *float64 `json:"curve/held-out/delta_r"`
@@ -107,8 +117,21 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 	})
 	var pm ppoMetrics
 	var samples []metricsLine
+	phases := map[string]*float64{}
+	addPhase := func(name string, v *float64) {
+		if v != nil {
+			if phases[name] == nil {
+				phases[name] = new(float64)
+			}
+			*phases[name] += *v
+		}
+	}
 	for _, k := range keys {
 		m := last[k]
+		addPhase("generate", m.GenerateS)
+		addPhase("execute", m.ExecuteS)
+		addPhase("learn", m.LearnS)
+		addPhase("curve", m.CurveS)
 		if k.stage == "ppo-curve" {
 			pm.curve = append(pm.curve, schemas.CurvePoint{Update: int32(m.Step), WallS: m.WallS, CPUS: m.CPUS,
 				HeldInDeltaR: orNaN(m.HeldIn), HeldOutDeltaR: orNaN(m.HeldOut)})
@@ -127,6 +150,11 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 			Success: m.Success, Error: m.Error, Corner: m.Timeout + m.OOM, Refused: m.Refused, Undo: m.Undo, FinalAnswer: m.Final})
 	}
 	pm.summariseSamples(samples)
+	for _, name := range phaseOrder {
+		if v := phases[name]; v != nil {
+			pm.time = append(pm.time, schemas.PhaseTime{Phase: name, WallS: *v})
+		}
+	}
 	return pm
 }
 

@@ -89,6 +89,7 @@ type armStats struct {
 	taskValid                              map[string][2]int  // held-out task: valid steps, steps
 	runs                                   map[int64]*seedRun // PPO arms: each seed's training record
 	samples                                sampleSums         // PPO arms: their samples, pooled over seeds
+	phases                                 map[string]float64 // PPO arms: wall seconds per phase of training, means over the seeds that recorded it
 }
 
 type summary struct {
@@ -168,6 +169,12 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 			st.trainCPU += r.TrainCPUS / n
 			st.evalWall += r.EvalWallS / n
 			st.evalCPU += r.EvalCPUS / n
+			for _, ph := range r.PPOTime {
+				if st.phases == nil {
+					st.phases = map[string]float64{}
+				}
+				st.phases[ph.Phase] += ph.WallS / n
+			}
 			if len(r.RewardCurve) > 0 {
 				st.rewardCurve = append(st.rewardCurve, r.RewardCurve)
 				st.validCurve = append(st.validCurve, r.ValidCurve)
@@ -372,6 +379,7 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", a.arm.Name, kind, a.heldOut, a.bestOut, a.heldIn, rate(a.valid),
 			cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
 	}
+	writeTimeSplit(&b, s.arms)
 	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually). An ablation whose phenomenon (what the ablated feature acts on) the grid measured below its threshold is **not testable here**, whatever its difference: ")
 	var rules []string
 	for _, ph := range []string{PhenomenonDuration, PhenomenonInstrumentation, PhenomenonFormat} {
@@ -638,5 +646,26 @@ func writeTaskTable(b *strings.Builder, s summary) {
 			fmt.Fprintf(b, " %s |", cell)
 		}
 		b.WriteString("\n")
+	}
+}
+
+// writeTimeSplit writes where each arm's cells spent their time: the
+// training and evaluation processes' wall and CPU time, and for PPO arms
+// the wall seconds of each phase of training as train ppo recorded them
+// (generating actions, executing them in the environments, the learner,
+// and the learning-curve evaluations), means over seeds. A phase a run did
+// not record shows "-"; so does evaluation's own split, which mlerl
+// evaluate does not record.
+func writeTimeSplit(b *strings.Builder, arms []*armStats) {
+	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, a := range arms {
+		cells := make([]string, len(phaseOrder))
+		for i, ph := range phaseOrder {
+			cells[i] = "-"
+			if v, ok := a.phases[ph]; ok {
+				cells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(a.trainWall, 1e-9))
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", a.arm.Name, cost(a.trainWall, a.trainCPU), strings.Join(cells, " | "), cost(a.evalWall, a.evalCPU))
 	}
 }

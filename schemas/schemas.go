@@ -86,7 +86,7 @@ var (
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.2", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	Experiments  = Info{Name: "experiments", Version: "1.3", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -389,6 +389,11 @@ type ExperimentRow struct {
 	// spread over the cell's duration quarters, and their staleness (the
 	// asynchronous collector's frequency bias, issue 22).
 	UpdateDurations []UpdateDurations `parquet:"update_durations,list"`
+	// Since 1.3 (empty before): where a PPO cell's training time went,
+	// phase by phase, summed over its updates from train ppo's metrics
+	// (generate, execute, learn, and curve for its learning-curve
+	// evaluations); a phase the run did not record is absent.
+	PPOTime []PhaseTime `parquet:"ppo_time,list"`
 }
 
 // CurvePoint is one point of a PPO run's learning curve: the policy after
@@ -437,6 +442,13 @@ type Moments struct {
 	SumXX  float64 `parquet:"sum_xx"`
 	SumYY  float64 `parquet:"sum_yy"`
 	SumXY  float64 `parquet:"sum_xy"`
+}
+
+// PhaseTime is the wall seconds a PPO cell spent in one phase of its
+// updates (ExperimentRow.PPOTime).
+type PhaseTime struct {
+	Phase string  `parquet:"phase"`
+	WallS float64 `parquet:"wall_s"`
 }
 
 // UpdateDurations is one PPO update's samples by duration: the quarters

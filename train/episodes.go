@@ -93,6 +93,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		// --- 1. Rollout: group_size episodes from each sampled state;
 		// groups without a signal are replaced by new draws (dynamic
 		// sampling, at most oversample x the groups wanted).
+		r.execS = 0
 		c, err := collect(cfg, nGroups, r.state.KeepRate, func(n int) ([]*group, []float64, float64, error) {
 			return r.episodes(ctx, starts, ecfg, opts, n, steps)
 		})
@@ -160,7 +161,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			"charts/rollout_rounds": c.rounds, "time/oversample_s": c.extraS,
 			"charts/samples": len(batch), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/samples_per_s": float64(len(batch)) / time.Since(start).Seconds(),
-			"time/generate_s":      c.genS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
+			"time/generate_s":      c.genS, "time/execute_s": r.execS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
 			"time/wall_s": r.state.WallS, "time/cpu_s": r.state.CPUS,
 		}
 		if len(batch) > 0 { // nothing measured, nothing written
@@ -470,6 +471,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 			return nil, nil, 0, err
 		}
 		genS += time.Since(t0).Seconds()
+		tExec := time.Now()
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(cfg.Workers)
 		for j, i := range live {
@@ -488,6 +490,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		if err := g.Wait(); err != nil {
 			return nil, nil, 0, err
 		}
+		r.execS += time.Since(tExec).Seconds()
 	}
 	if err := r.collectOwn(ctx, envs, plans, groups, opts, steps); err != nil {
 		return nil, nil, 0, err

@@ -40,6 +40,7 @@ type ppoRun struct {
 	facts      *stateFacts
 	carry      []*group // groups collected beyond the last batch
 	consecErrs int
+	execS      float64 // live environments: wall seconds of the update's steps (executing actions)
 }
 
 // newPPORun reads the held-in expert states, the SFT checkpoint (the
