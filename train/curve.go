@@ -2,9 +2,12 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +43,7 @@ type CurveConfig struct {
 	Temperature float64  `yaml:"temperature" help:"sampling temperature of the evaluation episodes (mlerl evaluate's default 0.7)"`
 	TopP        float64  `yaml:"top_p" help:"nucleus sampling of the evaluation episodes (mlerl evaluate's default 0.95)"`
 	Batch       int      `yaml:"batch" help:"episodes played together (one batched generation per step; as many scripts at once at most)"`
+	MaxTasks    int      `yaml:"max_tasks" help:"at most N tasks per split, a fixed sample (ordered by a hash of the task id: the same tasks at every point, in every arm and seed); 0: every task"`
 }
 
 // DefaultCurveConfig is off; when on, 2 episodes of 8 steps per held-in
@@ -70,6 +74,8 @@ func (c CurveConfig) Validate() error {
 		return config.Errorf("top_p", c.TopP, "must be in (0, 1]")
 	case c.Batch < 1:
 		return config.Errorf("batch", c.Batch, "must be at least 1")
+	case c.MaxTasks < 0:
+		return config.Errorf("max_tasks", c.MaxTasks, "must not be negative (0: every task)")
 	}
 	for i, s := range c.Splits {
 		if s != schemas.HeldIn && s != schemas.HeldOut {
@@ -102,7 +108,8 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 		return nil, fmt.Errorf("train ppo: learning curve: %w", err)
 	}
 	ce := &curveEval{cfg: c}
-	for _, t := range in.Tasks {
+	tasks := curveTasks(in.Tasks, c.MaxTasks)
+	for _, t := range tasks {
 		for i := range c.PerTask {
 			seed := episode.Seed("ppo-curve", t.TaskID, i)
 			plan, err := in.Plan(t.TaskID, seed)
@@ -122,8 +129,47 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 		return nil, err
 	}
 	fmt.Fprintf(r.s.log, "train ppo: learning curve every %d updates: %d episodes of %d steps on %d %s tasks\n",
-		c.Every, len(ce.jobs), c.MaxSteps, len(in.Tasks), strings.Join(c.Splits, "/"))
+		c.Every, len(ce.jobs), c.MaxSteps, len(tasks), strings.Join(c.Splits, "/"))
+	if len(tasks) < len(in.Tasks) {
+		ids := make([]string, len(tasks))
+		for i, t := range tasks {
+			ids[i] = t.TaskID
+		}
+		fmt.Fprintf(r.s.log, "train ppo: learning curve on %d of %d tasks (curve.max_tasks %d per split): %s\n", len(tasks), len(in.Tasks), c.MaxTasks, strings.Join(ids, ", "))
+	}
 	return ce, nil
+}
+
+// curveTasks keeps at most max tasks of each split (0: all): per split,
+// the tasks ordered by the SHA-256 of "ppo-curve-tasks/" + id, so that the
+// sample depends on the task ids alone (not on the order they were
+// ingested in, the seed or the arm), then back in their original order.
+func curveTasks(tasks []schemas.Task, max int) []schemas.Task {
+	if max <= 0 {
+		return tasks
+	}
+	key := func(id string) string {
+		h := sha256.Sum256([]byte("ppo-curve-tasks/" + id))
+		return hex.EncodeToString(h[:])
+	}
+	bySplit := map[string][]string{}
+	for _, t := range tasks {
+		bySplit[t.Split] = append(bySplit[t.Split], t.TaskID)
+	}
+	keep := map[string]bool{}
+	for split, ids := range bySplit {
+		sort.Slice(ids, func(i, j int) bool { return key(ids[i]) < key(ids[j]) })
+		for _, id := range ids[:min(max, len(ids))] {
+			keep[split+"/"+id] = true
+		}
+	}
+	var out []schemas.Task
+	for _, t := range tasks {
+		if keep[t.Split+"/"+t.TaskID] {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func (c *curveEval) close() {

@@ -3,9 +3,11 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -374,5 +376,39 @@ func TestBehaviourCountsAsEvaluation(t *testing.T) {
 	e.episode([]schemas.Step{{ActionName: env.EditScriptSegment, Observation: env.UnchangedEditPrefix + " train.py"}, {ActionName: env.ExecuteScript}})
 	if e.unchanged != 1 || e.ran != 1 || e.edits != 1 {
 		t.Errorf("episode counts %+v: want 1 unchanged edit and the script run", e)
+	}
+}
+
+// TestCurveTasks: curve.max_tasks keeps at most N tasks per split, the
+// same ones whatever order the tasks come in, in their original order.
+func TestCurveTasks(t *testing.T) {
+	var tasks []schemas.Task
+	for i := range 12 {
+		split := schemas.HeldIn
+		if i%3 == 0 {
+			split = schemas.HeldOut
+		}
+		tasks = append(tasks, schemas.Task{TaskID: fmt.Sprintf("t%02d", i), Split: split})
+	}
+	if got := curveTasks(tasks, 0); len(got) != 12 {
+		t.Fatalf("max 0 kept %d of 12", len(got))
+	}
+	got := curveTasks(tasks, 3)
+	n := map[string]int{}
+	for _, g := range got {
+		n[g.Split]++
+	}
+	if n[schemas.HeldIn] != 3 || n[schemas.HeldOut] != 3 {
+		t.Fatalf("max 3 per split kept %v", n)
+	}
+	rev := slices.Clone(tasks)
+	slices.Reverse(rev)
+	again := curveTasks(rev, 3)
+	slices.Reverse(again)
+	if !slices.EqualFunc(got, again, func(a, b schemas.Task) bool { return a.TaskID == b.TaskID }) {
+		t.Errorf("the sample depends on the input order: %v vs %v", got, again)
+	}
+	if got := curveTasks(tasks, 100); len(got) != 12 {
+		t.Errorf("max above the split sizes kept %d of 12", len(got))
 	}
 }
