@@ -9,7 +9,7 @@ import (
 
 var (
 	knownModalities = map[string]bool{tabular: true, image: true, text: true, timeSeries: true, graph: true}
-	knownTaskTypes  = map[string]bool{binary: true, multiclass: true, multilabel: true, regression: true, forecast: true}
+	knownTaskTypes  = map[string]bool{binary: true, multiclass: true, multilabel: true, regression: true, count: true, forecast: true}
 	// The sections each category may edit (evaluate is never edited).
 	categorySections = map[string]map[string]bool{
 		"data":     {"data": true},

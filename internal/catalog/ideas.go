@@ -30,6 +30,7 @@ const (
 	multiclass = "multiclass-classification"
 	multilabel = "multilabel-classification"
 	regression = "regression"
+	count      = "count-regression" // a regression whose target is a count
 	forecast   = "forecasting"
 )
 
@@ -38,7 +39,7 @@ var (
 	denseMods   = []string{tabular, image, graph} // inputs are a dense feature matrix
 	singleClass = []string{binary, multiclass}    // one label column
 	allClass    = []string{binary, multiclass, multilabel}
-	regTypes    = []string{regression, forecast}
+	regTypes    = []string{regression, count, forecast}
 )
 
 // The catalog is built by one function per family of ideas; each family
@@ -137,6 +138,17 @@ func (c *cat) tabularData() {
 	for _, s := range scalers {
 		c.add(s.id, cat, s.text, denseMods, nil, appendTo("data", transform(s.imp, s.ctor)))
 	}
+	for _, m := range []struct {
+		id, text, strategy string
+		indicator          bool
+	}{
+		{"impute-median", "Fill missing values with each feature's training median (SimpleImputer)", "median", false},
+		{"impute-mean", "Fill missing values with each feature's training mean (SimpleImputer)", "mean", false},
+		{"impute-median-indicator", "Fill missing values with each feature's training median and add a 0/1 column per feature that had missing values (SimpleImputer with add_indicator)", "median", true},
+	} {
+		c.add(m.id, cat, m.text, []string{tabular}, nil, appendTo("data", transform("from sklearn.impute import SimpleImputer",
+			fmt.Sprintf("SimpleImputer(strategy=%q, add_indicator=%s)", m.strategy, py(m.indicator)))))
+	}
 	for _, inter := range []bool{false, true} {
 		id, text := "polynomial-degree2", "Add all degree-2 polynomial features (squares and pairwise products) with PolynomialFeatures"
 		if inter {
@@ -166,7 +178,7 @@ func (c *cat) tabularData() {
 		} {
 			types, imp := singleClass, "import functools\nfrom sklearn.feature_selection import SelectKBest, f_classif, mutual_info_classif"
 			if f.types == "reg" {
-				types, imp = []string{regression}, "import functools\nfrom sklearn.feature_selection import SelectKBest, f_regression, mutual_info_regression"
+				types, imp = []string{regression, count}, "import functools\nfrom sklearn.feature_selection import SelectKBest, f_regression, mutual_info_regression"
 			}
 			c.add(fmt.Sprintf("select-k%d-%s-%s", k, f.id, f.types), cat,
 				fmt.Sprintf("Keep only the %d features most related to the target by %s (SelectKBest)", k, f.name),

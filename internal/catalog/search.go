@@ -13,7 +13,7 @@ func Kind(modality, taskType string) string {
 		return modality
 	case taskType == multilabel:
 		return "tabular/multilabel"
-	case taskType == regression || taskType == forecast:
+	case taskType == regression || taskType == count || taskType == forecast:
 		return "tabular/reg"
 	}
 	return "tabular/clf"
@@ -88,6 +88,8 @@ var (
 			{"data/standard-scaler", "model/lda-shrinkage", "learning/refit-train-valid"},
 			{"data/onehot-low-cardinality-12", "model/scaled-logreg", "learning/refit-train-valid"},
 			{"data/standard-scaler", "model/scaled-knn", "learning/refit-train-valid"},
+			{"data/impute-median-indicator", "data/standard-scaler", "model/logreg-c1", "learning/refit-train-valid"},
+			{"data/impute-median", "model/gradient-boosting-n100-lr0p05", "learning/refit-train-valid"},
 		},
 		"tabular/reg": {
 			{"data/standard-scaler", "model/ridge-alpha10", "learning/refit-train-valid"},
@@ -100,6 +102,7 @@ var (
 			{"model/gradient-boosting-reg-n100-lr0p05", "learning/min-samples-leaf-10", "learning/refit-train-valid"},
 			{"model/hist-gradient-boosting-reg-absolute-error", "learning/refit-train-valid"},
 			{"data/log1p-skewed", "model/gradient-boosting-reg-absolute-error", "learning/refit-train-valid"},
+			{"data/impute-median", "model/random-forest-reg-n300-d8", "learning/averaging-ridge", "learning/refit-train-valid"},
 		},
 		"tabular/multilabel": {
 			{"data/standard-scaler", "model/ml-ovr-svc", "learning/refit-train-valid"},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/sandbox"
 )
 
@@ -75,6 +77,10 @@ func TestMeasure(t *testing.T) {
 	}
 	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	obviousSVC := "data/standard-scaler + model/svc-rbf-c10"
+	// Every combination of the catalog search for the toy task's kind.
+	obvious, strong := catalog.Search(task.Modality, task.TaskType)
+	n := len(obvious) + len(strong)
+	ns := strconv.Itoa(n)
 	cases := []struct {
 		name    string
 		runner  copyRunner
@@ -87,18 +93,18 @@ func TestMeasure(t *testing.T) {
 		stopped bool
 		err     string // a part of the error; "" for none
 	}{
-		{name: "every combination", mInit: 0.6, score: 0.9, scripts: 15,
-			source: "measured (catalog search, 15 scripts, 2026-12-01): " + obviousSVC},
+		{name: "every combination", mInit: 0.6, score: 0.9, scripts: n,
+			source: "measured (catalog search, " + ns + " scripts, 2026-12-01): " + obviousSVC},
 		{name: "script budget", mInit: 0.6, budget: MeasureBudget{Scripts: 2}, score: 0.8, scripts: 2, stopped: true,
 			source: "measured (catalog search, 2 scripts, 2026-12-01): model/random-forest-n300-dnone"},
 		{name: "time budget", mInit: 0.6, budget: MeasureBudget{Time: time.Nanosecond},
 			err: "task toy: task.yaml: field m_best: measure: the budget (0 scripts, 1ns) ended the catalog search before any script ran; set m_best (and m_best_source) in task.yaml by hand"},
 		{name: "nothing better", mInit: 0.95,
-			err: "measure: the best of 15 catalog combinations, 0.9 (" + obviousSVC + "), is not better than the initial script's 0.95 (higher is better)"},
+			err: "measure: the best of " + ns + " catalog combinations, 0.9 (" + obviousSVC + "), is not better than the initial script's 0.95 (higher is better)"},
 		{name: "lower is better", mInit: 0.6, task: func(t *Task) { t.Metric, t.Direction = "log_loss", "lower" },
-			score: 0.5, scripts: 15, source: "measured (catalog search, 15 scripts, 2026-12-01): data/standard-scaler"},
+			score: 0.5, scripts: n, source: "measured (catalog search, " + ns + " scripts, 2026-12-01): data/standard-scaler"},
 		{name: "every script fails", runner: copyRunner{outcome: sandbox.ScriptError}, mInit: 0.6,
-			err: "measure: none of the 15 catalog combinations tried ran and wrote a valid submission"},
+			err: "measure: none of the " + ns + " catalog combinations tried ran and wrote a valid submission"},
 		{name: "no lists for the kind", mInit: 0.6, task: func(t *Task) { t.Modality = "audio" },
 			err: "measure: the catalog search has no edits for audio tasks"},
 	}
@@ -118,8 +124,8 @@ func TestMeasure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Score != c.score || m.Source != c.source || m.Scripts != c.scripts || m.Stopped != c.stopped || m.Combinations != 15 {
-				t.Errorf("got %+v\nwant score %v, source %q, %d of 15 scripts, stopped %v", m, c.score, c.source, c.scripts, c.stopped)
+			if m.Score != c.score || m.Source != c.source || m.Scripts != c.scripts || m.Stopped != c.stopped || m.Combinations != n {
+				t.Errorf("got %+v\nwant score %v, source %q, %d of %d scripts, stopped %v", m, c.score, c.source, c.scripts, n, c.stopped)
 			}
 		})
 	}

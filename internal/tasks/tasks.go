@@ -86,6 +86,10 @@ type Spec struct {
 	MBestSource  string   `yaml:"m_best_source"`
 	TimeLimitS   *float64 `yaml:"time_limit_s"` // per execution of the script
 	Split        string   `yaml:"split"`        // held-in or held-out
+	// SplitRule is optional: the declared rule that chose Split (the
+	// built-in suite's "sha256-strata-v1", tasks/README.md); empty when
+	// the split was set by hand.
+	SplitRule string `yaml:"split_rule,omitempty"`
 	// Source is optional: where an imported task came from (mlebench,
 	// mlagentbench); empty for the built-in suite.
 	Source string `yaml:"source,omitempty"`
@@ -249,7 +253,7 @@ func ParseSpec(b []byte) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty: fill in id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split")
 		}
-		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, source, initial)")
+		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, split_rule, source, initial)")
 		return nil, fmt.Errorf("not valid task YAML: %s", msg)
 	}
 	s := f.Spec

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Grader for one task of the built-in mlerl suite.
+
+Usage: python3 private/grade.py <submission.csv> <answers.csv>
+
+Prints ONE line of JSON and exits 0 for every submission, good or bad:
+  {"valid": true, "score": <float>}
+  {"valid": false, "reason": "<why the submission is invalid>"}
+
+The task-specific settings are the constants below; the rest is shared by
+every task (tasks/grade_template.py, copied by tasks/generate.py). Only a
+broken grader environment (numpy, pandas or scikit-learn missing) exits 2
+with a message on stderr: that is not the submission's fault.
+"""
+# === grader settings ===
+METRIC = 'rmse'
+ID_COLUMN = "id"
+PRED_COLUMNS = ['price']
+# === end grader settings ===
+
+import json
+import math
+import sys
+
+try:
+    import numpy as np
+    import pandas as pd
+    from sklearn import metrics
+except ImportError as e:  # the grader's environment, not the submission, is at fault
+    sys.stderr.write("grade.py: %s; run it with an interpreter that has numpy, pandas and scikit-learn (make setup installs them)\n" % e)
+    sys.exit(2)
+
+
+def emit(obj):
+    print(json.dumps(obj))
+    sys.exit(0)
+
+
+def invalid(reason):
+    emit({"valid": False, "reason": reason})
+
+
+def read_csv(path, what):
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        invalid("%s file %s does not exist" % (what, path))
+    except Exception as e:  # empty file, binary garbage, bad quoting...
+        invalid("%s file %s is not a readable CSV: %s" % (what, path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+
+
+def as_float(frame, column):
+    out = []
+    for i, v in zip(frame[ID_COLUMN], frame[column]):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            invalid("column %r, id %s: %r is not a number" % (column, i, v))
+        if math.isnan(f) or math.isinf(f):
+            invalid("column %r, id %s: %r is not a finite number" % (column, i, v))
+        out.append(f)
+    return out
+
+
+def score(metric, sub, ans):
+    if metric in ("accuracy", "f1_macro") and len(PRED_COLUMNS) == 1:
+        col = PRED_COLUMNS[0]
+        pred = [v.strip() for v in sub[col]]
+        true = [v.strip() for v in ans[col]]
+        for i, v in zip(sub[ID_COLUMN], pred):
+            if v == "" or v.lower() == "nan":
+                invalid("column %r, id %s: empty or NaN label" % (col, i))
+        # Labels compare as numbers when both sides are numbers ("1" == "1.0").
+        def canon(v):
+            try:
+                f = float(v)
+                return repr(f) if not math.isnan(f) else v
+            except ValueError:
+                return v
+        pred = [canon(v) for v in pred]
+        true = [canon(v) for v in true]
+        if metric == "accuracy":
+            return metrics.accuracy_score(true, pred)
+        return metrics.f1_score(true, pred, average="macro", labels=sorted(set(true)))
+    if metric == "f1_macro":  # multi-label: one 0/1 column per label
+        pred = np.array([as_float(sub, c) for c in PRED_COLUMNS]).T
+        true = np.array([as_float(ans, c) for c in PRED_COLUMNS]).T
+        bad = ~np.isin(pred, (0.0, 1.0))
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            invalid("column %r, id %s: %r is not 0 or 1" % (PRED_COLUMNS[c], sub[ID_COLUMN].iloc[r], pred[r, c]))
+        return metrics.f1_score(true, pred, average="macro", zero_division=0)
+    col = PRED_COLUMNS[0]
+    pred = np.array(as_float(sub, col))
+    true = np.array(as_float(ans, col))
+    if metric in ("roc_auc", "log_loss"):
+        if (pred < 0).any() or (pred > 1).any():
+            k = int(np.argmax((pred < 0) | (pred > 1)))
+            invalid("column %r, id %s: probability %r is outside [0, 1]" % (col, sub[ID_COLUMN].iloc[k], pred[k]))
+        if metric == "roc_auc":
+            return metrics.roc_auc_score(true, pred)
+        p = np.clip(pred, 1e-15, 1 - 1e-15)
+        return float(-np.mean(true * np.log(p) + (1 - true) * np.log(1 - p)))
+    if metric == "rmse":
+        return float(np.sqrt(np.mean((pred - true) ** 2)))
+    if metric == "mae":
+        return float(np.mean(np.abs(pred - true)))
+    raise ValueError("unknown metric %r" % metric)
+
+
+def main(argv):
+    if len(argv) != 3:
+        invalid("usage: grade.py <submission.csv> <answers.csv>")
+    sub = read_csv(argv[1], "submission")
+    ans = read_csv(argv[2], "answers")
+    want = [ID_COLUMN] + PRED_COLUMNS
+    missing = [c for c in want if c not in sub.columns]
+    if missing:
+        invalid("submission lacks column(s) %s; want columns %s, got %s" % (missing, want, list(sub.columns)))
+    if len(sub) != len(ans):
+        invalid("submission has %d rows, want %d (one per test id)" % (len(sub), len(ans)))
+    ids = [v.strip() for v in sub[ID_COLUMN]]
+    if len(set(ids)) != len(ids):
+        dup = next(v for v in ids if ids.count(v) > 1)
+        invalid("submission repeats id %r" % dup)
+    want_ids = [v.strip() for v in ans[ID_COLUMN]]
+    unknown = sorted(set(ids) - set(want_ids))
+    if unknown:
+        invalid("submission has %d id(s) not in the test set, e.g. %r" % (len(unknown), unknown[0]))
+    sub = sub.assign(**{ID_COLUMN: ids}).set_index(ID_COLUMN).loc[want_ids].reset_index()
+    ans = ans.assign(**{ID_COLUMN: want_ids})
+    s = score(METRIC, sub, ans)
+    if s is None or not math.isfinite(s):
+        invalid("the %s score is not finite" % METRIC)
+    emit({"valid": True, "score": round(float(s), 6)})
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv)
+    except SystemExit:
+        raise
+    except Exception as e:  # never a traceback for a bad submission
+        invalid("could not grade the submission: %s: %s" % (type(e).__name__, e))

@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""Baseline for fortune-computing: Bernoulli naive Bayes on the 40 most frequent words.
+
+Sections are delimited by '# === name ===' / '# === end name ===' lines."""
+# === imports ===
+import warnings
+
+warnings.filterwarnings("ignore")
+import numpy as np
+import pandas as pd
+from sklearn import metrics
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.naive_bayes import BernoulliNB
+# === end imports ===
+
+# === data ===
+train = pd.read_csv("train.csv")
+valid = pd.read_csv("valid.csv")
+test = pd.read_csv("test.csv")
+TARGET = 'computing'
+vectorizer = CountVectorizer(max_features=40)
+X_train = vectorizer.fit_transform(train["text"])
+X_valid = vectorizer.transform(valid["text"])
+X_test = vectorizer.transform(test["text"])
+y_train, y_valid, test_ids = train[TARGET], valid[TARGET], test["id"]
+# === end data ===
+
+# === model ===
+model = BernoulliNB()
+# === end model ===
+
+# === training ===
+model.fit(X_train, y_train)
+# === end training ===
+
+# === evaluate ===
+# final_model (set by a training idea, e.g. a refit on train+valid) makes the
+# submission; the validation metric always comes from model.
+final_model = globals().get("final_model", model)
+p_valid = model.predict_proba(X_valid)[:, 1]
+print("VAL_METRIC roc_auc %.6f" % metrics.roc_auc_score(y_valid, p_valid))
+p_test = final_model.predict_proba(X_test)[:, 1]
+pd.DataFrame({"id": test_ids, TARGET: p_test}).to_csv("submission.csv", index=False)
+# === end evaluate ===
