@@ -28,7 +28,7 @@ type Config struct {
 	Seeds  []int  `yaml:"seeds" help:"seeds: every arm is trained and evaluated once per seed"`
 	// Preset is the grid (Presets): its arms with their flags, and what it
 	// adds to every stage run (learning curves, evaluation splits).
-	Preset string `yaml:"preset" help:"the grid's arms and per-arm flags: main (baselines, SFT, SFT+PPO and four ablations of it), rl (issue 21: initial, sft, sft+ppo with learning curves, held-in tasks evaluated too), ablations (issue 22: duration weighting on/off in the asynchronous collector, instrumentation on/off in a free-decoding arm, episode-wise vs step-wise at equal wall time), taskcount (ML-Agent's task-count curve: sft as 0 tasks, PPO on the first 3, 6 and 10 held-in tasks)"`
+	Preset string `yaml:"preset" help:"the grid's arms and per-arm flags: main (baselines, SFT, SFT+PPO and four ablations of it), rl (issue 21: initial, sft, sft+ppo with learning curves, held-in tasks evaluated too), ablations (issue 22: duration weighting on/off in the asynchronous collector, instrumentation on/off in a free-decoding arm, episode-wise vs step-wise at equal wall time), taskcount (ML-Agent's task-count curve: sft as 0 tasks, PPO on the first 5, 10, 20 and 40 held-in tasks)"`
 	// Arms picks some of the preset's arms (empty: all of them);
 	// ExtraArms adds PPO arms, ablations of sft+ppo when the grid has it.
 	Arms      []string `yaml:"arms" help:"the preset's arms to run, in this order (empty: all of them; main's: initial, random, expert, sft, sft-free, sft+ppo, no-duration, sparse, episode-wise, no-format)"`

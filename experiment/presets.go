@@ -74,11 +74,15 @@ func Presets() []Preset {
 		{Name: PresetTaskCount, Doc: "held-out delta_r against the number of held-in tasks RL trains on (ML-Agent's Fig. 5)",
 			Arms: []Arm{
 				{Name: "sft", Kind: KindSFT},
-				{Name: "ppo-3tasks", Kind: KindPPO, Flags: []string{"--state_tasks=3"}},
-				{Name: "ppo-6tasks", Kind: KindPPO, Flags: []string{"--state_tasks=6"}},
+				{Name: "ppo-5tasks", Kind: KindPPO, Flags: []string{"--state_tasks=5"}},
 				{Name: "ppo-10tasks", Kind: KindPPO, Flags: []string{"--state_tasks=10"}},
+				{Name: "ppo-20tasks", Kind: KindPPO, Flags: []string{"--state_tasks=20"}},
+				{Name: "ppo-40tasks", Kind: KindPPO, Flags: []string{"--state_tasks=40"}},
 			},
-			TaskCounts: map[string]int{"sft": 0, "ppo-3tasks": 3, "ppo-6tasks": 6, "ppo-10tasks": 10}},
+			// The whole suite has 41 held-in tasks (tasks/README.md); a
+			// data root ingested with fewer (--suite demo: 10) cannot run
+			// the 20- and 40-task arms, and train ppo says so.
+			TaskCounts: map[string]int{"sft": 0, "ppo-5tasks": 5, "ppo-10tasks": 10, "ppo-20tasks": 20, "ppo-40tasks": 40}},
 	}
 }
 

@@ -16,7 +16,7 @@ func TestPresets(t *testing.T) {
 		PresetMain:      {"initial", "random", "expert", "sft", "sft-free", "sft+ppo", "no-duration", "sparse", "episode-wise", "no-format"},
 		PresetRL:        {"initial", "sft", "sft+ppo"},
 		PresetAblations: {"initial", "sft", "sft+ppo", "episode-wise", "async", "async-no-duration", "free", "free-sparse"},
-		PresetTaskCount: {"sft", "ppo-3tasks", "ppo-6tasks", "ppo-10tasks"},
+		PresetTaskCount: {"sft", "ppo-5tasks", "ppo-10tasks", "ppo-20tasks", "ppo-40tasks"},
 	}
 	for _, p := range Presets() {
 		cfg := DefaultConfig()
@@ -80,9 +80,9 @@ func TestPresets(t *testing.T) {
 		{"ablations has learning curves", presetsByName()[PresetAblations].CurvePoints > 0},
 		{"main's ablations name their phenomena", arm(PresetMain, "no-duration").Phenomenon == PhenomenonDuration &&
 			arm(PresetMain, "sparse").Phenomenon == PhenomenonInstrumentation && arm(PresetMain, "no-format").Phenomenon == PhenomenonFormat && arm(PresetMain, "episode-wise").Phenomenon == ""},
-		{"taskcount: 3, 6 and 10 tasks", has(arm(PresetTaskCount, "ppo-3tasks").Flags, "--state_tasks=3") && has(arm(PresetTaskCount, "ppo-6tasks").Flags, "--state_tasks=6") &&
-			has(arm(PresetTaskCount, "ppo-10tasks").Flags, "--state_tasks=10")},
-		{"taskcount: sft is 0 tasks", reflect.DeepEqual(presetsByName()[PresetTaskCount].TaskCounts, map[string]int{"sft": 0, "ppo-3tasks": 3, "ppo-6tasks": 6, "ppo-10tasks": 10})},
+		{"taskcount: 5, 10, 20 and 40 tasks", has(arm(PresetTaskCount, "ppo-5tasks").Flags, "--state_tasks=5") && has(arm(PresetTaskCount, "ppo-10tasks").Flags, "--state_tasks=10") &&
+			has(arm(PresetTaskCount, "ppo-20tasks").Flags, "--state_tasks=20") && has(arm(PresetTaskCount, "ppo-40tasks").Flags, "--state_tasks=40")},
+		{"taskcount: sft is 0 tasks", reflect.DeepEqual(presetsByName()[PresetTaskCount].TaskCounts, map[string]int{"sft": 0, "ppo-5tasks": 5, "ppo-10tasks": 10, "ppo-20tasks": 20, "ppo-40tasks": 40})},
 	}
 	for _, c := range checks {
 		if !c.ok {

@@ -368,7 +368,7 @@ func TestTaskCount(t *testing.T) {
 	arms, _ := cfg.arms()
 	// Per seed, the mean over the held-out tasks a (x) and b (x + 0.02).
 	var rows []schemas.ExperimentRow
-	for ai, a := range []string{"sft", "ppo-3tasks", "ppo-6tasks", "ppo-10tasks"} {
+	for ai, a := range []string{"sft", "ppo-5tasks", "ppo-10tasks", "ppo-20tasks", "ppo-40tasks"} {
 		for seed := int64(1); seed <= 2; seed++ {
 			x := 0.01*float64(ai) + 0.002*float64(seed)
 			rows = append(rows,
@@ -378,10 +378,10 @@ func TestTaskCount(t *testing.T) {
 	}
 	s := summarise(cfg, arms, rows)
 	pts := s.taskCount()
-	if len(pts) != 4 {
+	if len(pts) != 5 {
 		t.Fatalf("task-count points %+v", pts)
 	}
-	for i, want := range []int{0, 3, 6, 10} {
+	for i, want := range []int{0, 5, 10, 20, 40} {
 		// Seed means 0.01 i + 0.012 and + 0.014: mean 0.01 i + 0.013, sd 0.0014142.
 		if p := pts[i]; p.tasks != want || p.e.n != 2 || !near(p.e.mean, 0.01*float64(i)+0.013) || !near(p.e.half, t975df1*0.001) {
 			t.Errorf("point %d: %+v, want %d tasks, 2 seeds, mean %.3f ± %.4f", i, p, want, 0.01*float64(i)+0.013, t975df1*0.001)
@@ -392,7 +392,7 @@ func TestTaskCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	if !strings.Contains(string(md), "| 10 | ppo-10tasks | +4.30% ± 1.27 over 2 seeds |") || !strings.Contains(string(md), "task_count.png") {
+	if !strings.Contains(string(md), "| 10 | ppo-10tasks | +3.30% ± 1.27 over 2 seeds |") || !strings.Contains(string(md), "task_count.png") {
 		t.Errorf("task-count section:\n%s", md)
 	}
 }
