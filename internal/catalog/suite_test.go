@@ -484,19 +484,11 @@ func TestEditedScriptsRun(t *testing.T) {
 		{"breast-cancer-diagnosis", []string{"learning/max-iter-2000"}},
 		{"health-visits", []string{"data/log1p-skewed", "model/hist-gradient-boosting-poisson", "learning/early-stopping-hgb"}},
 	}
-	var jobs []job
-	for _, c := range cases {
-		st := taskByID(t, suite, c.task)
-		s, err := applyIDs(st.script, c.ids...)
-		if err != nil {
-			t.Fatalf("%s + %v: %v", c.task, c.ids, err)
-		}
-		jobs = append(jobs, job{st, s})
+	edits := make([]edited, len(cases))
+	for k, c := range cases {
+		edits[k] = edited{c.task, c.ids}
 	}
-	results, err := runJobs(py, jobs, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	results := runEdited(t, py, suite, edits)
 	for k, c := range cases {
 		r := results[k]
 		if r.err != nil {
@@ -663,19 +655,11 @@ func TestRealDataFailures(t *testing.T) {
 		{"satellite-landcover", []string{"data/augment-shift-4"}, "data"},
 		{"soybean-disease", []string{"data/onehot-low-cardinality-12", "model/logreg-c1"}, ""},
 	}
-	var jobs []job
-	for _, c := range cases {
-		st := taskByID(t, suite, c.task)
-		s, err := applyIDs(st.script, c.ids...)
-		if err != nil {
-			t.Fatalf("%s + %v: %v", c.task, c.ids, err)
-		}
-		jobs = append(jobs, job{st, s})
+	edits := make([]edited, len(cases))
+	for k, c := range cases {
+		edits[k] = edited{c.task, c.ids}
 	}
-	results, err := runJobs(py, jobs, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	results := runEdited(t, py, suite, edits)
 	for k, c := range cases {
 		r := results[k]
 		switch {
@@ -701,4 +685,31 @@ func TestFailedSection(t *testing.T) {
 			t.Errorf("failedSection(%q) = %q, want %q", c.tb, got, c.want)
 		}
 	}
+}
+
+// edited is a task and the catalog ideas applied, in order, to its
+// initial script.
+type edited struct {
+	task string
+	ids  []string
+}
+
+// runEdited applies each edit list to its task's initial script and runs
+// the edited scripts (graded), in one batch interpreter.
+func runEdited(t *testing.T, py string, suite []*suiteTask, edits []edited) []runResult {
+	t.Helper()
+	var jobs []job
+	for _, e := range edits {
+		st := taskByID(t, suite, e.task)
+		s, err := applyIDs(st.script, e.ids...)
+		if err != nil {
+			t.Fatalf("%s + %v: %v", e.task, e.ids, err)
+		}
+		jobs = append(jobs, job{st, s})
+	}
+	results, err := runJobs(py, jobs, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return results
 }
