@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -264,7 +265,7 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 		a.n++
 	}
 	rec := map[string]any{}
-	split := map[string][]float64{}
+	split, room := map[string][]float64{}, map[string][]float64{}
 	seen := map[string]bool{}
 	for _, j := range jobs {
 		id := j.Task.TaskID
@@ -284,10 +285,17 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 		d := beta * (avg - mInit) / mInit
 		split[j.Task.Split] = append(split[j.Task.Split], d)
 		rec["curve/task/"+id] = d
+		if h, ok := headroomShare(mInit, env.SpecFromTask(j.Task).MBest, avg); ok {
+			room[j.Task.Split] = append(room[j.Task.Split], h)
+			rec["curve/task_headroom/"+id] = h
+		}
 	}
 	for s, ds := range split {
 		rec["curve/"+s+"/delta_r"] = mean(ds)
 		rec["curve/"+s+"/tasks"] = len(ds)
+	}
+	for s, hs := range room {
+		rec["curve/"+s+"/headroom"] = mean(hs)
 	}
 	v, n := map[string]int{}, map[string]int{}
 	for i, j := range jobs {
@@ -300,12 +308,28 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 	return rec
 }
 
+// headroomShare is the share of the headroom a final score closed:
+// (final - m_init) / (m_best - m_init), clipped to [-1, 1] (the sign of
+// m_best - m_init carries the metric's direction). ok is false when the
+// task has no headroom (m_best equal to m_init) to share.
+func headroomShare(mInit, mBest, final float64) (float64, bool) {
+	room := mBest - mInit
+	if room == 0 || math.IsNaN(room) || math.IsInf(room, 0) {
+		return 0, false
+	}
+	return max(-1, min(1, (final-mInit)/room)), true
+}
+
 // curveSummary is a point's delta_r per split, for the log.
 func curveSummary(rec map[string]any) string {
 	var parts []string
 	for _, s := range []string{schemas.HeldIn, schemas.HeldOut} {
 		if d, ok := rec["curve/"+s+"/delta_r"].(float64); ok {
-			parts = append(parts, fmt.Sprintf("%s delta_r %+.2f%%", s, 100*d))
+			part := fmt.Sprintf("%s delta_r %+.2f%%", s, 100*d)
+			if h, ok := rec["curve/"+s+"/headroom"].(float64); ok {
+				part += fmt.Sprintf(" (headroom %+.1f%%)", 100*h)
+			}
+			parts = append(parts, part)
 		}
 	}
 	slices.Sort(parts)

@@ -412,3 +412,45 @@ func TestCurveTasks(t *testing.T) {
 		t.Errorf("max above the split sizes kept %d of 12", len(got))
 	}
 }
+
+// TestHeadroomSelection: the share of the headroom closed is bounded per
+// task, so one task with a tiny m_init cannot decide the selection as it
+// decides mean delta_r; points recorded before it existed are skipped.
+func TestHeadroomSelection(t *testing.T) {
+	for _, c := range []struct {
+		mInit, mBest, final, want float64
+		ok                        bool
+	}{
+		{0.5, 0.9, 0.7, 0.5, true}, // higher is better, half the room
+		{10, 4, 7, 0.5, true},      // lower is better: the sign of the room carries it
+		{0.12, 0.95, 0.87, 0.9036, true},
+		{0.5, 0.9, 2.0, 1, true},  // clipped above
+		{10, 4, 1000, -1, true},   // clipped below (a forecast that blew up)
+		{0.5, 0.5, 0.7, 0, false}, // no room
+	} {
+		got, ok := headroomShare(c.mInit, c.mBest, c.final)
+		if ok != c.ok || math.Abs(got-c.want) > 1e-3 {
+			t.Errorf("headroomShare(%v, %v, %v) = %v, %v; want %v, %v", c.mInit, c.mBest, c.final, got, ok, c.want, c.ok)
+		}
+	}
+	h := func(v float64) *float64 { return &v }
+	// Update 10's delta_r is decided by one task (+600%); its headroom is not better.
+	points := []CurvePoint{
+		{Update: 0, HeldInDelta: 0.10, HeldInHeadroom: h(0.20)},
+		{Update: 10, HeldInDelta: 0.80, HeldInHeadroom: h(0.22)},
+		{Update: 20, HeldInDelta: 0.30, HeldInHeadroom: h(0.35)},
+	}
+	if sel, ok := SelectBestBy(points, StatDeltaR, 0.02); !ok || sel.Update != 10 {
+		t.Errorf("delta_r: selected %d (%v), want 10", sel.Update, ok)
+	}
+	sel, ok := SelectBestBy(points, StatHeadroom, 0.02)
+	if !ok || sel.Update != 20 || sel.Stat != StatHeadroom || !strings.Contains(sel.Reason, "held-in headroom") {
+		t.Errorf("headroom: selected %d (%v): %+v, want 20", sel.Update, ok, sel)
+	}
+	if _, ok := SelectBestBy([]CurvePoint{{Update: 0, HeldInDelta: 0.1}, {Update: 10, HeldInDelta: 0.2}}, StatHeadroom, 0.02); ok {
+		t.Error("headroom selection on points without headroom: want not ok")
+	}
+	if err := (SelectConfig{Rule: SelectAuto, Stat: "median"}).Validate(DefaultCurveConfig()); err == nil {
+		t.Error("stat median: want an error")
+	}
+}

@@ -577,10 +577,13 @@ func TestTrajectoryCreditTrainsEveryStep(t *testing.T) {
 // metrics line unwritable as JSON), the others are kept.
 func TestCurveRecordSkipsUndefinedGains(t *testing.T) {
 	jobs := []episode.Job{
-		{Task: schemas.Task{TaskID: "a", Split: schemas.HeldIn, Direction: schemas.HigherIsBetter, MInit: 0.5}},
+		{Task: schemas.Task{TaskID: "a", Split: schemas.HeldIn, Direction: schemas.HigherIsBetter, MInit: 0.5, MBest: 0.9}},
 		{Task: schemas.Task{TaskID: "z", Split: schemas.HeldIn, Direction: schemas.LowerIsBetter, MInit: 0}},
 	}
 	rec := curveRecord(jobs, []float64{0.6, 0.1}, []int{2, 2}, []int{2, 2})
+	if h, ok := rec["curve/held-in/headroom"].(float64); !ok || math.Abs(h-0.25) > 1e-12 {
+		t.Errorf("held-in headroom %v, want 0.25 ((0.6 - 0.5) / (0.9 - 0.5))", rec["curve/held-in/headroom"])
+	}
 	if _, err := json.Marshal(rec); err != nil {
 		t.Fatalf("the curve point does not marshal: %v", err)
 	}
