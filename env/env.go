@@ -236,6 +236,20 @@ func SpecFromTask(t schemas.Task) Spec {
 	}
 }
 
+// HeadroomShare is the share of a task's headroom a final score closed:
+// (final - m_init) / (m_best - m_init), clipped to [-1, 1] (the sign of
+// m_best - m_init carries the metric's direction). ok is false when the
+// task has no headroom (m_best equal to m_init, or not finite). Unlike
+// delta_r, relative to m_init, it is bounded per task, so one task with
+// a tiny m_init cannot decide a mean over tasks.
+func HeadroomShare(mInit, mBest, final float64) (float64, bool) {
+	room := mBest - mInit
+	if room == 0 || math.IsNaN(room) || math.IsInf(room, 0) || math.IsNaN(final) {
+		return 0, false
+	}
+	return max(-1, min(1, (final-mInit)/room)), true
+}
+
 // Validate checks a Spec.
 func (s Spec) Validate() error {
 	switch {

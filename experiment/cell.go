@@ -177,6 +177,10 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			arm["sft+ppo"] = a.Name
 		}
 	}
+	mBest, err := taskMBest(ctx, st)
+	if err != nil {
+		return nil, err
+	}
 	var rows []schemas.ExperimentRow
 	for _, r := range results {
 		name, ok := arm[r.Method]
@@ -190,11 +194,34 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			RewardCurve: pm.reward, ValidCurve: pm.valid, Curve: pm.curve, Updates: pm.updates,
 			SampleClasses: pm.classes, FailedMarkers: pm.failedMarkers, DurationReward: pm.durationReward, StalenessByDuration: pm.staleness,
 			UpdateDurations: pm.durations, PPOTime: pm.time})
+		if b, ok := mBest[r.TaskID]; ok {
+			if h, ok := env.HeadroomShare(r.MInit, b, r.FinalScore); ok {
+				rows[len(rows)-1].Headroom = &h
+			}
+		}
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s holds no rows of the cell's methods", m.URI)
 	}
 	return rows, nil
+}
+
+// taskMBest maps each task of the data root's tasks dataset to its m_best
+// (the share of the headroom closed needs it).
+func taskMBest(ctx context.Context, st store.Store) (map[string]float64, error) {
+	m, err := datasets.Latest(ctx, st, schemas.Tasks.Name)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: the tasks dataset (m_best of each task): %w", err)
+	}
+	tasks, err := datasets.ReadAll[schemas.Task](ctx, st, m, schemas.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: reading m_best from the tasks dataset: %w", err)
+	}
+	out := make(map[string]float64, len(tasks))
+	for _, t := range tasks {
+		out[t.TaskID] = t.MBest
+	}
+	return out, nil
 }
 
 // deltaR is ML-Agent's relative gain: beta (final - m_init) / m_init,

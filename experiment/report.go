@@ -83,6 +83,8 @@ type armStats struct {
 	arm                                    Arm
 	heldOut, heldIn, bestOut, valid        estimate
 	outUnits, inUnits                      map[unit]float64 // avg@k delta_r per unit
+	roomOut, roomIn                        estimate         // the share of the headroom closed (rows that have it)
+	outRoom, inRoom                        map[unit]float64 // avg@k share of the headroom closed per unit
 	trainWall, trainCPU, evalWall, evalCPU float64          // means over seeds
 	rewardCurve, validCurve                [][]float64      // per seed
 	trajectories, steps                    int
@@ -110,13 +112,14 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 	s.cfg = cfg
 	s.preset, _ = presetNamed(cfg.Preset)
 	for _, a := range arms {
-		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}, taskValid: map[string][2]int{},
+		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}, outRoom: map[unit]float64{}, inRoom: map[unit]float64{}, taskValid: map[string][2]int{},
 			runs: map[int64]*seedRun{}, samples: newSampleSums()}
 		type acc struct {
 			sum, best float64
 			n         int
 		}
 		units := map[string]map[unit]*acc{schemas.HeldOut: {}, schemas.HeldIn: {}}
+		rooms := map[string]map[unit]*acc{schemas.HeldOut: {}, schemas.HeldIn: {}}
 		validByUnit := map[unit][2]int{}
 		costs := map[int64]schemas.ExperimentRow{}
 		for _, r := range byArm[a.Name] {
@@ -131,6 +134,13 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 			m[u].sum += r.DeltaR
 			m[u].n++
 			m[u].best = math.Max(m[u].best, r.DeltaR)
+			if r.Headroom != nil {
+				if rooms[r.Split][u] == nil {
+					rooms[r.Split][u] = &acc{}
+				}
+				rooms[r.Split][u].sum += *r.Headroom
+				rooms[r.Split][u].n++
+			}
 			v := validByUnit[u]
 			validByUnit[u] = [2]int{v[0] + int(r.ValidActions), v[1] + int(r.Steps)}
 			if r.Split == schemas.HeldOut {
@@ -157,6 +167,16 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 			}
 		}
 		st.heldOut, st.heldIn, st.bestOut, st.valid = interval(out), interval(in), interval(best), interval(valid)
+		var roomOut, roomIn []float64
+		for u, x := range rooms[schemas.HeldOut] {
+			st.outRoom[u] = x.sum / float64(x.n)
+			roomOut = append(roomOut, st.outRoom[u])
+		}
+		for u, x := range rooms[schemas.HeldIn] {
+			st.inRoom[u] = x.sum / float64(x.n)
+			roomIn = append(roomIn, st.inRoom[u])
+		}
+		st.roomOut, st.roomIn = interval(roomOut), interval(roomIn)
 		seeds := make([]int64, 0, len(costs))
 		for seed := range costs {
 			seeds = append(seeds, seed)
@@ -214,6 +234,15 @@ func (s summary) table() string {
 	return b.String()
 }
 
+// roomCell is a share-of-headroom estimate for a table ("n/a" without rows
+// that have it: grids written before experiments 1.4).
+func roomCell(e estimate) string {
+	if e.n == 0 {
+		return "n/a"
+	}
+	return e.String()
+}
+
 func rate(e estimate) string {
 	if e.n == 0 {
 		return "n/a"
@@ -264,6 +293,19 @@ func paired(a, b *armStats, split string) estimate {
 	if split == schemas.HeldIn {
 		au, bu = a.inUnits, b.inUnits
 	}
+	return pairedUnits(au, bu)
+}
+
+// pairedRoom is paired on the share of the headroom closed.
+func pairedRoom(a, b *armStats, split string) estimate {
+	au, bu := a.outRoom, b.outRoom
+	if split == schemas.HeldIn {
+		au, bu = a.inRoom, b.inRoom
+	}
+	return pairedUnits(au, bu)
+}
+
+func pairedUnits(au, bu map[unit]float64) estimate {
 	var d []float64
 	for u, x := range au {
 		if y, ok := bu[u]; ok {
@@ -297,6 +339,12 @@ func (s summary) claims() []claim {
 		if e := paired(ppo, sft, schemas.HeldIn); e.n > 0 {
 			out = append(out, claim{claim: "SFT + step-wise PPO beats SFT on held-in tasks (the tasks RL trains on)",
 				evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "issue 21: RL learns its training distribution"})
+		}
+		for _, split := range []string{schemas.HeldOut, schemas.HeldIn} {
+			if e := pairedRoom(ppo, sft, split); e.n > 0 {
+				out = append(out, claim{claim: fmt.Sprintf("SFT + step-wise PPO beats SFT on %s tasks, in the share of the headroom closed (bounded per task)", split),
+					evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "issue 30: a statistic no single task decides"})
+			}
 		}
 	}
 	for _, a := range s.arms {
@@ -369,15 +417,15 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Experiment %s\n\n", cfg.Name)
-	fmt.Fprintf(&b, "Rows: `%s`. Preset **%s**: %s. Budget %s, seeds %v, %d arms. Each arm is trained (SFT, then PPO from the seed's SFT checkpoint) and evaluated with each seed; unless a figure says otherwise, every interval is a two-sided 95%% Student-t interval over (seed, task) units, each unit the mean over its trajectories (avg@k). delta_r = beta (m_final - m_init) / m_init. Costs are means over seeds of the wall time and the CPU time of the cell's processes (their scripts included); a PPO arm's training time excludes the SFT it starts from.\n\n", uri, s.preset.Name, s.preset.Doc, cfg.Budget, cfg.Seeds, len(s.arms))
-	b.WriteString("| arm | kind | held-out delta_r | best@k | held-in delta_r | valid actions | train wall / CPU | eval wall / CPU | trajectories |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Rows: `%s`. Preset **%s**: %s. Budget %s, seeds %v, %d arms. Each arm is trained (SFT, then PPO from the seed's SFT checkpoint) and evaluated with each seed; unless a figure says otherwise, every interval is a two-sided 95%% Student-t interval over (seed, task) units, each unit the mean over its trajectories (avg@k). delta_r = beta (m_final - m_init) / m_init; the share of the headroom closed = (m_final - m_init) / (m_best - m_init), clipped to [-1, 1] per trajectory, bounded where delta_r is not. Costs are means over seeds of the wall time and the CPU time of the cell's processes (their scripts included); a PPO arm's training time excludes the SFT it starts from.\n\n", uri, s.preset.Name, s.preset.Doc, cfg.Budget, cfg.Seeds, len(s.arms))
+	b.WriteString("| arm | kind | held-out delta_r | best@k | held-in delta_r | held-out headroom closed | held-in headroom closed | valid actions | train wall / CPU | eval wall / CPU | trajectories |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range s.arms {
 		kind := a.arm.Kind
 		if len(a.arm.Flags) > 0 {
 			kind += " " + strings.Join(a.arm.Flags, " ")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", a.arm.Name, kind, a.heldOut, a.bestOut, a.heldIn, rate(a.valid),
-			cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", a.arm.Name, kind, a.heldOut, a.bestOut, a.heldIn,
+			roomCell(a.roomOut), roomCell(a.roomIn), rate(a.valid), cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
 	}
 	writeTimeSplit(&b, s.arms)
 	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually). An ablation whose phenomenon (what the ablated feature acts on) the grid measured below its threshold is **not testable here**, whatever its difference: ")

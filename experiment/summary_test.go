@@ -396,3 +396,60 @@ func TestTaskCount(t *testing.T) {
 		t.Errorf("task-count section:\n%s", md)
 	}
 }
+
+// TestHeadroomClaims: rows that carry the share of the headroom closed
+// give paired claims on it, which one task's huge delta_r cannot decide;
+// rows without it (grids before experiments 1.4) give none, and the
+// report's table says n/a.
+func TestHeadroomClaims(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Preset, cfg.Seeds = PresetRL, []int{1, 2, 3}
+	arms, _ := cfg.arms()
+	h := func(v float64) *float64 { return &v }
+	// Held-out tasks a (tiny m_init: PPO gains +600% delta_r on one seed)
+	// and b; in the share of the headroom, PPO loses 0.1 on every unit.
+	var rows []schemas.ExperimentRow
+	for seed := int64(1); seed <= 3; seed++ {
+		big := 0.0
+		if seed == 1 {
+			big = 6
+		}
+		for _, r := range []schemas.ExperimentRow{
+			{Arm: "sft", TaskID: "a", Split: schemas.HeldOut, DeltaR: 0.1, Headroom: h(0.5)},
+			{Arm: "sft", TaskID: "b", Split: schemas.HeldOut, DeltaR: 0.1, Headroom: h(0.3)},
+			{Arm: "sft+ppo", TaskID: "a", Split: schemas.HeldOut, DeltaR: 0.1 + big, Headroom: h(0.4)},
+			{Arm: "sft+ppo", TaskID: "b", Split: schemas.HeldOut, DeltaR: 0.1, Headroom: h(0.2)},
+		} {
+			r.Seed = seed
+			rows = append(rows, r)
+		}
+	}
+	s := summarise(cfg, arms, rows)
+	got := map[string]claim{}
+	for _, c := range s.claims() {
+		got[c.claim] = c
+	}
+	room := got["SFT + step-wise PPO beats SFT on held-out tasks, in the share of the headroom closed (bounded per task)"]
+	if room.verdict != contradicted || room.evidence != "paired difference -10.00% ± 0.00 over 6 (seed, task) units" {
+		t.Errorf("headroom claim %+v, want contradicted, -10.00%% ± 0.00 over 6 units", room)
+	}
+	if d := got["SFT + step-wise PPO beats SFT on held-out tasks"]; d.verdict != inconclusive {
+		t.Errorf("delta_r claim %+v: one unit's +600%% should leave it inconclusive", d)
+	}
+	for i := range rows {
+		rows[i].Headroom = nil
+	}
+	for _, c := range summarise(cfg, arms, rows).claims() {
+		if strings.Contains(c.claim, "headroom") {
+			t.Errorf("a headroom claim without headroom rows: %+v", c)
+		}
+	}
+	dir := t.TempDir()
+	if err := writeReport(dir, cfg, "mem://x", summarise(cfg, arms, rows)); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	if !strings.Contains(string(md), "held-out headroom closed") || !strings.Contains(string(md), "| n/a |") {
+		t.Errorf("report table without the headroom columns:\n%.600s", md)
+	}
+}

@@ -86,7 +86,7 @@ var (
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.3", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	Experiments  = Info{Name: "experiments", Version: "1.4", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -394,6 +394,11 @@ type ExperimentRow struct {
 	// (generate, execute, learn, and curve for its learning-curve
 	// evaluations); a phase the run did not record is absent.
 	PPOTime []PhaseTime `parquet:"ppo_time,list"`
+	// Since 1.4 (absent before): the share of the task's headroom the
+	// final score closed, (final - m_init) / (m_best - m_init) clipped to
+	// [-1, 1]; absent when the task has no headroom or the tasks dataset
+	// gave no m_best.
+	Headroom *float64 `parquet:"headroom,optional"`
 }
 
 // CurvePoint is one point of a PPO run's learning curve: the policy after

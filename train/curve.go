@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -285,7 +284,7 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 		d := beta * (avg - mInit) / mInit
 		split[j.Task.Split] = append(split[j.Task.Split], d)
 		rec["curve/task/"+id] = d
-		if h, ok := headroomShare(mInit, env.SpecFromTask(j.Task).MBest, avg); ok {
+		if h, ok := env.HeadroomShare(mInit, env.SpecFromTask(j.Task).MBest, avg); ok {
 			room[j.Task.Split] = append(room[j.Task.Split], h)
 			rec["curve/task_headroom/"+id] = h
 		}
@@ -306,18 +305,6 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 		rec["curve/"+s+"/valid_rate"] = ratio(v[s], n[s])
 	}
 	return rec
-}
-
-// headroomShare is the share of the headroom a final score closed:
-// (final - m_init) / (m_best - m_init), clipped to [-1, 1] (the sign of
-// m_best - m_init carries the metric's direction). ok is false when the
-// task has no headroom (m_best equal to m_init) to share.
-func headroomShare(mInit, mBest, final float64) (float64, bool) {
-	room := mBest - mInit
-	if room == 0 || math.IsNaN(room) || math.IsInf(room, 0) {
-		return 0, false
-	}
-	return max(-1, min(1, (final-mInit)/room)), true
 }
 
 // curveSummary is a point's delta_r per split, for the log.

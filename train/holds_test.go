@@ -428,9 +428,9 @@ func TestHeadroomSelection(t *testing.T) {
 		{10, 4, 1000, -1, true},   // clipped below (a forecast that blew up)
 		{0.5, 0.5, 0.7, 0, false}, // no room
 	} {
-		got, ok := headroomShare(c.mInit, c.mBest, c.final)
+		got, ok := env.HeadroomShare(c.mInit, c.mBest, c.final)
 		if ok != c.ok || math.Abs(got-c.want) > 1e-3 {
-			t.Errorf("headroomShare(%v, %v, %v) = %v, %v; want %v, %v", c.mInit, c.mBest, c.final, got, ok, c.want, c.ok)
+			t.Errorf("HeadroomShare(%v, %v, %v) = %v, %v; want %v, %v", c.mInit, c.mBest, c.final, got, ok, c.want, c.ok)
 		}
 	}
 	h := func(v float64) *float64 { return &v }
