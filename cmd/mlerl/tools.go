@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -366,6 +367,27 @@ func valueJSON(buf *bytes.Buffer, v reflect.Value) error {
 	case v.Kind() == reflect.Slice && v.IsNil():
 		buf.WriteString("[]")
 		return nil
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Float64:
+		buf.WriteByte('[')
+		for i := range v.Len() {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := valueJSON(buf, v.Index(i)); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+		return nil
+	case v.Kind() == reflect.Pointer && !v.IsNil():
+		return valueJSON(buf, v.Elem())
+	case v.Kind() == reflect.Float64 || v.Kind() == reflect.Float32:
+		// JSON has no NaN or infinity: a value that was not measured (a
+		// correlation over too few samples) prints as null.
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			buf.WriteString("null")
+			return nil
+		}
 	}
 	b, err := json.Marshal(v.Interface())
 	buf.Write(b)

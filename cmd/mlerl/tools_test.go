@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +370,22 @@ func TestHeadKnowsEverySchema(t *testing.T) {
 		if headers[info.Name] == nil {
 			t.Errorf("mlerl head cannot print %s rows: add the schema to headers", info.Name)
 		}
+	}
+}
+
+// TestRowJSONNaN: `head --json` prints a value that was not measured (NaN,
+// infinity) as null instead of failing the whole listing.
+func TestRowJSONNaN(t *testing.T) {
+	nan := math.NaN()
+	row := struct {
+		A float64   `parquet:"a"`
+		B []float64 `parquet:"b"`
+		C *float64  `parquet:"c,optional"`
+		D *float64  `parquet:"d,optional"`
+		E float64   `parquet:"e"`
+	}{A: nan, B: []float64{1, math.Inf(1)}, C: &nan, E: 0.5}
+	b, err := rowJSON(reflect.ValueOf(row))
+	if err != nil || string(b) != `{"a":null,"b":[1,null],"c":null,"d":null,"e":0.5}` {
+		t.Errorf("rowJSON = %s, %v", b, err)
 	}
 }
