@@ -352,7 +352,9 @@ func valueJSON(buf *bytes.Buffer, v reflect.Value) error {
 		b, err := rowJSON(v)
 		buf.Write(b)
 		return err
-	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+	case v.Kind() == reflect.Slice && (v.Type().Elem().Kind() == reflect.Struct || v.Type().Elem().Kind() == reflect.Float64):
+		// Element by element: structs keep Parquet column names, floats
+		// may be NaN (null below).
 		buf.WriteByte('[')
 		for i := range v.Len() {
 			if i > 0 {
@@ -366,18 +368,6 @@ func valueJSON(buf *bytes.Buffer, v reflect.Value) error {
 		return nil
 	case v.Kind() == reflect.Slice && v.IsNil():
 		buf.WriteString("[]")
-		return nil
-	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Float64:
-		buf.WriteByte('[')
-		for i := range v.Len() {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := valueJSON(buf, v.Index(i)); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
 		return nil
 	case v.Kind() == reflect.Pointer && !v.IsNil():
 		return valueJSON(buf, v.Elem())
