@@ -272,7 +272,8 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 			continue
 		}
 		seen[id] = true
-		mInit := env.SpecFromTask(j.Task).MInit
+		spec := env.SpecFromTask(j.Task)
+		mInit := spec.MInit
 		avg := byTask[id].sum / float64(byTask[id].n)
 		if mInit == 0 {
 			continue // the relative gain is undefined: the task has no point (JSON has no NaN)
@@ -284,7 +285,7 @@ func curveRecord(jobs []episode.Job, finals []float64, valid, steps []int) map[s
 		d := beta * (avg - mInit) / mInit
 		split[j.Task.Split] = append(split[j.Task.Split], d)
 		rec["curve/task/"+id] = d
-		if h, ok := env.HeadroomShare(mInit, env.SpecFromTask(j.Task).MBest, avg); ok {
+		if h, ok := env.HeadroomShare(mInit, spec.MBest, avg); ok {
 			room[j.Task.Split] = append(room[j.Task.Split], h)
 			rec["curve/task_headroom/"+id] = h
 		}
