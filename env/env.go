@@ -131,6 +131,10 @@ type Config struct {
 	// (rollout and evaluate), which can edit any script, the original
 	// unsectioned ones of `initial: original` tasks included.
 	EditorKind string `yaml:"editor" help:"who carries out Edit Script (AI): offline (the idea catalog's edits of a sectioned train.py) or llm (the stage's llm endpoint; rollout and evaluate; needed for initial: original tasks)"`
+	// ExecCacheOn makes the stages share an [ExecCache] across their
+	// episodes (NewExecCacheFor): a script run on a workspace equal to an
+	// earlier run's is replayed instead of run again.
+	ExecCacheOn bool `yaml:"exec_cache" help:"replay a script run whose script, files and limits equal an earlier run's in this stage (success and script errors only; its files, output and duration are replayed) instead of running it again"`
 
 	// Runner executes scripts; the caller owns and closes it. Nil: each
 	// Env starts its own cold runner (sandbox.NewCold) and closes it in
@@ -138,6 +142,9 @@ type Config struct {
 	Runner sandbox.Runner `yaml:"-"`
 	// Editor carries out Edit Script (AI) (nil: the offline catalog editor).
 	Editor Editor `yaml:"-"`
+	// ExecCache, when set, replays runs equal to earlier ones (see
+	// ExecCacheOn); share one across a stage's episodes.
+	ExecCache *ExecCache `yaml:"-"`
 	// Instrumenter adds partial-credit markers (nil: [StaticInstrumenter]
 	// when Instrument is set, else [NoInstrumenter]).
 	Instrumenter Instrumenter `yaml:"-"`
@@ -163,6 +170,7 @@ func DefaultConfig() Config {
 		Instrument:       true,
 		Reward:           DefaultRewardConfig(),
 		EditorKind:       EditorOffline,
+		ExecCacheOn:      true,
 	}
 }
 
@@ -336,9 +344,11 @@ type StepResult struct {
 	Markers   []string
 	Reward    Reward
 	// ExecDuration is the script's (or editor's) run time; WallDuration
-	// the whole step.
+	// the whole step. A run replayed from Config.ExecCache (ExecCached)
+	// reports the original run's time in both.
 	ExecDuration time.Duration
 	WallDuration time.Duration
+	ExecCached   bool
 	Usage        llm.Usage // editor / file-LLM tokens
 	// Executed reports whether the step ran a script (Execute Script, or an
 	// edit with Config.ExecuteAfterEdit) past the refusal checks.
@@ -346,9 +356,10 @@ type StepResult struct {
 	Done       bool
 	DoneReason string
 
-	editedBeforeRun bool   // the workspace had changed since the last graded run
-	saved           string // the file an edit wrote, or an undo restored
-	unchanged       bool   // an edit left its file as it was
+	editedBeforeRun bool          // the workspace had changed since the last graded run
+	saved           string        // the file an edit wrote, or an undo restored
+	unchanged       bool          // an edit left its file as it was
+	replayCredit    time.Duration // a replayed run's original time less the replay's
 }
 
 // New starts an episode: it checks the spec and materialises the task's
@@ -542,7 +553,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 		FinalAnswer: r.Action != nil && r.Action.Name == FinalAnswer && r.Outcome == OutcomeSuccess, Best: r.BestBefore,
 		UnchangedEdit: r.unchanged && r.Outcome == OutcomeSuccess,
 	})
-	r.WallDuration = time.Since(start)
+	r.WallDuration = time.Since(start) + r.replayCredit
 	e.s.Elapsed += r.WallDuration
 	h := HistoryEntry{Step: r.Step, ActionText: actionText, Observation: r.Observation, Outcome: r.Outcome, Reward: r.Reward.Total, MetricAfter: copyPtr(r.MetricAfter)}
 	if r.Action != nil {
@@ -675,14 +686,6 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		return fmt.Errorf("env: remove old submission: %w", err)
 	}
 	nonce := NewNonce()
-	run := src
-	// A script the instrumenter cannot parse runs as written (and fails
-	// with its own syntax error).
-	if inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce); err == nil {
-		run = inst
-	} else if ctx.Err() != nil {
-		return ctx.Err()
-	}
 	timeout := e.s.Spec.TimeLimit
 	if left := e.cfg.MaxTime - e.s.Elapsed; left < timeout {
 		timeout = max(left, time.Second)
@@ -694,11 +697,36 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		keptOutput = sandbox.DefaultLimits().MaxOutputBytes
 	}
 	killOutputBytes := killOutputFactor * int64(keptOutput)
-	res, err := e.cfg.Runner.Run(ctx, sandbox.Request{
-		Dir: e.dir, Script: rel, Source: run,
-		Limits: sandbox.Limits{Timeout: timeout, MemoryBytes: e.cfg.MemoryBytes, MaxProcs: e.cfg.MaxProcs, CPUs: e.cfg.CPUs,
-			MaxOutputBytes: keptOutput, KillOutputBytes: killOutputBytes},
-	})
+	limits := sandbox.Limits{Timeout: timeout, MemoryBytes: e.cfg.MemoryBytes, MaxProcs: e.cfg.MaxProcs, CPUs: e.cfg.CPUs,
+		MaxOutputBytes: keptOutput, KillOutputBytes: killOutputBytes}
+	var cancelled error // the instrumenter stopped by ctx
+	do := func() (sandbox.Result, error) {
+		run := src
+		// A script the instrumenter cannot parse runs as written (and
+		// fails with its own syntax error).
+		if inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce); err == nil {
+			run = inst
+		} else if ctx.Err() != nil {
+			cancelled = ctx.Err()
+			return sandbox.Result{}, cancelled
+		}
+		return e.cfg.Runner.Run(ctx, sandbox.Request{Dir: e.dir, Script: rel, Source: run, Limits: limits})
+	}
+	var res sandbox.Result
+	if c := e.cfg.ExecCache; c != nil {
+		t0 := time.Now()
+		res, nonce, r.ExecCached, err = c.run(ctx, execRun{dir: e.dir, script: rel, source: src, limits: limits,
+			python: e.cfg.Python, instr: instrumenterKind(e.cfg.Instrumenter), nonce: nonce}, do)
+		if r.ExecCached {
+			// Charge the episode the time the run took when it ran.
+			r.replayCredit = max(res.Duration-time.Since(t0), 0)
+		}
+	} else {
+		res, err = do()
+	}
+	if cancelled != nil {
+		return cancelled
+	}
 	if err != nil {
 		return fmt.Errorf("env: execute %s: %w", rel, err)
 	}

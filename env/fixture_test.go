@@ -261,3 +261,5 @@ func step(t testing.TB, e *Env, text string) StepResult {
 }
 
 func newLocalStore(t testing.TB) store.Store { return store.NewLocal(t.TempDir()) }
+
+func (lineInstrumenter) execCacheKind() string { return "line" }

@@ -150,6 +150,7 @@ func openEnvReward(ctx context.Context, cfg PPOConfig) (RewardFunc, func() error
 	}
 	ecfg := cfg.Env
 	ecfg.Runner = sandbox.New(ctx, python, true, nil)
+	ecfg.ExecCache = env.NewExecCacheFor(ecfg)
 	// An empty Python makes every Restore probe the interpreter (~2 s).
 	ecfg.Python = python
 	return EnvReward(st, ecfg, cfg.SettlePending), ecfg.Runner.Close, nil

@@ -68,6 +68,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	ecfg.Python = python
 	ecfg.Runner = sandbox.New(ctx, python, true, nil)
 	defer ecfg.Runner.Close()
+	ecfg.ExecCache = env.NewExecCacheFor(ecfg)
 	opts, err := promptOptions(ctx, r.s, ecfg.MaxSteps, true)
 	if err != nil {
 		return err
@@ -94,6 +95,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		// groups without a signal are replaced by new draws (dynamic
 		// sampling, at most oversample x the groups wanted).
 		r.execS = 0
+		cache0 := ecfg.ExecCache.Stats()
 		c, err := collect(cfg, nGroups, r.state.KeepRate, func(n int) ([]*group, []float64, float64, error) {
 			return r.episodes(ctx, starts, ecfg, opts, n, steps)
 		})
@@ -170,6 +172,10 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		}
 		if b_values != nil {
 			rec["charts/value_mean"] = mean(b_values)
+		}
+		if ecfg.ExecCache != nil {
+			d := ecfg.ExecCache.Stats().Sub(cache0)
+			rec["env/exec_cache_hits"], rec["env/exec_cache_runs"], rec["time/exec_cache_saved_s"] = d.Hits, d.Misses+d.Bypassed, d.Saved.Seconds()
 		}
 		c.beh.record(rec, "behaviour/")
 		r.recordOwn(rec, groups, c.dropped)
