@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""pool.py SEED_DIR...: run 13's questions over the seeds' committed rows.
+
+Reads each docs/run13/seed-<S>/rows.tsv (the grid's experiment rows) and
+prints, per split, each arm's mean delta_r and share of the headroom
+closed, and the paired SFT + PPO - SFT difference over (seed, task) units
+(per unit: the mean over its trajectories), with 95% Student-t intervals:
+the grid's own statistic (experiment/report.go pairedUnits), pooled over
+the seeds given. Run on seed 41 alone it reproduces that seed's report.
+"""
+import csv, math, sys
+from collections import defaultdict
+
+
+def betacf(a, b, x):
+    # continued fraction of the regularized incomplete beta (Lentz)
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > 1e-300 else 1e-300)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1 + aa * d; d = 1 / (d if abs(d) > 1e-300 else 1e-300)
+        c = 1 + aa / c if abs(1 + aa / c) > 1e-300 else 1e-300
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1 + aa * d; d = 1 / (d if abs(d) > 1e-300 else 1e-300)
+        c = 1 + aa / c if abs(1 + aa / c) > 1e-300 else 1e-300
+        de = d * c
+        h *= de
+        if abs(de - 1) < 1e-14:
+            break
+    return h
+
+
+def ibeta(a, b, x):
+    if x <= 0 or x >= 1:
+        return 0.0 if x <= 0 else 1.0
+    lb = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x)
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(lb) * betacf(a, b, x) / a
+    return 1 - math.exp(lb) * betacf(b, a, 1 - x) / b
+
+
+def t_ppf975(df):
+    # the 97.5% quantile of Student's t: bisection on its CDF
+    lo, hi = 0.0, 50.0
+    for _ in range(100):
+        t = (lo + hi) / 2
+        cdf = 1 - 0.5 * ibeta(df / 2, 0.5, df / (df + t * t))
+        lo, hi = (t, hi) if cdf < 0.975 else (lo, t)
+    return (lo + hi) / 2
+
+
+def interval(xs):
+    n = len(xs)
+    if n == 0:
+        return (float("nan"), float("nan"), 0)
+    m = sum(xs) / n
+    if n < 2:
+        return (m, float("nan"), n)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    return (m, t_ppf975(n - 1) * sd / math.sqrt(n), n)
+
+
+def fmt(e):
+    m, h, n = e
+    return f"{100*m:+.2f}% ± {100*h:.2f} (n={n})"
+
+
+units = defaultdict(lambda: defaultdict(list))  # (arm, stat, split) -> (seed, task) -> values
+seeds = []
+for d in sys.argv[1:]:
+    for r in csv.DictReader(open(f"{d}/rows.tsv"), delimiter="\t"):
+        seeds.append(r["seed"])
+        for stat in ("delta_r", "headroom"):
+            if r[stat] != "":
+                units[(r["arm"], stat, r["split"])][(r["seed"], r["task_id"])].append(float(r[stat]))
+print("seeds:", " ".join(sorted(set(seeds))))
+for split in ("held-out", "held-in"):
+    print(f"\n{split}")
+    for stat in ("delta_r", "headroom"):
+        for arm in ("initial", "sft", "sft+ppo"):
+            u = units[(arm, stat, split)]
+            print(f"  {arm:8s} {stat:9s} {fmt(interval([sum(v)/len(v) for v in u.values()]))}")
+        a, b = units[("sft+ppo", stat, split)], units[("sft", stat, split)]
+        diffs = {k: sum(a[k])/len(a[k]) - sum(b[k])/len(b[k]) for k in a if k in b}
+        wins = sum(1 for x in diffs.values() if x > 0)
+        losses = sum(1 for x in diffs.values() if x < 0)
+        print(f"  paired sft+ppo - sft {stat:9s} {fmt(interval(list(diffs.values())))}; units better {wins}, worse {losses}, equal {len(diffs)-wins-losses}")
+        per_seed = defaultdict(list)
+        for (s, t), x in diffs.items():
+            per_seed[s].append(x)
+        print("    per seed: " + ", ".join(f"{s} {100*sum(v)/len(v):+.2f}%" for s, v in sorted(per_seed.items())))
