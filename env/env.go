@@ -568,6 +568,14 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	case e.s.Elapsed >= e.cfg.MaxTime:
 		e.s.Done, e.s.DoneReason = true, DoneTimeLimit
 	}
+	if e.s.Done && (e.s.DoneReason == DoneMaxSteps || e.s.DoneReason == DoneTimeLimit) {
+		in := RewardInput{MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction}
+		if t, ok := LimitTerm(e.cfg.Reward, in, e.s.Current, e.s.Best); ok {
+			r.Reward.Terms = append(r.Reward.Terms, t)
+			r.Reward.Total += t.Value
+			e.s.History[len(e.s.History)-1].Reward = r.Reward.Total
+		}
+	}
 	r.Done, r.DoneReason = e.s.Done, e.s.DoneReason
 	return r, nil
 }

@@ -581,6 +581,71 @@ func TestFinalAnswerOnAWorseSubmissionCosts(t *testing.T) {
 	}
 }
 
+// TestEndingAtTheLimitOnAWorseSubmissionCosts: with final_at_limit the
+// step an episode ends on at its step limit earns the final term for the
+// submission it leaves standing (added to the step's own terms); standing
+// on the best costs 0; a Final Answer on the last step earns only its own
+// final term; with the switch off no term is added.
+func TestEndingAtTheLimitOnAWorseSubmissionCosts(t *testing.T) {
+	run := func(limit bool, last string) StepResult {
+		t.Helper()
+		st := newLocalStore(t)
+		cfg := testConfig(t)
+		cfg.MaxSteps, cfg.Reward.Final, cfg.Reward.FinalAtLimit = 4, true, limit
+		e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
+		step(t, e, act(ExecuteScript, "train.py")) // 1.0, the best
+		switch last {
+		case "worse":
+			step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py"))
+			return step(t, e, act(ExecuteScript, "train.py")) // 0.7 stands
+		case "best":
+			step(t, e, act(ListFiles, "."))
+			return step(t, e, act(ExecuteScript, "train.py")) // 1.0 stands
+		default:
+			step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py"))
+			step(t, e, act(ExecuteScript, "train.py"))
+			t.Fatal("unreachable: the episode has ended")
+		}
+		return StepResult{}
+	}
+	r := run(true, "worse")
+	if !r.Done || r.DoneReason != DoneMaxSteps {
+		t.Fatalf("the fourth step did not end the episode: %v %s", r.Done, r.DoneReason)
+	}
+	// improvement (0.7 - 1.0) / 0.5 = -0.6, and standing 0.7 against 1.0: -0.6.
+	if got := rewardTerm(t, r, TermLimit); math.Abs(got+0.6) > 1e-9 || math.Abs(r.Reward.Total+1.2) > 1e-9 {
+		t.Fatalf("worse at the limit: term %v total %v, want -0.6 and -1.2 (%+v)", got, r.Reward.Total, r.Reward)
+	}
+	if r := run(true, "best"); rewardTerm(t, r, TermLimit) != 0 || r.Reward.Total != 0 {
+		t.Fatalf("best at the limit: %+v", r.Reward)
+	}
+	if r := run(false, "worse"); math.Abs(r.Reward.Total+0.6) > 1e-9 {
+		t.Fatalf("switch off: %+v", r.Reward)
+	}
+	if _, ok := run(false, "worse").Reward.Term(TermLimit); ok {
+		t.Fatal("switch off, yet the term is there")
+	}
+	// A Final Answer as the last step: its own term only.
+	st := newLocalStore(t)
+	cfg := testConfig(t)
+	cfg.MaxSteps, cfg.Reward.Final, cfg.Reward.FinalAtLimit = 2, true, true
+	e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	step(t, e, act(ListFiles, "."))
+	r = step(t, e, act(FinalAnswer, "done"))
+	if _, ok := r.Reward.Term(TermLimit); ok || r.DoneReason != DoneFinalAnswer {
+		t.Fatalf("a Final Answer at the limit: %s %+v", r.DoneReason, r.Reward)
+	}
+}
+
 // TestSettleTakesThePendingEditsScore: an Execute Script after a settled
 // state earns no improvement (the pending edit's gain is not the
 // action's), while without settling it would earn the whole gain.

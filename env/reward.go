@@ -19,6 +19,7 @@ const (
 	TermNoValid     = "no_valid"       // NoValidPenalty when an execution produced no valid submission
 	TermFinal       = "final"          // <= 0: squashed (m_current - m_best_so_far) / scale, direction-signed, for a Final Answer
 	TermUnchanged   = "unchanged_edit" // <= 0: the configured cost of an edit that left its file as it was
+	TermLimit       = "final_at_limit" // <= 0: the final term, for the step an episode ends on at its step or time limit
 )
 
 // Squashing functions for the improvement term.
@@ -52,6 +53,11 @@ type RewardConfig struct {
 	// as it was (the environment says "The edit left <file> unchanged."),
 	// such as the same instruction applied again: 0 adds no term.
 	UnchangedEdit float64 `yaml:"unchanged_edit" help:"reward of an edit that left its file unchanged, in [-1, 0] (e.g. -0.1; 0: no term): a cost for repeating an edit"`
+	// FinalAtLimit gives the step an episode ends on at its step or time
+	// limit (no Final Answer) the final term too: the submission left
+	// standing is what evaluation scores however the episode ends, so
+	// running out of steps on a worse one costs as stopping on it does.
+	FinalAtLimit bool `yaml:"final_at_limit" help:"the step an episode ends on at its step or time limit earns the final term too (<= 0: the submission left standing against the episode's best), as a Final Answer would"`
 }
 
 // DefaultRewardConfig returns the ML-Agent terms (format -1, error -1,
@@ -216,11 +222,7 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 			add(TermUnchanged, c.UnchangedEdit)
 		}
 		if in.FinalAnswer && c.Final {
-			best := in.MInit
-			if in.Best != nil && sign*(*in.Best-best) > 0 {
-				best = *in.Best
-			}
-			add(TermFinal, squash(c.Squash, math.Min(0, sign*(in.Prev-best)/improvementScale(in.MInit, in.MBest))))
+			add(TermFinal, standingCost(c, in, in.Prev, in.Best, sign))
 		}
 		if !in.Executed || in.New == nil {
 			break
@@ -241,6 +243,31 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 		}
 	}
 	return r
+}
+
+// standingCost is the final term: squash(s x (standing - best) / scale)
+// <= 0, best the better of m_init and the best graded score.
+func standingCost(c RewardConfig, in RewardInput, standing float64, bestGraded *float64, sign float64) float64 {
+	best := in.MInit
+	if bestGraded != nil && sign*(*bestGraded-best) > 0 {
+		best = *bestGraded
+	}
+	return squash(c.Squash, math.Min(0, sign*(standing-best)/improvementScale(in.MInit, in.MBest)))
+}
+
+// LimitTerm is the final_at_limit term of a step that ended its episode
+// at the step or time limit, with standing the submission's score after
+// it and best the best graded score so far (nil: none); ok is false when
+// the term is off.
+func LimitTerm(c RewardConfig, in RewardInput, standing float64, best *float64) (Term, bool) {
+	if !c.FinalAtLimit {
+		return Term{}, false
+	}
+	sign := 1.0
+	if in.Direction == schemas.LowerIsBetter {
+		sign = -1
+	}
+	return Term{TermLimit, standingCost(c, in, standing, best, sign)}, true
 }
 
 // improvementScale is the denominator of the scaled improvement.
