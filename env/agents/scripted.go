@@ -98,9 +98,10 @@ func (a *scriptedAgent) decide(obs Observation) env.Action {
 		a.queue = a.queue[1:]
 		return f(obs)
 	}
-	// An edit cycle may take four steps (edit, run, undo, run again): start
-	// one only when they fit, so that no worse submission is left standing.
-	if a.next < len(a.plan) && left > 3 {
+	// An edit cycle may take four steps (edit, run, undo, run again) and
+	// the Final Answer one more: start one only when they fit, so that no
+	// worse submission is left standing.
+	if a.next < len(a.plan) && left > 4 {
 		a.idea = a.plan[a.next]
 		a.next++
 		a.pending = "edit"
@@ -130,8 +131,8 @@ func (a *scriptedAgent) followUp(obs Observation) (env.Action, bool) {
 			return env.Action{}, false
 		}
 		a.pending = "run-edit"
-		if a.rng.Float64() < 0.15 {
-			// Check the edit first, then run.
+		if a.rng.Float64() < 0.15 && obs.State.MaxSteps-obs.State.Step > 4 {
+			// Check the edit first, then run (when the cycle still fits).
 			a.queue = append([]func(Observation) env.Action{a.runEdit}, a.queue...)
 			return a.inspectModel(obs), true
 		}

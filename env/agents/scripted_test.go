@@ -19,9 +19,19 @@ func fakeEpisode(t *testing.T, seed int64, plan []string, good map[string]bool, 
 // fakeEpisodeSteps also returns the steps taken, format errors included.
 func fakeEpisodeSteps(t *testing.T, seed int64, plan []string, good map[string]bool, maxSteps int) ([]env.Action, int) {
 	t.Helper()
-	agent := Scripted{SlipRate: 0.2}.Episode(plan, seed)
+	acts, steps, _ := fakeEpisodeStanding(t, Scripted{SlipRate: 0.2}, seed, plan, good, maxSteps)
+	return acts, steps
+}
+
+// fakeEpisodeStanding also returns the score of the submission standing at
+// the end minus the episode's best: as in the real environment, an undo
+// restores the script, not the submission, until the script runs again.
+func fakeEpisodeStanding(t *testing.T, expert Scripted, seed int64, plan []string, good map[string]bool, maxSteps int) ([]env.Action, int, float64) {
+	t.Helper()
+	agent := expert.Episode(plan, seed)
 	st := State{Metric: "accuracy", Direction: "higher", MInit: 0.5, Current: 0.5, MaxSteps: maxSteps, Script: "# === model ===\nm = 1\n# === end model ===\n# === training ===\n# === end training ===\n"}
 	best := 0.5
+	script, beforeEdit := 0.5, 0.5 // what running train.py scores now, and before the last edit
 	var last *env.StepResult
 	var pendingIdea string
 	var acts []env.Action
@@ -44,17 +54,18 @@ func fakeEpisodeSteps(t *testing.T, seed int64, plan []string, good map[string]b
 		switch a.Name {
 		case env.EditScriptAI:
 			pendingIdea = a.EditInstruction
+			beforeEdit = script
+			if good[pendingIdea] {
+				script = best + 0.1
+			} else {
+				script = best - 0.1
+			}
 		case env.ExecuteScript:
 			if a.ScriptName != "train.py" {
 				r.Outcome = env.OutcomeInvalidAction
 				break
 			}
-			score := st.Current
-			if pendingIdea != "" && good[pendingIdea] {
-				score = best + 0.1
-			} else if pendingIdea != "" {
-				score = best - 0.1
-			}
+			score := script
 			pendingIdea = ""
 			r.MetricAfter = &score
 			st.Current = score
@@ -62,7 +73,7 @@ func fakeEpisodeSteps(t *testing.T, seed int64, plan []string, good map[string]b
 				best = score
 			}
 		case env.UndoEditScript:
-			st.Current = best
+			script = beforeEdit
 		case env.InspectScriptLines:
 			if a.StartLine > 100 {
 				r.Outcome = env.OutcomeInvalidAction
@@ -71,10 +82,10 @@ func fakeEpisodeSteps(t *testing.T, seed int64, plan []string, good map[string]b
 		acts = append(acts, a)
 		last = r
 		if a.Name == env.FinalAnswer {
-			return acts, st.Step + 1
+			return acts, st.Step + 1, st.Current - best
 		}
 	}
-	return acts, maxSteps
+	return acts, maxSteps, st.Current - best
 }
 
 func names(acts []env.Action) string {
@@ -173,6 +184,24 @@ func TestScriptedEndsWithinTheStepLimit(t *testing.T) {
 		acts := fakeEpisode(t, seed, []string{"a", "b", "c"}, nil, 6)
 		if len(acts) > 6 || acts[len(acts)-1].Name != env.FinalAnswer {
 			t.Errorf("seed %d: %d actions ending with %s, want at most 6 ending with Final Answer: %s", seed, len(acts), acts[len(acts)-1].Name, names(acts))
+		}
+	}
+}
+
+// TestScriptedLeavesNoWorseSubmissionStanding: without slips, whatever
+// the step limit and whichever ideas fail, the expert ends on its best
+// submission with a Final Answer: it starts an edit cycle only when the
+// cycle (edit, run, undo, run) and the Final Answer after it fit.
+func TestScriptedLeavesNoWorseSubmissionStanding(t *testing.T) {
+	plan := []string{"a", "b", "c", "d", "e"}
+	for maxSteps := 5; maxSteps <= 12; maxSteps++ {
+		for seed := int64(0); seed < 30; seed++ {
+			for _, good := range []map[string]bool{nil, {"a": true}, {"b": true, "d": true}} {
+				acts, _, gap := fakeEpisodeStanding(t, Scripted{SlipRate: 1e-12}, seed, plan, good, maxSteps)
+				if gap != 0 || acts[len(acts)-1].Name != env.FinalAnswer {
+					t.Fatalf("max %d seed %d good %v: standing - best = %v, last %s: %s", maxSteps, seed, good, gap, acts[len(acts)-1].Name, names(acts))
+				}
+			}
 		}
 	}
 }
