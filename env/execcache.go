@@ -329,6 +329,10 @@ func (c *ExecCache) key(r execRun) (map[string]wsItem, string, bool) {
 	return items, hex.EncodeToString(h.Sum(nil)), true
 }
 
+// maxWalkEntries bounds the files and folders a keyed workspace may hold:
+// a run that leaves more is not kept, a workspace with more is not keyed.
+const maxWalkEntries = 10000
+
 // walkWorkspace hashes every file and lists every folder under dir.
 func walkWorkspace(dir string) (map[string]wsItem, bool) {
 	items := map[string]wsItem{}
@@ -340,6 +344,10 @@ func walkWorkspace(dir string) (map[string]wsItem, bool) {
 		}
 		if p == dir {
 			return nil
+		}
+		if len(items) >= maxWalkEntries {
+			ok = false
+			return filepath.SkipAll
 		}
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {

@@ -230,6 +230,17 @@ func TestExecCacheRunsWhatItCannotReplay(t *testing.T) {
 			t.Fatalf("runs %d, stats %+v", runner.runs.Load(), s)
 		}
 	})
+	t.Run("a run that leaves too many files", func(t *testing.T) {
+		newEnv, cache, _ := cachedEnvs(t)
+		e := newEnv()
+		writeWS(t, e, "many.py", "import os\nos.mkdir('m')\nfor i in range(10001):\n    open('m/%d' % i, 'w').close()\n")
+		if r := step(t, e, act(ExecuteScript, "many.py")); r.Outcome != OutcomeScriptError && r.Outcome != OutcomeInvalidSubmission {
+			t.Fatalf("got %s", r.Outcome)
+		}
+		if s := cache.Stats(); s.Entries != 0 {
+			t.Fatalf("kept a run that left %d files: %+v", 10001, s)
+		}
+	})
 	t.Run("an instrumenter of unknown kind", func(t *testing.T) {
 		st := newLocalStore(t)
 		spec := fixture(t, st, false)
