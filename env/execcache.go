@@ -70,6 +70,16 @@ type ExecCacheStats struct {
 	Bytes   int64
 }
 
+// String says what the cache saved, for a stage's log ("" before any run):
+// "312 of 540 script runs replayed (3m12s of script time not spent again)".
+func (s ExecCacheStats) String() string {
+	n := s.Hits + s.Misses + s.Bypassed
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d script runs replayed from the execution cache (%v of script time not spent again)", s.Hits, n, s.Saved.Round(time.Second))
+}
+
 // HitRate is Hits / (Hits + Misses + Bypassed), 0 before any run.
 func (s ExecCacheStats) HitRate() float64 {
 	n := s.Hits + s.Misses + s.Bypassed

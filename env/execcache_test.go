@@ -137,6 +137,12 @@ os.remove("notes.txt")
 	if s.Hits != 1 || s.Misses != 1 || s.Bypassed != 0 || s.Entries != 1 || s.HitRate() != 0.5 {
 		t.Fatalf("stats %+v", s)
 	}
+	if line := s.String(); !strings.HasPrefix(line, "1 of 2 script runs replayed") {
+		t.Fatalf("log line %q", line)
+	}
+	if (ExecCacheStats{}).String() != "" {
+		t.Fatal("a cache that ran nothing has a log line")
+	}
 }
 
 // TestExecCacheKeysEverythingTheRunReads: a change to any input (a data

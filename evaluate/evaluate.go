@@ -271,6 +271,9 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("evaluate: %w (rerun the same command to resume; finished (method, task) pairs are kept)", err)
 	}
+	if line := envCfg.ExecCache.Stats().String(); line != "" {
+		fmt.Fprintf(log, "evaluate: %s\n", line)
+	}
 
 	// 6. The dataset, with lineage to its inputs and the checkpoints.
 	rows, err := datasets.ReadPending[schemas.EvalResult](ctx, pending)

@@ -294,6 +294,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := errors.Join(runErr, writeErr); err != nil {
 		return fmt.Errorf("rollout: %w (rerun the same command to resume; finished trajectories are kept)", err)
 	}
+	if line := envCfg.ExecCache.Stats().String(); line != "" {
+		fmt.Fprintf(os.Stderr, "rollout: %s\n", line)
+	}
 
 	// 5. Commit when every shard's trajectories are in.
 	_, err = commitIfComplete(ctx, cfg, in, trajP, stepsP, factory.Name(), sh)
