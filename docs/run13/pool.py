@@ -7,8 +7,14 @@ closed, and the paired SFT + PPO - SFT difference over (seed, task) units
 (per unit: the mean over its trajectories), with 95% Student-t intervals:
 the grid's own statistic (experiment/report.go pairedUnits), pooled over
 the seeds given. Run on seed 41 alone it reproduces that seed's report.
+
+Also the behaviour tables of each seed's SFT and SFT + PPO cell reports
+(unchanged edits as a share of edits, episodes that ran the script and
+that ended with a Final Answer), per seed and pooled by counts, and the
+held-out question split into the original fifteen's 5 held-out tasks and
+the 16 new ones.
 """
-import csv, math, sys
+import csv, glob, math, re, sys
 from collections import defaultdict
 
 
@@ -69,6 +75,8 @@ def fmt(e):
     return f"{100*m:+.2f}% ± {100*h:.2f} (n={n})"
 
 
+ORIGINAL_HELD_OUT = {"election-vote", "review-sentiment", "shapes-10x10", "social-communities-graph", "sunspots-yearly"}
+
 units = defaultdict(lambda: defaultdict(list))  # (arm, stat, split) -> (seed, task) -> values
 seeds = []
 for d in sys.argv[1:]:
@@ -93,3 +101,53 @@ for split in ("held-out", "held-in"):
         for (s, t), x in diffs.items():
             per_seed[s].append(x)
         print("    per seed: " + ", ".join(f"{s} {100*sum(v)/len(v):+.2f}%" for s, v in sorted(per_seed.items())))
+
+print("\nheld-out, by task origin (paired sft+ppo - sft)")
+for name, keep in (("original 5", lambda t: t in ORIGINAL_HELD_OUT), ("new 16", lambda t: t not in ORIGINAL_HELD_OUT)):
+    for stat in ("delta_r", "headroom"):
+        a, b = units[("sft+ppo", stat, "held-out")], units[("sft", stat, "held-out")]
+        diffs = [sum(a[k])/len(a[k]) - sum(b[k])/len(b[k]) for k in a if k in b and keep(k[1])]
+        print(f"  {name:10s} {stat:9s} {fmt(interval(diffs))}")
+
+
+def behaviour(path):
+    """split -> (trajectories, steps, edit share, unchanged share, ran share, final share) of a cell report."""
+    out, split = {}, None
+    for line in open(path):
+        m = re.match(r"## (held-\w+) tasks", line)
+        if m:
+            split = m.group(1)
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if split and len(cells) == 8 and cells[0] in ("sft", "sft+ppo") and cells[1].isdigit():
+            pct = lambda c: float(c.rstrip("%")) / 100
+            out[split] = (int(cells[1]), int(cells[2]), pct(cells[3]), pct(cells[4]), pct(cells[6]), pct(cells[7]))
+    return out
+
+
+print("\nbehaviour at the evaluated checkpoints: unchanged edits (of edits) / ran the script / Final Answer (of episodes)")
+for split in ("held-out", "held-in"):
+    for arm in ("sft", "sft+ppo"):
+        per, tot = [], [0, 0, 0, 0, 0]
+        for d in sys.argv[1:]:
+            f = glob.glob(f"{d}/cell-{arm}-s*-report.md")
+            if not f:
+                continue
+            b = behaviour(f[0]).get(split)
+            if not b:
+                continue
+            n, steps, edit, unch, ran, fin = b
+            per.append(f"{d.split('-')[-1]} {100*unch:.0f}/{100*ran:.0f}/{100*fin:.0f}")
+            edits = steps * edit
+            tot = [tot[0] + n, tot[1] + edits, tot[2] + edits * unch, tot[3] + n * ran, tot[4] + n * fin]
+        if tot[0]:
+            print(f"  {split} {arm:8s} pooled {100*tot[2]/max(tot[1],1e-9):.0f}% / {100*tot[3]/tot[0]:.0f}% / {100*tot[4]/tot[0]:.0f}%   per seed: {', '.join(per)}")
+
+print("\nselection (held-in curve headroom at updates 0 / 20 / 40 -> selected)")
+import json
+for d in sys.argv[1:]:
+    try:
+        j = json.load(open(f"{d}/selection.json"))
+    except OSError:
+        continue
+    pts = [j["sft_point"]] + j["points"]
+    print(f"  {d.split('-')[-1]}: " + " / ".join(f"{100*p['held_in_headroom']:+.1f}%" for p in pts) + f" -> update {j['selected_update']}")
