@@ -283,7 +283,11 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if len(rows) == 0 {
 		return errors.New("evaluate: no results were written")
 	}
-	sum := Summarize(rows)
+	mBest := make(map[string]float64, len(in.Tasks))
+	for _, t := range in.Tasks {
+		mBest[t.TaskID] = t.MBest
+	}
+	sum := SummarizeWith(rows, mBest)
 	sources := map[string]string{}
 	for _, m := range methods {
 		if m.source != "" {

@@ -158,11 +158,11 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string, transcripts bool
 			continue
 		}
 		fmt.Fprintf(w, "## %s tasks\n\n", split)
-		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), share of trajectories ending above m_init, share of steps whose action the environment accepted (valid: parsed, not refused, and an edit the editor could carry out), mean steps, time and cost per trajectory.\n\n")
-		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | improved | valid | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "Mean delta_r over the tasks (95%% interval), mean share of the headroom closed ((final - m_init) / (m_best - m_init), clipped to [-1, 1] per trajectory: bounded per task, where delta_r is not), share of trajectories ending above m_init, share of steps whose action the environment accepted (valid: parsed, not refused, and an edit the editor could carry out), mean steps, time and cost per trajectory.\n\n")
+		fmt.Fprintf(w, "| method | tasks | trajectories | delta_r | 95%% CI | headroom closed | improved | valid | steps | time/traj | cost/traj |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, h := range hs {
-			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %.0f%% | %s | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,
-				pct(h.Delta), ci(h.DeltaCI), 100*h.Improved, share(h.Valid, h.AllSteps), h.MeanSteps, h.MeanWallS, h.MeanCost)
+			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %.0f%% | %s | %.1f | %.1f s | $%.4f |\n", h.Method, h.Tasks, h.Trajectories,
+				pct(h.Delta), ci(h.DeltaCI), room(h.Room, h.RoomCI), 100*h.Improved, share(h.Valid, h.AllSteps), h.MeanSteps, h.MeanWallS, h.MeanCost)
 		}
 		fmt.Fprintln(w)
 		if v := Verdict(s, split); v != "" {
@@ -263,6 +263,17 @@ func PrintHeadline(w io.Writer, s Summary) {
 			fmt.Fprintln(w, v)
 		}
 	}
+}
+
+// room is a headroom share with its interval ("n/a" without m_best).
+func room(x, half float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	if math.IsNaN(half) || half == 0 {
+		return pct(x)
+	}
+	return pct(x) + " ± " + strings.TrimPrefix(ci(half), "±")
 }
 
 func pct(x float64) string {

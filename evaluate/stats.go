@@ -29,6 +29,15 @@ type Cell struct {
 	// when m_init is 0: the relative gain is undefined).
 	Delta   float64 `json:"delta_r"`
 	DeltaCI float64 `json:"delta_r_ci95"`
+	// Room is the mean share of the headroom the final scores closed,
+	// (final - m_init) / (m_best - m_init) clipped to [-1, 1] per
+	// trajectory (env.HeadroomShare), and RoomCI the half-width of its 95%
+	// interval: bounded per task, where delta_r is not (a task with a
+	// small m_init can decide a mean of delta_r). NaN without the task's
+	// m_best.
+	Room   float64 `json:"headroom"`
+	RoomCI float64 `json:"headroom_ci95"`
+	roomSE float64
 	// Improved is the share of trajectories whose final score beats m_init.
 	Improved  float64 `json:"improved"`
 	MeanSteps float64 `json:"mean_steps"`
@@ -51,6 +60,11 @@ type Headline struct {
 	Trajectories int     `json:"trajectories"`
 	Delta        float64 `json:"delta_r"`
 	DeltaCI      float64 `json:"delta_r_ci95"`
+	// Room is the mean over RoomTasks tasks of Cell.Room, with the same
+	// kind of interval as delta_r's.
+	Room         float64 `json:"headroom"`
+	RoomCI       float64 `json:"headroom_ci95"`
+	RoomTasks    int     `json:"headroom_tasks"`
 	Improved     float64 `json:"improved"`
 	MeanSteps    float64 `json:"mean_steps"`
 	MeanWallS    float64 `json:"mean_wall_s"`
@@ -137,7 +151,12 @@ func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
 
 // Summarize computes the cells and headlines of a set of eval_results
 // rows (see the package doc for the formulas).
-func Summarize(rows []schemas.EvalResult) Summary {
+func Summarize(rows []schemas.EvalResult) Summary { return SummarizeWith(rows, nil) }
+
+// SummarizeWith is Summarize with each task's m_best (by task id), from
+// which the cells and headlines also report the share of the headroom
+// closed.
+func SummarizeWith(rows []schemas.EvalResult, mBest map[string]float64) Summary {
 	type key struct{ split, task, method string }
 	groups := map[key][]schemas.EvalResult{}
 	sum := Summary{Actions: map[string]map[string]int{}, Outcomes: map[string]map[string]int{}}
@@ -159,7 +178,21 @@ func Summarize(rows []schemas.EvalResult) Summary {
 	}
 	sortMethods(sum.Methods)
 	for k, g := range groups {
-		sum.Cells = append(sum.Cells, cell(k.method, g))
+		c := cell(k.method, g)
+		c.Room, c.RoomCI = math.NaN(), math.NaN()
+		if best, ok := mBest[k.task]; ok {
+			var shares []float64
+			for _, r := range g {
+				if v, ok := env.HeadroomShare(r.MInit, best, r.FinalScore); ok {
+					shares = append(shares, v)
+				}
+			}
+			if len(shares) == len(g) {
+				c.Room, c.roomSE = meanSE(shares)
+				c.RoomCI = c.roomSE * tQuantile975(len(g)-1)
+			}
+		}
+		sum.Cells = append(sum.Cells, c)
 	}
 	order := func(m string) int { return slices.Index(sum.Methods, m) }
 	sort.Slice(sum.Cells, func(i, j int) bool {
@@ -235,8 +268,8 @@ func cell(method string, g []schemas.EvalResult) Cell {
 
 func headline(split, method string, cells []Cell) Headline {
 	h := Headline{Method: method, Split: split}
-	var se2 float64
-	df := 0
+	var se2, roomSE2 float64
+	df, roomDF := 0, 0
 	steps, valid := 0, 0
 	for _, c := range cells {
 		steps, valid = steps+c.AllSteps, valid+c.ValidSteps
@@ -246,6 +279,12 @@ func headline(split, method string, cells []Cell) Headline {
 		h.MeanSteps += c.MeanSteps * w
 		h.MeanWallS += c.MeanWallS * w
 		h.MeanCost += c.MeanCost * w
+		if !math.IsNaN(c.Room) {
+			h.RoomTasks++
+			h.Room += c.Room
+			roomSE2 += c.roomSE * c.roomSE
+			roomDF += c.N - 1
+		}
 		if math.IsNaN(c.Delta) {
 			continue
 		}
@@ -262,6 +301,12 @@ func headline(split, method string, cells []Cell) Headline {
 		h.MeanCost /= n
 	}
 	h.Valid, h.AllSteps = ratio(valid, steps), steps
+	if t := float64(h.RoomTasks); t > 0 {
+		h.Room /= t
+		h.RoomCI = tQuantile975(roomDF) * math.Sqrt(roomSE2) / t
+	} else {
+		h.Room, h.RoomCI = math.NaN(), math.NaN()
+	}
 	if h.Tasks == 0 {
 		h.Delta, h.DeltaCI = math.NaN(), math.NaN()
 		return h

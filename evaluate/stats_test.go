@@ -201,3 +201,38 @@ func TestBehaviours(t *testing.T) {
 		t.Errorf("report table:\n%s", out)
 	}
 }
+
+// TestSummarizeHeadroom: with m_best known, each cell reports the mean
+// share of the headroom closed (clipped per trajectory to [-1, 1]) and
+// the headline averages it over tasks; a letter-recognition-like task
+// whose delta_r is huge counts at most 1. Without m_best the share is
+// NaN and the report says n/a.
+func TestSummarizeHeadroom(t *testing.T) {
+	var rows []schemas.EvalResult
+	rows = append(rows, rowsOf("sft", "small-init", schemas.HeldOut, schemas.HigherIsBetter, 0.1, 0.5, 0.3)...) // m_best 0.3: shares 1 (clipped), 1
+	rows = append(rows, rowsOf("sft", "mae", schemas.HeldOut, schemas.LowerIsBetter, 10, 8, 12)...)            // m_best 6: shares 0.5, -0.5
+	s := SummarizeWith(rows, map[string]float64{"small-init": 0.3, "mae": 6})
+	got := map[string]float64{}
+	for _, c := range s.Cells {
+		got[c.TaskID] = c.Room
+	}
+	if got["small-init"] != 1 || got["mae"] != 0 {
+		t.Fatalf("cell shares %v, want small-init 1 and mae 0", got)
+	}
+	h := s.Headlines[0]
+	if h.RoomTasks != 2 || h.Room != 0.5 || !(h.RoomCI > 0) {
+		t.Fatalf("headline share %v ± %v over %d tasks, want 0.5 over 2 with an interval", h.Room, h.RoomCI, h.RoomTasks)
+	}
+	if h.Delta < 1 {
+		t.Fatalf("delta_r %v: the fixture should let the small-init task decide delta_r's mean", h.Delta)
+	}
+	none := Summarize(rows)
+	if !math.IsNaN(none.Headlines[0].Room) || !math.IsNaN(none.Cells[0].Room) {
+		t.Fatalf("without m_best: headline %v, cell %v, want NaN", none.Headlines[0].Room, none.Cells[0].Room)
+	}
+	var b strings.Builder
+	writeMarkdown(&b, ReportInput{Summary: s, PerTask: 2, MaxSteps: 8}, nil, false)
+	if !strings.Contains(b.String(), "| headroom closed |") || !strings.Contains(b.String(), "| +50.00% ± ") {
+		t.Fatalf("the report lacks the headroom column:\n%s", b.String())
+	}
+}
