@@ -62,15 +62,15 @@ type Headline struct {
 	DeltaCI      float64 `json:"delta_r_ci95"`
 	// Room is the mean over RoomTasks tasks of Cell.Room, with the same
 	// kind of interval as delta_r's.
-	Room         float64 `json:"headroom"`
-	RoomCI       float64 `json:"headroom_ci95"`
-	RoomTasks    int     `json:"headroom_tasks"`
-	Improved     float64 `json:"improved"`
-	MeanSteps    float64 `json:"mean_steps"`
-	MeanWallS    float64 `json:"mean_wall_s"`
-	MeanCost     float64 `json:"mean_cost_usd"`
-	Valid        float64 `json:"valid_actions"` // share of steps accepted, over every step of the split (0 when AllSteps is 0)
-	AllSteps     int     `json:"steps_total"`
+	Room      float64 `json:"headroom"`
+	RoomCI    float64 `json:"headroom_ci95"`
+	RoomTasks int     `json:"headroom_tasks"`
+	Improved  float64 `json:"improved"`
+	MeanSteps float64 `json:"mean_steps"`
+	MeanWallS float64 `json:"mean_wall_s"`
+	MeanCost  float64 `json:"mean_cost_usd"`
+	Valid     float64 `json:"valid_actions"` // share of steps accepted, over every step of the split (0 when AllSteps is 0)
+	AllSteps  int     `json:"steps_total"`
 }
 
 // Summary is what the report shows.

@@ -210,7 +210,7 @@ func TestBehaviours(t *testing.T) {
 func TestSummarizeHeadroom(t *testing.T) {
 	var rows []schemas.EvalResult
 	rows = append(rows, rowsOf("sft", "small-init", schemas.HeldOut, schemas.HigherIsBetter, 0.1, 0.5, 0.3)...) // m_best 0.3: shares 1 (clipped), 1
-	rows = append(rows, rowsOf("sft", "mae", schemas.HeldOut, schemas.LowerIsBetter, 10, 8, 12)...)            // m_best 6: shares 0.5, -0.5
+	rows = append(rows, rowsOf("sft", "mae", schemas.HeldOut, schemas.LowerIsBetter, 10, 8, 12)...)             // m_best 6: shares 0.5, -0.5
 	s := SummarizeWith(rows, map[string]float64{"small-init": 0.3, "mae": 6})
 	got := map[string]float64{}
 	for _, c := range s.Cells {
