@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"sort"
@@ -71,6 +72,27 @@ type Headline struct {
 	MeanCost  float64 `json:"mean_cost_usd"`
 	Valid     float64 `json:"valid_actions"` // share of steps accepted, over every step of the split (0 when AllSteps is 0)
 	AllSteps  int     `json:"steps_total"`
+}
+
+// MarshalJSON writes a value that was not measured (NaN: no task with an
+// m_init for delta_r, none with an m_best for the headroom share) as null,
+// which encoding/json cannot write as a number (the evaluation manifest
+// stores the headlines).
+func (h Headline) MarshalJSON() ([]byte, error) {
+	type plain Headline
+	measured := func(x float64) *float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(struct {
+		plain
+		Delta   *float64 `json:"delta_r"`
+		DeltaCI *float64 `json:"delta_r_ci95"`
+		Room    *float64 `json:"headroom"`
+		RoomCI  *float64 `json:"headroom_ci95"`
+	}{plain(h), measured(h.Delta), measured(h.DeltaCI), measured(h.Room), measured(h.RoomCI)})
 }
 
 // Summary is what the report shows.

@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -234,5 +235,25 @@ func TestSummarizeHeadroom(t *testing.T) {
 	writeMarkdown(&b, ReportInput{Summary: s, PerTask: 2, MaxSteps: 8}, nil, false)
 	if !strings.Contains(b.String(), "| headroom closed |") || !strings.Contains(b.String(), "| +50.00% ± ") {
 		t.Fatalf("the report lacks the headroom column:\n%s", b.String())
+	}
+}
+
+// TestHeadlineJSONWritesNaNAsNull: a headline without m_best (or m_init)
+// still goes into the manifest, its unmeasured values as null.
+func TestHeadlineJSONWritesNaNAsNull(t *testing.T) {
+	h := Summarize(rowsOf("sft", "a", schemas.HeldOut, schemas.HigherIsBetter, 0.5, 0.6, 0.7)).Headlines[0]
+	b, err := json.Marshal([]Headline{h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := back[0]["headroom"]; !ok || v != nil {
+		t.Fatalf("headroom %v (present %v), want null: %s", v, ok, b)
+	}
+	if v, _ := back[0]["delta_r"].(float64); math.Abs(v-0.3) > 1e-9 || back[0]["method"] != "sft" || back[0]["tasks"] != 1.0 {
+		t.Fatalf("the measured fields were lost: %s", b)
 	}
 }
