@@ -42,7 +42,8 @@ type GrammarContext struct {
 	Files []string
 	// Lines are the line counts of scripts (absent: up to 9999).
 	Lines map[string]int
-	// Ideas are the instructions Edit Script (AI) may give (nil: any).
+	// Ideas are the instructions Edit Script (AI) may give (nil: any;
+	// empty: none, and Edit Script (AI) is not offered).
 	Ideas []string
 	// Undoable are the scripts with an edit to undo (nil: unknown, any
 	// script; empty: none, and Undo Edit Script is not offered).
@@ -65,13 +66,17 @@ func NewGrammarContext(st agents.State, plan []string, oneLine bool) GrammarCont
 		gc.Lines = map[string]int{"train.py": len(strings.Split(strings.TrimSuffix(st.Script, "\n"), "\n"))}
 	}
 	if st.Script != "" {
+		gc.Ideas = []string{}
 		seen := map[string]bool{}
 		add := func(text string) {
 			idea, ok := catalog.Lookup(text)
 			if !ok || seen[idea.ID] {
 				return
 			}
-			if _, err := catalog.Apply(st.Script, idea.Edit); err != nil {
+			// An idea the editor cannot carry out on this script is not
+			// offered, nor one whose edit would leave it as it is (already
+			// applied: a replace op applied again).
+			if out, err := catalog.Apply(st.Script, idea.Edit); err != nil || out == st.Script {
 				return
 			}
 			seen[idea.ID] = true
@@ -192,6 +197,9 @@ func newGrammar(gc GrammarContext) *grammar {
 	for i, a := range g.actions {
 		if a == env.UndoEditScript && gc.Undoable != nil && len(gc.Undoable) == 0 {
 			continue // nothing to undo: the environment would refuse it
+		}
+		if a == env.EditScriptAI && gc.Ideas != nil && len(gc.Ideas) == 0 {
+			continue // no idea the editor can carry out that would change the script
 		}
 		names, ids = append(names, a+"\n"), append(ids, i)
 	}

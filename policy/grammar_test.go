@@ -313,3 +313,52 @@ func TestGrammarTokenizesLikeTheTokenizer(t *testing.T) {
 		t.Error("an empty Reflection may not end")
 	}
 }
+
+// TestGrammarOffersNoIdeaThatChangesNothing: an idea already applied (a
+// replace op applied again would leave the script as it is) is not
+// offered; when no idea would change the script, Edit Script (AI) is not
+// offered at all; an unknown script (no state) still allows any
+// instruction.
+func TestGrammarOffersNoIdeaThatChangesNothing(t *testing.T) {
+	w := newGrammarWorld(t)
+	before := NewGrammarContext(w.state, nil, true)
+	var applied catalog.Idea
+	for _, text := range before.Ideas {
+		idea, _ := catalog.Lookup(text)
+		out, err := catalog.Apply(w.state.Script, idea.Edit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := catalog.Apply(out, idea.Edit); err == nil && again == out {
+			applied = idea
+			w.state.Script = out
+			break
+		}
+	}
+	if applied.ID == "" {
+		t.Fatal("no offered idea is idempotent on wine-cultivar's script; the fixture needs another task")
+	}
+	after := NewGrammarContext(w.state, nil, true)
+	if slices.Contains(after.Ideas, applied.Text) || !slices.Contains(before.Ideas, applied.Text) {
+		t.Fatalf("%s: offered before %v, after it was applied %v", applied.ID, slices.Contains(before.Ideas, applied.Text), slices.Contains(after.Ideas, applied.Text))
+	}
+	offers := func(gc GrammarContext, action string) bool {
+		for _, a := range newGrammar(gc).head[len(newGrammar(gc).head)-1].options {
+			if strings.TrimSuffix(a, "\n") == action {
+				return true
+			}
+		}
+		return false
+	}
+	if !offers(after, env.EditScriptAI) {
+		t.Fatal("Edit Script (AI) not offered though ideas remain")
+	}
+	none := after
+	none.Ideas = []string{}
+	if offers(none, env.EditScriptAI) || !offers(none, env.ExecuteScript) {
+		t.Fatal("with no idea that changes the script, Edit Script (AI) is still offered (or Execute Script is not)")
+	}
+	if gc := NewGrammarContext(agents.State{}, nil, true); gc.Ideas != nil || !offers(gc, env.EditScriptAI) {
+		t.Fatal("without a script, any instruction should be allowed")
+	}
+}
