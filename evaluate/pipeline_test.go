@@ -239,6 +239,19 @@ func TestPipelineSmoke(t *testing.T) {
 	if len(m.Parents) != 2 {
 		t.Errorf("manifest parents %v: want tasks and ideas", m.Parents)
 	}
+	// Every headline has the share of the headroom closed (every task has
+	// an m_best); the initial script's is 0.
+	heads, _ := m.Extra["headline"].([]any)
+	for _, h := range heads {
+		h, _ := h.(map[string]any)
+		room, ok := h["headroom"].(float64)
+		if !ok || (h["method"] == MethodInitial && room != 0) {
+			t.Errorf("headline %v: headroom %v, want a number (0 for the initial script)", h["method"], h["headroom"])
+		}
+	}
+	if len(heads) == 0 {
+		t.Errorf("manifest extra headline is empty")
+	}
 
 	// The report and its plots.
 	dir := filepath.Join(root, "reports", "eval-v1")
