@@ -173,10 +173,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		if b_values != nil {
 			rec["charts/value_mean"] = mean(b_values)
 		}
-		if ecfg.ExecCache != nil {
-			d := ecfg.ExecCache.Stats().Sub(cache0)
-			rec["env/exec_cache_hits"], rec["env/exec_cache_runs"], rec["time/exec_cache_saved_s"] = d.Hits, d.Misses+d.Bypassed, d.Saved.Seconds()
-		}
+		recordExecCache(rec, ecfg.ExecCache, cache0)
 		c.beh.record(rec, "behaviour/")
 		r.recordOwn(rec, groups, c.dropped)
 		recordShares(rec, batch, trajAdv != nil)
@@ -560,4 +557,14 @@ func promptOptions(ctx context.Context, s *stage, maxSteps int, asRollout bool) 
 	}
 	fmt.Fprintf(s.log, "train ppo: prompts rendered with budgets %d/%d tokens (%s)\n", p.FullBudget, p.CompactBudget, from)
 	return opts, nil
+}
+
+// recordExecCache adds what the execution cache did since before to an
+// update's metrics (nothing without a cache).
+func recordExecCache(rec map[string]any, c *env.ExecCache, before env.ExecCacheStats) {
+	if c == nil {
+		return
+	}
+	d := c.Stats().Sub(before)
+	rec["env/exec_cache_hits"], rec["env/exec_cache_runs"], rec["time/exec_cache_saved_s"] = d.Hits, d.Misses+d.Bypassed, d.Saved.Seconds()
 }
