@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mlerl/mlerl/internal/sandbox"
-	"github.com/mlerl/mlerl/internal/store"
 )
 
 // countingRunner counts the runs that reach the interpreter.
@@ -350,5 +349,4 @@ func TestExecCacheIsOffWithoutACache(t *testing.T) {
 	if a.ExecCached || b.ExecCached {
 		t.Fatal("an Env without a cache replayed a run")
 	}
-	_ = store.Store(nil)
 }
