@@ -587,33 +587,31 @@ func TestFinalAnswerOnAWorseSubmissionCosts(t *testing.T) {
 // on the best costs 0; a Final Answer on the last step earns only its own
 // final term; with the switch off no term is added.
 func TestEndingAtTheLimitOnAWorseSubmissionCosts(t *testing.T) {
-	run := func(limit bool, last string) StepResult {
+	newEnv := func(maxSteps int, limit bool) *Env {
 		t.Helper()
 		st := newLocalStore(t)
 		cfg := testConfig(t)
-		cfg.MaxSteps, cfg.Reward.Final, cfg.Reward.FinalAtLimit = 4, true, limit
+		cfg.MaxSteps, cfg.Reward.Final, cfg.Reward.FinalAtLimit = maxSteps, true, limit
 		e, err := New(context.Background(), cfg, fixture(t, st, false), st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer e.Close()
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	run := func(limit, worse bool) StepResult {
+		t.Helper()
+		e := newEnv(4, limit)
 		step(t, e, act(EditScriptAI, "train.py", "raise the threshold", "train.py"))
 		step(t, e, act(ExecuteScript, "train.py")) // 1.0, the best
-		switch last {
-		case "worse":
+		if worse {
 			step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py"))
 			return step(t, e, act(ExecuteScript, "train.py")) // 0.7 stands
-		case "best":
-			step(t, e, act(ListFiles, "."))
-			return step(t, e, act(ExecuteScript, "train.py")) // 1.0 stands
-		default:
-			step(t, e, act(EditScriptAI, "train.py", "lower the threshold", "train.py"))
-			step(t, e, act(ExecuteScript, "train.py"))
-			t.Fatal("unreachable: the episode has ended")
 		}
-		return StepResult{}
+		step(t, e, act(ListFiles, "."))
+		return step(t, e, act(ExecuteScript, "train.py")) // 1.0 stands
 	}
-	r := run(true, "worse")
+	r := run(true, true)
 	if !r.Done || r.DoneReason != DoneMaxSteps {
 		t.Fatalf("the fourth step did not end the episode: %v %s", r.Done, r.DoneReason)
 	}
@@ -621,24 +619,18 @@ func TestEndingAtTheLimitOnAWorseSubmissionCosts(t *testing.T) {
 	if got := rewardTerm(t, r, TermLimit); math.Abs(got+0.6) > 1e-9 || math.Abs(r.Reward.Total+1.2) > 1e-9 {
 		t.Fatalf("worse at the limit: term %v total %v, want -0.6 and -1.2 (%+v)", got, r.Reward.Total, r.Reward)
 	}
-	if r := run(true, "best"); rewardTerm(t, r, TermLimit) != 0 || r.Reward.Total != 0 {
+	if r := run(true, false); rewardTerm(t, r, TermLimit) != 0 || r.Reward.Total != 0 {
 		t.Fatalf("best at the limit: %+v", r.Reward)
 	}
-	if r := run(false, "worse"); math.Abs(r.Reward.Total+0.6) > 1e-9 {
-		t.Fatalf("switch off: %+v", r.Reward)
+	off := run(false, true)
+	if math.Abs(off.Reward.Total+0.6) > 1e-9 {
+		t.Fatalf("switch off: %+v", off.Reward)
 	}
-	if _, ok := run(false, "worse").Reward.Term(TermLimit); ok {
+	if _, ok := off.Reward.Term(TermLimit); ok {
 		t.Fatal("switch off, yet the term is there")
 	}
 	// A Final Answer as the last step: its own term only.
-	st := newLocalStore(t)
-	cfg := testConfig(t)
-	cfg.MaxSteps, cfg.Reward.Final, cfg.Reward.FinalAtLimit = 2, true, true
-	e, err := New(context.Background(), cfg, fixture(t, st, false), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newEnv(2, true)
 	step(t, e, act(ListFiles, "."))
 	r = step(t, e, act(FinalAnswer, "done"))
 	if _, ok := r.Reward.Term(TermLimit); ok || r.DoneReason != DoneFinalAnswer {
