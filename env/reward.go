@@ -186,10 +186,7 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 		r.Terms = append(r.Terms, Term{name, v})
 		r.Total += v
 	}
-	sign := 1.0
-	if in.Direction == schemas.LowerIsBetter {
-		sign = -1
-	}
+	sign := directionSign(in.Direction)
 	failed := func() {
 		if c.NoValid {
 			add(TermNoValid, c.NoValidPen)
@@ -263,11 +260,16 @@ func LimitTerm(c RewardConfig, in RewardInput, standing float64, best *float64) 
 	if !c.FinalAtLimit {
 		return Term{}, false
 	}
-	sign := 1.0
-	if in.Direction == schemas.LowerIsBetter {
-		sign = -1
+	return Term{TermLimit, standingCost(c, in, standing, best, directionSign(in.Direction))}, true
+}
+
+// directionSign is +1 for higher-is-better metrics and -1 for
+// lower-is-better ones: the sign that makes a better score a gain.
+func directionSign(direction string) float64 {
+	if direction == schemas.LowerIsBetter {
+		return -1
 	}
-	return Term{TermLimit, standingCost(c, in, standing, best, sign)}, true
+	return 1
 }
 
 // improvementScale is the denominator of the scaled improvement.
