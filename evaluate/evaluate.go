@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -170,6 +171,9 @@ type method struct {
 	factory agents.Factory     // nil for initial
 	batch   episode.BatchActor // the trained policies: episodes run in lockstep
 	source  string             // checkpoint or endpoint, for the report
+	// sameAsSFT, for sft+ppo: why the checkpoint read holds the SFT
+	// weights (the run selected update 0), else "".
+	sameAsSFT string
 }
 
 // item is one evaluation trajectory of a task.
@@ -288,6 +292,11 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		mBest[t.TaskID] = t.MBest
 	}
 	sum := SummarizeWith(rows, mBest)
+	for _, m := range methods {
+		if m.sameAsSFT != "" {
+			sum.PPOIsSFT = m.sameAsSFT
+		}
+	}
 	sources := map[string]string{}
 	for _, m := range methods {
 		if m.source != "" {
@@ -493,13 +502,50 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)
 			}
-			out = append(out, &method{name: name, factory: a, batch: a, source: a.Source})
+			m := &method{name: name, factory: a, batch: a, source: a.Source}
+			if name == MethodPPO {
+				if m.sameAsSFT, err = selectedSFT(ctx, st, dir, a.Source); err != nil {
+					return nil, nil, fmt.Errorf("evaluate: %w", err)
+				}
+				if m.sameAsSFT != "" {
+					notes = append(notes, fmt.Sprintf("%s: the PPO run selected update 0, the SFT weights (%s): its rows evaluate the SFT policy a second time, so its difference from sft is sampling noise", name, m.sameAsSFT))
+				}
+			}
+			out = append(out, m)
 		}
 	}
 	if len(out) == 0 {
 		return nil, notes, fmt.Errorf("evaluate: none of the methods %v is available (%s)", cfg.Methods, strings.Join(notes, "; "))
 	}
 	return out, notes, nil
+}
+
+// selectedSFT says why the PPO checkpoint loaded from dir (source, its
+// URI) holds the SFT weights: the run's selection.json chose update 0
+// (no PPO point beat the SFT point by the rule's margin) and source is
+// that checkpoint. "" otherwise: another update, the last checkpoint on
+// request, or a run older than selection.
+func selectedSFT(ctx context.Context, st store.Store, dir, source string) (string, error) {
+	b, err := store.ReadAll(ctx, st, dir+"/selection.json")
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var sel struct {
+		Update     *int   `json:"selected_update"`
+		Checkpoint string `json:"selected"`
+		Reason     string `json:"reason"`
+	}
+	if err := json.Unmarshal(b, &sel); err != nil {
+		return "", fmt.Errorf("%s: %w (rerun train ppo's selection, or evaluate with --ppo_checkpoint last)", st.URI(dir+"/selection.json"), err)
+	}
+	read, selected := strings.CutSuffix(source, " (selected)") // policy.LoadAgent's mark of the selected checkpoint
+	if !selected || sel.Update == nil || *sel.Update != 0 || sel.Checkpoint == "" || read != st.URI(dir+"/"+sel.Checkpoint) {
+		return "", nil
+	}
+	return sel.Reason, nil
 }
 
 // runJob runs a job's trajectories: one by one, or, for a trained

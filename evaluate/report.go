@@ -233,6 +233,9 @@ func Verdict(s Summary, split string) string {
 	if overlap {
 		qual = " (within the 95% intervals: not a clear difference)"
 	}
+	if s.PPOIsSFT != "" {
+		return fmt.Sprintf("On %s tasks, RL does not beat SFT: the PPO run kept the SFT policy (%s), so SFT+PPO's delta_r %s vs SFT's %s is two evaluations of the same weights.", split, s.PPOIsSFT, pct(ppo.Delta), pct(sft.Delta))
+	}
 	switch {
 	case ppo.Delta > sft.Delta:
 		return fmt.Sprintf("On %s tasks, SFT+PPO beats SFT: delta_r %s vs %s%s.", split, pct(ppo.Delta), pct(sft.Delta), qual)

@@ -106,6 +106,10 @@ type Summary struct {
 	// Behaviours say what each method did, by split: run 8's collapse
 	// (edits repeated, scripts never run, no Final Answer) reads here.
 	Behaviours []Behaviour `json:"behaviours"` // by split, method
+	// PPOIsSFT, when the sft+ppo rows evaluated the SFT weights (the PPO
+	// run selected update 0), is the selection's reason; the verdicts
+	// then say that SFT+PPO is SFT.
+	PPOIsSFT string `json:"ppo_is_sft,omitempty"`
 }
 
 // Behaviour is what one method's agents did on one split's tasks: how

@@ -154,6 +154,8 @@ func TestVerdict(t *testing.T) {
 		{"rl worse", mk(0.02, 0.001, -0.01, 0.001), "On held-out tasks, RL does not beat SFT: SFT+PPO delta_r -1.00% vs SFT +2.00%."},
 		{"equal", mk(0, 0, 0, 0), "On held-out tasks, RL does not beat SFT: both have delta_r +0.00%."},
 		{"no ppo", Summary{Headlines: []Headline{{Method: MethodSFT, Split: schemas.HeldOut}}}, ""},
+		{"ppo kept the sft weights", func() Summary { s := mk(-0.04, 0.01, 0.02, 0.01); s.PPOIsSFT = "no PPO point beats the SFT point"; return s }(),
+			"On held-out tasks, RL does not beat SFT: the PPO run kept the SFT policy (no PPO point beats the SFT point), so SFT+PPO's delta_r +2.00% vs SFT's -4.00% is two evaluations of the same weights."},
 	}
 	for _, tc := range tests {
 		if got := Verdict(tc.s, schemas.HeldOut); got != tc.want {
