@@ -37,8 +37,7 @@ import (
 // the group baseline, A_t = G_t - the mean G_t of the group's other
 // episodes that reached step t (none: the step is left out, A = 0), with
 // the critic A_t = G_t - V(s_t). Episodes of a batch step in lockstep,
-// gen_batch actions per generation call; a chunk's actions execute
-// concurrently while the next chunk generates (overlapChunks).
+// one generation call per step; their actions execute concurrently.
 
 func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	r, err := newPPORun(ctx, cfg, log)
@@ -464,38 +463,37 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		if len(live) == 0 {
 			break
 		}
+		gopts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Seed: newSeed(cfg.Seed, r.state.GenCalls)}
+		r.state.GenCalls++
+		if cfg.Decode == policy.DecodeConstrained {
+			gopts.Constrain = func(i int) policy.Constraint { return gen.ActionGrammar(contexts[i]) }
+		}
 		t0 := time.Now()
-		genT, err := overlapChunks(ctx, cfg.Workers, len(live), cfg.GenBatch, func(a, b int) ([]*sample, error) {
-			gopts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Seed: newSeed(cfg.Seed, r.state.GenCalls)}
-			r.state.GenCalls++
-			if cfg.Decode == policy.DecodeConstrained {
-				gopts.Constrain = func(i int) policy.Constraint { return gen.ActionGrammar(contexts[a+i]) }
-			}
-			outs, err := gen.Generate(prompts[a:b], gopts)
-			if err != nil {
-				return nil, err
-			}
-			smps := make([]*sample, len(outs))
-			for j, out := range outs {
-				i := live[a+j]
-				smps[j] = &sample{State: groups[i/k].State, Prompt: out.Prompt, Action: out.Tokens, LogP: out.LogProbs, Masks: out.Masks,
-					Free: out.Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, out.Tokens)), Episode: i, Step: t}
-				played[i] = append(played[i], smps[j])
-			}
-			return smps, nil
-		}, func(ctx context.Context, j int, smp *sample) error {
-			res, err := envs[live[j]].Step(ctx, smp.Text)
-			if err != nil {
-				return err
-			}
-			smp.Out = stepOutcome(res)
-			return nil
-		})
+		samples, err := gen.Generate(prompts, gopts)
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		genS += genT
-		r.execS += time.Since(t0).Seconds() - genT
+		genS += time.Since(t0).Seconds()
+		tExec := time.Now()
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(cfg.Workers)
+		for j, i := range live {
+			smp := &sample{State: groups[i/k].State, Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
+				Free: samples[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, samples[j].Tokens)), Episode: i, Step: t}
+			played[i] = append(played[i], smp)
+			g.Go(func() error {
+				res, err := envs[i].Step(gctx, smp.Text)
+				if err != nil {
+					return err
+				}
+				smp.Out = stepOutcome(res)
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, nil, 0, err
+		}
+		r.execS += time.Since(tExec).Seconds()
 	}
 	if err := r.collectOwn(ctx, envs, plans, groups, opts, steps); err != nil {
 		return nil, nil, 0, err
@@ -518,64 +516,6 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 	}
 	return groups, returns, genS, nil
-}
-
-// overlapChunks plays one step of n live episodes: generate(a, b) makes
-// the actions of episodes a..b-1 (one generation call per chunk of size
-// at most chunk) and step(j) runs episode j's action in its environment.
-// A chunk's actions run on `workers` goroutines while the next chunk
-// generates, so that the cores a slow script leaves idle decode the next
-// actions (an episode's step does not depend on the others'). It returns
-// the wall seconds spent generating; the rest of the step's wall time is
-// the wait for the environments. The first error stops the rest.
-func overlapChunks(ctx context.Context, workers, n, chunk int, generate func(a, b int) ([]*sample, error),
-	step func(ctx context.Context, j int, s *sample) error) (float64, error) {
-	type job struct {
-		j   int
-		smp *sample
-	}
-	jobs := make(chan job, n)
-	g, gctx := errgroup.WithContext(ctx)
-	for range max(workers, 1) {
-		g.Go(func() error {
-			for jb := range jobs {
-				if gctx.Err() != nil {
-					continue // drain: a failed step stops the others
-				}
-				if err := step(gctx, jb.j, jb.smp); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	genS := 0.0
-	genErr := func() error {
-		defer close(jobs)
-		for a := 0; a < n; a += max(chunk, 1) {
-			b := min(a+max(chunk, 1), n)
-			t0 := time.Now()
-			smps, err := generate(a, b)
-			genS += time.Since(t0).Seconds()
-			if err != nil {
-				return err
-			}
-			if len(smps) != b-a {
-				return fmt.Errorf("generate: %d actions for %d episodes", len(smps), b-a)
-			}
-			for j, smp := range smps {
-				jobs <- job{a + j, smp}
-			}
-			if gctx.Err() != nil {
-				return nil // a step failed: its error is the one returned
-			}
-		}
-		return nil
-	}()
-	if err := g.Wait(); err != nil {
-		return genS, err
-	}
-	return genS, genErr
 }
 
 // promptOptions renders episodes' prompts as the rollout behind the state
