@@ -303,8 +303,8 @@ func writeBehaviours(w io.Writer, s Summary, split string) {
 	if len(bs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "What the agents did: edits and executions as shares of their steps, edits that left the file unchanged as a share of the edits, trajectories that ran the script at least once and that ended with a Final Answer as shares of the trajectories.\n\n")
-	fmt.Fprintf(w, "| method | trajectories | steps | edits | unchanged edits | executes | ran the script | final answer |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "What the agents did: edits and executions as shares of their steps, edits that left the file unchanged as a share of the edits, trajectories that ran the script at least once, that ended with a Final Answer, and that ended with a change to the script no run followed (edits or undos after the last Execute Script: wasted steps, the score is the last run's) as shares of the trajectories.\n\n")
+	fmt.Fprintf(w, "| method | trajectories | steps | edits | unchanged edits | executes | ran the script | final answer | ended on an unrun change |\n|---|---|---|---|---|---|---|---|---|\n")
 	pc := func(a, b int) string {
 		if b == 0 {
 			return "-"
@@ -312,8 +312,8 @@ func writeBehaviours(w io.Writer, s Summary, split string) {
 		return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
 	}
 	for _, b := range bs {
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s |\n", b.Method, b.Trajectories, b.Steps, pc(b.Edits, b.Steps), pc(b.Unchanged, b.Edits),
-			pc(b.Executes, b.Steps), pc(b.RanScript, b.Trajectories), pc(b.FinalAnswer, b.Trajectories))
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", b.Method, b.Trajectories, b.Steps, pc(b.Edits, b.Steps), pc(b.Unchanged, b.Edits),
+			pc(b.Executes, b.Steps), pc(b.RanScript, b.Trajectories), pc(b.FinalAnswer, b.Trajectories), pc(b.Unrun, b.Trajectories))
 	}
 	fmt.Fprintln(w)
 }

@@ -125,6 +125,11 @@ type Behaviour struct {
 	Executes     int    `json:"executes"`        // Execute Script steps
 	RanScript    int    `json:"trajectories_ran_script"`
 	FinalAnswer  int    `json:"trajectories_final_answer"`
+	// Unrun counts the trajectories that ended with a change to the script
+	// no run followed: more edits that changed it than undos since the
+	// last Execute Script (or undos of edits that were run). Their last
+	// steps were wasted: the score is the last run's submission.
+	Unrun int `json:"trajectories_unrun_change"`
 }
 
 // behaviours counts Behaviour per (split, method) in Summary order.
@@ -140,20 +145,27 @@ func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
 		}
 		b.Trajectories++
 		b.Steps += len(r.Actions)
-		ran, final := false, false
+		ran, final, pending := false, false, 0 // pending: changes since the last run, edits +1, undos -1
 		for i, a := range r.Actions {
 			switch a {
 			case env.EditScriptAI, env.EditScriptSegment:
 				b.Edits++
 				if i < len(r.Feedback) && strings.HasPrefix(r.Feedback[i], env.UnchangedEditPrefix) {
 					b.Unchanged++
+				} else {
+					pending++
 				}
+			case env.UndoEditScript:
+				pending--
 			case env.ExecuteScript:
 				b.Executes++
-				ran = true
+				ran, pending = true, 0
 			case env.FinalAnswer:
 				final = true
 			}
+		}
+		if pending != 0 {
+			b.Unrun++
 		}
 		if ran {
 			b.RanScript++

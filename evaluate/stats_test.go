@@ -154,7 +154,11 @@ func TestVerdict(t *testing.T) {
 		{"rl worse", mk(0.02, 0.001, -0.01, 0.001), "On held-out tasks, RL does not beat SFT: SFT+PPO delta_r -1.00% vs SFT +2.00%."},
 		{"equal", mk(0, 0, 0, 0), "On held-out tasks, RL does not beat SFT: both have delta_r +0.00%."},
 		{"no ppo", Summary{Headlines: []Headline{{Method: MethodSFT, Split: schemas.HeldOut}}}, ""},
-		{"ppo kept the sft weights", func() Summary { s := mk(-0.04, 0.01, 0.02, 0.01); s.PPOIsSFT = "no PPO point beats the SFT point"; return s }(),
+		{"ppo kept the sft weights", func() Summary {
+			s := mk(-0.04, 0.01, 0.02, 0.01)
+			s.PPOIsSFT = "no PPO point beats the SFT point"
+			return s
+		}(),
 			"On held-out tasks, RL does not beat SFT: the PPO run kept the SFT policy (no PPO point beats the SFT point), so SFT+PPO's delta_r +2.00% vs SFT's -4.00% is two evaluations of the same weights."},
 	}
 	for _, tc := range tests {
@@ -179,6 +183,13 @@ func TestBehaviours(t *testing.T) {
 		// Edits only: never runs, never answers.
 		row(MethodPPO, schemas.HeldIn, []string{"Edit Script (AI)", "Edit Script Segment"}, "The edit left train.py unchanged."),
 		row(MethodSFT, schemas.HeldIn, []string{"Execute Script"}, "The script ran."),
+		// A run edit undone without a rerun, then an edit and its undo:
+		// the script at the end is not the last run's.
+		row(MethodSFT, schemas.HeldIn, []string{"Edit Script (AI)", "Execute Script", "Undo Edit Script", "Edit Script (AI)", "Undo Edit Script"},
+			"The edited file is saved to train.py.", "The script ran.", "Undone.", "The edited file is saved to train.py.", "Undone."),
+		// An edit undone before any run: nothing left unrun.
+		row(MethodSFT, schemas.HeldIn, []string{"Execute Script", "Edit Script (AI)", "Undo Edit Script", "Final Answer"},
+			"The script ran.", "The edited file is saved to train.py.", "Undone.", "Done."),
 		row(MethodPPO, schemas.HeldOut, []string{"List Files"}, "files"),
 	}
 	s := Summarize(rows)
@@ -191,16 +202,24 @@ func TestBehaviours(t *testing.T) {
 	if len(s.Behaviours) != 3 || ppo == nil {
 		t.Fatalf("behaviours %+v, want 3 (sft held-in, sft+ppo held-in and held-out)", s.Behaviours)
 	}
-	want := Behaviour{Method: MethodPPO, Split: schemas.HeldIn, Trajectories: 2, Steps: 6, Edits: 4, Unchanged: 2, Executes: 1, RanScript: 1, FinalAnswer: 1}
+	// The second trajectory's first edit left the script unchanged, its
+	// second (no feedback recorded) counts as a change, never run: one
+	// unrun change.
+	want := Behaviour{Method: MethodPPO, Split: schemas.HeldIn, Trajectories: 2, Steps: 6, Edits: 4, Unchanged: 2, Executes: 1, RanScript: 1, FinalAnswer: 1, Unrun: 1}
 	if *ppo != want {
 		t.Errorf("sft+ppo held-in: got %+v, want %+v", *ppo, want)
+	}
+	for _, b := range s.Behaviours {
+		if b.Method == MethodSFT && (b.Trajectories != 3 || b.Unrun != 1) {
+			t.Errorf("sft held-in: %d trajectories, %d ended on an unrun change; want 3 and 1 (the undo of a run edit)", b.Trajectories, b.Unrun)
+		}
 	}
 	if s.Behaviours[0].Split != schemas.HeldOut {
 		t.Errorf("held-out first: %+v", s.Behaviours)
 	}
 	var buf strings.Builder
 	writeBehaviours(&buf, s, schemas.HeldIn)
-	if out := buf.String(); !strings.Contains(out, "| sft+ppo | 2 | 6 | 67% | 50% | 17% | 50% | 50% |") {
+	if out := buf.String(); !strings.Contains(out, "| sft+ppo | 2 | 6 | 67% | 50% | 17% | 50% | 50% | 50% |") {
 		t.Errorf("report table:\n%s", out)
 	}
 }

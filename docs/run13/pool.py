@@ -118,7 +118,8 @@ def behaviour(path):
         if m:
             split = m.group(1)
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if split and len(cells) == 8 and cells[0] in ("sft", "sft+ppo") and cells[1].isdigit():
+        # the behaviour table: 8 columns, 9 since the unrun-change column
+        if split and len(cells) in (8, 9) and cells[0] in ("sft", "sft+ppo") and cells[1].isdigit() and re.fullmatch(r"\d+%|-", cells[3]):
             pct = lambda c: float(c.rstrip("%")) / 100
             out[split] = (int(cells[1]), int(cells[2]), pct(cells[3]), pct(cells[4]), pct(cells[6]), pct(cells[7]))
     return out
