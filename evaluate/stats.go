@@ -147,16 +147,20 @@ func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
 		b.Steps += len(r.Actions)
 		ran, final, pending := false, false, 0 // pending: changes since the last run, edits +1, undos -1
 		for i, a := range r.Actions {
+			// A refused or failed edit or undo changed nothing.
+			done := i >= len(r.Outcomes) || r.Outcomes[i] == string(env.OutcomeSuccess)
 			switch a {
 			case env.EditScriptAI, env.EditScriptSegment:
 				b.Edits++
 				if i < len(r.Feedback) && strings.HasPrefix(r.Feedback[i], env.UnchangedEditPrefix) {
 					b.Unchanged++
-				} else {
+				} else if done {
 					pending++
 				}
 			case env.UndoEditScript:
-				pending--
+				if done {
+					pending--
+				}
 			case env.ExecuteScript:
 				b.Executes++
 				ran, pending = true, 0

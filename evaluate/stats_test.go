@@ -190,6 +190,12 @@ func TestBehaviours(t *testing.T) {
 		// An edit undone before any run: nothing left unrun.
 		row(MethodSFT, schemas.HeldIn, []string{"Execute Script", "Edit Script (AI)", "Undo Edit Script", "Final Answer"},
 			"The script ran.", "The edited file is saved to train.py.", "Undone.", "Done."),
+		// A run, then an edit the editor failed: nothing changed.
+		func() schemas.EvalResult {
+			r := row(MethodSFT, schemas.HeldIn, []string{"Execute Script", "Edit Script (AI)"}, "The script ran.", "The editor failed.")
+			r.Outcomes = []string{"success", "editor_error"}
+			return r
+		}(),
 		row(MethodPPO, schemas.HeldOut, []string{"List Files"}, "files"),
 	}
 	s := Summarize(rows)
@@ -210,8 +216,8 @@ func TestBehaviours(t *testing.T) {
 		t.Errorf("sft+ppo held-in: got %+v, want %+v", *ppo, want)
 	}
 	for _, b := range s.Behaviours {
-		if b.Method == MethodSFT && (b.Trajectories != 3 || b.Unrun != 1) {
-			t.Errorf("sft held-in: %d trajectories, %d ended on an unrun change; want 3 and 1 (the undo of a run edit)", b.Trajectories, b.Unrun)
+		if b.Method == MethodSFT && (b.Trajectories != 4 || b.Unrun != 1) {
+			t.Errorf("sft held-in: %d trajectories, %d ended on an unrun change; want 4 and 1 (the undo of a run edit)", b.Trajectories, b.Unrun)
 		}
 	}
 	if s.Behaviours[0].Split != schemas.HeldOut {
