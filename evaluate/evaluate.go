@@ -292,15 +292,13 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		mBest[t.TaskID] = t.MBest
 	}
 	sum := SummarizeWith(rows, mBest)
-	for _, m := range methods {
-		if m.sameAsSFT != "" {
-			sum.PPOIsSFT = m.sameAsSFT
-		}
-	}
 	sources := map[string]string{}
 	for _, m := range methods {
 		if m.source != "" {
 			sources[m.name] = m.source
+		}
+		if m.sameAsSFT != "" {
+			sum.PPOIsSFT = m.sameAsSFT
 		}
 	}
 	extra := map[string]any{"methods": methodNames(methods), "sources": sources, "notes": notes,

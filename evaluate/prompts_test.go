@@ -6,17 +6,13 @@ import (
 	"testing"
 
 	"github.com/mlerl/mlerl/env/agents"
-	"github.com/mlerl/mlerl/internal/store"
 )
 
 // Prompts come from the rollout's steps manifest; without a rollout the
 // evaluation says how to get one, and steps "" means the default budgets.
 func TestReadPrompts(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := tempStore(t)
 	cfg := DefaultConfig()
 	if _, err := readPrompts(ctx, st, cfg); err == nil || !strings.Contains(err.Error(), "mlerl rollout") {
 		t.Errorf("no steps dataset: got %v, want an error that says to roll out first", err)

@@ -228,13 +228,13 @@ func Verdict(s Summary, split string) string {
 	if sft == nil || ppo == nil || math.IsNaN(sft.Delta) || math.IsNaN(ppo.Delta) {
 		return ""
 	}
+	if s.PPOIsSFT != "" {
+		return fmt.Sprintf("On %s tasks, RL does not beat SFT: the PPO run kept the SFT policy (%s), so SFT+PPO's delta_r %s vs SFT's %s is two evaluations of the same weights.", split, s.PPOIsSFT, pct(ppo.Delta), pct(sft.Delta))
+	}
 	overlap := math.Abs(ppo.Delta-sft.Delta) <= ppo.DeltaCI+sft.DeltaCI
 	qual := ""
 	if overlap {
 		qual = " (within the 95% intervals: not a clear difference)"
-	}
-	if s.PPOIsSFT != "" {
-		return fmt.Sprintf("On %s tasks, RL does not beat SFT: the PPO run kept the SFT policy (%s), so SFT+PPO's delta_r %s vs SFT's %s is two evaluations of the same weights.", split, s.PPOIsSFT, pct(ppo.Delta), pct(sft.Delta))
 	}
 	switch {
 	case ppo.Delta > sft.Delta:

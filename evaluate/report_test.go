@@ -70,10 +70,7 @@ func TestWriteReport(t *testing.T) {
 	}
 
 	// Without a local folder the report goes into the store.
-	st, err := store.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := tempStore(t)
 	where, err = WriteReport(ctx, st, "", "reports/eval-v3", in)
 	if err != nil {
 		t.Fatal(err)

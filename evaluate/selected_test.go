@@ -8,14 +8,21 @@ import (
 	"github.com/mlerl/mlerl/internal/store"
 )
 
+// tempStore is a local store in a test's temporary folder.
+func tempStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // selectedSFT names the SFT weights only when the checkpoint evaluate read
 // is the one selection.json chose and that one is update 0.
 func TestSelectedSFT(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := tempStore(t)
 	const dir = "checkpoints/ppo"
 	write := func(body string) {
 		if err := store.WriteAll(ctx, st, dir+"/selection.json", []byte(body), store.CreateOptions{}); err != nil {
