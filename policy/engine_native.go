@@ -172,8 +172,9 @@ func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
 	return &nativeDecoder{e: e, cache: c, logits: make([]float32, rows*e.cfg.Vocab)}, nil
 }
 
-// Prefill runs each distinct prompt once, then copies its cache row and
-// logits to the rows that repeat it.
+// Prefill runs each distinct prompt once; the rows that repeat it share
+// its cache row's tokens (decoding reads them once for all its rows) and
+// get a copy of its logits.
 func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 	if len(prompts) != d.cache.Rows() {
 		return nil, fmt.Errorf("policy native: %d prompts for %d rows", len(prompts), d.cache.Rows())
@@ -200,7 +201,7 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 		if s == i {
 			continue
 		}
-		if err := d.cache.CopyRow(i, s); err != nil {
+		if err := d.cache.Share(i, s); err != nil {
 			return nil, fmt.Errorf("policy native: %w", err)
 		}
 		copy(logits[i*v:(i+1)*v], logits[s*v:(s+1)*v])

@@ -44,10 +44,12 @@ func randPrompt(r *rand.Rand, n, vocab int) []int32 {
 }
 
 // TestPrefillSharesPrompts: prefilling repeated prompts (each distinct
-// prompt computed once, its cache row forked to the repeats) gives the
-// same logits, bit for bit, as prefilling every row on its own, at the
-// prompts and after extends that differ between the copies of a prompt
-// (one token, several, none).
+// prompt computed once, the repeats sharing its cache row) gives the same
+// logits as prefilling every row on its own: bit for bit at the prompts,
+// and after extends that differ between the copies of a prompt (one
+// token, several, none) within float rounding (the native engine then
+// attends to a shared prompt in one product for all its rows, which sums
+// in another order than a row's own product).
 func TestPrefillSharesPrompts(t *testing.T) {
 	cfg := tinyConfig()
 	r := rand.New(rand.NewPCG(21, 22))
@@ -103,8 +105,8 @@ func TestPrefillSharesPrompts(t *testing.T) {
 				if len(step[i]) == 0 {
 					continue
 				}
-				if g, w := got[i*v:(i+1)*v], want[i*v:(i+1)*v]; !slices.Equal(g, w) {
-					t.Errorf("%s: extend %d, row %d: logits after a shared prefill differ (relative %.2g)", name, s, i, relErr(g, w))
+				if g, w := got[i*v:(i+1)*v], want[i*v:(i+1)*v]; relErr(g, w) > 1e-5 {
+					t.Errorf("%s: extend %d, row %d: logits after a shared prefill differ by %.2g (relative)", name, s, i, relErr(g, w))
 				}
 			}
 		}

@@ -302,6 +302,86 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 }
 
+// BenchmarkGenerateShared measures generation as step-wise PPO runs it:
+// 8 states' 448-token prompts, each prefilled once, K=4 rows per state
+// (32 rows) then decoding 96 new tokens each (greedy). fork=copy gives
+// each row a copy of its prompt's cache row (CopyRow: every row's decode
+// reads its own copy of the prompt's keys and values); fork=share lets
+// the 4 rows share it (Share: one product per state reads them once).
+// new_tok/s counts the new tokens over the whole time, prefill included.
+func BenchmarkGenerateShared(b *testing.B) {
+	const states, k, promptLen, newTokens = 8, 4, 448, 96
+	cfg := ppoShape()
+	m, err := New(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, fork := range []string{"copy", "share"} {
+		b.Run("kernel="+KernelName()+"/fork="+fork, func(b *testing.B) {
+			r := rand.New(rand.NewPCG(5, 6))
+			prompts, firsts := make([][]int32, states), make([]int, states)
+			for i := range prompts {
+				prompts[i] = randTokens(r, promptLen, cfg.Vocab)
+				firsts[i] = i * k
+			}
+			rows := states * k
+			all := make([]int, rows)
+			for i := range all {
+				all[i] = i
+			}
+			c, err := m.NewCache(rows, promptLen+newTokens)
+			if err != nil {
+				b.Fatal(err)
+			}
+			toks := make([]int32, rows)
+			var decodeSecs float64
+			b.ResetTimer()
+			start, cpu0 := time.Now(), cpuSeconds()
+			for it := 0; it < b.N; it++ {
+				for i := range rows {
+					c.Reset(i)
+				}
+				first, err := m.Extend(c, firsts, prompts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				logits := make([]float32, rows*cfg.Vocab)
+				for s, src := range firsts {
+					for j := range k {
+						if j > 0 {
+							fn := c.Share
+							if fork == "copy" {
+								fn = c.CopyRow
+							}
+							if err := fn(src+j, src); err != nil {
+								b.Fatal(err)
+							}
+						}
+						copy(logits[(src+j)*cfg.Vocab:(src+j+1)*cfg.Vocab], first[s*cfg.Vocab:(s+1)*cfg.Vocab])
+					}
+				}
+				t0 := time.Now()
+				for range newTokens {
+					for i := range rows {
+						toks[i] = argmax(logits[i*cfg.Vocab : (i+1)*cfg.Vocab])
+					}
+					out, err := m.Decode(c, all, toks)
+					if err != nil {
+						b.Fatal(err)
+					}
+					logits = out
+				}
+				decodeSecs += time.Since(t0).Seconds()
+			}
+			secs := time.Since(start).Seconds()
+			n := float64(b.N * rows * newTokens)
+			b.ReportMetric(n/secs, "new_tok/s")
+			b.ReportMetric(n/(cpuSeconds()-cpu0), "new_tok/cpu-s")
+			b.ReportMetric(n/decodeSecs, "decode_tok/s")
+		})
+	}
+}
+
 // ppoShape is the demo policy (policy.DemoConfig with a 4,096-id
 // vocabulary): a 448-token prompt and a 160-token response fit its
 // 640-token context.

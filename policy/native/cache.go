@@ -11,11 +11,18 @@ import "fmt"
 // scores q·kᵀ are then a vector-matrix product over contiguous rows (as
 // the values' p·v is), where key rows cost a dot product, with its
 // horizontal sum, per cached token.
+//
+// A row may share another row's first tokens instead of holding a copy
+// (Share): its slots [0, plen) are then read from its base row, and its
+// own storage holds only the tokens after them. Rows sharing one prompt
+// attend to it together, each of its keys read once for all of them
+// (decoding is bound by reading the cache, not by arithmetic).
 type Cache struct {
 	rows, capacity    int
 	layers, heads, dh int
 	k, v              []float32 // [layers][rows][heads] of [dh][capacity] (keys), [capacity][dh] (values)
 	lens              []int
+	base, plen        []int // row r reads slots [0, plen[r]) from row base[r] (itself, plen 0: none)
 }
 
 // NewCache returns an empty cache of rows sequences of up to capacity
@@ -26,8 +33,13 @@ func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
 		return nil, fmt.Errorf("native: cache of %d rows x %d tokens: need rows > 0 and 0 < capacity <= ctx %d", rows, capacity, c.Ctx)
 	}
 	size := c.Layers * rows * c.Heads * capacity * c.HeadDim()
-	return &Cache{rows: rows, capacity: capacity, layers: c.Layers, heads: c.Heads, dh: c.HeadDim(),
-		k: make([]float32, size), v: make([]float32, size), lens: make([]int, rows)}, nil
+	cache := &Cache{rows: rows, capacity: capacity, layers: c.Layers, heads: c.Heads, dh: c.HeadDim(),
+		k: make([]float32, size), v: make([]float32, size), lens: make([]int, rows),
+		base: make([]int, rows), plen: make([]int, rows)}
+	for r := range rows {
+		cache.base[r] = r
+	}
+	return cache, nil
 }
 
 // Rows is the number of sequences the cache holds.
@@ -39,33 +51,82 @@ func (c *Cache) Capacity() int { return c.capacity }
 // Len is the number of tokens in row r.
 func (c *Cache) Len(r int) int { return c.lens[r] }
 
-// Reset empties row r (its storage is reused).
-func (c *Cache) Reset(r int) { c.lens[r] = 0 }
+// Reset empties row r (its storage is reused) and ends its sharing of
+// another row's tokens.
+func (c *Cache) Reset(r int) { c.lens[r], c.base[r], c.plen[r] = 0, r, 0 }
 
 // CopyRow makes row dst a copy of row src (its keys and values, every
 // layer and head, and its length), so that both continue from the same
-// prefix: a prompt prefilled once serves several samples. dst == src
-// does nothing.
+// prefix: a prompt prefilled once serves several samples. A src that
+// shares a base row's tokens leaves dst sharing them too. dst == src
+// does nothing; a dst whose tokens another row shares is refused.
 func (c *Cache) CopyRow(dst, src int) error {
-	if dst < 0 || dst >= c.rows || src < 0 || src >= c.rows {
-		return fmt.Errorf("native: cache CopyRow(%d, %d) outside rows [0, %d)", dst, src, c.rows)
+	if err := c.fork("CopyRow", dst, src); err != nil || dst == src {
+		return err
 	}
-	if dst == src {
-		return nil
-	}
-	n := c.lens[src]
+	from, n := c.plen[src], c.lens[src]
 	for l := range c.layers {
 		for h := range c.heads {
 			sk, sv := c.head(l, src, h)
 			dk, dv := c.head(l, dst, h)
 			for e := range c.dh {
-				copy(dk[e*c.capacity:e*c.capacity+n], sk[e*c.capacity:])
+				copy(dk[e*c.capacity+from:e*c.capacity+n], sk[e*c.capacity+from:])
 			}
-			copy(dv[:n*c.dh], sv[:n*c.dh])
+			copy(dv[from*c.dh:n*c.dh], sv[from*c.dh:n*c.dh])
 		}
 	}
-	c.lens[dst] = c.lens[src]
+	c.lens[dst], c.plen[dst] = n, from
+	c.base[dst] = c.base[src]
+	if c.base[dst] == src { // src holds all its tokens: so does dst now
+		c.base[dst] = dst
+	}
 	return nil
+}
+
+// Share makes row dst continue from row src's tokens without copying
+// them: dst reads src's slots [0, Len(src)) as its own first tokens and
+// holds only what it appends after them. src must hold its tokens itself
+// (it shares none), and while dst shares them src may grow but not be
+// refilled below that length (Extend refuses it until dst is reset).
+func (c *Cache) Share(dst, src int) error {
+	if err := c.fork("Share", dst, src); err != nil {
+		return err
+	}
+	if dst == src {
+		return fmt.Errorf("native: cache Share(%d, %d): a row cannot share its own tokens", dst, src)
+	}
+	if c.base[src] != src {
+		return fmt.Errorf("native: cache Share(%d, %d): row %d itself shares row %d's tokens; share from row %d", dst, src, src, c.base[src], c.base[src])
+	}
+	c.lens[dst], c.base[dst], c.plen[dst] = c.lens[src], src, c.lens[src]
+	return nil
+}
+
+// fork checks the rows of CopyRow and Share: both in range, and dst's
+// tokens not shared by another row.
+func (c *Cache) fork(op string, dst, src int) error {
+	if dst < 0 || dst >= c.rows || src < 0 || src >= c.rows {
+		return fmt.Errorf("native: cache %s(%d, %d) outside rows [0, %d)", op, dst, src, c.rows)
+	}
+	if dst == src {
+		return nil
+	}
+	if r, n := c.sharer(dst); n > 0 {
+		return fmt.Errorf("native: cache %s(%d, %d): row %d shares row %d's first %d tokens; reset row %d first", op, dst, src, r, dst, n, r)
+	}
+	return nil
+}
+
+// sharer returns a row that shares row r's tokens and the most tokens any
+// row shares from r (0: none).
+func (c *Cache) sharer(r int) (row, n int) {
+	row = -1
+	for x, b := range c.base {
+		if b == r && x != r && c.plen[x] > n {
+			row, n = x, c.plen[x]
+		}
+	}
+	return row, n
 }
 
 // head returns the keys [dh, capacity] and values [capacity, dh] of layer
@@ -80,6 +141,7 @@ func (c *Cache) head(l, r, h int) (k, v []float32) {
 type decodeState struct {
 	tokens, pos     []int32
 	segs            []decodeSeg
+	groups          []decodeGroup
 	x, ln, q, k, v  []float32 // [T, D]
 	att, mid        []float32
 	mean, rstd      []float32 // [T]
@@ -89,6 +151,114 @@ type decodeState struct {
 }
 
 type decodeSeg struct{ row, off, n, s0 int }
+
+// decodeGroup is the segments (indices into segs) that attend to the same
+// shared tokens, slots [0, plen) of row base, before their own; plen 0 is
+// a single segment that reads only its own row.
+type decodeGroup struct {
+	base, plen int
+	segs       []int
+}
+
+// attentionGroups groups segs by the tokens they share: the rows sharing
+// a base row's first plen tokens, with the base row itself when it is
+// extended too (past plen, as Extend ensures). It reuses gs's storage.
+func (c *Cache) attentionGroups(gs []decodeGroup, segs []decodeSeg) []decodeGroup {
+	at := func(base, plen int) int {
+		for i, g := range gs {
+			if g.plen > 0 && g.base == base && g.plen == plen {
+				return i
+			}
+		}
+		return -1
+	}
+	var mine []int // segments of base rows, placed after the sharers
+	for i, s := range segs {
+		if c.plen[s.row] == 0 {
+			mine = append(mine, i)
+			continue
+		}
+		b, n := c.base[s.row], c.plen[s.row]
+		if g := at(b, n); g >= 0 {
+			gs[g].segs = append(gs[g].segs, i)
+			continue
+		}
+		gs = append(gs, decodeGroup{base: b, plen: n, segs: append(growGroup(gs), i)})
+	}
+	for _, i := range mine {
+		r := segs[i].row
+		if _, n := c.sharer(r); n > 0 {
+			if g := at(r, n); g >= 0 {
+				gs[g].segs = append(gs[g].segs, i)
+				continue
+			}
+		}
+		gs = append(gs, decodeGroup{segs: append(growGroup(gs), i)})
+	}
+	return gs
+}
+
+// growGroup returns the emptied segs storage of the group gs would append
+// next, if an earlier call left one there.
+func growGroup(gs []decodeGroup) []int {
+	if len(gs) < cap(gs) {
+		return gs[:len(gs)+1][len(gs)].segs[:0]
+	}
+	return nil
+}
+
+// attendShared is the attention of a group's queries at layer l, head h:
+// every query of every segment reads the shared keys and values (row
+// g.base, slots [0, g.plen)) in one product, then its own row's slots
+// [g.plen, s0+j] (query j of a segment starting at slot s0). The queries
+// are rows of q, the outputs rows of o (stride d, head h's columns).
+func (c *Cache) attendShared(ws *workspace, l, h int, g decodeGroup, segs []decodeSeg, q, o []float32, d int, scale float32) {
+	dh, np := c.dh, g.plen
+	tot, ldp := 0, np
+	for _, i := range g.segs {
+		s := segs[i]
+		tot += s.n
+		ldp = max(ldp, s.s0+s.n)
+	}
+	ws.buf = grow(ws.buf, tot*(2*dh+ldp))
+	qg, og, probs := ws.buf[:tot*dh], ws.buf[tot*dh:2*tot*dh], ws.buf[2*tot*dh:]
+	row := 0
+	for _, i := range g.segs {
+		s := segs[i]
+		for j := range s.n {
+			copy(qg[(row+j)*dh:(row+j+1)*dh], q[(s.off+j)*d+h*dh:])
+		}
+		row += s.n
+	}
+	bk, bv := c.head(l, g.base, h)
+	gemmSerial(ws, gemmOp{m: tot, n: np, k: dh, a: qg, lda: dh, b: bk, ldb: c.capacity, c: probs, ldc: ldp})
+	row = 0
+	for _, i := range g.segs {
+		s := segs[i]
+		ok, _ := c.head(l, s.row, h)
+		gemmSerial(ws, gemmOp{m: s.n, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[np:], ldb: c.capacity, c: probs[row*ldp+np:], ldc: ldp})
+		for j := range s.n {
+			p := probs[(row+j)*ldp : (row+j+1)*ldp]
+			valid := s.s0 + j + 1
+			m := kern.max(p[:valid])
+			sum := kern.expShift(p[:valid], m, scale)
+			kern.scale(p[:valid], 1/sum)
+			clear(p[valid:])
+		}
+		row += s.n
+	}
+	gemmSerial(ws, gemmOp{m: tot, n: dh, k: np, a: probs, lda: ldp, b: bv, ldb: dh, c: og, ldc: dh})
+	row = 0
+	for _, i := range g.segs {
+		s := segs[i]
+		_, ov := c.head(l, s.row, h)
+		gemmSerial(ws, gemmOp{m: s.n, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[np*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
+		for j := range s.n {
+			copy(o[(s.off+j)*d+h*dh:(s.off+j)*d+h*dh+dh], og[(row+j)*dh:])
+		}
+		row += s.n
+	}
+}
 
 // Decode appends one token to each of the given cache rows (tokens[i] to
 // rows[i]; nil rows means every row in order) and returns the next-token
@@ -138,6 +308,9 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 		if n == 0 || s0+n > c.capacity {
 			return nil, fmt.Errorf("native: row %d: %d tokens + %d new must be in (0, capacity %d]", r, s0, n, c.capacity)
 		}
+		if x, pinned := c.sharer(r); s0 < pinned {
+			return nil, fmt.Errorf("native: row %d: row %d shares its first %d tokens, so it cannot be refilled from token %d; reset row %d first", r, x, pinned, s0, x)
+		}
 		ds.segs = append(ds.segs, decodeSeg{row: r, off: len(ds.tokens), n: n, s0: s0})
 		for j, t := range tokens[i] {
 			if t < 0 || int(t) >= cfg.Vocab {
@@ -146,6 +319,7 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			ds.tokens, ds.pos = append(ds.tokens, t), append(ds.pos, int32(s0+j))
 		}
 	}
+	ds.groups = c.attentionGroups(ds.groups[:0], ds.segs)
 	t, d, f, dh, heads := len(ds.tokens), cfg.DModel, cfg.FFN, cfg.HeadDim(), cfg.Heads
 	for _, s := range []*[]float32{&ds.x, &ds.ln, &ds.q, &ds.k, &ds.v, &ds.att, &ds.mid} {
 		*s = grow(*s, t*d)
@@ -178,8 +352,13 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 		for _, s := range ds.segs {
 			work += 2 * s.n * (s.s0 + s.n) * d
 		}
-		p.runWork(len(ds.segs)*heads, work, func(wk, task int) {
-			s, h := ds.segs[task/heads], task%heads
+		p.runWork(len(ds.groups)*heads, work, func(wk, task int) {
+			g, h := ds.groups[task/heads], task%heads
+			if g.plen > 0 {
+				c.attendShared(&p.ws[wk], l, h, g, ds.segs, ds.q, ds.att, d, scale)
+				return
+			}
+			s := ds.segs[g.segs[0]]
 			ck, cv := c.head(l, s.row, h)
 			ws := &p.ws[wk]
 			ldp := s.s0 + s.n

@@ -183,3 +183,80 @@ func TestCacheCopyRow(t *testing.T) {
 		t.Error("CopyRow to a row out of range: got no error")
 	}
 }
+
+// TestCacheShare: rows that share a base row's prompt (Share) decode as
+// rows holding a copy would, alone or together with the base row and an
+// unrelated row in one call, through one- and multi-token extensions; a
+// row copied from a sharer keeps sharing; and the sharing's rules are
+// enforced.
+func TestCacheShare(t *testing.T) {
+	cfg := Config{Vocab: 13, DModel: 8, Heads: 2, Layers: 2, FFN: 12, Ctx: 60}
+	m := newTestModel(t, cfg, 24)
+	r := rand.New(rand.NewPCG(19, 20))
+	v := cfg.Vocab
+	forEachKernel(t, func(t *testing.T) {
+		prompt, other := randTokens(r, 11, v), randTokens(r, 6, v)
+		c, _ := m.NewCache(5, cfg.Ctx)
+		if _, err := m.Extend(c, []int{0, 4}, [][]int32{prompt, other}); err != nil {
+			t.Fatal(err)
+		}
+		for _, dst := range []int{1, 2} {
+			if err := c.Share(dst, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seqs := [][]int32{prompt, prompt, prompt, nil, other}
+		for i := range seqs {
+			seqs[i] = append([]int32(nil), seqs[i]...)
+		}
+		check := func(rows []int, ext [][]int32) {
+			t.Helper()
+			got, err := m.Extend(c, rows, ext)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append([]float32(nil), got...)
+			for k, row := range rows {
+				seqs[row] = append(seqs[row], ext[k]...)
+				if c.Len(row) != len(seqs[row]) {
+					t.Fatalf("row %d holds %d tokens, its sequence %d", row, c.Len(row), len(seqs[row]))
+				}
+				want := fullLogits(t, m, seqs[row])
+				at := len(seqs[row]) - 1
+				if d := maxRelDiff(got[k*v:(k+1)*v], toF64(want[at*v:(at+1)*v]), 1); d > 1e-5 {
+					t.Errorf("row %d at %d tokens differs from a full forward by %.2g", row, len(seqs[row]), d)
+				}
+			}
+		}
+		check([]int{1, 2}, [][]int32{{3}, {5}})                          // the sharers alone
+		check([]int{2, 0, 4, 1}, [][]int32{{7}, {1, 2}, {9}, {4, 4, 6}}) // with the base row, an unrelated row, forced strings
+		if err := c.CopyRow(3, 2); err != nil {                          // a copy of a sharer shares too
+			t.Fatal(err)
+		}
+		seqs[3] = append([]int32(nil), seqs[2]...)
+		check([]int{3, 2, 1}, [][]int32{{8}, {2}, {0, 11}})
+
+		if err := c.Share(3, 1); err == nil {
+			t.Error("sharing from a row that itself shares: got no error")
+		}
+		if err := c.Share(0, 4); err == nil {
+			t.Error("sharing into a row whose tokens others share: got no error")
+		}
+		if err := c.CopyRow(0, 4); err == nil {
+			t.Error("copying into a row whose tokens others share: got no error")
+		}
+		if err := c.Share(1, 1); err == nil {
+			t.Error("a row sharing its own tokens: got no error")
+		}
+		c.Reset(0)
+		if _, err := m.Extend(c, []int{0}, [][]int32{other}); err == nil {
+			t.Error("refilling a row whose tokens others share: got no error")
+		}
+		for _, row := range []int{1, 2, 3} {
+			c.Reset(row)
+		}
+		if _, err := m.Extend(c, []int{0}, [][]int32{other}); err != nil {
+			t.Errorf("refilling a row after its sharers were reset: %v", err)
+		}
+	})
+}
