@@ -21,7 +21,9 @@
 // packs a prompt once with the K actions sampled from it (tree
 // attention). For generation, [Model.NewCache], then [Model.Extend]
 // (prompts, or forced strings) and [Model.Decode] (one token per active
-// row); [Cache.CopyRow] forks a prefilled prompt to other rows.
+// row); [Cache.Share] lets other rows continue from a prefilled prompt
+// without a copy (their decode reads its keys once for all of them), and
+// [Cache.CopyRow] copies a row.
 //
 // model.go holds the forward and backward passes in model order, one
 // function per layer in layers.go and attention.go. All matrix products
