@@ -135,6 +135,10 @@ type Config struct {
 	// episodes (NewExecCacheFor): a script run on a workspace equal to an
 	// earlier run's is replayed instead of run again.
 	ExecCacheOn bool `yaml:"exec_cache" help:"replay a script run whose script, files and limits equal an earlier run's in this stage (success and script errors only; its files, output and duration are replayed) instead of running it again"`
+	// ExecCacheTimeouts makes the cache keep timed-out runs too. Off by
+	// default: a timeout depends on the machine's load, and replaying one
+	// assumes the same run would time out again.
+	ExecCacheTimeouts bool `yaml:"exec_cache_timeouts" help:"with exec_cache: replay a timed-out run too (its duration is the limit), assuming that the same script on the same files would time out again; off by default, since a timeout depends on the machine's load"`
 
 	// Runner executes scripts; the caller owns and closes it. Nil: each
 	// Env starts its own cold runner (sandbox.NewCold) and closes it in

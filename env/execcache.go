@@ -36,7 +36,10 @@ import (
 // Only runs that end as a success or a script error are kept (both are a
 // function of the inputs for a script that does not read the clock or an
 // unseeded random source); timeouts, out-of-memory runs, kills and output
-// floods depend on the machine's load and always run. A run that leaves
+// floods depend on the machine's load and always run, except timeouts
+// when the cache was made to keep them (Config.ExecCacheTimeouts: a
+// policy that runs a timed-out script again unchanged then waits for the
+// limit once, on the assumption that the same run would time out again). A run that leaves
 // anything but regular files and folders in its workspace (a symlink, a
 // FIFO), or more than maxEntryBytes of new files, is not kept. A script
 // that draws unseeded random numbers gets one draw per distinct workspace.
@@ -46,6 +49,7 @@ import (
 // Safe for concurrent use; share one per stage through Config.ExecCache.
 type ExecCache struct {
 	maxBytes int64
+	timeouts bool // keep timed-out runs too (Config.ExecCacheTimeouts)
 
 	mu      sync.Mutex
 	bytes   int64
@@ -120,7 +124,9 @@ func NewExecCacheFor(cfg Config) *ExecCache {
 	if !cfg.ExecCacheOn {
 		return nil
 	}
-	return NewExecCache(DefaultExecCacheBytes)
+	c := NewExecCache(DefaultExecCacheBytes)
+	c.timeouts = cfg.ExecCacheTimeouts
+	return c
 }
 
 // Stats returns the counts so far; safe on a nil cache (all zero).
@@ -211,7 +217,7 @@ func (c *ExecCache) run(ctx context.Context, r execRun, do func() (sandbox.Resul
 	defer func() { c.land(key, f, en) }()
 	c.misses.Add(1)
 	res, err := do()
-	if err == nil && (res.Outcome == sandbox.Success || res.Outcome == sandbox.ScriptError) {
+	if err == nil && (res.Outcome == sandbox.Success || res.Outcome == sandbox.ScriptError || (c.timeouts && res.Outcome == sandbox.Timeout)) {
 		if en = diffWorkspace(r.dir, before, res); en != nil {
 			en.key, en.nonce = key, r.nonce
 		}

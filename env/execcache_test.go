@@ -191,7 +191,9 @@ func TestExecCacheKeysEverythingTheRunReads(t *testing.T) {
 	}
 }
 
-// TestExecCacheRunsWhatItCannotReplay: timeouts always run again; a run
+// TestExecCacheRunsWhatItCannotReplay: timeouts run again (unless the
+// cache keeps them, Config.ExecCacheTimeouts, and then the replay also
+// restores what the timed-out run wrote); a run
 // in a workspace holding a symlink, or one that leaves a symlink, is not
 // kept; an instrumenter of unknown kind bypasses the cache.
 func TestExecCacheRunsWhatItCannotReplay(t *testing.T) {
@@ -206,6 +208,25 @@ func TestExecCacheRunsWhatItCannotReplay(t *testing.T) {
 			}
 		}
 		if runner.runs.Load() != 2 || cache.Stats().Entries != 0 {
+			t.Fatalf("runs %d, stats %+v", runner.runs.Load(), cache.Stats())
+		}
+	})
+	t.Run("timeout, kept on request", func(t *testing.T) {
+		newEnv, cache, runner := cachedEnvs(t)
+		cache.timeouts = true
+		for i := range 2 {
+			e := newEnv()
+			e.s.Spec.TimeLimit = 300 * time.Millisecond
+			writeWS(t, e, "loop.py", "open('started', 'w').write('x')\nwhile True:\n    pass\n")
+			r := step(t, e, act(ExecuteScript, "loop.py"))
+			if r.Outcome != OutcomeTimeout || r.ExecCached != (i == 1) {
+				t.Fatalf("run %d: got %s cached %v", i, r.Outcome, r.ExecCached)
+			}
+			if _, err := os.Stat(filepath.Join(e.Dir(), "started")); err != nil {
+				t.Fatalf("run %d: the file the timed-out run wrote: %v", i, err)
+			}
+		}
+		if runner.runs.Load() != 1 || cache.Stats().Hits != 1 {
 			t.Fatalf("runs %d, stats %+v", runner.runs.Load(), cache.Stats())
 		}
 	})
