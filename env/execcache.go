@@ -39,10 +39,11 @@ import (
 // floods depend on the machine's load and always run, except timeouts
 // when the cache was made to keep them (Config.ExecCacheTimeouts: a
 // policy that runs a timed-out script again unchanged then waits for the
-// limit once, on the assumption that the same run would time out again). A run that leaves
-// anything but regular files and folders in its workspace (a symlink, a
-// FIFO), or more than maxEntryBytes of new files, is not kept. A script
-// that draws unseeded random numbers gets one draw per distinct workspace.
+// limit once, on the assumption that the same run would time out again).
+// A run that leaves anything but regular files and folders in its
+// workspace (a symlink, a FIFO), or more than maxEntryBytes of new files,
+// is not kept. A script that draws unseeded random numbers gets one draw
+// per distinct workspace.
 // Concurrent runs with equal inputs wait for the first (one flight per
 // key). Entries are dropped least recently used past the byte budget.
 //
