@@ -260,7 +260,6 @@ func BenchmarkGenerate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			toks := make([]int32, rows)
 			var decodeSecs float64
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuSeconds()
@@ -272,16 +271,7 @@ func BenchmarkGenerate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				t0 := time.Now()
-				for range newTokens {
-					for i := range rows {
-						toks[i] = argmax(logits[i*cfg.Vocab : (i+1)*cfg.Vocab])
-					}
-					if logits, err = m.Decode(c, all, toks); err != nil {
-						b.Fatal(err)
-					}
-				}
-				decodeSecs += time.Since(t0).Seconds()
+				decodeSecs += decodeGreedy(b, m, c, all, logits, newTokens)
 			}
 			secs := time.Since(start).Seconds()
 			n := float64(b.N * rows * newTokens)
@@ -333,7 +323,7 @@ func BenchmarkGenerateShared(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			toks := make([]int32, rows)
+			logits := make([]float32, rows*cfg.Vocab) // each row's first logits, its prompt's
 			var decodeSecs float64
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuSeconds()
@@ -345,7 +335,6 @@ func BenchmarkGenerateShared(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				logits := make([]float32, rows*cfg.Vocab)
 				for s, src := range firsts {
 					for j := range k {
 						if j > 0 {
@@ -360,18 +349,7 @@ func BenchmarkGenerateShared(b *testing.B) {
 						copy(logits[(src+j)*cfg.Vocab:(src+j+1)*cfg.Vocab], first[s*cfg.Vocab:(s+1)*cfg.Vocab])
 					}
 				}
-				t0 := time.Now()
-				for range newTokens {
-					for i := range rows {
-						toks[i] = argmax(logits[i*cfg.Vocab : (i+1)*cfg.Vocab])
-					}
-					out, err := m.Decode(c, all, toks)
-					if err != nil {
-						b.Fatal(err)
-					}
-					logits = out
-				}
-				decodeSecs += time.Since(t0).Seconds()
+				decodeSecs += decodeGreedy(b, m, c, all, logits, newTokens)
 			}
 			secs := time.Since(start).Seconds()
 			n := float64(b.N * rows * newTokens)
@@ -380,6 +358,25 @@ func BenchmarkGenerateShared(b *testing.B) {
 			b.ReportMetric(n/decodeSecs, "decode_tok/s")
 		})
 	}
+}
+
+// decodeGreedy runs n greedy decode steps on cache rows all, starting
+// from logits (Vocab per row, in the order of all), and returns their wall
+// seconds.
+func decodeGreedy(b *testing.B, m *Model, c *Cache, all []int, logits []float32, n int) float64 {
+	v := m.Config.Vocab
+	toks := make([]int32, len(all))
+	t0 := time.Now()
+	for range n {
+		for i := range all {
+			toks[i] = argmax(logits[i*v : (i+1)*v])
+		}
+		var err error
+		if logits, err = m.Decode(c, all, toks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(t0).Seconds()
 }
 
 // ppoShape is the demo policy (policy.DemoConfig with a 4,096-id

@@ -162,7 +162,7 @@ type decodeGroup struct {
 
 // attentionGroups groups segs by the tokens they share: the rows sharing
 // a base row's first plen tokens, with the base row itself when it is
-// extended too (past plen, as Extend ensures). It reuses gs's storage.
+// extended too (past plen, as Extend ensures). It appends to gs.
 func (c *Cache) attentionGroups(gs []decodeGroup, segs []decodeSeg) []decodeGroup {
 	at := func(base, plen int) int {
 		for i, g := range gs {
@@ -183,7 +183,7 @@ func (c *Cache) attentionGroups(gs []decodeGroup, segs []decodeSeg) []decodeGrou
 			gs[g].segs = append(gs[g].segs, i)
 			continue
 		}
-		gs = append(gs, decodeGroup{base: b, plen: n, segs: append(growGroup(gs), i)})
+		gs = append(gs, decodeGroup{base: b, plen: n, segs: []int{i}})
 	}
 	for _, i := range mine {
 		r := segs[i].row
@@ -193,18 +193,9 @@ func (c *Cache) attentionGroups(gs []decodeGroup, segs []decodeSeg) []decodeGrou
 				continue
 			}
 		}
-		gs = append(gs, decodeGroup{segs: append(growGroup(gs), i)})
+		gs = append(gs, decodeGroup{segs: []int{i}})
 	}
 	return gs
-}
-
-// growGroup returns the emptied segs storage of the group gs would append
-// next, if an earlier call left one there.
-func growGroup(gs []decodeGroup) []int {
-	if len(gs) < cap(gs) {
-		return gs[:len(gs)+1][len(gs)].segs[:0]
-	}
-	return nil
 }
 
 // attendShared is the attention of a group's queries at layer l, head h:
