@@ -97,7 +97,9 @@ type curveEval struct {
 // openCurve prepares the learning-curve episodes (nil when curve.every is
 // 0): the tasks of the chosen splits, per_task plans and seeds each, and
 // an environment configured as `mlerl evaluate`'s (no same-step runs, no
-// final-answer term: the episodes are scored by their final submission).
+// final-answer term: the episodes are scored by their final submission)
+// with the run's execution-cache options (env.exec_cache,
+// env.exec_cache_timeouts).
 func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 	c := r.cfg.Curve
 	if c.Every == 0 {
@@ -119,9 +121,7 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 			ce.jobs = append(ce.jobs, episode.Job{Task: t, ID: fmt.Sprintf("curve-%s-%02d", t.TaskID, i), Seed: seed, Plan: plan})
 		}
 	}
-	ecfg := env.DefaultConfig()
-	ecfg.MaxSteps, ecfg.Python, ecfg.Instrument = c.MaxSteps, r.cfg.Env.Python, r.cfg.Env.Instrument
-	if ce.ecfg, ce.stop, err = episode.Setup(ctx, ecfg, llm.Config{}, true, nil); err != nil {
+	if ce.ecfg, ce.stop, err = episode.Setup(ctx, curveEnv(r.cfg.Env, c.MaxSteps), llm.Config{}, true, nil); err != nil {
 		return nil, fmt.Errorf("train ppo: learning curve: %w", err)
 	}
 	if ce.opts, err = promptOptions(ctx, r.s, c.MaxSteps, false); err != nil {
@@ -138,6 +138,17 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 		fmt.Fprintf(r.s.log, "train ppo: learning curve on %d of %d tasks (curve.max_tasks %d per split): %s\n", len(tasks), len(in.Tasks), c.MaxTasks, strings.Join(ids, ", "))
 	}
 	return ce, nil
+}
+
+// curveEnv is the learning curve's environment configuration: evaluate's
+// defaults with the curve's step limit, and the run's interpreter,
+// instrumentation and execution-cache options (its own cache, shared by
+// the curve's points).
+func curveEnv(run env.Config, maxSteps int) env.Config {
+	ecfg := env.DefaultConfig()
+	ecfg.MaxSteps, ecfg.Python, ecfg.Instrument = maxSteps, run.Python, run.Instrument
+	ecfg.ExecCacheOn, ecfg.ExecCacheTimeouts = run.ExecCacheOn, run.ExecCacheTimeouts
+	return ecfg
 }
 
 // curveTasks keeps at most max tasks of each split (0: all): per split,

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/episode"
+	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
@@ -452,5 +454,29 @@ func TestHeadroomSelection(t *testing.T) {
 	}
 	if err := (SelectConfig{Rule: SelectAuto, Stat: "median"}).Validate(DefaultCurveConfig()); err == nil {
 		t.Error("stat median: want an error")
+	}
+}
+
+// TestCurveFollowsTheRunsExecCache: the learning curve's environments take
+// the run's execution-cache options (off when the run turns the cache off,
+// replaying timeouts when the run asks for it) beside evaluate's defaults.
+func TestCurveFollowsTheRunsExecCache(t *testing.T) {
+	for _, c := range []struct{ on, timeouts bool }{{false, false}, {true, false}, {true, true}} {
+		run := env.DefaultConfig()
+		run.ExecCacheOn, run.ExecCacheTimeouts, run.Instrument = c.on, c.timeouts, false
+		run.ExecuteAfterUndo = !env.DefaultConfig().ExecuteAfterUndo
+		ecfg, stop, err := episode.Setup(context.Background(), curveEnv(run, 3), llm.Config{}, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		if ecfg.ExecCacheOn != c.on || ecfg.ExecCacheTimeouts != c.timeouts || (ecfg.ExecCache != nil) != c.on {
+			t.Errorf("run's exec_cache %v, exec_cache_timeouts %v: the curve's %v, %v, cache made %v",
+				c.on, c.timeouts, ecfg.ExecCacheOn, ecfg.ExecCacheTimeouts, ecfg.ExecCache != nil)
+		}
+		if ecfg.MaxSteps != 3 || ecfg.Instrument || ecfg.ExecuteAfterUndo != env.DefaultConfig().ExecuteAfterUndo {
+			t.Errorf("curve env: max steps %d, instrument %v, execute_after_undo %v: want the curve's limit, the run's instrumentation, evaluate's default",
+				ecfg.MaxSteps, ecfg.Instrument, ecfg.ExecuteAfterUndo)
+		}
 	}
 }
