@@ -3,6 +3,7 @@ package evaluate
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/png"
 	"io"
 	"math"
@@ -216,6 +217,15 @@ func TestPipelineSmoke(t *testing.T) {
 			t.Errorf("%s on %s #%d: %d steps, %d actions, %d outcomes, %d answers, %d feedback lines; want 1..3 steps, one of each per step",
 				r.Method, r.TaskID, r.Trajectory, r.Steps, len(r.Actions), len(r.Outcomes), len(r.Answers), len(r.Feedback))
 		}
+		// Every agent's trajectory records its time split; the scripts it
+		// ran took time, and the two parts fit in its wall time.
+		if r.Method == MethodInitial && (r.GenerateS != nil || r.ExecuteS != nil) {
+			t.Errorf("initial on %s: generate_s %s execute_s %s, want none (no agent ran)", r.TaskID, secs(r.GenerateS), secs(r.ExecuteS))
+		}
+		if r.Method != MethodInitial && (r.GenerateS == nil || r.ExecuteS == nil || *r.GenerateS < 0 || *r.ExecuteS <= 0 || *r.GenerateS+*r.ExecuteS > r.WallS) {
+			t.Errorf("%s on %s #%d: generate_s %s execute_s %s wall_s %v, want both set, execute > 0, their sum within the wall",
+				r.Method, r.TaskID, r.Trajectory, secs(r.GenerateS), secs(r.ExecuteS), r.WallS)
+		}
 		if r.Method == MethodExpert && !strings.Contains(r.Answers[0], "Action: "+r.Actions[0]) {
 			t.Errorf("expert on %s #%d: first answer %q does not name its action %q", r.TaskID, r.Trajectory, r.Answers[0], r.Actions[0])
 		}
@@ -288,4 +298,12 @@ func TestPipelineSmoke(t *testing.T) {
 	if !strings.Contains(out.String(), "HELD-OUT") || !strings.Contains(out.String(), "report: ") {
 		t.Errorf("headline output:\n%s", out.String())
 	}
+}
+
+// secs prints an optional seconds column.
+func secs(p *float64) string {
+	if p == nil {
+		return "absent"
+	}
+	return fmt.Sprint(*p)
 }

@@ -181,6 +181,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	if err != nil {
 		return nil, err
 	}
+	evalTime := evalPhases(results, arm)
 	var rows []schemas.ExperimentRow
 	for _, r := range results {
 		name, ok := arm[r.Method]
@@ -193,7 +194,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			TrainWallS: train.wallS, TrainCPUS: train.cpuS, EvalWallS: eval.wallS, EvalCPUS: eval.cpuS,
 			RewardCurve: pm.reward, ValidCurve: pm.valid, Curve: pm.curve, Updates: pm.updates,
 			SampleClasses: pm.classes, FailedMarkers: pm.failedMarkers, DurationReward: pm.durationReward, StalenessByDuration: pm.staleness,
-			UpdateDurations: pm.durations, PPOTime: pm.time})
+			UpdateDurations: pm.durations, PPOTime: pm.time, EvalTime: evalTime})
 		if b, ok := mBest[r.TaskID]; ok {
 			if h, ok := env.HeadroomShare(r.MInit, b, r.FinalScore); ok {
 				rows[len(rows)-1].Headroom = &h
@@ -204,6 +205,36 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 		return nil, fmt.Errorf("%s holds no rows of the cell's methods", m.URI)
 	}
 	return rows, nil
+}
+
+// evalPhases sums the generate and execute seconds of the evaluation's
+// trajectories of the cell's methods (arm: method -> arm name); a phase
+// that no trajectory recorded (eval_results before 1.2, or methods without
+// an agent) is absent.
+func evalPhases(results []schemas.EvalResult, arm map[string]string) []schemas.PhaseTime {
+	var gen, exec float64
+	var nGen, nExec int
+	for _, r := range results {
+		if _, ok := arm[r.Method]; !ok {
+			continue
+		}
+		if r.GenerateS != nil {
+			gen += *r.GenerateS
+			nGen++
+		}
+		if r.ExecuteS != nil {
+			exec += *r.ExecuteS
+			nExec++
+		}
+	}
+	var out []schemas.PhaseTime
+	if nGen > 0 {
+		out = append(out, schemas.PhaseTime{Phase: "generate", WallS: gen})
+	}
+	if nExec > 0 {
+		out = append(out, schemas.PhaseTime{Phase: "execute", WallS: exec})
+	}
+	return out
 }
 
 // taskMBest maps each task of the data root's tasks dataset to its m_best

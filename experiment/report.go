@@ -92,6 +92,7 @@ type armStats struct {
 	runs                                   map[int64]*seedRun // PPO arms: each seed's training record
 	samples                                sampleSums         // PPO arms: their samples, pooled over seeds
 	phases                                 map[string]float64 // PPO arms: wall seconds per phase of training, means over the seeds that recorded it
+	evalPhases                             map[string]float64 // trajectory-seconds per phase of evaluation (generate, execute), means over the seeds that recorded it
 }
 
 type summary struct {
@@ -194,6 +195,12 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 					st.phases = map[string]float64{}
 				}
 				st.phases[ph.Phase] += ph.WallS / n
+			}
+			for _, ph := range r.EvalTime {
+				if st.evalPhases == nil {
+					st.evalPhases = map[string]float64{}
+				}
+				st.evalPhases[ph.Phase] += ph.WallS / n
 			}
 			if len(r.RewardCurve) > 0 {
 				st.rewardCurve = append(st.rewardCurve, r.RewardCurve)
@@ -701,11 +708,12 @@ func writeTaskTable(b *strings.Builder, s summary) {
 // training and evaluation processes' wall and CPU time, and for PPO arms
 // the wall seconds of each phase of training as train ppo recorded them
 // (generating actions, executing them in the environments, the learner,
-// and the learning-curve evaluations), means over seeds. A phase a run did
-// not record shows "-"; so does evaluation's own split, which mlerl
-// evaluate does not record.
+// and the learning-curve evaluations), and evaluation's split (the
+// trajectories' generate and execute seconds, summed over trajectories
+// that ran in parallel), means over seeds. A phase a run did not record
+// (datasets written before experiments 1.3 and 1.5) shows "-".
 func writeTimeSplit(b *strings.Builder, arms []*armStats) {
-	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time. Eval generate / execute: the evaluation's trajectory-seconds spent in the agent's answers and in the environment's steps, summed over trajectories that ran in parallel (so they can exceed its wall time), with their share of the trajectories' total.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU | eval generate | eval execute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range arms {
 		cells := make([]string, len(phaseOrder))
 		for i, ph := range phaseOrder {
@@ -714,6 +722,13 @@ func writeTimeSplit(b *strings.Builder, arms []*armStats) {
 				cells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(a.trainWall, 1e-9))
 			}
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", a.arm.Name, cost(a.trainWall, a.trainCPU), strings.Join(cells, " | "), cost(a.evalWall, a.evalCPU))
+		evalCells := []string{"-", "-"}
+		total := a.evalPhases["generate"] + a.evalPhases["execute"]
+		for i, ph := range []string{"generate", "execute"} {
+			if v, ok := a.evalPhases[ph]; ok {
+				evalCells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(total, 1e-9))
+			}
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", a.arm.Name, cost(a.trainWall, a.trainCPU), strings.Join(cells, " | "), cost(a.evalWall, a.evalCPU), strings.Join(evalCells, " | "))
 	}
 }

@@ -85,8 +85,8 @@ var (
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
-	EvalResults  = Info{Name: "eval_results", Version: "1.1", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.4", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	EvalResults  = Info{Name: "eval_results", Version: "1.2", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
+	Experiments  = Info{Name: "experiments", Version: "1.5", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -324,6 +324,12 @@ type EvalResult struct {
 	// transcripts. Since 1.1; empty in 1.0 datasets.
 	Answers  []string `parquet:"answers,list"`
 	Feedback []string `parquet:"feedback,list"`
+	// Since 1.2 (absent before, and for a method with no agent): the wall
+	// seconds the trajectory spent generating (the agent's answers: a
+	// policy's sampling, an LLM's calls) and executing (the environment's
+	// steps: script runs, execution-cache replays included).
+	GenerateS *float64 `parquet:"generate_s,optional"`
+	ExecuteS  *float64 `parquet:"execute_s,optional"`
 }
 
 // MaxTranscriptChars bounds each of an eval_results row's answers and
@@ -399,6 +405,12 @@ type ExperimentRow struct {
 	// [-1, 1]; absent when the task has no headroom or the tasks dataset
 	// gave no m_best.
 	Headroom *float64 `parquet:"headroom,optional"`
+	// Since 1.5 (empty before): where the cell's evaluation time went,
+	// summed over its trajectories from eval_results 1.2 (generate: the
+	// agent's answers; execute: the environment's steps). Trajectories run
+	// in parallel (evaluate --workers), so these are trajectory-seconds:
+	// their sum can exceed the evaluation's wall time.
+	EvalTime []PhaseTime `parquet:"eval_time,list"`
 }
 
 // CurvePoint is one point of a PPO run's learning curve: the policy after
@@ -449,8 +461,9 @@ type Moments struct {
 	SumXY  float64 `parquet:"sum_xy"`
 }
 
-// PhaseTime is the wall seconds a PPO cell spent in one phase of its
-// updates (ExperimentRow.PPOTime).
+// PhaseTime is the wall seconds a cell spent in one phase: of a PPO
+// cell's updates (ExperimentRow.PPOTime), or of its evaluation's
+// trajectories (ExperimentRow.EvalTime).
 type PhaseTime struct {
 	Phase string  `parquet:"phase"`
 	WallS float64 `parquet:"wall_s"`

@@ -127,6 +127,11 @@ func NewOptionsFor(p Prompts, maxSteps int) (Options, error) {
 type Episode struct {
 	Trajectory schemas.Trajectory
 	Steps      []schemas.Step
+	// ActS and StepS are the wall seconds the episode spent in the agent's
+	// answers (a policy's generation, an LLM's calls) and in the
+	// environment's steps (script runs, replays of the execution cache
+	// included), summed over its steps.
+	ActS, StepS float64
 }
 
 // maxPromptScriptBytes bounds the train.py read into a prompt.
@@ -157,8 +162,12 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 			return nil, fmt.Errorf("task %s, trajectory %s, step %d: agent: %w", traj.TaskID, traj.TrajectoryID, e.Steps()+1, err)
 		}
 		// The agent's thinking time counts against the episode's time limit.
-		e.AddTime(time.Since(t0))
+		act := time.Since(t0)
+		e.AddTime(act)
+		ep.ActS += act.Seconds()
+		tStep := time.Now()
 		r, err := e.Step(ctx, text)
+		ep.StepS += time.Since(tStep).Seconds()
 		if err == env.ErrDone {
 			break
 		}
