@@ -20,7 +20,13 @@
 # 2,048^3 product, 1 and 2 threads, native BenchmarkGemmPeak and
 # scripts/bench_torch_gemm.py) and prints each benchmark's model FLOP
 # utilisation against it, and the PPO learner step with shared prompts
-# against the SFT step of the same shape (BenchmarkPPOLearner, native).
+# against the SFT step of the same shape (BenchmarkPPOLearner, native),
+# and generation against a second peer on the same weights: ONNX Runtime
+# (policy/onnxpeer BenchmarkGeneratePeer: the demo policy's shape,
+# 448-token prompts, 96 new tokens, batch 1 and 32, both engines with
+# GOMAXPROCS 2 threads; ONNX Runtime with its default spinning threads,
+# without spinning, and without spinning decoding in place; idle only;
+# skipped when `make setup` has not installed the library).
 #
 # PyTorch runs with 1 and 2 threads and the ratio takes the better one;
 # the native engine runs with GOMAXPROCS 2 (the ratio) and 1. Everything is
@@ -105,9 +111,9 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 	exit 1
 fi
 if [ "$QUICK" = 1 ]; then
-	SFT_GO=3x SFT_PY=3 SFT_PY_S=3 GEN1_GO=1x GEN8_GO=1x GEN_PY=1 GEN_PY_S=2 PROCS="2" PEAK_GO=3x PEAK_PY=3 PPO_GO=1x
+	SFT_GO=3x SFT_PY=3 SFT_PY_S=3 GEN1_GO=1x GEN8_GO=1x GEN_PY=1 GEN_PY_S=2 PROCS="2" PEAK_GO=3x PEAK_PY=3 PPO_GO=1x PEER_GO=1x
 else
-	SFT_GO=20x SFT_PY=20 SFT_PY_S=20 GEN1_GO=6x GEN8_GO=2x GEN_PY=3 GEN_PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 PPO_GO=3x
+	SFT_GO=20x SFT_PY=20 SFT_PY_S=20 GEN1_GO=6x GEN8_GO=2x GEN_PY=3 GEN_PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 PPO_GO=3x PEER_GO=2x
 fi
 tmp="$(mktemp -d -t mlerl-bench.XXXXXX)"
 busy=""
@@ -117,6 +123,7 @@ cleanup() {
 }
 trap cleanup EXIT
 "$GO" test -c -o "$tmp/native.test" ./policy/native
+"$GO" test -c -o "$tmp/peer.test" ./policy/onnxpeer
 results="$tmp/results.tsv"
 flops="$tmp/flops.tsv"
 : >"$results"
@@ -180,6 +187,25 @@ ppo() { # ppo COND: BenchmarkPPOLearner (native, GOMAXPROCS=2)
 		record "$cond" "ppo-$sub-sample" native 2 "$(echo "$out" | grep "/$sub-" | metric sample_tok/s)" "$(echo "$out" | grep "/$sub-" | metric sample_tok/cpu-s)"
 	done
 }
+peer() { # peer COND: BenchmarkGeneratePeer (native vs ONNX Runtime, GOMAXPROCS=2 and 2 intra-op threads)
+	local cond="$1" out impl b phase
+	out="$(GOMAXPROCS=2 "$tmp/peer.test" -test.run '^$' -test.bench 'GeneratePeer' -test.benchtime "$PEER_GO" 2>&1)" || {
+		echo "$out" >&2
+		exit 1
+	}
+	if echo "$out" | grep -q 'SKIP'; then
+		echo "  [$cond] BenchmarkGeneratePeer skipped: $(echo "$out" | grep -m1 'ONNX Runtime')"
+		return
+	fi
+	echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=2, load $(load)] /"
+	for impl in native ort ort-nospin ort-inplace-nospin; do
+		for b in 1 32; do
+			for phase in prefill decode new; do
+				record "$cond" "peer-b$b-$phase" "$impl" 2 "$(echo "$out" | grep "engine=$impl/batch=$b-" | metric "${phase}_tok/s")" "$(echo "$out" | grep "engine=$impl/batch=$b-" | metric "${phase}_tok/cpu-s")"
+			done
+		done
+	done
+}
 torch() { # torch COND BENCH THREADS SCRIPT ARGS...
 	local cond="$1" name="$2" threads="$3" out
 	shift 3
@@ -216,9 +242,10 @@ measure() { # measure COND
 
 start=$(date +%s)
 echo
-echo "## the machine's GEMM peak and the PPO learner (load before: $(load))"
+echo "## the machine's GEMM peak, the PPO learner and the ONNX Runtime peer (load before: $(load))"
 peak idle
 ppo idle
+peer idle
 measure idle
 if [ "$CONTENTION" = 1 ]; then
 	taskset -c 0 yes >/dev/null &
@@ -331,6 +358,20 @@ if any(k[1].startswith("ppo-") for k in rows):
     for sub, label in (("sft", "SFT, same samples and head positions"), ("unshared", "PPO, each sample with its prompt"), ("shared", "PPO, shared prompts (Batch.Prefix)")):
         r, smp = get("idle", f"ppo-{sub}", "native", 2), get("idle", f"ppo-{sub}-sample", "native", 2)
         print(f"| {label} | {r[0]:,.0f} ({r[1]:,.0f}) | {smp[0]:,.0f} ({smp[1]:,.0f}) | **{r[0] / sft[0]:.2f}x** | {r[1] / sft[1]:.2f}x |")
+
+if any(k[1].startswith("peer-") for k in rows):
+    print()
+    print("### generation, native vs ONNX Runtime on the same weights (demo shape, 448-token prompts, 96 new tokens; GOMAXPROCS=2 and 2 intra-op threads, idle; BenchmarkGeneratePeer): tokens/s (per CPU-second in brackets)")
+    print()
+    print("ORT: ONNX Runtime with policy/onnxpeer's graphs; its intra-op threads spin between tasks by default (\"spin\"); \"in place\" decodes with the cache updated in place (Graphs.DecodeInPlace) instead of the standard past -> present copy. Ratios: native / ORT.")
+    print()
+    print("| batch | phase | native | ORT, spin | ORT, no spin | ORT, in place, no spin | ratio vs spin | per CPU-s | ratio vs no spin | per CPU-s | ratio vs in place | per CPU-s |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for b in (1, 32):
+        for phase, label in (("prefill", "prefill (prompt tok/s)"), ("decode", "decode (new tok/s)"), ("new", "whole generation (new tok/s)")):
+            n, *ort = (get("idle", f"peer-b{b}-{phase}", impl, 2) for impl in ("native", "ort", "ort-nospin", "ort-inplace-nospin"))
+            print(f"| {b} | {label} | {n[0]:,.0f} ({n[1]:,.0f}) | " + " | ".join(f"{o[0]:,.0f} ({o[1]:,.0f})" for o in ort) + " | "
+                  + " | ".join(f"**{n[0] / o[0]:.2f}x** | {n[1] / o[1]:.2f}x" for o in ort) + " |")
 
 if "contended" in conds:
     print()
