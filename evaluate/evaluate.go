@@ -616,7 +616,7 @@ func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 	row.Steps = t.NumSteps
 	row.WallS = t.WallS
 	row.CostUSD = t.CostUSD
-	row.GenerateS, row.ExecuteS = &ep.ActS, &ep.StepS
+	row.GenerateS, row.WaitS, row.ExecuteS = &ep.ActS, &ep.WaitS, &ep.StepS
 	for _, s := range ep.Steps {
 		name := s.ActionName
 		if name == "" {

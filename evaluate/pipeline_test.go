@@ -219,12 +219,17 @@ func TestPipelineSmoke(t *testing.T) {
 		}
 		// Every agent's trajectory records its time split; the scripts it
 		// ran took time, and the two parts fit in its wall time.
-		if r.Method == MethodInitial && (r.GenerateS != nil || r.ExecuteS != nil) {
-			t.Errorf("initial on %s: generate_s %s execute_s %s, want none (no agent ran)", r.TaskID, secs(r.GenerateS), secs(r.ExecuteS))
+		if r.Method == MethodInitial && (r.GenerateS != nil || r.WaitS != nil || r.ExecuteS != nil) {
+			t.Errorf("initial on %s: generate_s %s wait_s %s execute_s %s, want none (no agent ran)", r.TaskID, secs(r.GenerateS), secs(r.WaitS), secs(r.ExecuteS))
 		}
-		if r.Method != MethodInitial && (r.GenerateS == nil || r.ExecuteS == nil || *r.GenerateS < 0 || *r.ExecuteS <= 0 || *r.GenerateS+*r.ExecuteS > r.WallS) {
-			t.Errorf("%s on %s #%d: generate_s %s execute_s %s wall_s %v, want both set, execute > 0, their sum within the wall",
-				r.Method, r.TaskID, r.Trajectory, secs(r.GenerateS), secs(r.ExecuteS), r.WallS)
+		if r.Method != MethodInitial && (r.GenerateS == nil || r.WaitS == nil || r.ExecuteS == nil || *r.GenerateS < 0 || *r.WaitS < 0 || *r.ExecuteS <= 0 ||
+			*r.GenerateS+*r.WaitS+*r.ExecuteS > r.WallS) {
+			t.Errorf("%s on %s #%d: generate_s %s wait_s %s execute_s %s wall_s %v, want all set, execute > 0, their sum within the wall",
+				r.Method, r.TaskID, r.Trajectory, secs(r.GenerateS), secs(r.WaitS), secs(r.ExecuteS), r.WallS)
+		}
+		// Only a policy's episodes are answered in lockstep batches.
+		if (r.Method == MethodRandom || r.Method == MethodExpert) && r.WaitS != nil && *r.WaitS != 0 {
+			t.Errorf("%s on %s #%d: wait_s %v, want 0 (no batch to wait for)", r.Method, r.TaskID, r.Trajectory, *r.WaitS)
 		}
 		if r.Method == MethodExpert && !strings.Contains(r.Answers[0], "Action: "+r.Actions[0]) {
 			t.Errorf("expert on %s #%d: first answer %q does not name its action %q", r.TaskID, r.Trajectory, r.Answers[0], r.Actions[0])

@@ -207,32 +207,30 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	return rows, nil
 }
 
-// evalPhases sums the generate and execute seconds of the evaluation's
-// trajectories of the cell's methods (arm: method -> arm name); a phase
-// that no trajectory recorded (eval_results before 1.2, or methods without
-// an agent) is absent.
+// evalPhases sums the generate, wait and execute seconds of the
+// evaluation's trajectories of the cell's methods (arm: method -> arm
+// name); a phase that no trajectory recorded (eval_results before 1.2, or
+// methods without an agent) is absent.
 func evalPhases(results []schemas.EvalResult, arm map[string]string) []schemas.PhaseTime {
-	var gen, exec float64
-	var nGen, nExec int
+	names := []string{"generate", "wait", "execute"}
+	var sums [3]float64
+	var seen [3]bool
 	for _, r := range results {
 		if _, ok := arm[r.Method]; !ok {
 			continue
 		}
-		if r.GenerateS != nil {
-			gen += *r.GenerateS
-			nGen++
-		}
-		if r.ExecuteS != nil {
-			exec += *r.ExecuteS
-			nExec++
+		for i, v := range []*float64{r.GenerateS, r.WaitS, r.ExecuteS} {
+			if v != nil {
+				sums[i] += *v
+				seen[i] = true
+			}
 		}
 	}
 	var out []schemas.PhaseTime
-	if nGen > 0 {
-		out = append(out, schemas.PhaseTime{Phase: "generate", WallS: gen})
-	}
-	if nExec > 0 {
-		out = append(out, schemas.PhaseTime{Phase: "execute", WallS: exec})
+	for i, name := range names {
+		if seen[i] {
+			out = append(out, schemas.PhaseTime{Phase: name, WallS: sums[i]})
+		}
 	}
 	return out
 }

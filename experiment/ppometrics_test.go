@@ -114,29 +114,29 @@ func TestPhaseTimes(t *testing.T) {
 	var b strings.Builder
 	writeTimeSplit(&b, []*armStats{
 		{arm: Arm{Name: "sft+ppo"}, trainWall: 120, trainCPU: 200, evalWall: 60, evalCPU: 90, phases: map[string]float64{"generate": 15, "execute": 33, "learn": 5, "curve": 61},
-			evalPhases: map[string]float64{"generate": 30, "execute": 90}},
+			evalPhases: map[string]float64{"generate": 30, "wait": 30, "execute": 60}},
 		{arm: Arm{Name: "sft"}, trainWall: 600, trainCPU: 1100, evalWall: 50, evalCPU: 80},
 	})
-	for _, row := range []string{"| sft+ppo | 2m0s / 3m20s | 15s (12%) | 33s (28%) | 5s (4%) | 1m1s (51%) | 1m0s / 1m30s | 30s (25%) | 1m30s (75%) |", "| sft | 10m0s / 18m20s | - | - | - | - | 50s / 1m20s | - | - |"} {
+	for _, row := range []string{"| sft+ppo | 2m0s / 3m20s | 15s (12%) | 33s (28%) | 5s (4%) | 1m1s (51%) | 1m0s / 1m30s | 30s (25%) | 30s (25%) | 1m0s (50%) |", "| sft | 10m0s / 18m20s | - | - | - | - | 50s / 1m20s | - | - | - |"} {
 		if !strings.Contains(b.String(), row) {
 			t.Errorf("time table lacks %q:\n%s", row, b.String())
 		}
 	}
 }
 
-// TestEvalPhases: the evaluation's generate and execute seconds are summed
+// TestEvalPhases: the evaluation's generate, wait and execute seconds are summed
 // over the trajectories of the cell's methods only; a phase no trajectory
 // recorded (eval_results before 1.2, the initial script's rows) is absent.
 func TestEvalPhases(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	results := []schemas.EvalResult{
-		{Method: "sft+ppo", GenerateS: f(2), ExecuteS: f(10)},
-		{Method: "sft+ppo", GenerateS: f(3), ExecuteS: f(20)},
+		{Method: "sft+ppo", GenerateS: f(2), WaitS: f(1), ExecuteS: f(10)},
+		{Method: "sft+ppo", GenerateS: f(3), WaitS: f(0), ExecuteS: f(20)},
 		{Method: "sft", GenerateS: f(100), ExecuteS: f(100)}, // another cell's method
 		{Method: "initial"},
 	}
 	got := evalPhases(results, map[string]string{"sft+ppo": "sft+ppo", "initial": "initial"})
-	want := []schemas.PhaseTime{{Phase: "generate", WallS: 5}, {Phase: "execute", WallS: 30}}
+	want := []schemas.PhaseTime{{Phase: "generate", WallS: 5}, {Phase: "wait", WallS: 1}, {Phase: "execute", WallS: 30}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("phases %+v, want %+v", got, want)
 	}

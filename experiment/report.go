@@ -92,7 +92,7 @@ type armStats struct {
 	runs                                   map[int64]*seedRun // PPO arms: each seed's training record
 	samples                                sampleSums         // PPO arms: their samples, pooled over seeds
 	phases                                 map[string]float64 // PPO arms: wall seconds per phase of training, means over the seeds that recorded it
-	evalPhases                             map[string]float64 // trajectory-seconds per phase of evaluation (generate, execute), means over the seeds that recorded it
+	evalPhases                             map[string]float64 // trajectory-seconds per phase of evaluation (generate, wait, execute), means over the seeds that recorded it
 }
 
 type summary struct {
@@ -709,11 +709,11 @@ func writeTaskTable(b *strings.Builder, s summary) {
 // the wall seconds of each phase of training as train ppo recorded them
 // (generating actions, executing them in the environments, the learner,
 // and the learning-curve evaluations), and evaluation's split (the
-// trajectories' generate and execute seconds, summed over trajectories
-// that ran in parallel), means over seeds. A phase a run did not record
+// trajectories' generate, wait and execute seconds, summed over
+// trajectories that ran in parallel), means over seeds. A phase a run did not record
 // (datasets written before experiments 1.3 and 1.5) shows "-".
 func writeTimeSplit(b *strings.Builder, arms []*armStats) {
-	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time. Eval generate / execute: the evaluation's trajectory-seconds spent in the agent's answers and in the environment's steps, summed over trajectories that ran in parallel (so they can exceed its wall time), with their share of the trajectories' total.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU | eval generate | eval execute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time. Eval generate / wait / execute: the evaluation's trajectory-seconds spent in the agent's answers, waiting for the other trajectories of a lockstep batch to ask (a policy answers a task's trajectories together), and in the environment's steps, summed over trajectories that ran in parallel (so they can exceed its wall time), with their share of the three's total.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU | eval generate | eval wait | eval execute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range arms {
 		cells := make([]string, len(phaseOrder))
 		for i, ph := range phaseOrder {
@@ -722,9 +722,9 @@ func writeTimeSplit(b *strings.Builder, arms []*armStats) {
 				cells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(a.trainWall, 1e-9))
 			}
 		}
-		evalCells := []string{"-", "-"}
-		total := a.evalPhases["generate"] + a.evalPhases["execute"]
-		for i, ph := range []string{"generate", "execute"} {
+		evalCells := []string{"-", "-", "-"}
+		total := a.evalPhases["generate"] + a.evalPhases["wait"] + a.evalPhases["execute"]
+		for i, ph := range []string{"generate", "wait", "execute"} {
 			if v, ok := a.evalPhases[ph]; ok {
 				evalCells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(total, 1e-9))
 			}

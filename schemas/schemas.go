@@ -326,9 +326,12 @@ type EvalResult struct {
 	Feedback []string `parquet:"feedback,list"`
 	// Since 1.2 (absent before, and for a method with no agent): the wall
 	// seconds the trajectory spent generating (the agent's answers: a
-	// policy's sampling, an LLM's calls) and executing (the environment's
-	// steps: script runs, execution-cache replays included).
+	// policy's sampling, an LLM's calls), waiting for the other
+	// trajectories of its lockstep batch to ask (a policy's episodes are
+	// answered together), and executing (the environment's steps: script
+	// runs, execution-cache replays included).
 	GenerateS *float64 `parquet:"generate_s,optional"`
+	WaitS     *float64 `parquet:"wait_s,optional"`
 	ExecuteS  *float64 `parquet:"execute_s,optional"`
 }
 
@@ -407,7 +410,8 @@ type ExperimentRow struct {
 	Headroom *float64 `parquet:"headroom,optional"`
 	// Since 1.5 (empty before): where the cell's evaluation time went,
 	// summed over its trajectories from eval_results 1.2 (generate: the
-	// agent's answers; execute: the environment's steps). Trajectories run
+	// agent's answers; wait: for the lockstep batch; execute: the
+	// environment's steps). Trajectories run
 	// in parallel (evaluate --workers), so these are trajectory-seconds:
 	// their sum can exceed the evaluation's wall time.
 	EvalTime []PhaseTime `parquet:"eval_time,list"`

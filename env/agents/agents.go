@@ -35,6 +35,14 @@ type Agent interface {
 	Act(ctx context.Context, obs Observation) (text string, usage llm.Usage, err error)
 }
 
+// Waiter is an Agent that answers in batches with other episodes' agents
+// (episode.Lockstep): LastWait is how long its last Act waited for the
+// others' requests before the batch it was answered in began, time the
+// episode spent neither generating nor stepping.
+type Waiter interface {
+	LastWait() time.Duration
+}
+
 // Factory makes one Agent per episode. Name identifies it in datasets
 // (trajectories.expert, eval_results.method).
 type Factory interface {
@@ -127,11 +135,12 @@ func NewOptionsFor(p Prompts, maxSteps int) (Options, error) {
 type Episode struct {
 	Trajectory schemas.Trajectory
 	Steps      []schemas.Step
-	// ActS and StepS are the wall seconds the episode spent in the agent's
-	// answers (a policy's generation, an LLM's calls) and in the
-	// environment's steps (script runs, replays of the execution cache
-	// included), summed over its steps.
-	ActS, StepS float64
+	// ActS, WaitS and StepS are the wall seconds the episode spent in the
+	// agent's answers (a policy's generation, an LLM's calls), waiting for
+	// the other episodes of the agent's batch (a [Waiter]'s LastWait,
+	// taken out of ActS), and in the environment's steps (script runs,
+	// replays of the execution cache included), summed over its steps.
+	ActS, WaitS, StepS float64
 }
 
 // maxPromptScriptBytes bounds the train.py read into a prompt.
@@ -164,7 +173,12 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 		// The agent's thinking time counts against the episode's time limit.
 		act := time.Since(t0)
 		e.AddTime(act)
-		ep.ActS += act.Seconds()
+		var wait time.Duration
+		if w, ok := agent.(Waiter); ok {
+			wait = min(w.LastWait(), act)
+		}
+		ep.ActS += (act - wait).Seconds()
+		ep.WaitS += wait.Seconds()
 		tStep := time.Now()
 		r, err := e.Step(ctx, text)
 		ep.StepS += time.Since(tStep).Seconds()

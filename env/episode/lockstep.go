@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/llm"
@@ -46,6 +47,7 @@ type lockReply struct {
 	text  string
 	usage llm.Usage
 	err   error
+	start time.Time // when the batch began
 }
 
 func NewLockstep(actor BatchActor, seed int64, members int) *Lockstep {
@@ -67,17 +69,20 @@ func (l *Lockstep) Leave(ctx context.Context, i int) {
 	l.maybeRun(ctx)
 }
 
-func (l *Lockstep) act(ctx context.Context, i int, obs agents.Observation, plan []string) (string, llm.Usage, error) {
+// act asks for member i's next action and waits for its round; wait is
+// how long the request waited for the round's batch to begin.
+func (l *Lockstep) act(ctx context.Context, i int, obs agents.Observation, plan []string) (_ string, _ llm.Usage, wait time.Duration, _ error) {
 	req := &lockRequest{obs: obs, plan: plan, reply: make(chan lockReply, 1)}
+	asked := time.Now()
 	l.mu.Lock()
 	l.pending[i] = req
 	l.maybeRun(ctx)
 	l.mu.Unlock()
 	select {
 	case r := <-req.reply:
-		return r.text, r.usage, r.err
+		return r.text, r.usage, max(r.start.Sub(asked), 0), r.err
 	case <-ctx.Done():
-		return "", llm.Usage{}, ctx.Err()
+		return "", llm.Usage{}, time.Since(asked), ctx.Err()
 	}
 }
 
@@ -99,9 +104,10 @@ func (l *Lockstep) maybeRun(ctx context.Context) {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "lockstep/%d/%d", l.seed, l.round)
 	l.round++
+	start := time.Now()
 	texts, usage, err := l.actor.ActBatch(ctx, obs, plans, h.Sum64())
 	for k, i := range members {
-		r := lockReply{err: err}
+		r := lockReply{err: err, start: start}
 		if err == nil {
 			r.text, r.usage = texts[k], usage[k]
 		}
@@ -114,8 +120,15 @@ type lockAgent struct {
 	l      *Lockstep
 	member int
 	plan   []string
+	wait   time.Duration // the last Act's (agents.Waiter)
 }
 
 func (a *lockAgent) Act(ctx context.Context, obs agents.Observation) (string, llm.Usage, error) {
-	return a.l.act(ctx, a.member, obs, a.plan)
+	text, usage, wait, err := a.l.act(ctx, a.member, obs, a.plan)
+	a.wait = wait
+	return text, usage, err
 }
+
+// LastWait is how long the last Act waited for the other members'
+// requests before its batch began (agents.Waiter).
+func (a *lockAgent) LastWait() time.Duration { return a.wait }

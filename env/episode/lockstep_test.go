@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/llm"
@@ -48,7 +49,7 @@ func TestLockstepRounds(t *testing.T) {
 				defer wg.Done()
 				defer ls.Leave(ctx, i)
 				for range i + 1 {
-					text, _, err := ls.act(ctx, i, agents.Observation{Compact: fmt.Sprintf("m%d", i)}, nil)
+					text, _, _, err := ls.act(ctx, i, agents.Observation{Compact: fmt.Sprintf("m%d", i)}, nil)
 					if err != nil {
 						t.Error(err)
 						return
@@ -64,5 +65,32 @@ func TestLockstepRounds(t *testing.T) {
 		if got := strings.Join(answers[2], ","); got != "m2@1,m2@2,m2@3" {
 			t.Fatalf("try %d: member 2 got %q, want its answers of rounds 1-3", try, got)
 		}
+	}
+}
+
+// TestLockstepReportsTheWait: a member that asks first waits for the
+// other's request before its batch begins, and its agent says so
+// (agents.Waiter); the member whose request completes the batch waits
+// (almost) nothing.
+func TestLockstepReportsTheWait(t *testing.T) {
+	const late = 80 * time.Millisecond
+	ls := NewLockstep(&recorder{}, 1, 2)
+	early, last := ls.Agent(0, nil), ls.Agent(1, nil)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := early.Act(ctx, agents.Observation{Compact: "m0"})
+		done <- err
+	}()
+	time.Sleep(late)
+	if _, _, err := last.Act(ctx, agents.Observation{Compact: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	we, wl := early.(agents.Waiter).LastWait(), last.(agents.Waiter).LastWait()
+	if we < late || wl > late/4 {
+		t.Errorf("waits: the early member %v (want >= %v), the last %v (want about 0)", we, late, wl)
 	}
 }
