@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -45,5 +48,27 @@ func TestErrorLine(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestCPUProfile: MLERL_CPUPROFILE writes the command's CPU profile (a
+// gzipped pprof protobuf) and keeps its exit status; a path that cannot
+// be created stops the command with the variable's name.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	t.Setenv(CPUProfileEnv, path)
+	if _, stderr, code := runMain(t, "version"); code != 0 {
+		t.Fatalf("version with a profile: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof file", path, len(b), err)
+	}
+	if _, _, code := runMain(t, "no-such-command"); code != 1 {
+		t.Errorf("a failing command with a profile: exit %d, want 1", code)
+	}
+	t.Setenv(CPUProfileEnv, filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
+	if _, stderr, code := runMain(t, "version"); code != 2 || !strings.Contains(stderr, CPUProfileEnv) {
+		t.Errorf("an unwritable profile path: exit %d, stderr %q; want 2 and the variable's name", code, stderr)
 	}
 }
