@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/mlerl/mlerl/internal/textutil"
 )
@@ -104,15 +105,43 @@ func Normalize(s string) string {
 	return strings.TrimRight(s, ".!; ")
 }
 
-// Lookup finds the catalog idea whose text (or id) the instruction names.
+// Lookup finds the catalog idea whose text (or id) the instruction names:
+// the first idea of All whose normalized text equals the instruction's,
+// or whose id is the instruction.
 func Lookup(instruction string) (Idea, bool) {
-	n := Normalize(instruction)
-	for _, i := range All() {
-		if Normalize(i.Text) == n || i.ID == strings.TrimSpace(instruction) {
-			return i, true
-		}
+	ix := lookupIndex()
+	t, okT := ix.byText[Normalize(instruction)]
+	d, okD := ix.byID[strings.TrimSpace(instruction)]
+	switch {
+	case okT && (!okD || t < d):
+		return ix.all[t], true
+	case okD:
+		return ix.all[d], true
 	}
 	return Idea{}, false
+}
+
+// lookupIndex maps each normalized idea text and each id to its first
+// index in All, built once: Lookup runs for every catalog idea of a task
+// whenever a policy's action grammar is built (every step of every
+// episode), and normalizing the whole catalog each time was a sixth of a
+// PPO update's CPU time (BENCHMARKS.md, issue 33).
+var lookupIndex = sync.OnceValue(func() ideaIndex {
+	ix := ideaIndex{all: All(), byText: map[string]int{}, byID: map[string]int{}}
+	for k, i := range ix.all {
+		if _, ok := ix.byText[Normalize(i.Text)]; !ok {
+			ix.byText[Normalize(i.Text)] = k
+		}
+		if _, ok := ix.byID[i.ID]; !ok {
+			ix.byID[i.ID] = k
+		}
+	}
+	return ix
+})
+
+type ideaIndex struct {
+	all          []Idea
+	byText, byID map[string]int
 }
 
 var sectionRe = regexp.MustCompile(`(?m)^# === ([a-z_]+) ===\n`)

@@ -202,3 +202,30 @@ func TestApply(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupIndexMatchesTheScan: the indexed Lookup answers what the
+// linear scan it replaced answered (the first idea of All whose
+// normalized text or id matches), for every idea's text, id and spelling
+// variants, and for instructions that name no idea.
+func TestLookupIndexMatchesTheScan(t *testing.T) {
+	scan := func(instruction string) (Idea, bool) {
+		n := Normalize(instruction)
+		for _, i := range All() {
+			if Normalize(i.Text) == n || i.ID == strings.TrimSpace(instruction) {
+				return i, true
+			}
+		}
+		return Idea{}, false
+	}
+	queries := []string{"", "  ", "make the model better somehow", "nothing."}
+	for _, i := range All() {
+		queries = append(queries, i.Text, i.ID, " "+i.ID+"\n", strings.ToUpper(i.Text)+".", "  "+strings.ReplaceAll(i.Text, " ", "   ")+"!")
+	}
+	for _, q := range queries {
+		want, wok := scan(q)
+		got, ok := Lookup(q)
+		if ok != wok || got.ID != want.ID {
+			t.Errorf("Lookup(%q) = %q, %v; the scan: %q, %v", q, got.ID, ok, want.ID, wok)
+		}
+	}
+}
