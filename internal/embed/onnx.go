@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/mlerl/mlerl/internal/ortenv"
 )
 
 // ONNXOptions configure [NewONNX].
@@ -26,7 +28,7 @@ type ONNXOptions struct {
 
 // ErrNoRuntime is wrapped when the ONNX Runtime shared library cannot be
 // found or loaded.
-var ErrNoRuntime = errors.New("ONNX Runtime library not available")
+var ErrNoRuntime = ortenv.ErrNoRuntime
 
 // ONNX embeds with a local sentence-embedding model run by ONNX Runtime.
 //
@@ -51,21 +53,11 @@ type ONNX struct {
 	dim int
 }
 
-var ortMu sync.Mutex
-
-// initRuntime loads the ONNX Runtime library once per process.
+// initRuntime loads the ONNX Runtime library once per process
+// (ortenv.Init), with how to get one when it cannot.
 func initRuntime(path string) error {
-	ortMu.Lock()
-	defer ortMu.Unlock()
-	if ort.IsInitialized() {
-		return nil
-	}
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("%w: %s is missing: run `make setup`, which installs it (from the npm package onnxruntime-node), or point embed.onnxruntime_library at a libonnxruntime.so", ErrNoRuntime, path)
-	}
-	ort.SetSharedLibraryPath(path)
-	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
-		return fmt.Errorf("%w: loading %s: %v; run `make setup` to install a compatible one (onnxruntime-node 1.24 to 1.30)", ErrNoRuntime, path, err)
+	if err := ortenv.Init(path); err != nil {
+		return fmt.Errorf("%w: run `make setup`, which installs one (from the npm package onnxruntime-node 1.24 to 1.30), or point embed.onnxruntime_library at a libonnxruntime.so", err)
 	}
 	return nil
 }

@@ -3,14 +3,13 @@ package onnxpeer
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
-	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/mlerl/mlerl/internal/deps"
+	"github.com/mlerl/mlerl/internal/ortenv"
 	"github.com/mlerl/mlerl/policy/native"
 )
 
@@ -20,7 +19,7 @@ const LibraryRel = "onnxruntime/libonnxruntime.so.1"
 
 // ErrNoRuntime is wrapped when the ONNX Runtime shared library cannot be
 // found or loaded.
-var ErrNoRuntime = errors.New("ONNX Runtime library not available")
+var ErrNoRuntime = ortenv.ErrNoRuntime
 
 // Library finds the ONNX Runtime library `make setup` installs. The
 // error wraps ErrNoRuntime.
@@ -32,22 +31,12 @@ func Library() (string, error) {
 	return p, nil
 }
 
-var ortMu sync.Mutex
-
-// initRuntime loads the ONNX Runtime library once per process (a
-// process holds one; a later path is ignored).
+// initRuntime loads the ONNX Runtime library once per process
+// (ortenv.Init, shared with the embedder), with how to get one when it
+// cannot.
 func initRuntime(path string) error {
-	ortMu.Lock()
-	defer ortMu.Unlock()
-	if ort.IsInitialized() {
-		return nil
-	}
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("onnxpeer: %w: %s is missing: run `make setup`, which installs it", ErrNoRuntime, path)
-	}
-	ort.SetSharedLibraryPath(path)
-	if err := ort.InitializeEnvironment(ort.WithLogLevelError()); err != nil {
-		return fmt.Errorf("onnxpeer: %w: loading %s: %v", ErrNoRuntime, path, err)
+	if err := ortenv.Init(path); err != nil {
+		return fmt.Errorf("onnxpeer: %w: run `make setup`, which installs it", err)
 	}
 	return nil
 }
