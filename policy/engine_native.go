@@ -232,3 +232,7 @@ func (d *nativeDecoder) Extend(tokens [][]int32) ([]float32, error) {
 }
 
 func (d *nativeDecoder) Close() {}
+
+// SetMatmul sets the precision of the model's training products (see
+// SetMatmul in engine.go).
+func (e *nativeEngine) SetMatmul(mode string) (string, error) { return e.m.SetMatmul(mode) }

@@ -38,6 +38,8 @@ type SFTConfig struct {
 	Resume          bool `yaml:"resume" help:"continue from the latest checkpoint in out when there is one"`
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
+	// Matmul is the precision of the training products (policy.SetMatmul).
+	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU has AVX512_BF16, else fp32), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
 }
 
 // DefaultSFTConfig is the CPU demo: the demo model on the native engine,
@@ -55,6 +57,7 @@ func DefaultSFTConfig() SFTConfig {
 		Optim: policy.OptimConfig{LR: 1e-3, MinLRRatio: 0.1, WarmupSteps: 20, WeightDecay: 0.01,
 			Beta1: 0.9, Beta2: 0.95, ClipNorm: 1.0},
 		Engine:    policy.EngineNative,
+		Matmul:    policy.MatmulAuto,
 		Epochs:    2,
 		BatchRows: 8,
 		Seed:      1,
@@ -90,6 +93,10 @@ func (c SFTConfig) Validate() error {
 		return config.Errorf("max_steps", c.MaxSteps, "must not be negative (0: every epoch)")
 	case c.Response != policy.ResponseFull && c.Response != policy.ResponseTerse:
 		return config.Errorf("response", c.Response, "want %s or %s", policy.ResponseFull, policy.ResponseTerse)
+	case c.Matmul != "" && c.Matmul != policy.MatmulAuto && c.Matmul != policy.MatmulFP32 && c.Matmul != policy.MatmulBF16:
+		return config.Errorf("matmul", c.Matmul, "want %s, %s or %s", policy.MatmulAuto, policy.MatmulFP32, policy.MatmulBF16)
+	case c.Matmul == policy.MatmulBF16 && c.Engine != policy.EngineNative:
+		return config.Errorf("matmul", c.Matmul, "bf16 products are the %s engine's (engine is %s): use auto or fp32", policy.EngineNative, c.Engine)
 	}
 	if err := config.Nest("model", c.Model.Validate()); err != nil {
 		return err
@@ -170,6 +177,10 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		return fmt.Errorf("train sft: %w", err)
 	}
 	defer eng.Close()
+	matmul, err := policy.SetMatmul(eng, cfg.Matmul)
+	if err != nil {
+		return fmt.Errorf("train sft: %w", err)
+	}
 	vocab := ck.Vocab
 	cfg.Model = eng.Config()
 
@@ -195,8 +206,8 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		identity[i] = i
 	}
 	valBatches := packBatches(valEx, identity, cfg.BatchRows, cfg.Model.Ctx)
-	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %d params on the %s engine, %d updates\n",
-		len(trainEx), len(valEx), vocab.Size(), cfg.Model.NumParams(), eng.Name(), total)
+	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %d params on the %s engine (%s products), %d updates\n",
+		len(trainEx), len(valEx), vocab.Size(), cfg.Model.NumParams(), eng.Name(), matmul, total)
 	if refit > 0 {
 		fmt.Fprintf(log, "train sft: %d of %d prompts were longer than model.prompt_tokens %d and lost their oldest history lines\n", refit, len(trainEx), cfg.Model.PromptTokens)
 	}

@@ -186,10 +186,40 @@ func BenchmarkSFTStep(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	benchSFT(b, benchShape(), batches, MatmulFP32, KernelName())
+}
+
+// BenchmarkSFTStepBF16 is BenchmarkSFTStep with bf16 products (skipped
+// without AVX512_BF16: the plain-Go bf16 kernel is for tests), and
+// BenchmarkSFTStepDemo both precisions on the demo recipe's shape (width
+// 256, 4 layers), whose larger products take a larger share of a step.
+func BenchmarkSFTStepBF16(b *testing.B) {
+	if !BF16Native() {
+		b.Skip("no AVX512_BF16 on this CPU: bf16 would run the plain-Go kernel")
+	}
+	benchSFT(b, benchShape(), benchBatches(400), MatmulBF16, bf16Fast.name)
+}
+
+func BenchmarkSFTStepDemo(b *testing.B) {
+	batches := benchBatches(400)
+	modes := []string{MatmulFP32}
+	if BF16Native() {
+		modes = append(modes, MatmulBF16)
+	}
+	for _, mode := range modes {
+		b.Run("matmul="+mode, func(b *testing.B) { benchSFT(b, demoShape(), batches, mode, KernelName()) })
+	}
+}
+
+// benchSFT runs the SFT step benchmark on shape with products in mode.
+func benchSFT(b *testing.B, shape Config, batches []sftBatch, mode, kernel string) {
 	for _, head := range []string{"targets", "full"} {
-		b.Run("kernel="+KernelName()+"/head="+head, func(b *testing.B) {
-			m, err := New(benchShape(), 1)
+		b.Run("kernel="+kernel+"/head="+head, func(b *testing.B) {
+			m, err := New(shape, 1)
 			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := m.SetMatmul(mode); err != nil {
 				b.Fatal(err)
 			}
 			opt := NewAdamW(m, AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, ClipNorm: 1})

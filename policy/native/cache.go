@@ -323,9 +323,9 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	for l := range cfg.Layers {
 		w := &m.w.blocks[l]
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.x, w.lnAttnGain, w.lnAttnOffset, t, d)
-		denseForward(p, ds.q, ds.ln, w.qW, w.qB, nil, t, d, d)
-		denseForward(p, ds.k, ds.ln, w.kW, w.kB, nil, t, d, d)
-		denseForward(p, ds.v, ds.ln, w.vW, w.vB, nil, t, d, d)
+		denseForward(p, false, ds.q, ds.ln, w.qW, w.qB, nil, t, d, d)
+		denseForward(p, false, ds.k, ds.ln, w.kW, w.kB, nil, t, d, d)
+		denseForward(p, false, ds.v, ds.ln, w.vW, w.vB, nil, t, d, d)
 		ropeForward(p, ds.q, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ds.k, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		for _, s := range ds.segs {
@@ -357,11 +357,11 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			at := s.off*d + h*dh
 			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale)
 		})
-		denseForward(p, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
+		denseForward(p, false, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)
-		denseForward(p, ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, t, d, f)
+		denseForward(p, false, ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, t, d, f)
 		geluForward(p, ds.act, ds.pre)
-		denseForward(p, ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, t, f, d)
+		denseForward(p, false, ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, t, f, d)
 	}
 	for _, s := range ds.segs {
 		c.lens[s.row] += s.n
@@ -375,6 +375,6 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	}
 	layerNormForward(p, ds.h, ds.hm, ds.hr, ds.last, m.w.lnFinalGain, m.w.lnFinalOffset, r, d)
 	ds.logits = grow(ds.logits, r*cfg.Vocab)
-	denseForward(p, ds.logits, ds.h, m.w.lmW, m.w.lmB, nil, r, d, cfg.Vocab)
+	denseForward(p, false, ds.logits, ds.h, m.w.lmW, m.w.lmB, nil, r, d, cfg.Vocab)
 	return ds.logits, nil
 }

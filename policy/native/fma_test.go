@@ -29,6 +29,24 @@ func TestFMALoopComputes(t *testing.T) {
 	}
 }
 
+// TestDPBF16LoopComputes: the bf16 peak loop really does its dot
+// products: 16 lanes x 16 accumulators x n iterations x 2 pairs x a x b
+// (exact for these bf16 values), 64 FLOPs per instruction.
+func TestDPBF16LoopComputes(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 1000} {
+		flops, sum, ok := DPBF16Loop(n, 1.5, 0.25)
+		if !ok {
+			t.Skip("no AVX512_BF16")
+		}
+		if want := 16 * 16 * 2 * float64(n) * 1.5 * 0.25; sum != want {
+			t.Errorf("n %d: accumulators sum to %v, want %v", n, sum, want)
+		}
+		if want := 16 * 16 * 4 * float64(n); flops != want {
+			t.Errorf("n %d: %v FLOPs, want %v", n, flops, want)
+		}
+	}
+}
+
 // BenchmarkFMAPeak is the machine's float32 FMA peak: GOMAXPROCS
 // goroutines, each locked to its thread, run the register-only loop for
 // the same number of iterations; GFLOP/s is their FLOPs over the wall
@@ -36,33 +54,51 @@ func TestFMALoopComputes(t *testing.T) {
 func BenchmarkFMAPeak(b *testing.B) {
 	if _, isa, _, ok := FMALoop(1, 1, 1); ok {
 		b.Run("isa="+isa, func(b *testing.B) {
-			const n = 1 << 22 // about 1-4 ms per call: many calls per benchmark, no scheduler noise inside one
-			p := runtime.GOMAXPROCS(0)
-			var total float64
-			cpu0 := cpuSeconds()
-			start := time.Now()
-			for range b.N {
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				for range p {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						runtime.LockOSThread()
-						defer runtime.UnlockOSThread()
-						f, _, _, _ := FMALoop(n, 1, 1e-9)
-						mu.Lock()
-						total += f
-						mu.Unlock()
-					}()
-				}
-				wg.Wait()
-			}
-			wall := time.Since(start).Seconds()
-			b.ReportMetric(total/wall/1e9, "GFLOP/s")
-			b.ReportMetric(total/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+			peakLoop(b, func(n int) float64 { f, _, _, _ := FMALoop(n, 1, 1e-9); return f })
 		})
 		return
 	}
 	b.Skip("no AVX2+FMA: no register-only FMA loop for this CPU")
+}
+
+// BenchmarkBF16Peak is BenchmarkFMAPeak for the bf16 dot product
+// (VDPBF16PS, 2 multiply-adds per lane): the limit of the bf16 products.
+func BenchmarkBF16Peak(b *testing.B) {
+	if _, _, ok := DPBF16Loop(1, 1, 1); !ok {
+		b.Skip("no AVX512_BF16 on this CPU")
+	}
+	b.Run("isa=avx512-bf16", func(b *testing.B) {
+		peakLoop(b, func(n int) float64 { f, _, _ := DPBF16Loop(n, 1, 1e-9); return f })
+	})
+}
+
+// peakLoop runs loop (n iterations, returning its FLOPs) on GOMAXPROCS
+// goroutines, each locked to its thread, b.N times, and reports GFLOP/s
+// over the wall time and per CPU-second.
+func peakLoop(b *testing.B, loop func(n int) float64) {
+	const n = 1 << 22 // about 1-4 ms per call: many calls per benchmark, no scheduler noise inside one
+	p := runtime.GOMAXPROCS(0)
+	var total float64
+	cpu0 := cpuSeconds()
+	start := time.Now()
+	for range b.N {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range p {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				f := loop(n)
+				mu.Lock()
+				total += f
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+	wall := time.Since(start).Seconds()
+	b.ReportMetric(total/wall/1e9, "GFLOP/s")
+	b.ReportMetric(total/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
 }

@@ -50,11 +50,18 @@ type gemmOp struct {
 	// (gemmSerial takes it as given: a shared prompt's keys, packed once
 	// for all the continuations that attend to them).
 	packed []float32
+	// bf16: round A and B to bfloat16 (gemmBF16) when the product is
+	// large enough (more than gemmSmallM rows).
+	bf16 bool
 }
 
 // gemm runs op on the worker pool, split into tiles of C.
 func gemm(p *pool, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
+		return
+	}
+	if op.bf16 && op.m > gemmSmallM && op.k > 0 && op.packed == nil {
+		gemmBF16(p, op)
 		return
 	}
 	work := op.m * op.n * op.k

@@ -93,8 +93,9 @@ func layerNormBackward(p *pool, dx, dGain, dOffset, dOut, x, mean, rstd, gain []
 }
 
 // denseForward computes out = x·w + b, plus residual when it is not nil
-// (out may be residual itself). x is [n, in], w is [in, dout].
-func denseForward(p *pool, out, x, w, b, residual []float32, n, in, dout int) {
+// (out may be residual itself). x is [n, in], w is [in, dout]. With bf16
+// the product's inputs are rounded to bfloat16 (gemmBF16).
+func denseForward(p *pool, bf16 bool, out, x, w, b, residual []float32, n, in, dout int) {
 	p.chunks(n, rowGrain*4, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			oi := out[i*dout : i*dout+dout]
@@ -108,13 +109,14 @@ func denseForward(p *pool, out, x, w, b, residual []float32, n, in, dout int) {
 			}
 		}
 	})
-	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, acc: true})
+	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, acc: true, bf16: bf16})
 }
 
 // denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and
-// sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil.
-func denseBackward(p *pool, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
-	gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true})
+// sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil. With bf16 both
+// products' inputs are rounded to bfloat16.
+func denseBackward(p *pool, bf16 bool, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
+	gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true, bf16: bf16})
 	p.chunks(dout, 256, func(_, lo, hi int) {
 		dbs := db[lo:hi]
 		for i := range n {
@@ -122,7 +124,7 @@ func denseBackward(p *pool, dx, dw, db, dOut, x, w []float32, n, in, dout int, a
 		}
 	})
 	if dx != nil {
-		gemm(p, gemmOp{tb: true, m: n, n: in, k: dout, a: dOut, lda: dout, b: w, ldb: dout, c: dx, ldc: in, acc: accDx})
+		gemm(p, gemmOp{tb: true, m: n, n: in, k: dout, a: dOut, lda: dout, b: w, ldb: dout, c: dx, ldc: in, acc: accDx, bf16: bf16})
 	}
 }
 

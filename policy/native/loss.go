@@ -35,7 +35,7 @@ func (m *Model) crossEntropy(idx, targets []int32, weights []float32, backward b
 		return 0, err
 	}
 	hs.logits = grow(hs.logits, k*v)
-	denseForward(m.p, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
+	denseForward(m.p, m.bf16, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
 	wsum := 0.0
 	for i := range k {
 		wsum += float64(weightAt(weights, i))

@@ -14,6 +14,10 @@ type Model struct {
 	// the final LayerNorm): only the value head learns from dValues.
 	DetachValue bool
 
+	// bf16 rounds the inputs of the dense layers' training products to
+	// bfloat16 (SetMatmul; bf16.go). Decoding is float32 either way.
+	bf16 bool
+
 	data, grad []float32 // every parameter, then every gradient, in Params order
 	w, g       weights   // named views into data and grad
 	table      []paramField
@@ -121,17 +125,17 @@ func (m *Model) Forward(b Batch) error {
 		w, ba := &m.w.blocks[l], &a.blocks[l]
 		x := a.x[l]
 		layerNormForward(p, ba.ln1, ba.ln1Mean, ba.ln1Rstd, x, w.lnAttnGain, w.lnAttnOffset, n, d)
-		denseForward(p, ba.q, ba.ln1, w.qW, w.qB, nil, n, d, d)
-		denseForward(p, ba.k, ba.ln1, w.kW, w.kB, nil, n, d, d)
-		denseForward(p, ba.v, ba.ln1, w.vW, w.vB, nil, n, d, d)
+		denseForward(p, m.bf16, ba.q, ba.ln1, w.qW, w.qB, nil, n, d, d)
+		denseForward(p, m.bf16, ba.k, ba.ln1, w.kW, w.kB, nil, n, d, d)
+		denseForward(p, m.bf16, ba.v, ba.ln1, w.vW, w.vB, nil, n, d, d)
 		ropeForward(p, ba.q, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ba.k, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
 		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, dh)
-		denseForward(p, ba.mid, ba.att, w.outW, w.outB, x, n, d, d)
+		denseForward(p, m.bf16, ba.mid, ba.att, w.outW, w.outB, x, n, d, d)
 		layerNormForward(p, ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.mid, w.lnFFNGain, w.lnFFNOffset, n, d)
-		denseForward(p, ba.pre, ba.ln2, w.ffnInW, w.ffnInB, nil, n, d, f)
+		denseForward(p, m.bf16, ba.pre, ba.ln2, w.ffnInW, w.ffnInB, nil, n, d, f)
 		geluForward(p, ba.act, ba.pre)
-		denseForward(p, a.x[l+1], ba.act, w.ffnOutW, w.ffnOutB, ba.mid, n, f, d)
+		denseForward(p, m.bf16, a.x[l+1], ba.act, w.ffnOutW, w.ffnOutB, ba.mid, n, f, d)
 	}
 	return nil
 }
@@ -357,7 +361,7 @@ func (m *Model) Heads(idx []int32) (logits, values []float32, err error) {
 	hs, c := &m.head, m.Config
 	k, d, v := len(idx), c.DModel, c.Vocab
 	hs.logits = grow(hs.logits, k*v)
-	denseForward(m.p, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
+	denseForward(m.p, m.bf16, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
 	hs.values = grow(hs.values, k)
 	for i := range k {
 		hs.values[i] = kern.dot(hs.h[i*d:(i+1)*d], m.w.valueW) + m.w.valueB[0]
@@ -403,7 +407,7 @@ func (m *Model) backwardHeads(dLogits, dValues []float32) {
 	hs.dh = grow(hs.dh, k*d)
 	clear(hs.dh)
 	if dLogits != nil {
-		denseBackward(m.p, hs.dh, m.g.lmW, m.g.lmB, dLogits, hs.h, m.w.lmW, k, d, v, false)
+		denseBackward(m.p, m.bf16, hs.dh, m.g.lmW, m.g.lmB, dLogits, hs.h, m.w.lmW, k, d, v, false)
 	}
 	if dValues != nil {
 		for i, g := range dValues {
@@ -437,18 +441,18 @@ func (m *Model) backwardTrunk() {
 	for l := c.Layers - 1; l >= 0; l-- {
 		w, g, ba := &m.w.blocks[l], &m.g.blocks[l], &a.blocks[l]
 		// FFN: x_out = mid + gelu(ln2(mid)·W_in + b_in)·W_out + b_out.
-		denseBackward(p, bs.dAct, g.ffnOutW, g.ffnOutB, dx, ba.act, w.ffnOutW, n, f, d, false)
+		denseBackward(p, m.bf16, bs.dAct, g.ffnOutW, g.ffnOutB, dx, ba.act, w.ffnOutW, n, f, d, false)
 		geluBackward(p, bs.dAct, bs.dAct, ba.pre)
-		denseBackward(p, bs.dLn, g.ffnInW, g.ffnInB, bs.dAct, ba.ln2, w.ffnInW, n, d, f, false)
+		denseBackward(p, m.bf16, bs.dLn, g.ffnInW, g.ffnInB, bs.dAct, ba.ln2, w.ffnInW, n, d, f, false)
 		bs.part = layerNormBackward(p, dx, g.lnFFNGain, g.lnFFNOffset, bs.dLn, ba.mid, ba.ln2Mean, ba.ln2Rstd, w.lnFFNGain, n, d, bs.part)
 		// Attention: mid = x + attn(ln1(x))·W_out + b_out.
-		denseBackward(p, bs.dAtt, g.outW, g.outB, dx, ba.att, w.outW, n, d, d, false)
+		denseBackward(p, m.bf16, bs.dAtt, g.outW, g.outB, dx, ba.att, w.outW, n, d, d, false)
 		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, dh, n)
 		ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		ropeForward(p, bs.dk, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
-		denseBackward(p, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)
-		denseBackward(p, bs.dLn, g.kW, g.kB, bs.dk, ba.ln1, w.kW, n, d, d, true)
-		denseBackward(p, bs.dLn, g.vW, g.vB, bs.dv, ba.ln1, w.vW, n, d, d, true)
+		denseBackward(p, m.bf16, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)
+		denseBackward(p, m.bf16, bs.dLn, g.kW, g.kB, bs.dk, ba.ln1, w.kW, n, d, d, true)
+		denseBackward(p, m.bf16, bs.dLn, g.vW, g.vB, bs.dv, ba.ln1, w.vW, n, d, d, true)
 		bs.part = layerNormBackward(p, dx, g.lnAttnGain, g.lnAttnOffset, bs.dLn, a.x[l], ba.ln1Mean, ba.ln1Rstd, w.lnAttnGain, n, d, bs.part)
 	}
 	embeddingBackward(m.g.embed, dx, a.tokens, d)

@@ -25,6 +25,8 @@ type pool struct {
 	ws      []workspace // one per worker; index = worker id
 	gemmMu  sync.Mutex  // held by gemm while it uses sharedB
 	sharedB []float32   // a transposed B packed once per gemm call
+	bf16A   []uint32    // gemmBF16: A converted to bf16 pairs
+	bf16B   []uint32    // gemmBF16: B converted and packed
 }
 
 type job struct {
@@ -141,6 +143,7 @@ type workspace struct {
 	edgeB        []float32 // GEMM: ragged columns of B
 	tile         []float32 // GEMM edge tile
 	buf          []float32 // attention scores, softmax rows, ...
+	bf16Row      []uint32  // gemmBF16: one row of a transposed B
 }
 
 // grow returns s resized to n elements, reusing its storage when it is

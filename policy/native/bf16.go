@@ -1,0 +1,366 @@
+package native
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"unsafe"
+)
+
+// bf16 matrix products for training: inputs rounded to bfloat16 (the top
+// 16 bits of a float32, round to nearest even), products summed in
+// float32. Weights, gradients and optimizer state stay float32 (the master
+// copy); each product converts its two inputs as it packs them, so nothing
+// else of the model changes. With AVX512_BF16 (bf16_amd64.s) one
+// VDPBF16PS does the multiply-adds of two k values per lane, twice the
+// FMA's; elsewhere a plain-Go kernel computes the same sums (exact
+// products, float32 adds), slowly: it exists so that the bf16 mode and its
+// training check run on every machine.
+//
+// Only the dense layers' products use it (forward, input and weight
+// gradients; the LM head included), and only for products of more than
+// gemmSmallM rows: decoding stays float32, which is why PPO keeps float32
+// (its behaviour log-probs come from the float32 sampler; a bf16 learner
+// would move every ratio away from 1 before any update).
+
+// Matmul modes of a model's training products (Model.SetMatmul).
+const (
+	MatmulAuto = "auto" // bf16 where the CPU has AVX512_BF16 kernels, else fp32
+	MatmulFP32 = "fp32"
+	MatmulBF16 = "bf16" // bf16 everywhere: the plain-Go kernel where the CPU lacks AVX512_BF16
+)
+
+// bf16Kernels is one implementation of the bf16 product.
+type bf16Kernels struct {
+	name   string
+	mr, nr int
+	// micro computes an mr x nr tile of C = A·B (+ C when acc) over kp
+	// pairs of k: A's pair q of row i is the uint32 a[i*ars + q*aks] (two
+	// bf16, the even k in the low half), B kp rows of nr pairs with a row
+	// stride of ldb.
+	micro func(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c []float32, ldc int, acc bool)
+	// cvt sets dst[i] = bf16(src[i]) for every i < len(src).
+	cvt func(dst []uint16, src []float32)
+	// cvtPairs sets dst[i] = bf16(r0[i]) | bf16(r1[i])<<16, i < len(dst).
+	cvtPairs func(dst []uint32, r0, r1 []float32)
+	// cvtPanels is cvtPairs over panels of nr columns: the pairs of
+	// columns [p*nr, p*nr+nr) go to dst[p*stride:], p < panels.
+	cvtPanels func(panels int, r0, r1 []float32, dst []uint32, stride int)
+}
+
+var bf16Generic = &bf16Kernels{name: "bf16-generic", mr: 4, nr: 8, micro: microBF16Generic, cvt: cvtBF16Generic, cvtPairs: cvtPairsBF16Generic,
+	cvtPanels: func(panels int, r0, r1 []float32, dst []uint32, stride int) {
+		for p := range panels {
+			cvtPairsBF16Generic(dst[p*stride:p*stride+8], r0[p*8:p*8+8], r1[p*8:p*8+8])
+		}
+	}}
+
+// bf16Fast is the AVX512_BF16 implementation where the build and CPU
+// have it (bf16_amd64.go), else nil.
+var bf16Fast *bf16Kernels
+
+// BF16Native reports whether this CPU and build have hardware bf16
+// products (AVX512_BF16), the kernel "auto" selects.
+func BF16Native() bool { return bf16Fast != nil && KernelName() == "avx512" }
+
+// ResolveMatmul returns the mode a model set to mode computes in: "fp32"
+// or "bf16". An unknown mode is an error that lists the valid ones.
+func ResolveMatmul(mode string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(mode)) {
+	case MatmulAuto, "":
+		if BF16Native() {
+			return MatmulBF16, nil
+		}
+		return MatmulFP32, nil
+	case MatmulFP32:
+		return MatmulFP32, nil
+	case MatmulBF16:
+		return MatmulBF16, nil
+	}
+	return "", fmt.Errorf("native: matmul %q: want auto, fp32 or bf16", mode)
+}
+
+// SetMatmul sets the precision of the model's training products (Forward
+// and the backward passes; decoding is always float32) and returns the
+// mode it resolved to.
+func (m *Model) SetMatmul(mode string) (string, error) {
+	r, err := ResolveMatmul(mode)
+	if err != nil {
+		return "", err
+	}
+	m.bf16 = r == MatmulBF16
+	return r, nil
+}
+
+// Matmul returns the model's product precision, "fp32" or "bf16".
+func (m *Model) Matmul() string {
+	if m.bf16 {
+		return MatmulBF16
+	}
+	return MatmulFP32
+}
+
+// bf16Kern is the bf16 implementation in use: the hardware one when the
+// float32 kernels in use are AVX-512 (MLERL_NATIVE_KERNEL=avx2 or generic
+// forces the plain-Go one too), else the plain-Go one.
+func bf16Kern() *bf16Kernels {
+	if BF16Native() {
+		return bf16Fast
+	}
+	return bf16Generic
+}
+
+// toBF16 rounds f to bfloat16 as VCVTNEPS2BF16 does: to nearest even,
+// denormal inputs as zero, NaN kept a (quiet) NaN.
+func toBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	switch {
+	case u&0x7f800000 == 0: // zero or denormal: signed zero
+		return uint16(u>>16) & 0x8000
+	case u&0x7fffffff > 0x7f800000: // NaN
+		return uint16(u>>16) | 0x0040
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// fromBF16 widens a bfloat16 to float32 (exact).
+func fromBF16(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+func cvtBF16Generic(dst []uint16, src []float32) {
+	for i, v := range src {
+		dst[i] = toBF16(v)
+	}
+}
+
+func cvtPairsBF16Generic(dst []uint32, r0, r1 []float32) {
+	for i := range dst {
+		dst[i] = uint32(toBF16(r0[i])) | uint32(toBF16(r1[i]))<<16
+	}
+}
+
+// microBF16Generic is the plain-Go bf16 micro-kernel, 4 x 8: per pair the
+// odd k's product is added first, then the even one's, as VDPBF16PS
+// specifies; each product of two bf16 values is exact in float32.
+func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c []float32, ldc int, acc bool) {
+	const mr, nr = 4, 8
+	var t [mr][nr]float32
+	for q := range kp {
+		bq := b[q*ldb : q*ldb+nr : q*ldb+nr]
+		for i := range mr {
+			ap := a[i*ars+q*aks]
+			a0, a1 := fromBF16(uint16(ap)), fromBF16(uint16(ap>>16))
+			ti := &t[i]
+			for j, bp := range bq {
+				p1 := a1 * fromBF16(uint16(bp>>16))
+				p0 := a0 * fromBF16(uint16(bp))
+				ti[j] += p1
+				ti[j] += p0
+			}
+		}
+	}
+	for i := range mr {
+		ci := c[i*ldc : i*ldc+nr : i*ldc+nr]
+		if acc {
+			for j := range nr {
+				ci[j] += t[i][j]
+			}
+		} else {
+			copy(ci, t[i][:])
+		}
+	}
+}
+
+// gemmBF16KP is the k block in pairs: a 128 x nr strip of packed B (16 KB
+// at nr = 32) stays in L1 while the micro-kernel sweeps a block of rows.
+const gemmBF16KP = 128
+
+// gemmBF16 is gemm with bf16 inputs: A is converted to bf16 (row-major
+// pairs when A is stored as is, interleaved row pairs when transposed, in
+// both cases zero-padded to whole tiles of rows), B into panels of nr
+// pairs per k pair; then tiles of C as in gemm, each a float32 sum.
+func gemmBF16(p *pool, op gemmOp) {
+	bk := bf16Kern()
+	mr, nr := bk.mr, bk.nr
+	m, n, k := op.m, op.n, op.k
+	kp := (k + 1) / 2
+	mp := (m + mr - 1) / mr * mr
+	panels := (n + nr - 1) / nr
+	work := m * n * k
+	parallel := work >= parallelMinWork
+
+	p.gemmMu.Lock()
+	defer p.gemmMu.Unlock()
+
+	// A: ars, aks in uint32s.
+	p.bf16A = growU32(p.bf16A, mp*kp)
+	a := p.bf16A
+	var ars, aks int
+	if !op.ta {
+		ars, aks = kp, 1
+		conv := func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				row := a[i*kp : (i+1)*kp]
+				if i >= m {
+					clear(row)
+					continue
+				}
+				h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), 2*kp)
+				bk.cvt(h[:k], op.a[i*op.lda:i*op.lda+k])
+				if k%2 == 1 {
+					h[k] = 0
+				}
+			}
+		}
+		p.chunksIf(parallel, mp, 32, conv)
+	} else {
+		ars, aks = 1, mp
+		conv := func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				dst := a[q*mp : (q+1)*mp]
+				r0 := op.a[2*q*op.lda : 2*q*op.lda+m]
+				if 2*q+1 < k {
+					bk.cvtPairs(dst[:m], r0, op.a[(2*q+1)*op.lda:(2*q+1)*op.lda+m])
+				} else {
+					for i, v := range r0 {
+						dst[i] = uint32(toBF16(v))
+					}
+				}
+				clear(dst[m:])
+			}
+		}
+		p.chunksIf(parallel, kp, 8, conv)
+	}
+
+	// B: panel jp holds kp rows of nr pairs (columns [jp*nr, jp*nr+nr)).
+	p.bf16B = growU32(p.bf16B, panels*kp*nr)
+	b := p.bf16B
+	if !op.tb {
+		conv := func(lo, hi int) {
+			for q := lo; q < hi; q++ {
+				r0 := op.b[2*q*op.ldb : 2*q*op.ldb+n]
+				var r1 []float32
+				if 2*q+1 < k {
+					r1 = op.b[(2*q+1)*op.ldb : (2*q+1)*op.ldb+n]
+				}
+				first := 0
+				if r1 != nil && n >= nr {
+					first = n / nr
+					bk.cvtPanels(first, r0, r1, b[q*nr:], kp*nr)
+				}
+				for jp := first; jp < panels; jp++ {
+					j0 := jp * nr
+					w := min(nr, n-j0)
+					dst := b[(jp*kp+q)*nr : (jp*kp+q)*nr+nr]
+					for jj := range w {
+						v := uint32(toBF16(r0[j0+jj]))
+						if r1 != nil {
+							v |= uint32(toBF16(r1[j0+jj])) << 16
+						}
+						dst[jj] = v
+					}
+					clear(dst[w:])
+				}
+			}
+		}
+		p.chunksIf(parallel, kp, 8, conv)
+	} else {
+		// B(kk, j) = b[j*ldb + kk]: row j of the stored matrix, converted,
+		// is column j's kp pairs; scattered into its panel.
+		conv := func(w, lo, hi int) {
+			ws := &p.ws[w]
+			ws.bf16Row = growU32(ws.bf16Row, kp)
+			row := ws.bf16Row
+			h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), 2*kp)
+			for jp := lo; jp < hi; jp++ {
+				panel := b[jp*kp*nr : (jp+1)*kp*nr]
+				wd := min(nr, n-jp*nr)
+				for jj := range nr {
+					if jj >= wd {
+						for q := range kp {
+							panel[q*nr+jj] = 0
+						}
+						continue
+					}
+					j := jp*nr + jj
+					bk.cvt(h[:k], op.b[j*op.ldb:j*op.ldb+k])
+					if k%2 == 1 {
+						h[k] = 0
+					}
+					for q, v := range row {
+						panel[q*nr+jj] = v
+					}
+				}
+			}
+		}
+		if parallel {
+			p.chunks(panels, 1, conv)
+		} else {
+			p.run(1, func(w, _ int) { conv(w, 0, panels) })
+		}
+	}
+
+	// Tiles of C, split as gemm splits them.
+	mc, nc := blockRows(mr), gemmNC
+	mt, nt := (m+mc-1)/mc, (n+nc-1)/nc
+	for mt*nt < gemmMinTasks && mc > 16 && mc/2/mr*mr >= mr {
+		mc = mc / 2 / mr * mr
+		mt = (m + mc - 1) / mc
+	}
+	for mt*nt < gemmMinTasks && nc > 64 {
+		nc /= 2
+		nt = (n + nc - 1) / nc
+	}
+	p.runWork(mt*nt, work, func(w, t int) {
+		ws := &p.ws[w]
+		i0, j0 := (t/nt)*mc, (t%nt)*nc
+		i1, j1 := min(m, i0+mc), min(n, j0+nc)
+		ws.tile = grow(ws.tile, mr*nr)
+		for q0 := 0; q0 < kp; q0 += gemmBF16KP {
+			kb := min(gemmBF16KP, kp-q0)
+			acc := op.acc || q0 > 0
+			for j := j0; j < j1; j += nr {
+				wd := min(nr, j1-j)
+				bs := b[(j/nr)*kp*nr+q0*nr:]
+				for i := i0; i < i1; i += mr {
+					h := min(mr, i1-i)
+					as := a[i*ars+q0*aks:]
+					if h == mr && wd == nr {
+						bk.micro(kb, as, ars, aks, bs, nr, op.c[i*op.ldc+j:], op.ldc, acc)
+						continue
+					}
+					bk.micro(kb, as, ars, aks, bs, nr, ws.tile, nr, false)
+					for ii := range h {
+						dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+wd]
+						src := ws.tile[ii*nr : ii*nr+wd]
+						if acc {
+							for jj := range dst {
+								dst[jj] += src[jj]
+							}
+						} else {
+							copy(dst, src)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// chunksIf runs fn over [0, n) in chunks of grain on the pool when
+// parallel, else on the caller in one piece.
+func (p *pool) chunksIf(parallel bool, n, grain int, fn func(lo, hi int)) {
+	if !parallel {
+		fn(0, n)
+		return
+	}
+	p.chunks(n, grain, func(_, lo, hi int) { fn(lo, hi) })
+}
+
+// growU32 is grow for []uint32.
+func growU32(s []uint32, n int) []uint32 {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]uint32, n, n+n/2)
+}
