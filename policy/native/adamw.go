@@ -98,14 +98,30 @@ func (o *AdamW) Step(model *Model, lr float64) (gradNorm float64) {
 	invBC2 := float32(1 / bc2)
 	eps, decay, gs := float32(c.Eps), float32(lr*c.WeightDecay), float32(clip)
 	w, m, v := model.data, o.m, o.v
+	st := adamwStep{gs: gs, b1: b1, b2: b2, invBC2: invBC2, stepSize: stepSize, eps: eps, decay: decay}
 	p.chunks(len(g), grain, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			gi := g[i] * gs
-			mi := b1*m[i] + (1-b1)*gi
-			vi := b2*v[i] + (1-b2)*gi*gi
-			m[i], v[i] = mi, vi
-			w[i] -= stepSize*mi/(float32(math.Sqrt(float64(vi*invBC2)))+eps) + decay*w[i]
-		}
+		kern.adamw(w[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], st)
 	})
 	return norm
+}
+
+// adamwStep is one AdamW step's scalars: gradient scale (clipping),
+// betas, 1/(1-beta2^t), lr/(1-beta1^t), epsilon, lr*weight decay.
+type adamwStep struct{ gs, b1, b2, invBC2, stepSize, eps, decay float32 }
+
+// adamwGeneric updates w, m and v for gradients g (all one length):
+//
+//	m = b1*m + (1-b1)*g,  v = b2*v + (1-b2)*g*g
+//	w -= stepSize*m / (sqrt(v*invBC2) + eps) + decay*w
+//
+// each operation rounded to float32 in this order (the vector kernels do
+// the same operations in the same order).
+func adamwGeneric(w, g, m, v []float32, s adamwStep) {
+	for i := range w {
+		gi := g[i] * s.gs
+		mi := s.b1*m[i] + (1-s.b1)*gi
+		vi := s.b2*v[i] + (1-s.b2)*gi*gi
+		m[i], v[i] = mi, vi
+		w[i] -= s.stepSize*mi/(float32(math.Sqrt(float64(vi*s.invBC2)))+s.eps) + s.decay*w[i]
+	}
 }

@@ -84,3 +84,27 @@ func TestAdamWStateRestores(t *testing.T) {
 		}
 	}
 }
+
+// TestAdamWKernelsMatchGeneric: each kernel path's AdamW update gives
+// adamwGeneric's bits (the same float32 operations in the same order), at
+// lengths around the vector widths.
+func TestAdamWKernelsMatchGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	st := adamwStep{gs: 0.7, b1: 0.9, b2: 0.95, invBC2: 1 / (1 - 0.95*0.95), stepSize: 1e-3 / (1 - 0.81), eps: 1e-8, decay: 1e-5}
+	forEachKernel(t, func(t *testing.T) {
+		for _, n := range []int{0, 1, 7, 8, 15, 16, 17, 33, 1000} {
+			w, g, m, v := randSlice(r, n), randSlice(r, n), randSlice(r, n), randSlice(r, n)
+			for i := range v {
+				v[i] = float32(math.Abs(float64(v[i])))
+			}
+			w2, m2, v2 := append([]float32(nil), w...), append([]float32(nil), m...), append([]float32(nil), v...)
+			kern.adamw(w, g, m, v, st)
+			adamwGeneric(w2, g, m2, v2, st)
+			for i := range w {
+				if math.Float32bits(w[i]) != math.Float32bits(w2[i]) || math.Float32bits(m[i]) != math.Float32bits(m2[i]) || math.Float32bits(v[i]) != math.Float32bits(v2[i]) {
+					t.Fatalf("n %d, element %d: w %v m %v v %v, generic w %v m %v v %v", n, i, w[i], m[i], v[i], w2[i], m2[i], v2[i])
+				}
+			}
+		}
+	})
+}

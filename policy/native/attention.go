@@ -102,7 +102,7 @@ func prefixKV(groups []group, g group, k, v []float32, d, h, dh int, pp *prefixP
 // attentionForward computes, per group and head, o = softmax(q·kᵀ/√dh +
 // mask)·v over the group's prefix and its own earlier keys, keeping the
 // probabilities for the backward pass.
-func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *prefixPacks, heads, dh int) {
+func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *prefixPacks, heads, dh int, bf16 bool) {
 	d := heads * dh
 	scale := float32(1 / sqrt(float64(dh)))
 	if pp != nil {
@@ -114,7 +114,7 @@ func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *
 		pre := prefixKV(groups, g, k, v, d, h, dh, pp)
 		ldp := pre.np + g.n
 		attendForward(&p.ws[w], q[at:], d, pre, keys{k: k[at:]}, v[at:], d, o[at:], d,
-			probs[g.off+h*g.n*ldp:], ldp, g.n, 0, dh, scale)
+			probs[g.off+h*g.n*ldp:], ldp, g.n, 0, dh, scale, bf16)
 	})
 }
 
@@ -124,16 +124,17 @@ func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *
 // s0+i]. It writes the outputs to o (stride ldo) and the probabilities to
 // probs (stride ldp >= pre.np+s0+t: the prefix's columns, then the
 // others; entries right of each block's last row are left untouched).
+// With bf16 its products of more than gemmSmallM rows take bf16 inputs.
 func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []float32, ldk int, o []float32, ldo int,
-	probs []float32, ldp, t, s0, dh int, scale float32) {
+	probs []float32, ldp, t, s0, dh int, scale float32, bf16 bool) {
 	np := pre.np
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
 		nc := s0 + r1
 		if np > 0 {
-			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp, packed: pre.packed})
+			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp, packed: pre.packed, bf16: bf16})
 		}
-		scores := gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: ks.k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp}
+		scores := gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: ks.k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp, bf16: bf16}
 		if ks.kt > 0 {
 			scores.tb, scores.ldb = false, ks.kt
 		}
@@ -147,9 +148,9 @@ func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []flo
 			clear(row[valid:])
 		}
 		if np > 0 {
-			gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: np, a: probs[r0*ldp:], lda: ldp, b: pre.pv, ldb: ldk, c: o[r0*ldo:], ldc: ldo})
+			gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: np, a: probs[r0*ldp:], lda: ldp, b: pre.pv, ldb: ldk, c: o[r0*ldo:], ldc: ldo, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: nc, a: probs[r0*ldp+np:], lda: ldp, b: v, ldb: ldk, c: o[r0*ldo:], ldc: ldo, acc: np > 0})
+		gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: nc, a: probs[r0*ldp+np:], lda: ldp, b: v, ldb: ldk, c: o[r0*ldo:], ldc: ldo, acc: np > 0, bf16: bf16})
 	}
 }
 
@@ -157,7 +158,7 @@ func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []flo
 // task per family (a group without a prefix, then every group that names
 // it) and head: the family's groups add to the same prefix rows of dk and
 // dv, always in the same order.
-func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, pp *prefixPacks, heads, dh, n int) {
+func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, pp *prefixPacks, heads, dh, n int, bf16 bool) {
 	d := heads * dh
 	clear(dk[:n*d])
 	clear(dv[:n*d])
@@ -178,7 +179,7 @@ func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, grou
 			}
 			ldp := pre.np + g.n
 			attendBackward(&p.ws[w], dq[at:], dk[at:], dv[at:], dpk, dpv, dOut[at:], q[at:], pre, k[at:], v[at:], d,
-				probs[g.off+h*g.n*ldp:], g.n, dh, scale)
+				probs[g.off+h*g.n*ldp:], g.n, dh, scale, bf16)
 		}
 	})
 }
@@ -187,7 +188,7 @@ func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, grou
 // every row of stride ld (probabilities of stride pre.np+t). dk, dv and
 // the prefix's dpk, dpv are accumulated, dq overwritten.
 func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre kv, k, v []float32, ld int,
-	probs []float32, t, dh int, scale float32) {
+	probs []float32, t, dh int, scale float32, bf16 bool) {
 	np := pre.np
 	ldp := np + t
 	for r0 := 0; r0 < t; r0 += attnBlock {
@@ -198,9 +199,9 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 		dS := ws.buf
 		// dP = dO·vᵀ, then dS = P∘(dP - rowsum(P∘dP)) * scale.
 		if np > 0 {
-			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds, packed: pre.packed})
+			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds, packed: pre.packed, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds})
+		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds, bf16: bf16})
 		for i := r0; i < r1; i++ {
 			valid := np + i + 1
 			pr := probs[i*ldp : i*ldp+valid]
@@ -212,12 +213,12 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 			clear(dr[valid:])
 		}
 		if np > 0 {
-			gemmSerial(ws, gemmOp{m: rb, n: dh, k: np, a: dS, lda: lds, b: pre.pk, ldb: ld, c: dq[r0*ld:], ldc: ld})
-			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: dS, lda: lds, b: q[r0*ld:], ldb: ld, c: dpk, ldc: ld, acc: true})
-			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dpv, ldc: ld, acc: true})
+			gemmSerial(ws, gemmOp{m: rb, n: dh, k: np, a: dS, lda: lds, b: pre.pk, ldb: ld, c: dq[r0*ld:], ldc: ld, bf16: bf16})
+			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: dS, lda: lds, b: q[r0*ld:], ldb: ld, c: dpk, ldc: ld, acc: true, bf16: bf16})
+			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dpv, ldc: ld, acc: true, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0})
-		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true})
-		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true})
+		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0, bf16: bf16})
+		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true, bf16: bf16})
+		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true, bf16: bf16})
 	}
 }

@@ -175,30 +175,35 @@ func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c [
 // at nr = 32) stays in L1 while the micro-kernel sweeps a block of rows.
 const gemmBF16KP = 128
 
-// gemmBF16 is gemm with bf16 inputs: A is converted to bf16 (row-major
-// pairs when A is stored as is, interleaved row pairs when transposed, in
-// both cases zero-padded to whole tiles of rows), B into panels of nr
-// pairs per k pair; then tiles of C as in gemm, each a float32 sum.
-func gemmBF16(p *pool, op gemmOp) {
-	bk := bf16Kern()
+// bf16Operands is a product's inputs converted for the bf16 micro-kernel:
+// A's pairs at a[i*ars + q*aks] (mp rows, zero-padded to whole tiles), B
+// in panels of nr pairs per k pair (kp pairs, zero-padded columns).
+type bf16Operands struct {
+	a, b     []uint32
+	ars, aks int
+	kp, mp   int
+}
+
+// bf16Runner runs fn over [0, n) in chunks of about grain, each with a
+// workspace: on the pool, or on one worker.
+type bf16Runner func(n, grain int, fn func(ws *workspace, lo, hi int))
+
+// bf16Convert converts op's A and B into a and b (grown as needed): A
+// row-major when op stores it as is (its rows' pairs are adjacent), else
+// interleaved from pairs of stored rows; B into panels, from pairs of
+// rows, or when transposed from each stored row (one column's pairs).
+func bf16Convert(bk *bf16Kernels, op gemmOp, a, b []uint32, run bf16Runner) bf16Operands {
 	mr, nr := bk.mr, bk.nr
 	m, n, k := op.m, op.n, op.k
 	kp := (k + 1) / 2
 	mp := (m + mr - 1) / mr * mr
 	panels := (n + nr - 1) / nr
-	work := m * n * k
-	parallel := work >= parallelMinWork
+	cv := bf16Operands{a: growU32(a, mp*kp), b: growU32(b, panels*kp*nr), kp: kp, mp: mp}
+	a, b = cv.a, cv.b
 
-	p.gemmMu.Lock()
-	defer p.gemmMu.Unlock()
-
-	// A: ars, aks in uint32s.
-	p.bf16A = growU32(p.bf16A, mp*kp)
-	a := p.bf16A
-	var ars, aks int
 	if !op.ta {
-		ars, aks = kp, 1
-		conv := func(lo, hi int) {
+		cv.ars, cv.aks = kp, 1
+		run(mp, 32, func(_ *workspace, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				row := a[i*kp : (i+1)*kp]
 				if i >= m {
@@ -211,11 +216,10 @@ func gemmBF16(p *pool, op gemmOp) {
 					h[k] = 0
 				}
 			}
-		}
-		p.chunksIf(parallel, mp, 32, conv)
+		})
 	} else {
-		ars, aks = 1, mp
-		conv := func(lo, hi int) {
+		cv.ars, cv.aks = 1, mp
+		run(kp, 8, func(_ *workspace, lo, hi int) {
 			for q := lo; q < hi; q++ {
 				dst := a[q*mp : (q+1)*mp]
 				r0 := op.a[2*q*op.lda : 2*q*op.lda+m]
@@ -228,15 +232,11 @@ func gemmBF16(p *pool, op gemmOp) {
 				}
 				clear(dst[m:])
 			}
-		}
-		p.chunksIf(parallel, kp, 8, conv)
+		})
 	}
 
-	// B: panel jp holds kp rows of nr pairs (columns [jp*nr, jp*nr+nr)).
-	p.bf16B = growU32(p.bf16B, panels*kp*nr)
-	b := p.bf16B
 	if !op.tb {
-		conv := func(lo, hi int) {
+		run(kp, 8, func(_ *workspace, lo, hi int) {
 			for q := lo; q < hi; q++ {
 				r0 := op.b[2*q*op.ldb : 2*q*op.ldb+n]
 				var r1 []float32
@@ -262,13 +262,11 @@ func gemmBF16(p *pool, op gemmOp) {
 					clear(dst[w:])
 				}
 			}
-		}
-		p.chunksIf(parallel, kp, 8, conv)
+		})
 	} else {
 		// B(kk, j) = b[j*ldb + kk]: row j of the stored matrix, converted,
 		// is column j's kp pairs; scattered into its panel.
-		conv := func(w, lo, hi int) {
-			ws := &p.ws[w]
+		run(panels, 1, func(ws *workspace, lo, hi int) {
 			ws.bf16Row = growU32(ws.bf16Row, kp)
 			row := ws.bf16Row
 			h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), 2*kp)
@@ -292,69 +290,94 @@ func gemmBF16(p *pool, op gemmOp) {
 					}
 				}
 			}
-		}
-		if parallel {
-			p.chunks(panels, 1, conv)
-		} else {
-			p.run(1, func(w, _ int) { conv(w, 0, panels) })
-		}
+		})
 	}
+	return cv
+}
 
-	// Tiles of C, split as gemm splits them.
-	mc, nc := blockRows(mr), gemmNC
-	mt, nt := (m+mc-1)/mc, (n+nc-1)/nc
-	for mt*nt < gemmMinTasks && mc > 16 && mc/2/mr*mr >= mr {
-		mc = mc / 2 / mr * mr
-		mt = (m + mc - 1) / mc
-	}
-	for mt*nt < gemmMinTasks && nc > 64 {
-		nc /= 2
-		nt = (n + nc - 1) / nc
-	}
-	p.runWork(mt*nt, work, func(w, t int) {
-		ws := &p.ws[w]
-		i0, j0 := (t/nt)*mc, (t%nt)*nc
-		i1, j1 := min(m, i0+mc), min(n, j0+nc)
-		ws.tile = grow(ws.tile, mr*nr)
-		for q0 := 0; q0 < kp; q0 += gemmBF16KP {
-			kb := min(gemmBF16KP, kp-q0)
-			acc := op.acc || q0 > 0
-			for j := j0; j < j1; j += nr {
-				wd := min(nr, j1-j)
-				bs := b[(j/nr)*kp*nr+q0*nr:]
-				for i := i0; i < i1; i += mr {
-					h := min(mr, i1-i)
-					as := a[i*ars+q0*aks:]
-					if h == mr && wd == nr {
-						bk.micro(kb, as, ars, aks, bs, nr, op.c[i*op.ldc+j:], op.ldc, acc)
-						continue
-					}
-					bk.micro(kb, as, ars, aks, bs, nr, ws.tile, nr, false)
-					for ii := range h {
-						dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+wd]
-						src := ws.tile[ii*nr : ii*nr+wd]
-						if acc {
-							for jj := range dst {
-								dst[jj] += src[jj]
-							}
-						} else {
-							copy(dst, src)
+// bf16Tile computes rows [i0,i1) x columns [j0,j1) of C from cv, in k
+// blocks of gemmBF16KP pairs; ragged tiles go through ws.tile.
+func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1, j0, j1 int) {
+	mr, nr := bk.mr, bk.nr
+	kp, ars, aks := cv.kp, cv.ars, cv.aks
+	ws.tile = grow(ws.tile, mr*nr)
+	for q0 := 0; q0 < kp; q0 += gemmBF16KP {
+		kb := min(gemmBF16KP, kp-q0)
+		acc := op.acc || q0 > 0
+		for j := j0; j < j1; j += nr {
+			wd := min(nr, j1-j)
+			bs := cv.b[(j/nr)*kp*nr+q0*nr:]
+			for i := i0; i < i1; i += mr {
+				h := min(mr, i1-i)
+				as := cv.a[i*ars+q0*aks:]
+				if h == mr && wd == nr {
+					bk.micro(kb, as, ars, aks, bs, nr, op.c[i*op.ldc+j:], op.ldc, acc)
+					continue
+				}
+				bk.micro(kb, as, ars, aks, bs, nr, ws.tile, nr, false)
+				for ii := range h {
+					dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+wd]
+					src := ws.tile[ii*nr : ii*nr+wd]
+					if acc {
+						for jj := range dst {
+							dst[jj] += src[jj]
 						}
+					} else {
+						copy(dst, src)
 					}
 				}
 			}
 		}
+	}
+}
+
+// gemmBF16 is gemm with bf16 inputs (bf16Convert on the pool into its
+// shared buffers), tiles of C split as gemm splits them, each a float32
+// sum.
+func gemmBF16(p *pool, op gemmOp) {
+	bk := bf16Kern()
+	work := op.m * op.n * op.k
+	var run bf16Runner = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
+		p.run(1, func(w, _ int) { fn(&p.ws[w], 0, n) })
+	}
+	if work >= parallelMinWork {
+		run = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
+			p.chunks(n, grain, func(w, lo, hi int) { fn(&p.ws[w], lo, hi) })
+		}
+	}
+	p.gemmMu.Lock()
+	defer p.gemmMu.Unlock()
+	cv := bf16Convert(bk, op, p.bf16A, p.bf16B, run)
+	p.bf16A, p.bf16B = cv.a, cv.b
+
+	mc, nc := blockRows(bk.mr), gemmNC
+	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
+	for mt*nt < gemmMinTasks && mc > 16 && mc/2/bk.mr*bk.mr >= bk.mr {
+		mc = mc / 2 / bk.mr * bk.mr
+		mt = (op.m + mc - 1) / mc
+	}
+	for mt*nt < gemmMinTasks && nc > 64 {
+		nc /= 2
+		nt = (op.n + nc - 1) / nc
+	}
+	p.runWork(mt*nt, work, func(w, t int) {
+		i0, j0 := (t/nt)*mc, (t%nt)*nc
+		bf16Tile(&p.ws[w], bk, op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))
 	})
 }
 
-// chunksIf runs fn over [0, n) in chunks of grain on the pool when
-// parallel, else on the caller in one piece.
-func (p *pool) chunksIf(parallel bool, n, grain int, fn func(lo, hi int)) {
-	if !parallel {
-		fn(0, n)
-		return
+// gemmBF16Serial is gemmBF16 on the calling worker (inside a pool task:
+// attention), converting into the worker's own buffers.
+func gemmBF16Serial(ws *workspace, op gemmOp) {
+	bk := bf16Kern()
+	cv := bf16Convert(bk, op, ws.bf16A, ws.bf16B, func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) })
+	ws.bf16A, ws.bf16B = cv.a, cv.b
+	mc := blockRows(bk.mr)
+	for i0 := 0; i0 < op.m; i0 += mc {
+		for j0 := 0; j0 < op.n; j0 += gemmNC {
+			bf16Tile(ws, bk, op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+gemmNC))
+		}
 	}
-	p.chunks(n, grain, func(_, lo, hi int) { fn(lo, hi) })
 }
 
 // growU32 is grow for []uint32.

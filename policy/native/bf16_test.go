@@ -40,22 +40,22 @@ func TestToBF16(t *testing.T) {
 		in   uint32
 		want uint16
 	}{
-		{0x3f800000, 0x3f80},               // 1
-		{0x3f808000, 0x3f80},               // tie, even stays
-		{0x3f818000, 0x3f82},               // tie, odd rounds up
-		{0x3f808001, 0x3f81},               // above the tie
-		{0x3f807fff, 0x3f80},               // below the tie
-		{0xbf818000, 0xbf82},               // negative tie
-		{0x00000000, 0x0000},               // +0
-		{0x80000000, 0x8000},               // -0
-		{0x00400000, 0x0000},               // denormal
-		{0x807fffff, 0x8000},               // negative denormal
-		{0x7f800000, 0x7f80},               // +inf
-		{0xff800000, 0xff80},               // -inf
-		{0x7f7fffff, 0x7f80},               // max float rounds to inf
-		{0x7fc00000, 0x7fc0},               // quiet NaN
-		{0x7fffffff, 0x7fff},               // NaN with every bit: no carry into the sign
-		{0x7f800001, 0x7fc0},               // signalling NaN with low bits only: quieted
+		{0x3f800000, 0x3f80},                 // 1
+		{0x3f808000, 0x3f80},                 // tie, even stays
+		{0x3f818000, 0x3f82},                 // tie, odd rounds up
+		{0x3f808001, 0x3f81},                 // above the tie
+		{0x3f807fff, 0x3f80},                 // below the tie
+		{0xbf818000, 0xbf82},                 // negative tie
+		{0x00000000, 0x0000},                 // +0
+		{0x80000000, 0x8000},                 // -0
+		{0x00400000, 0x0000},                 // denormal
+		{0x807fffff, 0x8000},                 // negative denormal
+		{0x7f800000, 0x7f80},                 // +inf
+		{0xff800000, 0xff80},                 // -inf
+		{0x7f7fffff, 0x7f80},                 // max float rounds to inf
+		{0x7fc00000, 0x7fc0},                 // quiet NaN
+		{0x7fffffff, 0x7fff},                 // NaN with every bit: no carry into the sign
+		{0x7f800001, 0x7fc0},                 // signalling NaN with low bits only: quieted
 		{math.Float32bits(3.140625), 0x4049}, // exact in bf16
 	}
 	for _, c := range cases {
@@ -163,7 +163,7 @@ func refBF16(ta, tb bool, m, n, k int, a []float32, lda int, b []float32, ldb in
 
 // TestGemmBF16 checks the bf16 product in all four layouts, odd k, ragged
 // rows and columns, overwriting and accumulating, serial and parallel
-// sizes: C equals the float64 product of the bf16-rounded inputs within
+// sizes, on the pool and on one worker (gemmSerial: attention's): C equals the float64 product of the bf16-rounded inputs within
 // float32 rounding, nothing outside C is written, and C is within bf16's
 // rounding of the float32 product.
 func TestGemmBF16(t *testing.T) {
@@ -187,26 +187,34 @@ func TestGemmBF16(t *testing.T) {
 						b := randSlice(r, max(n, k)*ldb)
 						c0 := randSlice(r, m*ldc)
 						want, bound := refBF16(ta, tb, m, n, k, a, lda, b, ldb, c0, ldc, acc)
-						c := append([]float32(nil), c0...)
-						gemm(workers(), gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: acc, bf16: true})
 						f32 := append([]float32(nil), c0...)
 						gemm(workers(), gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: f32, ldc: ldc, acc: acc})
-						for i := range m {
-							for j := range ldc {
-								at := i*ldc + j
-								if j >= n {
-									if c[at] != c0[at] {
-										t.Fatalf("%s: wrote outside C at (%d, %d)", name, i, j)
+						for _, serial := range []bool{false, true} {
+							c := append([]float32(nil), c0...)
+							op := gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: acc, bf16: true}
+							if serial {
+								gemmSerial(&workspace{}, op)
+							} else {
+								gemm(workers(), op)
+							}
+							name := fmt.Sprintf("%s serial=%v", name, serial)
+							for i := range m {
+								for j := range ldc {
+									at := i*ldc + j
+									if j >= n {
+										if c[at] != c0[at] {
+											t.Fatalf("%s: wrote outside C at (%d, %d)", name, i, j)
+										}
+										continue
 									}
-									continue
-								}
-								if math.Abs(float64(c[at])-want[at]) > 2e-6*bound[at]+1e-6 {
-									t.Fatalf("%s: C(%d,%d) = %g, want %g (bf16 inputs)", name, i, j, c[at], want[at])
-								}
-								// Each input is within 2^-9 of its value: a product
-								// within about 2^-8 of its magnitude.
-								if math.Abs(float64(c[at])-float64(f32[at])) > 8e-3*bound[at]+1e-5 {
-									t.Fatalf("%s: C(%d,%d) = %g, float32 product %g: further than bf16 rounding", name, i, j, c[at], f32[at])
+									if math.Abs(float64(c[at])-want[at]) > 2e-6*bound[at]+1e-6 {
+										t.Fatalf("%s: C(%d,%d) = %g, want %g (bf16 inputs)", name, i, j, c[at], want[at])
+									}
+									// Each input is within 2^-9 of its value: a product
+									// within about 2^-8 of its magnitude.
+									if math.Abs(float64(c[at])-float64(f32[at])) > 8e-3*bound[at]+1e-5 {
+										t.Fatalf("%s: C(%d,%d) = %g, float32 product %g: further than bf16 rounding", name, i, j, c[at], f32[at])
+									}
 								}
 							}
 						}

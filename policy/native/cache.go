@@ -355,7 +355,7 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			ldp := s.s0 + s.n
 			ws.buf = grow(ws.buf, s.n*ldp)
 			at := s.off*d + h*dh
-			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale)
+			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale, false)
 		})
 		denseForward(p, false, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)

@@ -115,6 +115,10 @@ func gemmSerial(ws *workspace, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
 		return
 	}
+	if op.bf16 && op.m > gemmSmallM && op.k > 0 && op.packed == nil {
+		gemmBF16Serial(ws, op)
+		return
+	}
 	k := kern
 	switch {
 	case op.k == 0:

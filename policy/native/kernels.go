@@ -45,13 +45,15 @@ type kernels struct {
 	gelu func(out, in []float32)
 	// geluBackward sets dIn[i] = dOut[i] * GELU'(in[i]).
 	geluBackward func(dIn, dOut, in []float32)
+	// adamw is one AdamW update of w, m, v from g (adamwGeneric).
+	adamw func(w, g, m, v []float32, s adamwStep)
 }
 
 var genericKernels = &kernels{
 	name: "generic", mr: 4, nr: 8,
 	micro: microGeneric, gemv: gemvGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
 	max: maxGeneric, expShift: expShiftGeneric,
-	gelu: geluGeneric, geluBackward: geluBackwardGeneric,
+	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

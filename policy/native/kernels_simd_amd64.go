@@ -30,14 +30,14 @@ func init() {
 		simdKernels = append(simdKernels, &kernels{
 			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
-			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512,
+			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
 			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
-			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256,
+			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
 		})
 	}
 }
@@ -631,4 +631,46 @@ func geluBackward256(dIn, dOut, in []float32) {
 	}
 	archsimd.ClearAVXUpperBits()
 	copy(dIn[m:], t[:n])
+}
+
+// adamw512 and adamw256 are adamwGeneric on 16 and 8 lanes: the same
+// float32 operations in the same order (no fused multiply-adds; a vector
+// square root is correctly rounded, as float32(math.Sqrt(float64(x)))
+// is), then adamwGeneric for the tail.
+func adamw512(w, g, m, v []float32, s adamwStep) {
+	n := len(w) &^ 15
+	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
+	gs, b1, nb1, b2, nb2 := b16(s.gs), b16(s.b1), b16(1-s.b1), b16(s.b2), b16(1-s.b2)
+	ibc, step, eps, dec := b16(s.invBC2), b16(s.stepSize), b16(s.eps), b16(s.decay)
+	for i := 0; i < n; i += 16 {
+		gi := archsimd.LoadFloat32x16Slice(g[i:]).Mul(gs)
+		mi := b1.Mul(archsimd.LoadFloat32x16Slice(m[i:])).Add(nb1.Mul(gi))
+		vi := b2.Mul(archsimd.LoadFloat32x16Slice(v[i:])).Add(nb2.Mul(gi).Mul(gi))
+		mi.StoreSlice(m[i:])
+		vi.StoreSlice(v[i:])
+		wi := archsimd.LoadFloat32x16Slice(w[i:])
+		upd := step.Mul(mi).Div(vi.Mul(ibc).Sqrt().Add(eps)).Add(dec.Mul(wi))
+		wi.Sub(upd).StoreSlice(w[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	adamwGeneric(w[n:], g[n:], m[n:], v[n:], s)
+}
+
+func adamw256(w, g, m, v []float32, s adamwStep) {
+	n := len(w) &^ 7
+	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
+	gs, b1, nb1, b2, nb2 := b8(s.gs), b8(s.b1), b8(1-s.b1), b8(s.b2), b8(1-s.b2)
+	ibc, step, eps, dec := b8(s.invBC2), b8(s.stepSize), b8(s.eps), b8(s.decay)
+	for i := 0; i < n; i += 8 {
+		gi := archsimd.LoadFloat32x8Slice(g[i:]).Mul(gs)
+		mi := b1.Mul(archsimd.LoadFloat32x8Slice(m[i:])).Add(nb1.Mul(gi))
+		vi := b2.Mul(archsimd.LoadFloat32x8Slice(v[i:])).Add(nb2.Mul(gi).Mul(gi))
+		mi.StoreSlice(m[i:])
+		vi.StoreSlice(v[i:])
+		wi := archsimd.LoadFloat32x8Slice(w[i:])
+		upd := step.Mul(mi).Div(vi.Mul(ibc).Sqrt().Add(eps)).Add(dec.Mul(wi))
+		wi.Sub(upd).StoreSlice(w[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	adamwGeneric(w[n:], g[n:], m[n:], v[n:], s)
 }

@@ -130,7 +130,7 @@ func (m *Model) Forward(b Batch) error {
 		denseForward(p, m.bf16, ba.v, ba.ln1, w.vW, w.vB, nil, n, d, d)
 		ropeForward(p, ba.q, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ba.k, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
-		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, dh)
+		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, dh, m.bf16)
 		denseForward(p, m.bf16, ba.mid, ba.att, w.outW, w.outB, x, n, d, d)
 		layerNormForward(p, ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.mid, w.lnFFNGain, w.lnFFNOffset, n, d)
 		denseForward(p, m.bf16, ba.pre, ba.ln2, w.ffnInW, w.ffnInB, nil, n, d, f)
@@ -447,7 +447,7 @@ func (m *Model) backwardTrunk() {
 		bs.part = layerNormBackward(p, dx, g.lnFFNGain, g.lnFFNOffset, bs.dLn, ba.mid, ba.ln2Mean, ba.ln2Rstd, w.lnFFNGain, n, d, bs.part)
 		// Attention: mid = x + attn(ln1(x))·W_out + b_out.
 		denseBackward(p, m.bf16, bs.dAtt, g.outW, g.outB, dx, ba.att, w.outW, n, d, d, false)
-		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, dh, n)
+		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, dh, n, m.bf16)
 		ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		ropeForward(p, bs.dk, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		denseBackward(p, m.bf16, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)

@@ -144,6 +144,7 @@ type workspace struct {
 	tile         []float32 // GEMM edge tile
 	buf          []float32 // attention scores, softmax rows, ...
 	bf16Row      []uint32  // gemmBF16: one row of a transposed B
+	bf16A, bf16B []uint32  // gemmBF16Serial: converted A and B
 }
 
 // grow returns s resized to n elements, reusing its storage when it is
