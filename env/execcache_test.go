@@ -216,7 +216,9 @@ func TestExecCacheRunsWhatItCannotReplay(t *testing.T) {
 		cache.timeouts = true
 		for i := range 2 {
 			e := newEnv()
-			e.s.Spec.TimeLimit = 300 * time.Millisecond
+			// Long enough for the sandboxed interpreter to reach the first
+			// line on a slow start (300 ms did not on a Zen 5 VM).
+			e.s.Spec.TimeLimit = 2 * time.Second
 			writeWS(t, e, "loop.py", "open('started', 'w').write('x')\nwhile True:\n    pass\n")
 			r := step(t, e, act(ExecuteScript, "loop.py"))
 			if r.Outcome != OutcomeTimeout || r.ExecCached != (i == 1) {
