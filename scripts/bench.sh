@@ -9,6 +9,10 @@
 #     scripts/bench_torch.py on the batches that benchmark writes), with
 #     the LM head at every position ("full") and at the response targets
 #     only ("targets");
+#   - SFT with bf16 matrix products (BenchmarkSFTStepBF16, and both
+#     precisions on the demo recipe's shape, BenchmarkSFTStepDemo) against
+#     the float32 path in the same run, where the CPU has AVX512_BF16,
+#     beside the bf16 dot-product peak (BenchmarkBF16Peak);
 #   - generation new tokens/s on the demo shape with a KV cache, a
 #     300-token prompt and 160 new tokens, batch 1 and 8
 #     (BenchmarkGenerate, scripts/bench_torch_generate.py).
@@ -115,6 +119,12 @@ if [ "$QUICK" = 1 ]; then
 else
 	SFT_GO=20x SFT_PY=20 SFT_PY_S=20 GEN1_GO=6x GEN8_GO=2x GEN_PY=3 GEN_PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 PPO_GO=3x PEER_GO=2x
 fi
+# bf16 rows: where the CPU has AVX512_BF16 (the engine's own check decides;
+# its benchmarks skip without it).
+BF16=0
+if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -qx avx512_bf16 && grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -qx avx512bw; then
+	BF16=1
+fi
 tmp="$(mktemp -d -t mlerl-bench.XXXXXX)"
 busy=""
 cleanup() {
@@ -162,6 +172,14 @@ peak() { # peak COND: the FMA peak (register-only loop) and GEMM GFLOP/s, native
 		}
 		echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$t, load $(load)] /"
 		record "$cond" fma native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+		if [ "$BF16" = 1 ]; then
+			out="$(GOMAXPROCS=$t "$tmp/native.test" -test.run '^$' -test.bench 'BF16Peak' -test.benchtime 200x 2>&1)" || {
+				echo "$out" >&2
+				exit 1
+			}
+			echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$t, load $(load)] /"
+			record "$cond" bf16peak native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+		fi
 	done
 	for t in 1 2; do
 		out="$(GOMAXPROCS=$t "$tmp/native.test" -test.run '^$' -test.bench 'GemmPeak' -test.benchtime "$PEAK_GO" 2>&1)" || {
@@ -225,10 +243,15 @@ measure() { # measure COND
 	echo
 	echo "## $cond (load before: $(load))"
 	for head in full targets; do
-		native "$cond" "sft-$head" "SFTStep/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
+		native "$cond" "sft-$head" "SFTStep\$/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
 		for t in 1 2; do
 			torch "$cond" "sft-$head" "$t" scripts/bench_torch.py "$tmp/sft.bin" "$SFT_PY" "$t" "$head" "$SFT_PY_S"
 		done
+		if [ "$BF16" = 1 ]; then
+			native "$cond" "sft-$head-bf16" "SFTStepBF16/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
+			native "$cond" "sftdemo-$head" "SFTStepDemo/matmul=fp32/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
+			native "$cond" "sftdemo-$head-bf16" "SFTStepDemo/matmul=bf16/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
+		fi
 	done
 	for b in 1 8; do
 		bt="$GEN1_GO"
@@ -296,14 +319,15 @@ for t in (1, 2):
 print()
 print("### the machine's FMA peak (register-only float32 fused multiply-adds, the widest vectors the CPU has; GFLOP/s, per CPU-second in brackets), and the GEMM peak as a share of it")
 print()
-print("| threads | FMA peak | GEMM peak / FMA peak |")
-print("|---:|---:|---:|")
-fma, fma_cpu = {}, 0.0
+print("| threads | FMA peak | GEMM peak / FMA peak | bf16 dot-product peak (VDPBF16PS) |")
+print("|---:|---:|---:|---:|")
+fma, fma_cpu, bfp, bfp_cpu = {}, 0.0, {}, 0.0
 for t in (1, 2):
-    f = get("idle", "fma", "native", t)
-    fma[t] = f[0]
-    fma_cpu = max(fma_cpu, f[1])
-    print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {peak[t] / f[0] * 100:.0f}% |")
+    f, h = get("idle", "fma", "native", t), get("idle", "bf16peak", "native", t)
+    fma[t], bfp[t] = f[0], h[0]
+    fma_cpu, bfp_cpu = max(fma_cpu, f[1]), max(bfp_cpu, h[1])
+    hcell = f"{h[0]:,.1f} ({h[1]:,.1f})" if h[0] == h[0] else "- (no AVX512_BF16)"
+    print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {peak[t] / f[0] * 100:.0f}% | {hcell} |")
 
 for cond in conds:
     print()
@@ -347,6 +371,31 @@ for cond in conds:
             tok, cpu = get(cond, name, impl, t)
             cells.append(f"{tok * f / 1e9 / fma[t] * 100:.1f}% ({cpu * f / 1e9 / fma_cpu * 100:.1f}%)" if tok == tok else "-")
         print(f"| {cond} | {name} | " + " | ".join(cells) + " |")
+
+bf16rows = [("sft-full", "SFT, bench shape, LM head at every position"), ("sft-targets", "SFT, bench shape, LM head at the targets only"),
+            ("sftdemo-full", "SFT, demo recipe's shape, LM head at every position"), ("sftdemo-targets", "SFT, demo recipe's shape, LM head at the targets only")]
+if any(k[1].endswith("-bf16") for k in rows):
+    for cond in conds:
+        print()
+        print(f"### bf16 products vs float32, same engine, same run, {cond} (native, GOMAXPROCS=2): real tokens/s (per CPU-second in brackets)")
+        print()
+        print("bf16: the dense layers' products with bf16 inputs and float32 sums (AVX512_BF16), float32 weights and optimizer state; MFU against the FMA peak (float32) and the bf16 dot-product peak (bf16), 2 threads.")
+        print()
+        print("| benchmark | float32 | bf16 | bf16 / float32 | per CPU-second | MFU float32 | MFU bf16 |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, label in bf16rows:
+            a, b = get(cond, name, "native", 2), get(cond, name + "-bf16", "native", 2)
+            f = flop_per_tok.get(name, float("nan"))
+            print(f"| {label} | {a[0]:,.0f} ({a[1]:,.0f}) | {b[0]:,.0f} ({b[1]:,.0f}) | **{b[0] / a[0]:.2f}x** | **{b[1] / a[1]:.2f}x** "
+                  f"| {a[0] * f / 1e9 / fma[2] * 100:.1f}% | {b[0] * f / 1e9 / bfp[2] * 100:.1f}% |")
+        print()
+        print(f"bf16 SFT rows against PyTorch (float32, the better of 1 and 2 threads), {cond}:")
+        print()
+        print("| benchmark | native bf16 | ratio native bf16 / best PyTorch | ratio per CPU-second |")
+        print("|---|---:|---:|---:|")
+        for name, label in bf16rows[:2]:
+            b, t1, t2 = get(cond, name + "-bf16", "native", 2), get(cond, name, "torch", 1), get(cond, name, "torch", 2)
+            print(f"| {label} | {b[0]:,.0f} ({b[1]:,.0f}) | **{b[0] / max(t1[0], t2[0]):.2f}x** | {b[1] / max(t1[1], t2[1]):.2f}x |")
 
 if any(k[1].startswith("ppo-") for k in rows):
     print()

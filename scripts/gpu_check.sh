@@ -33,7 +33,10 @@
 #   scripts/gpu_check.sh                 # or: make gpu-check
 #   GPU_CHECK_DATA=./data-demo scripts/gpu_check.sh
 #
-# Environment: GPU_CHECK_DATA (above), GPU_CHECK_WORK (working folder,
+# Environment: GPU_CHECK_DATA (above), GPU_CHECK_BIN and
+# GPU_CHECK_POLICY_TEST (a prebuilt bin/mlerl and `go test -c ./policy`
+# binary, built with GOEXPERIMENT=simd on another machine: the check then
+# needs no Go toolchain and skips its build steps), GPU_CHECK_WORK (working folder,
 # default a fresh temporary one, kept without its checkpoints),
 # PJRT_PLUGIN_LIBRARY_PATH,
 # GOMLX_BACKEND and GPU_CHECK_PYTHON (see find_plugin),
@@ -59,7 +62,7 @@ fi
 export GOEXPERIMENT="${GOEXPERIMENT:-simd}"
 export MLERL_DEPS="${MLERL_DEPS:-$PWD/.deps}"
 GO="${GO:-go}"
-BIN="$PWD/bin/mlerl"
+BIN="${GPU_CHECK_BIN:-$PWD/bin/mlerl}"
 START=$(date +%s)
 echo "gpu-check: $gpu ($(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1) driver), $(nproc) CPU cores"
 
@@ -154,7 +157,9 @@ if [ "${GPU_CHECK_DRY_RUN:-}" = 1 ]; then
 	exit 0
 fi
 
-command -v "$GO" >/dev/null 2>&1 || fail "no Go toolchain ($GO) on the PATH: the check builds the binary; install Go 1.26"
+if [ -z "${GPU_CHECK_BIN:-}" ] || [ -z "${GPU_CHECK_POLICY_TEST:-}" ]; then
+	command -v "$GO" >/dev/null 2>&1 || fail "no Go toolchain ($GO) on the PATH: the check builds the binary; install Go 1.26, or give GPU_CHECK_BIN and GPU_CHECK_POLICY_TEST built elsewhere"
+fi
 WORK="${GPU_CHECK_WORK:-$(mktemp -d /tmp/mlerl-gpu-check-XXXXXX)}"
 mkdir -p "$WORK/logs"
 TIMES=()
@@ -174,8 +179,17 @@ step() {
 }
 
 # --- 2. Build ----------------------------------------------------------------
-step build 600 "${MAKE:-make}" build
-step build-test 600 "$GO" test -c -o "$WORK/policy.test" ./policy
+if [ -n "${GPU_CHECK_BIN:-}" ]; then
+	[ -x "$BIN" ] || fail "GPU_CHECK_BIN=$BIN is not an executable file"
+else
+	step build 600 "${MAKE:-make}" build
+fi
+if [ -n "${GPU_CHECK_POLICY_TEST:-}" ]; then
+	[ -x "$GPU_CHECK_POLICY_TEST" ] || fail "GPU_CHECK_POLICY_TEST=$GPU_CHECK_POLICY_TEST is not an executable file"
+	cp "$GPU_CHECK_POLICY_TEST" "$WORK/policy.test"
+else
+	step build-test 600 "$GO" test -c -o "$WORK/policy.test" ./policy
+fi
 
 # --- 3. Agreement on the GPU --------------------------------------------------
 step agreement 180 env -C "$PWD/policy" GOMLX_BACKEND="$BACKEND,tf32=false" MLERL_GPU_CHECK=1 \

@@ -53,6 +53,11 @@ func TestSFTConfigValidate(t *testing.T) {
 		{"response", func(c *SFTConfig) { c.Response = "short" }, `response "short": want full or terse`},
 		{"full", func(c *SFTConfig) { c.Response = policy.ResponseFull }, ""},
 		{"optim.lr", func(c *SFTConfig) { c.Optim.LR = -1 }, "optim.lr -1: must be a positive number"},
+		{"matmul bf16", func(c *SFTConfig) { c.Matmul = policy.MatmulBF16 }, ""},
+		{"matmul", func(c *SFTConfig) { c.Matmul = "fp16" }, `matmul "fp16": want auto, fp32 or bf16`},
+		{"matmul bf16 on gomlx", func(c *SFTConfig) { c.Engine, c.Matmul = policy.EngineGoMLX, policy.MatmulBF16 },
+			`matmul "bf16": bf16 products are the native engine's (engine is gomlx): use auto or fp32`},
+		{"matmul auto on gomlx", func(c *SFTConfig) { c.Engine = policy.EngineGoMLX }, ""},
 	})
 }
 

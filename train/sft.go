@@ -181,6 +181,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
+	cfg.Matmul = matmul // the checkpoints record what ran: fp32 or bf16
 	vocab := ck.Vocab
 	cfg.Model = eng.Config()
 

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/policy/native"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -112,6 +115,65 @@ func TestSFTLearnsAndValidates(t *testing.T) {
 	}
 	if !(vals[2] < vals[0]) {
 		t.Errorf("validation loss went from %.3f to %.3f, want a decrease", vals[0], vals[2])
+	}
+}
+
+// TestSFTMatmulRecorded: --matmul bf16 trains (on the plain-Go bf16
+// kernel where the CPU lacks AVX512_BF16), the log says which products
+// ran, and every checkpoint's config records the resolved mode, not
+// "auto".
+func TestSFTMatmulRecorded(t *testing.T) {
+	for _, mode := range []string{policy.MatmulBF16, policy.MatmulAuto} {
+		root := t.TempDir()
+		writeSFTExamples(t, root, 40)
+		cfg := tinySFTConfig(root)
+		cfg.Matmul = mode
+		var log bytes.Buffer
+		if err := runSFT(context.Background(), cfg, &log); err != nil {
+			t.Fatal(err)
+		}
+		want := policy.MatmulBF16
+		if mode == policy.MatmulAuto && !native.BF16Native() {
+			want = policy.MatmulFP32
+		}
+		if !strings.Contains(log.String(), "("+want+" products)") {
+			t.Errorf("matmul %s: the log does not say %q:\n%s", mode, "("+want+" products)", log.String())
+		}
+		var configs int
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.Name() != "config.json" {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			var c struct{ Matmul string }
+			if err := json.Unmarshal(b, &c); err != nil {
+				return err
+			}
+			if c.Matmul != want {
+				t.Errorf("matmul %s: %s records %q, want %q", mode, p, c.Matmul, want)
+			}
+			configs++
+			return nil
+		})
+		if err != nil || configs == 0 {
+			t.Fatalf("matmul %s: %d checkpoint configs read (%v)", mode, configs, err)
+		}
+		ms := readMetrics(t, root, "checkpoints/sft")
+		var first, last float64
+		for _, m := range ms {
+			if v, ok := m["losses/sft"].(float64); ok {
+				if first == 0 {
+					first = v
+				}
+				last = v
+			}
+		}
+		if !(last < first*0.7) {
+			t.Errorf("matmul %s: training loss went from %.3f to %.3f, want a clear decrease", mode, first, last)
+		}
 	}
 }
 

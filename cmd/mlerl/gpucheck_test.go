@@ -14,8 +14,11 @@ import (
 // point a CPU machine can: without a GPU it says so in one line and exits
 // 0; with a GPU (a stand-in nvidia-smi) it finds the PJRT CUDA plugin in
 // go-xla's places or in JAX's wheel layout (a dry run says what it would
-// use), and without one it stops, saying what to install. The GPU half
-// itself needs a GPU (see the script).
+// use), and without one it stops, saying what to install; past the dry
+// run, without Go it asks for prebuilt binaries (GPU_CHECK_BIN,
+// GPU_CHECK_POLICY_TEST) and refuses ones that are not executables. The
+// GPU half itself needs a GPU (see the script; BENCHMARKS.md has its one
+// run).
 func TestGPUCheckScript(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -35,7 +38,7 @@ func TestGPUCheckScript(t *testing.T) {
 	// tools is a PATH of only what the script's first half uses, so that
 	// no nvidia-smi of this machine is found unless a case adds one.
 	tools := t.TempDir()
-	for _, name := range []string{"dirname", "head", "nproc", "find", "sort", "tr", "cat", "rm", "date", "mkdir", "grep", "sed"} {
+	for _, name := range []string{"dirname", "head", "nproc", "find", "sort", "tr", "cat", "rm", "date", "mkdir", "grep", "sed", "mktemp"} {
 		p, err := exec.LookPath(name)
 		if err != nil {
 			t.Skipf("no %s", name)
@@ -79,6 +82,7 @@ func TestGPUCheckScript(t *testing.T) {
 		code       int
 		want       []string // the lines of stdout (no GPU), or parts of stdout+stderr
 		exact      bool
+		env        []string // more environment; a case with env runs past the dry run
 	}{
 		{name: "no nvidia-smi", smi: "-", code: 0, exact: true,
 			want: []string{"gpu-check: no CUDA GPU on this machine (no nvidia-smi); nothing to check"}},
@@ -91,6 +95,11 @@ func TestGPUCheckScript(t *testing.T) {
 				"XLA_FLAGS=--xla_gpu_cuda_data_dir=" + filepath.Join(jaxSite, "nvidia", "cuda_nvcc")}},
 		{name: "GPU, no plugin", smi: gpu, code: 1,
 			want: []string{"gpu-check: found NVIDIA H200, 143771 MiB but no PJRT CUDA plugin: install JAX's (pip install -U \"jax[cuda12]\""}},
+		{name: "GPU, no Go, no prebuilt binaries", smi: gpu, home: goxlaHome, code: 1, env: []string{"GO=go-not-here"},
+			want: []string{"gpu-check: no Go toolchain (go-not-here) on the PATH: the check builds the binary; install Go 1.26, or give GPU_CHECK_BIN and GPU_CHECK_POLICY_TEST built elsewhere"}},
+		{name: "GPU, prebuilt binaries that are not executables", smi: gpu, home: goxlaHome, code: 1,
+			env:  []string{"GO=go-not-here", "GPU_CHECK_BIN=/nonexistent/mlerl", "GPU_CHECK_POLICY_TEST=/nonexistent/policy.test"},
+			want: []string{"gpu-check: GPU_CHECK_BIN=/nonexistent/mlerl is not an executable file"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,7 +114,11 @@ func TestGPUCheckScript(t *testing.T) {
 			cmd := exec.Command(bash, script)
 			cmd.Dir = t.TempDir()
 			cmd.Env = []string{"PATH=" + bin + ":" + tools, "HOME=" + home, "PYTHONPATH=" + c.pythonPath,
-				"GPU_CHECK_DRY_RUN=1", "GPU_CHECK_PYTHON=python3", "TMPDIR=" + t.TempDir()}
+				"GPU_CHECK_PYTHON=python3", "TMPDIR=" + t.TempDir()}
+			if c.env == nil {
+				cmd.Env = append(cmd.Env, "GPU_CHECK_DRY_RUN=1")
+			}
+			cmd.Env = append(cmd.Env, c.env...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
