@@ -17,11 +17,14 @@ import (
 // products, float32 adds), slowly: it exists so that the bf16 mode and its
 // training check run on every machine.
 //
-// Only the dense layers' products use it (forward, input and weight
-// gradients; the LM head included), and only for products of more than
-// gemmSmallM rows: decoding stays float32, which is why PPO keeps float32
-// (its behaviour log-probs come from the float32 sampler; a bf16 learner
-// would move every ratio away from 1 before any update).
+// A model set to bf16 (SetMatmul) uses it in the dense layers' products
+// (forward, input and weight gradients; the LM head included) and the
+// attention's (scores, P·V and their gradients), for products of more
+// than gemmSmallM rows, except a shared prompt's packed keys (float32
+// panels, Batch.Prefix). Decoding stays float32, which is why PPO keeps
+// float32 (its behaviour log-probs come from the float32 sampler; a bf16
+// learner would move every ratio away from 1 before any update); train
+// sft takes bf16 where the CPU has AVX512_BF16 (--matmul auto).
 
 // Matmul modes of a model's training products (Model.SetMatmul).
 const (
@@ -144,13 +147,13 @@ func cvtPairsBF16Generic(dst []uint32, r0, r1 []float32) {
 // specifies; each product of two bf16 values is exact in float32.
 func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c []float32, ldc int, acc bool) {
 	const mr, nr = 4, 8
-	var t [mr][nr]float32
+	var t [mr * nr]float32
 	for q := range kp {
 		bq := b[q*ldb : q*ldb+nr : q*ldb+nr]
 		for i := range mr {
 			ap := a[i*ars+q*aks]
 			a0, a1 := fromBF16(uint16(ap)), fromBF16(uint16(ap>>16))
-			ti := &t[i]
+			ti := t[i*nr : i*nr+nr : i*nr+nr]
 			for j, bp := range bq {
 				p1 := a1 * fromBF16(uint16(bp>>16))
 				p0 := a0 * fromBF16(uint16(bp))
@@ -159,16 +162,7 @@ func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c [
 			}
 		}
 	}
-	for i := range mr {
-		ci := c[i*ldc : i*ldc+nr : i*ldc+nr]
-		if acc {
-			for j := range nr {
-				ci[j] += t[i][j]
-			}
-		} else {
-			copy(ci, t[i][:])
-		}
-	}
+	storeRows(c, ldc, t[:], nr, mr, nr, acc)
 }
 
 // gemmBF16KP is the k block in pairs: a 128 x nr strip of packed B (16 KB
@@ -315,17 +309,7 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 					continue
 				}
 				bk.micro(kb, as, ars, aks, bs, nr, ws.tile, nr, false)
-				for ii := range h {
-					dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+wd]
-					src := ws.tile[ii*nr : ii*nr+wd]
-					if acc {
-						for jj := range dst {
-							dst[jj] += src[jj]
-						}
-					} else {
-						copy(dst, src)
-					}
-				}
+				storeRows(op.c[i*op.ldc+j:], op.ldc, ws.tile, nr, h, wd, acc)
 			}
 		}
 	}

@@ -246,18 +246,23 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 					continue
 				}
 				micro(kb, as, rs, ks, bs, ldb, ws.tile, nr, false)
-				for ii := range h {
-					dst := op.c[(i+ii)*op.ldc+j : (i+ii)*op.ldc+j+w]
-					src := ws.tile[ii*nr : ii*nr+w]
-					if acc {
-						for jj := range dst {
-							dst[jj] += src[jj]
-						}
-					} else {
-						copy(dst, src)
-					}
-				}
+				storeRows(op.c[i*op.ldc+j:], op.ldc, ws.tile, nr, h, w, acc)
 			}
+		}
+	}
+}
+
+// storeRows writes h rows of w values of src (row stride lds) to dst (row
+// stride ldd): added to what dst holds when acc, else copied.
+func storeRows(dst []float32, ldd int, src []float32, lds, h, w int, acc bool) {
+	for i := range h {
+		d, r := dst[i*ldd:i*ldd+w], src[i*lds:i*lds+w]
+		if !acc {
+			copy(d, r)
+			continue
+		}
+		for j := range d {
+			d[j] += r[j]
 		}
 	}
 }

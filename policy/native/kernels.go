@@ -124,14 +124,7 @@ func microGeneric(kc int, a []float32, ars, aks int, b []float32, ldb int, c []f
 		}
 	}
 	for i := range mr {
-		ci := c[i*ldc : i*ldc+nr : i*ldc+nr]
-		if acc {
-			for j := range nr {
-				ci[j] += t[i][j]
-			}
-		} else {
-			copy(ci, t[i][:])
-		}
+		storeRows(c[i*ldc:], ldc, t[i][:], nr, 1, nr, acc)
 	}
 }
 
