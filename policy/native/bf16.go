@@ -334,16 +334,7 @@ func gemmBF16(p *pool, op gemmOp) {
 	cv := bf16Convert(bk, op, p.bf16A, p.bf16B, run)
 	p.bf16A, p.bf16B = cv.a, cv.b
 
-	mc, nc := blockRows(bk.mr), gemmNC
-	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
-	for mt*nt < gemmMinTasks && mc > 16 && mc/2/bk.mr*bk.mr >= bk.mr {
-		mc = mc / 2 / bk.mr * bk.mr
-		mt = (op.m + mc - 1) / mc
-	}
-	for mt*nt < gemmMinTasks && nc > 64 {
-		nc /= 2
-		nt = (op.n + nc - 1) / nc
-	}
+	mc, nc, mt, nt := tileSplit(op.m, op.n, bk.mr)
 	p.runWork(mt*nt, work, func(w, t int) {
 		i0, j0 := (t/nt)*mc, (t%nt)*nc
 		bf16Tile(&p.ws[w], bk, op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))

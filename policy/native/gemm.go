@@ -83,20 +83,9 @@ func gemm(p *pool, op gemmOp) {
 		return
 	}
 	mr := kern.mr
-	mc, nc := blockRows(mr), gemmNC
-	if op.m <= gemmSmallM {
-		mc, nc = op.m, 128
-	}
-	mt, nt := (op.m+mc-1)/mc, (op.n+nc-1)/nc
+	mc, nc, mt, nt := op.m, 128, 1, (op.n+127)/128
 	if op.m > gemmSmallM {
-		for mt*nt < gemmMinTasks && mc > 16 && mc/2/mr*mr >= mr {
-			mc = mc / 2 / mr * mr
-			mt = (op.m + mc - 1) / mc
-		}
-		for mt*nt < gemmMinTasks && nc > 64 {
-			nc /= 2
-			nt = (op.n + nc - 1) / nc
-		}
+		mc, nc, mt, nt = tileSplit(op.m, op.n, mr)
 	}
 	if op.tb || op.m > gemmSmallM {
 		p.gemmMu.Lock()
@@ -108,6 +97,24 @@ func gemm(p *pool, op gemmOp) {
 		i0, j0 := (t/nt)*mc, (t%nt)*nc
 		gemmTile(&p.ws[w], op, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))
 	})
+}
+
+// tileSplit is how a product of m > gemmSmallM rows is cut into mt x nt
+// tiles of mc rows (a multiple of mr) and nc columns: blocks of about
+// gemmMC x gemmNC, halved (rows down to 16, then columns down to 64) until
+// there are gemmMinTasks tiles.
+func tileSplit(m, n, mr int) (mc, nc, mt, nt int) {
+	mc, nc = blockRows(mr), gemmNC
+	mt, nt = (m+mc-1)/mc, (n+nc-1)/nc
+	for mt*nt < gemmMinTasks && mc > 16 && mc/2/mr*mr >= mr {
+		mc = mc / 2 / mr * mr
+		mt = (m + mc - 1) / mc
+	}
+	for mt*nt < gemmMinTasks && nc > 64 {
+		nc /= 2
+		nt = (n + nc - 1) / nc
+	}
+	return mc, nc, mt, nt
 }
 
 // gemmSerial runs op on the calling worker (inside a pool task).
