@@ -133,34 +133,6 @@ func TestCvtBF16MatchesToBF16(t *testing.T) {
 	})
 }
 
-// refBF16 is C = A·B (+ C) in float64 on A and B rounded to bf16, and the
-// sum of the products' magnitudes (the bound of float32 rounding).
-func refBF16(ta, tb bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c0 []float32, ldc int, acc bool) (want, bound []float64) {
-	want, bound = make([]float64, m*ldc), make([]float64, m*ldc)
-	for i := range m {
-		for j := range n {
-			s, sa := 0.0, 0.0
-			if acc {
-				s, sa = float64(c0[i*ldc+j]), math.Abs(float64(c0[i*ldc+j]))
-			}
-			for p := range k {
-				av, bv := a[i*lda+p], b[p*ldb+j]
-				if ta {
-					av = a[p*lda+i]
-				}
-				if tb {
-					bv = b[j*ldb+p]
-				}
-				pr := float64(fromBF16(toBF16(av))) * float64(fromBF16(toBF16(bv)))
-				s += pr
-				sa += math.Abs(pr)
-			}
-			want[i*ldc+j], bound[i*ldc+j] = s, sa
-		}
-	}
-	return want, bound
-}
-
 // TestGemmBF16 checks the bf16 product in all four layouts, odd k, ragged
 // rows and columns, overwriting and accumulating, serial and parallel
 // sizes, on the pool and on one worker (gemmSerial: attention's): C equals the float64 product of the bf16-rounded inputs within
@@ -186,7 +158,7 @@ func TestGemmBF16(t *testing.T) {
 						a := randSlice(r, max(m, k)*lda)
 						b := randSlice(r, max(n, k)*ldb)
 						c0 := randSlice(r, m*ldc)
-						want, bound := refBF16(ta, tb, m, n, k, a, lda, b, ldb, c0, ldc, acc)
+						want, bound := refGemm(ta, tb, m, n, k, a, lda, b, ldb, c0, ldc, acc, func(v float32) float64 { return float64(fromBF16(toBF16(v))) })
 						f32 := append([]float32(nil), c0...)
 						gemm(workers(), gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: f32, ldc: ldc, acc: acc})
 						for _, serial := range []bool{false, true} {

@@ -118,3 +118,34 @@ func toF64(s []float32) []float64 {
 	}
 	return out
 }
+
+// refGemm is C = A·B (+ C when acc) in float64 over the inputs as in maps
+// them (float64(v), or rounded first), in gemmOp's layouts, and each
+// element's sum of the products' magnitudes (the bound of float32
+// rounding).
+func refGemm(ta, tb bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c0 []float32, ldc int, acc bool,
+	in func(float32) float64) (want, bound []float64) {
+	want, bound = make([]float64, m*ldc), make([]float64, m*ldc)
+	for i := range m {
+		for j := range n {
+			s, sa := 0.0, 0.0
+			if acc {
+				s, sa = float64(c0[i*ldc+j]), math.Abs(float64(c0[i*ldc+j]))
+			}
+			for p := range k {
+				av, bv := a[i*lda+p], b[p*ldb+j]
+				if ta {
+					av = a[p*lda+i]
+				}
+				if tb {
+					bv = b[j*ldb+p]
+				}
+				pr := in(av) * in(bv)
+				s += pr
+				sa += math.Abs(pr)
+			}
+			want[i*ldc+j], bound[i*ldc+j] = s, sa
+		}
+	}
+	return want, bound
+}

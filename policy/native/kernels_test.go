@@ -40,27 +40,7 @@ func TestGemm(t *testing.T) {
 						a := randSlice(r, max(m, k)*lda)
 						b := randSlice(r, max(n, k)*ldb)
 						c0 := randSlice(r, m*ldc)
-						want, bound := make([]float64, m*ldc), make([]float64, m*ldc)
-						for i := range m {
-							for j := range n {
-								s, sa := 0.0, 0.0
-								if acc {
-									s, sa = float64(c0[i*ldc+j]), math.Abs(float64(c0[i*ldc+j]))
-								}
-								for p := range k {
-									av, bv := a[i*lda+p], b[p*ldb+j]
-									if ta {
-										av = a[p*lda+i]
-									}
-									if tb {
-										bv = b[j*ldb+p]
-									}
-									s += float64(av) * float64(bv)
-									sa += math.Abs(float64(av) * float64(bv))
-								}
-								want[i*ldc+j], bound[i*ldc+j] = s, sa
-							}
-						}
+						want, bound := refGemm(ta, tb, m, n, k, a, lda, b, ldb, c0, ldc, acc, func(v float32) float64 { return float64(v) })
 						for _, parallel := range []bool{false, true} {
 							c := append([]float32(nil), c0...)
 							op := gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: acc}
