@@ -128,13 +128,17 @@ func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *
 func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []float32, ldk int, o []float32, ldo int,
 	probs []float32, ldp, t, s0, dh int, scale float32, bf16 bool) {
 	np := pre.np
+	var kT, vB *bf16Panels
+	if bf16 && t > gemmSmallM && ks.kt == 0 {
+		kT, vB = attnPanels(ws, ks.k, v, ldk, s0+t, dh)
+	}
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
 		nc := s0 + r1
 		if np > 0 {
 			gemmSerial(ws, gemmOp{tb: true, m: r1 - r0, n: np, k: dh, a: q[r0*ldq:], lda: ldq, b: pre.pk, ldb: ldk, c: probs[r0*ldp:], ldc: ldp, packed: pre.packed, bf16: bf16})
 		}
-		scores := gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: ks.k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp, bf16: bf16}
+		scores := gemmOp{tb: true, m: r1 - r0, n: nc, k: dh, a: q[r0*ldq:], lda: ldq, b: ks.k, ldb: ldk, c: probs[r0*ldp+np:], ldc: ldp, bf16: bf16, bf16B: kT}
 		if ks.kt > 0 {
 			scores.tb, scores.ldb = false, ks.kt
 		}
@@ -150,7 +154,7 @@ func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []flo
 		if np > 0 {
 			gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: np, a: probs[r0*ldp:], lda: ldp, b: pre.pv, ldb: ldk, c: o[r0*ldo:], ldc: ldo, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: nc, a: probs[r0*ldp+np:], lda: ldp, b: v, ldb: ldk, c: o[r0*ldo:], ldc: ldo, acc: np > 0, bf16: bf16})
+		gemmSerial(ws, gemmOp{m: r1 - r0, n: dh, k: nc, a: probs[r0*ldp+np:], lda: ldp, b: v, ldb: ldk, c: o[r0*ldo:], ldc: ldo, acc: np > 0, bf16: bf16, bf16B: vB})
 	}
 }
 
@@ -191,6 +195,10 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 	probs []float32, t, dh int, scale float32, bf16 bool) {
 	np := pre.np
 	ldp := np + t
+	var vT, kB *bf16Panels
+	if bf16 && t > gemmSmallM {
+		vT, kB = attnPanels(ws, v, k, ld, t, dh)
+	}
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
 		rb, nc := r1-r0, r1
@@ -201,7 +209,7 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 		if np > 0 {
 			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds, packed: pre.packed, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds, bf16: bf16})
+		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds, bf16: bf16, bf16B: vT})
 		for i := r0; i < r1; i++ {
 			valid := np + i + 1
 			pr := probs[i*ldp : i*ldp+valid]
@@ -217,7 +225,7 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: dS, lda: lds, b: q[r0*ld:], ldb: ld, c: dpk, ldc: ld, acc: true, bf16: bf16})
 			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dpv, ldc: ld, acc: true, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0, bf16: bf16})
+		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0, bf16: bf16, bf16B: kB})
 		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true, bf16: bf16})
 		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true, bf16: bf16})
 	}

@@ -176,6 +176,18 @@ type bf16Operands struct {
 	a, b     []uint32
 	ars, aks int
 	kp, mp   int
+	bStride  int // pairs per panel of b: kp, or more in a pre-converted B (bf16Panels)
+}
+
+// bf16Panels is a B converted once for several products (the attention's
+// keys and values of one head, for each block of queries): panels of nr
+// columns, stride pairs each. A product over its first k rows (k <=
+// 2*stride) or first n columns reads a prefix of every panel, or the
+// first panels. Past a product's k the panels hold the next rows' values,
+// which meet A's zero padding (finite values only: 0 x Inf would be NaN).
+type bf16Panels struct {
+	b      []uint32
+	stride int
 }
 
 // bf16Runner runs fn over [0, n) in chunks of about grain, each with a
@@ -186,14 +198,15 @@ type bf16Runner func(n, grain int, fn func(ws *workspace, lo, hi int))
 // row-major when op stores it as is (its rows' pairs are adjacent), else
 // interleaved from pairs of stored rows; B into panels, from pairs of
 // rows, or when transposed from each stored row (one column's pairs).
+//
+// With op.bf16B set, B is taken from it as it is.
 func bf16Convert(bk *bf16Kernels, op gemmOp, a, b []uint32, run bf16Runner) bf16Operands {
-	mr, nr := bk.mr, bk.nr
-	m, n, k := op.m, op.n, op.k
+	mr := bk.mr
+	m, k := op.m, op.k
 	kp := (k + 1) / 2
 	mp := (m + mr - 1) / mr * mr
-	panels := (n + nr - 1) / nr
-	cv := bf16Operands{a: growU32(a, mp*kp), b: growU32(b, panels*kp*nr), kp: kp, mp: mp}
-	a, b = cv.a, cv.b
+	cv := bf16Operands{a: growU32(a, mp*kp), kp: kp, mp: mp}
+	a = cv.a
 
 	if !op.ta {
 		cv.ars, cv.aks = kp, 1
@@ -229,6 +242,23 @@ func bf16Convert(bk *bf16Kernels, op gemmOp, a, b []uint32, run bf16Runner) bf16
 		})
 	}
 
+	if op.bf16B != nil {
+		cv.b, cv.bStride = op.bf16B.b, op.bf16B.stride
+		return cv
+	}
+	cv.b, cv.bStride = bf16ConvertB(bk, op, b, run), kp
+	return cv
+}
+
+// bf16ConvertB converts op's B into panels in b (grown as needed): from
+// pairs of rows, or when transposed from each stored row (one column's
+// pairs).
+func bf16ConvertB(bk *bf16Kernels, op gemmOp, b []uint32, run bf16Runner) []uint32 {
+	nr := bk.nr
+	n, k := op.n, op.k
+	kp := (k + 1) / 2
+	panels := (n + nr - 1) / nr
+	b = growU32(b, panels*kp*nr)
 	if !op.tb {
 		run(kp, 8, func(_ *workspace, lo, hi int) {
 			for q := lo; q < hi; q++ {
@@ -286,7 +316,7 @@ func bf16Convert(bk *bf16Kernels, op gemmOp, a, b []uint32, run bf16Runner) bf16
 			}
 		})
 	}
-	return cv
+	return b
 }
 
 // bf16Tile computes rows [i0,i1) x columns [j0,j1) of C from cv, in k
@@ -297,13 +327,16 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 	ws.tile = grow(ws.tile, mr*nr)
 	for q0 := 0; q0 < kp; q0 += gemmBF16KP {
 		kb := min(gemmBF16KP, kp-q0)
-		acc := op.acc || q0 > 0
+		acc := op.acc || q0 > 0 || op.bias != nil
 		for j := j0; j < j1; j += nr {
 			wd := min(nr, j1-j)
-			bs := cv.b[(j/nr)*kp*nr+q0*nr:]
+			bs := cv.b[(j/nr)*cv.bStride*nr+q0*nr:]
 			for i := i0; i < i1; i += mr {
 				h := min(mr, i1-i)
 				as := cv.a[i*ars+q0*aks:]
+				if q0 == 0 && op.bias != nil {
+					op.fillBias(i, h, j, wd)
+				}
 				if h == mr && wd == nr {
 					bk.micro(kb, as, ars, aks, bs, nr, op.c[i*op.ldc+j:], op.ldc, acc)
 					continue
@@ -332,7 +365,10 @@ func gemmBF16(p *pool, op gemmOp) {
 	p.gemmMu.Lock()
 	defer p.gemmMu.Unlock()
 	cv := bf16Convert(bk, op, p.bf16A, p.bf16B, run)
-	p.bf16A, p.bf16B = cv.a, cv.b
+	p.bf16A = cv.a
+	if op.bf16B == nil {
+		p.bf16B = cv.b
+	}
 
 	mc, nc, mt, nt := tileSplit(op.m, op.n, bk.mr)
 	p.runWork(mt*nt, work, func(w, t int) {
@@ -346,7 +382,10 @@ func gemmBF16(p *pool, op gemmOp) {
 func gemmBF16Serial(ws *workspace, op gemmOp) {
 	bk := bf16Kern()
 	cv := bf16Convert(bk, op, ws.bf16A, ws.bf16B, func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) })
-	ws.bf16A, ws.bf16B = cv.a, cv.b
+	ws.bf16A = cv.a
+	if op.bf16B == nil {
+		ws.bf16B = cv.b
+	}
 	mc := blockRows(bk.mr)
 	for i0 := 0; i0 < op.m; i0 += mc {
 		for j0 := 0; j0 < op.n; j0 += gemmNC {
@@ -361,4 +400,20 @@ func growU32(s []uint32, n int) []uint32 {
 		return s[:n]
 	}
 	return make([]uint32, n, n+n/2)
+}
+
+// attnPanels converts a head's n rows of keys or values (dh values each,
+// row stride ld) once for all of its query blocks' bf16 products: tbSrc as
+// a transposed B (scores Q·Kᵀ, dP = dO·Vᵀ: one column per row) and nbSrc
+// as a B (P·V, dS·K: k runs over the rows). Converting them per block
+// would convert the first rows once for every block (the causal blocks
+// see keys [0, r1)).
+func attnPanels(ws *workspace, tbSrc, nbSrc []float32, ld, n, dh int) (tb, nb *bf16Panels) {
+	bk := bf16Kern()
+	serial := func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) }
+	ws.attT.b = bf16ConvertB(bk, gemmOp{tb: true, n: n, k: dh, b: tbSrc, ldb: ld}, ws.attT.b, serial)
+	ws.attT.stride = (dh + 1) / 2
+	ws.attB.b = bf16ConvertB(bk, gemmOp{n: dh, k: n, b: nbSrc, ldb: ld}, ws.attB.b, serial)
+	ws.attB.stride = (n + 1) / 2
+	return &ws.attT, &ws.attB
 }

@@ -295,3 +295,39 @@ func TestBF16TrainsLikeFP32(t *testing.T) {
 	}
 	t.Logf("loss fp32 %.4f -> %.4f, bf16 %.4f -> %.4f (%s)", f32[0], f32[n], b16[0], b16[n], bf16Kern().name)
 }
+
+// TestBF16PanelsPrefix: the attention's products over the first nc of a
+// head's n keys give the same bits from the head's keys and values
+// converted once (attnPanels) as from converting them per product, for
+// nc odd or even, within one panel or several, and at n.
+func TestBF16PanelsPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const n, dh, ld, m = 150, 64, 256, 40
+	k, v := randSlice(r, n*ld), randSlice(r, n*ld)
+	q, p := randSlice(r, m*dh), randSlice(r, m*n)
+	forEachBF16(t, func(t *testing.T, _ *bf16Kernels) {
+		ws := &workspace{}
+		kT, vB := attnPanels(ws, k, v, ld, n, dh)
+		for _, nc := range []int{9, 31, 64, 77, 128, 149, 150} {
+			ops := map[string]gemmOp{
+				"q·kᵀ": {tb: true, m: m, n: nc, k: dh, a: q, lda: dh, b: k, ldb: ld, ldc: nc, bf16: true},
+				"p·v":  {m: m, n: dh, k: nc, a: p, lda: n, b: v, ldb: ld, ldc: dh, bf16: true},
+			}
+			for name, op := range ops {
+				want, got := make([]float32, m*op.ldc), make([]float32, m*op.ldc)
+				op.c = want
+				gemmSerial(&workspace{}, op)
+				op.c, op.bf16B = got, kT
+				if name == "p·v" {
+					op.bf16B = vB
+				}
+				gemmSerial(&workspace{}, op)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("%s over %d keys: element %d is %v from the panels, %v converted per product", name, nc, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}

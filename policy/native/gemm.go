@@ -53,6 +53,42 @@ type gemmOp struct {
 	// bf16: round A and B to bfloat16 (gemmBF16) when the product is
 	// large enough (more than gemmSmallM rows).
 	bf16 bool
+	// bias, when set (with acc false), is what C starts from instead of
+	// zero: bias[j] in every row, plus res (rows of stride ldc, possibly C
+	// itself) when set. The tiles write it just before their first
+	// product, so that C is not swept once more (a dense layer's bias and
+	// residual); the sums are those of filling C first and accumulating.
+	bias, res []float32
+	// bf16B, when set, is B already converted for a bf16 product (one
+	// conversion shared by several products); the float32 paths read b.
+	bf16B *bf16Panels
+}
+
+// fillBias sets rows [i, i+h) x columns [j, j+w) of C to bias (+ res).
+func (op *gemmOp) fillBias(i, h, j, w int) {
+	b := op.bias[j : j+w]
+	for r := i; r < i+h; r++ {
+		c := op.c[r*op.ldc+j : r*op.ldc+j+w]
+		if op.res == nil {
+			copy(c, b)
+			continue
+		}
+		res := op.res[r*op.ldc+j : r*op.ldc+j+w]
+		for jj := range c {
+			c[jj] = res[jj] + b[jj]
+		}
+	}
+}
+
+// biasFirst fills all of C from op.bias for the paths that do not go
+// through the tiles (gemv, dots, k = 0), and returns op accumulating
+// onto it.
+func (op gemmOp) biasFirst() gemmOp {
+	if op.bias != nil {
+		op.fillBias(0, op.m, 0, op.n)
+		op.bias, op.res, op.acc = nil, nil, true
+	}
+	return op
 }
 
 // gemm runs op on the worker pool, split into tiles of C.
@@ -71,6 +107,7 @@ func gemm(p *pool, op gemmOp) {
 		work = max(work, 8*op.n*op.k)
 	}
 	if op.m == 1 && !op.ta && !op.tb && op.k > 0 {
+		op := op.biasFirst()
 		const nc = 256
 		p.runWork((op.n+nc-1)/nc, work, func(_, t int) {
 			j0 := t * nc
@@ -79,6 +116,7 @@ func gemm(p *pool, op gemmOp) {
 		return
 	}
 	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) {
+		op := op.biasFirst()
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
@@ -127,6 +165,9 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		return
 	}
 	k := kern
+	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) || (op.m == 1 && !op.ta && !op.tb) {
+		op = op.biasFirst()
+	}
 	switch {
 	case op.k == 0:
 		if !op.acc {
@@ -218,7 +259,7 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	ws.edgeB = grow(ws.edgeB, nr*gemmKC)
 	for p0 := 0; p0 < op.k; p0 += gemmKC {
 		kb := min(gemmKC, op.k-p0)
-		acc := op.acc || p0 > 0
+		acc := op.acc || p0 > 0 || op.bias != nil
 		edgeA := false // ragged last rows packed in ws.packA for this p0
 		for j := j0; j < j1; j += nr {
 			w := min(nr, j1-j)
@@ -247,6 +288,9 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 						edgeA = true
 					}
 					as, rs, ks = ws.packA, 1, mr
+				}
+				if p0 == 0 && op.bias != nil {
+					op.fillBias(i, h, j, w)
 				}
 				if h == mr && w == nr {
 					micro(kb, as, rs, ks, bs, ldb, op.c[i*op.ldc+j:], op.ldc, acc)

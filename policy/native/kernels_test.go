@@ -424,3 +424,53 @@ func BenchmarkElementwise(b *testing.B) {
 		}
 	}
 }
+
+// TestGemmBiasStart: a product that starts from a bias (and a residual,
+// also in place) gives the bits of filling C first and accumulating, on
+// every path a dense layer's product can take: gemv (1 row), the few-row
+// tiles of decoding, k = 0, the tiles on the pool and in gemmSerial, and
+// the bf16 tiles (both implementations).
+func TestGemmBiasStart(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	check := func(t *testing.T, bf16 bool) {
+		for _, sz := range [][3]int{{1, 300, 70}, {3, 70, 33}, {8, 40, 9}, {77, 300, 130}, {130, 45, 260}, {20, 33, 0}} {
+			for _, mode := range []string{"bias", "bias+res", "in place"} {
+				m, n, k := sz[0], sz[1], sz[2]
+				a, b, bias, res := randSlice(r, m*k), randSlice(r, k*n), randSlice(r, n), randSlice(r, m*n)
+				want := make([]float32, m*n)
+				for i := range m {
+					for j := range n {
+						want[i*n+j] = bias[j]
+						if mode != "bias" {
+							want[i*n+j] += res[i*n+j]
+						}
+					}
+				}
+				gemmSerial(&workspace{}, gemmOp{m: m, n: n, k: k, a: a, lda: k, b: b, ldb: n, c: want, ldc: n, acc: true, bf16: bf16})
+				for _, serial := range []bool{false, true} {
+					c, rs := make([]float32, m*n), []float32(nil)
+					switch mode {
+					case "bias+res":
+						rs = res
+					case "in place":
+						copy(c, res)
+						rs = c
+					}
+					op := gemmOp{m: m, n: n, k: k, a: a, lda: k, b: b, ldb: n, c: c, ldc: n, bias: bias, res: rs, bf16: bf16}
+					if serial {
+						gemmSerial(&workspace{}, op)
+					} else {
+						gemm(newPool(3), op)
+					}
+					for i := range c {
+						if c[i] != want[i] {
+							t.Fatalf("%dx%dx%d %s serial=%v: element %d is %v, want %v", m, n, k, mode, serial, i, c[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+	forEachKernel(t, func(t *testing.T) { check(t, false) })
+	forEachBF16(t, func(t *testing.T, _ *bf16Kernels) { check(t, true) })
+}

@@ -96,20 +96,7 @@ func layerNormBackward(p *pool, dx, dGain, dOffset, dOut, x, mean, rstd, gain []
 // (out may be residual itself). x is [n, in], w is [in, dout]. With bf16
 // the product's inputs are rounded to bfloat16 (gemmBF16).
 func denseForward(p *pool, bf16 bool, out, x, w, b, residual []float32, n, in, dout int) {
-	p.chunks(n, rowGrain*4, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			oi := out[i*dout : i*dout+dout]
-			if residual != nil {
-				ri := residual[i*dout : i*dout+dout]
-				for j := range oi {
-					oi[j] = ri[j] + b[j]
-				}
-			} else {
-				copy(oi, b)
-			}
-		}
-	})
-	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, acc: true, bf16: bf16})
+	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: residual, bf16: bf16})
 }
 
 // denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and

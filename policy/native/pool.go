@@ -145,6 +145,7 @@ type workspace struct {
 	buf          []float32 // attention scores, softmax rows, ...
 	bf16Row      []uint32  // gemmBF16: one row of a transposed B
 	bf16A, bf16B []uint32  // gemmBF16Serial: converted A and B
+	attT, attB   bf16Panels // attention: a head's keys or values converted once (attnPanels)
 }
 
 // grow returns s resized to n elements, reusing its storage when it is
