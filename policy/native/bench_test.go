@@ -266,6 +266,82 @@ func benchSFT(b *testing.B, shape Config, batches []sftBatch, mode, kernel strin
 	}
 }
 
+// BenchmarkSFTStepPair measures bf16 against float32 with their steps
+// interleaved in one process: the two models train on the same batches,
+// one step each in turn (which goes first alternates), each step's CPU
+// and wall time summed apart. Load that drifts on a shared host (another
+// tenant, the CPU's clock) then falls on both alike, so the ratio
+// bf16_over_fp32 (real tokens per CPU-second, bf16 / float32) is steadier
+// than two separate rows' quotient. Skipped without AVX512_BF16.
+func BenchmarkSFTStepPair(b *testing.B) {
+	if !BF16Native() {
+		b.Skip("no AVX512_BF16 on this CPU: bf16 would run the plain-Go kernel")
+	}
+	batches := benchBatches(400)
+	for _, sh := range []struct {
+		name  string
+		shape Config
+	}{{"bench", benchShape()}, {"demo", demoShape()}} {
+		for _, head := range []string{"targets", "full"} {
+			b.Run("shape="+sh.name+"/head="+head, func(b *testing.B) { benchSFTPair(b, sh.shape, batches, head == "full") })
+		}
+	}
+}
+
+func benchSFTPair(b *testing.B, shape Config, batches []sftBatch, fullHead bool) {
+	type side struct {
+		m        *Model
+		opt      *AdamW
+		cpu, sec float64
+	}
+	var sides [2]*side
+	for i, mode := range []string{MatmulFP32, MatmulBF16} {
+		m, err := New(shape, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.SetMatmul(mode); err != nil {
+			b.Fatal(err)
+		}
+		sides[i] = &side{m: m, opt: NewAdamW(m, AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, ClipNorm: 1})}
+	}
+	step := func(s *side, i int) {
+		bt := batches[i%len(batches)]
+		idx, t, w := bt.headTargets(fullHead)
+		start, cpu0 := time.Now(), cpuSeconds()
+		s.m.ZeroGrad()
+		if err := s.m.Forward(bt.Batch); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.m.CrossEntropyBackward(idx, t, w); err != nil {
+			b.Fatal(err)
+		}
+		s.opt.Step(s.m, 1e-4)
+		s.cpu += cpuSeconds() - cpu0
+		s.sec += time.Since(start).Seconds()
+	}
+	for i := range 5 { // warm-up: buffers grow to size
+		step(sides[0], i)
+		step(sides[1], i)
+	}
+	for _, s := range sides {
+		s.cpu, s.sec = 0, 0
+	}
+	real := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		first := i % 2
+		step(sides[first], i)
+		step(sides[1-first], i)
+		real += batches[i%len(batches)].Real
+	}
+	f32, b16 := sides[0], sides[1]
+	b.ReportMetric(float64(real)/f32.cpu, "fp32_tok/cpu-s")
+	b.ReportMetric(float64(real)/b16.cpu, "bf16_tok/cpu-s")
+	b.ReportMetric(f32.cpu/b16.cpu, "bf16_over_fp32")
+	b.ReportMetric(f32.sec/b16.sec, "bf16_over_fp32_wall")
+}
+
 // BenchmarkGenerate measures generation on the demo shape: a 300-token
 // prompt per row, then 160 new tokens per row (greedy), batch 1 and 8.
 // new_tok/s counts the new tokens over the whole time, prefill included;
