@@ -8,9 +8,10 @@ set -euo pipefail
 D=$1
 B=${2:-bin/mlerl}
 STEPS=${STEPS:-300}
-export GOEXPERIMENT=simd MLERL_DEPS=${MLERL_DEPS:-$PWD/.deps}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+export GOEXPERIMENT=simd MLERL_DEPS=${MLERL_DEPS:-$REPO/.deps}
 lscpu | grep -E "Model name|^Flags" | cut -c1-200
-echo "$(date -u) start, binary $B ($(git rev-parse --short HEAD)), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(date -u) start, binary $B (repository at $(git -C "$REPO" rev-parse --short HEAD)), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for seed in 2 3 4; do
 	for mode in fp32 bf16; do
 		/usr/bin/time -f "seed $seed sft $mode: %e s wall, %U s user, %S s system" \
