@@ -12,6 +12,7 @@
 #   - SFT with bf16 matrix products (BenchmarkSFTStepBF16, and both
 #     precisions on the demo recipe's shape, BenchmarkSFTStepDemo) against
 #     the float32 path in the same run, where the CPU has AVX512_BF16,
+#     and BenchmarkSFTStepPair, the two paths' steps interleaved,
 #     beside the bf16 dot-product peak (BenchmarkBF16Peak);
 #   - generation new tokens/s on the demo shape with a KV cache, a
 #     300-token prompt and 160 new tokens, batch 1 and 8
@@ -238,6 +239,19 @@ torch() { # torch COND BENCH THREADS SCRIPT ARGS...
 	esac
 }
 
+pair() { # pair COND: bf16 against float32 with their steps interleaved (BenchmarkSFTStepPair), 2 threads
+	local cond="$1" out line name
+	out="$(MLERL_BENCH_DATA="$tmp/sft.bin" "$tmp/native.test" -test.run '^$' -test.bench 'SFTStepPair' -test.benchtime "$SFT_GO" 2>&1)" || {
+		echo "$out" >&2
+		exit 1
+	}
+	echo "$out" | grep '^Benchmark' | sed "s/^/  [$cond, GOMAXPROCS=$(nproc), load $(load)] /"
+	while read -r line; do
+		name="$(echo "$line" | sed -E 's#^BenchmarkSFTStepPair/shape=([a-z]+)/head=([a-z]+).*#pair-\1-\2#')"
+		record "$cond" "$name" native 2 "$(echo "$line" | metric bf16_over_fp32_wall)" "$(echo "$line" | metric bf16_over_fp32)"
+	done < <(echo "$out" | grep '^BenchmarkSFTStepPair/')
+}
+
 measure() { # measure COND
 	local cond="$1" head b t
 	echo
@@ -253,6 +267,9 @@ measure() { # measure COND
 			native "$cond" "sftdemo-$head-bf16" "SFTStepDemo/matmul=bf16/.*/head=$head\$" "$SFT_GO" real_tok/s real_tok/cpu-s
 		fi
 	done
+	if [ "$BF16" = 1 ]; then
+		pair "$cond"
+	fi
 	for b in 1 8; do
 		bt="$GEN1_GO"
 		[ "$b" = 8 ] && bt="$GEN8_GO"
@@ -388,6 +405,16 @@ if any(k[1].endswith("-bf16") for k in rows):
             f = flop_per_tok.get(name, float("nan"))
             print(f"| {label} | {a[0]:,.0f} ({a[1]:,.0f}) | {b[0]:,.0f} ({b[1]:,.0f}) | **{b[0] / a[0]:.2f}x** | **{b[1] / a[1]:.2f}x** "
                   f"| {a[0] * f / 1e9 / fma[2] * 100:.1f}% | {b[0] * f / 1e9 / bfp[2] * 100:.1f}% |")
+        if any(k[0] == cond and k[1].startswith("pair-") for k in rows):
+            print()
+            print(f"The same ratio with the two paths' steps interleaved in one process (BenchmarkSFTStepPair: same batches, one step each in turn; a shared host's drift falls on both), {cond}:")
+            print()
+            print("| benchmark | bf16 / float32, wall | per CPU-second |")
+            print("|---|---:|---:|")
+            for name, label in bf16rows:
+                shape = "demo" if name.startswith("sftdemo") else "bench"
+                r = get(cond, f"pair-{shape}-{name.split('-')[1]}", "native", 2)
+                print(f"| {label} | {r[0]:.2f}x | **{r[1]:.2f}x** |")
         print()
         print(f"bf16 SFT rows against PyTorch (float32, the better of 1 and 2 threads), {cond}:")
         print()
