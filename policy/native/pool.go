@@ -139,12 +139,12 @@ func (p *pool) chunks(n, grain int, fn func(w, lo, hi int)) {
 
 // workspace is one worker's scratch memory, grown on demand and reused.
 type workspace struct {
-	packA, packB []float32 // GEMM: ragged rows of A, transposed B
-	edgeB        []float32 // GEMM: ragged columns of B
-	tile         []float32 // GEMM edge tile
-	buf          []float32 // attention scores, softmax rows, ...
-	bf16Row      []uint32  // gemmBF16: one row of a transposed B
-	bf16A, bf16B []uint32  // gemmBF16Serial: converted A and B
+	packA, packB []float32  // GEMM: ragged rows of A, transposed B
+	edgeB        []float32  // GEMM: ragged columns of B
+	tile         []float32  // GEMM edge tile
+	buf          []float32  // attention scores, softmax rows, ...
+	bf16Row      []uint32   // gemmBF16: one row of a transposed B
+	bf16A, bf16B []uint32   // gemmBF16Serial: converted A and B
 	attT, attB   bf16Panels // attention: a head's keys or values converted once (attnPanels)
 }
 
