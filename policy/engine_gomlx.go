@@ -22,8 +22,10 @@ import (
 
 // The GoMLX engine: the policy as GoMLX graphs, for XLA on GPUs
 // (GOMLX_BACKEND=xla:cuda loads a PJRT plugin) and as the reference the
-// native engine is tested against. Graphs are compiled per input shape;
-// batch widths and index lists are bucketed so that few are compiled.
+// native engine is tested against. Graphs are compiled per input shape
+// (by XLA, seconds each on a GPU), so every varying size is padded up to
+// a bucket (see bucket): a batch's rows and width, its head positions,
+// a decoder's rows, distinct prompts and prompt length.
 
 // DefaultGoBackendConfig is the pure-Go backend's configuration when
 // GOMLX_BACKEND is not set. Ops run one after another (each op still uses
@@ -53,6 +55,29 @@ type gomlxEngine struct {
 	train   *model.Exec
 	prefill *model.Exec
 	decode  *model.Exec
+
+	// graphs records, per graph name, the compiled graphs that ran (one
+	// per combination of input shapes): the tests count them.
+	graphs map[string]map[GraphId]bool
+	// exact runs every shape as given, unpadded (tests compare against it).
+	exact bool
+}
+
+// run executes x (the graph called name) and records which of its
+// compiled graphs ran.
+func (e *gomlxEngine) run(name string, x *model.Exec, args ...any) ([]*tensors.Tensor, error) {
+	outs, g, err := x.CallWithGraph(args...)
+	if err != nil {
+		return nil, err
+	}
+	if e.graphs == nil {
+		e.graphs = map[string]map[GraphId]bool{}
+	}
+	if e.graphs[name] == nil {
+		e.graphs[name] = map[GraphId]bool{}
+	}
+	e.graphs[name][g.GraphId()] = true
+	return outs, nil
 }
 
 // NewGoMLXEngine returns a GoMLX engine for cfg with the given weights
@@ -78,9 +103,12 @@ func NewGoMLXEngine(cfg Config, backend compute.Backend, weights []Tensor) (Engi
 	return e, nil
 }
 
-func (e *gomlxEngine) Name() string           { return EngineGoMLX }
-func (e *gomlxEngine) Config() Config         { return e.cfg }
-func (e *gomlxEngine) SetOptim(o OptimConfig) { e.optim = o; e.train = nil }
+func (e *gomlxEngine) Name() string   { return EngineGoMLX }
+func (e *gomlxEngine) Config() Config { return e.cfg }
+
+// SetOptim sets the optimiser; the graphs that depend on it (the train
+// step, and the gradients through DetachValue's stop) are rebuilt.
+func (e *gomlxEngine) SetOptim(o OptimConfig) { e.optim = o; e.train, e.grads = nil, nil }
 func (e *gomlxEngine) Close() error           { return nil }
 
 // embed maps tokens [B,S] to [B,S,D].
@@ -186,12 +214,59 @@ func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments,
 	return e.heads(scope, Gather(flatH, InsertAxes(idx, -1)))
 }
 
-// bucket64 pads an index list to a multiple of 64 (few compiled shapes).
-func bucket64(idx []int32) []int32 {
-	k := max(64, (len(idx)+63)/64*64)
-	out := make([]int32, k)
-	copy(out, idx)
-	return out
+// bucket rounds n up to a power of two. A graph is compiled once per
+// combination of its inputs' sizes, seconds each with XLA where a step
+// of these models takes milliseconds on a GPU: one size per doubling of
+// each dimension keeps the combinations few, for at most twice the work.
+func bucket(n int) int {
+	b := 1
+	for b < n {
+		b *= 2
+	}
+	return b
+}
+
+// padBatch pads b to bucketed sizes for the graphs: rows to bucket(B),
+// width to bucket(S) (at least 32, at most the context when S fits in
+// it), the new positions padding (segment 0, position 0, no prefix: no
+// real position attends to them, and they attend only to each other),
+// and maps the head positions idx (flat into B*S) into the padded batch,
+// their count padded to at least 64 and a bucket with zeros (heads whose
+// outputs are dropped and whose loss gradient is zero). The caller
+// slices the outputs back to len(idx).
+func (e *gomlxEngine) padBatch(b Batch, idx []int32) (Batch, []int32) {
+	if e.exact {
+		return b, idx
+	}
+	rows, width := bucket(b.B), max(32, bucket(b.S))
+	if b.S <= e.cfg.Ctx {
+		width = min(width, e.cfg.Ctx)
+	}
+	// Never more heads than positions, unless idx repeats some.
+	k := max(len(idx), min(max(64, bucket(len(idx))), rows*width))
+	pidx := make([]int32, k)
+	for i, j := range idx {
+		pidx[i] = j/int32(b.S)*int32(width) + j%int32(b.S)
+	}
+	if rows == b.B && width == b.S {
+		return b, pidx
+	}
+	p := Batch{B: rows, S: width}
+	n := rows * width
+	p.Tokens, p.Positions, p.Segments = make([]int32, n), make([]int32, n), make([]int32, n)
+	if b.Prefix != nil {
+		p.Prefix = make([]int32, n)
+	}
+	for r := range b.B {
+		src, dst := r*b.S, r*width
+		copy(p.Tokens[dst:], b.Tokens[src:src+b.S])
+		copy(p.Positions[dst:], b.Positions[src:src+b.S])
+		copy(p.Segments[dst:], b.Segments[src:src+b.S])
+		if b.Prefix != nil {
+			copy(p.Prefix[dst:], b.Prefix[src:src+b.S])
+		}
+	}
+	return p, pidx
 }
 
 func batchTensors(b Batch) []any {
@@ -233,6 +308,17 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	if err := b.Check(e.cfg); err != nil {
 		return nil, nil, err
 	}
+	pb, pidx := e.padBatch(b, idx)
+	logits, values, err := e.forward(pb, pidx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logits[:len(idx)*e.cfg.Vocab], values[:len(idx)], nil
+}
+
+// forward runs the logits graph on a padded batch (padBatch): the logits
+// [len(idx)*V] and values [len(idx)] at every padded head position.
+func (e *gomlxEngine) forward(b Batch, idx []int32) ([]float32, []float32, error) {
 	if e.logits == nil {
 		var err error
 		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
@@ -243,9 +329,7 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 			return nil, nil, fmt.Errorf("policy gomlx: logits graph: %w", err)
 		}
 	}
-	k := len(idx)
-	pidx := bucket64(idx)
-	outs, err := e.logits.Exec(append(append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, len(pidx))), prefixArgs(b)...)...)
+	outs, err := e.run("logits", e.logits, append(append(batchTensors(b), tensors.FromFlatDataAndDimensions(idx, len(idx))), prefixArgs(b)...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy gomlx: logits: %w", err)
 	}
@@ -257,7 +341,21 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	return logits[:k*e.cfg.Vocab], values[:k], nil
+	return logits, values, nil
+}
+
+// hostLoss runs the forward pass on the padded batch and the loss on the
+// host at the real heads (the first k of the padded ones). The gradients
+// it returns cover every padded head, zero past the real ones.
+func (e *gomlxEngine) hostLoss(b Batch, idx []int32, k int, loss LossFunc) (lossValue float64, dLogits, dValues []float32, err error) {
+	logits, values, err := e.forward(b, idx)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	v := e.cfg.Vocab
+	dLogits, dValues = make([]float32, len(logits)), make([]float32, len(values))
+	lossValue = loss(logits[:k*v], values[:k], dLogits[:k*v], dValues[:k])
+	return lossValue, dLogits, dValues, nil
 }
 
 type withGradients interface {
@@ -270,12 +368,14 @@ type withGradients interface {
 // to every weight is the loss's, by the chain rule), clips it and applies
 // AdamW.
 func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64) (float64, float64, error) {
-	logits, values, err := e.Logits(b, idx)
+	if err := b.Check(e.cfg); err != nil {
+		return 0, 0, err
+	}
+	b, pidx := e.padBatch(b, idx)
+	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss)
 	if err != nil {
 		return 0, 0, err
 	}
-	dLogits, dValues := make([]float32, len(logits)), make([]float32, len(values))
-	lossValue := loss(logits, values, dLogits, dValues)
 	if e.train == nil {
 		o := e.optim
 		opt := optimizer.Adam().Betas(o.Beta1, o.Beta2).WeightDecay(o.WeightDecay).Epsilon(1e-8).Done()
@@ -312,17 +412,13 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 			return 0, 0, fmt.Errorf("policy gomlx: train graph: %w", err)
 		}
 	}
-	pidx := bucket64(idx)
 	kp := len(pidx)
-	pdl, pdv := make([]float32, kp*e.cfg.Vocab), make([]float32, kp)
-	copy(pdl, dLogits)
-	copy(pdv, dValues)
 	args := append(batchTensors(b),
 		tensors.FromFlatDataAndDimensions(pidx, kp),
-		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab),
-		tensors.FromFlatDataAndDimensions(pdv, kp),
+		tensors.FromFlatDataAndDimensions(dLogits, kp, e.cfg.Vocab),
+		tensors.FromFlatDataAndDimensions(dValues, kp),
 		tensors.FromFlatDataAndDimensions([]float32{float32(lr)}))
-	outs, err := e.train.Exec(append(args, prefixArgs(b)...)...)
+	outs, err := e.run("train", e.train, append(args, prefixArgs(b)...)...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("policy gomlx: train step: %w", err)
 	}
@@ -337,12 +433,14 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 // the gradient of sum(logits*dLogits) + sum(values*dValues) with respect
 // to every weight.
 func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, []Tensor, error) {
-	logits, values, err := e.Logits(b, idx)
+	if err := b.Check(e.cfg); err != nil {
+		return 0, nil, err
+	}
+	b, pidx := e.padBatch(b, idx)
+	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss)
 	if err != nil {
 		return 0, nil, err
 	}
-	dLogits, dValues := make([]float32, len(logits)), make([]float32, len(values))
-	lossValue := loss(logits, values, dLogits, dValues)
 	params := e.cfg.Params()
 	if e.grads == nil {
 		e.grads, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
@@ -358,14 +456,10 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 			return 0, nil, fmt.Errorf("policy gomlx: gradient graph: %w", err)
 		}
 	}
-	pidx := bucket64(idx)
 	kp := len(pidx)
-	pdl, pdv := make([]float32, kp*e.cfg.Vocab), make([]float32, kp)
-	copy(pdl, dLogits)
-	copy(pdv, dValues)
 	args := append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
-		tensors.FromFlatDataAndDimensions(pdl, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(pdv, kp))
-	outs, err := e.grads.Exec(append(args, prefixArgs(b)...)...)
+		tensors.FromFlatDataAndDimensions(dLogits, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(dValues, kp))
+	outs, err := e.run("gradients", e.grads, append(args, prefixArgs(b)...)...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("policy gomlx: gradients: %w", err)
 	}
@@ -503,9 +597,13 @@ func (e *gomlxEngine) SetOptimizerState(ts []Tensor) error {
 // engine's.
 
 type gomlxDecoder struct {
-	e      *gomlxEngine
-	rows   int
-	pos    []int32 // next free position per row
+	e    *gomlxEngine
+	rows int
+	// padded is rows rounded up to a bucket: the graphs' rows. Rows past
+	// rows are padding: prompt 0's cache, then token 0 written at
+	// position 0 every step; nothing reads them.
+	padded int
+	pos    []int32 // next free position per row (padded rows: 0)
 	caches []*tensors.Tensor
 	// separate turns prompt sharing off (tests compare against it).
 	separate bool
@@ -515,7 +613,11 @@ func (e *gomlxEngine) NewDecoder(rows int) (Decoder, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("policy gomlx: decoder for %d rows", rows)
 	}
-	return &gomlxDecoder{e: e, rows: rows, pos: make([]int32, rows)}, nil
+	padded := bucket(rows)
+	if e.exact {
+		padded = rows
+	}
+	return &gomlxDecoder{e: e, rows: rows, padded: padded, pos: make([]int32, padded)}, nil
 }
 
 // promptBucket rounds a prompt length up so that few prefill graphs are
@@ -600,15 +702,15 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 		d.pos[i] = int32(len(p))
 	}
 	// The graph runs each distinct prompt once (their count rounded up to
-	// a power of two, so that few graphs are compiled) and gathers its
-	// cache and logits into the rows that repeat it.
+	// a bucket, so that few graphs are compiled) and gathers its cache and
+	// logits into the rows that repeat it.
 	src := promptSources(prompts)
 	if d.separate {
 		for i := range src {
 			src[i] = i
 		}
 	}
-	rowMap := make([]int32, d.rows)
+	rowMap := make([]int32, d.padded) // padded rows: prompt 0
 	var distinct []int
 	for i, s := range src {
 		if s == i {
@@ -618,12 +720,10 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 			rowMap[i] = rowMap[s]
 		}
 	}
-	nb := 1
-	for nb < len(distinct) {
-		nb *= 2
+	nb, pb := min(bucket(len(distinct)), d.padded), promptBucket(maxLen, e.cfg.Ctx)
+	if e.exact {
+		nb, pb = len(distinct), maxLen
 	}
-	nb = min(nb, d.rows)
-	pb := promptBucket(maxLen, e.cfg.Ctx)
 	tokens := make([]int32, nb*pb)
 	lastIdx := make([]int32, nb) // rows past the distinct prompts: one pad token, never read
 	for j, i := range distinct {
@@ -639,15 +739,19 @@ func (d *gomlxDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 			return nil, fmt.Errorf("policy gomlx: decode graph: %w", err)
 		}
 	}
-	outs, err := e.prefill.Exec(tensors.FromFlatDataAndDimensions(tokens, nb, pb), tensors.FromFlatDataAndDimensions(lastIdx, nb),
-		tensors.FromFlatDataAndDimensions(rowMap, d.rows))
+	outs, err := e.run("prefill", e.prefill, tensors.FromFlatDataAndDimensions(tokens, nb, pb), tensors.FromFlatDataAndDimensions(lastIdx, nb),
+		tensors.FromFlatDataAndDimensions(rowMap, d.padded))
 	if err != nil {
 		return nil, fmt.Errorf("policy gomlx: prefill: %w", err)
 	}
 	d.release()
 	d.caches = outs[2:]
 	outs[1].FinalizeAll()
-	return flatF32(outs[0])
+	logits, err := flatF32(outs[0])
+	if err != nil {
+		return nil, err
+	}
+	return logits[:d.rows*e.cfg.Vocab], nil
 }
 
 func (d *gomlxDecoder) Extend(tokens [][]int32) ([]float32, error) {
@@ -664,21 +768,22 @@ func (d *gomlxDecoder) Extend(tokens [][]int32) ([]float32, error) {
 	}
 	logits := make([]float32, d.rows*e.cfg.Vocab)
 	for t := range steps {
-		next, stepPos := make([]int32, d.rows), make([]int32, d.rows)
-		for i, ts := range tokens {
-			// Rows with no token at this step write padding at their next
-			// free slot without advancing: the slot is rewritten by the
-			// row's next real token before anything attends to it.
+		next, stepPos := make([]int32, d.padded), make([]int32, d.padded)
+		for i := range d.padded {
+			// Rows with no token at this step (and padded rows) write
+			// padding at their next free slot without advancing: the slot
+			// is rewritten by the row's next real token before anything
+			// attends to it.
 			stepPos[i] = min(d.pos[i], int32(e.cfg.Ctx-1))
-			if t < len(ts) {
-				next[i] = ts[t]
+			if i < d.rows && t < len(tokens[i]) {
+				next[i] = tokens[i][t]
 			}
 		}
-		args := []any{tensors.FromFlatDataAndDimensions(next, d.rows, 1), tensors.FromFlatDataAndDimensions(stepPos, d.rows)}
+		args := []any{tensors.FromFlatDataAndDimensions(next, d.padded, 1), tensors.FromFlatDataAndDimensions(stepPos, d.padded)}
 		for _, c := range d.caches {
 			args = append(args, c)
 		}
-		outs, err := e.decode.Exec(args...)
+		outs, err := e.run("decode", e.decode, args...)
 		if err != nil {
 			return nil, fmt.Errorf("policy gomlx: decode: %w", err)
 		}

@@ -336,7 +336,8 @@ func seq(lo, hi int) []int {
 }
 
 // TestDetachValueKeepsTheTrunk: with DetachValue a value-only loss moves
-// the value head alone; without it, the trunk too. Both engines.
+// the value head alone; without it, the trunk too. Both engines, each
+// switched on, off and on again (SetOptim must rebuild what it changes).
 func TestDetachValueKeepsTheTrunk(t *testing.T) {
 	cfg := tinyConfig()
 	r := rand.New(rand.NewPCG(21, 1))
@@ -349,8 +350,8 @@ func TestDetachValueKeepsTheTrunk(t *testing.T) {
 		}
 		return l
 	}
-	for _, detach := range []bool{false, true} {
-		for name, e := range engines(t, cfg, 13) {
+	for name, e := range engines(t, cfg, 13) {
+		for _, detach := range []bool{true, false, true} {
 			e.SetOptim(OptimConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, DetachValue: detach})
 			_, grads, err := e.Gradients(b, idx, valueOnly)
 			if err != nil {
@@ -377,7 +378,7 @@ func TestDetachValueKeepsTheTrunk(t *testing.T) {
 			if !detach && trunk == 0 {
 				t.Errorf("%s: attached value loss left the trunk without gradient", name)
 			}
-			e.Close()
 		}
+		e.Close()
 	}
 }
