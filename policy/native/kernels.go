@@ -47,6 +47,11 @@ type kernels struct {
 	geluBackward func(dIn, dOut, in []float32)
 	// adamw is one AdamW update of w, m, v from g (adamwGeneric).
 	adamw func(w, g, m, v []float32, s adamwStep)
+	// lnForward normalises one row x into out (lnForwardGeneric) and
+	// returns its mean and 1/std; lnBackward is that row's backward pass
+	// (lnBackwardGeneric).
+	lnForward  func(out, x, gain, offset []float32) (mu, r float32)
+	lnBackward func(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32)
 }
 
 var genericKernels = &kernels{
@@ -54,6 +59,7 @@ var genericKernels = &kernels{
 	micro: microGeneric, gemv: gemvGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
 	max: maxGeneric, expShift: expShiftGeneric,
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,
+	lnForward: lnForwardGeneric, lnBackward: lnBackwardGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

@@ -31,6 +31,7 @@ func init() {
 			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
+			lnForward: lnForward512, lnBackward: lnBackward512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
@@ -38,6 +39,7 @@ func init() {
 			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
+			lnForward: lnForward256, lnBackward: lnBackward256,
 		})
 	}
 }
@@ -673,4 +675,156 @@ func adamw256(w, g, m, v []float32, s adamwStep) {
 	}
 	archsimd.ClearAVXUpperBits()
 	adamwGeneric(w[n:], g[n:], m[n:], v[n:], s)
+}
+
+// --- LayerNorm rows (lnForwardGeneric, lnBackwardGeneric): the same
+// arithmetic per element, the sums in vector lanes; a row's last
+// len%width values go through the scalar path. ---
+
+func lnForward512(out, x, gain, offset []float32) (float32, float32) {
+	n := len(x)
+	v := n / 16 * 16
+	var s0 f16
+	for i := 0; i < v; i += 16 {
+		s0 = s0.Add(archsimd.LoadFloat32x16Slice(x[i:]))
+	}
+	s := hsum16(s0)
+	for _, t := range x[v:] {
+		s += t
+	}
+	mu := s / float32(n)
+	m := b16(mu)
+	var q0 f16
+	for i := 0; i < v; i += 16 {
+		c := archsimd.LoadFloat32x16Slice(x[i:]).Sub(m)
+		q0 = c.MulAdd(c, q0)
+	}
+	vs := hsum16(q0)
+	for _, t := range x[v:] {
+		vs += (t - mu) * (t - mu)
+	}
+	r := lnRstd(vs, n)
+	rv := b16(r)
+	for i := 0; i < v; i += 16 {
+		xh := archsimd.LoadFloat32x16Slice(x[i:]).Sub(m).Mul(rv)
+		xh.MulAdd(archsimd.LoadFloat32x16Slice(gain[i:]), archsimd.LoadFloat32x16Slice(offset[i:])).StoreSlice(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		out[j] = (x[j]-mu)*r*gain[j] + offset[j]
+	}
+	return mu, r
+}
+
+func lnBackward512(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32) {
+	n := len(dOut)
+	v := n / 16 * 16
+	m, rv := b16(mu), b16(r)
+	var a1, a2 f16
+	for i := 0; i < v; i += 16 {
+		g := archsimd.LoadFloat32x16Slice(dOut[i:])
+		xh := archsimd.LoadFloat32x16Slice(x[i:]).Sub(m).Mul(rv)
+		g.MulAdd(xh, archsimd.LoadFloat32x16Slice(dGain[i:])).StoreSlice(dGain[i:])
+		g.Add(archsimd.LoadFloat32x16Slice(dOffset[i:])).StoreSlice(dOffset[i:])
+		dh := g.Mul(archsimd.LoadFloat32x16Slice(gain[i:]))
+		a1 = a1.Add(dh)
+		a2 = dh.MulAdd(xh, a2)
+	}
+	m1, m2 := hsum16(a1), hsum16(a2)
+	for j := v; j < n; j++ {
+		g, xh := dOut[j], (x[j]-mu)*r
+		dGain[j] += g * xh
+		dOffset[j] += g
+		dh := g * gain[j]
+		m1 += dh
+		m2 += dh * xh
+	}
+	m1 /= float32(n)
+	m2 /= float32(n)
+	b1, b2 := b16(m1), b16(m2)
+	for i := 0; i < v; i += 16 {
+		xh := archsimd.LoadFloat32x16Slice(x[i:]).Sub(m).Mul(rv)
+		dh := archsimd.LoadFloat32x16Slice(dOut[i:]).Mul(archsimd.LoadFloat32x16Slice(gain[i:]))
+		t := dh.Sub(b1).Sub(xh.Mul(b2))
+		t.MulAdd(rv, archsimd.LoadFloat32x16Slice(dx[i:])).StoreSlice(dx[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		xh := (x[j] - mu) * r
+		dx[j] += r * (dOut[j]*gain[j] - m1 - xh*m2)
+	}
+}
+
+func lnForward256(out, x, gain, offset []float32) (float32, float32) {
+	n := len(x)
+	v := n / 8 * 8
+	var s0 f8
+	for i := 0; i < v; i += 8 {
+		s0 = s0.Add(archsimd.LoadFloat32x8Slice(x[i:]))
+	}
+	s := hsum8(s0)
+	for _, t := range x[v:] {
+		s += t
+	}
+	mu := s / float32(n)
+	m := b8(mu)
+	var q0 f8
+	for i := 0; i < v; i += 8 {
+		c := archsimd.LoadFloat32x8Slice(x[i:]).Sub(m)
+		q0 = c.MulAdd(c, q0)
+	}
+	vs := hsum8(q0)
+	for _, t := range x[v:] {
+		vs += (t - mu) * (t - mu)
+	}
+	r := lnRstd(vs, n)
+	rv := b8(r)
+	for i := 0; i < v; i += 8 {
+		xh := archsimd.LoadFloat32x8Slice(x[i:]).Sub(m).Mul(rv)
+		xh.MulAdd(archsimd.LoadFloat32x8Slice(gain[i:]), archsimd.LoadFloat32x8Slice(offset[i:])).StoreSlice(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		out[j] = (x[j]-mu)*r*gain[j] + offset[j]
+	}
+	return mu, r
+}
+
+func lnBackward256(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32) {
+	n := len(dOut)
+	v := n / 8 * 8
+	m, rv := b8(mu), b8(r)
+	var a1, a2 f8
+	for i := 0; i < v; i += 8 {
+		g := archsimd.LoadFloat32x8Slice(dOut[i:])
+		xh := archsimd.LoadFloat32x8Slice(x[i:]).Sub(m).Mul(rv)
+		g.MulAdd(xh, archsimd.LoadFloat32x8Slice(dGain[i:])).StoreSlice(dGain[i:])
+		g.Add(archsimd.LoadFloat32x8Slice(dOffset[i:])).StoreSlice(dOffset[i:])
+		dh := g.Mul(archsimd.LoadFloat32x8Slice(gain[i:]))
+		a1 = a1.Add(dh)
+		a2 = dh.MulAdd(xh, a2)
+	}
+	m1, m2 := hsum8(a1), hsum8(a2)
+	for j := v; j < n; j++ {
+		g, xh := dOut[j], (x[j]-mu)*r
+		dGain[j] += g * xh
+		dOffset[j] += g
+		dh := g * gain[j]
+		m1 += dh
+		m2 += dh * xh
+	}
+	m1 /= float32(n)
+	m2 /= float32(n)
+	b1, b2 := b8(m1), b8(m2)
+	for i := 0; i < v; i += 8 {
+		xh := archsimd.LoadFloat32x8Slice(x[i:]).Sub(m).Mul(rv)
+		dh := archsimd.LoadFloat32x8Slice(dOut[i:]).Mul(archsimd.LoadFloat32x8Slice(gain[i:]))
+		t := dh.Sub(b1).Sub(xh.Mul(b2))
+		t.MulAdd(rv, archsimd.LoadFloat32x8Slice(dx[i:])).StoreSlice(dx[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		xh := (x[j] - mu) * r
+		dx[j] += r * (dOut[j]*gain[j] - m1 - xh*m2)
+	}
 }

@@ -474,3 +474,65 @@ func TestGemmBiasStart(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) { check(t, false) })
 	forEachBF16(t, func(t *testing.T, _ *bf16Kernels) { check(t, true) })
 }
+
+// TestLayerNormRows: every kernel's LayerNorm row, forward and backward,
+// against the same arithmetic in float64, on rows with and without a
+// tail past the vector width; the backward's input gradient also sums to
+// zero over the row, as a LayerNorm's must.
+func TestLayerNormRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	forEachKernel(t, func(t *testing.T) {
+		for _, d := range []int{1, 7, 16, 33, 128, 256, 300} {
+			x, gain, offset, dOut := randSlice(r, d), randSlice(r, d), randSlice(r, d), randSlice(r, d)
+			for j := range x {
+				x[j] = 3*x[j] + 1.5 // a mean and a spread away from 0 and 1
+			}
+			out := make([]float32, d)
+			mu, rs := kern.lnForward(out, x, gain, offset)
+			var s, vs float64
+			for _, v := range x {
+				s += float64(v)
+			}
+			m := s / float64(d)
+			for _, v := range x {
+				vs += (float64(v) - m) * (float64(v) - m)
+			}
+			r64 := 1 / math.Sqrt(vs/float64(d)+lnEps)
+			if math.Abs(float64(mu)-m) > 1e-5*(1+math.Abs(m)) || math.Abs(float64(rs)-r64) > 1e-5*r64 {
+				t.Fatalf("d=%d: mean %g, 1/std %g, want %g, %g", d, mu, rs, m, r64)
+			}
+			xh := make([]float64, d)
+			var m1, m2 float64
+			for j, v := range x {
+				xh[j] = (float64(v) - m) * r64
+				want := xh[j]*float64(gain[j]) + float64(offset[j])
+				if math.Abs(float64(out[j])-want) > 1e-5*(1+math.Abs(want)) {
+					t.Fatalf("d=%d: out[%d] = %g, want %g", d, j, out[j], want)
+				}
+				dh := float64(dOut[j]) * float64(gain[j])
+				m1 += dh
+				m2 += dh * xh[j]
+			}
+			m1 /= float64(d)
+			m2 /= float64(d)
+			dx, dg, do := randSlice(r, d), randSlice(r, d), randSlice(r, d)
+			dx0, dg0, do0 := append([]float32(nil), dx...), append([]float32(nil), dg...), append([]float32(nil), do...)
+			kern.lnBackward(dx, dg, do, dOut, x, gain, mu, rs)
+			var sum float64
+			for j := range d {
+				g := float64(dOut[j])
+				wantX := float64(dx0[j]) + r64*(g*float64(gain[j])-m1-xh[j]*m2)
+				wantG, wantO := float64(dg0[j])+g*xh[j], float64(do0[j])+g
+				for _, c := range [][3]float64{{float64(dx[j]), wantX}, {float64(dg[j]), wantG}, {float64(do[j]), wantO}} {
+					if math.Abs(c[0]-c[1]) > 1e-4*(1+math.Abs(c[1])) {
+						t.Fatalf("d=%d element %d: backward %g, want %g (dx, dGain, dOffset: %v %v %v)", d, j, c[0], c[1], dx[j], dg[j], do[j])
+					}
+				}
+				sum += float64(dx[j]) - float64(dx0[j])
+			}
+			if d > 1 && math.Abs(sum) > 1e-4*float64(d) {
+				t.Fatalf("d=%d: the input gradient sums to %g, not 0", d, sum)
+			}
+		}
+	})
+}

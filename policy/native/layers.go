@@ -32,24 +32,33 @@ const lnEps = 1e-5
 func layerNormForward(p *pool, out, mean, rstd, x, gain, offset []float32, n, d int) {
 	p.chunks(n, rowGrain, func(_, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			xi := x[i*d : i*d+d]
-			var s float32
-			for _, v := range xi {
-				s += v
-			}
-			mu := s / float32(d)
-			var vs float32
-			for _, v := range xi {
-				vs += (v - mu) * (v - mu)
-			}
-			r := float32(1 / math.Sqrt(float64(vs/float32(d))+lnEps))
-			mean[i], rstd[i] = mu, r
-			oi := out[i*d : i*d+d]
-			for j, v := range xi {
-				oi[j] = (v-mu)*r*gain[j] + offset[j]
-			}
+			mean[i], rstd[i] = kern.lnForward(out[i*d:i*d+d], x[i*d:i*d+d], gain, offset)
 		}
 	})
+}
+
+// lnForwardGeneric is one row of layerNormForward: out = (x-mu)*r*gain +
+// offset, with mu the mean of x and r = 1/sqrt(var + lnEps).
+func lnForwardGeneric(out, x, gain, offset []float32) (float32, float32) {
+	var s float32
+	for _, v := range x {
+		s += v
+	}
+	mu := s / float32(len(x))
+	var vs float32
+	for _, v := range x {
+		vs += (v - mu) * (v - mu)
+	}
+	r := lnRstd(vs, len(x))
+	for j, v := range x {
+		out[j] = (v-mu)*r*gain[j] + offset[j]
+	}
+	return mu, r
+}
+
+// lnRstd is 1/sqrt(vs/d + lnEps), computed in float64.
+func lnRstd(vs float32, d int) float32 {
+	return float32(1 / math.Sqrt(float64(vs/float32(d))+lnEps))
 }
 
 // layerNormBackward adds the input gradient to dx and the gain and offset
@@ -62,34 +71,36 @@ func layerNormBackward(p *pool, dx, dGain, dOffset, dOut, x, mean, rstd, gain []
 	p.chunks(n, rowGrain, func(w, lo, hi int) {
 		pg := part[lo/rowGrain*2*d:][:d]
 		po := part[lo/rowGrain*2*d+d:][:d]
-		dxhat := grow(p.ws[w].buf, d)
 		for i := lo; i < hi; i++ {
-			xi, gi, dxi := x[i*d:i*d+d], dOut[i*d:i*d+d], dx[i*d:i*d+d]
-			mu, r := mean[i], rstd[i]
-			var m1, m2 float32 // means of dxhat and dxhat*xhat
-			for j, g := range gi {
-				xh := (xi[j] - mu) * r
-				pg[j] += g * xh
-				po[j] += g
-				dh := g * gain[j]
-				dxhat[j] = dh
-				m1 += dh
-				m2 += dh * xh
-			}
-			m1 /= float32(d)
-			m2 /= float32(d)
-			for j, dh := range dxhat {
-				xh := (xi[j] - mu) * r
-				dxi[j] += r * (dh - m1 - xh*m2)
-			}
+			kern.lnBackward(dx[i*d:i*d+d], pg, po, dOut[i*d:i*d+d], x[i*d:i*d+d], gain, mean[i], rstd[i])
 		}
-		p.ws[w].buf = dxhat
 	})
 	for c := range chunks {
 		kern.axpy(dGain, 1, part[c*2*d:])
 		kern.axpy(dOffset, 1, part[c*2*d+d:])
 	}
 	return part
+}
+
+// lnBackwardGeneric is one row of layerNormBackward: with xhat = (x-mu)*r
+// and dh = dOut*gain, it adds dOut*xhat to dGain, dOut to dOffset and
+// r*(dh - mean(dh) - xhat*mean(dh*xhat)) to dx.
+func lnBackwardGeneric(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32) {
+	var m1, m2 float32 // sums of dh and dh*xhat
+	for j, g := range dOut {
+		xh := (x[j] - mu) * r
+		dGain[j] += g * xh
+		dOffset[j] += g
+		dh := g * gain[j]
+		m1 += dh
+		m2 += dh * xh
+	}
+	m1 /= float32(len(dOut))
+	m2 /= float32(len(dOut))
+	for j, g := range dOut {
+		xh := (x[j] - mu) * r
+		dx[j] += r * (g*gain[j] - m1 - xh*m2)
+	}
 }
 
 // denseForward computes out = x·w + b, plus residual when it is not nil
