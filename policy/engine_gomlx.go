@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
@@ -57,8 +58,10 @@ type gomlxEngine struct {
 	decode  *model.Exec
 
 	// graphs records, per graph name, the compiled graphs that ran (one
-	// per combination of input shapes): the tests count them.
-	graphs map[string]map[GraphId]bool
+	// per combination of input shapes): the tests count them. graphsMu
+	// guards it: decoders and evaluations may call from several goroutines.
+	graphsMu sync.Mutex
+	graphs   map[string]map[GraphId]bool
 	// exact runs every shape as given, unpadded (tests compare against it).
 	exact bool
 }
@@ -70,6 +73,8 @@ func (e *gomlxEngine) run(name string, x *model.Exec, args ...any) ([]*tensors.T
 	if err != nil {
 		return nil, err
 	}
+	e.graphsMu.Lock()
+	defer e.graphsMu.Unlock()
 	if e.graphs == nil {
 		e.graphs = map[string]map[GraphId]bool{}
 	}
