@@ -19,6 +19,15 @@ package native
 // most of the masked upper triangle.
 const attnBlock = 64
 
+// attnBF16MinHead is the smallest head width whose attention products take
+// bf16 inputs when the model's do: narrower heads give the products k =
+// dh/2 pairs or fewer per micro-kernel call, and per-key conversions, that
+// cost more than bf16 saves (BenchmarkSFTStepPair on Zen 5, bf16 /
+// float32 per CPU-second: the width-128 shape's dh = 32 went from
+// 1.16-1.32x to 1.26-1.39x with float32 attention; the demo shape's dh =
+// 64 does better with bf16 attention, 1.43-1.53x against 1.42-1.47x).
+const attnBF16MinHead = 64
+
 // group is one example: rows [start, start+n) of the compact activations,
 // with its probabilities at probs[off:] (heads x n x (np+n), np the
 // prefix's length), and its prefix group (-1: none).
@@ -105,6 +114,7 @@ func prefixKV(groups []group, g group, k, v []float32, d, h, dh int, pp *prefixP
 func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *prefixPacks, heads, dh int, bf16 bool) {
 	d := heads * dh
 	scale := float32(1 / sqrt(float64(dh)))
+	bf16 = bf16 && dh >= attnBF16MinHead
 	if pp != nil {
 		pp.pack(p, k, groups, heads, dh)
 	}
@@ -167,6 +177,7 @@ func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, grou
 	clear(dk[:n*d])
 	clear(dv[:n*d])
 	scale := float32(1 / sqrt(float64(dh)))
+	bf16 = bf16 && dh >= attnBF16MinHead
 	if pp != nil {
 		pp.pack(p, v, groups, heads, dh) // the prefix's values, for dP = dO·vᵀ
 	}

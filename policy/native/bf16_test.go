@@ -252,7 +252,9 @@ func TestSetMatmul(t *testing.T) {
 // start. (make bench repeats the check on the bench shape; the demo
 // recipe's is in BENCHMARKS.md.)
 func TestBF16TrainsLikeFP32(t *testing.T) {
-	cfg := Config{Vocab: 4096, DModel: 32, Heads: 2, Layers: 2, FFN: 64, Ctx: 256}
+	// One head of 64 values: the attention's products take bf16 too
+	// (attnBF16MinHead), over several blocks of queries (attnPanels).
+	cfg := Config{Vocab: 4096, DModel: 64, Heads: 1, Layers: 2, FFN: 128, Ctx: 256}
 	batches := benchBatches(24)
 	run := func(mode string) []float64 {
 		m, err := New(cfg, 1)
@@ -326,6 +328,53 @@ func TestBF16PanelsPrefix(t *testing.T) {
 					if got[i] != want[i] {
 						t.Fatalf("%s over %d keys: element %d is %v from the panels, %v converted per product", name, nc, i, got[i], want[i])
 					}
+				}
+			}
+		}
+	})
+}
+
+// TestAttentionBF16: the attention's forward and backward with bf16
+// products (heads of attnBF16MinHead values, several blocks of queries)
+// stay within bf16's rounding of float32's, and differ from them (the
+// bf16 path ran); with narrower heads the bf16 flag leaves them float32,
+// bit for bit.
+func TestAttentionBF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	forEachBF16(t, func(t *testing.T, _ *bf16Kernels) {
+		for _, dh := range []int{attnBF16MinHead, attnBF16MinHead / 2} {
+			const heads = 2
+			d := heads * dh
+			groups := []group{{start: 0, n: 150, off: 0, prefix: -1}, {start: 150, n: 70, off: heads * 150 * 150, prefix: -1}}
+			n := 220
+			q, k, v, dOut := randSlice(r, n*d), randSlice(r, n*d), randSlice(r, n*d), randSlice(r, n*d)
+			type result struct{ o, dq, dk, dv []float32 }
+			run := func(bf16 bool) result {
+				p := workers()
+				res := result{make([]float32, n*d), make([]float32, n*d), make([]float32, n*d), make([]float32, n*d)}
+				probs := make([]float32, heads*(150*150+70*70))
+				attentionForward(p, res.o, probs, q, k, v, groups, nil, heads, dh, bf16)
+				fam := [][]int32{{0}, {1}}
+				attentionBackward(p, res.dq, res.dk, res.dv, dOut, probs, q, k, v, groups, fam, nil, heads, dh, n, bf16)
+				return res
+			}
+			f32, b16 := run(false), run(true)
+			for name, pair := range map[string][2][]float32{"out": {f32.o, b16.o}, "dq": {f32.dq, b16.dq}, "dk": {f32.dk, b16.dk}, "dv": {f32.dv, b16.dv}} {
+				want, got := pair[0], pair[1]
+				var scale, worst float64
+				same := true
+				for i := range want {
+					scale = max(scale, math.Abs(float64(want[i])))
+					worst = max(worst, math.Abs(float64(got[i]-want[i])))
+					same = same && got[i] == want[i]
+				}
+				switch {
+				case dh < attnBF16MinHead && !same:
+					t.Errorf("dh=%d %s: bf16 changed a head narrower than attnBF16MinHead (largest gap %g)", dh, name, worst)
+				case dh >= attnBF16MinHead && same:
+					t.Errorf("dh=%d %s: bf16 gave float32's bits: the bf16 products did not run", dh, name)
+				case worst > 0.02*scale:
+					t.Errorf("dh=%d %s: largest gap %g against a largest value %g (bf16 rounding is about 0.4%%)", dh, name, worst, scale)
 				}
 			}
 		}

@@ -14,9 +14,9 @@ type Model struct {
 	// the final LayerNorm): only the value head learns from dValues.
 	DetachValue bool
 
-	// bf16 rounds the inputs of the dense layers' and the attention's
-	// training products to bfloat16 (SetMatmul; bf16.go). Decoding is
-	// float32 either way.
+	// bf16 rounds the inputs of the dense layers' and (heads of at least
+	// attnBF16MinHead values) the attention's training products to
+	// bfloat16 (SetMatmul; bf16.go). Decoding is float32 either way.
 	bf16 bool
 
 	data, grad []float32 // every parameter, then every gradient, in Params order
