@@ -396,7 +396,7 @@ if any(k[1].endswith("-bf16") for k in rows):
         print()
         print(f"### bf16 products vs float32, same engine, same run, {cond} (native, GOMAXPROCS=2): real tokens/s (per CPU-second in brackets)")
         print()
-        print("bf16: the dense layers' products with bf16 inputs and float32 sums (AVX512_BF16), float32 weights and optimizer state; MFU against the FMA peak (float32) and the bf16 dot-product peak (bf16), 2 threads.")
+        print("bf16: the dense layers' and the attention's products (heads of 64 values or more) with bf16 inputs and float32 sums (AVX512_BF16), float32 weights and optimizer state; MFU against the FMA peak (float32) and the bf16 dot-product peak (bf16), 2 threads.")
         print()
         print("| benchmark | float32 | bf16 | bf16 / float32 | per CPU-second | MFU float32 | MFU bf16 |")
         print("|---|---:|---:|---:|---:|---:|---:|")
