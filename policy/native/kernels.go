@@ -52,6 +52,10 @@ type kernels struct {
 	// (lnBackwardGeneric).
 	lnForward  func(out, x, gain, offset []float32) (mu, r float32)
 	lnBackward func(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32)
+	// rope rotates the pairs (a[j], b[j]) by the angles whose cosines and
+	// sines are c[j], s[j] (by their negatives when inverse), with the
+	// bits of ropeGeneric.
+	rope func(a, b, c, s []float32, inverse bool)
 }
 
 var genericKernels = &kernels{
@@ -59,7 +63,7 @@ var genericKernels = &kernels{
 	micro: microGeneric, gemv: gemvGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
 	max: maxGeneric, expShift: expShiftGeneric,
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,
-	lnForward: lnForwardGeneric, lnBackward: lnBackwardGeneric,
+	lnForward: lnForwardGeneric, lnBackward: lnBackwardGeneric, rope: ropeGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

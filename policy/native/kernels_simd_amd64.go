@@ -31,7 +31,7 @@ func init() {
 			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
-			lnForward: lnForward512, lnBackward: lnBackward512,
+			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
@@ -39,7 +39,7 @@ func init() {
 			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
-			lnForward: lnForward256, lnBackward: lnBackward256,
+			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256,
 		})
 	}
 }
@@ -827,4 +827,43 @@ func lnBackward256(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32) {
 		xh := (x[j] - mu) * r
 		dx[j] += r * (dOut[j]*gain[j] - m1 - xh*m2)
 	}
+}
+
+// rope512 and rope256 are ropeGeneric in vectors: the same products and
+// sums (no fused multiply-add), so the same bits; with inverse, a·c -
+// b·(-s) is a·c + b·s exactly.
+func rope512(a, b, c, s []float32, inverse bool) {
+	n := len(a)
+	v := n / 16 * 16
+	for i := 0; i < v; i += 16 {
+		av, bv := archsimd.LoadFloat32x16Slice(a[i:]), archsimd.LoadFloat32x16Slice(b[i:])
+		cv, sv := archsimd.LoadFloat32x16Slice(c[i:]), archsimd.LoadFloat32x16Slice(s[i:])
+		if inverse {
+			av.Mul(cv).Add(bv.Mul(sv)).StoreSlice(a[i:])
+			bv.Mul(cv).Sub(av.Mul(sv)).StoreSlice(b[i:])
+		} else {
+			av.Mul(cv).Sub(bv.Mul(sv)).StoreSlice(a[i:])
+			bv.Mul(cv).Add(av.Mul(sv)).StoreSlice(b[i:])
+		}
+	}
+	archsimd.ClearAVXUpperBits()
+	ropeGeneric(a[v:], b[v:n], c[v:n], s[v:n], inverse)
+}
+
+func rope256(a, b, c, s []float32, inverse bool) {
+	n := len(a)
+	v := n / 8 * 8
+	for i := 0; i < v; i += 8 {
+		av, bv := archsimd.LoadFloat32x8Slice(a[i:]), archsimd.LoadFloat32x8Slice(b[i:])
+		cv, sv := archsimd.LoadFloat32x8Slice(c[i:]), archsimd.LoadFloat32x8Slice(s[i:])
+		if inverse {
+			av.Mul(cv).Add(bv.Mul(sv)).StoreSlice(a[i:])
+			bv.Mul(cv).Sub(av.Mul(sv)).StoreSlice(b[i:])
+		} else {
+			av.Mul(cv).Sub(bv.Mul(sv)).StoreSlice(a[i:])
+			bv.Mul(cv).Add(av.Mul(sv)).StoreSlice(b[i:])
+		}
+	}
+	archsimd.ClearAVXUpperBits()
+	ropeGeneric(a[v:], b[v:n], c[v:n], s[v:n], inverse)
 }

@@ -536,3 +536,38 @@ func TestLayerNormRows(t *testing.T) {
 		}
 	})
 }
+
+// TestRopeKernels: every kernel's rotation gives ropeGeneric's bits,
+// forward and inverse, on lengths with and without a tail past the
+// vector width, and the inverse undoes the forward within rounding.
+func TestRopeKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	forEachKernel(t, func(t *testing.T) {
+		for _, n := range []int{1, 7, 8, 16, 32, 37} {
+			a, b, c, s := randSlice(r, n), randSlice(r, n), make([]float32, n), make([]float32, n)
+			for j := range n {
+				th := r.Float64() * 2 * math.Pi
+				c[j], s[j] = float32(math.Cos(th)), float32(math.Sin(th))
+			}
+			for _, inverse := range []bool{false, true} {
+				wa, wb := append([]float32(nil), a...), append([]float32(nil), b...)
+				ga, gb := append([]float32(nil), a...), append([]float32(nil), b...)
+				ropeGeneric(wa, wb, c, s, inverse)
+				kern.rope(ga, gb, c, s, inverse)
+				for j := range n {
+					if ga[j] != wa[j] || gb[j] != wb[j] {
+						t.Fatalf("n=%d inverse=%v: pair %d is (%v, %v), ropeGeneric's (%v, %v)", n, inverse, j, ga[j], gb[j], wa[j], wb[j])
+					}
+				}
+			}
+			ga, gb := append([]float32(nil), a...), append([]float32(nil), b...)
+			kern.rope(ga, gb, c, s, false)
+			kern.rope(ga, gb, c, s, true)
+			for j := range n {
+				if math.Abs(float64(ga[j]-a[j])) > 1e-6 || math.Abs(float64(gb[j]-b[j])) > 1e-6 {
+					t.Fatalf("n=%d: the inverse left pair %d at (%v, %v), started at (%v, %v)", n, j, ga[j], gb[j], a[j], b[j])
+				}
+			}
+		}
+	})
+}

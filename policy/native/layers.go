@@ -150,18 +150,22 @@ func ropeForward(p *pool, x []float32, pos []int32, n, heads, dh int, cos, sin [
 			c := cos[int(pos[i])*half : int(pos[i])*half+half]
 			s := sin[int(pos[i])*half : int(pos[i])*half+half]
 			for h := range heads {
-				a := x[i*d+h*dh : i*d+h*dh+half]
-				b := x[i*d+h*dh+half : i*d+h*dh+dh]
-				for j := range half {
-					sj := s[j]
-					if inverse {
-						sj = -sj
-					}
-					a[j], b[j] = a[j]*c[j]-b[j]*sj, b[j]*c[j]+a[j]*sj
-				}
+				kern.rope(x[i*d+h*dh:i*d+h*dh+half], x[i*d+h*dh+half:i*d+h*dh+dh], c, s, inverse)
 			}
 		}
 	})
+}
+
+// ropeGeneric is one head's rotation in ropeForward: (a, b) <- (a·c - b·s,
+// b·c + a·s), s negated when inverse.
+func ropeGeneric(a, b, c, s []float32, inverse bool) {
+	for j := range a {
+		sj := s[j]
+		if inverse {
+			sj = -sj
+		}
+		a[j], b[j] = a[j]*c[j]-b[j]*sj, b[j]*c[j]+a[j]*sj
+	}
 }
 
 func geluForward(p *pool, out, in []float32) {
