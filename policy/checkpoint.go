@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/mlerl/mlerl/internal/store"
@@ -73,6 +74,11 @@ func SaveCheckpoint(ctx context.Context, st store.Store, dir string, step int, e
 	}
 	sub := dir + "/" + StepFolder(step)
 	var bin bytes.Buffer
+	size := 0 // the whole file, so that the buffer grows (and is cleared) once
+	for _, t := range append(slices.Clip(ws), opt...) {
+		size += 4*len(t.F32) + 8*len(t.I64)
+	}
+	bin.Grow(size)
 	var index []ckptVar
 	add := func(t Tensor, optimizer string) {
 		cv := ckptVar{Path: t.Name, Dims: t.Shape, Offset: int64(bin.Len()), Trainable: optimizer == "", Optimizer: optimizer}
