@@ -225,10 +225,7 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 			valid := np + i + 1
 			pr := probs[i*ldp : i*ldp+valid]
 			dr := dS[(i-r0)*lds : (i-r0+1)*lds]
-			delta := kern.dot(pr, dr)
-			for j, pj := range pr {
-				dr[j] = pj * (dr[j] - delta) * scale
-			}
+			kern.softmaxGrad(dr, pr, kern.dot(pr, dr), scale)
 			clear(dr[valid:])
 		}
 		if np > 0 {
@@ -239,5 +236,13 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0, bf16: bf16, bf16B: kB})
 		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true, bf16: bf16})
 		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true, bf16: bf16})
+	}
+}
+
+// softmaxGradGeneric is the softmax's backward for one row of scores:
+// d[j] = p[j]*(d[j]-delta)*scale, delta = sum p[j]*d[j].
+func softmaxGradGeneric(d, p []float32, delta, scale float32) {
+	for j, pj := range p {
+		d[j] = pj * (d[j] - delta) * scale
 	}
 }

@@ -56,6 +56,9 @@ type kernels struct {
 	// sines are c[j], s[j] (by their negatives when inverse), with the
 	// bits of ropeGeneric.
 	rope func(a, b, c, s []float32, inverse bool)
+	// softmaxGrad sets d[j] = p[j]*(d[j]-delta)*scale over len(p), with
+	// the bits of softmaxGradGeneric (the attention's dS).
+	softmaxGrad func(d, p []float32, delta, scale float32)
 }
 
 var genericKernels = &kernels{
@@ -64,6 +67,7 @@ var genericKernels = &kernels{
 	max: maxGeneric, expShift: expShiftGeneric,
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,
 	lnForward: lnForwardGeneric, lnBackward: lnBackwardGeneric, rope: ropeGeneric,
+	softmaxGrad: softmaxGradGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

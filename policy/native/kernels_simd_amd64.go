@@ -31,7 +31,7 @@ func init() {
 			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
-			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512,
+			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512, softmaxGrad: softmaxGrad512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
@@ -39,7 +39,7 @@ func init() {
 			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
-			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256,
+			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256, softmaxGrad: softmaxGrad256,
 		})
 	}
 }
@@ -866,4 +866,30 @@ func rope256(a, b, c, s []float32, inverse bool) {
 	}
 	archsimd.ClearAVXUpperBits()
 	ropeGeneric(a[v:], b[v:n], c[v:n], s[v:n], inverse)
+}
+
+// softmaxGrad512 and softmaxGrad256 are softmaxGradGeneric in vectors,
+// the same operations in the same order (the same bits).
+func softmaxGrad512(d, p []float32, delta, scale float32) {
+	n := len(p)
+	v := n / 16 * 16
+	dv, sv := b16(delta), b16(scale)
+	for i := 0; i < v; i += 16 {
+		pv := archsimd.LoadFloat32x16Slice(p[i:])
+		pv.Mul(archsimd.LoadFloat32x16Slice(d[i:]).Sub(dv)).Mul(sv).StoreSlice(d[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	softmaxGradGeneric(d[v:n], p[v:], delta, scale)
+}
+
+func softmaxGrad256(d, p []float32, delta, scale float32) {
+	n := len(p)
+	v := n / 8 * 8
+	dv, sv := b8(delta), b8(scale)
+	for i := 0; i < v; i += 8 {
+		pv := archsimd.LoadFloat32x8Slice(p[i:])
+		pv.Mul(archsimd.LoadFloat32x8Slice(d[i:]).Sub(dv)).Mul(sv).StoreSlice(d[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	softmaxGradGeneric(d[v:n], p[v:], delta, scale)
 }

@@ -571,3 +571,28 @@ func TestRopeKernels(t *testing.T) {
 		}
 	})
 }
+
+// TestSoftmaxGradKernels: every kernel's softmax backward row gives
+// softmaxGradGeneric's bits, with and without a tail, and leaves d past
+// len(p) alone.
+func TestSoftmaxGradKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	forEachKernel(t, func(t *testing.T) {
+		for _, n := range []int{1, 7, 8, 16, 33, 100} {
+			p, d := randSlice(r, n), randSlice(r, n+5)
+			want, got := append([]float32(nil), d...), append([]float32(nil), d...)
+			softmaxGradGeneric(want, p, 0.37, 0.125)
+			kern.softmaxGrad(got, p, 0.37, 0.125)
+			for j := range got {
+				if got[j] != want[j] {
+					t.Fatalf("n=%d: d[%d] = %v, softmaxGradGeneric's %v", n, j, got[j], want[j])
+				}
+			}
+			for j := n; j < n+5; j++ {
+				if got[j] != d[j] {
+					t.Fatalf("n=%d: d[%d] past p changed", n, j)
+				}
+			}
+		}
+	})
+}
