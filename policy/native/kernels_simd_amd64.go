@@ -830,8 +830,9 @@ func lnBackward256(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float32) {
 }
 
 // rope512 and rope256 are ropeGeneric in vectors: the same products and
-// sums (no fused multiply-add), so the same bits; with inverse, a·c -
-// b·(-s) is a·c + b·s exactly.
+// sums (no fused multiply-add; the Go compiler fuses none at GOAMD64=v1,
+// the default, and TestRopeKernels would see it if it did), so the same
+// bits; with inverse, a·c - b·(-s) is a·c + b·s exactly.
 func rope512(a, b, c, s []float32, inverse bool) {
 	n := len(a)
 	v := n / 16 * 16
