@@ -64,6 +64,13 @@ type gemmOp struct {
 	bf16B *bf16Panels
 }
 
+// inBF16 reports whether op runs as a bf16 product: asked for, more than
+// gemmSmallM rows (decoding stays float32), and B not pre-packed in
+// float32.
+func (op *gemmOp) inBF16() bool {
+	return op.bf16 && op.m > gemmSmallM && op.k > 0 && op.packed == nil
+}
+
 // fillBias sets rows [i, i+h) x columns [j, j+w) of C to bias (+ res).
 func (op *gemmOp) fillBias(i, h, j, w int) {
 	b := op.bias[j : j+w]
@@ -96,7 +103,7 @@ func gemm(p *pool, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
 		return
 	}
-	if op.bf16 && op.m > gemmSmallM && op.k > 0 && op.packed == nil {
+	if op.inBF16() {
 		gemmBF16(p, op)
 		return
 	}
@@ -116,7 +123,6 @@ func gemm(p *pool, op gemmOp) {
 		return
 	}
 	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) {
-		op := op.biasFirst()
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
@@ -160,26 +166,24 @@ func gemmSerial(ws *workspace, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
 		return
 	}
-	if op.bf16 && op.m > gemmSmallM && op.k > 0 && op.packed == nil {
+	if op.inBF16() {
 		gemmBF16Serial(ws, op)
 		return
 	}
 	k := kern
-	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) || (op.m == 1 && !op.ta && !op.tb) {
-		op = op.biasFirst()
-	}
 	switch {
 	case op.k == 0:
-		if !op.acc {
+		if op = op.biasFirst(); !op.acc {
 			for i := range op.m {
 				clear(op.c[i*op.ldc : i*op.ldc+op.n])
 			}
 		}
 		return
 	case op.m <= 4 && op.tb && !op.ta:
-		gemmDots(op, 0, op.m, 0, op.n)
+		gemmDots(op.biasFirst(), 0, op.m, 0, op.n)
 		return
 	case op.m == 1 && !op.ta && !op.tb:
+		op = op.biasFirst()
 		k.gemv(op.a[:op.k], op.b, op.ldb, op.c[:op.n], op.acc)
 		return
 	}
