@@ -40,7 +40,8 @@
 # default a fresh temporary one, kept without its checkpoints),
 # PJRT_PLUGIN_LIBRARY_PATH,
 # GOMLX_BACKEND and GPU_CHECK_PYTHON (see find_plugin),
-# MLERL_XLA_AUTO_INSTALL=1 (let go-xla download the plugin, which needs
+# GPU_CHECK_PPO_UPDATES (default 4; more show the GPU after its graphs are
+# compiled), MLERL_XLA_AUTO_INSTALL=1 (let go-xla download the plugin, which needs
 # the internet), GPU_CHECK_DRY_RUN=1 (stop after saying which plugin and
 # library path it would use).
 set -euo pipefail
@@ -70,6 +71,8 @@ fail() {
 	echo "gpu-check: $*" >&2
 	exit 1
 }
+PPO_UPDATES="${GPU_CHECK_PPO_UPDATES:-4}"
+case "$PPO_UPDATES" in '' | *[!0-9]* | 0 | 1) fail "GPU_CHECK_PPO_UPDATES=$PPO_UPDATES: want a whole number of updates, 2 or more" ;; esac
 
 # --- 1. The PJRT CUDA plugin ------------------------------------------------
 # GoMLX's XLA backend (github.com/gomlx/go-xla) loads a PJRT plugin by name
@@ -221,8 +224,8 @@ fi
 
 # --- 5. SFT and PPO, CPU then GPU ------------------------------------------------
 SFT=(train sft --data "$D" --max_steps 20 --epochs 20 --batch_rows 4 --resume=false)
-PPO=(train ppo --data "$D" --updates 4 --batch_size 8 --gen_batch 8 --max_new_tokens 96 --workers 4
-	--checkpoint_every 4 --resume=false --reward "$REWARD")
+PPO=(train ppo --data "$D" --updates "$PPO_UPDATES" --batch_size 8 --gen_batch 8 --max_new_tokens 96 --workers 4
+	--checkpoint_every "$PPO_UPDATES" --resume=false --reward "$REWARD")
 step sft-cpu 240 "$BIN" "${SFT[@]}" --engine native --out checkpoints/sft-cpu
 step sft-gpu 240 env GOMLX_BACKEND="$BACKEND" "$BIN" "${SFT[@]}" --engine gomlx --out checkpoints/sft-gpu
 step ppo-cpu 300 "$BIN" "${PPO[@]}" --engine native --sft checkpoints/sft-cpu --out checkpoints/ppo-cpu
@@ -239,7 +242,7 @@ echo
 echo "=== $gpu vs $(nproc) CPU cores (demo model; medians over updates 2..N)"
 printf '%-30s %14s %14s\n' "" "native CPU" "GoMLX $BACKEND"
 printf '%-30s %14s %14s\n' "SFT real tokens/s (20 updates)" "$(median charts/tokens_per_s "$ck/sft-cpu/metrics.jsonl")" "$(median charts/tokens_per_s "$ck/sft-gpu/metrics.jsonl")"
-printf '%-30s %14s %14s\n' "PPO samples/s (4 updates)" "$(median charts/samples_per_s "$ck/ppo-cpu/metrics.jsonl")" "$(median charts/samples_per_s "$ck/ppo-gpu/metrics.jsonl")"
+printf '%-30s %14s %14s\n' "PPO samples/s ($PPO_UPDATES updates)" "$(median charts/samples_per_s "$ck/ppo-cpu/metrics.jsonl")" "$(median charts/samples_per_s "$ck/ppo-gpu/metrics.jsonl")"
 echo "(PPO reward: $REWARD; the CPU figures of the 2-core development machine are in BENCHMARKS.md)"
 echo
 echo "=== step times (total $(($(date +%s) - START))s)"
