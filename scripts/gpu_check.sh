@@ -224,12 +224,13 @@ fi
 
 # --- 5. SFT and PPO, CPU then GPU ------------------------------------------------
 SFT=(train sft --data "$D" --max_steps 20 --epochs 20 --batch_rows 4 --resume=false)
+PPO_LIMIT=$((120 + 45 * PPO_UPDATES)) # 300 s for the default 4 updates
 PPO=(train ppo --data "$D" --updates "$PPO_UPDATES" --batch_size 8 --gen_batch 8 --max_new_tokens 96 --workers 4
 	--checkpoint_every "$PPO_UPDATES" --resume=false --reward "$REWARD")
 step sft-cpu 240 "$BIN" "${SFT[@]}" --engine native --out checkpoints/sft-cpu
 step sft-gpu 240 env GOMLX_BACKEND="$BACKEND" "$BIN" "${SFT[@]}" --engine gomlx --out checkpoints/sft-gpu
-step ppo-cpu 300 "$BIN" "${PPO[@]}" --engine native --sft checkpoints/sft-cpu --out checkpoints/ppo-cpu
-step ppo-gpu 300 env GOMLX_BACKEND="$BACKEND" "$BIN" "${PPO[@]}" --engine gomlx --sft checkpoints/sft-gpu --out checkpoints/ppo-gpu
+step ppo-cpu "$PPO_LIMIT" "$BIN" "${PPO[@]}" --engine native --sft checkpoints/sft-cpu --out checkpoints/ppo-cpu
+step ppo-gpu "$PPO_LIMIT" env GOMLX_BACKEND="$BACKEND" "$BIN" "${PPO[@]}" --engine gomlx --sft checkpoints/sft-gpu --out checkpoints/ppo-gpu
 
 # median KEY FILE: the median of KEY over the metrics.jsonl lines after the
 # first (compilation, warm-up), "-" when there are none.
