@@ -100,6 +100,10 @@ func TestGPUCheckScript(t *testing.T) {
 		{name: "GPU, prebuilt binaries that are not executables", smi: gpu, home: goxlaHome, code: 1,
 			env:  []string{"GO=go-not-here", "GPU_CHECK_BIN=/nonexistent/mlerl", "GPU_CHECK_POLICY_TEST=/nonexistent/policy.test"},
 			want: []string{"gpu-check: GPU_CHECK_BIN=/nonexistent/mlerl is not an executable file"}},
+		{name: "GPU, PPO updates not a number", smi: gpu, home: goxlaHome, code: 1, env: []string{"GPU_CHECK_PPO_UPDATES=12x"},
+			want: []string{"gpu-check: GPU_CHECK_PPO_UPDATES=12x: want a whole number of updates, 2 or more"}},
+		{name: "GPU, one PPO update", smi: gpu, home: goxlaHome, code: 1, env: []string{"GPU_CHECK_PPO_UPDATES=1"},
+			want: []string{"gpu-check: GPU_CHECK_PPO_UPDATES=1: want a whole number of updates, 2 or more"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
