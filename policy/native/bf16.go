@@ -200,7 +200,7 @@ type bf16Runner func(n, grain int, fn func(ws *workspace, lo, hi int))
 // rows, or when transposed from each stored row (one column's pairs).
 //
 // With op.bf16B set, B is taken from it as it is.
-func bf16Convert(bk *bf16Kernels, op gemmOp, a, b []uint32, run bf16Runner) bf16Operands {
+func bf16Convert(bk *bf16Kernels, op *gemmOp, a, b []uint32, run bf16Runner) bf16Operands {
 	mr := bk.mr
 	m, k := op.m, op.k
 	kp := (k + 1) / 2
@@ -253,7 +253,7 @@ func bf16Convert(bk *bf16Kernels, op gemmOp, a, b []uint32, run bf16Runner) bf16
 // bf16ConvertB converts op's B into panels in b (grown as needed): from
 // pairs of rows, or when transposed from each stored row (one column's
 // pairs).
-func bf16ConvertB(bk *bf16Kernels, op gemmOp, b []uint32, run bf16Runner) []uint32 {
+func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uint32 {
 	nr := bk.nr
 	n, k := op.n, op.k
 	kp := (k + 1) / 2
@@ -351,7 +351,7 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 // gemmBF16 is gemm with bf16 inputs (bf16Convert on the pool into its
 // shared buffers), tiles of C split as gemm splits them, each a float32
 // sum.
-func gemmBF16(p *pool, op gemmOp) {
+func gemmBF16(p *pool, op *gemmOp) {
 	bk := bf16Kern()
 	work := op.m * op.n * op.k
 	var run bf16Runner = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
@@ -373,13 +373,13 @@ func gemmBF16(p *pool, op gemmOp) {
 	mc, nc, mt, nt := tileSplit(op.m, op.n, bk.mr)
 	p.runWork(mt*nt, work, func(w, t int) {
 		i0, j0 := (t/nt)*mc, (t%nt)*nc
-		bf16Tile(&p.ws[w], bk, op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))
+		bf16Tile(&p.ws[w], bk, *op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))
 	})
 }
 
 // gemmBF16Serial is gemmBF16 on the calling worker (inside a pool task:
 // attention), converting into the worker's own buffers.
-func gemmBF16Serial(ws *workspace, op gemmOp) {
+func gemmBF16Serial(ws *workspace, op *gemmOp) {
 	bk := bf16Kern()
 	cv := bf16Convert(bk, op, ws.bf16A, ws.bf16B, func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) })
 	ws.bf16A = cv.a
@@ -389,7 +389,7 @@ func gemmBF16Serial(ws *workspace, op gemmOp) {
 	mc := blockRows(bk.mr)
 	for i0 := 0; i0 < op.m; i0 += mc {
 		for j0 := 0; j0 < op.n; j0 += gemmNC {
-			bf16Tile(ws, bk, op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+gemmNC))
+			bf16Tile(ws, bk, *op, cv, i0, min(op.m, i0+mc), j0, min(op.n, j0+gemmNC))
 		}
 	}
 }
@@ -411,9 +411,9 @@ func growU32(s []uint32, n int) []uint32 {
 func attnPanels(ws *workspace, tbSrc, nbSrc []float32, ld, n, dh int) (tb, nb *bf16Panels) {
 	bk := bf16Kern()
 	serial := func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) }
-	ws.attT.b = bf16ConvertB(bk, gemmOp{tb: true, n: n, k: dh, b: tbSrc, ldb: ld}, ws.attT.b, serial)
+	ws.attT.b = bf16ConvertB(bk, &gemmOp{tb: true, n: n, k: dh, b: tbSrc, ldb: ld}, ws.attT.b, serial)
 	ws.attT.stride = (dh + 1) / 2
-	ws.attB.b = bf16ConvertB(bk, gemmOp{n: dh, k: n, b: nbSrc, ldb: ld}, ws.attB.b, serial)
+	ws.attB.b = bf16ConvertB(bk, &gemmOp{n: dh, k: n, b: nbSrc, ldb: ld}, ws.attB.b, serial)
 	ws.attB.stride = (n + 1) / 2
 	return &ws.attT, &ws.attB
 }

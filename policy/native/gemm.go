@@ -104,7 +104,7 @@ func gemm(p *pool, op gemmOp) {
 		return
 	}
 	if op.inBF16() {
-		gemmBF16(p, op)
+		gemmBF16(p, &op)
 		return
 	}
 	work := op.m * op.n * op.k
@@ -167,7 +167,8 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		return
 	}
 	if op.inBF16() {
-		gemmBF16Serial(ws, op)
+		bop := op // on the heap for the conversion closures; op stays on the stack
+		gemmBF16Serial(ws, &bop)
 		return
 	}
 	k := kern
