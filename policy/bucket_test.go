@@ -90,11 +90,7 @@ func ppoCalls(t *testing.T, e Engine, updates int) map[string]map[string]bool {
 		shapes[graph][fmt.Sprintf(format, args...)] = true
 	}
 	loss := func(n int) LossFunc {
-		targets, returns := make([]int32, n), make([]float32, n)
-		for i := range targets {
-			targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-			returns[i] = float32(r.NormFloat64())
-		}
+		targets, returns := randTargets(r, cfg, n)
 		return testLoss(targets, returns, cfg.Vocab)
 	}
 	forward := func(b Batch, idx []int32) {
@@ -177,13 +173,7 @@ func compiledGraphs(e Engine) map[string]int {
 // every shape to its bucket and one that runs them as given.
 func gomlxPair(t testing.TB, cfg Config, seed uint64) (padded, exact *gomlxEngine) {
 	t.Helper()
-	w := InitWeights(cfg, seed)
-	r := rand.New(rand.NewPCG(seed, 9))
-	for _, x := range w {
-		for i := range x.F32 {
-			x.F32[i] += float32(r.NormFloat64() * 0.1)
-		}
-	}
+	w := testWeights(cfg, seed)
 	var es [2]*gomlxEngine
 	for i := range es {
 		e, err := NewGoMLXEngine(cfg, nil, w)
@@ -207,19 +197,7 @@ func TestGomlxPaddingChangesNothing(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	// Examples packed without prefixes in 3 rows of 44 (padded to 4 of
 	// 64), heads at every real position (111, padded to 128).
-	packed := Batch{B: 3, S: 44, Tokens: make([]int32, 132), Positions: make([]int32, 132), Segments: make([]int32, 132)}
-	var packedIdx []int32
-	for row, lens := range [][]int{{20, 24}, {30}, {10, 12, 15}} {
-		at := row * packed.S
-		for seg, n := range lens {
-			for j := range n {
-				packed.Tokens[at] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-				packed.Positions[at], packed.Segments[at] = int32(j), int32(seg+1)
-				packedIdx = append(packedIdx, int32(at))
-				at++
-			}
-		}
-	}
+	packed, packedIdx := packedRows(cfg, r, 44, [][]int{{20, 24}, {30}, {10, 12, 15}})
 	shared, sharedIdx := ppoMinibatch(r, cfg, 3, 4)
 	for _, tc := range []struct {
 		name string
@@ -231,11 +209,7 @@ func TestGomlxPaddingChangesNothing(t *testing.T) {
 			if pb, pidx := padded.padBatch(b, idx); pb.B == b.B || pb.S == b.S || len(pidx) == len(idx) {
 				t.Fatalf("batch %dx%d with %d heads padded to %dx%d with %d: the test needs every size padded", b.B, b.S, len(idx), pb.B, pb.S, len(pidx))
 			}
-			targets, returns := make([]int32, len(idx)), make([]float32, len(idx))
-			for i := range targets {
-				targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-				returns[i] = float32(r.NormFloat64())
-			}
+			targets, returns := randTargets(r, cfg, len(idx))
 			loss := testLoss(targets, returns, cfg.Vocab)
 			pl, pv, err := padded.Logits(b, idx)
 			if err != nil {

@@ -16,18 +16,24 @@ func tinyConfig() Config {
 	return Config{Vocab: 40, DModel: 32, Heads: 4, Layers: 2, Ctx: 64, PromptTokens: 40, ResponseTokens: 20}
 }
 
-// engines returns both engines on the same weights.
-func engines(t testing.TB, cfg Config, seed uint64) map[string]Engine {
-	t.Helper()
+// testWeights is InitWeights(cfg, seed) plus noise larger than the
+// default init, so that attention and LayerNorm are far from their
+// trivial regimes and every gradient is sizeable.
+func testWeights(cfg Config, seed uint64) []Tensor {
 	w := InitWeights(cfg, seed)
-	// Larger than the default init, so that attention and LayerNorm are far
-	// from their trivial regimes and every gradient is sizeable.
 	r := rand.New(rand.NewPCG(seed, 9))
 	for _, x := range w {
 		for i := range x.F32 {
 			x.F32[i] += float32(r.NormFloat64() * 0.1)
 		}
 	}
+	return w
+}
+
+// engines returns both engines on the same weights.
+func engines(t testing.TB, cfg Config, seed uint64) map[string]Engine {
+	t.Helper()
+	w := testWeights(cfg, seed)
 	out := map[string]Engine{}
 	for _, name := range []string{EngineNative, EngineGoMLX} {
 		e, err := NewEngine(name, cfg, w)
@@ -42,24 +48,39 @@ func engines(t testing.TB, cfg Config, seed uint64) map[string]Engine {
 // packedBatch holds two examples packed in row 0 (the second starting at
 // position 0 again) and one example with padding in row 1.
 func packedBatch(cfg Config, r *rand.Rand) (Batch, []int32) {
-	b := Batch{B: 2, S: 12, Tokens: make([]int32, 24), Positions: make([]int32, 24), Segments: make([]int32, 24)}
-	put := func(row, at, n int, seg int32) {
-		for j := range n {
-			k := row*b.S + at + j
-			b.Tokens[k] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-			b.Positions[k], b.Segments[k] = int32(j), seg
-		}
-	}
-	put(0, 0, 5, 1)
-	put(0, 5, 7, 2)
-	put(1, 0, 9, 1)
+	return packedRows(cfg, r, 12, [][]int{{5, 7}, {9}})
+}
+
+// packedRows packs examples of random tokens, rows[i] the lengths of row
+// i's examples (each its own segment, positions from 0), into rows of
+// width s; the heads are at every real position.
+func packedRows(cfg Config, r *rand.Rand, s int, rows [][]int) (Batch, []int32) {
+	n := len(rows) * s
+	b := Batch{B: len(rows), S: s, Tokens: make([]int32, n), Positions: make([]int32, n), Segments: make([]int32, n)}
 	var idx []int32
-	for k, s := range b.Segments {
-		if s != 0 {
-			idx = append(idx, int32(k))
+	for row, lens := range rows {
+		at := row * s
+		for seg, n := range lens {
+			for j := range n {
+				b.Tokens[at] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
+				b.Positions[at], b.Segments[at] = int32(j), int32(seg+1)
+				idx = append(idx, int32(at))
+				at++
+			}
 		}
 	}
 	return b, idx
+}
+
+// randTargets draws n target tokens and returns (a value head's targets)
+// for testLoss, each target then its return.
+func randTargets(r *rand.Rand, cfg Config, n int) ([]int32, []float32) {
+	targets, returns := make([]int32, n), make([]float32, n)
+	for i := range targets {
+		targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
+		returns[i] = float32(r.NormFloat64())
+	}
+	return targets, returns
 }
 
 // testLoss is cross-entropy on fixed targets plus a squared value error:
@@ -111,12 +132,7 @@ func TestEnginesAgree(t *testing.T) {
 	}{{"packed", packed, packedIdx}, {"shared prefix", shared, sharedIdx}} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, idx := tc.b, tc.idx
-			targets := make([]int32, len(idx))
-			returns := make([]float32, len(idx))
-			for i := range targets {
-				targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-				returns[i] = float32(r.NormFloat64())
-			}
+			targets, returns := randTargets(r, cfg, len(idx))
 			nl, nv, err := es[EngineNative].Logits(b, idx)
 			if err != nil {
 				t.Fatal(err)

@@ -98,11 +98,7 @@ func prefixBatches(cfg Config, seed uint64) (shared, alone Batch, idxS, idxA, ta
 	}
 	shared, idxS = packGroups(34, true, rows...)
 	alone, idxA = packGroups(22, false, rows...)
-	targets, returns = make([]int32, len(idxS)), make([]float32, len(idxS))
-	for i := range targets {
-		targets[i] = int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))
-		returns[i] = float32(r.NormFloat64())
-	}
+	targets, returns = randTargets(r, cfg, len(idxS))
 	return shared, alone, idxS, idxA, targets, returns
 }
 
