@@ -8,19 +8,9 @@ are printed too (they are noisier: one batch each).
 
     python3 bf16-compare.py FP32/metrics.jsonl BF16/metrics.jsonl
 """
-import json
 import sys
 
-
-def load(path):
-    steps, val = {}, None
-    for line in open(path):
-        m = json.loads(line)
-        if "losses/sft" in m:
-            steps[m["step"]] = m["losses/sft"]
-        if "losses/val" in m:
-            val = m["losses/val"]
-    return steps, val
+from sftcurve import load
 
 
 (a, va), (b, vb) = load(sys.argv[1]), load(sys.argv[2])

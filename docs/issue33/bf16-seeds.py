@@ -12,19 +12,9 @@ the same seed) are printed beside, for reading, not judged.
 
     python3 bf16-seeds.py CHECKPOINTS SEED...
 """
-import json
 import sys
 
-
-def load(path):
-    steps, val = {}, None
-    for line in open(path):
-        m = json.loads(line)
-        if "losses/sft" in m:
-            steps[m["step"]] = m["losses/sft"]
-        if "losses/val" in m:
-            val = m["losses/val"]
-    return steps, val
+from sftcurve import load
 
 
 root, seeds = sys.argv[1], sys.argv[2:]
