@@ -206,7 +206,11 @@ func TestGomlxPaddingChangesNothing(t *testing.T) {
 	}{{"packed", packed, packedIdx}, {"shared prefix", shared, sharedIdx}} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, idx := tc.b, tc.idx
-			if pb, pidx := padded.padBatch(b, idx); pb.B == b.B || pb.S == b.S || len(pidx) == len(idx) {
+			pb, pidx, err := padded.padBatch(b, idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pb.B == b.B || pb.S == b.S || len(pidx) == len(idx) {
 				t.Fatalf("batch %dx%d with %d heads padded to %dx%d with %d: the test needs every size padded", b.B, b.S, len(idx), pb.B, pb.S, len(pidx))
 			}
 			targets, returns := randTargets(r, cfg, len(idx))
@@ -341,6 +345,36 @@ func TestGomlxCompiledShapesBounded(t *testing.T) {
 		}
 		if got[name] > bound[name] {
 			t.Errorf("%s: %d graphs compiled, want at most %d", name, got[name], bound[name])
+		}
+	}
+}
+
+// TestGomlxRefusesBadBatches: Logits, TrainStep and Gradients check the
+// batch before padding it, padded or exact, and say what is wrong.
+func TestGomlxRefusesBadBatches(t *testing.T) {
+	cfg := ppoConfig()
+	padded, exact := gomlxPair(t, cfg, 3)
+	r := rand.New(rand.NewPCG(5, 6))
+	b, idx := packedRows(cfg, r, 20, [][]int{{7, 9}, {12}})
+	b.Tokens[3] = int32(cfg.Vocab) // past the vocabulary
+	want := b.Check(cfg)
+	if want == nil {
+		t.Fatal("the test's batch passes Batch.Check")
+	}
+	targets, returns := randTargets(r, cfg, len(idx))
+	loss := testLoss(targets, returns, cfg.Vocab)
+	for name, e := range map[string]*gomlxEngine{"padded": padded, "exact": exact} {
+		_, _, err := e.Logits(b, idx)
+		if err == nil || err.Error() != want.Error() {
+			t.Errorf("%s Logits: %v, want %v", name, err, want)
+		}
+		_, _, err = e.TrainStep(b, idx, loss, 1e-3)
+		if err == nil || err.Error() != want.Error() {
+			t.Errorf("%s TrainStep: %v, want %v", name, err, want)
+		}
+		_, _, err = e.Gradients(b, idx, loss)
+		if err == nil || err.Error() != want.Error() {
+			t.Errorf("%s Gradients: %v, want %v", name, err, want)
 		}
 	}
 }

@@ -231,7 +231,8 @@ func bucket(n int) int {
 	return b
 }
 
-// padBatch pads b to bucketed sizes for the graphs: rows to bucket(B),
+// padBatch checks b against the engine's config (Batch.Check), then pads
+// it to bucketed sizes for the graphs: rows to bucket(B),
 // width to bucket(S) (at least 32, at most the context when S fits in
 // it), the new positions padding (segment 0, position 0, no prefix: no
 // real position attends to them, and they attend only to each other),
@@ -239,9 +240,12 @@ func bucket(n int) int {
 // their count padded to at least 64 and a bucket with zeros (heads whose
 // outputs are dropped and whose loss gradient is zero). The caller
 // slices the outputs back to len(idx).
-func (e *gomlxEngine) padBatch(b Batch, idx []int32) (Batch, []int32) {
+func (e *gomlxEngine) padBatch(b Batch, idx []int32) (Batch, []int32, error) {
+	if err := b.Check(e.cfg); err != nil {
+		return Batch{}, nil, err
+	}
 	if e.exact {
-		return b, idx
+		return b, idx, nil
 	}
 	rows, width := bucket(b.B), max(32, bucket(b.S))
 	if b.S <= e.cfg.Ctx {
@@ -254,7 +258,7 @@ func (e *gomlxEngine) padBatch(b Batch, idx []int32) (Batch, []int32) {
 		pidx[i] = j/int32(b.S)*int32(width) + j%int32(b.S)
 	}
 	if rows == b.B && width == b.S {
-		return b, pidx
+		return b, pidx, nil
 	}
 	p := Batch{B: rows, S: width}
 	n := rows * width
@@ -271,7 +275,7 @@ func (e *gomlxEngine) padBatch(b Batch, idx []int32) (Batch, []int32) {
 			copy(p.Prefix[dst:], b.Prefix[src:src+b.S])
 		}
 	}
-	return p, pidx
+	return p, pidx, nil
 }
 
 func batchTensors(b Batch) []any {
@@ -310,10 +314,10 @@ func flatF32(t *tensors.Tensor) ([]float32, error) {
 }
 
 func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error) {
-	if err := b.Check(e.cfg); err != nil {
+	pb, pidx, err := e.padBatch(b, idx)
+	if err != nil {
 		return nil, nil, err
 	}
-	pb, pidx := e.padBatch(b, idx)
 	logits, values, err := e.forward(pb, pidx)
 	if err != nil {
 		return nil, nil, err
@@ -373,10 +377,10 @@ type withGradients interface {
 // to every weight is the loss's, by the chain rule), clips it and applies
 // AdamW.
 func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64) (float64, float64, error) {
-	if err := b.Check(e.cfg); err != nil {
+	b, pidx, err := e.padBatch(b, idx)
+	if err != nil {
 		return 0, 0, err
 	}
-	b, pidx := e.padBatch(b, idx)
 	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss)
 	if err != nil {
 		return 0, 0, err
@@ -438,10 +442,10 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 // the gradient of sum(logits*dLogits) + sum(values*dValues) with respect
 // to every weight.
 func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, []Tensor, error) {
-	if err := b.Check(e.cfg); err != nil {
+	b, pidx, err := e.padBatch(b, idx)
+	if err != nil {
 		return 0, nil, err
 	}
-	b, pidx := e.padBatch(b, idx)
 	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss)
 	if err != nil {
 		return 0, nil, err
