@@ -111,7 +111,14 @@ func (c *gradeCache) put(key string, g tasks.Grade) {
 // the warm grader worker (grade_warm.go), else through tasks.RunGrader. An
 // invalid submission is a Grade with Valid false; an error means the
 // grader itself misbehaved (crashed, timed out, printed no verdict).
+// The suite's own graders run in the worker's process (suiteGrader).
 func Grade(ctx context.Context, python string, private blobs.Files, submission []byte) (tasks.Grade, error) {
+	return gradeIn(ctx, python, private, submission, suiteGrader(private[tasks.GraderFile].Data))
+}
+
+// gradeIn is Grade with the choice of the worker's process (inproc) or a
+// forked child made by the caller.
+func gradeIn(ctx context.Context, python string, private blobs.Files, submission []byte, inproc bool) (tasks.Grade, error) {
 	if _, ok := private[tasks.GraderFile]; !ok {
 		return tasks.Grade{}, fmt.Errorf("grade: the private tree has no %s", tasks.GraderFile)
 	}
@@ -134,7 +141,7 @@ func Grade(ctx context.Context, python string, private blobs.Files, submission [
 		ctx, cancel = context.WithTimeout(ctx, tasks.GradeTimeout)
 		defer cancel()
 	}
-	if g, err, ok := warmGrader(python).grade(ctx, dir, filepath.Join(privDir, tasks.GraderFile), subPath, filepath.Join(privDir, tasks.AnswersFile)); ok {
+	if g, err, ok := warmGrader(python).grade(ctx, dir, filepath.Join(privDir, tasks.GraderFile), subPath, filepath.Join(privDir, tasks.AnswersFile), inproc); ok {
 		return g, err
 	}
 	return tasks.RunGrader(ctx, python, privDir, subPath)

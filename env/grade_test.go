@@ -2,13 +2,16 @@ package env
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mlerl/mlerl"
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/tasks"
 )
@@ -65,5 +68,127 @@ func TestGradeWarmTimeout(t *testing.T) {
 	g, err := Grade(context.Background(), python, blobs.Files{"grade.py": {Data: []byte(`print('{"valid": true, "score": 1}')`)}, "answers.csv": {Data: []byte("x")}}, []byte("x"))
 	if err != nil || !g.Valid || g.Score != 1 {
 		t.Fatalf("after a timeout: got %+v, %v", g, err)
+	}
+}
+
+// Every grader of the built-in suite is its template with only the
+// settings changed, so the warm worker runs it in its own process; a
+// grader changed anywhere else, or whose settings are more than string
+// literals, is not, and runs in a forked child.
+func TestSuiteGraderRecognised(t *testing.T) {
+	suite := mlerl.Suite()
+	graders, err := fs.Glob(suite, "*/private/grade.py")
+	if err != nil || len(graders) < 50 {
+		t.Fatalf("suite graders: %d, %v", len(graders), err)
+	}
+	for _, p := range append(graders, "grade_template.py") {
+		src, _ := fs.ReadFile(suite, p)
+		if !suiteGrader(src) {
+			t.Errorf("%s: not recognised as the suite's grader", p)
+		}
+	}
+	src, _ := fs.ReadFile(suite, graders[0])
+	orig := string(src)
+	set := "METRIC = "
+	i := strings.Index(orig, set)
+	if i < 0 {
+		t.Fatalf("%s has no METRIC setting", graders[0])
+	}
+	eol := i + strings.IndexByte(orig[i:], '\n')
+	replaceSetting := func(v string) string { return orig[:i] + set + v + orig[eol:] }
+	for name, s := range map[string]string{
+		"code before the settings": strings.Replace(orig, settingsStart, "import os\n"+settingsStart, 1),
+		"code after the settings":  strings.Replace(orig, settingsEnd, settingsEnd+"import os\n", 1),
+		"a changed body":           strings.Replace(orig, "def main(argv):", "def main(argv):\n    pass", 1),
+		"a call as a setting":      replaceSetting("__import__('os').getcwd()"),
+		"concatenated strings":     replaceSetting("'acc' + 'uracy'"),
+		"an escape":                replaceSetting(`'acc\x75racy'`),
+		"a trailing statement":     replaceSetting("'accuracy'; import os"),
+		"a lower-case name":        strings.Replace(orig, set, "metric = 'x'\n"+set, 1),
+		"an empty settings block":  orig[:strings.Index(orig, settingsStart)+len(settingsStart)] + orig[strings.Index(orig, settingsEnd):],
+		"no markers":               strings.Replace(orig, settingsStart, "", 1),
+		"an empty file":            "",
+	} {
+		if suiteGrader([]byte(s)) {
+			t.Errorf("%s: recognised as the suite's grader", name)
+		}
+	}
+	for name, v := range map[string]string{"double quotes": `"rmse"`, "a list": `['a', "b"]`, "an empty list": `[]`} {
+		if !suiteGrader([]byte(replaceSetting(v))) {
+			t.Errorf("a setting of %s: not recognised", name)
+		}
+	}
+}
+
+var tmpPath = regexp.MustCompile(`/\S*/submission\.csv`)
+
+// The suite's graders (one task per metric) give in the warm worker's
+// own process the verdicts they give in a forked child (which
+// TestGradeWarmMatchesCold holds to a cold `python grade.py`; the
+// starting submissions are held to it here too), for good and bad
+// submissions, task after task in one worker: no grade leaks into the
+// next. A grader that is not the suite's still runs in a forked child,
+// with its argv and working folder.
+func TestSuiteGraderInProcessMatchesCold(t *testing.T) {
+	python := realPython(t)
+	suite := mlerl.Suite()
+	w := warmGrader(python)
+	n, before := 0, w.inproc.Load()
+	for _, task := range []string{"wine-cultivar", "affairs-survey", "breast-cancer-diagnosis", "co2-weekly", "diabetes-progression", "scene-tags"} {
+		private := blobs.Files{}
+		for _, f := range []string{"grade.py", "answers.csv"} {
+			b, err := fs.ReadFile(suite, task+"/private/"+f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			private[f] = blobs.File{Data: b}
+		}
+		good, err := fs.ReadFile(suite, task+"/workspace/submission.csv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitAfter(string(good), "\n")
+		for _, c := range []struct{ name, data string }{
+			{"the starting submission", string(good)},
+			{"the answers", string(private["answers.csv"].Data)},
+			{"a row short", strings.Join(lines[:len(lines)-2], "")},
+			{"a repeated id", lines[0] + lines[1] + strings.Join(lines[1:len(lines)-2], "")},
+			{"a missing column", "id\n1\n"},
+			{"not a number", lines[0] + strings.Repeat("1,x\n", len(lines)-2)},
+			{"empty", ""},
+			{"binary", "\x00\xff\x01,\"\n\"\x00"},
+		} {
+			in, ierr := Grade(context.Background(), python, private, []byte(c.data))
+			forked, ferr := gradeIn(context.Background(), python, private, []byte(c.data), false)
+			n++
+			// Reasons name the submission's path: a temporary folder each.
+			in.Reason, forked.Reason = tmpPath.ReplaceAllString(in.Reason, "submission.csv"), tmpPath.ReplaceAllString(forked.Reason, "submission.csv")
+			if ierr != nil || ferr != nil || !reflect.DeepEqual(in, forked) {
+				t.Errorf("%s, %s: in process %+v, %v; forked %+v, %v", task, c.name, in, ierr, forked, ferr)
+			}
+			if c.name != "the starting submission" {
+				continue
+			}
+			dir := t.TempDir()
+			if err := blobs.WriteDir(filepath.Join(dir, "private"), private); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "submission.csv"), good, 0o644)
+			cold, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+			if err != nil || !reflect.DeepEqual(in, cold) || !in.Valid {
+				t.Errorf("%s, %s: in process %+v; cold %+v, %v", task, c.name, in, cold, err)
+			}
+		}
+	}
+	if got := w.inproc.Load() - before; got != int64(n) {
+		t.Errorf("%d of %d suite grades ran in the worker's process", got, n)
+	}
+	// A hand-written grader after them: forked, with its argv and folder.
+	before = w.inproc.Load()
+	g, err := Grade(context.Background(), python, blobs.Files{"grade.py": {Data: []byte(
+		"import os, sys, json\nassert os.path.basename(os.getcwd()).startswith('mlerl-grade-') and sys.argv[2].endswith('answers.csv')\nprint(json.dumps({'valid': True, 'score': 2}))\n")},
+		"answers.csv": {Data: []byte("x")}}, []byte("x"))
+	if err != nil || !g.Valid || g.Score != 2 || w.inproc.Load() != before {
+		t.Fatalf("a hand-written grader: %+v, %v, in process %d", g, err, w.inproc.Load()-before)
 	}
 }

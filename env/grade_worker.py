@@ -1,12 +1,16 @@
 """Warm grader worker for env (trusted code: the tasks' graders).
 
 Imports numpy, pandas and scikit-learn once, then for each request line
-{"dir", "grader", "submission", "answers"} forks a child that runs the
-grader as `python grader submission answers` would (runpy, __main__, argv)
-in dir with stdout and stderr redirected to dir/.grade_stdout and
-dir/.grade_stderr, waits for it and answers {"status": exit_code}.
+{"dir", "grader", "submission", "answers", "inproc"} runs the grader as
+`python grader submission answers` would (runpy, __main__, argv) in dir
+with stdout and stderr going to dir/.grade_stdout and dir/.grade_stderr,
+and answers {"status": exit_code, "inproc": bool}. A grader runs in a forked child, or,
+with "inproc" (the Go side sends it only for the built-in suite's grader
+template, a pure function of its two files), in this process: a forked
+child's copy-on-write page faults cost 60-100 ms, the grade about 5 ms.
 The Go side enforces the time limit by killing the worker's process group.
 """
+import contextlib
 import json
 import os
 import runpy
@@ -33,20 +37,7 @@ def child(req):
     os.dup2(err, 2)
     sys.argv = [req["grader"], req["submission"], req["answers"]]
     sys.path.insert(0, os.path.dirname(req["grader"]))
-    code = 0
-    try:
-        runpy.run_path(req["grader"], run_name="__main__")
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:
-            sys.stderr.write(str(e.code) + "\n")
-            code = 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
+    code = run(req["grader"])
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -54,8 +45,46 @@ def child(req):
         os._exit(code & 0xFF)
 
 
+def run(grader):
+    """Runs grader as __main__ and returns its exit status."""
+    try:
+        runpy.run_path(grader, run_name="__main__")
+    except SystemExit as e:
+        if e.code is None:
+            return 0
+        if isinstance(e.code, int):
+            return e.code
+        sys.stderr.write(str(e.code) + "\n")
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def inproc(req):
+    """Runs a suite-template grader in this process; cwd and argv are put
+    back after it."""
+    opener = lambda path, flags: os.open(path, flags, 0o600)
+    cwd, argv = os.getcwd(), sys.argv
+    with open(os.path.join(req["dir"], ".grade_stdout"), "w", opener=opener) as out, \
+            open(os.path.join(req["dir"], ".grade_stderr"), "w", opener=opener) as err, \
+            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            os.chdir(req["dir"])
+            sys.argv = [req["grader"], req["submission"], req["answers"]]
+            return run(req["grader"]) & 0xFF
+        finally:
+            sys.argv = argv
+            os.chdir(cwd)
+
+
 for line in sys.stdin:
     req = json.loads(line)
+    if req.get("inproc"):
+        proto.write(json.dumps({"status": inproc(req), "inproc": True}) + "\n")
+        proto.flush()
+        continue
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
