@@ -1,12 +1,15 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -94,7 +97,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 		// --- 1. Rollout: group_size episodes from each sampled state;
 		// groups without a signal are replaced by new draws (dynamic
 		// sampling, at most oversample x the groups wanted).
-		r.execS = 0
+		r.execS, r.busyS, r.scriptS = 0, 0, 0
 		cache0 := ecfg.ExecCache.Stats()
 		c, err := collect(cfg, nGroups, r.state.KeepRate, func(n int) ([]*group, []float64, float64, error) {
 			return r.episodes(ctx, starts, ecfg, opts, n, steps)
@@ -163,7 +166,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 			"charts/rollout_rounds": c.rounds, "time/oversample_s": c.extraS,
 			"charts/samples": len(batch), "charts/lr": lr, "charts/kl_coef": klCoef, "charts/epochs": epochs,
 			"charts/samples_per_s": float64(len(batch)) / time.Since(start).Seconds(),
-			"time/generate_s":      c.genS, "time/execute_s": r.execS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
+			"time/generate_s":      c.genS, "time/execute_s": r.execS, "time/execute_busy_s": r.busyS, "time/execute_script_s": r.scriptS, "time/learn_s": learnS, "time/update_s": time.Since(start).Seconds(),
 			"time/wall_s": r.state.WallS, "time/cpu_s": r.state.CPUS,
 		}
 		if len(batch) > 0 { // nothing measured, nothing written
@@ -477,16 +480,28 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		tExec := time.Now()
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(cfg.Workers)
+		var busy sync.Mutex
+		smps := make([]*sample, n)
 		for j, i := range live {
-			smp := &sample{State: groups[i/k].State, Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
+			smps[i] = &sample{State: groups[i/k].State, Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
 				Free: samples[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, samples[j].Tokens)), Episode: i, Step: t}
-			played[i] = append(played[i], smp)
+			played[i] = append(played[i], smps[i])
+		}
+		for _, i := range acrossGroups(live, k) {
+			smp := smps[i]
 			g.Go(func() error {
+				t0 := time.Now()
 				res, err := envs[i].Step(gctx, smp.Text)
 				if err != nil {
 					return err
 				}
 				smp.Out = stepOutcome(res)
+				busy.Lock()
+				r.busyS += time.Since(t0).Seconds()
+				if !res.ExecCached {
+					r.scriptS += res.ExecDuration.Seconds()
+				}
+				busy.Unlock()
 				return nil
 			})
 		}
@@ -516,6 +531,22 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 	}
 	return groups, returns, genS, nil
+}
+
+// acrossGroups orders the live episodes (indices gi*k+j) for the workers
+// group by group within each sample index: the first episode of every
+// group, then the second of every group, and so on. A group's episodes
+// start in the same state and often run the same script on the same
+// files; side by side, two workers would start that run together and one
+// would wait for the other's (the execution cache's one flight per key)
+// instead of running another group's step. Across groups the copies come
+// later and replay the first's run from the cache.
+func acrossGroups(live []int, k int) []int {
+	out := slices.Clone(live)
+	slices.SortStableFunc(out, func(a, b int) int {
+		return cmp.Or(cmp.Compare(a%k, b%k), cmp.Compare(a/k, b/k))
+	})
+	return out
 }
 
 // promptOptions renders episodes' prompts as the rollout behind the state

@@ -41,6 +41,8 @@ type ppoRun struct {
 	carry      []*group // groups collected beyond the last batch
 	consecErrs int
 	execS      float64 // live environments: wall seconds of the update's steps (executing actions)
+	busyS      float64 // live environments: the steps' own wall seconds summed over the workers running them
+	scriptS    float64 // live environments: the scripts' (and editor's) run time in the steps not replayed from the cache
 }
 
 // newPPORun reads the held-in expert states, the SFT checkpoint (the

@@ -591,3 +591,25 @@ func TestCurveRecordSkipsUndefinedGains(t *testing.T) {
 		t.Errorf("held-in delta_r %v over %v tasks, want 0.2 over 1", d, rec["curve/held-in/tasks"])
 	}
 }
+
+// Live episodes reach the workers one per group in turn, so that two
+// episodes of a group (same state, often the same run) do not start side
+// by side.
+func TestAcrossGroups(t *testing.T) {
+	for _, tc := range []struct {
+		live []int
+		k    int
+		want []int
+	}{
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7}, 4, []int{0, 4, 1, 5, 2, 6, 3, 7}},
+		{[]int{1, 2, 3, 5, 6}, 4, []int{1, 5, 2, 6, 3}},
+		{[]int{0, 1, 2, 3, 4, 5}, 2, []int{0, 2, 4, 1, 3, 5}},
+		{[]int{0, 1, 2}, 1, []int{0, 1, 2}},
+		{nil, 4, []int{}},
+	} {
+		got := acrossGroups(tc.live, tc.k)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("acrossGroups(%v, %d) = %v, want %v", tc.live, tc.k, got, tc.want)
+		}
+	}
+}
