@@ -4,10 +4,11 @@ Imports numpy, pandas and scikit-learn once, then for each request line
 {"dir", "grader", "submission", "answers", "inproc"} runs the grader as
 `python grader submission answers` would (runpy, __main__, argv) in dir
 with stdout and stderr going to dir/.grade_stdout and dir/.grade_stderr,
-and answers {"status": exit_code, "inproc": bool}. A grader runs in a forked child, or,
-with "inproc" (the Go side sends it only for the built-in suite's grader
-template, a pure function of its two files), in this process: a forked
-child's copy-on-write page faults cost 60-100 ms, the grade about 5 ms.
+and answers {"status": exit_code, "inproc": bool}. A grader runs in a
+forked child, or, with "inproc" (the Go side sends it only for the
+built-in suite's grader template, a pure function of its two files), in
+this process: a forked child's copy-on-write page faults cost 60-100 ms,
+the grade about 5 ms.
 The Go side enforces the time limit by killing the worker's process group.
 """
 import contextlib
