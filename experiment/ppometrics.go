@@ -37,8 +37,15 @@ type ppoMetrics struct {
 	time           []schemas.PhaseTime // wall seconds per phase, summed (phaseOrder)
 }
 
-// phaseOrder is the order of ppoMetrics.time's phases.
+// phaseOrder is the order of ppoMetrics.time's phases (the time table's
+// columns); the execute phase's parts follow them (executeParts).
 var phaseOrder = []string{"generate", "execute", "learn", "curve"}
+
+// executeParts split the execute phase where train ppo recorded them:
+// the workers' step time (summed over the workers, so up to workers x
+// execute) and the scripts' own run time within it (runs not replayed
+// from the execution cache).
+var executeParts = []string{"execute_busy", "execute_scripts"}
 
 // metricsLine is one line of metrics.jsonl, the keys the experiment reads.
 type metricsLine struct {
@@ -65,6 +72,8 @@ type metricsLine struct {
 	ExecuteS  *float64 `json:"time/execute_s"`
 	LearnS    *float64 `json:"time/learn_s"`
 	CurveS    *float64 `json:"time/curve_s"`
+	BusyS     *float64 `json:"time/execute_busy_s"`
+	ScriptS   *float64 `json:"time/execute_script_s"`
 
 	HeldIn  *float64 `json:"curve/held-in/delta_r"`
 	HeldOut *float64 `json:"curve/held-out/delta_r"`
@@ -132,6 +141,8 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 		addPhase("execute", m.ExecuteS)
 		addPhase("learn", m.LearnS)
 		addPhase("curve", m.CurveS)
+		addPhase("execute_busy", m.BusyS)
+		addPhase("execute_scripts", m.ScriptS)
 		if k.stage == "ppo-curve" {
 			pm.curve = append(pm.curve, schemas.CurvePoint{Update: int32(m.Step), WallS: m.WallS, CPUS: m.CPUS,
 				HeldInDeltaR: orNaN(m.HeldIn), HeldOutDeltaR: orNaN(m.HeldOut)})
@@ -150,7 +161,7 @@ func parsePPOMetrics(b []byte) ppoMetrics {
 			Success: m.Success, Error: m.Error, Corner: m.Timeout + m.OOM, Refused: m.Refused, Undo: m.Undo, FinalAnswer: m.Final})
 	}
 	pm.summariseSamples(samples)
-	for _, name := range phaseOrder {
+	for _, name := range slices.Concat(phaseOrder, executeParts) {
 		if v := phases[name]; v != nil {
 			pm.time = append(pm.time, schemas.PhaseTime{Phase: name, WallS: *v})
 		}

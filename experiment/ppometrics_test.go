@@ -90,17 +90,20 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 // TestPhaseTimes: the wall seconds of each phase are summed over the
 // updates (the last line of an update wins; a skipped update, which has
 // no reward, still took its time) and the curve points; a phase no line
-// recorded is absent, and the report's time table shows it as "-".
+// recorded is absent, and the report's time table shows it as "-"; the
+// scripts' share of the workers' step time joins the execute cell where
+// the updates recorded both.
 func TestPhaseTimes(t *testing.T) {
-	const fixture = `{"stage":"ppo","step":1,"charts/reward_mean":0.1,"time/generate_s":4,"time/execute_s":10,"time/learn_s":2}
-{"stage":"ppo","step":2,"charts/reward_mean":0.3,"time/generate_s":99,"time/execute_s":99,"time/learn_s":99}
-{"stage":"ppo","step":2,"charts/reward_mean":0.2,"time/generate_s":5,"time/execute_s":11,"time/learn_s":3}
+	const fixture = `{"stage":"ppo","step":1,"charts/reward_mean":0.1,"time/generate_s":4,"time/execute_s":10,"time/learn_s":2,"time/execute_busy_s":18,"time/execute_script_s":12}
+{"stage":"ppo","step":2,"charts/reward_mean":0.3,"time/generate_s":99,"time/execute_s":99,"time/learn_s":99,"time/execute_busy_s":99,"time/execute_script_s":99}
+{"stage":"ppo","step":2,"charts/reward_mean":0.2,"time/generate_s":5,"time/execute_s":11,"time/learn_s":3,"time/execute_busy_s":22,"time/execute_script_s":18}
 {"stage":"ppo","step":3,"skipped":true,"time/generate_s":6,"time/execute_s":12}
 {"stage":"ppo-curve","step":0,"curve/held-in/delta_r":0.1,"time/curve_s":30}
 {"stage":"ppo-curve","step":3,"curve/held-in/delta_r":0.2,"time/curve_s":31}
 `
 	pm := parsePPOMetrics([]byte(fixture))
-	want := []schemas.PhaseTime{{Phase: "generate", WallS: 15}, {Phase: "execute", WallS: 33}, {Phase: "learn", WallS: 5}, {Phase: "curve", WallS: 61}}
+	want := []schemas.PhaseTime{{Phase: "generate", WallS: 15}, {Phase: "execute", WallS: 33}, {Phase: "learn", WallS: 5}, {Phase: "curve", WallS: 61},
+		{Phase: "execute_busy", WallS: 40}, {Phase: "execute_scripts", WallS: 30}}
 	if !reflect.DeepEqual(pm.time, want) {
 		t.Errorf("phases %+v, want %+v", pm.time, want)
 	}
@@ -113,11 +116,14 @@ func TestPhaseTimes(t *testing.T) {
 	}
 	var b strings.Builder
 	writeTimeSplit(&b, []*armStats{
-		{arm: Arm{Name: "sft+ppo"}, trainWall: 120, trainCPU: 200, evalWall: 60, evalCPU: 90, phases: map[string]float64{"generate": 15, "execute": 33, "learn": 5, "curve": 61},
+		{arm: Arm{Name: "sft+ppo"}, trainWall: 120, trainCPU: 200, evalWall: 60, evalCPU: 90, phases: map[string]float64{"generate": 15, "execute": 33, "learn": 5, "curve": 61,
+			"execute_busy": 40, "execute_scripts": 30},
 			evalPhases: map[string]float64{"generate": 30, "wait": 30, "execute": 60}},
+		{arm: Arm{Name: "async"}, trainWall: 100, trainCPU: 150, phases: map[string]float64{"generate": 10, "execute": 50}},
 		{arm: Arm{Name: "sft"}, trainWall: 600, trainCPU: 1100, evalWall: 50, evalCPU: 80},
 	})
-	for _, row := range []string{"| sft+ppo | 2m0s / 3m20s | 15s (12%) | 33s (28%) | 5s (4%) | 1m1s (51%) | 1m0s / 1m30s | 30s (25%) | 30s (25%) | 1m0s (50%) |", "| sft | 10m0s / 18m20s | - | - | - | - | 50s / 1m20s | - | - | - |"} {
+	for _, row := range []string{"| sft+ppo | 2m0s / 3m20s | 15s (12%) | 33s (28%; scripts 75%) | 5s (4%) | 1m1s (51%) | 1m0s / 1m30s | 30s (25%) | 30s (25%) | 1m0s (50%) |",
+		"| async | 1m40s / 2m30s | 10s (10%) | 50s (50%) | - | - |", "| sft | 10m0s / 18m20s | - | - | - | - | 50s / 1m20s | - | - | - |"} {
 		if !strings.Contains(b.String(), row) {
 			t.Errorf("time table lacks %q:\n%s", row, b.String())
 		}

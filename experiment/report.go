@@ -711,15 +711,21 @@ func writeTaskTable(b *strings.Builder, s summary) {
 // and the learning-curve evaluations), and evaluation's split (the
 // trajectories' generate, wait and execute seconds, summed over
 // trajectories that ran in parallel), means over seeds. A phase a run did not record
-// (datasets written before experiments 1.3 and 1.5) shows "-".
+// (datasets written before experiments 1.3 and 1.5) shows "-", and the
+// scripts' share of execute needs experiments 1.6.
 func writeTimeSplit(b *strings.Builder, arms []*armStats) {
-	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time. Eval generate / wait / execute: the evaluation's trajectory-seconds spent in the agent's answers, waiting for the other trajectories of a lockstep batch to ask (a policy answers a task's trajectories together), and in the environment's steps, summed over trajectories that ran in parallel (so they can exceed its wall time), with their share of the three's total.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU | eval generate | eval wait | eval execute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time; where train ppo recorded it, execute also gives the scripts' own run time as a share of the workers' step time (what is not scripts is the environment's overhead: grading, replays, instrumentation, and a worker waiting for an identical run). Eval generate / wait / execute: the evaluation's trajectory-seconds spent in the agent's answers, waiting for the other trajectories of a lockstep batch to ask (a policy answers a task's trajectories together), and in the environment's steps, summed over trajectories that ran in parallel (so they can exceed its wall time), with their share of the three's total.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU | eval generate | eval wait | eval execute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range arms {
 		cells := make([]string, len(phaseOrder))
 		for i, ph := range phaseOrder {
 			cells[i] = "-"
 			if v, ok := a.phases[ph]; ok {
 				cells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(a.trainWall, 1e-9))
+			}
+			busy, okB := a.phases["execute_busy"]
+			scripts, okS := a.phases["execute_scripts"]
+			if ph == "execute" && cells[i] != "-" && okB && okS && busy > 0 {
+				cells[i] = strings.TrimSuffix(cells[i], ")") + fmt.Sprintf("; scripts %.0f%%)", 100*scripts/busy)
 			}
 		}
 		evalCells := []string{"-", "-", "-"}

@@ -86,7 +86,7 @@ var (
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
 	EvalResults  = Info{Name: "eval_results", Version: "1.2", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.5", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	Experiments  = Info{Name: "experiments", Version: "1.6", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -401,7 +401,11 @@ type ExperimentRow struct {
 	// Since 1.3 (empty before): where a PPO cell's training time went,
 	// phase by phase, summed over its updates from train ppo's metrics
 	// (generate, execute, learn, and curve for its learning-curve
-	// evaluations); a phase the run did not record is absent.
+	// evaluations); a phase the run did not record is absent. Since 1.6,
+	// two parts of execute follow where train ppo recorded them:
+	// execute_busy (the workers' step time, summed over the workers) and
+	// execute_scripts (the scripts' own run time within it). They are not
+	// phases of their own: do not add them to the others.
 	PPOTime []PhaseTime `parquet:"ppo_time,list"`
 	// Since 1.4 (absent before): the share of the task's headroom the
 	// final score closed, (final - m_init) / (m_best - m_init) clipped to
