@@ -719,14 +719,17 @@ func writeTimeSplit(b *strings.Builder, arms []*armStats) {
 		cells := make([]string, len(phaseOrder))
 		for i, ph := range phaseOrder {
 			cells[i] = "-"
-			if v, ok := a.phases[ph]; ok {
-				cells[i] = fmt.Sprintf("%s (%.0f%%)", time.Duration(v*float64(time.Second)).Round(time.Second), 100*v/max(a.trainWall, 1e-9))
+			v, ok := a.phases[ph]
+			if !ok {
+				continue
 			}
+			share := fmt.Sprintf("%.0f%%", 100*v/max(a.trainWall, 1e-9))
 			busy, okB := a.phases["execute_busy"]
 			scripts, okS := a.phases["execute_scripts"]
-			if ph == "execute" && cells[i] != "-" && okB && okS && busy > 0 {
-				cells[i] = strings.TrimSuffix(cells[i], ")") + fmt.Sprintf("; scripts %.0f%%)", 100*scripts/busy)
+			if ph == "execute" && okB && okS && busy > 0 {
+				share += fmt.Sprintf("; scripts %.0f%%", 100*scripts/busy)
 			}
+			cells[i] = fmt.Sprintf("%s (%s)", time.Duration(v*float64(time.Second)).Round(time.Second), share)
 		}
 		evalCells := []string{"-", "-", "-"}
 		total := a.evalPhases["generate"] + a.evalPhases["wait"] + a.evalPhases["execute"]
