@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/mlerl/mlerl/policy/native"
 )
@@ -14,7 +15,19 @@ type nativeEngine struct {
 	cfg Config
 	m   *native.Model
 	opt *native.AdamW
+
+	// spare holds closed decoders for NewDecoder to reuse: a cache is
+	// tens to hundreds of MB (rows x Ctx keys and values per layer), and
+	// memory allocated afresh for each Generate call is faulted in page
+	// by page again (the Go runtime returns freed memory to the kernel).
+	mu    sync.Mutex
+	spare []*nativeDecoder
 }
+
+// maxSpareDecoders bounds the closed decoders an engine keeps (one per
+// batch size a stage alternates between: PPO's groups, evaluation's
+// trajectories).
+const maxSpareDecoders = 2
 
 // NewNativeEngine returns a native engine for cfg with the given weights
 // (nil: InitWeights with seed 0).
@@ -162,9 +175,20 @@ type nativeDecoder struct {
 	logits []float32
 	// separate turns prompt sharing off (tests compare against it).
 	separate bool
+	closed   bool
 }
 
 func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
+	e.mu.Lock()
+	for i, d := range e.spare {
+		if d.cache.Rows() == rows {
+			e.spare = slices.Delete(e.spare, i, i+1)
+			e.mu.Unlock()
+			d.closed = false
+			return d, nil
+		}
+	}
+	e.mu.Unlock()
 	c, err := e.m.NewCache(rows, e.cfg.Ctx)
 	if err != nil {
 		return nil, fmt.Errorf("policy native: %w", err)
@@ -182,6 +206,10 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 	for r := range prompts {
 		d.cache.Reset(r)
 	}
+	// The weights as they are now, packed once for this prefill and the
+	// decoding steps after it (the engine's weights do not change while a
+	// decoder is in use).
+	d.e.m.PackWeights(d.cache)
 	if d.separate {
 		return d.Extend(prompts)
 	}
@@ -231,7 +259,21 @@ func (d *nativeDecoder) Extend(tokens [][]int32) ([]float32, error) {
 	return d.logits, nil
 }
 
-func (d *nativeDecoder) Close() {}
+// Close hands the decoder's cache to the engine for its next NewDecoder
+// of as many rows (the rows are reset when it is prefilled).
+func (d *nativeDecoder) Close() {
+	if d.closed {
+		return
+	}
+	d.closed = true
+	e := d.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.spare) == maxSpareDecoders {
+		e.spare = slices.Delete(e.spare, 0, 1)
+	}
+	e.spare = append(e.spare, d)
+}
 
 // SetMatmul sets the precision of the model's training products (see
 // SetMatmul in engine.go).

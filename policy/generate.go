@@ -123,6 +123,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 		return nil, fmt.Errorf("generate: prefill: %w", err)
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d6c6572))
+	var smp sampler
 	done := make([]bool, n)
 	v := cfg.Vocab
 	for step := 0; ; step++ {
@@ -164,7 +165,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 			if ft, ok := cons[i].(FreeTexter); ok {
 				free = ft.InFreeText()
 			}
-			tok, lp := sampleToken(logits[i*v:(i+1)*v], mask, opts, rng)
+			tok, lp := smp.sample(logits[i*v:(i+1)*v], mask, opts, rng)
 			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, mask)
 			s.markFree(free)
 			add := []int32{tok}
@@ -254,7 +255,20 @@ func appendMask(ms []Bitset, m Bitset) []Bitset {
 // temperature 1 (over the mask's tokens). The mask is applied before the
 // temperature and top-p.
 func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.Rand) (int32, float32) {
-	logp := LogProbs(logits, mask, 1)
+	var s sampler
+	return s.sample(logits, mask, opts, rng)
+}
+
+// sampler is sampleToken with its buffers kept from one token to the
+// next (a Generate call samples rows x tokens times).
+type sampler struct {
+	logp, probs []float64
+	idx         []int
+}
+
+func (s *sampler) sample(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.Rand) (int32, float32) {
+	s.logp = logProbsInto(s.logp, logits, mask, 1)
+	logp := s.logp
 	if opts.Temperature <= 0 {
 		best := -1
 		for j, l := range logits {
@@ -264,8 +278,12 @@ func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.
 		}
 		return int32(best), float32(logp[best])
 	}
-	probs := LogProbs(logits, mask, opts.Temperature)
-	idx := make([]int, 0, len(probs))
+	if opts.Temperature == 1 {
+		s.probs = append(s.probs[:0], logp...) // the same computation
+	} else {
+		s.probs = logProbsInto(s.probs, logits, mask, opts.Temperature)
+	}
+	probs, idx := s.probs, s.idx[:0]
 	for j := range probs {
 		if !math.IsInf(probs[j], -1) {
 			probs[j] = math.Exp(probs[j])
@@ -274,6 +292,7 @@ func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.
 			probs[j] = 0
 		}
 	}
+	s.idx = idx
 	if opts.TopP > 0 && opts.TopP < 1 {
 		// Stable sort: ties keep id order, so sampling stays deterministic.
 		sort.SliceStable(idx, func(a, b int) bool { return probs[idx[a]] > probs[idx[b]] })
@@ -307,7 +326,15 @@ func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.
 // Sampling and PPO's loss both use it, so that a sample's behaviour
 // log-probability and its recomputed one are the same computation.
 func LogProbs(logits []float32, mask Bitset, temperature float64) []float64 {
-	out := make([]float64, len(logits))
+	return logProbsInto(nil, logits, mask, temperature)
+}
+
+// logProbsInto is LogProbs into out's memory (grown as needed).
+func logProbsInto(out []float64, logits []float32, mask Bitset, temperature float64) []float64 {
+	if cap(out) < len(logits) {
+		out = make([]float64, len(logits))
+	}
+	out = out[:len(logits)]
 	m := math.Inf(-1)
 	for j, l := range logits {
 		if mask != nil && !mask.Has(int32(j)) {

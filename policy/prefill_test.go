@@ -164,3 +164,62 @@ func closeF32(a, b []float32, tol float64) bool {
 	}
 	return true
 }
+
+// TestNativeDecoderReuse: a closed native decoder's cache is handed to the
+// next NewDecoder of as many rows, and what it generates then equals a
+// fresh engine's samples bit for bit: nothing of the earlier call (longer
+// prompts, another batch size in between) leaks into the next, and the
+// weights it packs at prefill are the engine's current ones.
+func TestNativeDecoderReuse(t *testing.T) {
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(31, 32))
+	long, short := randPrompt(r, 40, cfg.Vocab), randPrompt(r, 5, cfg.Vocab)
+	other := randPrompt(r, 9, cfg.Vocab)
+	opts := GenerateOptions{Temperature: 1, MaxNewTokens: 12, Seed: 3}
+	fresh := func(w []Tensor) Engine {
+		e, err := NewEngine(EngineNative, cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	gen := func(e Engine, prompts [][]int32) []Sample {
+		t.Helper()
+		out, err := Generator{Engine: e}.Generate(prompts, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	same := func(what string, got, want []Sample) {
+		t.Helper()
+		for i := range want {
+			if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) {
+				t.Errorf("%s row %d: reused decoder sampled %v %v, a fresh engine %v %v", what, i, got[i].Tokens, got[i].LogProbs, want[i].Tokens, want[i].LogProbs)
+			}
+		}
+	}
+	w := InitWeights(cfg, 9)
+	e := fresh(w)
+	ne := e.(*nativeEngine)
+	rows12 := [][]int32{long, long, long, long, long, long, long, long, long, long, long, long}
+	gen(e, rows12)
+	gen(e, [][]int32{other, other, other})
+	if len(ne.spare) != 2 {
+		t.Fatalf("%d spare decoders after two closed ones, want 2", len(ne.spare))
+	}
+	d0 := ne.spare[0]
+	short12 := [][]int32{short, short, short, short, other, other, other, other, short, other, short, other}
+	got := gen(e, short12)
+	if len(ne.spare) != 2 || (ne.spare[0] != d0 && ne.spare[1] != d0) {
+		t.Fatal("the 12-row decoder was not reused")
+	}
+	same("after a longer batch", got, gen(fresh(w), short12))
+
+	// New weights: the reused decoder packs them at its next prefill.
+	w2 := InitWeights(cfg, 10)
+	if err := e.SetWeights(w2); err != nil {
+		t.Fatal(err)
+	}
+	same("after new weights", gen(e, short12), gen(fresh(w2), short12))
+}

@@ -23,6 +23,49 @@ type Cache struct {
 	k, v              []float32 // [layers][rows][heads] of [dh][capacity] (keys), [capacity][dh] (values)
 	lens              []int
 	base, plen        []int // row r reads slots [0, plen[r]) from row base[r] (itself, plen 0: none)
+	// w, when set (PackWeights), holds the dense layers' weights packed
+	// for the matrix products of Extend calls of more than gemmSmallM
+	// tokens, which would otherwise pack each weight again per call (a
+	// batch of rows decoding token by token).
+	w *packedWeights
+}
+
+// packedWeights is every dense weight of a model in gemm's B panel layout
+// (packB), as it was when packed.
+type packedWeights struct {
+	nr     int // the panel width of the kernels that packed them
+	blocks []packedBlock
+	lm     []float32
+}
+
+type packedBlock struct{ q, k, v, out, ffnIn, ffnOut []float32 }
+
+// PackWeights packs the model's dense weights into c (reusing c's earlier
+// packing's memory), for c's next Extend calls: they read the weights as
+// they are now. Call it again after the weights change (a Decoder does,
+// each time it is prefilled); a cache never packed reads the model's
+// weights as they are at each call.
+func (m *Model) PackWeights(c *Cache) {
+	cfg, p := m.Config, m.p
+	d, f := cfg.DModel, cfg.FFN
+	if c.w == nil {
+		c.w = &packedWeights{}
+	}
+	pw := c.w
+	if len(pw.blocks) != cfg.Layers {
+		pw.blocks = make([]packedBlock, cfg.Layers)
+	}
+	pack := func(dst []float32, w []float32, k, n int) []float32 {
+		return packB(p, gemmOp{k: k, n: n, b: w, ldb: n}, dst, k*n >= parallelMinWork)
+	}
+	for l := range cfg.Layers {
+		w, pb := &m.w.blocks[l], &pw.blocks[l]
+		pb.q, pb.k, pb.v = pack(pb.q, w.qW, d, d), pack(pb.k, w.kW, d, d), pack(pb.v, w.vW, d, d)
+		pb.out = pack(pb.out, w.outW, d, d)
+		pb.ffnIn, pb.ffnOut = pack(pb.ffnIn, w.ffnInW, d, f), pack(pb.ffnOut, w.ffnOutW, f, d)
+	}
+	pw.lm = pack(pw.lm, m.w.lmW, d, cfg.Vocab)
+	pw.nr = kern.nr
 }
 
 // NewCache returns an empty cache of rows sequences of up to capacity
@@ -319,13 +362,26 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	ds.pre, ds.act = grow(ds.pre, t*f), grow(ds.act, t*f)
 	scale := float32(1 / sqrt(float64(dh)))
 
+	// The packed weights serve products that would pack them (more than
+	// gemmSmallM rows); fewer rows read the weights in place.
+	pw := c.w
+	if t <= gemmSmallM || (pw != nil && pw.nr != kern.nr) {
+		pw = nil
+	}
+	dense := func(out, x, w, b, res []float32, in, dout int, packed []float32) {
+		gemm(p, gemmOp{m: t, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: res, packed: packed})
+	}
 	embeddingForward(ds.x, m.w.embed, ds.tokens, d)
 	for l := range cfg.Layers {
 		w := &m.w.blocks[l]
+		var pk packedBlock
+		if pw != nil {
+			pk = pw.blocks[l]
+		}
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.x, w.lnAttnGain, w.lnAttnOffset, t, d)
-		denseForward(p, false, ds.q, ds.ln, w.qW, w.qB, nil, t, d, d)
-		denseForward(p, false, ds.k, ds.ln, w.kW, w.kB, nil, t, d, d)
-		denseForward(p, false, ds.v, ds.ln, w.vW, w.vB, nil, t, d, d)
+		dense(ds.q, ds.ln, w.qW, w.qB, nil, d, d, pk.q)
+		dense(ds.k, ds.ln, w.kW, w.kB, nil, d, d, pk.k)
+		dense(ds.v, ds.ln, w.vW, w.vB, nil, d, d, pk.v)
 		ropeForward(p, ds.q, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ds.k, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		for _, s := range ds.segs {
@@ -357,11 +413,11 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			at := s.off*d + h*dh
 			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale, false)
 		})
-		denseForward(p, false, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
+		dense(ds.mid, ds.att, w.outW, w.outB, ds.x, d, d, pk.out)
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)
-		denseForward(p, false, ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, t, d, f)
+		dense(ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, d, f, pk.ffnIn)
 		geluForward(p, ds.act, ds.pre)
-		denseForward(p, false, ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, t, f, d)
+		dense(ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, f, d, pk.ffnOut)
 	}
 	for _, s := range ds.segs {
 		c.lens[s.row] += s.n
@@ -375,6 +431,10 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	}
 	layerNormForward(p, ds.h, ds.hm, ds.hr, ds.last, m.w.lnFinalGain, m.w.lnFinalOffset, r, d)
 	ds.logits = grow(ds.logits, r*cfg.Vocab)
-	denseForward(p, false, ds.logits, ds.h, m.w.lmW, m.w.lmB, nil, r, d, cfg.Vocab)
+	lm := gemmOp{m: r, n: cfg.Vocab, k: d, a: ds.h, lda: d, b: m.w.lmW, ldb: cfg.Vocab, c: ds.logits, ldc: cfg.Vocab, bias: m.w.lmB}
+	if c.w != nil && c.w.nr == kern.nr && r > gemmSmallM {
+		lm.packed = c.w.lm
+	}
+	gemm(p, lm)
 	return ds.logits, nil
 }

@@ -260,3 +260,96 @@ func TestCacheShare(t *testing.T) {
 		}
 	})
 }
+
+// TestPackWeightsDecodeSame: a cache whose weights were packed once
+// (PackWeights) decodes bit for bit as one that packs them in every
+// product, on steps of more rows than gemmSmallM (the packed path) and of
+// fewer (the in-place path); after the weights change, packing again
+// follows them, while the stale packing still computes with the old ones
+// (which shows the packed path is the one being compared).
+func TestPackWeightsDecodeSame(t *testing.T) {
+	cfg := Config{Vocab: 40, DModel: 16, Heads: 2, Layers: 2, FFN: 24, Ctx: 64}
+	const rows = 12
+	forEachKernel(t, func(t *testing.T) {
+		m := newTestModel(t, cfg, 5)
+		r := rand.New(rand.NewPCG(7, 8))
+		packed, plain := newCache(t, m, rows, cfg.Ctx), newCache(t, m, rows, cfg.Ctx)
+		m.PackWeights(packed)
+		all := make([]int, rows)
+		prompts := make([][]int32, rows)
+		for i := range prompts {
+			all[i] = i
+			prompts[i] = randTokens(r, 3+r.IntN(20), cfg.Vocab)
+		}
+		step := func(rs []int, toks [][]int32) (a, b []float32) {
+			t.Helper()
+			return extendCopy(t, m, packed, rs, toks), extendCopy(t, m, plain, rs, toks)
+		}
+		same := func(what string, rs []int, toks [][]int32) {
+			t.Helper()
+			a, b := step(rs, toks)
+			for i := range a {
+				if a[i] != b[i] {
+					t.Fatalf("%s: logit %d: packed %v, unpacked %v", what, i, a[i], b[i])
+				}
+			}
+		}
+		same("prefill", all, prompts)
+		for s := range 4 {
+			toks := make([][]int32, rows)
+			for i := range toks {
+				toks[i] = randTokens(r, 1, cfg.Vocab)
+			}
+			same("decode step "+string(rune('0'+s)), all, toks)
+		}
+		few := []int{1, 4, 9}
+		same("3 rows", few, [][]int32{randTokens(r, 1, cfg.Vocab), randTokens(r, 1, cfg.Vocab), randTokens(r, 1, cfg.Vocab)})
+
+		// New weights: the stale packing differs, a new one agrees again.
+		for _, w := range [][]float32{m.w.blocks[0].qW, m.w.blocks[1].ffnOutW, m.w.lmW} {
+			for i := range w {
+				w[i] *= 1.5
+			}
+		}
+		toks := make([][]int32, rows)
+		for i := range toks {
+			toks[i] = randTokens(r, 1, cfg.Vocab)
+		}
+		stale, fresh := step(all, toks)
+		differs := false
+		for i := range stale {
+			differs = differs || stale[i] != fresh[i]
+		}
+		if !differs {
+			t.Fatal("a stale packing computed with the new weights: the packed path was not used")
+		}
+		// Re-run the step on both from the same state: reset and refill.
+		for _, c := range []*Cache{packed, plain} {
+			for i := range rows {
+				c.Reset(i)
+			}
+		}
+		m.PackWeights(packed)
+		same("repacked prefill", all, prompts)
+		same("repacked decode", all, toks)
+	})
+}
+
+func newCache(t *testing.T, m *Model, rows, capacity int) *Cache {
+	t.Helper()
+	c, err := m.NewCache(rows, capacity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// extendCopy is Extend with its logits copied (the model reuses them).
+func extendCopy(t *testing.T, m *Model, c *Cache, rows []int, toks [][]int32) []float32 {
+	t.Helper()
+	l, err := m.Extend(c, rows, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), l...)
+}

@@ -47,8 +47,9 @@ type gemmOp struct {
 	acc     bool
 	// packed, when not nil, holds B in panels of nr columns: panel j
 	// covers columns [j*nr, j*nr+nr), k rows of nr values, zero-padded
-	// (gemmSerial takes it as given: a shared prompt's keys, packed once
-	// for all the continuations that attend to them).
+	// (gemm and gemmSerial take it as given: the weights a decoding cache
+	// packed once for its calls, Model.PackWeights; a shared prompt's
+	// keys, packed once for all the continuations that attend to them).
 	packed []float32
 	// bf16: round A and B to bfloat16 (gemmBF16) when the product is
 	// large enough (more than gemmSmallM rows).
@@ -131,7 +132,7 @@ func gemm(p *pool, op gemmOp) {
 	if op.m > gemmSmallM {
 		mc, nc, mt, nt = tileSplit(op.m, op.n, mr)
 	}
-	if op.tb || op.m > gemmSmallM {
+	if op.packed == nil && (op.tb || op.m > gemmSmallM) {
 		p.gemmMu.Lock()
 		defer p.gemmMu.Unlock()
 		p.sharedB = packB(p, op, p.sharedB, work >= parallelMinWork)
