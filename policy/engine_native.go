@@ -16,17 +16,18 @@ type nativeEngine struct {
 	m   *native.Model
 	opt *native.AdamW
 
-	// spare holds closed decoders for NewDecoder to reuse: a cache is
-	// tens to hundreds of MB (rows x Ctx keys and values per layer), and
-	// memory allocated afresh for each Generate call is faulted in page
-	// by page again (the Go runtime returns freed memory to the kernel).
+	// spare holds closed decoders for NewDecoder to reuse, reshaped to
+	// the rows asked for: a cache is tens to hundreds of MB (rows x Ctx
+	// keys and values per layer), and memory allocated afresh for each
+	// Generate call (each step of a batch of episodes, with fewer rows as
+	// they end) is faulted in page by page again (the Go runtime returns
+	// freed memory to the kernel).
 	mu    sync.Mutex
 	spare []*nativeDecoder
 }
 
-// maxSpareDecoders bounds the closed decoders an engine keeps (one per
-// batch size a stage alternates between: PPO's groups, evaluation's
-// trajectories).
+// maxSpareDecoders bounds the closed decoders an engine keeps (the
+// largest ones): decoders in use at once, as concurrent evaluations have.
 const maxSpareDecoders = 2
 
 // NewNativeEngine returns a native engine for cfg with the given weights
@@ -180,13 +181,21 @@ type nativeDecoder struct {
 
 func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
 	e.mu.Lock()
+	best := -1 // the smallest spare that holds rows
 	for i, d := range e.spare {
-		if d.cache.Rows() == rows {
-			e.spare = slices.Delete(e.spare, i, i+1)
-			e.mu.Unlock()
-			d.closed = false
-			return d, nil
+		if m := d.cache.MaxRows(); m >= rows && (best < 0 || m < e.spare[best].cache.MaxRows()) {
+			best = i
 		}
+	}
+	if best >= 0 {
+		d := e.spare[best]
+		e.spare = slices.Delete(e.spare, best, best+1)
+		e.mu.Unlock()
+		if err := d.cache.Reshape(rows); err != nil {
+			return nil, fmt.Errorf("policy native: %w", err)
+		}
+		d.logits, d.closed = d.logits[:rows*e.cfg.Vocab], false
+		return d, nil
 	}
 	e.mu.Unlock()
 	c, err := e.m.NewCache(rows, e.cfg.Ctx)
@@ -260,7 +269,7 @@ func (d *nativeDecoder) Extend(tokens [][]int32) ([]float32, error) {
 }
 
 // Close hands the decoder's cache to the engine for its next NewDecoder
-// of as many rows (the rows are reset when it is prefilled).
+// of at most as many rows (reshaped then, and reset when prefilled).
 func (d *nativeDecoder) Close() {
 	if d.closed {
 		return
@@ -269,10 +278,16 @@ func (d *nativeDecoder) Close() {
 	e := d.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.spare) == maxSpareDecoders {
-		e.spare = slices.Delete(e.spare, 0, 1)
-	}
 	e.spare = append(e.spare, d)
+	if len(e.spare) > maxSpareDecoders {
+		small := 0
+		for i, s := range e.spare {
+			if s.cache.MaxRows() < e.spare[small].cache.MaxRows() {
+				small = i
+			}
+		}
+		e.spare = slices.Delete(e.spare, small, small+1)
+	}
 }
 
 // SetMatmul sets the precision of the model's training products (see

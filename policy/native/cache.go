@@ -85,6 +85,25 @@ func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
 	return cache, nil
 }
 
+// Reshape empties the cache and makes it hold rows sequences (of the same
+// capacity), reusing its memory: rows may be at most the rows it was
+// made with. A decoder reuses one cache for calls of different batch
+// sizes this way instead of allocating (and page-faulting in) a new one.
+func (c *Cache) Reshape(rows int) error {
+	if rows <= 0 || rows > cap(c.lens) {
+		return fmt.Errorf("native: cache reshaped to %d rows: it holds 1 to %d", rows, cap(c.lens))
+	}
+	c.rows = rows
+	c.lens, c.base, c.plen = c.lens[:rows], c.base[:rows], c.plen[:rows]
+	for r := range rows {
+		c.Reset(r)
+	}
+	return nil
+}
+
+// MaxRows is the most rows the cache can be reshaped to.
+func (c *Cache) MaxRows() int { return cap(c.lens) }
+
 // Rows is the number of sequences the cache holds.
 func (c *Cache) Rows() int { return c.rows }
 

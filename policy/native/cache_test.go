@@ -353,3 +353,31 @@ func extendCopy(t *testing.T, m *Model, c *Cache, rows []int, toks [][]int32) []
 	}
 	return append([]float32(nil), l...)
 }
+
+// TestCacheReshape: a cache reshaped to fewer rows holds only those, all
+// empty, and cannot grow past the rows it was made with.
+func TestCacheReshape(t *testing.T) {
+	cfg := Config{Vocab: 13, DModel: 8, Heads: 2, Layers: 2, FFN: 12, Ctx: 20}
+	m := newTestModel(t, cfg, 3)
+	c := newCache(t, m, 4, cfg.Ctx)
+	if _, err := m.Extend(c, []int{0, 3}, [][]int32{{1, 2, 3}, {4}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reshape(2); err != nil {
+		t.Fatal(err)
+	}
+	if c.Rows() != 2 || c.MaxRows() != 4 || c.Len(0) != 0 || c.Len(1) != 0 {
+		t.Fatalf("reshaped: rows %d, max %d, lens %d %d; want 2, 4, 0 0", c.Rows(), c.MaxRows(), c.Len(0), c.Len(1))
+	}
+	if _, err := m.Extend(c, []int{2}, [][]int32{{1}}); err == nil {
+		t.Error("row 2 of a 2-row cache was extended")
+	}
+	for _, rows := range []int{0, 5} {
+		if err := c.Reshape(rows); err == nil {
+			t.Errorf("reshaped to %d rows of at most 4", rows)
+		}
+	}
+	if err := c.Reshape(4); err != nil || c.Rows() != 4 || c.Len(3) != 0 {
+		t.Errorf("back to 4 rows: %v, rows %d, row 3 length %d", err, c.Rows(), c.Len(3))
+	}
+}
