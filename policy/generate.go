@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // GenerateOptions control sampling.
@@ -123,12 +125,25 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 		return nil, fmt.Errorf("generate: prefill: %w", err)
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d6c6572))
-	var smp sampler
 	done := make([]bool, n)
 	v := cfg.Vocab
+	// Each step: the rows' constraints in row order (forced tokens, masks),
+	// then the rows' distributions in parallel (the log-softmax over the
+	// vocabulary, the step's heaviest work outside the model), then the
+	// draws and the constraints' updates in row order, so the random
+	// numbers go to the rows in the same order as one row at a time.
+	smps := samplerPool.Get().(*[]sampler)
+	defer samplerPool.Put(smps)
+	if len(*smps) < n {
+		*smps = append(*smps, make([]sampler, n-len(*smps))...)
+	}
+	smp := (*smps)[:n]
+	masks, frees := make([]Bitset, n), make([]bool, n)
+	var pending []int
 	for step := 0; ; step++ {
 		appends := make([][]int32, n)
 		active := false
+		pending = pending[:0]
 		for i := range samples {
 			if done[i] {
 				continue
@@ -165,9 +180,15 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 			if ft, ok := cons[i].(FreeTexter); ok {
 				free = ft.InFreeText()
 			}
-			tok, lp := smp.sample(logits[i*v:(i+1)*v], mask, opts, rng)
-			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, mask)
-			s.markFree(free)
+			masks[i], frees[i] = mask, free
+			pending = append(pending, i)
+		}
+		eachRow(pending, func(i int) { smp[i].prepare(logits[i*v:(i+1)*v], masks[i], opts) })
+		for _, i := range pending {
+			s := &samples[i]
+			tok, lp := smp[i].draw(rng)
+			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, masks[i])
+			s.markFree(frees[i])
 			add := []int32{tok}
 			if cons[i] != nil && tok != EosID {
 				if err := cons[i].Accept(tok); err != nil {
@@ -193,11 +214,42 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 		if !active {
 			break
 		}
+		var err error
 		if logits, err = dec.Extend(appends); err != nil {
 			return nil, fmt.Errorf("generate: step %d: %w", step, err)
 		}
 	}
 	return samples, nil
+}
+
+// samplerPool keeps the rows' samplers (vocabulary-sized buffers each)
+// from one Generate call to the next.
+var samplerPool = sync.Pool{New: func() any { return new([]sampler) }}
+
+// sampleSerial makes eachRow run on the calling goroutine (tests compare
+// the two).
+var sampleSerial = false
+
+// eachRow calls f for every row, split over GOMAXPROCS goroutines when
+// there are enough rows; f must only touch its row's state.
+func eachRow(rows []int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), len(rows)/4)
+	if sampleSerial || workers < 2 {
+		for _, i := range rows {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		part := rows[w*len(rows)/workers : (w+1)*len(rows)/workers]
+		wg.Go(func() {
+			for _, i := range part {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // force appends tokens the constraint fixed (log-probability 0, a
@@ -256,30 +308,36 @@ func appendMask(ms []Bitset, m Bitset) []Bitset {
 // temperature and top-p.
 func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.Rand) (int32, float32) {
 	var s sampler
-	return s.sample(logits, mask, opts, rng)
+	s.prepare(logits, mask, opts)
+	return s.draw(rng)
 }
 
-// sampler is sampleToken with its buffers kept from one token to the
-// next (a Generate call samples rows x tokens times).
+// sampler is sampleToken in two parts, prepare (the row's distribution:
+// no random numbers, so rows can be prepared in parallel) and draw, with
+// its buffers kept from one token to the next.
 type sampler struct {
 	logp, probs []float64
-	idx         []int
+	idx         []int // the ids draw walks (top-p's nucleus, or all allowed)
+	total       float64
+	best        int // greedy: the argmax
+	greedy      bool
 }
 
-func (s *sampler) sample(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.Rand) (int32, float32) {
+func (s *sampler) prepare(logits []float32, mask Bitset, opts GenerateOptions) {
 	s.logp = logProbsInto(s.logp, logits, mask, 1)
-	logp := s.logp
-	if opts.Temperature <= 0 {
+	s.greedy = opts.Temperature <= 0
+	if s.greedy {
 		best := -1
 		for j, l := range logits {
 			if (mask == nil || mask.Has(int32(j))) && (best < 0 || l > logits[best]) {
 				best = j
 			}
 		}
-		return int32(best), float32(logp[best])
+		s.best = best
+		return
 	}
 	if opts.Temperature == 1 {
-		s.probs = append(s.probs[:0], logp...) // the same computation
+		s.probs = append(s.probs[:0], s.logp...) // the same computation
 	} else {
 		s.probs = logProbsInto(s.probs, logits, mask, opts.Temperature)
 	}
@@ -292,7 +350,6 @@ func (s *sampler) sample(logits []float32, mask Bitset, opts GenerateOptions, rn
 			probs[j] = 0
 		}
 	}
-	s.idx = idx
 	if opts.TopP > 0 && opts.TopP < 1 {
 		// Stable sort: ties keep id order, so sampling stays deterministic.
 		sort.SliceStable(idx, func(a, b int) bool { return probs[idx[a]] > probs[idx[b]] })
@@ -309,16 +366,25 @@ func (s *sampler) sample(logits []float32, mask Bitset, opts GenerateOptions, rn
 	for _, j := range idx {
 		total += probs[j]
 	}
-	u := rng.Float64() * total
-	choice := idx[len(idx)-1]
-	for _, j := range idx {
-		u -= probs[j]
+	s.idx, s.total = idx, total
+}
+
+// draw picks the token from the prepared distribution (one random number
+// unless greedy) and returns it with its temperature-1 log-probability.
+func (s *sampler) draw(rng *rand.Rand) (int32, float32) {
+	if s.greedy {
+		return int32(s.best), float32(s.logp[s.best])
+	}
+	u := rng.Float64() * s.total
+	choice := s.idx[len(s.idx)-1]
+	for _, j := range s.idx {
+		u -= s.probs[j]
 		if u < 0 {
 			choice = j
 			break
 		}
 	}
-	return int32(choice), float32(logp[choice])
+	return int32(choice), float32(s.logp[choice])
 }
 
 // LogProbs returns log softmax(logits / temperature) in float64,

@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -225,4 +227,53 @@ func TestNativeDecoderReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	same("after new weights", gen(e, short12), gen(fresh(w2), short12))
+}
+
+// TestGenerateRowsInParallel: preparing the rows' distributions in
+// parallel draws the same samples as one row at a time: free decoding at
+// temperature 1, at 0.7 with top-p 0.9, greedy, and decoding under the
+// action grammar (which forces and masks tokens between the draws).
+func TestGenerateRowsInParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4)) // parallel even on one core
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(41, 42))
+	var prompts [][]int32
+	for i := range 12 {
+		if i%3 == 0 {
+			prompts = append(prompts, randPrompt(r, 4+i, cfg.Vocab))
+		} else {
+			prompts = append(prompts, prompts[i-1])
+		}
+	}
+	e, err := NewEngine(EngineNative, cfg, InitWeights(cfg, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := func(what string, gen func() []Sample) {
+		t.Helper()
+		sampleSerial = true
+		want := gen()
+		sampleSerial = false
+		got := gen()
+		for i := range want {
+			if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) {
+				t.Errorf("%s row %d: parallel %v %v, serial %v %v", what, i, got[i].Tokens, got[i].LogProbs, want[i].Tokens, want[i].LogProbs)
+			}
+		}
+	}
+	for _, opts := range []GenerateOptions{
+		{Temperature: 1, MaxNewTokens: 10, Seed: 1},
+		{Temperature: 0.7, TopP: 0.9, MaxNewTokens: 10, Seed: 2},
+		{Temperature: 0, MaxNewTokens: 10},
+	} {
+		both(fmt.Sprintf("free, temperature %g, top-p %g", opts.Temperature, opts.TopP), func() []Sample {
+			out, err := Generator{Engine: e}.Generate(prompts, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		})
+	}
+	w := newGrammarWorld(t)
+	both("action grammar", func() []Sample { return w.constrainedSamples(t, 7, 12, false, 3) })
 }
