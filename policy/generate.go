@@ -214,7 +214,6 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 		if !active {
 			break
 		}
-		var err error
 		if logits, err = dec.Extend(appends); err != nil {
 			return nil, fmt.Errorf("generate: step %d: %w", step, err)
 		}

@@ -68,6 +68,17 @@ func (m *Model) PackWeights(c *Cache) {
 	pw.nr = kern.nr
 }
 
+// packedFor returns the weights PackWeights packed, for a product of
+// rows rows, when that product would pack them (more than gemmSmallM
+// rows) with the kernels that packed them; nil otherwise (fewer rows read
+// the weights in place).
+func (c *Cache) packedFor(rows int) *packedWeights {
+	if c.w == nil || rows <= gemmSmallM || c.w.nr != kern.nr {
+		return nil
+	}
+	return c.w
+}
+
 // NewCache returns an empty cache of rows sequences of up to capacity
 // tokens each (capacity <= Ctx).
 func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
@@ -381,15 +392,7 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	ds.pre, ds.act = grow(ds.pre, t*f), grow(ds.act, t*f)
 	scale := float32(1 / sqrt(float64(dh)))
 
-	// The packed weights serve products that would pack them (more than
-	// gemmSmallM rows); fewer rows read the weights in place.
-	pw := c.w
-	if t <= gemmSmallM || (pw != nil && pw.nr != kern.nr) {
-		pw = nil
-	}
-	dense := func(out, x, w, b, res []float32, in, dout int, packed []float32) {
-		gemm(p, gemmOp{m: t, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: res, packed: packed})
-	}
+	pw := c.packedFor(t)
 	embeddingForward(ds.x, m.w.embed, ds.tokens, d)
 	for l := range cfg.Layers {
 		w := &m.w.blocks[l]
@@ -398,9 +401,9 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			pk = pw.blocks[l]
 		}
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.x, w.lnAttnGain, w.lnAttnOffset, t, d)
-		dense(ds.q, ds.ln, w.qW, w.qB, nil, d, d, pk.q)
-		dense(ds.k, ds.ln, w.kW, w.kB, nil, d, d, pk.k)
-		dense(ds.v, ds.ln, w.vW, w.vB, nil, d, d, pk.v)
+		densePacked(p, false, pk.q, ds.q, ds.ln, w.qW, w.qB, nil, t, d, d)
+		densePacked(p, false, pk.k, ds.k, ds.ln, w.kW, w.kB, nil, t, d, d)
+		densePacked(p, false, pk.v, ds.v, ds.ln, w.vW, w.vB, nil, t, d, d)
 		ropeForward(p, ds.q, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ds.k, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		for _, s := range ds.segs {
@@ -432,11 +435,11 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			at := s.off*d + h*dh
 			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale, false)
 		})
-		dense(ds.mid, ds.att, w.outW, w.outB, ds.x, d, d, pk.out)
+		densePacked(p, false, pk.out, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
 		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)
-		dense(ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, d, f, pk.ffnIn)
+		densePacked(p, false, pk.ffnIn, ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, t, d, f)
 		geluForward(p, ds.act, ds.pre)
-		dense(ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, f, d, pk.ffnOut)
+		densePacked(p, false, pk.ffnOut, ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, t, f, d)
 	}
 	for _, s := range ds.segs {
 		c.lens[s.row] += s.n
@@ -450,10 +453,10 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	}
 	layerNormForward(p, ds.h, ds.hm, ds.hr, ds.last, m.w.lnFinalGain, m.w.lnFinalOffset, r, d)
 	ds.logits = grow(ds.logits, r*cfg.Vocab)
-	lm := gemmOp{m: r, n: cfg.Vocab, k: d, a: ds.h, lda: d, b: m.w.lmW, ldb: cfg.Vocab, c: ds.logits, ldc: cfg.Vocab, bias: m.w.lmB}
-	if c.w != nil && c.w.nr == kern.nr && r > gemmSmallM {
-		lm.packed = c.w.lm
+	var lm []float32
+	if pw := c.packedFor(r); pw != nil {
+		lm = pw.lm
 	}
-	gemm(p, lm)
+	densePacked(p, false, lm, ds.logits, ds.h, m.w.lmW, m.w.lmB, nil, r, d, cfg.Vocab)
 	return ds.logits, nil
 }

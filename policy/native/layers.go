@@ -107,7 +107,14 @@ func lnBackwardGeneric(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float3
 // (out may be residual itself). x is [n, in], w is [in, dout]. With bf16
 // the product's inputs are rounded to bfloat16 (gemmBF16).
 func denseForward(p *pool, bf16 bool, out, x, w, b, residual []float32, n, in, dout int) {
-	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: residual, bf16: bf16})
+	densePacked(p, bf16, nil, out, x, w, b, residual, n, in, dout)
+}
+
+// densePacked is denseForward with w also given in gemm's panel layout
+// when packed is not nil (decoding: Model.PackWeights), which the product
+// then reads instead of packing w itself.
+func densePacked(p *pool, bf16 bool, packed, out, x, w, b, residual []float32, n, in, dout int) {
+	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: residual, bf16: bf16, packed: packed})
 }
 
 // denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and
