@@ -22,6 +22,11 @@ type GenerateOptions struct {
 	// Seed makes sampling deterministic: the same policy, prompts and
 	// options give the same samples.
 	Seed uint64
+	// RowSeeds, when set (one per prompt), gives each row its own random
+	// stream instead of Seed's shared one: a row's sample then does not
+	// depend on which other rows share the call (a caller may batch the
+	// same rows differently from run to run and draw the same samples).
+	RowSeeds []uint64
 	// Constrain, when set, returns the grammar constraint of row i
 	// (constrained decoding; see Constraint). Nil: free decoding.
 	Constrain func(row int) Constraint
@@ -124,7 +129,18 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 	if err != nil {
 		return nil, fmt.Errorf("generate: prefill: %w", err)
 	}
-	rng := rand.New(rand.NewPCG(opts.Seed, 0x6d6c6572))
+	if opts.RowSeeds != nil && len(opts.RowSeeds) != n {
+		return nil, fmt.Errorf("generate: %d row seeds for %d prompts", len(opts.RowSeeds), n)
+	}
+	rng := rand.New(rand.NewPCG(opts.Seed, rngStream))
+	rowRNG := func(int) *rand.Rand { return rng }
+	if opts.RowSeeds != nil {
+		rngs := make([]*rand.Rand, n)
+		for i, seed := range opts.RowSeeds {
+			rngs[i] = rand.New(rand.NewPCG(seed, rngStream))
+		}
+		rowRNG = func(i int) *rand.Rand { return rngs[i] }
+	}
 	done := make([]bool, n)
 	v := cfg.Vocab
 	// Each step: the rows' constraints in row order (forced tokens, masks),
@@ -186,7 +202,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 		eachRow(pending, func(i int) { smp[i].prepare(logits[i*v:(i+1)*v], masks[i], opts) })
 		for _, i := range pending {
 			s := &samples[i]
-			tok, lp := smp[i].draw(rng)
+			tok, lp := smp[i].draw(rowRNG(i))
 			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, masks[i])
 			s.markFree(frees[i])
 			add := []int32{tok}
@@ -220,6 +236,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 	}
 	return samples, nil
 }
+
+// rngStream is the second word of every generation's PCG seed.
+const rngStream = 0x6d6c6572
 
 // samplerPool keeps the rows' samplers (vocabulary-sized buffers each)
 // from one Generate call to the next.

@@ -277,3 +277,72 @@ func TestGenerateRowsInParallel(t *testing.T) {
 	w := newGrammarWorld(t)
 	both("action grammar", func() []Sample { return w.constrainedSamples(t, 7, 12, false, 3) })
 }
+
+// With RowSeeds a row's sample does not depend on the rows batched with
+// it: the same prompts generated together, one by one and in other
+// groupings and orders draw the same tokens.
+func TestGenerateRowSeeds(t *testing.T) {
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(43, 44))
+	var prompts [][]int32
+	var seeds []uint64
+	for i := range 9 {
+		prompts = append(prompts, randPrompt(r, 4+2*i, cfg.Vocab))
+		seeds = append(seeds, uint64(1000+i))
+	}
+	e, err := NewEngine(EngineNative, cfg, InitWeights(cfg, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(rows []int, opts GenerateOptions) []Sample {
+		t.Helper()
+		ps, ss := make([][]int32, len(rows)), make([]uint64, len(rows))
+		for j, i := range rows {
+			ps[j], ss[j] = prompts[i], seeds[i]
+		}
+		opts.RowSeeds = ss
+		out, err := Generator{Engine: e}.Generate(ps, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, opts := range []GenerateOptions{
+		{Temperature: 1, MaxNewTokens: 12, Seed: 1},
+		{Temperature: 0.7, TopP: 0.9, MaxNewTokens: 12, Seed: 2},
+	} {
+		all := gen([]int{0, 1, 2, 3, 4, 5, 6, 7, 8}, opts)
+		other := Generator{Engine: e}
+		shared, err := other.Generate(prompts, GenerateOptions{Temperature: opts.Temperature, TopP: opts.TopP, MaxNewTokens: opts.MaxNewTokens, Seed: opts.Seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for _, split := range [][][]int{{{4}, {8, 0, 2}, {7, 6, 5, 3, 1}}, {{3}, {2}, {1}, {0}, {8, 7, 6, 5, 4}}} {
+			for _, rows := range split {
+				for j, s := range gen(rows, opts) {
+					i := rows[j]
+					if !slices.Equal(s.Tokens, all[i].Tokens) {
+						t.Errorf("temperature %g, rows %v: row %d drew %v, in the whole batch %v", opts.Temperature, rows, i, s.Tokens, all[i].Tokens)
+					}
+					for q := range s.LogProbs {
+						if d := s.LogProbs[q] - all[i].LogProbs[q]; d > 1e-5 || d < -1e-5 {
+							t.Errorf("row %d token %d: log-prob %g, in the whole batch %g", i, q, s.LogProbs[q], all[i].LogProbs[q])
+						}
+					}
+				}
+			}
+		}
+		for i := range all { // the row seeds are in use: the shared stream draws otherwise
+			if !slices.Equal(shared[i].Tokens, all[i].Tokens) {
+				differ++
+			}
+		}
+		if differ == 0 {
+			t.Errorf("temperature %g: the row seeds drew what the shared seed draws", opts.Temperature)
+		}
+	}
+	if _, err := (Generator{Engine: e}).Generate(prompts[:2], GenerateOptions{Temperature: 1, MaxNewTokens: 4, RowSeeds: seeds[:3]}); err == nil {
+		t.Error("3 row seeds for 2 prompts: no error")
+	}
+}

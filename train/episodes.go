@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/env/episode"
@@ -39,8 +37,10 @@ import (
 // t' >= t. group_size episodes start from each drawn initial state; with
 // the group baseline, A_t = G_t - the mean G_t of the group's other
 // episodes that reached step t (none: the step is left out, A = 0), with
-// the critic A_t = G_t - V(s_t). Episodes of a batch step in lockstep,
-// one generation call per step; their actions execute concurrently.
+// the critic A_t = G_t - V(s_t). The episodes of a batch act together in
+// one generation call, each from its own random stream; their actions
+// execute concurrently, and the episodes whose step is back act again
+// together while a slow script still runs (playSteps).
 
 func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	r, err := newPPORun(ctx, cfg, log)
@@ -443,73 +443,73 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 		r.state.Drawn++
 	}
+	uids := make([]int64, n) // each episode's number among all episodes drawn: its row seeds
+	for i := range uids {
+		uids[i] = (r.state.Drawn-int64(nGroups))*int64(k) + int64(i)
+	}
 	played := make([][]*sample, n)
-	genS := 0.0
 	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
-	for t := range steps {
-		var live []int
+	// act generates the next action of each episode in rows (one call:
+	// the rows' prompts prefilled together), each drawn from its own
+	// random stream (the episode's number and step), so that the actions
+	// do not depend on which episodes share a call.
+	act := func(rows []int) error {
 		var prompts [][]int32
 		var contexts []policy.GrammarContext
-		for i, e := range envs {
-			if done, _ := e.Done(); done {
-				continue
-			}
-			st := agents.StateOf(e, plans[i], opts.MaxSteps)
+		seeds := make([]uint64, len(rows))
+		for j, i := range rows {
+			st := agents.StateOf(envs[i], plans[i], opts.MaxSteps)
 			p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), agents.Compact(st, opts.CompactBudget, opts.Count))
 			if err != nil {
-				return nil, nil, 0, err
+				return err
 			}
 			gc := policy.NewGrammarContext(st, plans[i], r.oneLine)
 			gc.DashThoughts = cfg.FreeText == FreeTextForce
-			live, prompts, contexts = append(live, i), append(prompts, p), append(contexts, gc)
+			prompts, contexts = append(prompts, p), append(contexts, gc)
+			seeds[j] = rowSeed(cfg.Seed, uids[i], len(played[i]))
 		}
-		if len(live) == 0 {
-			break
-		}
-		gopts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Seed: newSeed(cfg.Seed, r.state.GenCalls)}
+		gopts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, RowSeeds: seeds}
 		r.state.GenCalls++
 		if cfg.Decode == policy.DecodeConstrained {
 			gopts.Constrain = func(i int) policy.Constraint { return gen.ActionGrammar(contexts[i]) }
 		}
-		t0 := time.Now()
-		samples, err := gen.Generate(prompts, gopts)
+		out, err := gen.Generate(prompts, gopts)
 		if err != nil {
-			return nil, nil, 0, err
+			return err
 		}
-		genS += time.Since(t0).Seconds()
-		tExec := time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(cfg.Workers)
-		var busy sync.Mutex
-		smps := make([]*sample, n)
-		for j, i := range live {
-			smps[i] = &sample{State: groups[i/k].State, Prompt: samples[j].Prompt, Action: samples[j].Tokens, LogP: samples[j].LogProbs, Masks: samples[j].Masks,
-				Free: samples[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, samples[j].Tokens)), Episode: i, Step: t}
-			played[i] = append(played[i], smps[i])
+		for j, i := range rows {
+			played[i] = append(played[i], &sample{State: groups[i/k].State, Prompt: out[j].Prompt, Action: out[j].Tokens, LogP: out[j].LogProbs, Masks: out[j].Masks,
+				Free: out[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, out[j].Tokens)), Episode: i, Step: len(played[i])})
 		}
-		for _, i := range acrossGroups(live, k) {
-			smp := smps[i]
-			g.Go(func() error {
-				t0 := time.Now()
-				res, err := envs[i].Step(gctx, smp.Text)
-				if err != nil {
-					return err
-				}
-				smp.Out = stepOutcome(res)
-				busy.Lock()
-				r.busyS += time.Since(t0).Seconds()
-				if !res.ExecCached {
-					r.scriptS += res.ExecDuration.Seconds()
-				}
-				busy.Unlock()
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, nil, 0, err
-		}
-		r.execS += time.Since(tExec).Seconds()
+		return nil
 	}
+	var busy sync.Mutex
+	step := func(ctx context.Context, i int) error {
+		smp := played[i][len(played[i])-1]
+		t0 := time.Now()
+		res, err := envs[i].Step(ctx, smp.Text)
+		if err != nil {
+			return err
+		}
+		smp.Out = stepOutcome(res)
+		busy.Lock()
+		r.busyS += time.Since(t0).Seconds()
+		if !res.ExecCached {
+			r.scriptS += res.ExecDuration.Seconds()
+		}
+		busy.Unlock()
+		return nil
+	}
+	more := func(i int) bool {
+		done, _ := envs[i].Done()
+		return !done && len(played[i]) < steps
+	}
+	t0 := time.Now()
+	genS, err := playSteps(ctx, n, k, cfg.Workers, cfg.Lockstep, more, act, step)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	r.execS += time.Since(t0).Seconds() - genS
 	if err := r.collectOwn(ctx, envs, plans, groups, opts, steps); err != nil {
 		return nil, nil, 0, err
 	}
@@ -531,6 +531,145 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 	}
 	return groups, returns, genS, nil
+}
+
+// stragglerGrace is how long the steps still running must have run, with
+// a worker idle and no step waiting for one, before the episodes whose
+// step is back act without them (playSteps): long enough that the usual
+// spread of a batch's scripts (a fraction of a second to a second or two)
+// ends in one generation call, short against the slow scripts that held
+// whole updates (tens of seconds).
+var stragglerGrace = 2 * time.Second
+
+// playSteps plays the steps of n episodes (indices gi*k + j, k per group)
+// on workers goroutines. act generates the next action of each episode in
+// rows (one generation call), step runs an episode's latest action in its
+// environment, and more says whether an episode acts (again). All
+// episodes that act at all act first together; their actions run in acrossGroups order.
+// Then the episodes whose step is back act again together, once no
+// action waits for a worker and either none is running or, unless
+// lockstep, a worker is idle and the steps still running have run
+// stragglerGrace: an episode does not wait for a slow script of another
+// episode to start its next action. With lockstep every episode's step t
+// is back before any acts again (the schedule before; the actions are
+// the same when act draws each episode's from its own random stream). It
+// returns the seconds spent in act.
+func playSteps(ctx context.Context, n, k, workers int, lockstep bool, more func(i int) bool, act func(rows []int) error, step func(ctx context.Context, i int) error) (float64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	type result struct {
+		i   int
+		err error
+	}
+	var (
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		queue   []int                 // episodes whose action waits for a worker
+		started = map[int]time.Time{} // episodes whose step is running, since when
+		closed  bool
+		results = make(chan result, n) // at most one step per episode in flight
+		wg      sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				for len(queue) == 0 && !closed {
+					cond.Wait()
+				}
+				if closed {
+					mu.Unlock()
+					return
+				}
+				i := queue[0]
+				queue = queue[1:]
+				started[i] = time.Now()
+				mu.Unlock()
+				err := step(ctx, i)
+				mu.Lock()
+				delete(started, i)
+				mu.Unlock()
+				results <- result{i, err}
+			}
+		})
+	}
+	defer func() { // steps still running are cancelled: an error ended the play
+		cancel()
+		mu.Lock()
+		closed, queue = true, nil
+		mu.Unlock()
+		cond.Broadcast()
+		wg.Wait()
+	}()
+	var ready []int // episodes to act next
+	for i := range n {
+		if more(i) {
+			ready = append(ready, i)
+		}
+	}
+	inflight, genS := 0, 0.0 // steps queued or running or not yet received
+	for len(ready) > 0 || inflight > 0 {
+		var wake <-chan time.Time
+		if len(ready) > 0 {
+			mu.Lock()
+			waiting, running := len(queue), len(started)
+			var oldest time.Time
+			for _, t := range started {
+				if oldest.IsZero() || t.Before(oldest) {
+					oldest = t
+				}
+			}
+			mu.Unlock()
+			straggling := !lockstep && waiting == 0 && running > 0 && running < workers
+			if waiting == 0 && (inflight == 0 || straggling && time.Since(oldest) >= stragglerGrace) {
+				slices.Sort(ready)
+				t0 := time.Now()
+				if err := act(ready); err != nil {
+					return genS, err
+				}
+				genS += time.Since(t0).Seconds()
+				mu.Lock()
+				queue = append(queue, acrossGroups(ready, k)...)
+				mu.Unlock()
+				cond.Broadcast()
+				inflight += len(ready)
+				ready = ready[:0]
+				continue
+			}
+			if straggling {
+				wake = time.After(stragglerGrace - time.Since(oldest))
+			}
+		}
+		select {
+		case res := <-results:
+			inflight--
+			if res.err != nil {
+				return genS, res.err
+			}
+			if more(res.i) {
+				ready = append(ready, res.i)
+			}
+		case <-wake:
+		case <-ctx.Done():
+			return genS, ctx.Err()
+		}
+	}
+	return genS, nil
+}
+
+// rowSeed is the seed of the random stream an episode's action at step t
+// is drawn from: the run's seed, the episode's number among all episodes
+// drawn (resumes continue the count) and the step (below 65,536), mixed.
+func rowSeed(seed, episode int64, t int) uint64 {
+	return splitmix(splitmix(uint64(seed)) ^ uint64(episode)<<16 ^ uint64(t)&0xffff)
+}
+
+// splitmix is SplitMix64's finalizer: a bijection of 64-bit words that
+// spreads every input bit over the output.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // acrossGroups orders the live episodes (indices gi*k+j) for the workers

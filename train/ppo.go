@@ -87,6 +87,13 @@ type PPOConfig struct {
 	// SettlePending runs an expert state's pending edit before the
 	// policy acts in it (env.Env.Settle).
 	SettlePending bool `yaml:"settle_pending" help:"run a state's pending edit before the policy acts, so that an Execute Script is not credited with the expert's edit"`
+	// Lockstep plays live episodes' steps (horizon > 1, episode-wise) in
+	// lockstep, every episode's step t before any step t+1 (the earlier
+	// schedule); by default an episode acts again once its own step is
+	// back, without waiting for another's slow script (playSteps). The
+	// samples are the same either way.
+	Lockstep bool `yaml:"lockstep" help:"live episodes (horizon > 1, episode-wise): every episode's step t runs before any step t+1 (the samples are the same; by default episodes whose step is back act again while a slow script runs)"`
+
 	// Collector: sync (the default) or async, the second paper's regime.
 	Collector    string             `yaml:"collector" help:"sync (every generated group is used: no frequency bias) or async (a pool of workers actors that generate and execute continuously; each update takes the first batch_size completions, the duration-aware paper's regime; needs advantage critic)"`
 	MaxStaleness int                `yaml:"max_staleness" help:"drop groups (async: samples) generated more than this many policy versions ago"`
