@@ -49,9 +49,13 @@ type bf16Kernels struct {
 	// cvtPanels is cvtPairs over panels of nr columns: the pairs of
 	// columns [p*nr, p*nr+nr) go to dst[p*stride:], p < panels.
 	cvtPanels func(panels int, r0, r1 []float32, dst []uint32, stride int)
+	// transpose sets dst[c*ldd + r] = src[r*lds + c] for r < rows, c <
+	// cols.
+	transpose func(dst []uint32, ldd int, src []uint32, lds, rows, cols int)
 }
 
 var bf16Generic = &bf16Kernels{name: "bf16-generic", mr: 4, nr: 8, micro: microBF16Generic, cvt: cvtBF16Generic, cvtPairs: cvtPairsBF16Generic,
+	transpose: transposeGeneric,
 	cvtPanels: func(panels int, r0, r1 []float32, dst []uint32, stride int) {
 		for p := range panels {
 			cvtPairsBF16Generic(dst[p*stride:p*stride+8], r0[p*8:p*8+8], r1[p*8:p*8+8])
@@ -145,6 +149,14 @@ func cvtPairsBF16Generic(dst []uint32, r0, r1 []float32) {
 // microBF16Generic is the plain-Go bf16 micro-kernel, 4 x 8: per pair the
 // odd k's product is added first, then the even one's, as VDPBF16PS
 // specifies; each product of two bf16 values is exact in float32.
+func transposeGeneric(dst []uint32, ldd int, src []uint32, lds, rows, cols int) {
+	for r := range rows {
+		for c, v := range src[r*lds : r*lds+cols] {
+			dst[c*ldd+r] = v
+		}
+	}
+}
+
 func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c []float32, ldc int, acc bool) {
 	const mr, nr = 4, 8
 	var t [mr * nr]float32
@@ -289,30 +301,27 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 		})
 	} else {
 		// B(kk, j) = b[j*ldb + kk]: row j of the stored matrix, converted,
-		// is column j's kp pairs; scattered into its panel.
+		// is column j's kp pairs: a panel's nr rows converted (zero past
+		// n), then transposed into the panel.
 		run(panels, 1, func(ws *workspace, lo, hi int) {
-			ws.bf16Row = growU32(ws.bf16Row, kp)
-			row := ws.bf16Row
-			h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), 2*kp)
+			ws.bf16Row = growU32(ws.bf16Row, nr*kp)
+			rows := ws.bf16Row
 			for jp := lo; jp < hi; jp++ {
-				panel := b[jp*kp*nr : (jp+1)*kp*nr]
 				wd := min(nr, n-jp*nr)
 				for jj := range nr {
+					row := rows[jj*kp : (jj+1)*kp]
 					if jj >= wd {
-						for q := range kp {
-							panel[q*nr+jj] = 0
-						}
+						clear(row)
 						continue
 					}
 					j := jp*nr + jj
+					h := unsafe.Slice((*uint16)(unsafe.Pointer(&row[0])), 2*kp)
 					bk.cvt(h[:k], op.b[j*op.ldb:j*op.ldb+k])
 					if k%2 == 1 {
 						h[k] = 0
 					}
-					for q, v := range row {
-						panel[q*nr+jj] = v
-					}
 				}
+				bk.transpose(b[jp*kp*nr:(jp+1)*kp*nr], nr, rows, kp, nr, kp)
 			}
 		})
 	}

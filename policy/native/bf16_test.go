@@ -380,3 +380,35 @@ func TestAttentionBF16(t *testing.T) {
 		}
 	})
 }
+
+// TestBF16Transpose: every bf16 kernel set's transpose against the
+// definition, on blocks of whole 16 x 16 tiles, with ragged edges, and
+// inside larger strides (the lanes outside the block untouched).
+func TestBF16Transpose(t *testing.T) {
+	forEachBF16(t, func(t *testing.T, bk *bf16Kernels) {
+		for _, sz := range [][2]int{{1, 1}, {16, 16}, {32, 128}, {32, 33}, {17, 16}, {31, 47}, {8, 5}, {48, 32}} {
+			rows, cols := sz[0], sz[1]
+			lds, ldd := cols+3, rows+5
+			src := make([]uint32, rows*lds)
+			for i := range src {
+				src[i] = uint32(i*2654435761) ^ 0x5bd1e995
+			}
+			dst := make([]uint32, cols*ldd)
+			for i := range dst {
+				dst[i] = 0xdeadbeef
+			}
+			bk.transpose(dst, ldd, src, lds, rows, cols)
+			for c := range cols {
+				for r := range ldd {
+					want := uint32(0xdeadbeef)
+					if r < rows {
+						want = src[r*lds+c]
+					}
+					if got := dst[c*ldd+r]; got != want {
+						t.Fatalf("%d x %d: dst[%d][%d] = %#x, want %#x", rows, cols, c, r, got, want)
+					}
+				}
+			}
+		}
+	})
+}

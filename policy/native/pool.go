@@ -143,7 +143,7 @@ type workspace struct {
 	edgeB        []float32  // GEMM: ragged columns of B
 	tile         []float32  // GEMM edge tile
 	buf          []float32  // attention scores, softmax rows, ...
-	bf16Row      []uint32   // gemmBF16: one row of a transposed B
+	bf16Row      []uint32   // gemmBF16: a panel's rows of a transposed B, converted, before their transpose
 	bf16A, bf16B []uint32   // gemmBF16Serial: converted A and B
 	attT, attB   bf16Panels // attention: a head's keys or values converted once (attnPanels)
 }
