@@ -544,16 +544,16 @@ var stragglerGrace = 2 * time.Second
 // playSteps plays the steps of n episodes (indices gi*k + j, k per group)
 // on workers goroutines. act generates the next action of each episode in
 // rows (one generation call), step runs an episode's latest action in its
-// environment, and more says whether an episode acts (again). All
-// episodes that act at all act first together; their actions run in acrossGroups order.
-// Then the episodes whose step is back act again together, once no
-// action waits for a worker and either none is running or, unless
-// lockstep, a worker is idle and the steps still running have run
-// stragglerGrace: an episode does not wait for a slow script of another
-// episode to start its next action. With lockstep every episode's step t
-// is back before any acts again (the schedule before; the actions are
-// the same when act draws each episode's from its own random stream). It
-// returns the seconds spent in act.
+// environment, and more says whether an episode acts (again). The
+// episodes that act at all act first together, their actions run in
+// acrossGroups order; then the episodes whose step is back act again
+// together, once no action waits for a worker and either none is running
+// or, unless lockstep, a worker is idle and the steps still running have
+// run stragglerGrace: an episode does not wait for another's slow script
+// to start its next action. With lockstep every episode's step t is back
+// before any acts again (the earlier schedule; the actions are the same
+// when act draws each episode's from its own random stream). It returns
+// the seconds spent in act.
 func playSteps(ctx context.Context, n, k, workers int, lockstep bool, more func(i int) bool, act func(rows []int) error, step func(ctx context.Context, i int) error) (float64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	type result struct {
