@@ -146,9 +146,7 @@ func cvtPairsBF16Generic(dst []uint32, r0, r1 []float32) {
 	}
 }
 
-// microBF16Generic is the plain-Go bf16 micro-kernel, 4 x 8: per pair the
-// odd k's product is added first, then the even one's, as VDPBF16PS
-// specifies; each product of two bf16 values is exact in float32.
+// transposeGeneric is bf16Kernels.transpose one value at a time.
 func transposeGeneric(dst []uint32, ldd int, src []uint32, lds, rows, cols int) {
 	for r := range rows {
 		for c, v := range src[r*lds : r*lds+cols] {
@@ -157,6 +155,9 @@ func transposeGeneric(dst []uint32, ldd int, src []uint32, lds, rows, cols int) 
 	}
 }
 
+// microBF16Generic is the plain-Go bf16 micro-kernel, 4 x 8: per pair the
+// odd k's product is added first, then the even one's, as VDPBF16PS
+// specifies; each product of two bf16 values is exact in float32.
 func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c []float32, ldc int, acc bool) {
 	const mr, nr = 4, 8
 	var t [mr * nr]float32
