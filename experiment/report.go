@@ -717,6 +717,8 @@ func writeTimeSplit(b *strings.Builder, arms []*armStats) {
 	b.WriteString("\n## Where each cell's time went\n\nMeans over seeds. Train and eval: the stage processes' wall / CPU time (scripts included); a PPO arm's training excludes the SFT it starts from (the sft arm's row). PPO phases: wall seconds summed over the updates from train ppo's metrics (generate: sampling actions; execute: the environments' steps; learn: the learner; curve: the learning-curve evaluations), with their share of the training wall time; where train ppo recorded it, execute also gives the scripts' own run time as a share of the workers' step time (what is not scripts is the environment's overhead: grading, replays, instrumentation, and a worker waiting for an identical run). Eval generate / wait / execute: the evaluation's trajectory-seconds spent in the agent's answers, waiting for the other trajectories of a lockstep batch to ask (a policy answers a task's trajectories together), and in the environment's steps, summed over trajectories that ran in parallel (so they can exceed its wall time), with their share of the three's total.\n\n| arm | train wall / CPU | PPO generate | PPO execute | PPO learn | PPO curve | eval wall / CPU | eval generate | eval wait | eval execute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, a := range arms {
 		cells := make([]string, len(phaseOrder))
+		busy, okB := a.phases["execute_busy"]
+		scripts, okS := a.phases["execute_scripts"]
 		for i, ph := range phaseOrder {
 			cells[i] = "-"
 			v, ok := a.phases[ph]
@@ -724,8 +726,6 @@ func writeTimeSplit(b *strings.Builder, arms []*armStats) {
 				continue
 			}
 			share := fmt.Sprintf("%.0f%%", 100*v/max(a.trainWall, 1e-9))
-			busy, okB := a.phases["execute_busy"]
-			scripts, okS := a.phases["execute_scripts"]
 			if ph == "execute" && okB && okS && busy > 0 {
 				share += fmt.Sprintf("; scripts %.0f%%", 100*scripts/busy)
 			}
