@@ -443,10 +443,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 		r.state.Drawn++
 	}
-	uids := make([]int64, n) // each episode's number among all episodes drawn: its row seeds
-	for i := range uids {
-		uids[i] = (r.state.Drawn-int64(nGroups))*int64(k) + int64(i)
-	}
+	first := (r.state.Drawn - int64(nGroups)) * int64(k) // episode 0's number among all episodes drawn (its row seeds)
 	played := make([][]*sample, n)
 	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
 	// act generates the next action of each episode in rows (one call:
@@ -466,7 +463,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 			gc := policy.NewGrammarContext(st, plans[i], r.oneLine)
 			gc.DashThoughts = cfg.FreeText == FreeTextForce
 			prompts, contexts = append(prompts, p), append(contexts, gc)
-			seeds[j] = rowSeed(cfg.Seed, uids[i], len(played[i]))
+			seeds[j] = rowSeed(cfg.Seed, first+int64(i), len(played[i]))
 		}
 		gopts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, RowSeeds: seeds}
 		r.state.GenCalls++
