@@ -49,18 +49,34 @@ type bf16Kernels struct {
 	// cvtPanels is cvtPairs over panels of nr columns: the pairs of
 	// columns [p*nr, p*nr+nr) go to dst[p*stride:], p < panels.
 	cvtPanels func(panels int, r0, r1 []float32, dst []uint32, stride int)
+	// cvtPanelsA converts 2*mr columns of qn pairs of rows (a transposed
+	// A's: bf16Convert) into two panels of mr: for q < qn, the pairs of
+	// src's rows 2q and 2q+1 (row stride lda), columns [0, mr), go to
+	// dst[q*mr:] and columns [mr, 2*mr) to dst[stride+q*mr:].
+	cvtPanelsA func(qn int, src []float32, lda int, dst []uint32, stride int)
 	// transpose sets dst[c*ldd + r] = src[r*lds + c] for r < rows, c <
 	// cols.
 	transpose func(dst []uint32, ldd int, src []uint32, lds, rows, cols int)
 }
 
 var bf16Generic = &bf16Kernels{name: "bf16-generic", mr: 4, nr: 8, micro: microBF16Generic, cvt: cvtBF16Generic, cvtPairs: cvtPairsBF16Generic,
-	transpose: transposeGeneric,
+	transpose: transposeGeneric, cvtPanelsA: cvtPanelsAGeneric(4),
 	cvtPanels: func(panels int, r0, r1 []float32, dst []uint32, stride int) {
 		for p := range panels {
 			cvtPairsBF16Generic(dst[p*stride:p*stride+8], r0[p*8:p*8+8], r1[p*8:p*8+8])
 		}
 	}}
+
+// cvtPanelsAGeneric is cvtPanelsA for mr rows, one value at a time.
+func cvtPanelsAGeneric(mr int) func(qn int, src []float32, lda int, dst []uint32, stride int) {
+	return func(qn int, src []float32, lda int, dst []uint32, stride int) {
+		for q := range qn {
+			r0, r1 := src[2*q*lda:2*q*lda+2*mr], src[(2*q+1)*lda:(2*q+1)*lda+2*mr]
+			cvtPairsBF16Generic(dst[q*mr:q*mr+mr], r0[:mr], r1[:mr])
+			cvtPairsBF16Generic(dst[stride+q*mr:stride+q*mr+mr], r0[mr:], r1[mr:])
+		}
+	}
+}
 
 // bf16Fast is the AVX512_BF16 implementation where the build and CPU
 // have it (bf16_amd64.go), else nil.
@@ -182,9 +198,15 @@ func microBF16Generic(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c [
 // at nr = 32) stays in L1 while the micro-kernel sweeps a block of rows.
 const gemmBF16KP = 128
 
+// bf16PanelQ is how many k pairs of a transposed A bf16Convert converts
+// into its panels at a time: 16 stored rows, 256 bytes of each panel.
+const bf16PanelQ = 8
+
 // bf16Operands is a product's inputs converted for the bf16 micro-kernel:
-// A's pairs at a[i*ars + q*aks] (mp rows, zero-padded to whole tiles), B
-// in panels of nr pairs per k pair (kp pairs, zero-padded columns).
+// A's mp rows (zero-padded to whole tiles) in tiles of mr rows, the tile
+// of row i (a multiple of mr) at a[i*kp:], its row r's pair q at r*ars +
+// q*aks (row-major: ars = kp, aks = 1; a panel: ars = 1, aks = mr); B in
+// panels of nr pairs per k pair (kp pairs, zero-padded columns).
 type bf16Operands struct {
 	a, b     []uint32
 	ars, aks int
@@ -203,26 +225,80 @@ type bf16Panels struct {
 	stride int
 }
 
+// bf16Input is an A converted once for several bf16 products that read
+// it (gemmOp.bf16A): the layer-normed input of the attention's query, key
+// and value projections, forward and in their weight gradients.
+type bf16Input struct {
+	a        []uint32
+	ars, aks int
+	m, k     int
+	ta       bool
+	x        *float32 // the float32 A it was converted from
+}
+
+// shareBF16A converts A (m x k: x, row stride lda, or with ta its
+// transpose) into in for the bf16 products that share it, and returns in;
+// nil when such a product would not run in bf16 (bf16 off, or too few
+// rows), where each product reads x itself.
+func shareBF16A(p *pool, in *bf16Input, bf16, ta bool, x []float32, lda, m, k int) *bf16Input {
+	op := gemmOp{ta: ta, m: m, k: k, a: x, lda: lda, bf16: bf16}
+	if !op.inBF16() {
+		return nil
+	}
+	run := func(n, _ int, fn func(ws *workspace, lo, hi int)) { p.run(1, func(w, _ int) { fn(&p.ws[w], 0, n) }) }
+	if m*k*gemmNC >= parallelMinWork {
+		run = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
+			p.chunks(n, grain, func(w, lo, hi int) { fn(&p.ws[w], lo, hi) })
+		}
+	}
+	in.a, in.ars, in.aks = bf16ConvertA(bf16Kern(), &op, in.a, run)
+	in.m, in.k, in.ta, in.x = m, k, ta, &x[0]
+	return in
+}
+
 // bf16Runner runs fn over [0, n) in chunks of about grain, each with a
 // workspace: on the pool, or on one worker.
 type bf16Runner func(n, grain int, fn func(ws *workspace, lo, hi int))
 
-// bf16Convert converts op's A and B into a and b (grown as needed): A
-// row-major when op stores it as is (its rows' pairs are adjacent), else
-// interleaved from pairs of stored rows; B into panels, from pairs of
-// rows, or when transposed from each stored row (one column's pairs).
+// bf16Convert converts op's A and B into a and b (grown as needed): A by
+// bf16ConvertA, unless op.bf16A holds it converted; B into panels, from
+// pairs of rows, or when transposed from each stored row (one column's
+// pairs).
 //
 // With op.bf16B set, B is taken from it as it is.
 func bf16Convert(bk *bf16Kernels, op *gemmOp, a, b []uint32, run bf16Runner) bf16Operands {
+	m, k := op.m, op.k
+	kp := (k + 1) / 2
+	cv := bf16Operands{kp: kp, mp: (m + bk.mr - 1) / bk.mr * bk.mr}
+	if in := op.bf16A; in != nil {
+		if in.m != m || in.k != k || in.ta != op.ta || len(op.a) == 0 || in.x != &op.a[0] {
+			panic("native: a shared bf16 A used by a product of another A")
+		}
+		cv.a, cv.ars, cv.aks = in.a, in.ars, in.aks
+	} else {
+		cv.a, cv.ars, cv.aks = bf16ConvertA(bk, op, a, run)
+	}
+	if op.bf16B != nil {
+		cv.b, cv.bStride = op.bf16B.b, op.bf16B.stride
+		return cv
+	}
+	cv.b, cv.bStride = bf16ConvertB(bk, op, b, run), kp
+	return cv
+}
+
+// bf16ConvertA converts op's A into a (grown as needed) for the
+// micro-kernel and returns it with its row and pair strides: row-major
+// when op stores it as is (its rows' pairs are adjacent), else into
+// panels of mr rows from pairs of stored rows.
+func bf16ConvertA(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) (_ []uint32, ars, aks int) {
 	mr := bk.mr
 	m, k := op.m, op.k
 	kp := (k + 1) / 2
 	mp := (m + mr - 1) / mr * mr
-	cv := bf16Operands{a: growU32(a, mp*kp), kp: kp, mp: mp}
-	a = cv.a
+	a = growU32(a, mp*kp)
 
 	if !op.ta {
-		cv.ars, cv.aks = kp, 1
+		ars, aks = kp, 1
 		run(mp, 32, func(_ *workspace, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				row := a[i*kp : (i+1)*kp]
@@ -238,29 +314,51 @@ func bf16Convert(bk *bf16Kernels, op *gemmOp, a, b []uint32, run bf16Runner) bf1
 			}
 		})
 	} else {
-		cv.ars, cv.aks = 1, mp
-		run(kp, 8, func(_ *workspace, lo, hi int) {
-			for q := lo; q < hi; q++ {
-				dst := a[q*mp : (q+1)*mp]
-				r0 := op.a[2*q*op.lda : 2*q*op.lda+m]
-				if 2*q+1 < k {
-					bk.cvtPairs(dst[:m], r0, op.a[(2*q+1)*op.lda:(2*q+1)*op.lda+m])
-				} else {
-					for i, v := range r0 {
-						dst[i] = uint32(toBF16(v))
+		// A(i, kk) = op.a[kk*lda + i]: pair q of rows [p*mr, p*mr+mr) is
+		// the run a[p*mr*kp + q*mr:][:mr], read by the micro-kernel in one
+		// load. (Rows mp pairs apart, as a stored transposed A suggests,
+		// put a tile's k pairs a multiple of 4 KB apart whenever mp is a
+		// multiple of 1,024, all in one set of the L1 cache: 10-20% slower
+		// products.) Converted in blocks of bf16PanelQ pairs of stored
+		// rows, two panels at a time: each panel gets whole cache lines
+		// from a block, while the rows are read in order.
+		ars, aks = 1, mr
+		panels, stride := mp/mr, kp*mr
+		run((kp+bf16PanelQ-1)/bf16PanelQ, 1, func(_ *workspace, lo, hi int) {
+			for q0 := lo * bf16PanelQ; q0 < min(kp, hi*bf16PanelQ); q0 += bf16PanelQ {
+				q1 := min(kp, q0+bf16PanelQ)
+				whole := min(q1, k/2) // pairs of two stored rows
+				for p := 0; p < panels; p += 2 {
+					from := q0 // the first pair left to the scalar code
+					if (p+2)*mr <= m && whole > q0 {
+						bk.cvtPanelsA(whole-q0, op.a[2*q0*op.lda+p*mr:], op.lda, a[p*stride+q0*mr:], stride)
+						from = whole
+					}
+					for q := from; q < q1; q++ {
+						r0 := op.a[2*q*op.lda:]
+						var r1 []float32
+						if 2*q+1 < k {
+							r1 = op.a[(2*q+1)*op.lda:]
+						}
+						for pp := p; pp < min(p+2, panels); pp++ {
+							d := a[pp*stride+q*mr : pp*stride+q*mr+mr]
+							for r := range mr {
+								var v uint32
+								if i := pp*mr + r; i < m {
+									v = uint32(toBF16(r0[i]))
+									if r1 != nil {
+										v |= uint32(toBF16(r1[i])) << 16
+									}
+								}
+								d[r] = v
+							}
+						}
 					}
 				}
-				clear(dst[m:])
 			}
 		})
 	}
-
-	if op.bf16B != nil {
-		cv.b, cv.bStride = op.bf16B.b, op.bf16B.stride
-		return cv
-	}
-	cv.b, cv.bStride = bf16ConvertB(bk, op, b, run), kp
-	return cv
+	return a, ars, aks
 }
 
 // bf16ConvertB converts op's B into panels in b (grown as needed): from
@@ -333,7 +431,7 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 // blocks of gemmBF16KP pairs; ragged tiles go through ws.tile.
 func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1, j0, j1 int) {
 	mr, nr := bk.mr, bk.nr
-	kp, ars, aks := cv.kp, cv.ars, cv.aks
+	kp, ars, aks := cv.kp, cv.ars, cv.aks // i is a multiple of mr: a tile's first row
 	ws.tile = grow(ws.tile, mr*nr)
 	for q0 := 0; q0 < kp; q0 += gemmBF16KP {
 		kb := min(gemmBF16KP, kp-q0)
@@ -343,7 +441,7 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 			bs := cv.b[(j/nr)*cv.bStride*nr+q0*nr:]
 			for i := i0; i < i1; i += mr {
 				h := min(mr, i1-i)
-				as := cv.a[i*ars+q0*aks:]
+				as := cv.a[i*kp+q0*aks:]
 				if q0 == 0 && op.bias != nil {
 					op.fillBias(i, h, j, wd)
 				}
@@ -375,7 +473,9 @@ func gemmBF16(p *pool, op *gemmOp) {
 	p.gemmMu.Lock()
 	defer p.gemmMu.Unlock()
 	cv := bf16Convert(bk, op, p.bf16A, p.bf16B, run)
-	p.bf16A = cv.a
+	if op.bf16A == nil {
+		p.bf16A = cv.a
+	}
 	if op.bf16B == nil {
 		p.bf16B = cv.b
 	}
@@ -392,7 +492,9 @@ func gemmBF16(p *pool, op *gemmOp) {
 func gemmBF16Serial(ws *workspace, op *gemmOp) {
 	bk := bf16Kern()
 	cv := bf16Convert(bk, op, ws.bf16A, ws.bf16B, func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) })
-	ws.bf16A = cv.a
+	if op.bf16A == nil {
+		ws.bf16A = cv.a
+	}
 	if op.bf16B == nil {
 		ws.bf16B = cv.b
 	}

@@ -14,7 +14,7 @@ import (
 func init() {
 	if archsimd.X86.AVX512() && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512BW {
 		bf16Fast = &bf16Kernels{name: "avx512-bf16", mr: 8, nr: 32, micro: microBF16x8x32, cvt: cvtBF16x16, cvtPairs: cvtPairsBF16x16, cvtPanels: cvtPanelsBF16x32,
-			transpose: transpose16}
+			cvtPanelsA: cvtPanelsBF16x8, transpose: transpose16}
 	}
 }
 
@@ -29,6 +29,9 @@ func cvtPairsBF16asm(n int, r0, r1 *float32, dst *uint32)
 
 //go:noescape
 func cvtPanelsBF16asm(panels int, r0, r1 *float32, dst *uint32, stride int)
+
+//go:noescape
+func cvtPanels8BF16asm(qn int, src *float32, lda int, dst *uint32, stride int)
 
 //go:noescape
 func dpbf16Loop512(n int, a, b uint32, out *[16]float32)
@@ -73,6 +76,18 @@ func cvtPanelsBF16x32(panels int, r0, r1 []float32, dst []uint32, stride int) {
 		panic("native: bf16 panel conversion out of range")
 	}
 	cvtPanelsBF16asm(panels, &r0[0], &r1[0], &dst[0], stride)
+}
+
+// cvtPanelsBF16x8 is cvtPanelsA for the micro-kernel's 8 rows, in
+// assembly.
+func cvtPanelsBF16x8(qn int, src []float32, lda int, dst []uint32, stride int) {
+	if qn <= 0 {
+		return
+	}
+	if lda < 16 || stride < 8 || len(src) < (2*qn-1)*lda+16 || len(dst) < stride+qn*8 {
+		panic("native: bf16 panel conversion out of range")
+	}
+	cvtPanels8BF16asm(qn, &src[0], lda, &dst[0], stride)
 }
 
 // DPBF16Loop runs n iterations of the register-only VDPBF16PS loop and

@@ -297,3 +297,37 @@ looppanels:
 	JNZ       looppanels
 	VZEROUPPER
 	RET
+
+// func cvtPanels8BF16asm(qn int, src *float32, lda int, dst *uint32, stride int)
+//
+// For q < qn: 16 columns of src's rows 2q and 2q+1 (row stride lda
+// floats) as 16 pairs, the first 8 to dst + q*8, the others to dst +
+// stride + q*8 (uint32s): two panels of the micro-kernel's A, each
+// written in one run.
+TEXT ·cvtPanels8BF16asm(SB), NOSPLIT, $0-40
+	MOVQ qn+0(FP), CX
+	MOVQ src+8(FP), SI
+	MOVQ lda+16(FP), R9
+	SHLQ $2, R9
+	MOVQ dst+24(FP), DI
+	MOVQ stride+32(FP), R8
+	SHLQ $2, R8
+
+looppanels8:
+	VMOVUPS (SI), Z0
+	VMOVUPS (SI)(R9*1), Z2
+	BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xc8 // VCVTNEPS2BF16 Z0, Y1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x7e; BYTE $0x48; BYTE $0x72; BYTE $0xda // VCVTNEPS2BF16 Z2, Y3
+	VPMOVZXWD     Y1, Z1
+	VPMOVZXWD     Y3, Z3
+	VPSLLD        $16, Z3, Z3
+	VPORD         Z1, Z3, Z4
+	VEXTRACTI32X8 $1, Z4, Y5
+	VMOVDQU       Y4, (DI)
+	VMOVDQU       Y5, (DI)(R8*1)
+	LEAQ          (SI)(R9*2), SI
+	ADDQ          $32, DI
+	DECQ          CX
+	JNZ           looppanels8
+	VZEROUPPER
+	RET

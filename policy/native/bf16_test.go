@@ -130,6 +130,28 @@ func TestCvtBF16MatchesToBF16(t *testing.T) {
 				}
 			}
 		}
+		// A's panels: two of mr pairs per k pair, down qn pairs of rows,
+		// nothing written past a panel's qn runs.
+		for _, qn := range []int{1, 2, 7} {
+			mr, lda, stride := bk.mr, 2*bk.mr+5, qn*bk.mr+3
+			src := bf16Inputs(r, 2*qn*lda)
+			dst := make([]uint32, 2*stride)
+			for i := range dst {
+				dst[i] = 0xdeadbeef
+			}
+			bk.cvtPanelsA(qn, src, lda, dst, stride)
+			for i, v := range dst {
+				p, j := i/stride, i%stride
+				want := uint32(0xdeadbeef)
+				if j < qn*mr {
+					q, c := j/mr, p*mr+j%mr
+					want = uint32(toBF16(src[2*q*lda+c])) | uint32(toBF16(src[(2*q+1)*lda+c]))<<16
+				}
+				if v != want {
+					t.Fatalf("cvtPanelsA, %d pairs: dst[%d] = %#08x, want %#08x", qn, i, v, want)
+				}
+			}
+		}
 	})
 }
 
@@ -161,15 +183,27 @@ func TestGemmBF16(t *testing.T) {
 						want, bound := refGemm(ta, tb, m, n, k, a, lda, b, ldb, c0, ldc, acc, func(v float32) float64 { return float64(fromBF16(toBF16(v))) })
 						f32 := append([]float32(nil), c0...)
 						gemm(workers(), gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: f32, ldc: ldc, acc: acc})
-						for _, serial := range []bool{false, true} {
+						var first []float32
+						for _, mode := range []string{"pool", "serial", "shared A"} {
 							c := append([]float32(nil), c0...)
 							op := gemmOp{ta: ta, tb: tb, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, acc: acc, bf16: true}
-							if serial {
-								gemmSerial(&workspace{}, op)
-							} else {
+							switch mode {
+							case "pool":
 								gemm(workers(), op)
+								first = c
+							case "serial":
+								gemmSerial(&workspace{}, op)
+							case "shared A":
+								op.bf16A = shareBF16A(workers(), &bf16Input{}, true, ta, a, lda, m, k)
+								gemm(workers(), op)
+								// The same conversion, once: the same bits.
+								for i := range c {
+									if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+										t.Fatalf("%s: shared A: C[%d] = %g, unshared %g", name, i, c[i], first[i])
+									}
+								}
 							}
-							name := fmt.Sprintf("%s serial=%v", name, serial)
+							name := fmt.Sprintf("%s %s", name, mode)
 							for i := range m {
 								for j := range ldc {
 									at := i*ldc + j

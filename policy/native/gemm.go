@@ -63,6 +63,10 @@ type gemmOp struct {
 	// bf16B, when set, is B already converted for a bf16 product (one
 	// conversion shared by several products); the float32 paths read b.
 	bf16B *bf16Panels
+	// bf16A, when set, is A already converted for a bf16 product
+	// (shareBF16A: one conversion for the products that share it); the
+	// float32 paths read a.
+	bf16A *bf16Input
 }
 
 // inBF16 reports whether op runs as a bf16 product: asked for, more than

@@ -117,11 +117,23 @@ func densePacked(p *pool, bf16 bool, packed, out, x, w, b, residual []float32, n
 	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: residual, bf16: bf16, packed: packed})
 }
 
+// denseShared is denseForward (no residual) reading x as xa converted it
+// for bf16 when xa is not nil (shareBF16A: the layers that share x).
+func denseShared(p *pool, bf16 bool, xa *bf16Input, out, x, w, b []float32, n, in, dout int) {
+	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, bf16: bf16, bf16A: xa})
+}
+
 // denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and
 // sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil. With bf16 both
 // products' inputs are rounded to bfloat16.
 func denseBackward(p *pool, bf16 bool, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
-	gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true, bf16: bf16})
+	denseBackwardShared(p, bf16, nil, dx, dw, db, dOut, x, w, n, in, dout, accDx)
+}
+
+// denseBackwardShared is denseBackward with xᵀ, the weight gradient's A,
+// as xta converted it for bf16 when xta is not nil (shareBF16A).
+func denseBackwardShared(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
+	gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true, bf16: bf16, bf16A: xta})
 	p.chunks(dout, 256, func(_, lo, hi int) {
 		dbs := db[lo:hi]
 		for i := range n {

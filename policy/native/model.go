@@ -26,6 +26,7 @@ type Model struct {
 	cos, sin   []float32 // RoPE tables [Ctx, HeadDim/2]
 
 	p    *pool
+	ln1  bf16Input // a layer's ln1 converted once for its q, k and v products (bf16)
 	acts activations
 	head headState
 	back backState
@@ -126,9 +127,10 @@ func (m *Model) Forward(b Batch) error {
 		w, ba := &m.w.blocks[l], &a.blocks[l]
 		x := a.x[l]
 		layerNormForward(p, ba.ln1, ba.ln1Mean, ba.ln1Rstd, x, w.lnAttnGain, w.lnAttnOffset, n, d)
-		denseForward(p, m.bf16, ba.q, ba.ln1, w.qW, w.qB, nil, n, d, d)
-		denseForward(p, m.bf16, ba.k, ba.ln1, w.kW, w.kB, nil, n, d, d)
-		denseForward(p, m.bf16, ba.v, ba.ln1, w.vW, w.vB, nil, n, d, d)
+		xa := shareBF16A(p, &m.ln1, m.bf16, false, ba.ln1, d, n, d)
+		denseShared(p, m.bf16, xa, ba.q, ba.ln1, w.qW, w.qB, n, d, d)
+		denseShared(p, m.bf16, xa, ba.k, ba.ln1, w.kW, w.kB, n, d, d)
+		denseShared(p, m.bf16, xa, ba.v, ba.ln1, w.vW, w.vB, n, d, d)
 		ropeForward(p, ba.q, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ba.k, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
 		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, dh, m.bf16)
@@ -451,9 +453,10 @@ func (m *Model) backwardTrunk() {
 		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, dh, n, m.bf16)
 		ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
 		ropeForward(p, bs.dk, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
-		denseBackward(p, m.bf16, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)
-		denseBackward(p, m.bf16, bs.dLn, g.kW, g.kB, bs.dk, ba.ln1, w.kW, n, d, d, true)
-		denseBackward(p, m.bf16, bs.dLn, g.vW, g.vB, bs.dv, ba.ln1, w.vW, n, d, d, true)
+		xta := shareBF16A(p, &m.ln1, m.bf16, true, ba.ln1, d, d, n)
+		denseBackwardShared(p, m.bf16, xta, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)
+		denseBackwardShared(p, m.bf16, xta, bs.dLn, g.kW, g.kB, bs.dk, ba.ln1, w.kW, n, d, d, true)
+		denseBackwardShared(p, m.bf16, xta, bs.dLn, g.vW, g.vB, bs.dv, ba.ln1, w.vW, n, d, d, true)
 		bs.part = layerNormBackward(p, dx, g.lnAttnGain, g.lnAttnOffset, bs.dLn, a.x[l], ba.ln1Mean, ba.ln1Rstd, w.lnAttnGain, n, d, bs.part)
 	}
 	embeddingBackward(m.g.embed, dx, a.tokens, d)
