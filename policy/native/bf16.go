@@ -523,9 +523,12 @@ func growU32(s []uint32, n int) []uint32 {
 func attnPanels(ws *workspace, tbSrc, nbSrc []float32, ld, n, dh int) (tb, nb *bf16Panels) {
 	bk := bf16Kern()
 	serial := func(n, _ int, fn func(*workspace, int, int)) { fn(ws, 0, n) }
-	ws.attT.b = bf16ConvertB(bk, &gemmOp{tb: true, n: n, k: dh, b: tbSrc, ldb: ld}, ws.attT.b, serial)
+	ws.op = gemmOp{tb: true, n: n, k: dh, b: tbSrc, ldb: ld}
+	ws.attT.b = bf16ConvertB(bk, &ws.op, ws.attT.b, serial)
 	ws.attT.stride = (dh + 1) / 2
-	ws.attB.b = bf16ConvertB(bk, &gemmOp{n: dh, k: n, b: nbSrc, ldb: ld}, ws.attB.b, serial)
+	ws.op = gemmOp{n: dh, k: n, b: nbSrc, ldb: ld}
+	ws.attB.b = bf16ConvertB(bk, &ws.op, ws.attB.b, serial)
 	ws.attB.stride = (n + 1) / 2
+	ws.op = gemmOp{}
 	return &ws.attT, &ws.attB
 }

@@ -172,8 +172,9 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		return
 	}
 	if op.inBF16() {
-		bop := op // on the heap for the conversion closures; op stays on the stack
-		gemmBF16Serial(ws, &bop)
+		ws.op = op
+		gemmBF16Serial(ws, &ws.op)
+		ws.op = gemmOp{} // holds no slices past the product
 		return
 	}
 	k := kern

@@ -146,6 +146,10 @@ type workspace struct {
 	bf16Row      []uint32   // gemmBF16: a panel's rows of a transposed B, converted, before their transpose
 	bf16A, bf16B []uint32   // gemmBF16Serial: converted A and B
 	attT, attB   bf16Panels // attention: a head's keys or values converted once (attnPanels)
+	// op is the bf16 product this worker converts (gemmSerial,
+	// attnPanels): the conversion's closures take its address, which
+	// would put a local gemmOp on the heap for every product.
+	op gemmOp
 }
 
 // grow returns s resized to n elements, reusing its storage when it is
