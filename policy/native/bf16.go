@@ -431,7 +431,7 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 // blocks of gemmBF16KP pairs; ragged tiles go through ws.tile.
 func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1, j0, j1 int) {
 	mr, nr := bk.mr, bk.nr
-	kp, ars, aks := cv.kp, cv.ars, cv.aks // i is a multiple of mr: a tile's first row
+	kp, ars, aks := cv.kp, cv.ars, cv.aks
 	ws.tile = grow(ws.tile, mr*nr)
 	for q0 := 0; q0 < kp; q0 += gemmBF16KP {
 		kb := min(gemmBF16KP, kp-q0)
@@ -441,7 +441,7 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 			bs := cv.b[(j/nr)*cv.bStride*nr+q0*nr:]
 			for i := i0; i < i1; i += mr {
 				h := min(mr, i1-i)
-				as := cv.a[i*kp+q0*aks:]
+				as := cv.a[i*kp+q0*aks:] // i is a multiple of mr: its tile's rows (bf16Operands)
 				if q0 == 0 && op.bias != nil {
 					op.fillBias(i, h, j, wd)
 				}
