@@ -245,12 +245,9 @@ func shareBF16A(p *pool, in *bf16Input, bf16, ta bool, x []float32, lda, m, k in
 	if !op.inBF16() {
 		return nil
 	}
-	run := func(n, _ int, fn func(ws *workspace, lo, hi int)) { p.run(1, func(w, _ int) { fn(&p.ws[w], 0, n) }) }
-	if m*k*gemmNC >= parallelMinWork {
-		run = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
-			p.chunks(n, grain, func(w, lo, hi int) { fn(&p.ws[w], lo, hi) })
-		}
-	}
+	// Parallel as a product of gemmNC columns would be (the sharing
+	// products' n is theirs to know).
+	run := poolRunner(p, m*k*gemmNC >= parallelMinWork)
 	in.a, in.ars, in.aks = bf16ConvertA(bf16Kern(), &op, in.a, run)
 	in.m, in.k, in.ta, in.x = m, k, ta, &x[0]
 	return in
@@ -259,6 +256,17 @@ func shareBF16A(p *pool, in *bf16Input, bf16, ta bool, x []float32, lda, m, k in
 // bf16Runner runs fn over [0, n) in chunks of about grain, each with a
 // workspace: on the pool, or on one worker.
 type bf16Runner func(n, grain int, fn func(ws *workspace, lo, hi int))
+
+// poolRunner is a bf16Runner on p: in chunks over its workers when
+// parallel, else all on one worker.
+func poolRunner(p *pool, parallel bool) bf16Runner {
+	if parallel {
+		return func(n, grain int, fn func(ws *workspace, lo, hi int)) {
+			p.chunks(n, grain, func(w, lo, hi int) { fn(&p.ws[w], lo, hi) })
+		}
+	}
+	return func(n, _ int, fn func(ws *workspace, lo, hi int)) { p.run(1, func(w, _ int) { fn(&p.ws[w], 0, n) }) }
+}
 
 // bf16Convert converts op's A and B into a and b (grown as needed): A by
 // bf16ConvertA, unless op.bf16A holds it converted; B into panels, from
@@ -462,14 +470,7 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 func gemmBF16(p *pool, op *gemmOp) {
 	bk := bf16Kern()
 	work := op.m * op.n * op.k
-	var run bf16Runner = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
-		p.run(1, func(w, _ int) { fn(&p.ws[w], 0, n) })
-	}
-	if work >= parallelMinWork {
-		run = func(n, grain int, fn func(ws *workspace, lo, hi int)) {
-			p.chunks(n, grain, func(w, lo, hi int) { fn(&p.ws[w], lo, hi) })
-		}
-	}
+	run := poolRunner(p, work >= parallelMinWork)
 	p.gemmMu.Lock()
 	defer p.gemmMu.Unlock()
 	cv := bf16Convert(bk, op, p.bf16A, p.bf16B, run)
