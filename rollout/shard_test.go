@@ -59,7 +59,9 @@ func shardChild() {
 
 // TestShardedRolloutOnGCS runs a 3-shard rollout as three OS processes
 // (shard from JOB_COMPLETION_INDEX and MLERL_SHARDS, as in an Indexed Job)
-// against fake-gcs-server. One shard is SIGKILLed after its first part:
+// against fake-gcs-server. One shard is SIGKILLed after its first part
+// (it reaches the bucket through a gate that holds each of its requests
+// once that part is there, so the kill always lands before its second):
 // the dataset stays uncommitted, the commit step refuses naming that
 // shard, and rerunning the shard completes and commits it. The committed
 // rows equal a single-process run's. Then the manifests are removed and
@@ -95,9 +97,29 @@ func TestShardedRolloutOnGCS(t *testing.T) {
 	}
 	copyTree(t, local, srv)
 
-	child := func(mode string, index int) *exec.Cmd {
+	// The gate shard 1 first runs behind: a request arriving once a part of
+	// shard 1 is in the bucket waits until the test releases it (after the
+	// kill), so shard 1 cannot finish the run before it is killed.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseGate := func() { releaseOnce.Do(func() { close(release) }) }
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hasPart(gcs, "shard-001-of-003-part-") {
+			<-release
+			http.Error(w, "held by the test's gate", http.StatusServiceUnavailable)
+			return
+		}
+		r.Host = strings.TrimPrefix(ts.URL, "http://") // the fake routes by host
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(gate.Close)
+	t.Cleanup(releaseGate) // runs before gate.Close, which waits for held requests
+
+	// child starts the test binary as a shard or commit process that reaches
+	// the bucket at host (ts.URL unless it goes through the gate).
+	childAt := func(host, mode string, index int) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestShardedRolloutOnGCS$")
-		cmd.Env = append(os.Environ(), "MLERL_SHARD_CHILD="+mode, "STORAGE_EMULATOR_HOST="+ts.URL)
+		cmd.Env = append(os.Environ(), "MLERL_SHARD_CHILD="+mode, "STORAGE_EMULATOR_HOST="+host)
 		if mode == "shard" {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", shard.EnvIndex, index), fmt.Sprintf("%s=%d", shard.EnvCount, numShards))
 		}
@@ -110,6 +132,7 @@ func TestShardedRolloutOnGCS(t *testing.T) {
 		})
 		return cmd
 	}
+	child := func(mode string, index int) *exec.Cmd { return childAt(ts.URL, mode, index) }
 	// run runs a child to the end and returns its output.
 	run := func(cmd *exec.Cmd) (string, error) {
 		err := cmd.Run()
@@ -127,6 +150,9 @@ func TestShardedRolloutOnGCS(t *testing.T) {
 	exits := make([]chan error, numShards)
 	for i := range cmds {
 		cmds[i] = child("shard", i)
+		if i == 1 {
+			cmds[i] = childAt(gate.URL, "shard", i)
+		}
 		if err := cmds[i].Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -140,29 +166,26 @@ func TestShardedRolloutOnGCS(t *testing.T) {
 	}()
 	waitForPart(t, gcs, "shard-001-of-003-part-", exits)
 	cmds[1].Process.Signal(syscall.SIGKILL)
-	// A shard that had already exited cleanly (it finished before the
-	// kill landed) leaves nothing to resume.
-	killedEarly := <-exits[1] != nil
+	if err := <-exits[1]; err == nil {
+		t.Fatal("shard 1 exited cleanly behind the gate; want it killed mid-run")
+	}
+	releaseGate()
 	for _, i := range []int{0, 2} {
 		if err := <-exits[i]; err != nil {
 			t.Fatalf("shard %d: %v", i, err)
 		}
 	}
-	if killedEarly {
-		if m, err := datasets.Latest(ctx, gcs, "trajectories"); err == nil {
-			t.Fatalf("a shard died mid-run, yet trajectories v%d is committed", m.Version)
-		}
-		// The commit step refuses and names the shard to rerun.
-		out, err := run(child("commit", 0))
-		if err == nil || !strings.Contains(out, "shard 1/3") {
-			t.Fatalf("commit with shard 1 missing: %v, output:\n%s\nwant a failure naming shard 1/3", err, out)
-		}
-		// Rerunning shard 1 completes the run; as the last shard it commits.
-		if out, err := run(child("shard", 1)); err != nil {
-			t.Fatalf("rerun of shard 1: %v\n%s", err, out)
-		}
-	} else {
-		t.Logf("shard 1 finished before a part was seen; the kill was skipped")
+	if m, err := datasets.Latest(ctx, gcs, "trajectories"); err == nil {
+		t.Fatalf("a shard died mid-run, yet trajectories v%d is committed", m.Version)
+	}
+	// The commit step refuses and names the shard to rerun.
+	out, err := run(child("commit", 0))
+	if err == nil || !strings.Contains(out, "shard 1/3") {
+		t.Fatalf("commit with shard 1 missing: %v, output:\n%s\nwant a failure naming shard 1/3", err, out)
+	}
+	// Rerunning shard 1 completes the run; as the last shard it commits.
+	if out, err := run(child("shard", 1)); err != nil {
+		t.Fatalf("rerun of shard 1: %v\n%s", err, out)
 	}
 	got := canonical(readGCSRows(t, gcs))
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -226,11 +249,8 @@ func waitForPart(t *testing.T, st store.Store, prefix string, exits []chan error
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for time.Now().Before(deadline) {
-		objs, _ := st.List(context.Background(), "trajectories/")
-		for _, o := range objs {
-			if strings.Contains(o.Key, "/"+prefix) {
-				return
-			}
+		if hasPart(st, prefix) {
+			return
 		}
 		for i, c := range exits {
 			select {
@@ -245,6 +265,18 @@ func waitForPart(t *testing.T, st store.Store, prefix string, exits []chan error
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("shard 1 wrote no part in 4 minutes")
+}
+
+// hasPart reports whether a part file with the given prefix exists in the
+// trajectories dataset.
+func hasPart(st store.Store, prefix string) bool {
+	objs, _ := st.List(context.Background(), "trajectories/")
+	for _, o := range objs {
+		if strings.Contains(o.Key, "/"+prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // copyTree uploads a local data root into the fake bucket under shardPrefix.
