@@ -529,8 +529,16 @@ func (w *partWriter) flush(ctx context.Context) error {
 	w.seq++
 	w.written += len(trajs)
 	w.buf = w.buf[:0]
+	if afterPartFlush != nil {
+		afterPartFlush(w.written)
+	}
 	return nil
 }
+
+// afterPartFlush, when set (tests only), is called after every part is
+// written with the trajectories this run has written; the kill test
+// SIGKILLs its own process from it.
+var afterPartFlush func(written int)
 
 // resume lists the trajectories already written by this shard, removes
 // steps parts whose trajectories part never landed, and returns the next

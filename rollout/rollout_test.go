@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/episode"
@@ -164,6 +164,11 @@ func TestRolloutResumesAfterSIGKILL(t *testing.T) {
 	if root := os.Getenv("MLERL_ROLLOUT_CHILD"); root != "" {
 		cfg := testConfig(root)
 		cfg.Workers = 1
+		afterPartFlush = func(written int) {
+			if written >= 2 { // some, not all: the kill lands mid-run
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
 		if err := Run(context.Background(), cfg); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)
@@ -177,31 +182,22 @@ func TestRolloutResumesAfterSIGKILL(t *testing.T) {
 	setupData(t, killed)
 	setupData(t, clean)
 
-	// A child process runs the rollout; it is SIGKILLed once some (not all)
-	// trajectories are flushed.
+	// A child process runs the rollout and SIGKILLs itself once two
+	// trajectories (of more) are flushed.
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestRolloutResumesAfterSIGKILL$")
 	cmd.Env = append(os.Environ(), "MLERL_ROLLOUT_CHILD="+killed)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child: got %v, want death by SIGKILL; output:\n%s", err, out)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		parts, _ := filepath.Glob(filepath.Join(killed, "trajectories", "v*", "shard-*.parquet"))
-		if len(parts) >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the child wrote no part in 3 minutes")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
 	ctx := context.Background()
 	st, _ := store.Open(ctx, killed)
 	if m, err := datasets.Latest(ctx, st, "trajectories"); err == nil {
-		t.Skipf("the child finished before the kill (v%d committed); nothing to resume", m.Version)
+		t.Fatalf("the child was killed mid-run, yet trajectories v%d is committed", m.Version)
+	}
+	if parts, _ := filepath.Glob(filepath.Join(killed, "trajectories", "v*", "shard-*.parquet")); len(parts) == 0 {
+		t.Fatal("the killed child left no part to resume from")
 	}
 
 	// Rerun: it resumes the pending version.
