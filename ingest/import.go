@@ -17,6 +17,7 @@ import (
 	"strings"
 	"text/template"
 
+	"golang.org/x/sys/unix"
 	"gopkg.in/yaml.v3"
 
 	"github.com/mlerl/mlerl/internal/tasks"
@@ -341,7 +342,7 @@ func (d *draft) addGrader(idColumn string, targets []string, metric string) erro
 
 // csvHeader reads the first record of a CSV file.
 func csvHeader(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := openSource(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +365,7 @@ func csvHeader(path string) ([]string, error) {
 // distinctValues counts the distinct values of column col in a CSV file
 // (reading at most 200,000 rows), and whether they are all numbers.
 func distinctValues(path, col string) (n int, numeric bool, err error) {
-	f, err := os.Open(path)
+	f, err := openSource(filepath.Dir(path), filepath.Base(path))
 	if err != nil {
 		return 0, false, err
 	}
@@ -451,12 +452,14 @@ func slug(s string) string {
 	return strings.Trim(slugRe.ReplaceAllString(strings.ToLower(s), "-"), "-.")
 }
 
-// copyFile copies src to dst, creating dst's folder.
+// copyFile copies src to dst, creating dst's folder. src must be a
+// regular file (it is opened without blocking, so a named pipe put in its
+// place meanwhile is refused, not waited on).
 func copyFile(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	in, err := os.Open(src)
+	in, err := openRegular(src)
 	if err != nil {
 		return err
 	}
@@ -472,21 +475,235 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// filesUnder lists the regular files under dir, relative and sorted.
-func filesUnder(dir string) ([]string, error) {
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+// A source tree is not trusted to be tidy: a checkout can hold symbolic
+// links (to the host's files, to the hidden answers, in a loop), named
+// pipes (which block whoever opens them) and devices (which never end).
+// The importers read and copy source files only through filesUnder,
+// sourceFile, openSource and readSource, which follow a link only to a
+// regular file inside the folder being read and open nothing but regular
+// files, without blocking.
+
+// maxSourceBytes bounds a source file an importer reads whole
+// (description.md, research_problem.txt, eval.py, train.py).
+const maxSourceBytes = 16 << 20
+
+// maxConfigBytes bounds a config.yaml read while searching for
+// competitions (MLE-bench's are under 1 KiB).
+const maxConfigBytes = 1 << 20
+
+// fileKind names what a file that is not regular is, for messages.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "not a regular file"
+}
+
+// inside reports whether path p is root or below it (both resolved).
+func inside(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// sourceFile resolves rel inside the source folder root to the regular
+// file it names, to read or copy. A symbolic link (rel or a folder on its
+// path) is followed only to a regular file inside root: a link out of
+// root, a dangling one, a loop, a folder, a named pipe or a device is an
+// error that names rel, says what it is and how to fix it. A missing file
+// wraps fs.ErrNotExist.
+func sourceFile(root, rel string) (string, error) {
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(root, rel)
+	lst, err := os.Lstat(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, fs.ErrNotExist)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		target, _ := os.Readlink(p)
+		return "", fmt.Errorf("%s is a symbolic link to %s, which leads nowhere (%v); put the file itself there", rel, target, err)
+	}
+	if real != p {
+		realRoot, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", root, err)
+		}
+		if !inside(realRoot, real) {
+			return "", fmt.Errorf("%s is a symbolic link to %s, outside %s; links are followed only inside the folder: put the file itself there", rel, real, root)
+		}
+	}
+	st, err := os.Lstat(real)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", rel, err)
+	}
+	if !st.Mode().IsRegular() {
+		what := fileKind(st.Mode())
+		if lst.Mode()&fs.ModeSymlink != 0 {
+			what = "a symbolic link to " + what
+		}
+		return "", fmt.Errorf("%s is %s, not a regular file: put the file itself there", rel, what)
+	}
+	return real, nil
+}
+
+// openRegular opens p, which must be a regular file, for reading without
+// blocking: a named pipe or a device is refused, not opened for good.
+func openRegular(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is %s, not a regular file", p, fileKind(st.Mode()))
+	}
+	return f, nil
+}
+
+// openSource opens the regular file rel of the source folder root for
+// reading (see sourceFile for what it refuses).
+func openSource(root, rel string) (*os.File, error) {
+	real, err := sourceFile(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	return openRegular(real)
+}
+
+// readSource reads the regular file rel of the source folder root (see
+// sourceFile), refusing one of more than limit bytes.
+func readSource(root, rel string, limit int64) ([]byte, error) {
+	f, err := openSource(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", rel, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d MiB; is it the right file?", rel, limit>>20)
+	}
+	return b, nil
+}
+
+// filesUnder lists the files under the data folder dir to copy, relative
+// and sorted, and what it will not copy, each with why: a symbolic link
+// to anything but a regular file inside dir (to the host's files, to the
+// hidden answers beside public/, to a folder, in a loop), a named pipe, a
+// device or a socket. dir itself must be a folder, not a link to one (a
+// link would make any folder of the host the data); the error says so, or
+// that dir cannot be read.
+func filesUnder(dir string) (files, refused []string, err error) {
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(dir)
+		return nil, nil, fmt.Errorf("%s is a symbolic link to %s; links are not followed into data folders: put the folder itself there", dir, target)
+	}
+	realDir, err := filepath.EvalSymlinks(dir) // a link above dir is the user's choice
+	if err == nil {
+		realDir, err = filepath.Abs(realDir)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if e.Type().IsRegular() {
-			rel, _ := filepath.Rel(dir, p)
-			out = append(out, rel)
+		rel, _ := filepath.Rel(dir, p)
+		switch t := e.Type(); {
+		case t.IsRegular():
+			files = append(files, rel)
+		case t.IsDir():
+		case t&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			real, err := filepath.EvalSymlinks(p)
+			if err == nil {
+				real, err = filepath.Abs(real)
+			}
+			switch {
+			case err != nil:
+				refused = append(refused, fmt.Sprintf("%s (a symbolic link that leads nowhere: %s)", rel, target))
+			case !inside(realDir, real):
+				refused = append(refused, fmt.Sprintf("%s (a symbolic link to %s, outside the folder)", rel, target))
+			default:
+				if st, err := os.Lstat(real); err != nil || !st.Mode().IsRegular() {
+					what := "an unreadable file"
+					if err == nil {
+						what = fileKind(st.Mode())
+					}
+					refused = append(refused, fmt.Sprintf("%s (a symbolic link to %s)", rel, what))
+				} else {
+					files = append(files, rel)
+				}
+			}
+		default:
+			refused = append(refused, fmt.Sprintf("%s (%s)", rel, fileKind(t)))
 		}
 		return nil
 	})
-	sort.Strings(out)
-	return out, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	sort.Strings(files)
+	return files, refused, nil
 }
+
+// notCopied renders filesUnder's refusals as one missing-file line for
+// the data folder named (prepared/public/, env/).
+func notCopied(folder string, refused []string) string {
+	list := refused
+	if len(list) > 5 {
+		list = append(list[:5:5], fmt.Sprintf("and %d more", len(refused)-5))
+	}
+	return fmt.Sprintf("%s: %s not copied; a task's data must be regular files of the folder itself: replace each by the file it stands for (or delete it), then import again", folder, strings.Join(list, ", "))
+}
+
+// claim records that source gives task id in this import run. It refuses
+// an id that cannot name a task folder (why names where it came from and
+// how to fix it), and a second source with an id already claimed (the
+// same task found twice, or two names that are one id once normalised),
+// which would otherwise pass for the first one's folder; either way the
+// Imported it returns (nil when the id is free) is not to be written.
+func claim(seen map[string]string, id, source, why string) *Imported {
+	if !taskIDRe.MatchString(id) {
+		name := id
+		if name == "" {
+			name = filepath.Base(source)
+		}
+		return &Imported{ID: name, Source: source, Err: &tasks.Error{Task: name, File: source, Msg: why}}
+	}
+	if prev, ok := seen[id]; ok {
+		return &Imported{ID: id, Source: source, Err: &tasks.Error{Task: id, File: source,
+			Msg: fmt.Sprintf("task id %s is also the id of %s, imported in this run: the same task found twice, or two names that give one id once lower-cased; import from a folder that holds only one of them, or rename one", id, prev)}}
+	}
+	seen[id] = source
+	return nil
+}
+
+// taskIDRe is what a task id may be (as internal/tasks checks task.yaml).
+var taskIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 func float64p(v float64) *float64 { return &v }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/tasks"
@@ -986,4 +990,279 @@ func TestRunTasksInitialOriginal(t *testing.T) {
 			t.Errorf("got %v; log:\n%s", err, log.String())
 		}
 	})
+}
+
+// TestImportHostileSources: a source tree is not trusted to be tidy. A
+// named pipe never hangs the import, no symbolic link leads it to copy a
+// file from outside the folder it copies (the host's files, or the hidden
+// answers into the public data), a config.yaml id never names a path, and
+// two sources with one task id are told apart; each such fault is named in
+// its task's report (not imported, or a MISSING line) while the other
+// tasks import as usual.
+func TestImportHostileSources(t *testing.T) {
+	const secret = "HOST-SECRET"
+	link := func(t *testing.T, target, name string) {
+		t.Helper()
+		os.Remove(name)
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fifo := func(t *testing.T, name string) {
+		t.Helper()
+		os.Remove(name)
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mkfifo(name, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, prepared := toyTitanic()
+	// The competition is competitions/toy-titanic (data in prepared/), the
+	// MLAgentBench task MLAgentBench/benchmarks/house-toy; outside holds
+	// the host's files, none of which may reach the task folders.
+	const comp, house = "competitions/toy-titanic", "MLAgentBench/benchmarks/house-toy"
+	hostAnswers := "PassengerId,Transported\n" + secret + ",True\n"
+	cases := []struct {
+		name   string
+		from   string
+		layout func(t *testing.T, root, outside string)
+		source string            // the task checked, relative to the source root
+		err    string            // in its report when it is not imported
+		report string            // else in its report ("": imported with nothing missing)
+		has    map[string]string // file of the task folder -> a line it holds
+	}{
+		{name: "config.yaml elsewhere is a named pipe", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			fifo(t, filepath.Join(root, "agents", "aide", "config.yaml"))
+		}},
+		{name: "description.md links to a host file", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			link(t, filepath.Join(outside, "secret.txt"), filepath.Join(root, comp, "description.md"))
+		}, report: "description.md is a symbolic link to " + "OUTSIDE/secret.txt, outside"},
+		{name: "leaderboard.csv is a named pipe", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			fifo(t, filepath.Join(root, comp, "leaderboard.csv"))
+		}, report: "leaderboard.csv is a named pipe (FIFO), not a regular file"},
+		{name: "a leaderboard with a byte order mark and a NaN", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			writeFiles(t, filepath.Join(root, comp), map[string]string{"leaderboard.csv": "\ufeffscore,teamId\nnan,0\n0.99,1\n0.9,2\n0.5,3\n,4\n"})
+		}, has: map[string]string{"task.yaml": "m_best: 0.99\nm_best_source: 'MLE-bench leaderboard.csv: top of 3 teams'\n"}},
+		{name: "train.csv is a named pipe", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			fifo(t, filepath.Join(root, comp, "prepared", "public", "train.csv"))
+		}, err: "prepared/public/: train.csv (a named pipe (FIFO)) not copied"},
+		{name: "a public file links to the hidden answers", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			link(t, "../private/test.csv", filepath.Join(root, comp, "prepared", "public", "leak.csv"))
+		}, err: "leak.csv (a symbolic link to ../private/test.csv, outside the folder) not copied"},
+		{name: "public files link in a loop", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			link(t, "b.csv", filepath.Join(root, comp, "prepared", "public", "a.csv"))
+			link(t, "a.csv", filepath.Join(root, comp, "prepared", "public", "b.csv"))
+		}, err: "a.csv (a symbolic link that leads nowhere"},
+		{name: "a public file links inside the folder", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			link(t, "train.csv", filepath.Join(root, comp, "prepared", "public", "train_copy.csv"))
+		}, has: map[string]string{"workspace/train_copy.csv": "PassengerId,f1,f2,Transported\n"}},
+		{name: "public/ links to a host folder", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			pub := filepath.Join(root, comp, "prepared", "public")
+			writeFiles(t, filepath.Join(outside, "public"), map[string]string{"train.csv": prepared["public/train.csv"], "test.csv": prepared["public/test.csv"],
+				"sample_submission.csv": prepared["public/sample_submission.csv"], "secret.txt": secret})
+			os.RemoveAll(pub)
+			link(t, filepath.Join(outside, "public"), pub)
+		}, err: "prepared/public/: " + "ROOT/" + comp + "/prepared/public is a symbolic link to OUTSIDE/public"},
+		{name: "the answers link to a host file", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			link(t, filepath.Join(outside, "answers.csv"), filepath.Join(root, comp, "prepared", "private", "test.csv"))
+		}, err: "prepared/private/test.csv is a symbolic link to OUTSIDE/answers.csv, outside"},
+		{name: "config.yaml id climbs out to a host folder", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			os.RemoveAll(filepath.Join(root, comp, "prepared"))
+			writeFiles(t, filepath.Join(outside, "victim", "prepared"), map[string]string{
+				"public/train.csv": prepared["public/train.csv"], "public/test.csv": prepared["public/test.csv"],
+				"public/sample_submission.csv": prepared["public/sample_submission.csv"], "public/secret.txt": secret,
+				"private/test.csv": prepared["private/test.csv"]})
+			up, _ := filepath.Rel(filepath.Join(root, "competitions", "data"), filepath.Join(outside, "victim"))
+			writeFiles(t, filepath.Join(root, comp), map[string]string{"config.yaml": strings.Replace(code["config.yaml"], "id: toy-titanic", "id: "+up, 1)})
+		}, err: "config.yaml id \"../"},
+		{name: "config.yaml id and folder give no task id", from: FromMLEBench, source: "competitions/日本語", layout: func(t *testing.T, root, outside string) {
+			writeFiles(t, filepath.Join(root, "competitions", "日本語"), under("prepared", prepared))
+			writeFiles(t, filepath.Join(root, "competitions", "日本語"), map[string]string{"config.yaml": strings.Replace(code["config.yaml"], "id: toy-titanic", "id: 日本語", 1)})
+		}, err: "config.yaml id \"日本語\" and the folder's name give no task id"},
+		{name: "the same competition twice", from: FromMLEBench, source: "competitions/zz-copy", layout: func(t *testing.T, root, outside string) {
+			writeFiles(t, filepath.Join(root, "competitions", "zz-copy"), code)
+			writeFiles(t, filepath.Join(root, "competitions", "zz-copy", "prepared"), prepared)
+		}, err: "task id toy-titanic is also the id of ROOT/" + comp},
+		{name: "ids equal once lower-cased", from: FromMLEBench, source: comp, layout: func(t *testing.T, root, outside string) {
+			writeFiles(t, filepath.Join(root, "competitions", "Toy-Titanic"), map[string]string{"config.yaml": strings.Replace(code["config.yaml"], "id: toy-titanic", "id: Toy-Titanic", 1)})
+			writeFiles(t, filepath.Join(root, "competitions", "Toy-Titanic", "prepared"), prepared)
+		}, err: "task id toy-titanic is also the id of ROOT/competitions/Toy-Titanic"},
+
+		{name: "env/ links to a host folder", from: FromMLAgentBench, source: house, layout: func(t *testing.T, root, outside string) {
+			env := filepath.Join(root, house, "env")
+			os.Rename(env, filepath.Join(outside, "env"))
+			writeFiles(t, filepath.Join(outside, "env"), map[string]string{"secret.txt": secret})
+			link(t, filepath.Join(outside, "env"), env)
+		}, err: "env/: ROOT/" + house + "/env is a symbolic link to OUTSIDE/env"},
+		{name: "eval.py is a named pipe", from: FromMLAgentBench, source: house, layout: func(t *testing.T, root, outside string) {
+			fifo(t, filepath.Join(root, house, "scripts", "eval.py"))
+		}, report: "scripts/eval.py is a named pipe (FIFO), not a regular file"},
+		{name: "the answers link to a host file", from: FromMLAgentBench, source: house, layout: func(t *testing.T, root, outside string) {
+			link(t, filepath.Join(outside, "answers.csv"), filepath.Join(root, house, "scripts", "answer.csv"))
+		}, err: "scripts/answer.csv is a symbolic link to OUTSIDE/answers.csv, outside"},
+		{name: "research_problem.txt links to a host file", from: FromMLAgentBench, source: house, layout: func(t *testing.T, root, outside string) {
+			link(t, filepath.Join(outside, "secret.txt"), filepath.Join(root, house, "scripts", "research_problem.txt"))
+		}, err: "scripts/research_problem.txt is a symbolic link to OUTSIDE/secret.txt"},
+		{name: "folder names that give one id", from: FromMLAgentBench, source: house, layout: func(t *testing.T, root, outside string) {
+			src := filepath.Join(root, house)
+			if err := os.CopyFS(filepath.Join(root, "MLAgentBench", "benchmarks", "House Toy"), os.DirFS(src)); err != nil {
+				t.Fatal(err)
+			}
+		}, err: "task id house-toy is also the id of ROOT/MLAgentBench/benchmarks/House Toy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.from+": "+tc.name, func(t *testing.T) {
+			t.Setenv("XDG_CACHE_HOME", t.TempDir())
+			outside, dst := t.TempDir(), t.TempDir()
+			writeFiles(t, outside, map[string]string{"secret.txt": secret + "\n", "answers.csv": hostAnswers})
+			var root string
+			if tc.from == FromMLEBench {
+				root = t.TempDir()
+				writeFiles(t, filepath.Join(root, comp), code)
+				writeFiles(t, filepath.Join(root, comp, "prepared"), prepared)
+			} else {
+				root = mlagentBenchFixture(t)
+			}
+			tc.layout(t, root, outside)
+			type result struct {
+				got []Imported
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				got, err := Import(tc.from, root, dst, ImportOptions{})
+				done <- result{got, err}
+			}()
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the import hangs")
+			}
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			expand := strings.NewReplacer("ROOT", root, "OUTSIDE", outside)
+			var im *Imported
+			for i := range res.got {
+				if res.got[i].Source == filepath.Join(root, tc.source) {
+					im = &res.got[i]
+				}
+			}
+			if im == nil {
+				t.Fatalf("%s not among the imports %+v", tc.source, res.got)
+			}
+			report := im.Report()
+			switch {
+			case tc.err != "":
+				if im.Err == nil || !strings.Contains(report, expand.Replace(tc.err)) {
+					t.Errorf("got report\n%s\nwant %s not imported, with %q", report, tc.source, expand.Replace(tc.err))
+				}
+			case im.Err != nil || tc.report == "" && strings.Contains(report, "MISSING"):
+				t.Errorf("got report\n%s\nwant %s imported with nothing missing", report, tc.source)
+			case !strings.Contains(report, expand.Replace(tc.report)):
+				t.Errorf("got report\n%s\nwant it to hold %q", report, expand.Replace(tc.report))
+			}
+			for rel, line := range tc.has {
+				if b, err := os.ReadFile(filepath.Join(im.Dir, rel)); err != nil || !strings.Contains(string(b), line) {
+					t.Errorf("%s: got %q, %v; want it to hold %q", rel, b, err, line)
+				}
+			}
+			// Nothing of the host's reached any task folder.
+			filepath.WalkDir(dst, func(p string, e fs.DirEntry, err error) error {
+				if err == nil && e.Type().IsRegular() {
+					if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(secret)) {
+						t.Errorf("%s holds the host's secret", p)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestImportFromWorkingFolder: `mlerl ingest tasks --from mlebench .` in
+// a checkout finds its tasks as any other folder would (the search once
+// cut the first character off the paths below ".").
+func TestImportFromWorkingFolder(t *testing.T) {
+	code, prepared := toyTitanic()
+	cases := []struct {
+		name, from string
+		layout     func(t *testing.T, root string) string // returns the folder to run in
+		want       []string                               // the ids imported
+	}{
+		{name: "MLE-bench repository", from: FromMLEBench, layout: func(t *testing.T, root string) string {
+			writeFiles(t, root, under("mlebench/competitions/toy-titanic", code))
+			writeFiles(t, root, under("data/toy-titanic/prepared", prepared))
+			return root
+		}, want: []string{"toy-titanic"}},
+		{name: "MLAgentBench benchmarks folder", from: FromMLAgentBench, layout: func(t *testing.T, root string) string {
+			return filepath.Join(mlagentBenchFixture(t), "MLAgentBench", "benchmarks")
+		}, want: []string{"house-toy", "unprepared"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("XDG_CACHE_HOME", t.TempDir())
+			t.Chdir(tc.layout(t, t.TempDir()))
+			got, err := Import(tc.from, ".", t.TempDir(), ImportOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, im := range got {
+				ids = append(ids, im.ID)
+			}
+			if !slices.Equal(ids, tc.want) || got[0].Err != nil {
+				t.Fatalf("got %q (%s), want %q imported", ids, got[0].Report(), tc.want)
+			}
+		})
+	}
+}
+
+// TestImportMLEBenchBadConfig: given one competition's folder whose
+// config.yaml is not a competition's, the error says what is wrong with
+// it (and a named pipe in its place does not hang the import).
+func TestImportMLEBenchBadConfig(t *testing.T) {
+	code, _ := toyTitanic()
+	cases := []struct {
+		name   string
+		config string // "FIFO": a named pipe
+		want   string
+	}{
+		{"not YAML", "id: toy-titanic\ngrader: [accuracy\n", "its own config.yaml is not valid YAML: yaml: line 1: did not find expected"},
+		{"empty", "", "its own config.yaml has no id"},
+		{"no id", strings.Replace(code["config.yaml"], "id: toy-titanic\n", "", 1), "its own config.yaml has no id"},
+		{"no grader", "id: toy-titanic\nname: Toy\n", "its own config.yaml has neither grader.name nor dataset.answers"},
+		{"a named pipe", "FIFO", "its own config.yaml cannot be read: config.yaml is a named pipe (FIFO), not a regular file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.config == "FIFO" {
+				if err := unix.Mkfifo(filepath.Join(dir, "config.yaml"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				writeFiles(t, dir, map[string]string{"config.yaml": tc.config})
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := ImportMLEBench(dir, t.TempDir(), ImportOptions{})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "mlebench source "+dir+": no competition folder (one holding a config.yaml with an id and a grader) in it ("+tc.want) {
+					t.Errorf("got %v\nwant it to hold %q", err, tc.want)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the import hangs")
+			}
+		})
+	}
 }

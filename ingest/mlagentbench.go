@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,7 +26,10 @@ import (
 // CSV tasks a generic sectioned baseline replaces it (the original is kept
 // as train_original.py), unless ImportOptions.Initial is original: then
 // env/train.py stays the initial script, for an LLM editor. MLAgentBench publishes no best score: m_best is
-// always listed as missing.
+// always listed as missing. As for [ImportMLEBench], links out of a
+// folder, named pipes and devices are never copied or waited on, and a
+// second task folder whose name gives an id already imported in the run
+// is not imported.
 func ImportMLAgentBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	root := source
 	for _, r := range []string{"MLAgentBench/benchmarks", "benchmarks"} {
@@ -41,8 +46,9 @@ func ImportMLAgentBench(source, dst string, opts ImportOptions) ([]Imported, err
 		return nil, fmt.Errorf("mlagentbench source %s: no task folder (one holding env/ and scripts/research_problem.txt) in it, its benchmarks/ or MLAgentBench/benchmarks/", source)
 	}
 	var out []Imported
+	seen := map[string]string{} // task id -> the task folder that gave it
 	for _, dir := range dirs {
-		im, err := importMLAgentBenchOne(dir, dst, opts)
+		im, err := importMLAgentBenchOne(dir, dst, opts, seen)
 		if err != nil {
 			return nil, fmt.Errorf("mlagentbench task %s: %w", dir, err)
 		}
@@ -51,8 +57,13 @@ func ImportMLAgentBench(source, dst string, opts ImportOptions) ([]Imported, err
 	return out, nil
 }
 
-func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
+// importMLAgentBenchOne converts the task in dir; seen holds the task ids
+// the import run has given so far (see [claim]).
+func importMLAgentBenchOne(dir, dst string, opts ImportOptions, seen map[string]string) (Imported, error) {
 	name := filepath.Base(dir)
+	if im := claim(seen, slug(name), dir, fmt.Sprintf("the folder's name %q gives no task id (lower-case letters, digits, '.', '_' and '-', starting with a letter or digit); rename the folder", name)); im != nil {
+		return *im, nil
+	}
 	d := newDraft(slug(name), dir)
 	d.spec.Title = name
 	d.spec.Source = FromMLAgentBench
@@ -61,9 +72,9 @@ func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error
 	d.generated("task.yaml: title %q, split held-in and time_limit_s 600 are defaults: edit them", name)
 	env, scripts := filepath.Join(dir, "env"), filepath.Join(dir, "scripts")
 
-	problem, err := os.ReadFile(filepath.Join(scripts, "research_problem.txt"))
+	problem, err := readSource(scripts, "research_problem.txt", maxSourceBytes)
 	if err != nil {
-		return Imported{}, err
+		d.incomplete("scripts/%v", err)
 	}
 	d.description = "# " + name + "\n\n" + strings.TrimSpace(string(problem)) + "\n"
 
@@ -71,41 +82,52 @@ func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error
 	if st, err := os.Stat(env); err != nil || !st.IsDir() {
 		d.incomplete("env/: missing; run the task's scripts/prepare.py, which downloads the data into env/, then import again")
 	} else {
-		files, err := filesUnder(env)
-		if err != nil {
-			return Imported{}, err
+		files, refused, err := filesUnder(env)
+		switch {
+		case err != nil:
+			d.incomplete("env/: %v", err)
+		case len(refused) > 0:
+			d.incomplete("%s", notCopied("env/", refused))
 		}
 		for _, f := range files {
 			d.workspace[f] = filepath.Join(env, f)
 		}
-		d.spec.Modality = modalityOf(env)
-		if d.spec.Modality == "" {
+		if d.spec.Modality = modalityOf(env); d.spec.Modality == "" && err == nil {
 			d.missing("task.yaml modality: env/ holds non-CSV files; set modality (image, text, graph, ...)")
 		}
 	}
 
 	// Hidden answers: what prepare.py left in scripts/.
-	answers := ""
+	answers, refused := "", false
 	for _, cand := range []string{"answer.csv", "answers.csv", "test_answer.csv", "test_labels.csv"} {
-		if p := filepath.Join(scripts, cand); fileExists(p) {
+		p, err := sourceFile(scripts, cand)
+		if err == nil {
 			answers = p
 			break
 		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			d.incomplete("scripts/%v", err)
+			refused = true
+			break
+		}
 	}
-	if answers == "" {
-		d.incomplete("scripts/answer.csv: missing; run the task's scripts/prepare.py (it writes the hidden test labels there), then import again")
-	} else {
+	switch {
+	case answers != "":
 		d.private[tasks.AnswersFile] = answers
+	case !refused:
+		d.incomplete("scripts/answer.csv: missing; run the task's scripts/prepare.py (it writes the hidden test labels there), then import again")
 	}
 
 	// Metric from eval.py; the grader is generated, eval.py kept for reference.
 	var m metricInfo
 	known := false
-	if b, err := os.ReadFile(filepath.Join(scripts, "eval.py")); err == nil {
+	if b, err := readSource(scripts, "eval.py", maxSourceBytes); err == nil {
 		d.private["eval.py"] = filepath.Join(scripts, "eval.py")
 		if name, ok := metricFromCode(string(b)); ok {
 			m, known = lookupMetric(name)
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		d.missing("scripts/%v", err)
 	}
 	if known {
 		d.spec.Metric, d.spec.Direction = m.name, m.direction
@@ -135,7 +157,7 @@ func importMLAgentBenchOne(dir, dst string, opts ImportOptions) (Imported, error
 	d.noBest("MLAgentBench publishes no best score", opts)
 
 	// Initial script: keep env/train.py if it already follows the format.
-	orig, err := os.ReadFile(filepath.Join(env, tasks.ScriptFile))
+	orig, err := readSource(env, tasks.ScriptFile, maxSourceBytes)
 	if err == nil && strings.Contains(string(orig), "# === end evaluate ===") && strings.Contains(string(orig), tasks.ValMetricPrefix) {
 		return d.write(dst)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,18 +55,29 @@ type mleConfig struct {
 // grader.name. MLE-bench's grade.py imports the mlebench package, so a
 // CSV grader is generated for the common metrics instead; m_best is the
 // leaderboard's top score and the direction follows the leaderboard's
-// order. Whatever cannot be derived is listed in Imported.Missing.
+// order. Whatever cannot be derived is listed in Imported.Missing. The
+// source is not trusted to be tidy (see [sourceFile] and [filesUnder]): a
+// link out of a folder, a named pipe or a device is never copied or
+// waited on, a config.yaml id that is a path is refused, and a second
+// competition with an id already imported in the run is not imported;
+// each is named in its task's Imported.
 func ImportMLEBench(source, dst string, opts ImportOptions) ([]Imported, error) {
 	comps, err := findDirs(source, isCompetition)
 	if err != nil {
 		return nil, fmt.Errorf("mlebench source: %w", err)
 	}
 	if len(comps) == 0 {
-		return nil, fmt.Errorf("mlebench source %s: no competition folder (one holding a config.yaml with an id and a grader) in it or below it, down to %d levels (%s); give MLE-bench's repository, its mlebench/competitions folder or one competition's folder", source, searchDepth, searchSkips)
+		own := ""
+		if _, err := os.Lstat(filepath.Join(source, "config.yaml")); err == nil {
+			// One competition's folder given: say what its config.yaml lacks.
+			own = fmt.Sprintf(" (its own config.yaml %s)", configProblem(source))
+		}
+		return nil, fmt.Errorf("mlebench source %s: no competition folder (one holding a config.yaml with an id and a grader) in it%s or below it, down to %d levels (%s); give MLE-bench's repository, its mlebench/competitions folder or one competition's folder", source, own, searchDepth, searchSkips)
 	}
 	var out []Imported
+	seen := map[string]string{} // task id -> the competition folder that gave it
 	for _, dir := range comps {
-		im, err := importMLEBenchOne(dir, dst, opts)
+		im, err := importMLEBenchOne(dir, dst, opts, seen)
 		if err != nil {
 			return nil, fmt.Errorf("mlebench competition %s: %w", dir, err)
 		}
@@ -77,15 +89,27 @@ func ImportMLEBench(source, dst string, opts ImportOptions) ([]Imported, error) 
 // isCompetition reports whether dir holds an MLE-bench competition's
 // config.yaml: the repository holds other config.yaml files (agents').
 func isCompetition(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	return configProblem(dir) == ""
+}
+
+// configProblem says why dir's config.yaml is not an MLE-bench
+// competition's ("" when it is one).
+func configProblem(dir string) string {
+	b, err := readSource(dir, "config.yaml", maxConfigBytes)
 	if err != nil {
-		return false
+		return "cannot be read: " + err.Error()
 	}
 	var cfg mleConfig
-	if yaml.Unmarshal(b, &cfg) != nil {
-		return false
+	if err := yaml.Unmarshal(b, &cfg); err != nil {
+		return "is not valid YAML: " + err.Error()
 	}
-	return cfg.ID != "" && (cfg.Grader.Name != "" || cfg.Dataset.Answers != "")
+	switch {
+	case cfg.ID == "":
+		return "has no id"
+	case cfg.Grader.Name == "" && cfg.Dataset.Answers == "":
+		return "has neither grader.name nor dataset.answers"
+	}
+	return ""
 }
 
 // preparedDirs lists, best first, where the prepared data of competition
@@ -110,9 +134,11 @@ func preparedDirs(dir, data, id string) []string {
 	return out
 }
 
-func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
+// importMLEBenchOne converts the competition in dir; seen holds the task
+// ids the import run has given so far (see [claim]).
+func importMLEBenchOne(dir, dst string, opts ImportOptions, seen map[string]string) (Imported, error) {
 	var cfg mleConfig
-	b, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	b, err := readSource(dir, "config.yaml", maxConfigBytes)
 	if err != nil {
 		return Imported{}, err
 	}
@@ -122,6 +148,15 @@ func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	id := slug(cfg.ID)
 	if id == "" {
 		id = slug(filepath.Base(dir))
+	}
+	// The id names the folder of the prepared data (data/<id>/prepared):
+	// one that is a path could lead the search for it anywhere.
+	if cfg.ID == "." || cfg.ID == ".." || strings.ContainsAny(cfg.ID, "/\\\x00") {
+		return Imported{ID: id, Source: dir, Err: &tasks.Error{Task: id, File: filepath.Join(dir, "config.yaml"), Field: "id",
+			Msg: fmt.Sprintf("config.yaml id %q is a path, not a competition id; set it to the competition's id, the name of its folder in MLE-bench's data (e.g. spaceship-titanic)", cfg.ID)}}, nil
+	}
+	if im := claim(seen, id, dir, fmt.Sprintf("config.yaml id %q and the folder's name give no task id (lower-case letters, digits, '.', '_' and '-', starting with a letter or digit); set id in config.yaml, or rename the folder", cfg.ID)); im != nil {
+		return *im, nil
 	}
 	d := newDraft(id, dir)
 	d.spec.Title = cfg.Name
@@ -151,31 +186,41 @@ func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	if public == "" {
 		d.incomplete("prepared/public/: missing (looked in %s); run MLE-bench's `mlebench prepare -c %s` and give its data folder with --mlebench-data (`mlebench prepare` writes to ~/.cache/mle-bench/data unless given --data-dir), then import again", strings.Join(looked, ", "), dataID)
 	} else {
-		files, err := filesUnder(public)
-		if err != nil {
-			return Imported{}, err
+		files, refused, err := filesUnder(public)
+		switch {
+		case err != nil:
+			d.incomplete("prepared/public/: %v", err)
+		case len(refused) > 0:
+			d.incomplete("%s", notCopied("prepared/public/", refused))
 		}
 		for _, f := range files {
 			d.workspace[f] = filepath.Join(public, f)
 		}
-		d.spec.Modality = modalityOf(public)
-		if d.spec.Modality == "" {
+		if d.spec.Modality = modalityOf(public); d.spec.Modality == "" && err == nil {
 			d.missing("task.yaml modality: the public data is not only CSV files; set modality (image, text, audio, ...)")
 		}
 	}
 	answers := ""
+	answersName := filepath.Base(cfg.Dataset.Answers)
+	if answersName == "." || answersName == "" || answersName == string(filepath.Separator) {
+		answersName = "test.csv"
+	}
+	refused := false // the answers are there but not taken: said why
 	if private != "" {
-		name := filepath.Base(cfg.Dataset.Answers)
-		if name == "." || name == "" {
-			name = "test.csv"
-		}
-		if p := filepath.Join(private, name); fileExists(p) {
+		if st, err := os.Lstat(private); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(private)
+			d.incomplete("prepared/private/: %s is a symbolic link to %s; links are not followed into data folders: put the folder itself there", private, target)
+			refused = true
+		} else if p, err := sourceFile(private, answersName); err == nil {
 			answers = p
 			d.private[tasks.AnswersFile] = p
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			d.incomplete("prepared/private/%v", err)
+			refused = true
 		}
 	}
-	if answers == "" && public != "" {
-		d.incomplete("prepared/private/%s: missing beside %s (config.yaml dataset.answers); run `mlebench prepare -c %s`, then import again", filepath.Base(cfg.Dataset.Answers), public, dataID)
+	if answers == "" && public != "" && !refused {
+		d.incomplete("prepared/private/%s: missing beside %s (config.yaml dataset.answers); run `mlebench prepare -c %s`, then import again", answersName, public, dataID)
 	}
 
 	// Metric and direction: grader.name, cross-checked with the leaderboard.
@@ -215,7 +260,7 @@ func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 		if name == "." || name == "" {
 			name = "sample_submission.csv"
 		}
-		if p := filepath.Join(public, name); fileExists(p) {
+		if p, err := sourceFile(public, name); err == nil {
 			sample = p
 		}
 	}
@@ -246,9 +291,11 @@ func importMLEBenchOne(dir, dst string, opts ImportOptions) (Imported, error) {
 	}
 
 	// Description and an initial script.
-	desc, err := os.ReadFile(filepath.Join(dir, "description.md"))
-	if err != nil {
+	desc, err := readSource(dir, "description.md", maxSourceBytes)
+	if errors.Is(err, fs.ErrNotExist) {
 		d.missing("description.md: copy the competition's description.md into the task folder")
+	} else if err != nil {
+		d.missing("%v, or copy the competition's description.md into the task folder", err)
 	}
 	d.description = string(desc)
 	if d.spec.Metric != "" && idCol != "" {
@@ -321,9 +368,11 @@ func (d *draft) addMLEBenchGrader(cfg mleConfig) {
 // team first) and returns the top score, the direction its order implies
 // and the number of teams.
 func leaderboardTop(path string) (float64, string, int, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	f, err := openSource(filepath.Dir(path), filepath.Base(path))
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, "", 0, fmt.Errorf("no leaderboard.csv (MLE-bench keeps it in Git LFS: run `git lfs pull`)")
+	} else if err != nil {
+		return 0, "", 0, err
 	}
 	defer f.Close()
 	r := csv.NewReader(f)
@@ -334,7 +383,7 @@ func leaderboardTop(path string) (float64, string, int, error) {
 	}
 	col := -1
 	for i, c := range h {
-		if strings.TrimSpace(c) == "score" {
+		if strings.TrimSpace(strings.TrimPrefix(c, "\ufeff")) == "score" {
 			col = i
 		}
 	}
@@ -351,7 +400,8 @@ func leaderboardTop(path string) (float64, string, int, error) {
 			return 0, "", 0, fmt.Errorf("leaderboard.csv: %v", err)
 		}
 		if col < len(rec) {
-			if v, err := strconv.ParseFloat(strings.TrimSpace(rec[col]), 64); err == nil {
+			// A team without a score (NaN, empty) is no team to beat.
+			if v, err := strconv.ParseFloat(strings.TrimSpace(rec[col]), 64); err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
 				scores = append(scores, v)
 			}
 		}
@@ -420,14 +470,20 @@ func findDirs(source string, match func(dir string) bool) ([]string, error) {
 		if err != nil || !d.IsDir() {
 			return nil // an unreadable folder, or a file
 		}
-		if skipSearch(d.Name()) || strings.Count(p[len(root):], string(filepath.Separator)) > searchDepth {
+		// rel, not p[len(root):]: a root of "." is no prefix of the paths
+		// WalkDir gives below it ("a/b", not "./a/b").
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if skipSearch(d.Name()) || strings.Count(rel, string(filepath.Separator)) >= searchDepth {
 			return filepath.SkipDir
 		}
 		if dirs++; dirs > searchDirs {
 			return errTooManyDirs
 		}
 		if match(p) {
-			out = append(out, filepath.Join(source, p[len(root):]))
+			out = append(out, filepath.Join(source, rel))
 			return filepath.SkipDir
 		}
 		return nil
