@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -190,5 +191,60 @@ func TestSuiteGraderInProcessMatchesCold(t *testing.T) {
 		"answers.csv": {Data: []byte("x")}}, []byte("x"))
 	if err != nil || !g.Valid || g.Score != 2 || w.inproc.Load() != before {
 		t.Fatalf("a hand-written grader: %+v, %v, in process %d", g, err, w.inproc.Load()-before)
+	}
+}
+
+// A submission built to cost the grader, not to be graded, gets a quick
+// invalid verdict with a short reason from the suite's graders: pandas
+// takes time quadratic in a header's repeated names (200,000 of them, a
+// 400 KB file, ran for many minutes, past any grade timeout, and a grader
+// that does not finish fails the step, and with it a training batch),
+// makes a first row wider than the header an index of as many levels (a
+// minute for 400,000 fields, gigabytes for millions), read every row of
+// a long file before checking the row count, and quoted ids and values
+// whole in reasons (a 4 MiB value made a 4 MiB verdict, kept in the grade
+// cache).
+func TestSuiteGraderRefusesCostlySubmissions(t *testing.T) {
+	python := realPython(t)
+	suite := mlerl.Suite()
+	private := blobs.Files{}
+	for _, f := range []string{"grade.py", "answers.csv"} {
+		b, err := fs.ReadFile(suite, "diamond-prices/private/"+f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		private[f] = blobs.File{Data: b}
+	}
+	answers := string(private["answers.csv"].Data)
+	lines := strings.SplitAfter(answers, "\n") // "id,price\n", "<id>,<price>\n"..., ""
+	rows := len(lines) - 2
+	longValue := lines[:2:2] // the second row's price 4 MiB long
+	longValue = append(append(longValue, strings.Split(lines[2], ",")[0]+","+strings.Repeat("x", 4<<20)+"\n"), lines[3:]...)
+	longID := strings.Repeat("\u00e9", 1<<20) // 2 MiB, twice, after the first row
+	longIDs := append(append(lines[:2:2], longID+",1\n", longID+",1\n"), lines[4:]...)
+	for _, c := range []struct{ name, sub, reason string }{
+		{"repeated names", strings.Repeat("a,", 200000) + "a\n1,2\n", "more than the 1000 allowed"},
+		{"empty names", strings.Repeat(",", 2<<20) + "\n1,2\n", "does not end within"},
+		{"blank lines, then a wide header", strings.Repeat("\n", 2<<20) + strings.Repeat("a,", 5000) + "a\n", "does not end within"},
+		{"a quoted newline, then a wide header", "\"\n\"," + strings.Repeat(",", 2000) + "\n1,2\n", "more than the 1000 allowed"},
+		{"a first row wider than the header", "id,price\n" + strings.Repeat("a,", 400000) + "a\n", "first row has 400001 fields"},
+		{"a long first row", "id,price\n1," + strings.Repeat("x", 2<<20) + "\n", "first row does not end within"},
+		{"far too many rows", answers + strings.Repeat(lines[1], 1<<20), fmt.Sprintf("more than %d rows", rows)},
+		{"a long value", strings.Join(longValue, ""), "is not a number"},
+		{"a long repeated id", strings.Join(longIDs, ""), "repeats id"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			g, err := Grade(ctx, python, private, []byte(c.sub))
+			if err != nil || g.Valid || !strings.Contains(g.Reason, c.reason) || len(g.Reason) > 500 {
+				t.Fatalf("got %+.300v, %v; want invalid, a reason of at most 500 bytes saying %q", g, err, c.reason)
+			}
+		})
+	}
+	// A header as wide as the limit is read as before.
+	sub := "id,price," + strings.Repeat("x,", 997) + "x\n" + strings.ReplaceAll(strings.Join(lines[1:], ""), "\n", ","+strings.Repeat("0,", 997)+"0\n")
+	if g, err := Grade(context.Background(), python, private, []byte(sub)); err != nil || !g.Valid || g.Score != 0 {
+		t.Fatalf("the answers with 998 more columns: got %+v, %v; want valid, score 0", g, err)
 	}
 }

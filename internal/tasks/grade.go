@@ -65,9 +65,15 @@ func RunGrader(ctx context.Context, python, privateDir, submissionPath string) (
 	return g, nil
 }
 
+// MaxReasonBytes bounds an invalid verdict's reason as ParseGrade returns
+// it: a grader may quote the submission in its reason, and verdicts are
+// cached for the whole process (env's grade cache) and shown to the agent,
+// so a long reason keeps its head and says it was cut.
+const MaxReasonBytes = 2000
+
 // ParseGrade reads a grader's verdict: the last line of out that is a
 // JSON object ({"valid": true, "score": 0.91} or {"valid": false,
-// "reason": "..."}).
+// "reason": "..."}). A reason longer than MaxReasonBytes is cut.
 func ParseGrade(out string) (Grade, error) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -94,11 +100,16 @@ func ParseGrade(out string) (Grade, error) {
 			g.Score, g.Reason = *raw.Score, ""
 		} else if g.Reason == "" {
 			g.Reason = "the grader gave no reason"
+		} else if len(g.Reason) > MaxReasonBytes {
+			g.Reason = strings.ToValidUTF8(g.Reason[:MaxReasonBytes-len(reasonCut)], "") + reasonCut
 		}
 		return g, nil
 	}
 	return Grade{}, fmt.Errorf("printed no JSON line (want {\"valid\": true, \"score\": 0.91} or {\"valid\": false, \"reason\": \"...\"}); output was %q", LastLines(out, 3))
 }
+
+// reasonCut ends a reason ParseGrade cut to MaxReasonBytes.
+const reasonCut = "... (reason cut)"
 
 // ErrNoMetric is wrapped when a script's output has no usable VAL_METRIC line.
 var ErrNoMetric = errors.New("no validation metric")

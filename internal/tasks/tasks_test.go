@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
@@ -306,4 +307,27 @@ func TestBuiltinSuiteLoads(t *testing.T) {
 		held[task.Split]++
 	}
 	t.Logf("%d tasks: %v", len(good), held)
+}
+
+// A reason is cut to MaxReasonBytes, on a rune boundary, and says so: a
+// grader may quote the submission in it at any length.
+func TestParseGradeCutsLongReason(t *testing.T) {
+	long := strings.Repeat("\u00e9", 1<<20)
+	for _, c := range []struct {
+		name, out string
+		want      Grade
+	}{
+		{"short", `{"valid": false, "reason": "ids differ"}`, Grade{Reason: "ids differ"}},
+		{"at the limit", `{"valid": false, "reason": "` + strings.Repeat("x", MaxReasonBytes) + `"}`, Grade{Reason: strings.Repeat("x", MaxReasonBytes)}},
+		{"valid", `{"valid": true, "score": 0.5, "reason": "` + long + `"}`, Grade{Valid: true, Score: 0.5}},
+	} {
+		if g, err := ParseGrade(c.out); err != nil || g != c.want {
+			t.Errorf("%s: got %+.100v, %v; want %+v", c.name, g, err, c.want)
+		}
+	}
+	g, err := ParseGrade(`{"valid": false, "reason": "id ` + long + ` is unknown"}` + "\n")
+	if err != nil || g.Valid || len(g.Reason) > MaxReasonBytes || !utf8.ValidString(g.Reason) ||
+		!strings.HasPrefix(g.Reason, "id \u00e9\u00e9") || !strings.HasSuffix(g.Reason, reasonCut) {
+		t.Fatalf("got a reason of %d bytes (%.40q...), %v; want at most %d, valid UTF-8, its head kept, ending %q", len(g.Reason), g.Reason, err, MaxReasonBytes, reasonCut)
+	}
 }
