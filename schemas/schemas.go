@@ -79,14 +79,14 @@ func (i Info) Check(name, version string) error {
 
 // The schemas, in pipeline order.
 var (
-	Tasks        = Info{Name: "tasks", Version: "1.2", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
+	Tasks        = Info{Name: "tasks", Version: "1.3", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
 	Ideas        = Info{Name: "ideas", Version: "1.0", Row: Idea{}, Doc: "one candidate improvement idea with its embedding and diversity-filter verdict"}
 	Trajectories = Info{Name: "trajectories", Version: "1.0", Row: Trajectory{}, Doc: "one expert (or evaluated) episode on one task"}
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
 	SFTExamples  = Info{Name: "sft_examples", Version: "1.1", Row: SFTExample{}, Doc: "one (prompt, response) pair for supervised fine-tuning"}
 	RLStates     = Info{Name: "rl_states", Version: "1.0", Row: RLState{}, Doc: "one restorable expert state for step-wise RL"}
-	EvalResults  = Info{Name: "eval_results", Version: "1.2", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
-	Experiments  = Info{Name: "experiments", Version: "1.6", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
+	EvalResults  = Info{Name: "eval_results", Version: "1.3", Row: EvalResult{}, Doc: "one evaluation trajectory's final score for one method on one task"}
+	Experiments  = Info{Name: "experiments", Version: "1.7", Row: ExperimentRow{}, Doc: "one evaluation trajectory of one arm and seed of an experiment grid, with the arm's costs"}
 )
 
 // All lists every schema, in pipeline order.
@@ -159,7 +159,60 @@ type Task struct {
 	// importer's generated baseline), or InitialOriginal, the benchmark's
 	// own unsectioned script, which only an LLM editor can edit (1.2).
 	Initial string `parquet:"initial,optional"`
+	// Since 1.3: the hidden answers' two parts (private/parts.csv). The
+	// environment shows and rewards the public part's scores only;
+	// evaluation reports the private part's. AnswerSplit says how they
+	// were cut (rule, seed, rows per part); m_init and m_best on each
+	// part (m_best's parts are m_best itself where task.yaml gives no
+	// per-part value). Nil in rows written before 1.3, whose tasks were
+	// scored on all their hidden answers.
+	AnswerSplit  string   `parquet:"answer_split,optional"`
+	MInitPublic  *float64 `parquet:"m_init_public,optional"`
+	MInitPrivate *float64 `parquet:"m_init_private,optional"`
+	MBestPublic  *float64 `parquet:"m_best_public,optional"`
+	MBestPrivate *float64 `parquet:"m_best_private,optional"`
 }
+
+// HasParts reports whether the row's task was ingested with a public and
+// a private part of its hidden answers (tasks 1.3).
+func (t Task) HasParts() bool {
+	return t.MInitPublic != nil && t.MInitPrivate != nil && t.MBestPublic != nil && t.MBestPrivate != nil
+}
+
+// Public returns m_init and m_best on the public part: what the agent is
+// told and what rewards scale by. A row without parts gives its scores on
+// all hidden answers.
+func (t Task) Public() (mInit, mBest float64) {
+	if t.HasParts() {
+		return *t.MInitPublic, *t.MBestPublic
+	}
+	return t.graded(), t.MBest
+}
+
+// Private returns m_init and m_best on the private part: what evaluation
+// reports. A row without parts gives its scores on all hidden answers.
+func (t Task) Private() (mInit, mBest float64) {
+	if t.HasParts() {
+		return *t.MInitPrivate, *t.MBestPrivate
+	}
+	return t.graded(), t.MBest
+}
+
+// graded is the grader's score of the initial submission on all hidden
+// answers (m_init_test when the row has it, else m_init).
+func (t Task) graded() float64 {
+	if t.MInitTest != 0 {
+		return t.MInitTest
+	}
+	return t.MInit
+}
+
+// Parts of the hidden answers a reported score was computed on
+// (EvalResult.ScoredOn, ExperimentRow.ScoredOn).
+const (
+	ScoredPrivate = "private" // the private part, which the agent never saw a score of
+	ScoredAll     = "all"     // every hidden answer: a task ingested without parts (before tasks 1.3)
+)
 
 // Initial scripts of a task (Task.Initial).
 const (
@@ -333,6 +386,19 @@ type EvalResult struct {
 	GenerateS *float64 `parquet:"generate_s,optional"`
 	WaitS     *float64 `parquet:"wait_s,optional"`
 	ExecuteS  *float64 `parquet:"execute_s,optional"`
+	// Since 1.3: ScoredOn says which hidden answers MInit, FinalScore and
+	// BestScore are scores on: ScoredPrivate (the private part, whose
+	// scores the agent never saw) or ScoredAll (a task without parts;
+	// empty in rows before 1.3, which were all ScoredAll). The public
+	// part's scores beside them (nil without parts) are what the agent
+	// was told: public minus private is how much its choices fitted the
+	// feedback it read. MBest is the task's m_best on ScoredOn's answers.
+	ScoredOn         string   `parquet:"scored_on,optional"`
+	MBest            *float64 `parquet:"m_best,optional"`
+	MInitPublic      *float64 `parquet:"m_init_public,optional"`
+	MBestPublic      *float64 `parquet:"m_best_public,optional"`
+	FinalScorePublic *float64 `parquet:"final_score_public,optional"`
+	BestScorePublic  *float64 `parquet:"best_score_public,optional"`
 }
 
 // MaxTranscriptChars bounds each of an eval_results row's answers and
@@ -419,6 +485,15 @@ type ExperimentRow struct {
 	// in parallel (evaluate --workers), so these are trajectory-seconds:
 	// their sum can exceed the evaluation's wall time.
 	EvalTime []PhaseTime `parquet:"eval_time,list"`
+	// Since 1.7 (absent before): as eval_results 1.3, which part of the
+	// hidden answers MInit, FinalScore, BestScore, DeltaR and Headroom are
+	// on (ScoredPrivate, or ScoredAll for a task without parts), and the
+	// same statistics on the public part, which the agent was told.
+	ScoredOn         string   `parquet:"scored_on,optional"`
+	MInitPublic      *float64 `parquet:"m_init_public,optional"`
+	FinalScorePublic *float64 `parquet:"final_score_public,optional"`
+	DeltaRPublic     *float64 `parquet:"delta_r_public,optional"`
+	HeadroomPublic   *float64 `parquet:"headroom_public,optional"`
 }
 
 // CurvePoint is one point of a PPO run's learning curve: the policy after

@@ -506,7 +506,7 @@ def write_task(meta):
     keep = {}
     if os.path.exists(ypath):
         for line in open(ypath):
-            m = re.match(r"(m_best|m_best_source|time_limit_s): *(.*)", line.strip())
+            m = re.match(r"(m_best|m_best_source|m_best_public|m_best_private|time_limit_s): *(.*)", line.strip())
             if m:
                 keep[m.group(1)] = m.group(2)
     lines = [
@@ -523,6 +523,17 @@ def write_task(meta):
     ]
     if meta["split"] == "rule":
         lines.append("split_rule: " + SPLIT_RULE)
+    # The hidden answers' public and private parts: the rule and seed that
+    # internal/tasks (split.go) computes private/parts.csv with (written by
+    # `MLERL_PARTS_WRITE=1 go test -run TestSuiteParts ./internal/tasks`),
+    # and m_best measured on each part (TestMeasureHeadroom).
+    if meta["task_type"] == "forecasting":
+        lines.append("answer_split: time-v1")
+    else:
+        lines += ["answer_split: strata-hash-v1", "answer_split_seed: mlerl-answers-v1"]
+    for k in ("m_best_public", "m_best_private"):
+        if k in keep:
+            lines.append(k + ": " + keep[k])
     with open(ypath, "w") as f:
         f.write("\n".join(lines) + "\n")
     return len(train), len(valid), len(test)

@@ -58,6 +58,16 @@ func TestGraderBestAndConstant(t *testing.T) {
 		if !best.Valid || math.Abs(best.Score-want) > 1e-6 {
 			t.Errorf("%s (%s): the answers themselves score %v (valid %v, %s), want %v", st.ID, st.Metric, best.Score, best.Valid, best.Reason, want)
 		}
+		// Each part of the hidden answers (private/parts.csv) is scored
+		// too: the answers are best on both, a constant worse on both.
+		if best.Public == nil || best.Private == nil || math.Abs(*best.Public-want) > 1e-6 || math.Abs(*best.Private-want) > 1e-6 {
+			t.Errorf("%s (%s): the answers score %v on the public and %v on the private part, want %v on both", st.ID, st.Metric, best.Public, best.Private, want)
+		}
+		for _, p := range []*float64{constant.Public, constant.Private} {
+			if p == nil || (st.Direction != "lower" && *p > want-1e-9) || (st.Direction == "lower" && *p < want+1e-9) {
+				t.Errorf("%s (%s): a constant submission scores %v on a part, want worse than %v", st.ID, st.Metric, p, want)
+			}
+		}
 		// Worse by at least 5% of the best's scale: 0.05 for scores in
 		// [0, 1]; for errors, strictly positive.
 		worse := constant.Score < want-0.05

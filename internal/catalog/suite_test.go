@@ -11,6 +11,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,11 @@ type suiteTask struct {
 	TimeLimit float64 `yaml:"time_limit_s"`
 	Split     string  `yaml:"split"`
 	SplitRule string  `yaml:"split_rule"`
+	// The hidden answers' parts (internal/tasks split.go).
+	AnswerSplit     string   `yaml:"answer_split"`
+	AnswerSplitSeed string   `yaml:"answer_split_seed"`
+	MBestPublic     *float64 `yaml:"m_best_public"`
+	MBestPrivate    *float64 `yaml:"m_best_private"`
 
 	dir    string
 	script string // the initial workspace/train.py
@@ -208,12 +214,15 @@ func python(t testing.TB) string {
 type runResult struct {
 	valMetric float64
 	score     float64
-	valid     bool
-	reason    string
-	duration  time.Duration
-	err       error
-	output    string
-	section   string // where a failed script failed: the section of its last train.py line in the traceback
+	// public and private are the scores on the hidden answers' two parts
+	// (NaN when the grader gave none).
+	public, private float64
+	valid           bool
+	reason          string
+	duration        time.Duration
+	err             error
+	output          string
+	section         string // where a failed script failed: the section of its last train.py line in the traceback
 }
 
 var tbLineRe = regexp.MustCompile(`File "[^"]*train\.py", line (\d+)`)
@@ -282,7 +291,8 @@ func prepare(st *suiteTask, script, dir string) error {
 // about a second each on this machine), a sequence of train.py scripts and
 // graders given as JSON lines on stdin: {"kind": "run", "dir": ...} runs
 // dir/train.py with dir as working directory; {"kind": "grade", "dir":
-// <task folder>, "sub": <submission>} runs private/grade.py as __main__.
+// <task folder>, "sub": <submission>} runs private/grade.py as __main__
+// (with private/parts.csv as its third argument when the task has one).
 // Each answers one JSON line: what the code printed, its exit code and any
 // traceback that escaped.
 const batchDriver = `import contextlib, io, json, os, runpy, sys, time, traceback
@@ -293,6 +303,8 @@ for line in sys.stdin:
         path, argv = "train.py", ["train.py"]
     else:
         path, argv = "private/grade.py", ["private/grade.py", c["sub"], "private/answers.csv"]
+        if os.path.isfile("private/parts.csv"):
+            argv.append("private/parts.csv")
     sys.argv = argv
     out, code, tb, t0 = io.StringIO(), None, "", time.time()
     with contextlib.redirect_stdout(out):
@@ -382,14 +394,20 @@ func runJobs(py string, jobs []job, tmp string) ([]runResult, error) {
 			continue
 		}
 		r.valid, r.score, r.reason = g.Valid, g.Score, g.Reason
+		r.public, r.private = math.NaN(), math.NaN()
+		if g.Public != nil && g.Private != nil {
+			r.public, r.private = *g.Public, *g.Private
+		}
 	}
 	return results, nil
 }
 
 type gradeResult struct {
-	Valid  bool    `json:"valid"`
-	Score  float64 `json:"score"`
-	Reason string  `json:"reason"`
+	Valid   bool     `json:"valid"`
+	Score   float64  `json:"score"`
+	Reason  string   `json:"reason"`
+	Public  *float64 `json:"public"`
+	Private *float64 `json:"private"`
 }
 
 func grade(ctx context.Context, py string, st *suiteTask, submission string) (gradeResult, error) {

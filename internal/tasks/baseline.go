@@ -21,6 +21,9 @@ type Baseline struct {
 	ValMetric float64
 	// TestScore is the grader's score of its submission on the hidden labels.
 	TestScore float64
+	// Public and Private are its scores on the two parts of the hidden
+	// labels (parts.csv; nil when the grader gave none).
+	Public, Private *float64
 	// Duration is the script's wall time.
 	Duration time.Duration
 }
@@ -85,10 +88,42 @@ func runScript(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *T
 			return RunGraderIn(ctx, runner, privateDir, submission)
 		}
 	}
-	if r.grade, err = grade(ctx, t.PrivatePath(), sub); err != nil {
+	privateDir, cleanup, err := t.privateForGrading()
+	if err != nil {
+		return run{}, err
+	}
+	defer cleanup()
+	if r.grade, err = grade(ctx, privateDir, sub); err != nil {
 		return run{}, &Error{Task: t.ID, File: PrivateDir + "/" + GraderFile, Msg: err.Error()}
 	}
+	if t.Parts != nil && r.grade.Valid && !r.grade.HasParts() {
+		return run{}, &Error{Task: t.ID, File: PrivateDir + "/" + GraderFile, Msg: "gave no public and private scores for the hidden answers' parts: a grader called as grade.py <submission> <answers> <parts> must print them (see tasks/README.md, \"The public and the private part\")"}
+	}
 	return r, nil
+}
+
+// privateForGrading returns a folder holding the task's private files as
+// graders get them: the task's own private/ when its parts.csv is there
+// (or it has no parts), else a temporary copy with the computed parts.csv
+// beside them, removed by cleanup.
+func (t *Task) privateForGrading() (dir string, cleanup func(), err error) {
+	if !t.PartsComputed {
+		return t.PrivatePath(), func() {}, nil
+	}
+	files, err := t.PrivateFiles()
+	if err != nil {
+		return "", nil, err
+	}
+	tmp, err := os.MkdirTemp("", "mlerl-private-"+t.ID+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	dir = filepath.Join(tmp, PrivateDir)
+	if err := blobs.WriteDir(dir, files); err != nil {
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(tmp) }, nil
 }
 
 // RunBaseline runs t's initial train.py in a fresh copy of its workspace
@@ -141,18 +176,46 @@ func RunBaseline(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t 
 		return fail(PrivateDir+"/"+GraderFile, "", "rejected the initial script's %s: %s (fix train.py's submission or the grader)", SubmissionFile, r.grade.Reason)
 	}
 	if t.MBest != nil {
-		if err := checkHeadroom(t, r.grade.Score); err != nil {
+		if err := checkHeadroom(t, "m_best", *t.MBest, r.grade.Score, "graded score"); err != nil {
 			return Baseline{}, err
 		}
+		if r.grade.HasParts() {
+			pub, priv := t.PartBests()
+			field := func(key string, set *float64) string {
+				if set == nil {
+					return "m_best" // no per-part value: the part takes m_best
+				}
+				return key
+			}
+			if err := checkHeadroom(t, field("m_best_public", t.MBestPublic), pub, *r.grade.Public, "score on the public part of the hidden answers"); err != nil {
+				return Baseline{}, err
+			}
+			if err := checkHeadroom(t, field("m_best_private", t.MBestPrivate), priv, *r.grade.Private, "score on the private part of the hidden answers"); err != nil {
+				return Baseline{}, err
+			}
+		}
 	}
-	return Baseline{ValMetric: r.valMetric, TestScore: r.grade.Score, Duration: res.Duration}, nil
+	return Baseline{ValMetric: r.valMetric, TestScore: r.grade.Score, Public: r.grade.Public, Private: r.grade.Private, Duration: res.Duration}, nil
+}
+
+// PartBests returns m_best on the public and the private part: task.yaml's
+// m_best_public and m_best_private, each m_best when absent. t.MBest must
+// be set.
+func (t *Task) PartBests() (public, private float64) {
+	public, private = *t.MBest, *t.MBest
+	if t.MBestPublic != nil {
+		public = *t.MBestPublic
+	}
+	if t.MBestPrivate != nil {
+		private = *t.MBestPrivate
+	}
+	return public, private
 }
 
 // checkHeadroom fails when m_best is not strictly better than the initial
 // score: rewards scale improvements by m_best - m_init, so the gap must be
 // real.
-func checkHeadroom(t *Task, mInit float64) error {
-	best := *t.MBest
+func checkHeadroom(t *Task, field string, best, mInit float64, what string) error {
 	better := best > mInit
 	if t.Direction == schemas.LowerIsBetter {
 		better = best < mInit
@@ -160,7 +223,7 @@ func checkHeadroom(t *Task, mInit float64) error {
 	if better {
 		return nil
 	}
-	return &Error{Task: t.ID, File: SpecFile, Field: "m_best", Msg: fmt.Sprintf("%g is not better than the initial script's graded score %g (%s is better): rewards scale by m_best - m_init, so set m_best to the best known score (or weaken the baseline)", best, mInit, t.Direction)}
+	return &Error{Task: t.ID, File: SpecFile, Field: field, Msg: fmt.Sprintf("%g is not better than the initial script's %s %g (%s is better): rewards scale by m_best - m_init, so set %s to the best known score (or weaken the baseline)", best, what, mInit, t.Direction, field)}
 }
 
 var missingFileRe = regexp.MustCompile(`(?:FileNotFoundError|No such file or directory)[^\n]*?'([^'\n]+)'`)

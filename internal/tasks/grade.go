@@ -27,6 +27,29 @@ type Grade struct {
 	Valid  bool    `json:"valid"`
 	Score  float64 `json:"score"`
 	Reason string  `json:"reason,omitempty"`
+	// Public and Private are a valid submission's scores on the two parts
+	// of the hidden answers, when the grader was given parts.csv (nil
+	// otherwise). Score stays the score on all of them.
+	Public  *float64 `json:"public,omitempty"`
+	Private *float64 `json:"private,omitempty"`
+}
+
+// HasParts reports whether g carries both parts' scores.
+func (g Grade) HasParts() bool { return g.Public != nil && g.Private != nil }
+
+// checkParts fails when a grader given parts.csv printed a valid verdict
+// without both parts' scores: it does not know the third argument.
+func (g Grade) checkParts(grader string, gaveParts bool) error {
+	if gaveParts && g.Valid && !g.HasParts() {
+		return fmt.Errorf("%s was given the hidden answers' parts (%s) but printed no \"public\" and \"private\" scores: a grader called as grade.py <submission> <answers> <parts> must score each part (see tasks/README.md, \"The public and the private part\")", grader, PartsFile)
+	}
+	return nil
+}
+
+// CheckParts fails when a grader given parts.csv printed a valid verdict
+// without both parts' scores (for graders run by other packages).
+func (g Grade) CheckParts(grader string, gaveParts bool) error {
+	return g.checkParts(grader, gaveParts)
 }
 
 // RunGrader runs privateDir/grade.py on submissionPath against
@@ -46,7 +69,13 @@ func RunGrader(ctx context.Context, python, privateDir, submissionPath string) (
 	ctx, cancel := context.WithTimeout(ctx, GradeTimeout)
 	defer cancel()
 	grader := filepath.Join(privateDir, GraderFile)
-	cmd := exec.CommandContext(ctx, python, grader, submissionPath, filepath.Join(privateDir, AnswersFile))
+	args := []string{grader, submissionPath, filepath.Join(privateDir, AnswersFile)}
+	parts := filepath.Join(privateDir, PartsFile)
+	gaveParts := fileExists(parts)
+	if gaveParts {
+		args = append(args, parts)
+	}
+	cmd := exec.CommandContext(ctx, python, args...)
 	cmd.Dir = filepath.Dir(privateDir)
 	cmd.Env = append(os.Environ(), "PYTHONWARNINGS=ignore", "PYTHONDONTWRITEBYTECODE=1")
 	var stdout, stderr bytes.Buffer
@@ -62,7 +91,12 @@ func RunGrader(ctx context.Context, python, privateDir, submissionPath string) (
 	if err != nil {
 		return Grade{}, fmt.Errorf("%s: %v", grader, err)
 	}
-	return g, nil
+	return g, g.checkParts(grader, gaveParts)
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // MaxReasonBytes bounds an invalid verdict's reason as ParseGrade returns
@@ -82,9 +116,11 @@ func ParseGrade(out string) (Grade, error) {
 			continue
 		}
 		var raw struct {
-			Valid  *bool    `json:"valid"`
-			Score  *float64 `json:"score"`
-			Reason string   `json:"reason"`
+			Valid   *bool    `json:"valid"`
+			Score   *float64 `json:"score"`
+			Reason  string   `json:"reason"`
+			Public  *float64 `json:"public"`
+			Private *float64 `json:"private"`
 		}
 		if err := json.Unmarshal([]byte(line), &raw); err != nil {
 			return Grade{}, fmt.Errorf("output line %q is not valid JSON: %v", line, err)
@@ -98,6 +134,13 @@ func ParseGrade(out string) (Grade, error) {
 				return Grade{}, fmt.Errorf("output %q says valid but has no finite \"score\"", line)
 			}
 			g.Score, g.Reason = *raw.Score, ""
+			switch {
+			case (raw.Public == nil) != (raw.Private == nil):
+				return Grade{}, fmt.Errorf("output %q has one of \"public\" and \"private\" without the other (a grader given parts.csv scores both parts)", line)
+			case raw.Public != nil && !finite(*raw.Public, *raw.Private):
+				return Grade{}, fmt.Errorf("output %q says valid but a part's score is not finite", line)
+			}
+			g.Public, g.Private = raw.Public, raw.Private
 		} else if g.Reason == "" {
 			g.Reason = "the grader gave no reason"
 		} else if len(g.Reason) > MaxReasonBytes {
@@ -106,6 +149,15 @@ func ParseGrade(out string) (Grade, error) {
 		return g, nil
 	}
 	return Grade{}, fmt.Errorf("printed no JSON line (want {\"valid\": true, \"score\": 0.91} or {\"valid\": false, \"reason\": \"...\"}); output was %q", LastLines(out, 3))
+}
+
+func finite(vs ...float64) bool {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // reasonCut ends a reason ParseGrade cut to MaxReasonBytes.
@@ -172,8 +224,10 @@ func LastLines(s string, n int) string {
 
 // graderShim runs private/grade.py as `python3 private/grade.py
 // submission.csv private/answers.csv` would, inside a runner's process.
-const graderShim = `import runpy, sys
+const graderShim = `import os, runpy, sys
 sys.argv = ["private/grade.py", "submission.csv", "private/answers.csv"]
+if os.path.isfile("private/parts.csv"):
+    sys.argv.append("private/parts.csv")
 sys.path.insert(0, "private")
 runpy.run_path("private/grade.py", run_name="__main__")
 `
@@ -231,5 +285,6 @@ func RunGraderIn(ctx context.Context, runner sandbox.Runner, privateDir, submiss
 	if err != nil {
 		return Grade{}, fmt.Errorf("%s: %v", grader, err)
 	}
-	return g, nil
+	_, gaveParts := files[PartsFile]
+	return g, g.checkParts(grader, gaveParts)
 }

@@ -34,6 +34,10 @@ type Measured struct {
 	Stopped                       bool
 	// Source is the m_best_source to record.
 	Source string
+	// Public and Private are the best scores on each part of the hidden
+	// answers over every combination that ran (nil for a task without
+	// parts): m_best_public and m_best_private.
+	Public, Private *float64
 }
 
 // Measure runs the catalog search that measured the built-in suite's
@@ -46,7 +50,8 @@ type Measured struct {
 // better than mInit (the initial script's): otherwise, or when no
 // combination ran, the error says so and to set m_best by hand. day is
 // the date recorded in the source.
-func Measure(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *Task, script string, mInit float64, limits sandbox.Limits, budget MeasureBudget, day time.Time) (Measured, error) {
+func Measure(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *Task, script string, base Baseline, limits sandbox.Limits, budget MeasureBudget, day time.Time) (Measured, error) {
+	mInit := base.TestScore
 	fail := func(format string, args ...any) (Measured, error) {
 		return Measured{}, &Error{Task: t.ID, File: SpecFile, Field: "m_best", Msg: fmt.Sprintf(format, args...) + "; set m_best (and m_best_source) in task.yaml by hand"}
 	}
@@ -83,6 +88,14 @@ func Measure(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *Tas
 		if !found || better(t.Direction, r.grade.Score, m.Score) {
 			m.Score, m.IDs, found = r.grade.Score, ids, true
 		}
+		if r.grade.HasParts() {
+			if m.Public == nil || better(t.Direction, *r.grade.Public, *m.Public) {
+				m.Public = r.grade.Public
+			}
+			if m.Private == nil || better(t.Direction, *r.grade.Private, *m.Private) {
+				m.Private = r.grade.Private
+			}
+		}
 	}
 	switch {
 	case !found && m.Scripts == 0:
@@ -91,6 +104,14 @@ func Measure(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *Tas
 		return fail("%s: none of the %d catalog combinations tried ran and wrote a valid submission (does train.py keep the built-in sections and conventions? see tasks/README.md)", MeasureMBest, m.Scripts)
 	case !better(t.Direction, m.Score, mInit):
 		return fail("%s: the best of %d catalog combinations, %g (%s), is not better than the initial script's %g (%s is better)", MeasureMBest, m.Scripts, m.Score, strings.Join(m.IDs, " + "), mInit, t.Direction)
+	}
+	for _, p := range []struct {
+		name       string
+		best, init *float64
+	}{{PartPublic, m.Public, base.Public}, {PartPrivate, m.Private, base.Private}} {
+		if p.best != nil && p.init != nil && !better(t.Direction, *p.best, *p.init) {
+			return fail("%s: on the %s part of the hidden answers the best of %d catalog combinations, %g, is not better than the initial script's %g (%s is better)", MeasureMBest, p.name, m.Scripts, *p.best, *p.init, t.Direction)
+		}
 	}
 	m.Source = fmt.Sprintf("measured (catalog search, %d scripts, %s): %s", m.Scripts, day.Format(time.DateOnly), strings.Join(m.IDs, " + "))
 	return m, nil

@@ -114,7 +114,7 @@ func TestMeasure(t *testing.T) {
 			if c.task != nil {
 				c.task(&tk)
 			}
-			m, err := Measure(context.Background(), c.runner, modelScore, &tk, sectionedScript, c.mInit, sandbox.Limits{}, c.budget, day)
+			m, err := Measure(context.Background(), c.runner, modelScore, &tk, sectionedScript, Baseline{TestScore: c.mInit}, sandbox.Limits{}, c.budget, day)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("got %+v, %v; want an error containing %q", m, err, c.err)

@@ -29,6 +29,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -98,6 +99,18 @@ type Spec struct {
 	// unsectioned: only an LLM editor can edit it, and it need not print
 	// a VAL_METRIC line).
 	Initial string `yaml:"initial,omitempty"`
+	// AnswerSplit and AnswerSplitSeed are optional: the rule that cut the
+	// hidden answers into a public and a private part (split.go:
+	// SplitStrataHash, SplitTime, or SplitGiven for a private/parts.csv of
+	// the author's) and its seed. Empty: DefaultSplitRule of the task type
+	// and DefaultSplitSeed.
+	AnswerSplit     string `yaml:"answer_split,omitempty"`
+	AnswerSplitSeed string `yaml:"answer_split_seed,omitempty"`
+	// MBestPublic and MBestPrivate are optional: m_best measured on each
+	// part of the hidden answers (the catalog search's best script on
+	// that part). Absent, both parts take m_best.
+	MBestPublic  *float64 `yaml:"m_best_public,omitempty"`
+	MBestPrivate *float64 `yaml:"m_best_private,omitempty"`
 }
 
 // Task is a loaded, checked task folder.
@@ -107,6 +120,14 @@ type Task struct {
 	Dir string
 	// Description is description.md.
 	Description string
+	// Parts is private/parts.csv: the task's own, or computed from
+	// answers.csv by AnswerSplit when the folder has none (then it exists
+	// only in memory, and in the private tree the stage uploads).
+	Parts []byte
+	// PartsComputed says Parts was computed, not read from the folder.
+	PartsComputed bool
+	// PartRows is how many hidden answers each part holds.
+	PartRows PartCounts
 }
 
 // WorkspacePath returns the task's workspace/ folder.
@@ -123,11 +144,23 @@ func (t *Task) Row() schemas.Task {
 	if t.MBest != nil {
 		best = *t.MBest
 	}
-	return schemas.Task{
+	row := schemas.Task{
 		TaskID: t.ID, Title: t.Title, Modality: t.Modality, TaskType: t.TaskType,
 		Metric: t.Metric, Direction: t.Direction, MBest: best, MBestSource: t.MBestSource,
 		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description, Initial: t.Initial,
 	}
+	if t.Parts != nil {
+		row.AnswerSplit = t.SplitDescription()
+		pub, priv := best, best
+		if t.MBestPublic != nil {
+			pub = *t.MBestPublic
+		}
+		if t.MBestPrivate != nil {
+			priv = *t.MBestPrivate
+		}
+		row.MBestPublic, row.MBestPrivate = &pub, &priv
+	}
+	return row
 }
 
 var idRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
@@ -205,7 +238,93 @@ func LoadWith(dir string, o LoadOptions) (*Task, error) {
 	if len(bytes.TrimSpace(desc)) == 0 {
 		return nil, fail(DescriptionFile, "", "empty: describe the task, its data files and the submission format")
 	}
-	return &Task{Spec: *spec, Dir: abs, Description: string(desc)}, nil
+	t := &Task{Spec: *spec, Dir: abs, Description: string(desc)}
+	if err := t.loadParts(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// loadParts reads private/parts.csv, or computes it from answers.csv by
+// the task's answer_split rule when the folder has none, and checks it.
+func (t *Task) loadParts() error {
+	rel := PrivateDir + "/" + PartsFile
+	answers, err := os.ReadFile(filepath.Join(t.PrivatePath(), AnswersFile))
+	if err != nil {
+		return &Error{Task: t.ID, File: PrivateDir + "/" + AnswersFile, Msg: err.Error()}
+	}
+	rule := t.SplitRuleOrDefault()
+	parts, err := os.ReadFile(filepath.Join(t.PrivatePath(), PartsFile))
+	switch {
+	case rule == SplitNone && err == nil:
+		return &Error{Task: t.ID, File: rel, Msg: fmt.Sprintf("task.yaml says answer_split: %s, but there is a %s: delete it, or set answer_split: %s to use it", SplitNone, rel, SplitGiven)}
+	case rule == SplitNone:
+		return nil // no parts: scored on all the hidden answers
+	case errors.Is(err, os.ErrNotExist) && rule == SplitGiven:
+		return &Error{Task: t.ID, File: rel, Msg: fmt.Sprintf("missing: answer_split %s needs the author's %s (id,part per answers row), or set answer_split to %s or %s to have it computed", SplitGiven, rel, SplitStrataHash, SplitTime)}
+	case errors.Is(err, os.ErrNotExist):
+		if parts, err = SplitAnswers(answers, rule, t.AnswerSplitSeed, t.TaskType, t.Metric); err != nil {
+			return &Error{Task: t.ID, File: PrivateDir + "/" + AnswersFile, Field: "answer_split", Msg: err.Error()}
+		}
+		t.PartsComputed = true
+	case err != nil:
+		return &Error{Task: t.ID, File: rel, Msg: err.Error()}
+	case rule != SplitGiven:
+		// A parts.csv beside a computable rule must be that rule's.
+		want, err := SplitAnswers(answers, rule, t.AnswerSplitSeed, t.TaskType, t.Metric)
+		if err != nil {
+			return &Error{Task: t.ID, File: PrivateDir + "/" + AnswersFile, Field: "answer_split", Msg: err.Error()}
+		}
+		if !bytes.Equal(bytes.ReplaceAll(parts, []byte("\r\n"), []byte("\n")), want) {
+			return &Error{Task: t.ID, File: rel, Msg: fmt.Sprintf("differs from what task.yaml's answer_split %s (seed %q) computes: delete it to have it computed, or set answer_split: %s to keep your own", rule, t.splitSeed(), SplitGiven)}
+		}
+	}
+	c, err := CountParts(answers, parts, t.Metric)
+	if err != nil {
+		return &Error{Task: t.ID, File: rel, Msg: err.Error()}
+	}
+	t.Parts, t.PartRows = parts, c
+	return nil
+}
+
+// SplitRuleOrDefault is task.yaml's answer_split, or DefaultSplitRule.
+func (s *Spec) SplitRuleOrDefault() string {
+	if s.AnswerSplit != "" {
+		return s.AnswerSplit
+	}
+	return DefaultSplitRule(s.TaskType)
+}
+
+func (s *Spec) splitSeed() string {
+	if s.AnswerSplitSeed != "" {
+		return s.AnswerSplitSeed
+	}
+	return DefaultSplitSeed
+}
+
+// SplitDescription says how the task's hidden answers were cut, for the
+// tasks dataset: the rule, its seed where it has one, and the parts' rows.
+func (t *Task) SplitDescription() string {
+	rule := t.SplitRuleOrDefault()
+	switch rule {
+	case SplitStrataHash:
+		return fmt.Sprintf("%s seed %s: %d public, %d private", rule, t.splitSeed(), t.PartRows.Public, t.PartRows.Private)
+	default:
+		return fmt.Sprintf("%s: %d public, %d private", rule, t.PartRows.Public, t.PartRows.Private)
+	}
+}
+
+// PrivateFiles is the private tree as graders get it: the folder's
+// private/ files plus the computed parts.csv when the folder has none.
+func (t *Task) PrivateFiles() (blobs.Files, error) {
+	files, err := ReadTree(t.PrivatePath())
+	if err != nil {
+		return nil, &Error{Task: t.ID, File: PrivateDir, Msg: err.Error()}
+	}
+	if t.Parts != nil {
+		files[PartsFile] = blobs.File{Data: t.Parts, Mode: 0o644}
+	}
+	return files, nil
 }
 
 // MeasureMBest is the task.yaml value of m_best that asks for it to be
@@ -253,7 +372,7 @@ func ParseSpec(b []byte) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty: fill in id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split")
 		}
-		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split, split_rule, source, initial)")
+		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, m_best_public, m_best_private, time_limit_s, split, split_rule, answer_split, answer_split_seed, source, initial)")
 		return nil, fmt.Errorf("not valid task YAML: %s", msg)
 	}
 	s := f.Spec
@@ -319,6 +438,19 @@ func (s *Spec) Check() []*Error {
 	case "", schemas.InitialGenerated, schemas.InitialOriginal:
 	default:
 		bad("initial", "%q: want %s (a sectioned train.py, the default) or %s (the benchmark's own script, for an LLM editor)", s.Initial, schemas.InitialGenerated, schemas.InitialOriginal)
+	}
+	switch s.AnswerSplit {
+	case "", SplitStrataHash, SplitTime, SplitGiven, SplitNone:
+	default:
+		bad("answer_split", "%q: want %s (rows dealt to the two parts by hashed id, per class), %s (forecasting: the earlier half of the horizon public), %s (your own private/%s) or %s (no parts: too few answers)", s.AnswerSplit, SplitStrataHash, SplitTime, SplitGiven, PartsFile, SplitNone)
+	}
+	for _, f := range []struct {
+		key string
+		v   *float64
+	}{{"m_best_public", s.MBestPublic}, {"m_best_private", s.MBestPrivate}} {
+		if f.v != nil && (math.IsNaN(*f.v) || math.IsInf(*f.v, 0)) {
+			bad(f.key, "%v: want a finite number (or leave it out: the part takes m_best)", *f.v)
+		}
 	}
 	switch s.Split {
 	case schemas.HeldIn, schemas.HeldOut:

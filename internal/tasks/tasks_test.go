@@ -24,6 +24,7 @@ m_best: 0.95
 m_best_source: a measured strong script
 time_limit_s: 30
 split: held-in
+answer_split: none
 `
 
 // writeTask writes a task folder named id under root with the given files

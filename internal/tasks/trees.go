@@ -22,6 +22,10 @@ func UploadTrees(ctx context.Context, st store.Store, t *Task) (workspace, priva
 		if err != nil {
 			return "", "", &Error{Task: t.ID, File: relTo(t.Dir, d.dir), Msg: err.Error()}
 		}
+		if d.ref == &private && t.Parts != nil {
+			// The hidden answers' parts, computed when the folder has none.
+			files[PartsFile] = blobs.File{Data: t.Parts, Mode: 0o644}
+		}
 		if *d.ref, err = blobs.PutTree(ctx, st, files, nil); err != nil {
 			return "", "", fmt.Errorf("task %s: upload %s: %w", t.ID, relTo(t.Dir, d.dir), err)
 		}
