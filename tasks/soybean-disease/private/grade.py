@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Grader for one task of the built-in mlerl suite.
 
-Usage: python3 private/grade.py <submission.csv> <answers.csv>
+Usage: python3 private/grade.py <submission.csv> <answers.csv> [<parts.csv>]
 
 Prints ONE line of JSON and exits 0 for every submission, good or bad:
   {"valid": true, "score": <float>}
   {"valid": false, "reason": "<why the submission is invalid>"}
+Given parts.csv (a header id,part and one line per answers row, in the
+answers' order, part public or private), a valid verdict also carries the
+score on each part of the hidden answers:
+  {"valid": true, "score": <all rows>, "public": <float>, "private": <float>}
 
 The task-specific settings are the constants below; the rest is shared by
 every task (tasks/grade_template.py, copied by tasks/generate.py). Only a
@@ -161,9 +165,26 @@ def score(metric, sub, ans):
     raise ValueError("unknown metric %r" % metric)
 
 
+def read_parts(path, ans):
+    """The part of each answers row (parts.csv, in the answers' order). A
+    parts file that does not fit the answers is the host's fault, not the
+    submission's: exit 2."""
+    try:
+        parts = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as e:
+        sys.stderr.write("grade.py: parts file %s is not readable: %s\n" % (path, e))
+        sys.exit(2)
+    ids = [v.strip() for v in ans[ID_COLUMN]]
+    if list(parts.columns) != ["id", "part"] or [v.strip() for v in parts["id"]] != ids \
+            or not set(v.strip() for v in parts["part"]) <= {"public", "private"}:
+        sys.stderr.write("grade.py: parts file %s does not list the answers' ids in their order with parts public/private\n" % path)
+        sys.exit(2)
+    return np.array([v.strip() for v in parts["part"]])
+
+
 def main(argv):
-    if len(argv) != 3:
-        invalid("usage: grade.py <submission.csv> <answers.csv>")
+    if len(argv) not in (3, 4):
+        invalid("usage: grade.py <submission.csv> <answers.csv> [<parts.csv>]")
     ans = read_csv(argv[2], "answers")
     check_header(argv[1])
     # One row past the answers' is enough to refuse an over-long file.
@@ -189,7 +210,16 @@ def main(argv):
     s = score(METRIC, sub, ans)
     if s is None or not math.isfinite(s):
         invalid("the %s score is not finite" % METRIC)
-    emit({"valid": True, "score": round(float(s), 6)})
+    out = {"valid": True, "score": round(float(s), 6)}
+    if len(argv) == 4:
+        part = read_parts(argv[3], ans)
+        for name in ("public", "private"):
+            keep = part == name
+            p = score(METRIC, sub[keep].reset_index(drop=True), ans[keep].reset_index(drop=True))
+            if p is None or not math.isfinite(p):
+                invalid("the %s score on the %s part is not finite" % (METRIC, name))
+            out[name] = round(float(p), 6)
+    emit(out)
 
 
 if __name__ == "__main__":
