@@ -135,6 +135,12 @@ type Config struct {
 	// episodes (NewExecCacheFor): a script run on a workspace equal to an
 	// earlier run's is replayed instead of run again.
 	ExecCacheOn bool `yaml:"exec_cache" help:"replay a script run whose script, files and limits equal an earlier run's in this stage (success and script errors only; its files, output and duration are replayed) instead of running it again"`
+	// Feedback is what the agent is told of the hidden-test score of its
+	// submissions: the public part's score after each run (public, the
+	// default: a Kaggle public leaderboard), or only whether the
+	// submission was valid (none: MLE-bench shows no test score). Rewards
+	// use the public part's score either way.
+	Feedback string `yaml:"feedback" help:"what the agent is told of its hidden-test scores: public (the public part's score after every run, as a Kaggle public leaderboard) or none (only whether the submission is valid, as MLE-bench); rewards use the public part's score either way"`
 	// ExecCacheTimeouts makes the cache keep timed-out runs too. Off by
 	// default: a timeout depends on the machine's load, and replaying one
 	// assumes the same run would time out again.
@@ -175,8 +181,15 @@ func DefaultConfig() Config {
 		Reward:           DefaultRewardConfig(),
 		EditorKind:       EditorOffline,
 		ExecCacheOn:      true,
+		Feedback:         FeedbackPublic,
 	}
 }
+
+// What the agent is told of its hidden-test scores (Config.Feedback).
+const (
+	FeedbackPublic = "public"
+	FeedbackNone   = "none"
+)
 
 // Editor kinds (Config.EditorKind).
 const (
@@ -205,6 +218,8 @@ func (c Config) Validate() error {
 		return config.Errorf("grade_timeout", c.GradeTimeout, "must be positive")
 	case c.EditorKind != "" && c.EditorKind != EditorOffline && c.EditorKind != EditorLLM:
 		return config.Errorf("editor", c.EditorKind, "want %s or %s", EditorOffline, EditorLLM)
+	case c.Feedback != "" && c.Feedback != FeedbackPublic && c.Feedback != FeedbackNone:
+		return config.Errorf("feedback", c.Feedback, "want %s (the public part's score after every run) or %s (only whether the submission is valid)", FeedbackPublic, FeedbackNone)
 	}
 	return config.Nest("reward", c.Reward.Validate())
 }
@@ -219,9 +234,16 @@ type Spec struct {
 	Metric      string `json:"metric"`
 	Direction   string `json:"direction"`
 	// MInit is the grader's score of the initial submission (m_init) and
-	// MBest the best human-achievable score: the improvement's scale.
+	// MBest the best human-achievable score: the improvement's scale. For
+	// a task with a public and a private part of its hidden answers they
+	// are the public part's: what the agent is told and rewards use.
 	MInit float64 `json:"m_init"`
 	MBest float64 `json:"m_best"`
+	// MInitPrivate and MBestPrivate are the private part's (nil for a task
+	// without parts): never shown to the agent, they start the private
+	// score evaluation reports.
+	MInitPrivate *float64 `json:"m_init_private,omitempty"`
+	MBestPrivate *float64 `json:"m_best_private,omitempty"`
 	// TimeLimit bounds one execution.
 	TimeLimit time.Duration `json:"time_limit"`
 	// WorkspaceTree and PrivateTree are blob trees in the environment's store.
@@ -233,19 +255,21 @@ type Spec struct {
 }
 
 // SpecFromTask takes a Spec from a tasks row. Rewards compare grader
-// scores, so MInit is the grader's score of the initial submission
-// (m_init_test) when the row has it, else the validation m_init.
+// scores on the public part of the hidden answers (all of them for a task
+// ingested without parts), so MInit and MBest are the public part's.
 func SpecFromTask(t schemas.Task) Spec {
-	mInit := t.MInit
-	if t.MInitTest != 0 {
-		mInit = t.MInitTest
-	}
-	return Spec{
+	mInit, mBest := t.Public()
+	s := Spec{
 		TaskID: t.TaskID, Title: t.Title, Description: t.Description, Modality: t.Modality, TaskType: t.TaskType,
-		Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: t.MBest,
+		Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: mBest,
 		TimeLimit:     time.Duration(t.TimeLimitS * float64(time.Second)),
 		WorkspaceTree: t.WorkspaceTree, PrivateTree: t.PrivateTree, Initial: t.Initial,
 	}
+	if t.HasParts() {
+		pi, pb := t.Private()
+		s.MInitPrivate, s.MBestPrivate = &pi, &pb
+	}
+	return s
 }
 
 // HeadroomShare is the share of a task's headroom a final score closed:
@@ -299,6 +323,11 @@ type state struct {
 	// m_init; Best the best graded score so far (nil before any).
 	Current float64  `json:"current"`
 	Best    *float64 `json:"best,omitempty"`
+	// CurrentPrivate and BestPrivate are the private part's scores of the
+	// same two submissions (nil for a task without parts): kept for
+	// evaluation's records, never shown to the agent or used by rewards.
+	CurrentPrivate *float64 `json:"current_private,omitempty"`
+	BestPrivate    *float64 `json:"best_private,omitempty"`
 	// Edited: the workspace changed since the last graded run.
 	Edited     bool           `json:"edited"`
 	History    []HistoryEntry `json:"history"`
@@ -373,7 +402,7 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, Backups: map[string][]*[]byte{}}}
+	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, CurrentPrivate: copyPtr(spec.MInitPrivate), Backups: map[string][]*[]byte{}}}
 	if err := e.init(); err != nil {
 		return nil, err
 	}
@@ -497,6 +526,23 @@ func (e *Env) Steps() int { return e.s.Steps }
 
 // Current returns the score of the current submission (m_init before any graded run).
 func (e *Env) Current() float64 { return e.s.Current }
+
+// PrivateScores returns the private part's scores of the current
+// submission and of the best one so far (nil for a task without parts,
+// best nil before any graded run). Evaluation records them; nothing an
+// agent reads may show them.
+func (e *Env) PrivateScores() (current, best *float64) {
+	return copyPtr(e.s.CurrentPrivate), copyPtr(e.s.BestPrivate)
+}
+
+// Feedback is what the agent is told of its hidden-test scores
+// (Config.Feedback: FeedbackPublic or FeedbackNone).
+func (e *Env) Feedback() string {
+	if e.cfg.Feedback == "" {
+		return FeedbackPublic
+	}
+	return e.cfg.Feedback
+}
 
 // Best returns the best graded score so far, if any.
 func (e *Env) Best() (float64, bool) {
@@ -768,13 +814,21 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 			break
 		}
 		r.Outcome = OutcomeSuccess
-		score := g.Score
+		// With parts, everything the agent reads and the reward use the
+		// public part's score; the private part's is only kept.
+		score, private := g.Score, (*float64)(nil)
+		if g.HasParts() {
+			score, private = *g.Public, copyPtr(g.Private)
+		}
 		r.MetricAfter = &score
-		e.s.Current = score
+		e.s.Current, e.s.CurrentPrivate = score, private
 		if e.s.Best == nil || e.better(score, *e.s.Best) {
-			e.s.Best = &score
+			e.s.Best, e.s.BestPrivate = &score, copyPtr(private)
 		}
 		e.s.Edited = false
+		if e.Feedback() == FeedbackNone {
+			fmt.Fprintf(&obs, "\n%s is a valid submission (its score on the hidden test set is not shown).", SubmissionFile)
+		}
 	case sandbox.ScriptError:
 		r.Outcome = OutcomeScriptError
 		r.Detail = fmt.Sprintf("exit code %d", res.ExitCode)

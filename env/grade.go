@@ -141,7 +141,14 @@ func gradeIn(ctx context.Context, python string, private blobs.Files, submission
 		ctx, cancel = context.WithTimeout(ctx, tasks.GradeTimeout)
 		defer cancel()
 	}
-	if g, err, ok := warmGrader(python).grade(ctx, dir, filepath.Join(privDir, tasks.GraderFile), subPath, filepath.Join(privDir, tasks.AnswersFile), inproc); ok {
+	parts := ""
+	if _, ok := private[tasks.PartsFile]; ok {
+		parts = filepath.Join(privDir, tasks.PartsFile)
+	}
+	if g, err, ok := warmGrader(python).grade(ctx, dir, filepath.Join(privDir, tasks.GraderFile), subPath, filepath.Join(privDir, tasks.AnswersFile), parts, inproc); ok {
+		if err == nil {
+			err = g.CheckParts(filepath.Join(privDir, tasks.GraderFile), parts != "")
+		}
 		return g, err
 	}
 	return tasks.RunGrader(ctx, python, privDir, subPath)

@@ -108,9 +108,10 @@ func (w *gradeWorker) stop() {
 }
 
 // grade runs the grader in dir, in the worker's own process when inproc
-// (suiteGrader), in a forked child otherwise. ok is false when the worker
+// (suiteGrader), in a forked child otherwise, with parts (the hidden
+// answers' parts.csv, "" for none) as its third argument. ok is false when the worker
 // could not do it (the caller then runs the grader cold).
-func (w *gradeWorker) grade(ctx context.Context, dir, grader, submission, answers string, inproc bool) (g tasks.Grade, err error, ok bool) {
+func (w *gradeWorker) grade(ctx context.Context, dir, grader, submission, answers, parts string, inproc bool) (g tasks.Grade, err error, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed != nil {
@@ -122,7 +123,7 @@ func (w *gradeWorker) grade(ctx context.Context, dir, grader, submission, answer
 			return g, nil, false
 		}
 	}
-	req, _ := json.Marshal(map[string]any{"dir": dir, "grader": grader, "submission": submission, "answers": answers, "inproc": inproc})
+	req, _ := json.Marshal(map[string]any{"dir": dir, "grader": grader, "submission": submission, "answers": answers, "parts": parts, "inproc": inproc})
 	if _, err := w.stdin.Write(append(req, '\n')); err != nil {
 		w.stop()
 		return g, nil, false

@@ -1,8 +1,9 @@
 """Warm grader worker for env (trusted code: the tasks' graders).
 
 Imports numpy, pandas and scikit-learn once, then for each request line
-{"dir", "grader", "submission", "answers", "inproc"} runs the grader as
-`python grader submission answers` would (runpy, __main__, argv) in dir
+{"dir", "grader", "submission", "answers", "parts", "inproc"} runs the
+grader as `python grader submission answers [parts]` would (parts, the
+hidden answers' parts.csv, when the request names one) (runpy, __main__, argv) in dir
 with stdout and stderr going to dir/.grade_stdout and dir/.grade_stderr,
 and answers {"status": exit_code, "inproc": bool}. A grader runs in a
 forked child, or, with "inproc" (the Go side sends it only for the
@@ -36,7 +37,7 @@ def child(req):
     err = os.open(os.path.join(req["dir"], ".grade_stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(err, 2)
-    sys.argv = [req["grader"], req["submission"], req["answers"]]
+    sys.argv = argv_of(req)
     sys.path.insert(0, os.path.dirname(req["grader"]))
     code = run(req["grader"])
     try:
@@ -44,6 +45,13 @@ def child(req):
         sys.stderr.flush()
     finally:
         os._exit(code & 0xFF)
+
+
+def argv_of(req):
+    argv = [req["grader"], req["submission"], req["answers"]]
+    if req.get("parts"):
+        argv.append(req["parts"])
+    return argv
 
 
 def run(grader):
@@ -73,7 +81,7 @@ def inproc(req):
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             os.chdir(req["dir"])
-            sys.argv = [req["grader"], req["submission"], req["answers"]]
+            sys.argv = argv_of(req)
             return run(req["grader"]) & 0xFF
         finally:
             sys.argv = argv

@@ -595,10 +595,18 @@ func (j job) part() string {
 // runOne runs one trajectory with agent (nil: initial, which records
 // m_init without running anything).
 func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.Options, j job, it item, agent agents.Agent, key string) (schemas.EvalResult, error) {
-	spec := env.SpecFromTask(j.task)
+	// Scores are the private part's, which no agent saw; the public
+	// part's, which the agent was told, go beside them. A task without
+	// parts is scored on all its hidden answers (ScoredAll).
+	pubInit, pubBest := j.task.Public()
 	row := schemas.EvalResult{RunID: key, Method: j.method.name, TaskID: j.task.TaskID, Split: j.task.Split,
 		Metric: j.task.Metric, Direction: j.task.Direction, Trajectory: int32(it.index), Seed: it.seed,
-		MInit: spec.MInit, FinalScore: spec.MInit}
+		MInit: pubInit, FinalScore: pubInit, ScoredOn: schemas.ScoredAll, MBest: &pubBest}
+	if j.task.HasParts() {
+		privInit, privBest := j.task.Private()
+		row.ScoredOn, row.MInit, row.FinalScore, row.MBest = schemas.ScoredPrivate, privInit, privInit, &privBest
+		row.MInitPublic, row.MBestPublic, row.FinalScorePublic = &pubInit, &pubBest, &pubInit
+	}
 	if agent == nil {
 		return row, nil
 	}
@@ -609,10 +617,21 @@ func runOne(ctx context.Context, st store.Store, envCfg env.Config, opts agents.
 	// The final score is the current submission's: the last graded run's,
 	// or m_init when no step ran.
 	t := ep.Trajectory
-	if t.FinalMetric != nil {
-		row.FinalScore = *t.FinalMetric
+	switch {
+	case row.ScoredOn == schemas.ScoredPrivate && ep.Private == nil:
+		return row, fmt.Errorf("evaluate: task %s has parts but the episode recorded no private score", j.task.TaskID)
+	case row.ScoredOn == schemas.ScoredPrivate:
+		row.FinalScore, row.BestScore = ep.Private.Final, ep.Private.Best
+		if t.FinalMetric != nil {
+			row.FinalScorePublic = t.FinalMetric
+		}
+		row.BestScorePublic = t.BestMetric
+	default:
+		if t.FinalMetric != nil {
+			row.FinalScore = *t.FinalMetric
+		}
+		row.BestScore = t.BestMetric
 	}
-	row.BestScore = t.BestMetric
 	row.Steps = t.NumSteps
 	row.WallS = t.WallS
 	row.CostUSD = t.CostUSD

@@ -130,7 +130,8 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string, transcripts bool
 	if in.Tasks != nil && in.Ideas != nil {
 		fmt.Fprintf(w, "Tasks: `%s`; plans from the kept ideas of `%s`.\n", in.Tasks.Ref().URI, in.Ideas.Ref().URI)
 	}
-	fmt.Fprintf(w, "Budget: up to %d trajectories per task and method (the table's n), at most %d steps each.\n\n", in.PerTask, in.MaxSteps)
+	fmt.Fprintf(w, "Budget: up to %d trajectories per task and method (the table's n), at most %d steps each.\n", in.PerTask, in.MaxSteps)
+	fmt.Fprintf(w, "%s\n\n", ScoredOnLine(s.ScoredOn))
 	if len(in.Sources) > 0 {
 		fmt.Fprintf(w, "| method | source |\n|---|---|\n")
 		for _, m := range s.Methods {
@@ -169,6 +170,7 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string, transcripts bool
 			fmt.Fprintf(w, "%s\n\n", v)
 		}
 		writeBehaviours(w, s, split)
+		writeFeedbackFits(w, s, split)
 		fmt.Fprintf(w, "| task | metric | m_init | method | n | avg@n | best@n | delta_r | 95%% CI | valid |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range s.Cells {
 			if c.Split != split {
@@ -202,11 +204,42 @@ func writeMarkdown(w io.Writer, in ReportInput, plots []string, transcripts bool
 	}
 
 	fmt.Fprintf(w, "## How the numbers are computed\n\n")
-	fmt.Fprintf(w, "- A trajectory's final score is the grader's score (hidden labels) of the submission standing at the end: the last valid graded run, or m_init when the agent never produced one. best_score (the best run during the episode) is in the dataset but not used here.\n")
+	fmt.Fprintf(w, "- A trajectory's final score is the grader's score (hidden labels) of the submission standing at the end: the last valid graded run, or m_init when the agent never produced one. best_score (the best run during the episode, by the public part's score) is in the dataset but not used here.\n")
+	fmt.Fprintf(w, "- Every task's hidden answers have a public and a private part (private/parts.csv, the rule in its task.yaml). During an episode the agent is told only the public part's scores and rewards use only them; every score, delta_r, m_init and m_best above is the private part's (the public part's are in the dataset beside them). Public minus private is the same statistic on both parts, each against the initial script's score on that part.\n")
 	fmt.Fprintf(w, "- avg@n is the mean of the n final scores, best@n the best of them; delta_r = beta (avg@n - m_init) / m_init with beta = -1 for lower-is-better metrics.\n")
 	fmt.Fprintf(w, "- Intervals: Student t over the n trajectories of a task; per method, the mean of the tasks' delta_r with their standard errors combined (tasks treated as fixed).\n")
 	fmt.Fprintf(w, "- initial is the untouched initial script: its delta_r is 0 by construction (one row per task).\n")
 	fmt.Fprintf(w, "- Trajectory i of a task has the same seed and initial plan (sampled from the task's kept ideas, which are generated without labels) for every method.\n")
+}
+
+// ScoredOnLine says which hidden answers a summary's scores are on.
+func ScoredOnLine(scored string) string {
+	switch scored {
+	case schemas.ScoredPrivate:
+		return "Scores: the private part of each task's hidden answers, whose scores no agent saw (the agents were told the public part's)."
+	case schemas.ScoredAll:
+		return "Scores: all of each task's hidden answers, whose scores the agents were told during the episodes (tasks ingested without a public and a private part; re-ingest them to report private scores)."
+	}
+	return "Scores: some rows on the private part of the hidden answers, others on all of them (tasks ingested before and after the parts): do not compare them."
+}
+
+// writeFeedbackFits writes the public minus private table of a split.
+func writeFeedbackFits(w io.Writer, s Summary, split string) {
+	var fs []FeedbackFit
+	for _, f := range s.FeedbackFits {
+		if f.Split == split {
+			fs = append(fs, f)
+		}
+	}
+	if len(fs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Public minus private: the same statistic on the public part of the hidden answers (the scores the agent was told) minus the private part's (reported above), per task averaged over its trajectories, then over the tasks (95%% interval over tasks). Above 0, the agent's choices fitted the feedback it saw.\n\n")
+	fmt.Fprintf(w, "| method | tasks | headroom closed, public - private | delta_r, public - private |\n|---|---|---|---|\n")
+	for _, f := range fs {
+		fmt.Fprintf(w, "| %s | %d | %s | %s |\n", f.Method, f.Tasks, room(f.Room, f.RoomCI), room(f.Delta, f.DeltaCI))
+	}
+	fmt.Fprintln(w)
 }
 
 // Verdict says, in one sentence, whether RL beat SFT on a split, and
@@ -265,6 +298,9 @@ func PrintHeadline(w io.Writer, s Summary) {
 		if v := Verdict(s, split); v != "" {
 			fmt.Fprintln(w, v)
 		}
+	}
+	if s.ScoredOn != "" {
+		fmt.Fprintln(w, ScoredOnLine(s.ScoredOn))
 	}
 }
 

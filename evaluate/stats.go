@@ -110,6 +110,12 @@ type Summary struct {
 	// run selected update 0), is the selection's reason; the verdicts
 	// then say that SFT+PPO is SFT.
 	PPOIsSFT string `json:"ppo_is_sft,omitempty"`
+	// FeedbackFits are the public minus private differences, by split
+	// and method (empty when no row has both parts' scores).
+	FeedbackFits []FeedbackFit `json:"feedback_fits,omitempty"`
+	// ScoredOn is which hidden answers every score above is on:
+	// schemas.ScoredPrivate, schemas.ScoredAll, or "mixed".
+	ScoredOn string `json:"scored_on"`
 }
 
 // Behaviour is what one method's agents did on one split's tasks: how
@@ -222,7 +228,11 @@ func SummarizeWith(rows []schemas.EvalResult, mBest map[string]float64) Summary 
 	for k, g := range groups {
 		c := cell(k.method, g)
 		c.Room, c.RoomCI = math.NaN(), math.NaN()
-		if best, ok := mBest[k.task]; ok {
+		best, ok := mBest[k.task]
+		if g[0].MBest != nil { // the m_best of the part the rows are scored on (eval_results 1.3)
+			best, ok = *g[0].MBest, true
+		}
+		if ok {
 			var shares []float64
 			for _, r := range g {
 				if v, ok := env.HeadroomShare(r.MInit, best, r.FinalScore); ok {
@@ -269,7 +279,145 @@ func SummarizeWith(rows []schemas.EvalResult, mBest map[string]float64) Summary 
 		sum.Headlines = append(sum.Headlines, headline(k.split, k.method, byH[k]))
 	}
 	sum.Behaviours = behaviours(rows, sum.Methods)
+	sum.FeedbackFits = feedbackFits(rows, sum.Methods)
+	sum.ScoredOn = scoredOn(rows)
 	return sum
+}
+
+// FeedbackFit is how much better one method's final scores are on the
+// public part of the hidden answers (whose scores the agent was told) than
+// on the private part (what is reported), on one split: per task, the
+// mean over its trajectories of public minus private, as shares of each
+// part's headroom and as delta_r on each part (each part against the
+// initial script's score on it); then the mean over the tasks with a 95%
+// Student t interval over them. Above 0: the agent's choices fitted the
+// feedback it read better than the answers it never saw a score of. The
+// initial script's difference is 0 by construction; a forecasting task's
+// private part is the later half of its horizon, which every method
+// forecasts worse, and each part is compared with its own m_init.
+type FeedbackFit struct {
+	Method  string  `json:"method"`
+	Split   string  `json:"split"`
+	Tasks   int     `json:"tasks"`
+	Room    float64 `json:"headroom_public_minus_private"`
+	RoomCI  float64 `json:"headroom_public_minus_private_ci95"`
+	Delta   float64 `json:"delta_r_public_minus_private"`
+	DeltaCI float64 `json:"delta_r_public_minus_private_ci95"`
+}
+
+// MarshalJSON writes what was not measured (NaN) as null.
+func (f FeedbackFit) MarshalJSON() ([]byte, error) {
+	type plain FeedbackFit
+	m := func(x float64) *float64 {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return &x
+	}
+	return json.Marshal(struct {
+		plain
+		Room    *float64 `json:"headroom_public_minus_private"`
+		RoomCI  *float64 `json:"headroom_public_minus_private_ci95"`
+		Delta   *float64 `json:"delta_r_public_minus_private"`
+		DeltaCI *float64 `json:"delta_r_public_minus_private_ci95"`
+	}{plain(f), m(f.Room), m(f.RoomCI), m(f.Delta), m(f.DeltaCI)})
+}
+
+// PartDiff is one trajectory's public minus private difference: of the
+// headroom shares and of delta_r (ok false for a row without both parts'
+// scores; a statistic that is undefined on a part, such as delta_r with
+// an m_init of 0, is NaN).
+func PartDiff(r schemas.EvalResult) (room, delta float64, ok bool) {
+	if r.ScoredOn != schemas.ScoredPrivate || r.MInitPublic == nil || r.MBestPublic == nil || r.FinalScorePublic == nil || r.MBest == nil {
+		return 0, 0, false
+	}
+	room, delta = math.NaN(), math.NaN()
+	hp, okp := env.HeadroomShare(*r.MInitPublic, *r.MBestPublic, *r.FinalScorePublic)
+	hq, okq := env.HeadroomShare(r.MInit, *r.MBest, r.FinalScore)
+	if okp && okq {
+		room = hp - hq
+	}
+	if *r.MInitPublic != 0 && r.MInit != 0 {
+		b := beta(r.Direction)
+		delta = b*(*r.FinalScorePublic-*r.MInitPublic) / *r.MInitPublic - b*(r.FinalScore-r.MInit)/r.MInit
+	}
+	return room, delta, true
+}
+
+// feedbackFits computes FeedbackFit per (split, method) in report order,
+// from the rows scored on a private part.
+func feedbackFits(rows []schemas.EvalResult, methods []string) []FeedbackFit {
+	type key struct{ split, method string }
+	type acc struct{ room, delta []float64 }
+	tasks := map[key]map[string]*acc{}
+	for _, r := range rows {
+		room, delta, ok := PartDiff(r)
+		if !ok {
+			continue
+		}
+		k := key{r.Split, r.Method}
+		if tasks[k] == nil {
+			tasks[k] = map[string]*acc{}
+		}
+		a := tasks[k][r.TaskID]
+		if a == nil {
+			a = &acc{}
+			tasks[k][r.TaskID] = a
+		}
+		a.room, a.delta = append(a.room, room), append(a.delta, delta)
+	}
+	var out []FeedbackFit
+	for k, byTask := range tasks {
+		f := FeedbackFit{Method: k.method, Split: k.split, Tasks: len(byTask)}
+		var rooms, deltas []float64
+		for _, a := range byTask {
+			if m, _ := meanSE(a.room); !math.IsNaN(m) {
+				rooms = append(rooms, m)
+			}
+			if m, _ := meanSE(a.delta); !math.IsNaN(m) {
+				deltas = append(deltas, m)
+			}
+		}
+		f.Room, f.RoomCI = meanCI(rooms)
+		f.Delta, f.DeltaCI = meanCI(deltas)
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Split != out[j].Split {
+			return splitOrder(out[i].Split) < splitOrder(out[j].Split)
+		}
+		return slices.Index(methods, out[i].Method) < slices.Index(methods, out[j].Method)
+	})
+	return out
+}
+
+// meanCI is the mean of xs and the half-width of its 95% Student t
+// interval (NaN, NaN for no values).
+func meanCI(xs []float64) (mean, half float64) {
+	if len(xs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	m, se := meanSE(xs)
+	return m, se * tQuantile975(len(xs)-1)
+}
+
+// scoredOn says which hidden answers the rows' scores are on: the private
+// part (every row ScoredPrivate), all of them (none), or "mixed".
+func scoredOn(rows []schemas.EvalResult) string {
+	out := ""
+	for _, r := range rows {
+		s := r.ScoredOn
+		if s == "" {
+			s = schemas.ScoredAll
+		}
+		switch {
+		case out == "":
+			out = s
+		case out != s:
+			return "mixed"
+		}
+	}
+	return out
 }
 
 func cell(method string, g []schemas.EvalResult) Cell {

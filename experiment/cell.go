@@ -195,9 +195,28 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			RewardCurve: pm.reward, ValidCurve: pm.valid, Curve: pm.curve, Updates: pm.updates,
 			SampleClasses: pm.classes, FailedMarkers: pm.failedMarkers, DurationReward: pm.durationReward, StalenessByDuration: pm.staleness,
 			UpdateDurations: pm.durations, PPOTime: pm.time, EvalTime: evalTime})
-		if b, ok := mBest[r.TaskID]; ok {
+		row := &rows[len(rows)-1]
+		b, ok := mBest[r.TaskID]
+		if r.MBest != nil { // the m_best of the part the row is scored on (eval_results 1.3)
+			b, ok = *r.MBest, true
+		}
+		if ok {
 			if h, ok := env.HeadroomShare(r.MInit, b, r.FinalScore); ok {
-				rows[len(rows)-1].Headroom = &h
+				row.Headroom = &h
+			}
+		}
+		row.ScoredOn = r.ScoredOn
+		if row.ScoredOn == "" {
+			row.ScoredOn = schemas.ScoredAll
+		}
+		if r.MInitPublic != nil && r.FinalScorePublic != nil {
+			row.MInitPublic, row.FinalScorePublic = r.MInitPublic, r.FinalScorePublic
+			d := deltaR(r.Direction, *r.MInitPublic, *r.FinalScorePublic)
+			row.DeltaRPublic = &d
+			if r.MBestPublic != nil {
+				if h, ok := env.HeadroomShare(*r.MInitPublic, *r.MBestPublic, *r.FinalScorePublic); ok {
+					row.HeadroomPublic = &h
+				}
 			}
 		}
 	}

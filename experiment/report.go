@@ -102,6 +102,10 @@ type summary struct {
 	// timeQuality is the suite's time-quality relation per task, from the
 	// data root's steps (nil: none there).
 	timeQuality []taskTimeQuality
+	// scoredOn says which hidden answers the rows are scored on, fits each
+	// arm's public minus private difference (feedback.go).
+	scoredOn string
+	fits     []armFit
 }
 
 func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
@@ -112,6 +116,7 @@ func summarise(cfg Config, arms []Arm, rows []schemas.ExperimentRow) summary {
 	var s summary
 	s.cfg = cfg
 	s.preset, _ = presetNamed(cfg.Preset)
+	s.scoredOn, s.fits = scoredOnOf(rows), feedbackFits(arms, rows)
 	for _, a := range arms {
 		st := &armStats{arm: a, outUnits: map[unit]float64{}, inUnits: map[unit]float64{}, outRoom: map[unit]float64{}, inRoom: map[unit]float64{}, taskValid: map[string][2]int{},
 			runs: map[int64]*seedRun{}, samples: newSampleSums()}
@@ -435,6 +440,7 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 			roomCell(a.roomOut), roomCell(a.roomIn), rate(a.valid), cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
 	}
 	writeTimeSplit(&b, s.arms)
+	writeFeedbackFits(&b, s)
 	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually). An ablation whose phenomenon (what the ablated feature acts on) the grid measured below its threshold is **not testable here**, whatever its difference: ")
 	var rules []string
 	for _, ph := range []string{PhenomenonDuration, PhenomenonInstrumentation, PhenomenonFormat} {

@@ -286,6 +286,15 @@ func (d *draft) specYAML() []byte {
 		field("time_limit_s", *s.TimeLimitS, true)
 	}
 	field("split", s.Split, s.Split != "")
+	if s.TaskType != "" {
+		// The hidden answers' public and private parts: computed at ingest
+		// by this rule (internal/tasks split.go) into private/parts.csv.
+		rule := tasks.DefaultSplitRule(s.TaskType)
+		field("answer_split", rule, true)
+		if rule == tasks.SplitStrataHash {
+			field("answer_split_seed", tasks.DefaultSplitSeed, true)
+		}
+	}
 	field("source", s.Source, true)
 	if s.Initial != "" {
 		field("initial", s.Initial, true)

@@ -160,7 +160,7 @@ func TestImportMLEBench(t *testing.T) {
 	}
 	want := tasks.Spec{ID: "toy-titanic", Title: "Toy Titanic", Modality: "tabular", TaskType: "binary-classification",
 		Metric: "accuracy", Direction: schemas.HigherIsBetter, MBestSource: "MLE-bench leaderboard.csv: top of 3 teams",
-		Split: schemas.HeldIn, Source: FromMLEBench}
+		Split: schemas.HeldIn, Source: FromMLEBench, AnswerSplit: tasks.SplitStrataHash, AnswerSplitSeed: tasks.DefaultSplitSeed}
 	gotSpec := titanic.Spec
 	if *gotSpec.MBest != 0.99 {
 		t.Errorf("got m_best %v, want 0.99 (the leaderboard's top)", *gotSpec.MBest)
@@ -485,7 +485,7 @@ func TestRunTasksFromMLAgentBench(t *testing.T) {
 	// Supplying what the report asked for makes the same command succeed.
 	spec := filepath.Join(cfg.ImportTo, "house-toy", tasks.SpecFile)
 	b, _ := os.ReadFile(spec)
-	b = bytes.Replace(b, []byte("# m_best: <fill in>\n# m_best_source: <fill in>\n"), []byte("m_best: 0.4\nm_best_source: the generator's noise level\n"), 1)
+	b = bytes.Replace(b, []byte("# m_best: <fill in>\n# m_best_source: <fill in>\n"), []byte("m_best: 0.3\nm_best_source: below the generator's noise level\n"), 1)
 	os.WriteFile(spec, b, 0o644)
 	log.Reset()
 	if err := runTasks(context.Background(), cfg, &log, &log); err != nil {
@@ -497,6 +497,11 @@ func TestRunTasksFromMLAgentBench(t *testing.T) {
 	}
 	if r := rows[0]; r.MInit < 0.3 || r.MInit > 1.5 {
 		t.Errorf("got m_init %v, want a Ridge MAE in [0.3, 1.5] on noise 0.5", r.MInit)
+	}
+	// The importer recorded the split rule; ingest cut the answers and
+	// measured m_init on each part.
+	if r := rows[0]; !r.HasParts() || !strings.HasPrefix(r.AnswerSplit, tasks.SplitStrataHash) || *r.MInitPublic == *r.MInitPrivate {
+		t.Errorf("got answer_split %q, parts %v; want %s with two different m_init", r.AnswerSplit, r.HasParts(), tasks.SplitStrataHash)
 	}
 }
 
@@ -553,6 +558,22 @@ func TestGeneratedGrader(t *testing.T) {
 				t.Errorf("got %+v, want score %v", g, c.want)
 			}
 		})
+	}
+	// With parts.csv: each part scored on its own rows.
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"private/grade.py":    string(grader),
+		"private/grade.json":  `{"id_column": "id", "target_columns": ["y"], "metric": "mae"}`,
+		"private/answers.csv": "id,y\n1,1.0\n2,2.0\n3,4.0\n4,0.0\n",
+		"private/parts.csv":   "id,part\n1,public\n2,private\n3,private\n4,public\n",
+		"submission.csv":      "id,y\n4,1.0\n3,3.0\n2,2.0\n1,1.5\n",
+	})
+	g, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Valid || math.Abs(g.Score-0.625) > 1e-9 || g.Public == nil || math.Abs(*g.Public-0.75) > 1e-9 || math.Abs(*g.Private-0.5) > 1e-9 {
+		t.Errorf("parts: got %+v (public %s, private %s), want mae 0.625, public 0.75 (ids 1, 4), private 0.5 (ids 2, 3)", g, fmtp(g.Public), fmtp(g.Private))
 	}
 }
 
@@ -862,6 +883,23 @@ func TestMLEBenchGrader(t *testing.T) {
 			}
 		})
 	}
+	// With parts.csv, the grade function scores each part's answers and
+	// the submission's rows with those ids.
+	t.Run("parts", func(t *testing.T) {
+		dir := dirFor(t, "PassengerId,Transported\nc,True\na,False\nb,False\n")
+		writeFiles(t, dir, map[string]string{"private/parts.csv": "id,part\na,public\nb,private\nc,private\n"})
+		g, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Valid || g.Score != 0.66667 || g.Public == nil || *g.Public != 0 || *g.Private != 1 {
+			t.Errorf("got %+v (public %v, private %v), want 0.66667 with public 0 (a wrong) and private 1 (b, c right)", g, fmtp(g.Public), fmtp(g.Private))
+		}
+		writeFiles(t, dir, map[string]string{"private/parts.csv": "id,part\nb,public\na,private\nc,private\n"})
+		if _, err := tasks.RunGrader(context.Background(), python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv")); err == nil || !strings.Contains(err.Error(), "does not list the answers' ids") {
+			t.Errorf("parts in another order: got %v, want the grader to refuse them (exit 2)", err)
+		}
+	})
 	t.Run("mlebench not installed", func(t *testing.T) {
 		t.Setenv("PYTHONPATH", t.TempDir())
 		dir := dirFor(t, cases[0].submission)
@@ -1265,4 +1303,11 @@ func TestImportMLEBenchBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fmtp(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }

@@ -364,7 +364,7 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade
 	}
 	note := ""
 	if t.MBestMeasure {
-		if note, err = measureMBest(ctx, runner, grade, t, base.TestScore, limits, cfg); err != nil {
+		if note, err = measureMBest(ctx, runner, grade, t, base, limits, cfg); err != nil {
 			return taskResult{id: t.ID, err: err}
 		}
 	}
@@ -375,6 +375,7 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade
 	row := t.Row()
 	row.MInit = base.TestScore
 	row.MInitTest = base.TestScore
+	row.MInitPublic, row.MInitPrivate = base.Public, base.Private
 	row.MInitValid = base.ValMetric
 	row.BaselineDurationS = base.Duration.Seconds()
 	row.WorkspaceTree, row.PrivateTree = ws, priv
@@ -385,7 +386,7 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade
 // measureMBest sets t's m_best and m_best_source by the catalog search on
 // its initial train.py, within cfg's budget, and returns the log line that
 // says what was measured and how to keep it.
-func measureMBest(ctx context.Context, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, mInit float64, limits sandbox.Limits, cfg TasksConfig) (string, error) {
+func measureMBest(ctx context.Context, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, base tasks.Baseline, limits sandbox.Limits, cfg TasksConfig) (string, error) {
 	rel := tasks.WorkspaceDir + "/" + tasks.ScriptFile
 	if t.Initial == schemas.InitialOriginal {
 		rel = tasks.PrivateDir + "/" + sectionedFile // the benchmark's own has no sections
@@ -401,17 +402,22 @@ func measureMBest(ctx context.Context, runner sandbox.Runner, grade tasks.GradeF
 		return "", &tasks.Error{Task: t.ID, File: tasks.SpecFile, Field: "m_best", Msg: fmt.Sprintf("%s: the catalog search edits the sections of %s, and %v; set m_best by hand", tasks.MeasureMBest, rel, err)}
 	}
 	budget := tasks.MeasureBudget{Scripts: cfg.MeasureScripts, Time: cfg.MeasureTime}
-	m, err := tasks.Measure(ctx, runner, grade, t, string(script), mInit, limits, budget, time.Now())
+	m, err := tasks.Measure(ctx, runner, grade, t, string(script), base, limits, budget, time.Now())
 	if err != nil {
 		return "", err
 	}
 	t.MBest, t.MBestSource = &m.Score, m.Source
+	t.MBestPublic, t.MBestPrivate = m.Public, m.Private
+	keep := ""
+	if m.Public != nil && m.Private != nil {
+		keep = fmt.Sprintf(", `m_best_public: %g`, `m_best_private: %g`", *m.Public, *m.Private)
+	}
 	stopped := ""
 	if m.Stopped {
 		stopped = fmt.Sprintf(", stopped by the budget (measure_scripts %d, measure_time %s)", cfg.MeasureScripts, cfg.MeasureTime)
 	}
-	return fmt.Sprintf("ingest tasks: %s: m_best %g measured by the catalog search (%d of %d combinations, %d failed%s); to keep it, write `m_best: %g` and `m_best_source: %q` in %s",
-		t.ID, m.Score, m.Scripts, m.Combinations, m.Failed, stopped, m.Score, m.Source, filepath.Join(t.Dir, tasks.SpecFile)), nil
+	return fmt.Sprintf("ingest tasks: %s: m_best %g measured by the catalog search (%d of %d combinations, %d failed%s); to keep it, write `m_best: %g`%s and `m_best_source: %q` in %s",
+		t.ID, m.Score, m.Scripts, m.Combinations, m.Failed, stopped, m.Score, keep, m.Source, filepath.Join(t.Dir, tasks.SpecFile)), nil
 }
 
 // selectTasks keeps the tasks named in only (all when empty), and turns a

@@ -12,6 +12,7 @@ package agents
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/mlerl/mlerl/env"
@@ -141,6 +142,32 @@ type Episode struct {
 	// taken out of ActS), and in the environment's steps (script runs,
 	// replays of the execution cache included), summed over its steps.
 	ActS, WaitS, StepS float64
+	// Private holds the episode's scores on the private part of the hidden
+	// answers (nil for a task without parts): what evaluation reports.
+	// The trajectory's own scores are the public part's, which the agent
+	// was told.
+	Private *PrivateScores
+}
+
+// PrivateScores are an episode's scores on the private part of the
+// hidden answers: the initial script's, the final submission's and the
+// best-public submission's (nil before any valid run).
+type PrivateScores struct {
+	MInit, Final float64
+	Best         *float64
+}
+
+// observed is what the agent may read of a step's result: r itself, or
+// with the environment's feedback none a copy without hidden-test scores
+// and rewards (a reward is a difference of scores).
+func observed(e *env.Env, r *env.StepResult) *env.StepResult {
+	if r == nil || e.Feedback() != env.FeedbackNone {
+		return r
+	}
+	c := *r
+	c.MetricBefore, c.MetricAfter, c.BestBefore = math.NaN(), nil, nil
+	c.Reward = env.Reward{}
+	return &c
 }
 
 // maxPromptScriptBytes bounds the train.py read into a prompt.
@@ -160,7 +187,7 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 			break
 		}
 		st := StateOf(e, plan, opts.MaxSteps)
-		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: Compact(st, opts.CompactBudget, opts.Count), Last: last}
+		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: Compact(st, opts.CompactBudget, opts.Count), Last: observed(e, last)}
 		snap, err := e.Snapshot(ctx)
 		if err != nil {
 			return nil, err
@@ -220,6 +247,13 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 	}
 	if t.BestMetric != nil {
 		t.Improved = better(e.Spec().Direction, *t.BestMetric, t.MInit)
+	}
+	if mi := e.Spec().MInitPrivate; mi != nil {
+		cur, best := e.PrivateScores()
+		ep.Private = &PrivateScores{MInit: *mi, Final: *mi, Best: best}
+		if cur != nil {
+			ep.Private.Final = *cur
+		}
 	}
 	t.WallS = time.Since(start).Seconds()
 	return ep, nil

@@ -18,6 +18,7 @@ package agents
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/mlerl/mlerl/env"
@@ -65,6 +66,10 @@ type State struct {
 	History  []Step
 	Step     int // steps taken so far
 	MaxSteps int
+	// Hidden: the environment tells the agent nothing of its hidden-test
+	// scores (env feedback none): MInit, Current, Best, the history's
+	// scores and rewards are left out of every rendering.
+	Hidden bool
 }
 
 // StateOf is the state an agent acting in e sees: FromEnv with the
@@ -93,6 +98,23 @@ func FromEnv(e *env.Env, plan []string, maxSteps int, script string) State {
 		s.History = append(s.History, Step{ActionName: h.ActionName, ActionText: h.ActionText, Observation: h.Observation,
 			Outcome: string(h.Outcome), MetricAfter: h.MetricAfter, Reward: h.Reward})
 	}
+	if e.Feedback() == env.FeedbackNone {
+		s = s.hideScores()
+	}
+	return s
+}
+
+// hideScores blanks every hidden-test score of s and its history's
+// rewards (which are differences of those scores).
+func (s State) hideScores() State {
+	s.Hidden = true
+	s.MInit, s.Current, s.Best = math.NaN(), math.NaN(), nil
+	h := make([]Step, len(s.History))
+	for i, st := range s.History {
+		st.MetricAfter, st.Reward = nil, 0
+		h[i] = st
+	}
+	s.History = h
 	return s
 }
 
@@ -125,14 +147,18 @@ func worse(s State) string {
 func Compact(s State, budget int, count Counter) string {
 	var head strings.Builder
 	fmt.Fprintf(&head, "Task: %s (%s). Metric: %s, %s.\n", s.Title, s.TaskID, s.Metric, direction(s.Direction))
-	fmt.Fprintf(&head, "Score: initial %.4f, current %.4f%s, best %s. Step %d of %d.\n", s.MInit, s.Current, worse(s), score(s.Best), s.Step+1, s.MaxSteps)
+	if s.Hidden {
+		fmt.Fprintf(&head, "Score: not shown (only whether a submission is valid). Step %d of %d.\n", s.Step+1, s.MaxSteps)
+	} else {
+		fmt.Fprintf(&head, "Score: initial %.4f, current %.4f%s, best %s. Step %d of %d.\n", s.MInit, s.Current, worse(s), score(s.Best), s.Step+1, s.MaxSteps)
+	}
 	if len(s.Plan) > 0 {
 		head.WriteString("Plan:\n")
 		for i, p := range s.Plan {
 			fmt.Fprintf(&head, "%d. %s\n", i+1, p)
 		}
 	}
-	hist := compactHistory(s.History)
+	hist := compactHistory(s.History, s.Hidden)
 	script := editableSections(s.Script)
 	return fit(head.String(), script, hist, compactTail, budget, count, compactScriptTitle, compactHistTitle)
 }
@@ -263,7 +289,7 @@ func (c compactParts) render(drops int) string {
 }
 
 // compactHistory renders one line per step.
-func compactHistory(h []Step) []string {
+func compactHistory(h []Step, hidden bool) []string {
 	out := make([]string, len(h))
 	for i, st := range h {
 		name := st.ActionName
@@ -274,7 +300,9 @@ func compactHistory(h []Step) []string {
 		if st.MetricAfter != nil {
 			line += fmt.Sprintf(", score %.4f", *st.MetricAfter)
 		}
-		line += fmt.Sprintf(", reward %.2f", st.Reward)
+		if !hidden {
+			line += fmt.Sprintf(", reward %.2f", st.Reward)
+		}
 		if obs := firstLine(st.Observation); obs != "" && st.MetricAfter == nil {
 			line += ": " + textutil.Clip(obs, 100)
 		}
@@ -361,8 +389,12 @@ func Full(s State, budget int, count Counter) string {
 	var head strings.Builder
 	head.WriteString(fullTools)
 	fmt.Fprintf(&head, "\nResearch Problem (%s, metric %s, %s):\n%s\n", s.TaskID, s.Metric, direction(s.Direction), strings.TrimSpace(s.Description))
-	fmt.Fprintf(&head, "\nThe initial train.py scores %.4f on the hidden test set; the current workspace scores %.4f; best so far %s. You have used %d of %d steps.\n",
-		s.MInit, s.Current, score(s.Best), s.Step, s.MaxSteps)
+	if s.Hidden {
+		fmt.Fprintf(&head, "\nScores on the hidden test set are not shown: after each run you are told only whether submission.csv is a valid submission. You have used %d of %d steps.\n", s.Step, s.MaxSteps)
+	} else {
+		fmt.Fprintf(&head, "\nThe initial train.py scores %.4f on the hidden test set; the current workspace scores %.4f; best so far %s. You have used %d of %d steps.\n",
+			s.MInit, s.Current, score(s.Best), s.Step, s.MaxSteps)
+	}
 	if len(s.Plan) > 0 {
 		head.WriteString("\nInitial plan: try these ideas, one at a time, keeping those that improve the score:\n")
 		for i, p := range s.Plan {

@@ -64,6 +64,11 @@ type scriptedAgent struct {
 	kept     []string
 	dropped  []string
 	lastSlip bool
+	// bestVal is the VAL_METRIC of the standing script: what the expert
+	// judges an edit by when the environment shows no hidden-test score
+	// (feedback none). Nil before a run printed one; the first edit run
+	// without a baseline run before it is then kept.
+	bestVal *float64
 }
 
 func (a *scriptedAgent) Act(ctx context.Context, obs Observation) (string, llm.Usage, error) {
@@ -82,6 +87,9 @@ func (a *scriptedAgent) Act(ctx context.Context, obs Observation) (string, llm.U
 func (a *scriptedAgent) decide(obs Observation) env.Action {
 	st := obs.State
 	left := st.MaxSteps - st.Step
+	if r := obs.Last; r != nil && a.pending == "" && a.bestVal == nil && r.Outcome == env.OutcomeSuccess && r.ValMetric != nil {
+		a.bestVal = r.ValMetric // the baseline run
+	}
 	if obs.Last != nil && obs.Last.Outcome != env.OutcomeFormatError && obs.Last.Outcome != env.OutcomeInvalidAction {
 		if act, ok := a.followUp(obs); ok && left > 1 {
 			return act
@@ -145,7 +153,14 @@ func (a *scriptedAgent) followUp(obs Observation) (env.Action, bool) {
 			return a.runEdit(obs), true // a slip came instead of the run
 		}
 		a.pending = ""
-		if r.MetricAfter != nil && improved(obs.State.Direction, *r.MetricAfter, r.BestBefore, obs.State.MInit) {
+		keep := r.MetricAfter != nil && improved(obs.State.Direction, *r.MetricAfter, r.BestBefore, obs.State.MInit)
+		if obs.State.Hidden { // no hidden-test score: judge by the validation metric
+			keep = r.Outcome == env.OutcomeSuccess && r.ValMetric != nil && (a.bestVal == nil || better(obs.State.Direction, *r.ValMetric, *a.bestVal))
+		}
+		if keep {
+			if r.ValMetric != nil {
+				a.bestVal = r.ValMetric
+			}
 			a.kept = append(a.kept, a.idea)
 			return env.Action{}, false
 		}
@@ -229,7 +244,14 @@ func (a *scriptedAgent) finish(obs Observation) env.Action {
 	if obs.State.Best != nil {
 		best = *obs.State.Best
 	}
-	fmt.Fprintf(&sb, "Final score %.4f (initial %.4f).", best, obs.State.MInit)
+	switch {
+	case obs.State.Hidden && a.bestVal != nil:
+		fmt.Fprintf(&sb, "Final validation score %.4f.", *a.bestVal)
+	case obs.State.Hidden:
+		sb.WriteString("Final answer.")
+	default:
+		fmt.Fprintf(&sb, "Final score %.4f (initial %.4f).", best, obs.State.MInit)
+	}
 	if len(a.kept) > 0 {
 		fmt.Fprintf(&sb, " Kept: %s.", strings.Join(a.kept, "; "))
 	}

@@ -1,7 +1,7 @@
 """MLE-bench's own grader for an imported competition (`mlerl ingest tasks
 --from mlebench --grader mlebench`).
 
-Usage: python3 private/grade.py <submission.csv> <answers.csv>
+Usage: python3 private/grade.py <submission.csv> <answers.csv> [<parts.csv>]
 
 Reads grade.json beside this file ({"competition", "grade_fn", "answers"}),
 imports the competition's grade function from the installed `mlebench`
@@ -12,7 +12,11 @@ JSON line, exiting 0: {"valid": true, "score": x} with the score rounded
 as MLE-bench rounds it, or {"valid": false, "reason": "..."} for a
 missing or unreadable submission, an InvalidSubmissionError, any other
 exception of the grade function (MLE-bench counts those invalid too) or a
-score that is not a finite number. Only a grader environment without
+score that is not a finite number. Given parts.csv (id,part per answers
+row, in their order; the id is the answers' first column), a valid
+verdict also carries {"public": x, "private": y}: the grade function
+called on each part's answers and the submission's rows with those ids.
+Only a grader environment without
 pandas or mlebench exits 2, with the reason on stderr: that is not the
 submission's fault.
 """
@@ -23,10 +27,12 @@ import os
 import sys
 
 
-def verdict(valid, score=None, reason=None):
+def verdict(valid, score=None, reason=None, parts=None):
     out = {"valid": valid}
     if valid:
         out["score"] = score
+        if parts:
+            out.update(parts)
     else:
         out["reason"] = reason
     print(json.dumps(out))
@@ -46,8 +52,8 @@ def one_line(e):
 
 
 def main():
-    if len(sys.argv) != 3:
-        broken("usage: grade.py <submission.csv> <answers.csv>")
+    if len(sys.argv) not in (3, 4):
+        broken("usage: grade.py <submission.csv> <answers.csv> [<parts.csv>]")
     sub_path, ans_path = sys.argv[1], sys.argv[2]
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "grade.json")) as f:
         cfg = json.load(f)
@@ -84,19 +90,43 @@ def main():
             answers = [json.loads(line) for line in f if line.strip()]
     else:
         answers = read_csv(ans_path)
-    try:
-        score = grade_fn(submission, answers)
-    except InvalidSubmissionError as e:
-        verdict(False, reason="invalid submission (%s)" % (" ".join(str(e).split()) or "no reason given"))
-    except Exception as e:
-        verdict(False, reason="%s's grade function failed on the submission: %s" % (cfg["competition"], one_line(e)))
-    try:
-        score = float(score)
-    except (TypeError, ValueError):
-        verdict(False, reason="the grade function returned %r, not a number" % (score,))
-    if not math.isfinite(score):
-        verdict(False, reason="the grade function returned %r" % score)
-    verdict(True, score=round(score, 5))
+    def grade(sub, ans, where):
+        try:
+            score = grade_fn(sub, ans)
+        except InvalidSubmissionError as e:
+            verdict(False, reason="invalid submission%s (%s)" % (where, " ".join(str(e).split()) or "no reason given"))
+        except Exception as e:
+            verdict(False, reason="%s's grade function failed on the submission%s: %s" % (cfg["competition"], where, one_line(e)))
+        try:
+            score = float(score)
+        except (TypeError, ValueError):
+            verdict(False, reason="the grade function returned %r%s, not a number" % (score, where))
+        if not math.isfinite(score):
+            verdict(False, reason="the grade function returned %r%s" % (score, where))
+        return round(score, 5)
+
+    score = grade(submission, answers, "")
+    if len(sys.argv) == 3:
+        verdict(True, score=score)
+    if not isinstance(answers, pd.DataFrame) or answers.shape[1] == 0:
+        broken("the hidden answers are not a table, so they cannot be cut into parts: grade without parts.csv")
+    parts = pd.read_csv(sys.argv[3], dtype=str, keep_default_na=False)
+    idc = answers.columns[0]
+    # parts.csv holds the answers' first column as written (Go read the
+    # text); compare with the text, then cut both frames by the values as
+    # MLE-bench's reader typed them, the same way for both.
+    raw = pd.read_csv(ans_path, dtype=str, keep_default_na=False)
+    if list(parts.columns) != ["id", "part"] or [v.strip() for v in parts["id"]] != [v.strip() for v in raw.iloc[:, 0]]:
+        broken("parts file %s does not list the answers' ids (%s) in their order" % (sys.argv[3], idc))
+    out = {}
+    for name in ("public", "private"):
+        keep = [p.strip() == name for p in parts["part"]]
+        ans_p = answers[keep].reset_index(drop=True)
+        sub_p = submission
+        if idc in submission.columns:
+            sub_p = submission[submission[idc].isin(ans_p[idc])].reset_index(drop=True)
+        out[name] = grade(sub_p, ans_p, " (on the %s part)" % name)
+    verdict(True, score=score, parts=out)
 
 
 main()
