@@ -628,14 +628,15 @@ def make_tokenize_refs(toks):
     # The Qwen3 golden strings of internal/tokenizer, re-made with Rust.
     gp = ROOT / "internal" / "tokenizer" / "testdata"
     q = sets["qwen3"]
+    golden = golden_strings()  # read before the file is rewritten below
     with open(gp / "golden.jsonl", "w") as f:
-        for t in golden_strings():
-            f.write(json.dumps({"text": t, "ids": q.encode(t, add_special_tokens=False).ids}, ensure_ascii=False) + "\n")
+        for t in golden:
+            f.write(json.dumps({"text": t, "ids": q.encode(t, add_special_tokens=False).ids}, ensure_ascii=False, separators=(",", ":")) + "\n")
     gm = json.loads((gp / "golden.meta.json").read_text())
     gm.pop("node", None)
     gm["generator"] = "scripts/hf_reference.py (Hugging Face tokenizers " + __import__("tokenizers").__version__ + ")"
     gm["tokenizer_json_sha256"] = hashlib.sha256(REAL["qwen"].read_bytes()).hexdigest()
-    gm["strings"] = len(golden_strings())
+    gm["strings"] = len(golden)
     write_json(gp / "golden.meta.json", gm)
 
 
