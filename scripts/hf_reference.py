@@ -360,7 +360,7 @@ CKPTS = {
                             num_key_value_heads=1, rope_theta=500000.0, tie_word_embeddings=False,
                             max_position_embeddings=512, rms_norm_eps=1e-5,
                             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 64})),
+                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 256})),
     "qwen2": dict(cls=(Qwen2Config, Qwen2ForCausalLM), kind="qwen", template=QWEN25_INSTRUCT,
                   eos="<|im_end|>", bos=None, pad="<|endoftext|>", gen_eos=["<|im_end|>", "<|endoftext|>"],
                   dtype=torch.float32,
