@@ -702,6 +702,10 @@ def check(dirpath):
         gotm = merged(ids).logits.double().numpy()
     relm = np.abs(gotm - want).max() / np.abs(want).max()
     print(f"transformers loaded Go's merged folder ({json.loads((d / 'merged' / 'config.json').read_text()).get('dtype')}): max |diff| / max |logit| = {relm:.3g}")
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(d / "merged")
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    print(f"transformers loaded the merged folder's tokenizer ({len(tok)} ids) and chat template: {text!r}")
     ok = rel < 1e-4 and relm < float(meta.get("merged_tolerance", 1e-4))
     print("check: ok" if ok else "check: FAILED")
     sys.exit(0 if ok else 1)
