@@ -8,9 +8,10 @@ Run from the repository root with the pinned venv (scripts/setup_pyref.sh):
 
 The first form (re)writes, deterministically (fixed seeds, one CPU thread):
 
-  policy/hf/testdata/tok/{qwen,llama3}/   tiny byte-level BPE tokenizers trained
-      with `tokenizers` on the suite's text, with the real pre-tokenizer,
-      normalizer and special tokens of Qwen2.5 and Llama 3.
+  policy/hf/testdata/tok/{qwen,llama3,gpt2}/   tiny byte-level BPE tokenizers
+      trained with `tokenizers` on the suite's text, with the real
+      pre-tokenizer, normalizer and special tokens of Qwen2.5 and Llama 3,
+      and SmolLM2's layout (Digits, then ByteLevel with GPT-2's regex).
   policy/hf/testdata/ckpt/NAME/           tiny random checkpoints saved by
       transformers' save_pretrained: llama (SmolLM2-like), llama3 (Llama 3.1
       rope_scaling, bf16), qwen2, qwen3, and qwen2-sharded (two shards).
@@ -326,6 +327,23 @@ def train_tiny_tokenizer(kind, vocab_size=600):
     return out
 
 
+def train_gpt2_style_tokenizer(vocab_size=600):
+    """SmolLM2's layout: no normalizer, Digits(individual_digits) then
+    ByteLevel with its own GPT-2 regex (use_regex true), ChatML specials."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
+    tok.train_from_iterator([t for _, t in suite_texts()], trainer=trainer)
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
+                            for s in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")])
+    return tok
+
+
 def tokenizers_regex(pattern):
     from tokenizers import Regex
     return Regex(pattern)
@@ -607,7 +625,7 @@ def make_tokenize_refs(toks):
         for n, t in corpus:
             f.write(json.dumps({"name": n, "text": t}, ensure_ascii=False) + "\n")
     sets = {"qwen3": Tokenizer.from_file(str(REAL["qwen"])), "llama3_1": Tokenizer.from_file(str(REAL["llama3"])),
-            "tiny-qwen": toks["qwen"], "tiny-llama3": toks["llama3"]}
+            "tiny-qwen": toks["qwen"], "tiny-llama3": toks["llama3"], "tiny-gpt2": toks["gpt2"]}
     meta = {"tokenizers": transformers.__version__ and __import__("tokenizers").__version__, "files": {}}
     for key, tok in sets.items():
         src = {"qwen3": REAL["qwen"], "llama3_1": REAL["llama3"]}.get(key)
@@ -621,7 +639,7 @@ def make_tokenize_refs(toks):
                 row = {"name": n, "n": len(ids), "sha256": ids_digest(ids)}
                 # Full ids where a mismatch is worth reading: everything but
                 # the long suite files (whose digest still checks them).
-                if not n.startswith("tasks/") or len(ids) <= 64:
+                if (not n.startswith("tasks/") or len(ids) <= 64) and not (key == "tiny-gpt2" and n.startswith("golden/")):
                     row["ids"] = ids
                 f.write(json.dumps(row) + "\n")
     write_json(d / "meta.json", meta)
@@ -728,6 +746,9 @@ def main():
         td.mkdir(parents=True, exist_ok=True)
         toks[kind].save(str(td / "tokenizer.json"))
         print(f"tok/{kind}: {toks[kind].get_vocab_size()} ids")
+    toks["gpt2"] = train_gpt2_style_tokenizer()
+    (OUT / "tok" / "gpt2").mkdir(parents=True, exist_ok=True)
+    toks["gpt2"].save(str(OUT / "tok" / "gpt2" / "tokenizer.json"))
     (OUT / "ref").mkdir(parents=True, exist_ok=True)
     for name, spec in CKPTS.items():
         d = make_checkpoint(name, spec, toks)

@@ -59,9 +59,10 @@ func idsDigest(ids []int) string {
 
 // TestTokenizersMatchHF encodes the corpus (the suite's task descriptions
 // and scripts, policy prompts, Unicode edge cases, the Qwen golden
-// strings) with four tokenizer.json files and compares with Hugging Face
-// tokenizers' ids: the tiny Qwen- and Llama-3-style ones committed beside
-// the checkpoints, and the real Qwen3 and Llama 3.1 files that `make setup`
+// strings) with five tokenizer.json files and compares with Hugging Face
+// tokenizers' ids: the tiny Qwen-, Llama-3- and GPT-2/SmolLM2-style
+// (Digits, then ByteLevel's own regex) ones committed in testdata/tok,
+// and the real Qwen3 and Llama 3.1 files that `make setup`
 // installs (checked by sha256 against those the references were made from).
 func TestTokenizersMatchHF(t *testing.T) {
 	corpus := readJSONL[corpusRow](t, "testdata/tokenize/corpus.jsonl")
@@ -72,7 +73,7 @@ func TestTokenizersMatchHF(t *testing.T) {
 		Files map[string]struct{ Path, SHA256 string }
 	}
 	readJSON(t, "testdata/tokenize/meta.json", &meta)
-	for _, key := range []string{"tiny-qwen", "tiny-llama3", "qwen3", "llama3_1"} {
+	for _, key := range []string{"tiny-qwen", "tiny-llama3", "tiny-gpt2", "qwen3", "llama3_1"} {
 		t.Run(key, func(t *testing.T) {
 			file := meta.Files[key]
 			path := filepath.Join("testdata", file.Path)
