@@ -42,6 +42,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import tokenizers
 import torch
 from safetensors.numpy import save_file as np_save_file
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -626,7 +627,7 @@ def make_tokenize_refs(toks):
             f.write(json.dumps({"name": n, "text": t}, ensure_ascii=False) + "\n")
     sets = {"qwen3": Tokenizer.from_file(str(REAL["qwen"])), "llama3_1": Tokenizer.from_file(str(REAL["llama3"])),
             "tiny-qwen": toks["qwen"], "tiny-llama3": toks["llama3"], "tiny-gpt2": toks["gpt2"]}
-    meta = {"tokenizers": transformers.__version__ and __import__("tokenizers").__version__, "files": {}}
+    meta = {"tokenizers": tokenizers.__version__, "files": {}}
     for key, tok in sets.items():
         src = {"qwen3": REAL["qwen"], "llama3_1": REAL["llama3"]}.get(key)
         if src:
@@ -652,7 +653,7 @@ def make_tokenize_refs(toks):
             f.write(json.dumps({"text": t, "ids": q.encode(t, add_special_tokens=False).ids}, ensure_ascii=False, separators=(",", ":")) + "\n")
     gm = json.loads((gp / "golden.meta.json").read_text())
     gm.pop("node", None)
-    gm["generator"] = "scripts/hf_reference.py (Hugging Face tokenizers " + __import__("tokenizers").__version__ + ")"
+    gm["generator"] = "scripts/hf_reference.py (Hugging Face tokenizers " + tokenizers.__version__ + ")"
     gm["tokenizer_json_sha256"] = hashlib.sha256(REAL["qwen"].read_bytes()).hexdigest()
     gm["strings"] = len(golden)
     write_json(gp / "golden.meta.json", gm)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mlerl/mlerl/internal/deps"
 	"github.com/mlerl/mlerl/internal/tokenizer"
@@ -263,5 +264,24 @@ func TestChatRefusals(t *testing.T) {
 	}
 	if _, err := f.Render(nil, true); err == nil {
 		t.Error("no messages: got no error")
+	}
+}
+
+// TestChatDateToday: Llama 3.2's template takes the date from
+// strftime_now, which transformers binds to today's date ("%d %b %Y").
+func TestChatDateToday(t *testing.T) {
+	tmpl := `{{- bos_token }}{%- if not date_string is defined %}{%- if strftime_now is defined %}{%- set date_string = strftime_now("%d %b %Y") %}{%- else %}{%- set date_string = "26 Jul 2024" %}{%- endif %}{%- endif %}` +
+		`{{- "Cutting Knowledge Date: December 2023\n" }}{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}`
+	f, err := ParseChatTemplate("chat_template.jinja", tmpl, "<|begin_of_text|>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.DateToday {
+		t.Fatalf("DateToday got false, want true for a template calling strftime_now")
+	}
+	got, _ := f.Render([]Message{{Role: "user", Content: "hi"}}, false)
+	today := time.Now().Format("02 Jan 2006")
+	if !strings.Contains(got, "Today Date: "+today+"\n\n") && !strings.Contains(got, "Today Date: "+time.Now().Add(-time.Minute).Format("02 Jan 2006")) {
+		t.Errorf("rendered %q, want today's date %s", got, today)
 	}
 }
