@@ -301,7 +301,7 @@ func (f *ChatFormat) qwen3(p *parts, msgs []Message, gen bool) {
 		}
 		content, reasoning := m.Content, ""
 		if j := strings.Index(content, "</think>"); j >= 0 {
-			before := content[:strings.Index(content, "</think>")]
+			before := content[:j]
 			if k := strings.LastIndex(before, "<think>"); k >= 0 {
 				before = before[k+len("<think>"):]
 			}
