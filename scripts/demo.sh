@@ -115,4 +115,9 @@ fi
 echo
 skipped=$(grep -c '"skipped":true' "$DATA/checkpoints/ppo/metrics.jsonl" 2>/dev/null || true)
 selected=$(sed -n 's/.*"reason": "\(.*\)".*/\1/p' "$DATA/checkpoints/ppo/selection.json" 2>/dev/null | head -1)
-echo "In short: PPO ran $PPO_UPDATES updates (${skipped:-0} skipped for want of any group with a signal); the SFT+PPO policy evaluated is the one selected on the held-in curve (${selected:-no selection recorded}). $(grep -h '^On held-out tasks' "$LOGS/evaluate.log" | head -1) $(grep -h '^On held-in tasks' "$LOGS/evaluate.log" | head -1)"
+echo "In short: PPO ran $PPO_UPDATES updates (${skipped:-0} skipped for want of any group with a signal); the SFT+PPO policy evaluated is the one selected on the held-in curve (${selected:-no selection recorded}). The verdicts above are this demo's: one seed, the demo's 15 tasks, a budget of minutes."
+# The project's result is the latest pre-declared five-seed run, not the
+# demo's: one line, kept with the run's report (docs/current-result.txt).
+if [ -s docs/current-result.txt ]; then
+	echo "The pre-declared result (SCIENCE.md): $(cat docs/current-result.txt)"
+fi

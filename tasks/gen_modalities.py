@@ -243,8 +243,8 @@ series_task("lynx-trappings", "Forecast yearly Canadian lynx trappings", "datase
             "Elton and Nicholson (1942), The ten-year cycle in numbers of the lynx in Canada, Journal of Animal Ecology 11.",
             "Yearly numbers of lynx trapped in the Mackenzie River district of north-west Canada, 1821-1934; `t` counts "
             "years from 1821. The series cycles roughly every 9 to 10 years. Validation covers the 14 years after the "
-            "training history; the test rows are the 16 years after validation. Forecast every test year.",
-            "lynx", "rmse", 9.6, 14, 16, lambda: yearly("datasets", "lynx", "lynx"))
+            "training history; the test rows are the 20 years after validation. Forecast every test year.",
+            "lynx", "rmse", 9.6, 14, 20, lambda: yearly("datasets", "lynx", "lynx"))
 
 
 def quarterly(package, name, target):

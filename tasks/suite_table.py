@@ -67,29 +67,42 @@ def rows(tid):
 
 
 def measured(path):
-    """id -> (m_init, m_best, failed edits) from the measurement table."""
+    """id -> (m_init, m_best, failed edits, public m_init / m_best, private
+    m_init / m_best) from the measurement table."""
     out = {}
     for line in open(path):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 12 and cells[0] in TASKS:
-            out[cells[0]] = (cells[5], cells[7].split(" ")[0], cells[11])
+        if len(cells) >= 14 and cells[0] in TASKS:
+            out[cells[0]] = (cells[5], cells[7].split(" ")[0], cells[13], cells[9], cells[10])
     return out
+
+
+def part_rows(tid):
+    """(public, private) rows of the task's private/parts.csv."""
+    n = {"public": 0, "private": 0}
+    with open(os.path.join(HERE, tid, "private", "parts.csv")) as f:
+        next(f)
+        for line in f:
+            n[line.strip().rsplit(",", 1)[1]] += 1
+    return n["public"], n["private"]
 
 
 def main(argv):
     meas = measured(argv[1])
     ids = sorted(TASKS, key=lambda i: (read_yaml(i)["split"] != "held-in", TASKS[i]["modality"], TASKS[i]["task_type"], i))
-    table = ["| id | split | modality | task type | metric | rows (train / valid / test) | source | licence | m_init | m_best | failed catalog edits (where) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = ["| id | split | modality | task type | metric | rows (train / valid / test) | source | licence | m_init | m_best | hidden answers: rule, public / private rows | m_init / m_best, public part | m_init / m_best, private part | failed catalog edits (where) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     sources = []
     for i in ids:
         y, meta = read_yaml(i), TASKS[i]
         src, lic, cite = ORIGINAL.get(i) or (meta.get("source", ""), meta.get("licence", ""), meta.get("cite", ""))
-        m_init, _, fails = meas.get(i, ("not measured", "", ""))
+        m_init, _, fails, pub, priv = meas.get(i, ("not measured", "", "", "", ""))
         m_best = y.get("m_best", "")
-        table.append("| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s |" % (
+        np_, nq = part_rows(i)
+        table.append("| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s, %d / %d | %s | %s | %s |" % (
             i, y["split"], meta["modality"], meta["task_type"], meta["metric"], meta["direction"],
-            " / ".join("{:,}".format(n) for n in rows(i)), src.split(" (")[0], lic.split(" (")[0].split(";")[0], m_init, m_best, fails))
+            " / ".join("{:,}".format(n) for n in rows(i)), src.split(" (")[0], lic.split(" (")[0].split(";")[0], m_init, m_best,
+            y.get("answer_split", ""), np_, nq, pub, priv, fails))
         sources.append("- **%s**: %s. Licence: %s.%s" % (i, src, lic, (" " + cite) if cite else ""))
     readme = os.path.join(HERE, "README.md")
     s = open(readme).read()

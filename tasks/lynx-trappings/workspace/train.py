@@ -14,7 +14,7 @@ from sklearn.linear_model import LinearRegression
 
 # === data ===
 PERIOD = 9.6  # seasonal period, in time steps
-HORIZON = 30  # steps between the last known value and the last step to forecast
+HORIZON = 34  # steps between the last known value and the last step to forecast
 train = pd.read_csv("train.csv")
 valid = pd.read_csv("valid.csv")
 test = pd.read_csv("test.csv")
