@@ -183,7 +183,9 @@ func TestGenerateReproducesSuite(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel("tasks", p)
-		if skipped[strings.Split(rel, "/")[0]] {
+		// parts.csv is not generate.py's: internal/tasks computes it from
+		// the answers by task.yaml's rule, and TestSuiteParts checks it.
+		if skipped[strings.Split(rel, "/")[0]] || d.Name() == "parts.csv" {
 			return nil
 		}
 		want, _ := os.ReadFile(p)
