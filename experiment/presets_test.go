@@ -1,10 +1,15 @@
 package experiment
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
 )
 
 // TestPresets: every preset is a valid grid with the arms and flags the
@@ -14,7 +19,7 @@ func TestPresets(t *testing.T) {
 	help := f.Tag.Get("help")
 	want := map[string][]string{
 		PresetMain:      {"initial", "random", "expert", "sft", "sft-free", "sft+ppo", "no-duration", "sparse", "episode-wise", "no-format"},
-		PresetRL:        {"initial", "sft", "sft+ppo"},
+		PresetRL:        {"initial", "expert", "sft", "sft+ppo"},
 		PresetAblations: {"initial", "sft", "sft+ppo", "episode-wise", "async", "async-no-duration", "free", "free-sparse"},
 		PresetTaskCount: {"sft", "ppo-5tasks", "ppo-10tasks", "ppo-20tasks", "ppo-40tasks"},
 	}
@@ -155,6 +160,68 @@ func TestStageArgs(t *testing.T) {
 	// Grids of another preset are other runs: they do not resume each other.
 	if runKey(cfg) == runKey(DefaultConfig()) {
 		t.Errorf("preset rl and main share a run key")
+	}
+}
+
+// TestRLGridsStartedBeforeTheExpertArm: the rl preset's expert arm
+// (issue 49) makes its grids other runs than before (a rerun of an rl
+// grid started by an earlier binary starts a new version, and says so);
+// naming the earlier arms resumes the earlier version: its run key is the
+// one that binary computed (pinned here).
+func TestRLGridsStartedBeforeTheExpertArm(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Preset = PresetRL
+	const before = "experiment-188641043a3e4854" // the rl preset's default grid at 1fb3ad0
+	if got := runKey(cfg); got == before {
+		t.Errorf("the rl grid with its expert arm has the earlier grid's run key %s: it would resume a version without the expert's rows", got)
+	}
+	cfg.Arms = earlierRLArms
+	if got := runKey(cfg); got != before {
+		t.Errorf("--arms %v: run key %s, want the earlier grid's %s", earlierRLArms, got, before)
+	}
+}
+
+// TestEarlierRLGridHint: a rerun that would start a new version while
+// the same grid's earlier version (without the expert arm) is pending
+// says so and how to resume it; once a version of its own exists, or
+// for other presets or a named arm list, it says nothing.
+func TestEarlierRLGridHint(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewLocal(t.TempDir())
+	cfg := DefaultConfig()
+	cfg.Preset = PresetRL
+	hint := func(cfg Config) string {
+		t.Helper()
+		h, err := earlierRLGrid(ctx, st, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := hint(cfg); h != "" {
+		t.Errorf("no earlier grid: got %q", h)
+	}
+	old := cfg
+	old.Arms = earlierRLArms
+	if _, err := datasets.Begin(ctx, st, cfg.Out, schemas.Experiments, runKey(old)); err != nil {
+		t.Fatal(err)
+	}
+	if h := hint(cfg); !strings.Contains(h, "/v1 holds this grid as started before") || !strings.Contains(h, "--arms initial,sft,sft+ppo") {
+		t.Errorf("an earlier grid pending: got %q", h)
+	}
+	if h := hint(old); h != "" {
+		t.Errorf("resuming it with --arms: got %q", h)
+	}
+	main := cfg
+	main.Preset = PresetMain
+	if h := hint(main); h != "" {
+		t.Errorf("preset main: got %q", h)
+	}
+	if _, err := datasets.Begin(ctx, st, cfg.Out, schemas.Experiments, runKey(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	if h := hint(cfg); h != "" {
+		t.Errorf("the grid's own version pending: got %q", h)
 	}
 }
 
