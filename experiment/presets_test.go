@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/schemas"
@@ -153,7 +154,7 @@ func TestStageArgs(t *testing.T) {
 	cfg.Preset, cfg.EvalFlags = PresetRL, []string{"--per_task=1"}
 	// The preset's --splits replaces the budget's (a list flag would
 	// take both), the grid's --per_task the budget's.
-	want := []string{"--policy_per_task=2", "--env.max_steps=4", "--splits=held-out,held-in", "--per_task=1"}
+	want := []string{"--policy_per_task=2", "--env.max_steps=8", "--splits=held-out,held-in", "--per_task=1"}
 	if got := cfg.evalArgs(); !slices.Equal(got, want) {
 		t.Errorf("rl eval args %q, want %q", got, want)
 	}
@@ -167,11 +168,12 @@ func TestStageArgs(t *testing.T) {
 // (issue 49) makes its grids other runs than before (a rerun of an rl
 // grid started by an earlier binary starts a new version, and says so);
 // naming the earlier arms resumes the earlier version: its run key is the
-// one that binary computed (pinned here).
+// one that binary computed (pinned here for a full-budget grid; small
+// grids changed key with their evaluation's step limit anyway).
 func TestRLGridsStartedBeforeTheExpertArm(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.Preset = PresetRL
-	const before = "experiment-188641043a3e4854" // the rl preset's default grid at 1fb3ad0
+	cfg.Preset, cfg.Budget, cfg.Name, cfg.Data, cfg.Seeds = PresetRL, "full", "run15-s51", "/work/data/run14/root", []int{51}
+	const before = "experiment-9128075a58ab683f" // this grid's key at 1fb3ad0 (the small budget's changed since: its evaluation's step limit)
 	if got := runKey(cfg); got == before {
 		t.Errorf("the rl grid with its expert arm has the earlier grid's run key %s: it would resume a version without the expert's rows", got)
 	}
@@ -222,6 +224,40 @@ func TestEarlierRLGridHint(t *testing.T) {
 	}
 	if h := hint(cfg); h != "" {
 		t.Errorf("the grid's own version pending: got %q", h)
+	}
+}
+
+// TestBudgetsLetTheExpertEdit: every budget's evaluation gives the
+// scripted expert a step limit it can edit in, and a grid that gives it
+// less says in its report why the expert did nothing.
+func TestBudgetsLetTheExpertEdit(t *testing.T) {
+	for name, b := range Budgets {
+		if n := flagInt(b.Evaluate, "env.max_steps"); n < 8 {
+			t.Errorf("budget %s: evaluation's env.max_steps %d, want at least 8 (the expert's opening, then an edit cycle of %d steps)", name, n, agents.ScriptedEditSteps)
+		}
+	}
+	cases := []struct {
+		name      string
+		arms      []string
+		evalFlags []string
+		want      bool
+	}{
+		{name: "the small budget", arms: []string{"initial", "expert"}},
+		{name: "4 steps", arms: []string{"initial", "expert"}, evalFlags: []string{"--env.max_steps=4"}, want: true},
+		{name: "4 steps, no expert", arms: []string{"initial", "random"}, evalFlags: []string{"--env.max_steps=4"}},
+		{name: "5 steps", arms: []string{"initial", "expert"}, evalFlags: []string{"--env.max_steps", "5"}},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		cfg.Arms, cfg.EvalFlags = c.arms, c.evalFlags
+		arms, err := cfg.arms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := expertIdle(cfg, summarise(cfg, arms, nil))
+		if (got != "") != c.want || c.want && !strings.Contains(got, "evaluation gives a trajectory 4 steps") {
+			t.Errorf("%s: got %q, want a note %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -512,6 +513,9 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", a.arm.Name, kind, a.heldOut, a.bestOut, a.heldIn,
 			roomCell(a.roomOut), roomCell(a.roomIn), rate(a.valid), cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
 	}
+	if n := expertIdle(cfg, s); n != "" {
+		b.WriteString("\n" + n + "\n")
+	}
 	writePaired(&b, s)
 	writeTimeSplit(&b, s.arms)
 	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually). An ablation whose phenomenon (what the ablated feature acts on) the grid measured below its threshold is **not testable here**, whatever its difference: ")
@@ -545,6 +549,22 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 	img(&b, "delta_r.png", "delta_r per arm: mean over (seed, task) units, 95% interval")
 	img(&b, "valid_actions.png", "valid actions per arm: mean over (seed, task) units, 95% interval")
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// expertIdle says why the scripted expert's rows show no edit when the
+// grid's evaluation gives it fewer steps than an edit needs ("" when it
+// can edit, or the grid has no expert arm): its delta_r is then the
+// baseline run's, 0 by construction, not a measure of the expert.
+func expertIdle(cfg Config, s summary) string {
+	has := false
+	for _, a := range s.arms {
+		has = has || a.arm.Kind == KindBaseline && a.arm.Method == "expert"
+	}
+	n := flagInt(cfg.evalArgs(), "env.max_steps")
+	if !has || n == 0 || n >= agents.ScriptedEditSteps {
+		return ""
+	}
+	return fmt.Sprintf("**The scripted expert cannot edit in this grid**: evaluation gives a trajectory %d steps (env.max_steps), and the expert starts an edit only with %d steps left (edit, run, undo, run again, then its Final Answer), so its trajectories look around, run the initial script and stop. Its delta_r is the initial script's by construction, not a measure of the expert; give evaluation at least 8 steps (eval_flags: --env.max_steps=8) to compare with it.", n, agents.ScriptedEditSteps)
 }
 
 // ppoArms are the arms whose cells trained PPO and recorded something.
