@@ -322,6 +322,9 @@ func TestLearnerReadsTheSamplersLastStepMasks(t *testing.T) {
 			t.Fatalf("a constrained action does not parse: %v\n%s", err, s.Text)
 		}
 		actions[a.Name]++
+		if !s.LastStep {
+			t.Errorf("a sample of the last step is not marked LastStep")
+		}
 		switch a.Name {
 		case env.EditScriptAI, env.EditScriptSegment, env.UndoEditScript:
 			t.Errorf("the sampler drew %s on the last step", a.Name)
@@ -355,6 +358,9 @@ func TestLearnerReadsTheSamplersLastStepMasks(t *testing.T) {
 				t.Errorf("sample %d token %d: the learner's log-probability differs from the sampler's by %.2g", j, k, d)
 			}
 		}
+	}
+	if got := outcomeShares(batch)["states/last_step"]; math.Abs(got-1) > 1e-9 {
+		t.Errorf("states/last_step %v, want 1", got)
 	}
 	t.Logf("actions drawn on the last step: %v", actions)
 }
