@@ -121,6 +121,14 @@ type Config struct {
 	// episode never reaches the Execute Script that would be credited
 	// otherwise). Off: MLAgentBench semantics.
 	ExecuteAfterUndo bool `yaml:"execute_after_undo" help:"run the restored script right after a successful undo of it, in the same step"`
+	// LastStepEdits offers edits and undos to a constrained policy on an
+	// episode's last step too. Off (the default), the action grammar
+	// leaves them out there whenever they cannot change the score the
+	// episode ends with ([Env.ScoreFixed]): without ExecuteAfterEdit an
+	// edit on the last step is never run, and the episode is scored on
+	// the last run's submission (issue 49: run 15's policies spent their
+	// last steps on such edits).
+	LastStepEdits bool `yaml:"last_step_edits" help:"offer Edit Script (AI), Edit Script Segment and Undo Edit Script to a constrained-decoding policy on an episode's last step (max_steps) even where they cannot change the score; false (the default): the action grammar leaves an edit out there unless execute_after_edit runs it, and an undo unless execute_after_undo does"`
 	// Instrument inserts the partial-credit markers before each execution
 	// (the static instrumenter unless Instrumenter is set); off, scripts
 	// run as written and no marker is ever credited.
@@ -498,6 +506,22 @@ func (e *Env) Undoable() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ScoreFixed reports whether an edit (Edit Script (AI), Edit Script
+// Segment) or an undo taken as the next step can no longer change the
+// score the episode ends with, so that an agent choosing among offered
+// actions (a policy under the action grammar) is not offered it: the step
+// is the last that max_steps allows, and the environment does not run the
+// script after that action (execute_after_edit, execute_after_undo), so
+// the submission standing at the end is the last run's whatever the
+// action does. A time limit cannot be foreseen and does not count. Both
+// are false once the episode has ended, and with last_step_edits.
+func (e *Env) ScoreFixed() (edit, undo bool) {
+	if e.s.Done || e.cfg.LastStepEdits || e.s.Steps+1 < e.cfg.MaxSteps {
+		return false, false
+	}
+	return !e.cfg.ExecuteAfterEdit, !e.cfg.ExecuteAfterUndo
 }
 
 // Files lists the workspace's regular files (slash-separated paths,

@@ -709,3 +709,120 @@ func TestUnchangedEditCost(t *testing.T) {
 		}
 	}
 }
+
+// TestScoreFixedOnTheLastStep: an edit or an undo is reported unable to
+// change the score exactly on the last step max_steps allows, unless the
+// environment runs the script after it or last_step_edits asks to offer
+// it anyway; a state restored under a shorter limit than it was recorded
+// with (PPO's env.max_steps below the rollout's) is on its last step.
+func TestScoreFixedOnTheLastStep(t *testing.T) {
+	cases := []struct {
+		name                       string
+		maxSteps, taken            int
+		afterEdit, afterUndo, keep bool
+		wantEdit, wantUndo         bool
+	}{
+		{name: "first step", maxSteps: 3, taken: 0},
+		{name: "before the last", maxSteps: 3, taken: 1},
+		{name: "last step", maxSteps: 3, taken: 2, wantEdit: true, wantUndo: true},
+		{name: "one-step episode", maxSteps: 1, taken: 0, wantEdit: true, wantUndo: true},
+		{name: "last step, edits run their script", maxSteps: 3, taken: 2, afterEdit: true, wantUndo: true},
+		{name: "last step, undos run their script", maxSteps: 3, taken: 2, afterUndo: true, wantEdit: true},
+		{name: "last step, both run", maxSteps: 3, taken: 2, afterEdit: true, afterUndo: true},
+		{name: "last step, last_step_edits", maxSteps: 3, taken: 2, keep: true},
+		{name: "ended", maxSteps: 3, taken: 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := newLocalStore(t)
+			cfg := testConfig(t)
+			cfg.MaxSteps, cfg.ExecuteAfterEdit, cfg.ExecuteAfterUndo, cfg.LastStepEdits = c.maxSteps, c.afterEdit, c.afterUndo, c.keep
+			e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			for range c.taken {
+				step(t, e, act(ListFiles, "."))
+			}
+			if edit, undo := e.ScoreFixed(); edit != c.wantEdit || undo != c.wantUndo {
+				t.Errorf("after %d of %d steps: got edit %v undo %v, want %v %v", c.taken, c.maxSteps, edit, undo, c.wantEdit, c.wantUndo)
+			}
+		})
+	}
+	t.Run("restored under a shorter limit", func(t *testing.T) {
+		e, st := newTestEnv(t, false) // 15 steps
+		for range 5 {
+			step(t, e, act(ListFiles, "."))
+		}
+		ref, err := e.Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			maxSteps int
+			want     bool
+		}{{4, true}, {6, true}, {7, false}, {15, false}} {
+			cfg := testConfig(t)
+			cfg.MaxSteps = c.maxSteps
+			r, err := Restore(context.Background(), cfg, st, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if edit, undo := r.ScoreFixed(); edit != c.want || undo != c.want {
+				t.Errorf("5 steps taken, restored with max_steps %d: got edit %v undo %v, want %v", c.maxSteps, edit, undo, c.want)
+			}
+			r.Close()
+		}
+	})
+}
+
+// TestLastStepChangesCountOnlyWhenRun is what ScoreFixed relies on: the
+// score an episode ends with (Current, which evaluation grades) is moved
+// by an edit or an undo on the last step only when the environment runs
+// the script after it.
+func TestLastStepChangesCountOnlyWhenRun(t *testing.T) {
+	cases := []struct {
+		name                 string
+		afterEdit, afterUndo bool
+		before               []string // steps before the last
+		last                 string
+		want                 float64
+	}{
+		{name: "edit, not run", last: act(EditScriptAI, "train.py", "raise the threshold", "train.py"), want: 0.5},
+		{name: "edit, run after it", afterEdit: true, last: act(EditScriptAI, "train.py", "raise the threshold", "train.py"), want: 1},
+		{name: "undo, not run", before: []string{act(EditScriptAI, "train.py", "raise the threshold", "train.py"), act(ExecuteScript, "train.py")},
+			last: act(UndoEditScript, "train.py"), want: 1},
+		{name: "undo, run after it", afterUndo: true, before: []string{act(EditScriptAI, "train.py", "raise the threshold", "train.py"), act(ExecuteScript, "train.py")},
+			last: act(UndoEditScript, "train.py"), want: 0.5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := newLocalStore(t)
+			cfg := testConfig(t)
+			cfg.MaxSteps, cfg.ExecuteAfterEdit, cfg.ExecuteAfterUndo = len(c.before)+1, c.afterEdit, c.afterUndo
+			e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			for _, a := range c.before {
+				step(t, e, a)
+			}
+			fixed, undoFixed := e.ScoreFixed()
+			if strings.Contains(c.last, UndoEditScript) {
+				fixed = undoFixed
+			}
+			before := e.Current()
+			if r := step(t, e, c.last); r.Outcome != OutcomeSuccess || !r.Done {
+				t.Fatalf("last step: got %s %s, done %v", r.Outcome, r.Detail, r.Done)
+			}
+			if got := e.Current(); got != c.want {
+				t.Errorf("the episode ends with score %v, want %v", got, c.want)
+			}
+			if moved := e.Current() != before; fixed == moved {
+				t.Errorf("ScoreFixed said %v before the last step, which moved the score from %v to %v", fixed, before, e.Current())
+			}
+		})
+	}
+}

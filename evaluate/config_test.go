@@ -1,8 +1,11 @@
 package evaluate
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mlerl/mlerl/policy"
 )
 
 // TestConfigValidate pins the message for every field evaluate refuses.
@@ -50,5 +53,41 @@ func TestConfigValidate(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: got %q want %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestLastStepNote: the report says what the policies are offered on a
+// trajectory's last step, and nothing when no policy acts under the
+// grammar.
+func TestLastStepNote(t *testing.T) {
+	policies := []*method{{name: MethodInitial}, {name: MethodSFT, batch: &policy.PolicyAgent{}}, {name: MethodPPO, batch: &policy.PolicyAgent{}}}
+	cases := []struct {
+		name                       string
+		methods                    []*method
+		decode                     string
+		keep, afterEdit, afterUndo bool
+		want                       string // a part of the note ("": none)
+	}{
+		{name: "default", methods: policies, want: "sft, sft+ppo: no edit or undo offered on a trajectory's last step (step 8)"},
+		{name: "baselines only", methods: policies[:1], want: ""},
+		{name: "free decoding", methods: policies, decode: policy.DecodeFree, want: ""},
+		{name: "last_step_edits", methods: policies, keep: true, want: "edits and undos offered on a trajectory's last step (step 8) too"},
+		{name: "undos run", methods: policies, afterUndo: true, want: "no edit offered on a trajectory's last step (step 8), where it could not change the score; undos are"},
+		{name: "edits run", methods: policies, afterEdit: true, want: "no undo offered"},
+		{name: "both run", methods: policies, afterEdit: true, afterUndo: true, want: ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Env.MaxSteps = 8
+			cfg.Env.LastStepEdits, cfg.Env.ExecuteAfterEdit, cfg.Env.ExecuteAfterUndo = c.keep, c.afterEdit, c.afterUndo
+			if c.decode != "" {
+				cfg.Decode = c.decode
+			}
+			got := lastStepNote(cfg, c.methods)
+			if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
 	}
 }

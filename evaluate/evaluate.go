@@ -232,6 +232,9 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 			}
 		}
 	}
+	if n := lastStepNote(cfg, methods); n != "" {
+		notes = append(notes, n)
+	}
 	for _, n := range notes {
 		fmt.Fprintf(log, "evaluate: %s\n", n)
 	}
@@ -662,6 +665,37 @@ func runKey(cfg Config, in *episode.Inputs, methods []*method, p agents.Prompts)
 	}
 	extra = append(extra, fmt.Sprintf("prompts %d %d %s", p.FullBudget, p.CompactBudget, p.Counter))
 	return episode.RunKey(in.TasksM, in.IdeasM, c, extra...)
+}
+
+// lastStepNote says what the trained policies are offered on a
+// trajectory's last step (env.last_step_edits): a report reader comparing
+// them with an earlier evaluation, or with the baselines, which choose
+// their actions themselves, needs to know. "" when no policy acts under
+// the grammar.
+func lastStepNote(cfg Config, methods []*method) string {
+	var names []string
+	for _, m := range methods {
+		if m.batch != nil {
+			names = append(names, m.name)
+		}
+	}
+	if len(names) == 0 || cfg.Decode != policy.DecodeConstrained {
+		return ""
+	}
+	who, step := strings.Join(names, ", "), cfg.Env.MaxSteps
+	edit := !cfg.Env.LastStepEdits && !cfg.Env.ExecuteAfterEdit
+	undo := !cfg.Env.LastStepEdits && !cfg.Env.ExecuteAfterUndo
+	switch {
+	case edit && undo:
+		return fmt.Sprintf("%s: no edit or undo offered on a trajectory's last step (step %d), where neither could change the score (env.last_step_edits false)", who, step)
+	case edit:
+		return fmt.Sprintf("%s: no edit offered on a trajectory's last step (step %d), where it could not change the score; undos are, since env.execute_after_undo runs the script after them", who, step)
+	case undo:
+		return fmt.Sprintf("%s: no undo offered on a trajectory's last step (step %d), where it could not change the score; edits are, since env.execute_after_edit runs the script after them", who, step)
+	case cfg.Env.LastStepEdits:
+		return fmt.Sprintf("%s: edits and undos offered on a trajectory's last step (step %d) too (env.last_step_edits)", who, step)
+	}
+	return ""
 }
 
 func partName(method, task string) string {

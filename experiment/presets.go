@@ -49,9 +49,14 @@ func Presets() []Preset {
 	free := []string{"--decode=free"}
 	return []Preset{
 		{Name: PresetMain, Doc: "the baselines, SFT (constrained and free decoding), SFT + step-wise PPO and four ablations of it", Arms: DefaultArms()},
-		{Name: PresetRL, Doc: "does step-wise RL learn, and does it beat SFT on held-in and held-out tasks (issue 21)",
+		// The scripted expert is the policy's teacher: does the trained
+		// agent beat the trajectories it learned from (issue 49)? It joins
+		// the baselines' evaluation, with the same budget and (seed, task)
+		// units, so the report pairs SFT + PPO and SFT with it.
+		{Name: PresetRL, Doc: "does step-wise RL learn, and does it beat SFT and the scripted expert it learned from on held-in and held-out tasks (issues 21, 49)",
 			Arms: []Arm{
 				{Name: "initial", Kind: KindBaseline, Method: "initial"},
+				{Name: "expert", Kind: KindBaseline, Method: "expert"},
 				{Name: "sft", Kind: KindSFT},
 				{Name: "sft+ppo", Kind: KindPPO},
 			},

@@ -1,10 +1,16 @@
 package experiment
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/schemas"
 )
 
 // TestPresets: every preset is a valid grid with the arms and flags the
@@ -14,7 +20,7 @@ func TestPresets(t *testing.T) {
 	help := f.Tag.Get("help")
 	want := map[string][]string{
 		PresetMain:      {"initial", "random", "expert", "sft", "sft-free", "sft+ppo", "no-duration", "sparse", "episode-wise", "no-format"},
-		PresetRL:        {"initial", "sft", "sft+ppo"},
+		PresetRL:        {"initial", "expert", "sft", "sft+ppo"},
 		PresetAblations: {"initial", "sft", "sft+ppo", "episode-wise", "async", "async-no-duration", "free", "free-sparse"},
 		PresetTaskCount: {"sft", "ppo-5tasks", "ppo-10tasks", "ppo-20tasks", "ppo-40tasks"},
 	}
@@ -148,13 +154,110 @@ func TestStageArgs(t *testing.T) {
 	cfg.Preset, cfg.EvalFlags = PresetRL, []string{"--per_task=1"}
 	// The preset's --splits replaces the budget's (a list flag would
 	// take both), the grid's --per_task the budget's.
-	want := []string{"--policy_per_task=2", "--env.max_steps=4", "--splits=held-out,held-in", "--per_task=1"}
+	want := []string{"--policy_per_task=2", "--env.max_steps=8", "--splits=held-out,held-in", "--per_task=1"}
 	if got := cfg.evalArgs(); !slices.Equal(got, want) {
 		t.Errorf("rl eval args %q, want %q", got, want)
 	}
 	// Grids of another preset are other runs: they do not resume each other.
 	if runKey(cfg) == runKey(DefaultConfig()) {
 		t.Errorf("preset rl and main share a run key")
+	}
+}
+
+// TestRLGridsStartedBeforeTheExpertArm: the rl preset's expert arm
+// (issue 49) makes its grids other runs than before (a rerun of an rl
+// grid started by an earlier binary starts a new version, and says so);
+// naming the earlier arms resumes the earlier version: its run key is the
+// one that binary computed (pinned here for a full-budget grid; small
+// grids changed key with their evaluation's step limit anyway).
+func TestRLGridsStartedBeforeTheExpertArm(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Preset, cfg.Budget, cfg.Name, cfg.Data, cfg.Seeds = PresetRL, "full", "run15-s51", "/work/data/run14/root", []int{51}
+	const before = "experiment-9128075a58ab683f" // this grid's key at 1fb3ad0 (the small budget's changed since: its evaluation's step limit)
+	if got := runKey(cfg); got == before {
+		t.Errorf("the rl grid with its expert arm has the earlier grid's run key %s: it would resume a version without the expert's rows", got)
+	}
+	cfg.Arms = earlierRLArms
+	if got := runKey(cfg); got != before {
+		t.Errorf("--arms %v: run key %s, want the earlier grid's %s", earlierRLArms, got, before)
+	}
+}
+
+// TestEarlierRLGridHint: a rerun that would start a new version while
+// the same grid's earlier version (without the expert arm) is pending
+// says so and how to resume it; once a version of its own exists, or
+// for other presets or a named arm list, it says nothing.
+func TestEarlierRLGridHint(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewLocal(t.TempDir())
+	cfg := DefaultConfig()
+	cfg.Preset = PresetRL
+	hint := func(cfg Config) string {
+		t.Helper()
+		h, err := earlierRLGrid(ctx, st, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := hint(cfg); h != "" {
+		t.Errorf("no earlier grid: got %q", h)
+	}
+	old := cfg
+	old.Arms = earlierRLArms
+	if _, err := datasets.Begin(ctx, st, cfg.Out, schemas.Experiments, runKey(old)); err != nil {
+		t.Fatal(err)
+	}
+	if h := hint(cfg); !strings.Contains(h, "/v1 holds this grid as started before") || !strings.Contains(h, "--arms initial,sft,sft+ppo") {
+		t.Errorf("an earlier grid pending: got %q", h)
+	}
+	if h := hint(old); h != "" {
+		t.Errorf("resuming it with --arms: got %q", h)
+	}
+	main := cfg
+	main.Preset = PresetMain
+	if h := hint(main); h != "" {
+		t.Errorf("preset main: got %q", h)
+	}
+	if _, err := datasets.Begin(ctx, st, cfg.Out, schemas.Experiments, runKey(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	if h := hint(cfg); h != "" {
+		t.Errorf("the grid's own version pending: got %q", h)
+	}
+}
+
+// TestBudgetsLetTheExpertEdit: every budget's evaluation gives the
+// scripted expert a step limit it can edit in, and a grid that gives it
+// less says in its report why the expert did nothing.
+func TestBudgetsLetTheExpertEdit(t *testing.T) {
+	for name, b := range Budgets {
+		if n := flagInt(b.Evaluate, "env.max_steps"); n < 8 {
+			t.Errorf("budget %s: evaluation's env.max_steps %d, want at least 8 (the expert's opening, then an edit cycle of %d steps)", name, n, agents.ScriptedEditSteps)
+		}
+	}
+	cases := []struct {
+		name      string
+		arms      []string
+		evalFlags []string
+		want      bool
+	}{
+		{name: "the small budget", arms: []string{"initial", "expert"}},
+		{name: "4 steps", arms: []string{"initial", "expert"}, evalFlags: []string{"--env.max_steps=4"}, want: true},
+		{name: "4 steps, no expert", arms: []string{"initial", "random"}, evalFlags: []string{"--env.max_steps=4"}},
+		{name: "5 steps", arms: []string{"initial", "expert"}, evalFlags: []string{"--env.max_steps", "5"}},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		cfg.Arms, cfg.EvalFlags = c.arms, c.evalFlags
+		arms, err := cfg.arms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := expertIdle(cfg, summarise(cfg, arms, nil))
+		if (got != "") != c.want || c.want && !strings.Contains(got, "evaluation gives a trajectory 4 steps") {
+			t.Errorf("%s: got %q, want a note %v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"gonum.org/v1/gonum/stat/distuv"
 
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -317,14 +318,82 @@ func pairedRoom(a, b *armStats, split string) estimate {
 	return pairedUnits(au, bu)
 }
 
-func pairedUnits(au, bu map[unit]float64) estimate {
+func pairedUnits(au, bu map[unit]float64) estimate { return interval(pairedDiffs(au, bu)) }
+
+// pairedDiffs are a - b over the units both have.
+func pairedDiffs(au, bu map[unit]float64) []float64 {
 	var d []float64
 	for u, x := range au {
 		if y, ok := bu[u]; ok {
 			d = append(d, x-y)
 		}
 	}
-	return interval(d)
+	return d
+}
+
+// tally counts the units a paired difference puts above, below and at 0.
+func tally(d []float64) (better, worse, equal int) {
+	for _, x := range d {
+		switch {
+		case x > 0:
+			better++
+		case x < 0:
+			worse++
+		default:
+			equal++
+		}
+	}
+	return better, worse, equal
+}
+
+// comparisons are the paired differences the report tabulates, where the
+// grid has both arms: SFT + PPO against SFT (what RL adds), and SFT + PPO
+// and SFT against the scripted expert whose trajectories SFT learned
+// from (does the trained agent beat its teacher? issue 49).
+var comparisons = [][2]string{{"sft+ppo", "sft"}, {"sft+ppo", "expert"}, {"sft", "expert"}}
+
+// writePaired is the table of comparisons: per split, the paired
+// difference in the share of the headroom closed and in delta_r over the
+// (seed, task) units both arms have, each with its 95% interval and the
+// units it puts better, worse and equal.
+func writePaired(b *strings.Builder, s summary) {
+	type row struct{ a, b *armStats }
+	var rows []row
+	teacher := ""
+	for _, c := range comparisons {
+		if a, o := s.arm(c[0]), s.arm(c[1]); a != nil && o != nil {
+			rows = append(rows, row{a, o})
+			if c[1] == "expert" {
+				teacher = " The scripted expert is the teacher whose trajectories SFT learned from, evaluated with the same budget."
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n## Paired comparisons\n\nPer split, arm minus arm over the (seed, task) units both have (the same tasks, plans and seeds; each unit the mean over its trajectories): the share of the headroom closed and delta_r, each with its 95% Student-t interval over the units and the units it puts better / worse / equal." + teacher + "\n\n| comparison | split | headroom closed: paired difference | better / worse / equal | delta_r: paired difference | better / worse / equal |\n|---|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		for _, split := range []string{schemas.HeldOut, schemas.HeldIn} {
+			au, bu, ar, br := r.a.outUnits, r.b.outUnits, r.a.outRoom, r.b.outRoom
+			if split == schemas.HeldIn {
+				au, bu, ar, br = r.a.inUnits, r.b.inUnits, r.a.inRoom, r.b.inRoom
+			}
+			dd, dr := pairedDiffs(au, bu), pairedDiffs(ar, br)
+			if len(dd) == 0 {
+				continue
+			}
+			cells := func(d []float64) (string, string) {
+				if len(d) == 0 {
+					return "n/a", "-"
+				}
+				bt, wr, eq := tally(d)
+				return units(interval(d), "unit"), fmt.Sprintf("%d / %d / %d", bt, wr, eq)
+			}
+			room, roomTally := cells(dr)
+			delta, deltaTally := cells(dd)
+			fmt.Fprintf(b, "| %s - %s | %s | %s | %s | %s | %s |\n", r.a.arm.Name, r.b.arm.Name, split, room, roomTally, delta, deltaTally)
+		}
+	}
 }
 
 // units says how many units (what: "seed", "(seed, task) unit") an
@@ -357,6 +426,16 @@ func (s summary) claims() []claim {
 				out = append(out, claim{claim: fmt.Sprintf("SFT + step-wise PPO beats SFT on %s tasks, in the share of the headroom closed (bounded per task)", split),
 					evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "issue 30: a statistic no single task decides"})
 			}
+		}
+	}
+	if ppo, expert := s.arm("sft+ppo"), s.arm("expert"); ppo != nil && expert != nil {
+		if e := pairedRoom(ppo, expert, schemas.HeldOut); e.n > 0 {
+			out = append(out, claim{claim: "SFT + step-wise PPO beats the scripted expert whose trajectories it learned from on held-out tasks, in the share of the headroom closed",
+				evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "issue 49: does the trained agent beat its teacher"})
+		}
+		if e := paired(ppo, expert, schemas.HeldOut); e.n > 0 {
+			out = append(out, claim{claim: "SFT + step-wise PPO beats the scripted expert whose trajectories it learned from on held-out tasks (delta_r)",
+				evidence: "paired difference " + units(e, "(seed, task) unit"), verdict: verdict(e), paper: "issue 49: does the trained agent beat its teacher"})
 		}
 	}
 	for _, a := range s.arms {
@@ -439,6 +518,10 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", a.arm.Name, kind, a.heldOut, a.bestOut, a.heldIn,
 			roomCell(a.roomOut), roomCell(a.roomIn), rate(a.valid), cost(a.trainWall, a.trainCPU), cost(a.evalWall, a.evalCPU), a.trajectories)
 	}
+	if n := expertIdle(cfg, s); n != "" {
+		b.WriteString("\n" + n + "\n")
+	}
+	writePaired(&b, s)
 	writeTimeSplit(&b, s.arms)
 	writeFeedbackFits(&b, s)
 	b.WriteString("\n## Claims\n\nA claim reproduces when its 95% interval excludes 0 in its direction, is contradicted when it excludes 0 the other way, and is inconclusive otherwise (at this scale, usually). An ablation whose phenomenon (what the ablated feature acts on) the grid measured below its threshold is **not testable here**, whatever its difference: ")
@@ -472,6 +555,22 @@ func writeReport(dir string, cfg Config, uri string, s summary) error {
 	img(&b, "delta_r.png", "delta_r per arm: mean over (seed, task) units, 95% interval")
 	img(&b, "valid_actions.png", "valid actions per arm: mean over (seed, task) units, 95% interval")
 	return os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644)
+}
+
+// expertIdle says why the scripted expert's rows show no edit when the
+// grid's evaluation gives it fewer steps than an edit needs ("" when it
+// can edit, or the grid has no expert arm): its delta_r is then the
+// baseline run's, 0 by construction, not a measure of the expert.
+func expertIdle(cfg Config, s summary) string {
+	has := false
+	for _, a := range s.arms {
+		has = has || a.arm.Kind == KindBaseline && a.arm.Method == "expert"
+	}
+	n := flagInt(cfg.evalArgs(), "env.max_steps")
+	if !has || n == 0 || n >= agents.ScriptedEditSteps {
+		return ""
+	}
+	return fmt.Sprintf("**The scripted expert cannot edit in this grid**: evaluation gives a trajectory %d steps (env.max_steps), and the expert starts an edit only with %d steps left (edit, run, undo, run again, then its Final Answer), so its trajectories look around, run the initial script and stop. Its delta_r is the initial script's by construction, not a measure of the expert; give evaluation at least 8 steps (eval_flags: --env.max_steps=8) to compare with it.", n, agents.ScriptedEditSteps)
 }
 
 // ppoArms are the arms whose cells trained PPO and recorded something.

@@ -453,3 +453,86 @@ func TestHeadroomClaims(t *testing.T) {
 		t.Errorf("report table without the headroom columns:\n%.600s", md)
 	}
 }
+
+// TestPairedComparisonsWithTheExpert: the report pairs SFT + PPO and SFT
+// with the scripted expert per split, over the (seed, task) units all
+// have, in the share of the headroom closed and in delta_r, with the
+// units better / worse / equal; a unit is the mean of its trajectories.
+// The values are exact in binary, so the table's numbers are computed by
+// hand.
+func TestPairedComparisonsWithTheExpert(t *testing.T) {
+	const t975df3 = 3.182446305284263
+	cfg := DefaultConfig()
+	cfg.Preset, cfg.Seeds = PresetRL, []int{1, 2}
+	arms, _ := cfg.arms()
+	// Held-out (seed, task) units in the order (1,a) (1,b) (2,a) (2,b).
+	deltas := map[string][]float64{
+		"expert":  {0.25, 0, 0.25, 0.5}, // (1,a): the mean of 0 and 0.5
+		"sft":     {0.25, 0.25, 0.25, 0.25},
+		"sft+ppo": {0.5, 0, 0.75, 0.25},
+	}
+	var rows []schemas.ExperimentRow
+	add := func(arm string, seed int64, task, split string, delta, room float64, traj int32) {
+		rows = append(rows, schemas.ExperimentRow{Arm: arm, Seed: seed, TaskID: task, Split: split, Trajectory: traj, DeltaR: delta, Headroom: &room})
+	}
+	for arm, ds := range deltas {
+		for i, d := range ds {
+			seed, task := int64(1+i/2), []string{"a", "b"}[i%2]
+			room := d // the policies close their delta_r of the headroom, the expert none
+			if arm == "expert" {
+				room = 0
+			}
+			if arm == "expert" && i == 0 {
+				add(arm, seed, task, schemas.HeldOut, 0, room, 0)
+				add(arm, seed, task, schemas.HeldOut, 0.5, room, 1)
+				continue
+			}
+			add(arm, seed, task, schemas.HeldOut, d, room, 0)
+		}
+		for seed := int64(1); seed <= 2; seed++ {
+			add(arm, seed, "h", schemas.HeldIn, map[string]float64{"expert": 0, "sft": 0.25, "sft+ppo": 0.5}[arm], 0, 0)
+		}
+	}
+	s := summarise(cfg, arms, rows)
+	var b strings.Builder
+	writePaired(&b, s)
+	md := b.String()
+	// sft+ppo - expert, held-out: headroom 0.5, 0, 0.75, 0.25 (mean 0.375),
+	// delta_r 0.25, 0, 0.5, -0.25 (mean 0.125), both with squared
+	// deviations summing to 0.3125; sft - expert: headroom 0.25 each,
+	// delta_r 0, 0.25, 0, -0.25 (0.125).
+	half := func(ss float64) string { return fmt.Sprintf("%.2f", 100*t975df3*math.Sqrt(ss/3)/2) }
+	for _, want := range []string{
+		"| sft+ppo - expert | held-out | +37.50% ± " + half(0.3125) + " over 4 units | 3 / 0 / 1 | +12.50% ± " + half(0.3125) + " over 4 units | 2 / 1 / 1 |",
+		"| sft+ppo - expert | held-in | +0.00% ± 0.00 over 2 units | 0 / 0 / 2 | +50.00% ± 0.00 over 2 units | 2 / 0 / 0 |",
+		"| sft - expert | held-out | +25.00% ± 0.00 over 4 units | 4 / 0 / 0 | +0.00% ± " + half(0.125) + " over 4 units | 1 / 1 / 2 |",
+		"| sft+ppo - sft | held-out |",
+		"The scripted expert is the teacher",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the paired table lacks %q:\n%s", want, md)
+		}
+	}
+	got := map[string]claim{}
+	for _, c := range s.claims() {
+		got[c.claim] = c
+	}
+	c, ok := got["SFT + step-wise PPO beats the scripted expert whose trajectories it learned from on held-out tasks, in the share of the headroom closed"]
+	if !ok || c.verdict != inconclusive || c.evidence != "paired difference +37.50% ± "+half(0.3125)+" over 4 (seed, task) units" {
+		t.Errorf("the expert claim: got %+v", c)
+	}
+	// A grid without the expert arm has neither the comparisons nor the claims.
+	cfg.Arms = []string{"initial", "sft", "sft+ppo"}
+	arms, _ = cfg.arms()
+	s = summarise(cfg, arms, rows)
+	b.Reset()
+	writePaired(&b, s)
+	if strings.Contains(b.String(), "expert") || !strings.Contains(b.String(), "| sft+ppo - sft | held-out |") {
+		t.Errorf("no expert arm, yet:\n%s", b.String())
+	}
+	for _, c := range s.claims() {
+		if strings.Contains(c.claim, "expert") {
+			t.Errorf("no expert arm, yet the claim %q", c.claim)
+		}
+	}
+}

@@ -48,6 +48,10 @@ type GrammarContext struct {
 	// Undoable are the scripts with an edit to undo (nil: unknown, any
 	// script; empty: none, and Undo Edit Script is not offered).
 	Undoable []string
+	// NoEdit leaves out Edit Script (AI) and Edit Script Segment, NoUndo
+	// Undo Edit Script: on an episode's last step, where they cannot
+	// change the score (agents.State's fields of the same names).
+	NoEdit, NoUndo bool
 	// OneLine writes Action Input on one line, as terse SFT responses do;
 	// false writes it as env.Render does (one argument per line).
 	OneLine bool
@@ -58,10 +62,11 @@ type GrammarContext struct {
 }
 
 // NewGrammarContext builds the context of a prompt state: its workspace
-// files and script, and the ideas the offline editor can carry out on
-// that script (the plan's first, then the task's catalog ideas).
+// files and script, the ideas the offline editor can carry out on that
+// script (the plan's first, then the task's catalog ideas), and whether
+// edits and undos are left out on the episode's last step.
 func NewGrammarContext(st agents.State, plan []string, oneLine bool) GrammarContext {
-	gc := GrammarContext{Files: st.Files, Undoable: st.Undoable, OneLine: oneLine}
+	gc := GrammarContext{Files: st.Files, Undoable: st.Undoable, NoEdit: st.NoEdit, NoUndo: st.NoUndo, OneLine: oneLine}
 	if st.Script != "" {
 		gc.Lines = map[string]int{"train.py": len(strings.Split(strings.TrimSuffix(st.Script, "\n"), "\n"))}
 	}
@@ -200,6 +205,9 @@ func newGrammar(gc GrammarContext) *grammar {
 		}
 		if a == env.EditScriptAI && gc.Ideas != nil && len(gc.Ideas) == 0 {
 			continue // no idea the editor can carry out that would change the script
+		}
+		if gc.NoEdit && (a == env.EditScriptAI || a == env.EditScriptSegment) || gc.NoUndo && a == env.UndoEditScript {
+			continue // the last step: the change would never be run, nor scored
 		}
 		names, ids = append(names, a+"\n"), append(ids, i)
 	}

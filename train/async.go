@@ -335,7 +335,7 @@ func (r *ppoRun) generateWith(ctx context.Context, eng policy.Engine, v, k int, 
 	g := &group{State: s, Version: v, left: k}
 	for _, smp := range out {
 		g.Samples = append(g.Samples, &sample{State: s, Prompt: smp.Prompt, Action: smp.Tokens, LogP: smp.LogProbs, Masks: smp.Masks,
-			Free: smp.Free, Version: v, Text: strings.TrimSpace(r.vocab.Decode(r.tok, smp.Tokens))})
+			Free: smp.Free, Version: v, Text: strings.TrimSpace(r.vocab.Decode(r.tok, smp.Tokens)), LastStep: gc.NoEdit || gc.NoUndo})
 	}
 	return []*group{g}, nil
 }

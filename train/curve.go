@@ -143,11 +143,16 @@ func (r *ppoRun) openCurve(ctx context.Context) (*curveEval, error) {
 // curveEnv is the learning curve's environment configuration: evaluate's
 // defaults with the curve's step limit, and the run's interpreter,
 // instrumentation and execution-cache options (its own cache, shared by
-// the curve's points).
+// the curve's points) and its last_step_edits: a run that offers edits on
+// the last step is evaluated so (its evaluate is given the same flag), and
+// the curve is what selection reads in its place. Edits do not run the
+// script there whatever the run's execute_after_edit, so the curve's last
+// steps offer none by default.
 func curveEnv(run env.Config, maxSteps int) env.Config {
 	ecfg := env.DefaultConfig()
 	ecfg.MaxSteps, ecfg.Python, ecfg.Instrument = maxSteps, run.Python, run.Instrument
 	ecfg.ExecCacheOn, ecfg.ExecCacheTimeouts = run.ExecCacheOn, run.ExecCacheTimeouts
+	ecfg.LastStepEdits = run.LastStepEdits
 	return ecfg
 }
 

@@ -476,7 +476,8 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 		for j, i := range rows {
 			played[i] = append(played[i], &sample{State: groups[i/k].State, Prompt: out[j].Prompt, Action: out[j].Tokens, LogP: out[j].LogProbs, Masks: out[j].Masks,
-				Free: out[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, out[j].Tokens)), Episode: i, Step: len(played[i])})
+				Free: out[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, out[j].Tokens)), Episode: i, Step: len(played[i]),
+				LastStep: contexts[j].NoEdit || contexts[j].NoUndo})
 		}
 		return nil
 	}

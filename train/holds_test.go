@@ -480,3 +480,20 @@ func TestCurveFollowsTheRunsExecCache(t *testing.T) {
 		}
 	}
 }
+
+// TestCurveFollowsTheRunsLastStepEdits: the learning curve's episodes
+// offer edits on their last step as the run does (last_step_edits), and
+// never run the script after an edit whatever the run's
+// execute_after_edit (evaluation does not), so that their last step
+// withholds edits exactly when evaluation's does.
+func TestCurveFollowsTheRunsLastStepEdits(t *testing.T) {
+	for _, c := range []struct{ keep, afterEdit bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+		run := env.DefaultConfig()
+		run.LastStepEdits, run.ExecuteAfterEdit, run.ExecuteAfterUndo = c.keep, c.afterEdit, c.afterEdit
+		got := curveEnv(run, 4)
+		if got.LastStepEdits != c.keep || got.ExecuteAfterEdit || got.ExecuteAfterUndo {
+			t.Errorf("run's last_step_edits %v, execute_after_edit/undo %v: the curve's %v, %v/%v; want %v, false/false",
+				c.keep, c.afterEdit, got.LastStepEdits, got.ExecuteAfterEdit, got.ExecuteAfterUndo, c.keep)
+		}
+	}
+}

@@ -318,6 +318,11 @@ type sample struct {
 	HasRet bool
 	Cached bool
 	Err    error
+
+	// LastStep: its state was its episode's last step, where the grammar
+	// offered no edit or undo (policy.GrammarContext.NoEdit, NoUndo); the
+	// masks carry that to the learner, this counts it.
+	LastStep bool
 }
 
 // ret is what the action is credited with: its reward, or its return.
@@ -733,8 +738,9 @@ func flatten(groups []*group) []*sample {
 
 // outcomeShares are the shares of the batch's outcomes, for the
 // reward-hacking watch: success, error (script failures), timeout, oom,
-// refused (format errors, refused actions, invalid edits), and the
-// actions undo and final answer.
+// refused (format errors, refused actions, invalid edits), the actions
+// undo and final answer, and the samples drawn on an episode's last step
+// (where the grammar offered no edit or undo: states/last_step).
 //
 // An empty batch has no shares (an empty map, so that a skipped update
 // writes none).
@@ -744,8 +750,12 @@ func outcomeShares(batch []*sample) map[string]float64 {
 	}
 	n := float64(len(batch))
 	out := map[string]float64{"outcomes/success": 0, "outcomes/error": 0, "outcomes/timeout": 0, "outcomes/oom": 0,
-		"outcomes/refused": 0, "outcomes/editor_error": 0, "actions/undo": 0, "actions/final_answer": 0, "actions/edit": 0, "actions/execute": 0}
+		"outcomes/refused": 0, "outcomes/editor_error": 0, "actions/undo": 0, "actions/final_answer": 0, "actions/edit": 0, "actions/execute": 0,
+		"states/last_step": 0}
 	for _, s := range batch {
+		if s.LastStep {
+			out["states/last_step"] += 1 / n
+		}
 		switch env.Outcome(s.Out.Class) {
 		case env.OutcomeSuccess:
 			out["outcomes/success"] += 1 / n

@@ -2,7 +2,10 @@ package train
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +119,7 @@ func grammarNames(t *testing.T, gc policy.GrammarContext) string {
 		ok := true
 		for _, b := range []byte(text) {
 			mask := policy.NewBitset(vocab.Size())
-			if err := c.Allowed(mask, 100); err != nil {
+			if err := c.Allowed(mask, 1000); err != nil { // a budget that never binds: every action fits
 				t.Fatal(err)
 			}
 			id, err := vocab.Encode(policy.ByteTokenizer{}, string([]byte{b}))
@@ -233,4 +236,131 @@ func TestFreeTextIsLeftOutOfTheLoss(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLearnerReadsTheSamplersLastStepMasks: a state on the last step of
+// PPO's environment (an expert state restored under a shorter
+// env.max_steps than the rollout's, as run 15's recipe does) is sampled
+// through the sampler's own path (ppoRun.generate): its grammar offers no
+// edit and no undo, no sampled action is one, the masks the learner packs
+// are the sampler's, and the log-probabilities the learner recomputes
+// under them equal the sampler's (ratio 1). The masks are where the last
+// step shows: after "Action: E" only Execute Script is left, where a
+// grammar without the flag would still offer Edit.
+func TestLearnerReadsTheSamplersLastStepMasks(t *testing.T) {
+	st := store.NewLocal(t.TempDir())
+	_, ref, _ := snapshotAfterEdit(t, st) // 1 step taken, an edit to undo
+	state := schemas.RLState{StateID: "s", TaskID: "wine-cultivar", SnapshotRef: ref, Prompt: "state"}
+	ctx := context.Background()
+	for _, c := range []struct {
+		maxSteps int
+		want     bool
+	}{{2, true}, {3, false}, {15, false}} {
+		ecfg := EnvRewardConfig()
+		ecfg.MaxSteps = c.maxSteps
+		facts, err := newStateFacts(st, ecfg)
+		if err != nil {
+			t.Skip(err)
+		}
+		gc, err := facts.grammar(ctx, state, true, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gc.NoEdit != c.want || gc.NoUndo != c.want {
+			t.Errorf("env.max_steps %d after 1 step: got NoEdit %v NoUndo %v, want %v", c.maxSteps, gc.NoEdit, gc.NoUndo, c.want)
+		}
+	}
+
+	ecfg := EnvRewardConfig()
+	ecfg.MaxSteps = 2
+	facts, err := newStateFacts(st, ecfg)
+	if err != nil {
+		t.Skip(err)
+	}
+	gc, err := facts.grammar(ctx, state, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := grammarNames(t, gc); strings.Contains(names, "Edit Script") || strings.Contains(names, env.UndoEditScript) {
+		t.Errorf("the last step's grammar offers %s", names)
+	}
+	var ids []int
+	for c := 32; c < 127; c++ {
+		ids = append(ids, c)
+	}
+	ids = append(ids, '\n')
+	vocab := policy.NewVocab(ids)
+	mcfg := policy.Config{Vocab: vocab.Size(), DModel: 32, Heads: 2, Layers: 1, Ctx: 160, PromptTokens: 20, ResponseTokens: 130}
+	eng, err := policy.NewEngine(policy.EngineNative, mcfg, policy.InitWeights(mcfg, 11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultPPOConfig()
+	cfg.GroupSize, cfg.GenBatch, cfg.MaxNewTokens, cfg.FreeText, cfg.Seed = 8, 64, 120, FreeTextForce, 3
+	r := &ppoRun{cfg: cfg, states: []schemas.RLState{state}, policy: eng, vocab: vocab, tok: policy.ByteTokenizer{}, oneLine: true,
+		facts: facts, rng: rand.New(rand.NewPCG(1, 2))}
+	groups, err := r.generate(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []*sample
+	for _, g := range groups {
+		batch = append(batch, g.Samples...)
+	}
+	id := func(b byte) int32 {
+		v, err := vocab.Encode(policy.ByteTokenizer{}, string([]byte{b}))
+		if err != nil || len(v) != 1 {
+			t.Fatalf("byte %q: %v %v", b, v, err)
+		}
+		return v[0]
+	}
+	actions := map[string]int{}
+	checked := 0
+	for _, s := range batch {
+		a, err := env.Parse(s.Text)
+		if err != nil {
+			t.Fatalf("a constrained action does not parse: %v\n%s", err, s.Text)
+		}
+		actions[a.Name]++
+		if !s.LastStep {
+			t.Errorf("a sample of the last step is not marked LastStep")
+		}
+		switch a.Name {
+		case env.EditScriptAI, env.EditScriptSegment, env.UndoEditScript:
+			t.Errorf("the sampler drew %s on the last step", a.Name)
+		}
+		// One byte a token: the token after "Action: E" is at the
+		// prefix's length, and only 'x' (Execute) may follow.
+		if i := strings.Index(s.Text, "Action: E"); i >= 0 {
+			at := i + len("Action: E")
+			if m := s.Masks[at]; m.Has(id('d')) || !m.Has(id('x')) {
+				t.Errorf("after %q the mask allows 'd' %v, 'x' %v; want only 'x'", s.Text[:at], m.Has(id('d')), m.Has(id('x')))
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("no sampled action starts with E (%v): the fixture checks no withheld choice; change the seed", actions)
+	}
+	mb := r.pack(batch)
+	logits, _, err := eng.Logits(mb.batch, mb.idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lps := tokenLogProbs(logits, mb.toks, mcfg.Vocab)
+	for j, s := range batch {
+		for k := range s.Action {
+			tk := mb.toks[mb.valueAt[j]+k]
+			if !slices.Equal(tk.Mask, s.Masks[k]) {
+				t.Fatalf("sample %d token %d: the learner's mask is not the sampler's", j, k)
+			}
+			if d := math.Abs(float64(lps[mb.valueAt[j]+k] - s.LogP[k])); d > 1e-4 {
+				t.Errorf("sample %d token %d: the learner's log-probability differs from the sampler's by %.2g", j, k, d)
+			}
+		}
+	}
+	if got := outcomeShares(batch)["states/last_step"]; math.Abs(got-1) > 1e-9 {
+		t.Errorf("states/last_step %v, want 1", got)
+	}
+	t.Logf("actions drawn on the last step: %v", actions)
 }

@@ -374,7 +374,7 @@ func (r *ppoRun) generate(ctx context.Context, version int) ([]*group, error) {
 	for i, s := range out {
 		g := groups[i/k]
 		g.Samples = append(g.Samples, &sample{State: g.State, G: g, Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs, Masks: s.Masks,
-			Free: s.Free, Version: version, Text: strings.TrimSpace(r.vocab.Decode(r.tok, s.Tokens))})
+			Free: s.Free, Version: version, Text: strings.TrimSpace(r.vocab.Decode(r.tok, s.Tokens)), LastStep: contexts[i].NoEdit || contexts[i].NoUndo})
 	}
 	return groups, nil
 }

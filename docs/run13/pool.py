@@ -8,6 +8,11 @@ closed, and the paired SFT + PPO - SFT difference over (seed, task) units
 the grid's own statistic (experiment/report.go pairedUnits), pooled over
 the seeds given. Run on seed 41 alone it reproduces that seed's report.
 
+With rows of the scripted expert (the rl preset's expert arm since issue
+49; none in runs 13 and 15, whose output this leaves as it was), also
+that arm's means and the paired SFT + PPO - expert and SFT - expert
+differences, in the same form.
+
 Also the behaviour tables of each seed's SFT and SFT + PPO cell reports
 (unchanged edits as a share of edits, episodes that ran the script and
 that ended with a Final Answer), per seed and pooled by counts, and the
@@ -86,21 +91,32 @@ for d in sys.argv[1:]:
             if r[stat] != "":
                 units[(r["arm"], stat, r["split"])][(r["seed"], r["task_id"])].append(float(r[stat]))
 print("seeds:", " ".join(sorted(set(seeds))))
+has_expert = any(arm == "expert" for (arm, _, _) in list(units))
+arms = ("initial", "expert", "sft", "sft+ppo") if has_expert else ("initial", "sft", "sft+ppo")
+pairs = [("sft+ppo", "sft")] + ([("sft+ppo", "expert"), ("sft", "expert")] if has_expert else [])
+
+
+def paired(x, y, stat, split):
+    """the paired x - y line over the (seed, task) units both have, and its per-seed means"""
+    a, b = units[(x, stat, split)], units[(y, stat, split)]
+    diffs = {k: sum(a[k])/len(a[k]) - sum(b[k])/len(b[k]) for k in a if k in b}
+    wins = sum(1 for x in diffs.values() if x > 0)
+    losses = sum(1 for x in diffs.values() if x < 0)
+    print(f"  paired {x} - {y} {stat:9s} {fmt(interval(list(diffs.values())))}; units better {wins}, worse {losses}, equal {len(diffs)-wins-losses}")
+    per_seed = defaultdict(list)
+    for (s, t), d in diffs.items():
+        per_seed[s].append(d)
+    print("    per seed: " + ", ".join(f"{s} {100*sum(v)/len(v):+.2f}%" for s, v in sorted(per_seed.items())))
+
+
 for split in ("held-out", "held-in"):
     print(f"\n{split}")
     for stat in ("delta_r", "headroom"):
-        for arm in ("initial", "sft", "sft+ppo"):
+        for arm in arms:
             u = units[(arm, stat, split)]
             print(f"  {arm:8s} {stat:9s} {fmt(interval([sum(v)/len(v) for v in u.values()]))}")
-        a, b = units[("sft+ppo", stat, split)], units[("sft", stat, split)]
-        diffs = {k: sum(a[k])/len(a[k]) - sum(b[k])/len(b[k]) for k in a if k in b}
-        wins = sum(1 for x in diffs.values() if x > 0)
-        losses = sum(1 for x in diffs.values() if x < 0)
-        print(f"  paired sft+ppo - sft {stat:9s} {fmt(interval(list(diffs.values())))}; units better {wins}, worse {losses}, equal {len(diffs)-wins-losses}")
-        per_seed = defaultdict(list)
-        for (s, t), x in diffs.items():
-            per_seed[s].append(x)
-        print("    per seed: " + ", ".join(f"{s} {100*sum(v)/len(v):+.2f}%" for s, v in sorted(per_seed.items())))
+        for x, y in pairs:
+            paired(x, y, stat, split)
 
 print("\nheld-out, by task origin (paired sft+ppo - sft)")
 for name, keep in (("original 5", lambda t: t in ORIGINAL_HELD_OUT), ("new 16", lambda t: t not in ORIGINAL_HELD_OUT)):

@@ -70,6 +70,13 @@ type State struct {
 	// scores (env feedback none): MInit, Current, Best, the history's
 	// scores and rewards are left out of every rendering.
 	Hidden bool
+	// NoEdit and NoUndo say that an edit, or an undo, taken now cannot
+	// change the score the episode ends with (its last step, where the
+	// environment does not run the script after it: env.Env.ScoreFixed,
+	// which reads the environment's own step limit, not MaxSteps above).
+	// The action grammar does not offer them then; the prompt does not
+	// show them.
+	NoEdit, NoUndo bool
 }
 
 // StateOf is the state an agent acting in e sees: FromEnv with the
@@ -91,6 +98,7 @@ func FromEnv(e *env.Env, plan []string, maxSteps int, script string) State {
 		Current: e.Current(), Plan: plan, Script: script, Step: e.Steps(), MaxSteps: maxSteps,
 		Files: e.Files(), Undoable: e.Undoable(), Modality: spec.Modality, TaskType: spec.TaskType,
 	}
+	s.NoEdit, s.NoUndo = e.ScoreFixed()
 	if b, ok := e.Best(); ok {
 		s.Best = &b
 	}

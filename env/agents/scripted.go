@@ -52,6 +52,15 @@ func (s Scripted) Episode(plan []string, seed int64) Agent {
 	return a
 }
 
+// ScriptedEditSteps is the fewest steps left in which the scripted expert
+// starts an edit: an edit cycle may take four (edit, run, undo, run
+// again) and the Final Answer one more, and the expert leaves no worse
+// submission standing. Under a step limit below it the expert never
+// edits (it looks around, runs the baseline and stops); its opening
+// (list, inspect, read, run the baseline: up to four steps) comes first,
+// so a limit of 8 lets most of its episodes edit at least once.
+const ScriptedEditSteps = 5
+
 type scriptedAgent struct {
 	rng   *rand.Rand
 	plan  []string
@@ -109,7 +118,7 @@ func (a *scriptedAgent) decide(obs Observation) env.Action {
 	// An edit cycle may take four steps (edit, run, undo, run again) and
 	// the Final Answer one more: start one only when they fit, so that no
 	// worse submission is left standing.
-	if a.next < len(a.plan) && left > 4 {
+	if a.next < len(a.plan) && left >= ScriptedEditSteps {
 		a.idea = a.plan[a.next]
 		a.next++
 		a.pending = "edit"
@@ -139,7 +148,7 @@ func (a *scriptedAgent) followUp(obs Observation) (env.Action, bool) {
 			return env.Action{}, false
 		}
 		a.pending = "run-edit"
-		if a.rng.Float64() < 0.15 && obs.State.MaxSteps-obs.State.Step > 4 {
+		if a.rng.Float64() < 0.15 && obs.State.MaxSteps-obs.State.Step >= ScriptedEditSteps {
 			// Check the edit first, then run (when the cycle still fits).
 			a.queue = append([]func(Observation) env.Action{a.runEdit}, a.queue...)
 			return a.inspectModel(obs), true

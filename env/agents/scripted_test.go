@@ -221,3 +221,34 @@ func TestRandomAnswersAlwaysParse(t *testing.T) {
 		t.Errorf("random agent used %d of %d actions", len(seen), len(env.ActionNames()))
 	}
 }
+
+// TestScriptedEditsWhenTheCycleFits: under a step limit below
+// ScriptedEditSteps the expert (at its default slip rate) never edits;
+// under evaluation's 8 steps most of its episodes edit (its opening takes
+// up to four steps first).
+func TestScriptedEditsWhenTheCycleFits(t *testing.T) {
+	cases := []struct {
+		maxSteps int
+		min, max float64 // the share of episodes with an edit
+	}{
+		{maxSteps: 3, min: 0, max: 0},
+		{maxSteps: ScriptedEditSteps - 1, min: 0, max: 0},
+		{maxSteps: ScriptedEditSteps, min: 0.005, max: 0.1},
+		{maxSteps: 8, min: 0.85, max: 1},
+		{maxSteps: 15, min: 0.95, max: 1},
+	}
+	for _, c := range cases {
+		edited := 0
+		const n = 400
+		for seed := range int64(n) {
+			acts, _, _ := fakeEpisodeStanding(t, Scripted{}, seed, []string{"a", "b", "c"}, nil, c.maxSteps)
+			if strings.Contains(names(acts), env.EditScriptAI) {
+				edited++
+			}
+		}
+		t.Logf("max_steps %d: %d of %d episodes edit", c.maxSteps, edited, n)
+		if share := float64(edited) / n; share < c.min || share > c.max {
+			t.Errorf("max_steps %d: %.1f%% of episodes edit, want %.1f%% to %.1f%%", c.maxSteps, 100*share, 100*c.min, 100*c.max)
+		}
+	}
+}
