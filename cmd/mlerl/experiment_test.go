@@ -123,7 +123,13 @@ func TestExperimentGrid(t *testing.T) {
 		if r.Arm == "initial" && (r.DeltaR != 0 || r.TrainWallS != 0) {
 			t.Errorf("the initial script changes nothing and trains nothing: %+v", r)
 		}
-		if r.Arm != "initial" && r.TrainCPUS <= 0 {
+		if r.ScoredOn != schemas.ScoredPrivate || r.MInitPublic == nil || r.FinalScorePublic == nil || r.DeltaRPublic == nil {
+			t.Errorf("%s: the row is not scored on the private part with the public one beside it: %+v", r.Arm, r)
+		}
+		if r.Arm == "expert" && r.TrainWallS != 0 {
+			t.Errorf("the scripted expert trains nothing: %+v", r)
+		}
+		if r.Arm != "initial" && r.Arm != "expert" && r.TrainCPUS <= 0 {
 			t.Errorf("%s: no training time recorded: %+v", r.Arm, r)
 		}
 		if r.Arm == "sft+ppo" {
@@ -132,7 +138,7 @@ func TestExperimentGrid(t *testing.T) {
 			t.Errorf("%s trained no PPO: %+v", r.Arm, r)
 		}
 	}
-	if want := map[string]int{"initial": 2, "sft": 2, "sft+ppo": 2}; !mapsEqual(count, want) {
+	if want := map[string]int{"initial": 2, "expert": 2, "sft": 2, "sft+ppo": 2}; !mapsEqual(count, want) {
 		t.Errorf("rows per arm %v, want %v (each cell once)", count, want)
 	}
 	md, err := os.ReadFile(filepath.Join(report, "report.md"))
@@ -140,7 +146,8 @@ func TestExperimentGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"sft+ppo", "held-out", "valid", "Preset **rl**", "SFT + step-wise PPO beats SFT on held-in tasks",
-		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch"} {
+		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch",
+		"on the private part of each task's hidden answers", "### Public minus private"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
