@@ -5,7 +5,7 @@
 # grid resumes its pending version, a committed seed is not run again.
 #   docs/run16/chain.sh /work/data/run16/mlerl-<rev>
 set -euo pipefail
-BIN=${1:?the run's binary}
+BIN=${1:?usage: chain.sh BINARY}
 ROOT=/work/data/run16/root
 DOCS=$(cd "$(dirname "$0")" && pwd)
 LOGS=/work/data/run16/logs
