@@ -70,9 +70,11 @@ const sandboxUIDs = 1000
 // DefaultLimits returns the limits a zero field takes: 5 min wall clock,
 // 4 GiB of address space, 64 processes, 1 CPU core, 1 MiB of each output
 // stream kept, CPU time = wall clock, 2 GiB per written file, killed after
-// 64 MiB of output.
+// 64 MiB of output, a workspace of at most 1 GiB and 10,000 files and
+// folders (the built-in tasks' largest after a run: 1.3 MiB, 9 entries).
 func DefaultLimits() Limits {
-	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, CPUs: 1, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30}
+	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, CPUs: 1, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30,
+		WorkspaceBytes: 1 << 30, WorkspaceFiles: 10000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -104,7 +106,18 @@ func (l Limits) withDefaults() Limits {
 	if l.KillOutputBytes <= 0 {
 		l.KillOutputBytes = 64 * int64(l.MaxOutputBytes)
 	}
+	if l.WorkspaceBytes <= 0 {
+		l.WorkspaceBytes = d.WorkspaceBytes
+	}
+	if l.WorkspaceFiles <= 0 {
+		l.WorkspaceFiles = d.WorkspaceFiles
+	}
 	return l
+}
+
+// quota is the workspace quota of l.
+func (l Limits) quota() WorkspaceQuota {
+	return WorkspaceQuota{Bytes: l.WorkspaceBytes, Files: l.WorkspaceFiles}
 }
 
 // tmpBytes is the size of the private /tmp and /dev/shm tmpfs of an
@@ -222,6 +235,12 @@ type prepared struct {
 	source  []byte
 	cg      *runCgroup // nil: none could be made
 	cleanup func()
+	// ws measures the workspace; baseline is what it held before the run
+	// (what a run over its quota is taken back to); preOver says how it
+	// was already over its quota then (the run does not start).
+	ws       *workspaceWatch
+	baseline map[string]baselineEntry
+	preOver  string
 }
 
 // prepare validates req, reads the script when no Source is given, creates
@@ -246,10 +265,20 @@ func (h *host) prepare(req Request) (*prepared, error) {
 	cfg := childConfig{
 		Dir: dir, Script: script, Isolation: h.isolation, Root: h.root, TmpBytes: tmpBytes,
 		UID: -1, GID: -1, MaxProcs: lim.MaxProcs,
-		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: lim.MaxFileBytes},
+		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: min(lim.MaxFileBytes, lim.WorkspaceBytes)},
 		Env:    baseEnv(dir, tmp),
 	}
 	p := &prepared{cfg: cfg, limits: lim, source: source}
+	base, over, err := workspaceBaseline(dir, lim.quota())
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
+	}
+	p.baseline, p.preOver = base, over
+	p.ws = &workspaceWatch{dir: dir, q: lim.quota(), dev: uint64(st.Dev)}
 	var cleanups []func()
 	p.cleanup = func() {
 		for _, f := range cleanups {
@@ -260,16 +289,12 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		p.cg = rc
 		p.cfg.CgroupProcs, p.cfg.PidsCgroup = rc.procs(), rc.pids != ""
 		cleanups = append(cleanups, rc.remove)
+		p.ws.cg = rc
 	}
 	if h.isolation == IsolateRoot || (h.isolation == IsolateNone && os.Geteuid() == 0) {
 		// The workspace belongs to the run's uid while it runs, and to the
 		// workspace's owner again afterwards (new files included), once
 		// every process of the run is dead.
-		var st syscall.Stat_t
-		if err := syscall.Stat(dir, &st); err != nil {
-			p.cleanup()
-			return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
-		}
 		uid := h.uidBase + int(h.runs.Add(1)%sandboxUIDs)
 		p.cfg.UID, p.cfg.GID = uid, uid
 		cleanups = append(cleanups, func() { chownTree(dir, int(st.Uid), int(st.Gid)) })
@@ -356,7 +381,9 @@ func (p *prepared) watchSpawn(kill func()) (stop func() string) {
 // it used and the cores it was held to. The CPU time is the cgroup's count
 // when there is one, else fallback: the script process's own and its
 // waited-for children's (wait4), which misses processes it left behind.
-func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason string) {
+// Then the workspace is measured: a run over its quota is killed (see
+// quota.go), whatever else it did.
+func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason, quotaReason string) {
 	p.cg.kill()
 	res.CPUTime = fallback
 	if d, ok := p.cg.cpuTime(); ok {
@@ -367,6 +394,9 @@ func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason strin
 	}
 	if spawnReason != "" && res.Outcome != OutputLimit {
 		res.Outcome, res.Reason = Killed, spawnReason
+	}
+	if err := p.finishWorkspace(res, quotaReason); err != nil {
+		res.Reason += " (not all of it: " + err.Error() + ")"
 	}
 }
 

@@ -45,7 +45,13 @@
 //     nor under a namespace view (no /sys); only a non-root runner with a
 //     delegated v2 subtree and IsolateNone runs scripts as the subtree's
 //     owner, and there the limits are advisory.
-//   - Files: RLIMIT_FSIZE = MaxFileBytes (the write fails with EFBIG).
+//   - Files: RLIMIT_FSIZE = the smaller of MaxFileBytes and WorkspaceBytes
+//     (the write fails with EFBIG).
+//   - Workspace: at most WorkspaceBytes and WorkspaceFiles files and
+//     folders, nested at most MaxWorkspaceDepth deep, measured while the
+//     script runs and after it (see quota.go): a run over its quota is
+//     killed (outcome killed, Result.Reason says so) and what it added to
+//     the workspace is removed.
 //   - Time: the runner SIGKILLs the script's process group (and cgroup) at
 //     Limits.Timeout (outcome timeout).
 //   - Output: stdout and stderr are drained continuously; the first and last
@@ -98,6 +104,13 @@ type Limits struct {
 	// script may produce before it is killed (outcome output_limit); zero:
 	// 64 x MaxOutputBytes.
 	KillOutputBytes int64
+	// WorkspaceBytes and WorkspaceFiles bound what the workspace may hold
+	// (all of it, the task's own files included): bytes, and files and
+	// folders. A run over either is killed (outcome killed, Result.Reason
+	// says which) and what it added is taken back; see quota.go. Each
+	// written file is also capped at WorkspaceBytes (RLIMIT_FSIZE).
+	WorkspaceBytes int64
+	WorkspaceFiles int
 }
 
 // Request is one script run.
