@@ -142,6 +142,7 @@ type childConfig struct {
 	Limits      childLimits       `json:"limits"`
 	Env         map[string]string `json:"env"`
 	Preload     []string          `json:"preload,omitempty"`
+	Guard       bool              `json:"guard,omitempty"`
 }
 
 type childLimits struct {
@@ -267,6 +268,16 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		UID: -1, GID: -1, MaxProcs: lim.MaxProcs,
 		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: min(lim.MaxFileBytes, lim.WorkspaceBytes)},
 		Env:    baseEnv(dir, tmp),
+	}
+	if req.Marks != nil {
+		// The marker lines travel ahead of the source, on its pipe: never
+		// on a command line, which /proc shows to the script.
+		head, err := json.Marshal(req.Marks)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: marks: %w", err)
+		}
+		source = append(append(head, '\n'), source...)
+		cfg.Guard = true
 	}
 	p := &prepared{cfg: cfg, limits: lim, source: source}
 	base, over, err := workspaceBaseline(dir, lim.quota())
@@ -395,6 +406,7 @@ func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason, quot
 	if spawnReason != "" && res.Outcome != OutputLimit {
 		res.Outcome, res.Reason = Killed, spawnReason
 	}
+	p.guardStopped(res)
 	if err := p.finishWorkspace(res, quotaReason); err != nil {
 		res.Reason += " (not all of it: " + err.Error() + ")"
 	}
@@ -456,6 +468,27 @@ func resolveScript(req Request) (dir, script string, err error) {
 		return "", "", fmt.Errorf("sandbox: script %q is not a regular file", s)
 	}
 	return dir, clean, nil
+}
+
+// guardExit is the exit status of a guarded run that bootstrap.py's
+// guard stopped; guardLine starts the line it writes on stderr.
+const (
+	guardExit = 111
+	guardLine = "mlerl sandbox: the run was stopped: "
+)
+
+// guardStopped classifies a guarded run the guard stopped as killed, with
+// its reason.
+func (p *prepared) guardStopped(res *Result) {
+	if !p.cfg.Guard || res.ExitCode != guardExit {
+		return
+	}
+	i := strings.LastIndex(res.Stderr, guardLine)
+	if i < 0 {
+		return
+	}
+	why, _, _ := strings.Cut(res.Stderr[i+len(guardLine):], "\n")
+	res.Outcome, res.Reason = Killed, "the sandbox stopped the script: "+why
 }
 
 // memoryErrorRe matches the last line of a traceback ending in

@@ -64,6 +64,10 @@
 //     stdin is /dev/null. sys.argv is [Script], __file__ the script's path,
 //     __name__ "__main__", the workspace first on sys.path.
 //
+// Every run is not dumpable (PR_SET_DUMPABLE 0): no process of the run,
+// nor any other process of its uid, can read its memory through /proc or
+// ptrace. A guarded run (Request.Marks) is held to more; see [Request].
+//
 // Refusals (a Script that is absolute, climbs out with "..", or resolves
 // through a symlink outside Dir: [ErrPathEscape]) and sandbox faults
 // ([ErrSetup]) are errors, never outcomes.
@@ -122,6 +126,14 @@ type Request struct {
 	// Source, when set, is run instead of Script's file content (the
 	// instrumented copy); the script still sees itself as Script.
 	Source []byte
+	// Marks, when not nil, guards the run for instrumentation markers: the
+	// call __mlerl_mark__(k) in Source writes Marks[k] to stdout, but only
+	// from the line of Source that makes it; the workspace is not on
+	// sys.path and nothing outside the interpreter's folders is imported;
+	// and the run is stopped (outcome killed) once the script reads
+	// frames, code objects or memory, traces, or compiles code. See
+	// bootstrap.py's guard.
+	Marks  []string
 	Limits Limits
 }
 
