@@ -79,7 +79,7 @@ func (i Info) Check(name, version string) error {
 
 // The schemas, in pipeline order.
 var (
-	Tasks        = Info{Name: "tasks", Version: "1.2", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
+	Tasks        = Info{Name: "tasks", Version: "1.3", Row: Task{}, Doc: "one ML task: its metric, direction, m_init and m_best, and where its files are"}
 	Ideas        = Info{Name: "ideas", Version: "1.0", Row: Idea{}, Doc: "one candidate improvement idea with its embedding and diversity-filter verdict"}
 	Trajectories = Info{Name: "trajectories", Version: "1.0", Row: Trajectory{}, Doc: "one expert (or evaluated) episode on one task"}
 	Steps        = Info{Name: "steps", Version: "1.0", Row: Step{}, Doc: "one step of a trajectory: the state the agent saw, its action and what followed (the expert states)"}
@@ -159,6 +159,11 @@ type Task struct {
 	// importer's generated baseline), or InitialOriginal, the benchmark's
 	// own unsectioned script, which only an LLM editor can edit (1.2).
 	Initial string `parquet:"initial,optional"`
+	// WorkspaceBytes and WorkspaceFiles are the task's own workspace quota
+	// (task.yaml's workspace_bytes and workspace_files; 0, and absent
+	// before 1.3: the stage's env.workspace_bytes and env.workspace_files).
+	WorkspaceBytes int64 `parquet:"workspace_bytes,optional"`
+	WorkspaceFiles int64 `parquet:"workspace_files,optional"`
 }
 
 // Initial scripts of a task (Task.Initial).
