@@ -120,4 +120,3 @@ func TestGuardOffByDefault(t *testing.T) {
 		})
 	}
 }
-

@@ -71,7 +71,7 @@ const sandboxUIDs = 1000
 // 4 GiB of address space, 64 processes, 1 CPU core, 1 MiB of each output
 // stream kept, CPU time = wall clock, 2 GiB per written file, killed after
 // 64 MiB of output, a workspace of at most 1 GiB and 10,000 files and
-// folders (the built-in tasks' largest after a run: 1.3 MiB, 9 entries).
+// folders (the built-in tasks' largest after a run: 1.2 MiB, 7 entries).
 func DefaultLimits() Limits {
 	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, CPUs: 1, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30,
 		WorkspaceBytes: 1 << 30, WorkspaceFiles: 10000}
