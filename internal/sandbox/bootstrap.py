@@ -334,7 +334,10 @@ def guard(cfg, path, compiled, source, marks, globs):
     import importlib.machinery
     getframe, write, exit_, get_ident = sys._getframe, os.write, os._exit, _thread.get_ident
     lib = os.path.dirname(os.__file__) + "/"
-    skip = (lib + "ctypes/", lib + "inspect.py", lib + "dis.py", lib + "pickle.py", lib + "copyreg.py", lib + "types.py")
+    # Wrappers a script could reach introspection through, and that honest
+    # code never needs (inspect is not one: scikit-learn and the catalog's
+    # edits call inspect.signature).
+    skip = (lib + "ctypes/", lib + "dis.py", lib + "types.py")
     busy = set()
 
     def die(why):

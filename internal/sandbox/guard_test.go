@@ -39,6 +39,53 @@ func TestGuardHonest(t *testing.T) {
 	}
 }
 
+// TestGuardHonestLibraries: what honest scripts and their libraries do
+// that touches frames, code objects, pickles or compiles (logging,
+// warnings, tracebacks, inspect.signature, dataclasses, pandas' query,
+// joblib's processes, loky pickling a function with a marker in it) runs
+// under the guard as without it.
+func TestGuardHonestLibraries(t *testing.T) {
+	prefix := `import inspect, logging, traceback, warnings, dataclasses, collections, ast
+import numpy as np, pandas as pd
+from joblib import Parallel, delayed
+from sklearn.linear_model import LogisticRegression
+logging.basicConfig(level=logging.INFO)
+logging.getLogger("x").info("logged")
+warnings.warn("warned")
+try:
+    1 / 0
+except ZeroDivisionError:
+    traceback.print_exc()
+assert "sample_weight" in inspect.signature(LogisticRegression().fit).parameters
+@dataclasses.dataclass
+class Cfg:
+    c: float = 1.0
+P = collections.namedtuple("P", "a b")
+df = pd.DataFrame({"a": [1, 2, 3]})
+n = len(df.query("a > 1")) + ast.literal_eval("1")
+def work(i):
+    y = i * 2
+    __mlerl_mark__(1)  # mlerl:inserted
+    return y
+print(n, Cfg().c, P(1, 2).b, Parallel(n_jobs=2)(delayed(work)(i) for i in range(3)))
+`
+	src := prefix + "__mlerl_mark__(0)  # mlerl:inserted\nprint(work(5))\n"
+	for rname, r := range runners(t) {
+		t.Run(rname, func(t *testing.T) {
+			ws, _ := workspace(t, "x = 1\n")
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Source: []byte(src), Marks: guardMarks, Limits: Limits{Timeout: 120 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The workers' markers print nothing (the function travels
+			// without the tokens); the process's own do.
+			if want := "3 1.0 2 [0, 2, 4]\nT0-f1a2b3\nT1-c4d5e6\n10\n"; res.Outcome != Success || res.Stdout != want {
+				t.Errorf("got %s %q %q want success and %q\n%s", res.Outcome, res.Reason, res.Stdout, want, res.Stderr)
+			}
+		})
+	}
+}
+
 // guardAttacks are scripts that try to print a marker they did not reach.
 // Each must print no marker line but the first (reached before the
 // attack), and end killed by the guard when want says so.
