@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,67 @@ func TestHonestCreditUnchanged(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGuardEveryIdea (MLERL_SMOKE=1; MLERL_SMOKE_TASKS=id1,id2 picks the
+// tasks, else one of each kind): every applicable catalog idea, applied to
+// a task's initial script, runs instrumented under the sandbox's guard
+// without the guard stopping it, so that no honest edit loses its credit
+// to the guard. About 2 s per idea.
+func TestGuardEveryIdea(t *testing.T) {
+	if os.Getenv("MLERL_SMOKE") == "" {
+		t.Skip("set MLERL_SMOKE=1 to run every catalog idea under the guard")
+	}
+	py := instrPython(t)
+	runner, err := sandbox.NewWarm(context.Background(), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer runner.Close()
+	want := map[string]bool{}
+	for _, id := range strings.Split(os.Getenv("MLERL_SMOKE_TASKS"), ",") {
+		if id != "" {
+			want[id] = true
+		}
+	}
+	kinds := map[string]bool{}
+	for _, task := range suiteTasks(t) {
+		kind := task.Modality + "/" + task.TaskType
+		if len(want) > 0 && !want[task.ID] || len(want) == 0 && kinds[kind] {
+			continue
+		}
+		kinds[kind] = true
+		files, err := tasks.ReadTree(task.WorkspacePath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, idea := range catalog.ForTask(task.Modality, task.TaskType) {
+			script, err := catalog.Apply(string(files["train.py"].Data), idea.Edit)
+			if err != nil {
+				continue
+			}
+			dir := t.TempDir()
+			for name, f := range files {
+				p := filepath.Join(dir, filepath.FromSlash(name))
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				os.WriteFile(p, f.Data, 0o644)
+			}
+			nonce := NewNonce()
+			inst, err := Instrument(context.Background(), py, []byte(script), nonce)
+			if err != nil {
+				t.Errorf("%s + %s: %v", task.ID, idea.ID, err)
+				continue
+			}
+			res, err := runner.Run(context.Background(), sandbox.Request{Dir: dir, Script: "train.py", Source: inst, Marks: MarkLines(nonce), Limits: sandbox.Limits{Timeout: 10 * time.Minute}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			markers, _ := ParseMarkers(res.Stdout, nonce)
+			if res.Outcome == sandbox.Killed || strings.Contains(res.Stderr, "mlerl sandbox") {
+				t.Errorf("%s + %s: %s %s\n%s", task.ID, idea.ID, res.Outcome, res.Reason, res.Stderr)
+			}
+			t.Logf("%s + %s: %s, %d markers, %v", task.ID, idea.ID, res.Outcome, len(markers), res.Duration.Round(time.Millisecond))
+		}
 	}
 }

@@ -246,3 +246,75 @@ func contains[T comparable](list []T, v T) bool {
 	}
 	return false
 }
+
+// TestQuotaRefusals: the environment's own writes are held to the quota
+// (a Copy File past it is refused), a snapshot of a state over it is
+// refused and stores nothing, and the stage's meter counts what
+// snapshots add and the states refused.
+func TestQuotaRefusals(t *testing.T) {
+	root := t.TempDir()
+	st := store.NewLocal(root)
+	cfg := testConfig(t)
+	cfg.WorkspaceBytes, cfg.WorkspaceFiles = 4<<20, 50
+	cfg.Blobs = &BlobMeter{}
+	e, err := New(context.Background(), cfg, fixture(t, st, false), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if blobs, bytes, refused := cfg.Blobs.Counts(); blobs == 0 || bytes == 0 || refused != 0 {
+		t.Errorf("after the first snapshot the meter counts %d blobs, %d bytes, %d refused", blobs, bytes, refused)
+	}
+	if err := os.WriteFile(filepath.Join(e.Dir(), "big.csv"), make([]byte, 1500<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := step(t, e, act(CopyFile, "big.csv", "big2.csv")); r.Outcome != OutcomeSuccess {
+		t.Fatalf("a copy within the quota: %s %s", r.Outcome, r.Observation)
+	}
+	r := step(t, e, act(CopyFile, "big.csv", "big3.csv"))
+	if r.Outcome != OutcomeInvalidAction || !strings.Contains(r.Observation, "over its quota (env.workspace_bytes / env.workspace_files)") {
+		t.Errorf("a copy past the quota: got %s\n%s", r.Outcome, r.Observation)
+	}
+	// What no action can do, a process left behind could: the state is
+	// over the quota, and is not kept.
+	if err := os.WriteFile(filepath.Join(e.Dir(), "big3.csv"), make([]byte, 1500<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, blobBytes, _ := cfg.Blobs.Counts()
+	before := treeBytes(root)
+	_, err = e.Snapshot(context.Background())
+	if !errors.Is(err, ErrSnapshotTooLarge) || !strings.Contains(err.Error(), "the state is not kept") {
+		t.Errorf("snapshot over the quota: got %v", err)
+	}
+	if grew := treeBytes(root) - before; grew != 0 {
+		t.Errorf("the refused snapshot stored %d bytes", grew)
+	}
+	if _, b, refused := cfg.Blobs.Counts(); refused != 1 || b != blobBytes {
+		t.Errorf("meter after the refusal: %d bytes (was %d), %d refused", b, blobBytes, refused)
+	}
+	if s := cfg.Blobs.String(); !strings.Contains(s, "snapshots added") || !strings.Contains(s, "1 states not kept") {
+		t.Errorf("closing line %q", s)
+	}
+}
+
+// TestTaskOverItsQuota: an episode whose task files alone are over the
+// quota does not start, and says which setting to raise.
+func TestTaskOverItsQuota(t *testing.T) {
+	st := store.NewLocal(t.TempDir())
+	cfg := testConfig(t)
+	cfg.WorkspaceFiles = 2
+	_, err := New(context.Background(), cfg, fixture(t, st, false), st)
+	if err == nil || !strings.Contains(err.Error(), "more than 2 files and folders, over the quota: raise env.workspace_bytes / env.workspace_files") {
+		t.Errorf("got %v", err)
+	}
+	spec := fixture(t, st, false)
+	spec.WorkspaceFiles = 100 // the task's own quota wins
+	e, err := New(context.Background(), cfg, spec, st)
+	if err != nil {
+		t.Fatalf("with the task's own quota: %v", err)
+	}
+	e.Close()
+}
