@@ -154,6 +154,10 @@ func TestHostileScripts(t *testing.T) {
 			outcomes: []Outcome{OutcomeScriptError}, noCredit: true, observation: "No partial credit for this run, line 1: import gc"},
 		{name: "format-string forger", script: "g = (x for x in [1])\nprint('{0.gi_frame.f_back.f_code.co_consts}'.format(g))\nraise SystemExit(1)\n",
 			outcomes: []Outcome{OutcomeScriptError}, noCredit: true, observation: "No partial credit"},
+		// Checked as UTF-8, run as UTF-7: "+AAo-" is a newline there, so
+		// the interpreter would see a second line the check does not.
+		{name: "coding declaration", script: "# -*- coding: utf-7 -*-\nx = 1 #+AAo-import gc\nraise SystemExit(1)\n",
+			outcomes: []Outcome{OutcomeScriptError}, noCredit: true, observation: "coding declaration (utf-7)"},
 		{name: "ctypes writer", script: "import ctypes\nctypes.CDLL(None).write(1, b'x', 1)\nraise SystemExit(1)\n",
 			outcomes: []Outcome{OutcomeScriptError}, noCredit: true, observation: "No partial credit"},
 		{name: "guessed tokens from threads", script: "import threading, secrets\nnames = ['imports_done', 'data_loaded', 'model_defined', 'model_trained', 'predictions_made', 'submission_written']\nts = [threading.Thread(target=lambda n=n: print('@@MLERL %s %s@@' % (secrets.token_hex(16), n), flush=True)) for n in names]\nfor t in ts:\n    t.start()\nfor t in ts:\n    t.join()\nraise SystemExit(1)\n",

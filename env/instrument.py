@@ -219,7 +219,7 @@ class Instrumenter:
 
 def instrument(source):
     ins = Instrumenter(source)
-    why = credit_check(ins.tree)
+    why = credit_check(ins.tree, source)
     if why:
         return None, [], why
     plan = ins.plan()
@@ -443,8 +443,17 @@ def literal_name(node):
         dunder(node.value) and node.value not in ALLOWED_DUNDERS)
 
 
-def credit_check(tree):
+CODING_RE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def credit_check(tree, source):
     """"" when the script may earn markers, else why not ("line N: ...")."""
+    for i, line in enumerate(LINE_RE.findall(source)[:2]):
+        m = CODING_RE.match(line)
+        if m and m.group(1).lower().replace("_", "-") not in ("utf-8", "utf8"):
+            # The interpreter would decode the file otherwise than this
+            # check reads it (a coding: utf-7 line hides code).
+            return "line %d: a coding declaration (%s) other than utf-8" % (i + 1, m.group(1))
     for n in ast.walk(tree):
         for c in ast.iter_child_nodes(n):
             c.parent = n
@@ -465,7 +474,7 @@ def serve():
                 check(req["source"])
                 resp = {"source": req["source"], "inserted": []}
             elif req.get("op") == "credit":
-                why = credit_check(ast.parse(req["source"]))
+                why = credit_check(ast.parse(req["source"]), req["source"])
                 resp = {"source": "", "inserted": [], "credit": not why, "why": why}
             else:
                 src, inserted, why = instrument(req["source"])
