@@ -2,6 +2,7 @@ package env
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -193,5 +194,90 @@ func TestGuardEveryIdea(t *testing.T) {
 			}
 			t.Logf("%s + %s: %s, %d markers, %v", task.ID, idea.ID, res.Outcome, len(markers), res.Duration.Round(time.Millisecond))
 		}
+	}
+}
+
+// TestCreditCheck: what the credit check refuses (every way a script
+// could reach frames, code objects, strings run as code or attributes
+// named at run time), and honest code it lets through.
+func TestCreditCheck(t *testing.T) {
+	py := instrPython(t)
+	tests := []struct {
+		name, script, why string // why: part of the refusal ("" allowed)
+	}{
+		{"frames", "import sys\nsys._getframe()\n", "line 2: _getframe"},
+		{"getattr of a computed name", "import sys\ngetattr(sys, '_get' + 'frame')()\n", "getattr with a name computed"},
+		{"getattr of a denied literal", "getattr(f, 'f_code')\n", "getattr with a name computed"},
+		{"getattr passed around", "import functools\nfunctools.reduce(getattr, ['gi_frame'], g)\n", "getattr with a name"},
+		{"setattr on a module", "import os\nsetattr(os, 'write', print)\n", "setattr on a module"},
+		{"eval", "eval('1')\n", "eval"},
+		{"exec", "exec('x = 1')\n", "exec"},
+		{"compile", "compile('1', 'x', 'eval')\n", "compile"},
+		{"__import__", "__import__('gc')\n", "__import__"},
+		{"__builtins__", "b = __builtins__\n", "__builtins__"},
+		{"globals as a dict", "g = globals()\nprint(g)\n", "globals() other than"},
+		{"globals with a dunder key", "globals()['__mlerl_mark__'](5)\n", "globals() other than"},
+		{"the marker function", "__mlerl_mark__(5)\n", "__mlerl_mark__"},
+		{"vars", "vars(x)\n", "vars"},
+		{"locals", "locals()\n", "locals"},
+		{"code object", "f.__code__\n", "__code__"},
+		{"closure", "f.__closure__[0].cell_contents\n", "cell_contents"},
+		{"subclasses", "().__class__.__base__.__subclasses__()\n", "__subclasses__"},
+		{"generator frame", "g.gi_frame\n", "gi_frame"},
+		{"traceback frame", "e.__traceback__\n", "__traceback__"},
+		{"exc_info", "import sys\nsys.exc_info()\n", "exc_info"},
+		{"sys.modules", "import sys\nsys.modules['gc']\n", "modules"},
+		{"sys through another module", "import warnings\nwarnings.sys\n", "sys"},
+		{"settrace through threading", "import threading\nthreading.settrace(print)\n", "settrace"},
+		{"inspect's frames", "import inspect\ninspect.currentframe()\n", "currentframe"},
+		{"inspect star", "from inspect import *\n", "import *"},
+		{"gc", "import gc\n", "import gc"},
+		{"ctypes", "import ctypes\n", "import ctypes"},
+		{"dis", "import dis\n", "import dis"},
+		{"importlib", "import importlib\n", "import importlib"},
+		{"a local module", "import helpers\n", "import helpers"},
+		{"a relative import", "from . import x\n", "relative import"},
+		{"cloudpickle", "from joblib.externals import cloudpickle\n", "cloudpickle"},
+		{"joblib.load", "import joblib\njoblib.load('m.pkl')\n", "joblib.load"},
+		{"read_pickle", "import pandas as pd\npd.read_pickle('x')\n", "read_pickle"},
+		{"numpy pickles", "import numpy as np\nnp.load('x.npy', allow_pickle=True)\n", "allow_pickle"},
+		{"pandas eval", "import pandas as pd\npd.eval('1 + 1')\n", "eval"},
+		{"query of a computed string", "q = 'a > 1'\ndf.query(q)\n", "query() on a string computed"},
+		{"format of a computed template", "t = '{0.x}'\nt.format(1)\n", "str.format on a string computed"},
+		{"format naming a frame", "'{0.gi_frame.f_code}'.format(g)\n", "a string naming gi_frame"},
+		{"format, a denied dunder after an allowed one", "'{0.__class__.__init__.__globals__}'.format(x)\n", "__globals__"},
+		{"logging {-style", "import logging\nlogging.basicConfig(format='{message}', style='{')\n", "{-style"},
+		{"attrgetter", "import operator\noperator.attrgetter('x')\n", "attrgetter"},
+		{"type with three arguments", "A = type('A', (), {})\n", "type() with three arguments"},
+		{"__getattr__ of a class", "class A:\n    def __getattr__(self, n):\n        return 1\n", "__getattr__"},
+		{"array interface", "class A:\n    __array_interface__ = {}\n", "__array_interface__"},
+		{"Namespace", "import argparse\nargparse.Namespace(**d)\n", "Namespace"},
+		{"match on a frame", "match f:\n    case object(f_code=c):\n        pass\n", "f_code"},
+		{"own memory by name", "open('/proc/self/mem', 'rb')\n", "/proc/"},
+		{"utf-7", "# coding: utf-7\nx = 1\n", "coding declaration"},
+		// Honest code.
+		{"a sectioned script", sectionedScript, ""},
+		{"a script with main", heuristicScript, ""},
+		{"the built-in pattern", "final_model = globals().get('final_model', model)\nx = globals()['model']\n", ""},
+		{"literal getattr", "p = getattr(model, 'predict_proba', None)\nok = hasattr(model, 'coef_')\n", ""},
+		{"model names", "print(type(model).__name__, model.__class__.__name__)\n", ""},
+		{"inspect.signature", "import inspect\nok = 'sample_weight' in inspect.signature(model.fit).parameters\n", ""},
+		{"logging and tracebacks", "import logging, traceback\nlogging.info('x', exc_info=True)\ntry:\n    pass\nexcept Exception:\n    traceback.print_exc()\n", ""},
+		{"literal format and query", "print('{:.4f}'.format(x))\ndf.query('a > 1')\n", ""},
+		{"joblib and numpy", "from joblib import Parallel, delayed\nimport numpy as np\nnp.load('x.npy')\n", ""},
+		{"a class", "class M:\n    def __init__(self):\n        super().__init__()\n    def __call__(self, x):\n        return x\n", ""},
+		{"main guard", "if __name__ == '__main__':\n    print(__file__)\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CreditCheck(context.Background(), py, []byte(tc.script))
+			var nc *NoCreditError
+			switch {
+			case tc.why == "" && err != nil:
+				t.Errorf("refused honest code: %v", err)
+			case tc.why != "" && (!errors.As(err, &nc) || !strings.Contains(nc.Why, tc.why)):
+				t.Errorf("got %v, want a refusal naming %q", err, tc.why)
+			}
+		})
 	}
 }

@@ -293,7 +293,11 @@ DENIED_NAMES = {
     "make_dataclass", "Namespace", "Bunch", "makeLogRecord", "SimpleNamespace", "cell_contents", "from_formula",
     "LowLevelCallable", "set_executable", "builtins", "posix", "currentframe", "getouterframes", "getinnerframes",
     "getframeinfo", "getmembers", "getclosurevars", "getattr_static", "walk_stack", "walk_tb",
+    "pickle", "_pickle", "cPickle", "dill", "Unpickler", "numpy_pickle", "load_pickle", "smpickle", "marshal",
 }
+# Modules no attribute may lead to (sys is imported by name only, where
+# MODULE_ALLOW applies).
+DENIED_ATTRS = {"sys", "gc", "inspect", "importlib", "types", "dis", "ctypes", "builtins", "posix"}
 ALLOWED_DUNDERS = {
     "__name__", "__qualname__", "__class__", "__init__", "__doc__", "__version__", "__file__", "__module__", "__len__",
     "__call__", "__iter__", "__next__", "__enter__", "__exit__", "__getitem__", "__setitem__", "__contains__",
@@ -398,6 +402,8 @@ class CreditCheck(ast.NodeVisitor):
 
     def visit_Attribute(self, node):
         self.name(node, node.attr)
+        if node.attr in DENIED_ATTRS:
+            self.refuse(node, "the %s module reached through another" % node.attr)
         d = self.dotted(node)
         if d:
             self.qualified(d, node)
@@ -407,6 +413,12 @@ class CreditCheck(ast.NodeVisitor):
             p = getattr(node, "parent", None)
             if not (isinstance(p, ast.Call) and p.func is node and p.args and isinstance(p.args[0], ast.Constant)):
                 self.refuse(node, "query() on a string computed at run time")
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        d = self.dotted(node.func) if isinstance(node.func, ast.Attribute) else self.alias.get(getattr(node.func, "id", ""))
+        if d in ("numpy.load", "numpy.lib.npyio.load") and len(node.args) > 2:
+            self.refuse(node, "numpy.load with allow_pickle given by position: unpickling can call anything")
         self.generic_visit(node)
 
     def visit_keyword(self, node):
@@ -433,9 +445,9 @@ class CreditCheck(ast.NodeVisitor):
     def visit_Constant(self, node):
         if isinstance(node.value, (str, bytes)):
             v = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
-            m = STRING_WORDS.search(v)
-            if m and m.group(1) not in ALLOWED_DUNDERS:
-                self.refuse(node, "a string naming %s" % m.group(0))
+            for m in STRING_WORDS.finditer(v):
+                if m.group(1) not in ALLOWED_DUNDERS:
+                    return self.refuse(node, "a string naming %s" % m.group(0))
 
 
 def literal_name(node):
