@@ -267,6 +267,7 @@ func TestCreditCheck(t *testing.T) {
 		{"joblib and numpy", "from joblib import Parallel, delayed\nimport numpy as np\nnp.load('x.npy')\n", ""},
 		{"a class", "class M:\n    def __init__(self):\n        super().__init__()\n    def __call__(self, x):\n        return x\n", ""},
 		{"main guard", "if __name__ == '__main__':\n    print(__file__)\n", ""},
+		{"pandas type checks", "import pandas as pd\nok = pd.api.types.is_numeric_dtype(df['a'])\n", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

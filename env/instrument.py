@@ -297,7 +297,7 @@ DENIED_NAMES = {
 }
 # Modules no attribute may lead to (sys is imported by name only, where
 # MODULE_ALLOW applies).
-DENIED_ATTRS = {"sys", "gc", "inspect", "importlib", "types", "dis", "ctypes", "builtins", "posix"}
+DENIED_ATTRS = {"sys", "gc", "inspect", "importlib", "dis", "ctypes", "builtins", "posix"}
 ALLOWED_DUNDERS = {
     "__name__", "__qualname__", "__class__", "__init__", "__doc__", "__version__", "__file__", "__module__", "__len__",
     "__call__", "__iter__", "__next__", "__enter__", "__exit__", "__getitem__", "__setitem__", "__contains__",
