@@ -38,8 +38,10 @@ package sandbox
 // folders already listed can hide them from a measurement; the one after
 // the run, with no process left to move anything, sees them all. The
 // runner cannot see into the memory-mapped files that the run deleted but
-// still maps (only into those it holds open), and without a cgroup it
-// knows only the script's own process. /tmp and /dev/shm are separate
+// still maps (only into those it holds open), nor, when it is not root,
+// into any of the run's open files (its processes are not dumpable, so
+// their /proc/<pid>/fd is root's); without a cgroup it knows only the
+// script's own process. /tmp and /dev/shm are separate
 // tmpfs mounts of tmpBytes each under isolation (IsolateNone: the host's
 // temporary folder, unbounded).
 
