@@ -326,7 +326,25 @@ GADGET_MODULES = ("os", "posix", "nt", "sys", "subprocess", "ctypes", "_ctypes",
                   "importlib", "code", "codeop", "runpy", "pickle", "_pickle", "pydoc", "pkgutil", "timeit", "dis",
                   "shelve", "pdb", "bdb", "pty", "webbrowser", "logging.config", "unittest", "pandas.core.computation",
                   "_posixsubprocess", "multiprocessing.util", "shutil", "io", "_io", "socket", "signal", "threading")
-PROC_MEMORY = ("/mem", "/pagemap", "/map_files")
+PROC_MEMORY = ("/mem", "/pagemap", "/map_files", "/maps", "/smaps")
+# Dicts whose keys are attributes: numpy would read the memory at any
+# address a key named __array_interface__ gives it. Their __getattr__ is
+# made to refuse dunder names (which no key of honest code is).
+DICT_ATTRS = {"sklearn.utils._bunch": "Bunch", "scipy.optimize._optimize": "OptimizeResult", "scipy.io._idl": "AttrDict"}
+
+
+def no_dunder_keys(module):
+    cls = getattr(module, DICT_ATTRS[module.__name__], None)
+    orig = getattr(cls, "__getattr__", None)
+    if orig is None:
+        return
+
+    def __getattr__(self, key):
+        if key[:2] == "__" == key[-2:]:
+            raise AttributeError(key)
+        return orig(self, key)
+
+    cls.__getattr__ = __getattr__
 
 
 def guard(cfg, path, compiled, source, marks, globs):
@@ -435,6 +453,18 @@ def guard(cfg, path, compiled, source, marks, globs):
             ok = cache[entry] = any(r == d or r.startswith(d + "/") for d in allowed_dirs)
         return ok
 
+    for name in DICT_ATTRS:
+        if name in sys.modules:
+            no_dunder_keys(sys.modules[name])
+
+    def patched(loader):
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            no_dunder_keys(module)
+        loader.exec_module = exec_module
+
     class SystemOnly:
         """Finds modules in the interpreter's own folders only."""
 
@@ -443,6 +473,8 @@ def guard(cfg, path, compiled, source, marks, globs):
             entries = list(sys.path if path is None else path)
             ok = [e for e in entries if system(e)]
             spec = importlib.machinery.PathFinder.find_spec(name, ok, target)
+            if spec is not None and name in DICT_ATTRS and spec.loader is not None:
+                patched(spec.loader)
             if spec is not None or len(ok) == len(entries):
                 return spec
             if importlib.machinery.PathFinder.find_spec(name, [e for e in entries if not system(e)], target) is not None:
