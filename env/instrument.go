@@ -43,11 +43,12 @@ package env
 //
 // What this does not stop: a way into the process's memory that neither
 // check knows (numpy builds an array over any address an object's
-// __array_interface__ names: an object whose attribute names are computed
-// at run time through a library the check does not list could serve one),
-// or a function of an allowed library that itself hands back the insides
-// of a frame or code object, or evaluates a string, while the script's own
-// code touches neither. Markers inside a function that runs in another
+// __array_interface__ names; the guard closes the dicts of scikit-learn
+// and scipy that serve their keys as attributes, but another object of an
+// allowed library whose attributes the script names at run time could
+// serve one), or a function of an allowed library that itself hands back
+// the insides of a frame or code object, or evaluates a string, while the
+// script's own code touches neither. Markers inside a function that runs in another
 // process (a joblib worker) print nothing there: the function travels
 // without the tokens. Under sandbox.IsolateNone a script runs as the
 // host's uid and, where the kernel lets a process read its parent's memory
