@@ -306,7 +306,7 @@ def run_user(cfg, source):
 # code objects, pickles functions or prints its own source finds them.
 # An audit hook (which nothing can remove) stops the run (exit GUARD_EXIT,
 # one line on stderr) when the script's own code, or code it reaches
-# through the introspection wrappers of SKIP_FILES, touches frames, code
+# through an introspection wrapper (ctypes, dis, types), touches frames, code
 # objects, the garbage collector, ctypes, marshal or compiles code; when
 # anything traces or profiles (a trace function could jump to a marker's
 # line); when anything opens a process's memory, or unpickles a known
@@ -326,7 +326,7 @@ GADGET_MODULES = ("os", "posix", "nt", "sys", "subprocess", "ctypes", "_ctypes",
                   "importlib", "code", "codeop", "runpy", "pickle", "_pickle", "pydoc", "pkgutil", "timeit", "dis",
                   "shelve", "pdb", "bdb", "pty", "webbrowser", "logging.config", "unittest", "pandas.core.computation",
                   "_posixsubprocess", "multiprocessing.util", "shutil", "io", "_io", "socket", "signal", "threading")
-PROC_MEMORY = ("/mem", "/pagemap", "/map_files", "/maps", "/smaps")
+PROC_MEMORY = {"mem", "pagemap", "maps", "smaps", "smaps_rollup", "numa_maps"}
 # Dicts whose keys are attributes: numpy would read the memory at any
 # address a key named __array_interface__ gives it. Their __getattr__ is
 # made to refuse dunder names (which no key of honest code is).
@@ -380,8 +380,14 @@ def guard(cfg, path, compiled, source, marks, globs):
             p = args[0]
             if isinstance(p, bytes):
                 p = p.decode(errors="replace")
-            if isinstance(p, str) and p.startswith("/proc/") and any(x in p for x in PROC_MEMORY):
-                die("open " + p)
+            if isinstance(p, str) and (os.path.basename(p.rstrip("/")) in PROC_MEMORY or "map_files" in p):
+                # A process's memory or its map (where to read it). A
+                # relative name may be opened from /proc/self or through
+                # a folder handle (dir_fd) the event does not show: only
+                # an absolute path elsewhere is let through.
+                full = os.path.realpath(p) if os.path.isabs(p) else ""
+                if not full or full.startswith("/proc/"):
+                    die("open " + p)
             return
         if event == "pickle.find_class" and gadget(str(args[0]), str(args[1])):
             die("unpickling %s.%s" % (args[0], args[1]))

@@ -115,6 +115,8 @@ var guardAttacks = []struct {
 	{"child reads the parent's memory", "import subprocess, sys, os\n",
 		"print(subprocess.run([sys.executable, '-c', 'import os\\ntry:\\n    open(\"/proc/%d/mem\" % os.getppid(), \"rb\")\\n    print(\"OPENED\")\\nexcept OSError as e:\\n    print(\"refused\")'], capture_output=True, text=True).stdout)\n", ""},
 	{"own memory map", "", "print(open('/proc/self/maps').read()[:100])\n", "open /proc/self/maps"},
+	{"own memory, relative", "import os\n", "os.chdir('/proc/self')\nprint(open('maps').read()[:100])\n", "open maps"},
+	{"own memory, double slash", "", "print(open('//proc/self/maps').read()[:100])\n", "open //proc/self/maps"},
 	// numpy reads any address a dict-backed object's __array_interface__
 	// key names; the bytes of x (SECRETS!) must not come back.
 	{"numpy over an address, through a Bunch", "import numpy as np\nfrom sklearn.utils import Bunch\n",
