@@ -126,7 +126,7 @@ func TestHostileScripts(t *testing.T) {
 	}{
 		// The disk: what the issue saw (ten files of 1 GiB), at 1/250 scale.
 		{name: "ten files", script: "import os\nfor i in range(10):\n    open('f%d.bin' % i, 'wb').write(b'x' * (4 << 20))\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "past its quota: more than 20 MiB"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "quota: more than 20 MiB"},
 		{name: "file flood", script: "import os\nos.mkdir('flood')\nfor i in range(150000):\n    open('flood/%d' % i, 'w').close()\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files and folders"},
 		{name: "deep tree", script: "import os\nfor i in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n",
