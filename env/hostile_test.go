@@ -169,6 +169,9 @@ func TestHostileScripts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "deleted") && os.Geteuid() != 0 {
+				t.Skip("only root sees into a run's open files (its processes are not dumpable)")
+			}
 			e, root := hostileEnv(t)
 			r := runHostile(t, e, tc.script)
 			t.Logf("%s, reward %+.2f, markers %v: %s", r.Outcome, r.Reward.Total, r.Markers, r.Detail)

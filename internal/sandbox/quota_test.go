@@ -180,6 +180,9 @@ func TestWorkspaceQuota(t *testing.T) {
 	for rname, r := range runners(t) {
 		for _, tc := range quotaScripts {
 			t.Run(rname+"/"+tc.name, func(t *testing.T) {
+				if strings.HasPrefix(tc.name, "deleted") && os.Geteuid() != 0 {
+					t.Skip("only root sees into a run's open files (its processes are not dumpable)")
+				}
 				ws, _ := workspace(t, tc.script)
 				mustWrite(t, filepath.Join(ws, "train.csv"), 4096)
 				before, _ := MeasureWorkspace(ws, WorkspaceQuota{})
