@@ -208,8 +208,10 @@ func TestAttackSuite(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(filepath.Dir(e.Dir()), "escaped.txt")); err == nil && rname == "sandbox" {
 					t.Errorf("the script wrote outside its workspace")
 				}
-				// What the run left is never followed by a snapshot either.
-				if _, err := e.Snapshot(context.Background()); err != nil {
+				// What the run left is never followed by a snapshot either;
+				// a state over the workspace quota (the unisolated runner
+				// lets a 1 TiB sparse file stay) is not kept.
+				if _, err := e.Snapshot(context.Background()); err != nil && !errors.Is(err, ErrSnapshotTooLarge) {
 					t.Errorf("snapshot after the attack: %v", err)
 				}
 			})
@@ -238,7 +240,7 @@ func TestHostReadsNoLinkedFile(t *testing.T) {
 	must(unix.Mkfifo(filepath.Join(ws, "pipe.py"), 0o644))
 	f, err := os.Create(filepath.Join(ws, "big.csv"))
 	must(err)
-	must(f.Truncate(1 << 40))
+	must(f.Truncate(700 << 20)) // sparse, past what a snapshot reads, within the workspace quota
 	f.Close()
 
 	type tryStep struct{ name, text string }

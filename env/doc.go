@@ -43,9 +43,11 @@
 // context); everything the agent can do wrong is an outcome.
 //
 // Execute Script removes any old submission.csv, instruments the script
-// with a fresh nonce (Config.Instrumenter), runs it through Config.Runner
-// with the task's time limit (cut to the episode's remaining time), strips
-// the markers from its output, and grades submission.csv with the task's
+// for a fresh nonce (Config.Instrumenter; a script that could print
+// markers it did not reach runs without them: instrument.go), runs it
+// through Config.Runner with the task's time limit (cut to the episode's
+// remaining time) and the workspace quota (quota.go), strips the markers
+// from its output, and grades submission.csv with the task's
 // private grader, whose files exist only in a temporary folder outside the
 // workspace while it runs (verdicts are cached per process by private
 // tree and submission hash: graders are pure functions of their files).

@@ -107,9 +107,18 @@ type Config struct {
 	MaxProcs         int           `yaml:"max_procs" help:"process-count limit of one script execution"`
 	CPUs             float64       `yaml:"cpus" help:"CPU cores one script execution may use at once, all its processes together (a cgroup quota where one can be made)"`
 	MaxOutputBytes   int           `yaml:"max_output_bytes" help:"output kept per stream (stdout, stderr) from one execution"`
-	GradeTimeout     time.Duration `yaml:"grade_timeout" help:"time limit of one grader run"`
-	Python           string        `yaml:"python" help:"task interpreter (empty: /usr/bin/python3 or python3 on PATH)"`
-	WorkDir          string        `yaml:"work_dir" help:"parent folder of episode workspaces (empty: the system temp folder)"`
+	MaxFileBytes     int64         `yaml:"max_file_bytes" help:"largest file one script execution may write (RLIMIT_FSIZE; also capped at the workspace quota)"`
+	// WorkspaceBytes and WorkspaceFiles bound a workspace, the task's own
+	// files included: a script run that leaves it over either is killed
+	// (outcome killed, reward -1 plus its markers, like a fork bomb) and
+	// what it added is removed; Copy File and edits that would pass them
+	// are refused; a snapshot over them is not kept. A task's task.yaml
+	// may set its own (workspace_bytes, workspace_files).
+	WorkspaceBytes int64         `yaml:"workspace_bytes" help:"bytes a workspace may hold, task files included: a script run over it is killed and what it added removed, a copy or edit past it refused, a snapshot over it not kept (task.yaml's workspace_bytes overrides it per task)"`
+	WorkspaceFiles int           `yaml:"workspace_files" help:"files and folders a workspace may hold (task.yaml's workspace_files overrides it per task); as workspace_bytes"`
+	GradeTimeout   time.Duration `yaml:"grade_timeout" help:"time limit of one grader run"`
+	Python         string        `yaml:"python" help:"task interpreter (empty: /usr/bin/python3 or python3 on PATH)"`
+	WorkDir        string        `yaml:"work_dir" help:"parent folder of episode workspaces (empty: the system temp folder)"`
 	// ExecuteAfterEdit makes a successful edit of a .py file also run it
 	// (like Execute Script) in the same step, so that the edit's own reward
 	// carries the measured improvement: useful for step-wise RL, where each
@@ -169,11 +178,16 @@ type Config struct {
 	// FileLLM, when set, answers Understand File; otherwise a
 	// deterministic summary is returned.
 	FileLLM *llm.Client `yaml:"-"`
+	// Blobs, when set, counts what snapshots add to the blob store (and
+	// the states refused for their size); share one across a stage.
+	Blobs *BlobMeter `yaml:"-"`
 }
 
 // DefaultConfig returns 15 steps and 30 minutes per episode (ML-Agent),
 // 8,000-character observations, 4 GiB / 64 processes / 1 CPU core / 1 MiB
-// of output per execution, a 2-minute grader limit and
+// of output per execution, files of at most 2 GiB, workspaces of at most
+// 1 GiB and 10,000 files and folders (sandbox.DefaultLimits), a 2-minute
+// grader limit and
 // [DefaultRewardConfig].
 func DefaultConfig() Config {
 	return Config{
@@ -184,6 +198,9 @@ func DefaultConfig() Config {
 		MaxProcs:         64,
 		CPUs:             1,
 		MaxOutputBytes:   1 << 20,
+		MaxFileBytes:     sandbox.DefaultLimits().MaxFileBytes,
+		WorkspaceBytes:   sandbox.DefaultLimits().WorkspaceBytes,
+		WorkspaceFiles:   sandbox.DefaultLimits().WorkspaceFiles,
 		GradeTimeout:     2 * time.Minute,
 		Instrument:       true,
 		Reward:           DefaultRewardConfig(),
@@ -222,6 +239,12 @@ func (c Config) Validate() error {
 		return config.Errorf("max_procs", c.MaxProcs, "must be positive")
 	case c.MaxOutputBytes <= 0:
 		return config.Errorf("max_output_bytes", c.MaxOutputBytes, "must be positive")
+	case c.MaxFileBytes <= 0:
+		return config.Errorf("max_file_bytes", c.MaxFileBytes, "must be positive (bytes: 2147483648 is 2 GiB)")
+	case c.WorkspaceBytes <= 0:
+		return config.Errorf("workspace_bytes", c.WorkspaceBytes, "must be positive (bytes: 1073741824 is 1 GiB)")
+	case c.WorkspaceFiles <= 0:
+		return config.Errorf("workspace_files", c.WorkspaceFiles, "must be positive")
 	case c.GradeTimeout <= 0:
 		return config.Errorf("grade_timeout", c.GradeTimeout, "must be positive")
 	case c.EditorKind != "" && c.EditorKind != EditorOffline && c.EditorKind != EditorLLM:
@@ -260,6 +283,10 @@ type Spec struct {
 	// Initial is the task's schemas.Task.Initial: InitialOriginal tasks
 	// need an editor other than the offline one.
 	Initial string `json:"initial,omitempty"`
+	// WorkspaceBytes and WorkspaceFiles, when positive, are the task's own
+	// workspace quota (task.yaml), in place of Config's.
+	WorkspaceBytes int64 `json:"workspace_bytes,omitempty"`
+	WorkspaceFiles int   `json:"workspace_files,omitempty"`
 }
 
 // SpecFromTask takes a Spec from a tasks row. Rewards compare grader
@@ -272,6 +299,7 @@ func SpecFromTask(t schemas.Task) Spec {
 		Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: mBest,
 		TimeLimit:     time.Duration(t.TimeLimitS * float64(time.Second)),
 		WorkspaceTree: t.WorkspaceTree, PrivateTree: t.PrivateTree, Initial: t.Initial,
+		WorkspaceBytes: t.WorkspaceBytes, WorkspaceFiles: int(t.WorkspaceFiles),
 	}
 	if t.HasParts() {
 		pi, pb := t.Private()
@@ -307,6 +335,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("task %s: no workspace or private tree (ingest the task first)", s.TaskID)
 	case math.IsNaN(s.MInit) || math.IsNaN(s.MBest):
 		return fmt.Errorf("task %s: m_init or m_best is NaN", s.TaskID)
+	case s.WorkspaceBytes < 0 || s.WorkspaceFiles < 0:
+		return fmt.Errorf("task %s: workspace quota %d bytes, %d files must not be negative (0: the stage's)", s.TaskID, s.WorkspaceBytes, s.WorkspaceFiles)
 	}
 	return nil
 }
@@ -475,6 +505,14 @@ func (e *Env) materialise(files blobs.Files, tree *blobs.Tree) error {
 		return fmt.Errorf("env: task %s workspace: %w", e.s.Spec.TaskID, err)
 	}
 	e.dir = dir
+	if u, err := e.usage(); err != nil || e.quota().Exceeded(u) != "" {
+		os.RemoveAll(dir)
+		e.dir = ""
+		if err != nil {
+			return fmt.Errorf("env: task %s workspace: %w", e.s.Spec.TaskID, err)
+		}
+		return fmt.Errorf("env: task %s: its workspace holds %s, over the quota: raise %s", e.s.Spec.TaskID, e.quota().Exceeded(u), e.quotaKeys())
+	}
 	return nil
 }
 
@@ -779,21 +817,14 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		keptOutput = sandbox.DefaultLimits().MaxOutputBytes
 	}
 	killOutputBytes := killOutputFactor * int64(keptOutput)
+	q := e.quota()
 	limits := sandbox.Limits{Timeout: timeout, MemoryBytes: e.cfg.MemoryBytes, MaxProcs: e.cfg.MaxProcs, CPUs: e.cfg.CPUs,
-		MaxOutputBytes: keptOutput, KillOutputBytes: killOutputBytes}
-	var cancelled error // the instrumenter stopped by ctx
-	do := func() (sandbox.Result, error) {
-		run := src
-		// A script the instrumenter cannot parse runs as written (and
-		// fails with its own syntax error).
-		if inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce); err == nil {
-			run = inst
-		} else if ctx.Err() != nil {
-			cancelled = ctx.Err()
-			return sandbox.Result{}, cancelled
-		}
-		return e.cfg.Runner.Run(ctx, sandbox.Request{Dir: e.dir, Script: rel, Source: run, Limits: limits})
+		MaxOutputBytes: keptOutput, KillOutputBytes: killOutputBytes, MaxFileBytes: e.cfg.MaxFileBytes, WorkspaceBytes: q.Bytes, WorkspaceFiles: q.Files}
+	req, noCredit, err := e.instrument(ctx, rel, src, nonce, limits)
+	if err != nil {
+		return err
 	}
+	do := func() (sandbox.Result, error) { return e.cfg.Runner.Run(ctx, req) }
 	var res sandbox.Result
 	if c := e.cfg.ExecCache; c != nil {
 		t0 := time.Now()
@@ -805,9 +836,6 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		}
 	} else {
 		res, err = do()
-	}
-	if cancelled != nil {
-		return cancelled
 	}
 	if err != nil {
 		return fmt.Errorf("env: execute %s: %w", rel, err)
@@ -879,8 +907,32 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		r.Detail = fmt.Sprintf("killed (%s)", res.Outcome)
 		obs.WriteString("\nThe script was killed by the sandbox (a resource limit was exceeded).")
 	}
+	if noCredit != nil {
+		fmt.Fprintf(&obs, "\n(No partial credit for this run, %s: a script that could print markers it did not reach runs without them.)", noCredit.Why)
+	}
 	r.Observation = obs.String()
 	return nil
+}
+
+// instrument makes the sandbox request of an execution: the script with
+// its markers (and the lines they print) when the instrumenter accepts
+// it, else as written (noCredit says why a script was refused credit; a
+// script the instrumenter cannot parse fails with its own syntax error).
+func (e *Env) instrument(ctx context.Context, rel string, src []byte, nonce string, limits sandbox.Limits) (sandbox.Request, *NoCreditError, error) {
+	req := sandbox.Request{Dir: e.dir, Script: rel, Source: src, Limits: limits}
+	inst, err := e.cfg.Instrumenter.Instrument(ctx, e.cfg.Python, src, nonce)
+	var noCredit *NoCreditError
+	switch {
+	case err == nil:
+		req.Source = inst
+		if m, ok := e.cfg.Instrumenter.(interface{ MarkLines(string) []string }); ok {
+			req.Marks = m.MarkLines(nonce)
+		}
+	case ctx.Err() != nil:
+		return req, nil, ctx.Err()
+	case errors.As(err, &noCredit):
+	}
+	return req, noCredit, nil
 }
 
 func (e *Env) better(a, b float64) bool {

@@ -127,11 +127,15 @@ func (e *Env) writeFile(rel, _ string, content []byte) error {
 	}
 	var backup *[]byte
 	old, err := e.readFile(rel, "")
+	oldSize := int64(-1)
 	switch {
 	case err == nil:
-		backup = &old
+		backup, oldSize = &old, int64(len(old))
 	case errors.Is(err, safefile.ErrNotExist):
 	default:
+		return err
+	}
+	if err := e.checkWrite(rel, int64(len(content)), oldSize); err != nil {
 		return err
 	}
 	if err := safefile.WriteFile(e.dir, rel, content, 0o644); err != nil {

@@ -3,6 +3,7 @@ package env
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -140,6 +141,14 @@ func (p procRunner) Run(ctx context.Context, req sandbox.Request) (sandbox.Resul
 	cctx, cancel := context.WithTimeout(ctx, req.Limits.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, p.python, f.Name())
+	if req.Marks != nil {
+		// The sandbox's marker function, without its guard.
+		marks, _ := json.Marshal(req.Marks)
+		cmd = exec.CommandContext(cctx, p.python, "-c", `import builtins, json, os, sys
+marks = json.loads(sys.argv[2])
+builtins.__mlerl_mark__ = lambda k: os.write(1, marks[k].encode())
+exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), {"__name__": "__main__"})`, f.Name(), string(marks))
+	}
 	cmd.Dir = req.Dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

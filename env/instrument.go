@@ -1,10 +1,58 @@
 package env
 
 // Instrumentation for partial credit: before a script runs, marker lines
-// are inserted at its stage boundaries; each writes "@@MLERL <nonce> <name>@@"
-// to stdout when reached. The nonce is fresh per execution and exists only
-// in the instrumented copy handed to the sandbox as Request.Source (never in
-// the workspace), so text the script prints on its own cannot count.
+// are inserted at its stage boundaries (where: below); when reached, each
+// writes "@@MLERL <token> <name>@@" to stdout, and [ParseMarkers] credits
+// a marker only with its own token.
+//
+// Why a printed marker proves that the script reached its line, against
+// a script written to the reward that knows all of this and can read its
+// own process:
+//
+//   - Each marker's token is HMAC-SHA256(nonce, name) ([MarkerToken]),
+//     the nonce fresh per execution and never leaving the host: what one
+//     marker prints, in this run or an earlier one, says nothing of
+//     another's token.
+//   - No token is in the script's code. The inserted line is
+//     __mlerl_mark__(k); the sandbox (sandbox.Request.Marks) gives the
+//     process a function of that name that holds the marker lines and
+//     prints line k only when its caller is the instrumented code at
+//     marker k's line. Code objects, pickled functions and the source
+//     (on disk there is only the agent's copy) hold no token; a call from
+//     anywhere else stops the run.
+//   - The sandbox stops the run (outcome killed) when the script's own
+//     code reads frames or code objects, walks the garbage collector,
+//     uses ctypes or marshal, or compiles code; when anything sets a trace
+//     or profile function (which could jump to a marker's line), opens a
+//     process's memory or unpickles a known gadget (eval, getattr,
+//     os.system...). The process is not dumpable: neither it nor its
+//     children read its memory through /proc or ptrace. Nothing outside
+//     the interpreter's folders is imported, so no code the check below
+//     has not read runs in the process.
+//   - Before the run, a static credit check (instrument.py's
+//     credit_check) refuses what could reach the same through a library
+//     or a name computed at run time: eval and friends, getattr of a
+//     computed name, str.format on a computed template, inspect's frame
+//     functions, cloudpickle, loading pickles, dunder attributes, imports
+//     outside an allowlist... A refused script runs exactly as written,
+//     without markers ([NoCreditError]: no partial credit, and the
+//     observation says why). The built-in suite's scripts and the
+//     catalog's edits pass it and earn what they always did.
+//   - A complete marker line with a wrong token (a guess) voids every
+//     marker of the run.
+//
+// What this does not stop: a way into the process's memory that neither
+// check knows (numpy builds an array over any address an object's
+// __array_interface__ names; the guard closes the dicts of scikit-learn
+// and scipy that serve their keys as attributes, but another object of an
+// allowed library whose attributes the script names at run time could
+// serve one), or a function of an allowed library that itself hands back
+// the insides of a frame or code object, or evaluates a string, while the
+// script's own code touches neither. Markers inside a function that runs in another
+// process (a joblib worker) print nothing there: the function travels
+// without the tokens. Under sandbox.IsolateNone a script runs as the
+// host's uid and, where the kernel lets a process read its parent's memory
+// (no Yama), can read the host's.
 //
 // Where the markers go (instrument.py, through the task interpreter's own
 // ast and tokenize modules):
@@ -31,17 +79,13 @@ package env
 // sys.stdout replacement) and [ParseMarkers] removes exactly the bytes it
 // wrote. Marker lines end in "# mlerl:inserted", which the sandbox uses to
 // keep tracebacks on the line numbers of the agent's file.
-//
-// What the nonce does not stop: the script's own code object holds the
-// instrumented constants, so a script that introspects itself
-// (sys._getframe().f_code.co_consts) could find the nonce and print all
-// markers. That takes deliberate self-inspection; markers are worth at
-// most 0.6 reward and scores come only from the grader.
 
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
@@ -91,14 +135,57 @@ func NewNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// markerLine is the canonical marker statement at indent.
-func markerLine(indent, nonce, name string) string {
-	return fmt.Sprintf(`%s__import__("os").write(1, b"@@MLERL %s %s@@\n")  %s`, indent, nonce, name, insertedMark)
+// markerLine is the canonical marker statement at indent: the sandbox's
+// __mlerl_mark__ prints the marker's line (MarkLines) when it runs.
+func markerLine(indent, name string) string {
+	return fmt.Sprintf(`%s__mlerl_mark__(%d)  %s`, indent, markerIndex(name), insertedMark)
 }
+
+func markerIndex(name string) int {
+	for i, m := range MarkerNames {
+		if m == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// MarkerToken is marker name's token in the execution of nonce: 32 hex
+// digits of HMAC-SHA256 keyed by the nonce, so that one marker's token
+// tells nothing of another's, nor of the nonce.
+func MarkerToken(nonce, name string) string {
+	m := hmac.New(sha256.New, []byte(nonce))
+	m.Write([]byte(name))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// MarkLines returns the lines the markers of an execution of nonce print,
+// in MarkerNames' order: sandbox.Request.Marks of an instrumented run.
+func MarkLines(nonce string) []string {
+	out := make([]string, len(MarkerNames))
+	for i, m := range MarkerNames {
+		out[i] = "@@MLERL " + MarkerToken(nonce, m) + " " + m + "@@\n"
+	}
+	return out
+}
+
+// NoCreditError is the instrumenter's refusal of a script that could print
+// markers it did not reach (see the file comment): the script runs as
+// written and earns no partial credit.
+type NoCreditError struct {
+	// Why names the line and what on it ("line 3: eval can read or run
+	// code behind the instrumentation's back").
+	Why string
+}
+
+func (e *NoCreditError) Error() string { return "no partial credit: " + e.Why }
 
 // StaticInstrumenter is the default [Instrumenter]: [Instrument] and
 // [ParseMarkers].
 type StaticInstrumenter struct{}
+
+// MarkLines calls the package-level [MarkLines].
+func (StaticInstrumenter) MarkLines(nonce string) []string { return MarkLines(nonce) }
 
 // Instrument calls the package-level [Instrument].
 func (StaticInstrumenter) Instrument(ctx context.Context, python string, source []byte, nonce string) ([]byte, error) {
@@ -127,7 +214,9 @@ func (NoInstrumenter) ParseMarkers(stdout, _ string) ([]string, string) { return
 // comment for where), using python's ast module in a long-lived helper
 // process (one per interpreter, started on first use). Every line of
 // source is kept byte for byte; a source python cannot parse is an error
-// (run it as written: it fails with its own syntax error).
+// (run it as written: it fails with its own syntax error), and so is one
+// the credit check refuses (a *[NoCreditError]). The markers print their
+// lines only where the sandbox runs the result with MarkLines(nonce).
 func Instrument(ctx context.Context, python string, source []byte, nonce string) ([]byte, error) {
 	if !nonceRe.MatchString(nonce) {
 		return nil, fmt.Errorf("env: instrument: nonce %q must be 8-64 letters or digits", nonce)
@@ -135,23 +224,46 @@ func Instrument(ctx context.Context, python string, source []byte, nonce string)
 	if !utf8.Valid(source) {
 		return nil, errors.New("env: instrument: the script is not valid UTF-8")
 	}
-	resp, err := helperFor(python).call(ctx, map[string]string{"source": string(source), "nonce": nonce})
+	resp, err := helperFor(python).call(ctx, map[string]string{"source": string(source)})
 	if err != nil {
 		return nil, err
+	}
+	if !resp.Credit {
+		return nil, &NoCreditError{Why: resp.Why}
 	}
 	return []byte(resp.Source), nil
 }
 
-// ParseMarkers returns the markers nonce-tagged in stdout, each once, in
-// the order first reached, and stdout with exactly the bytes the markers
-// wrote removed. Marker-like text with another nonce, without one, or with
-// an unknown name is not a marker and stays in the output.
+// CreditCheck runs the static credit check alone: nil when source may
+// earn markers, else a *[NoCreditError].
+func CreditCheck(ctx context.Context, python string, source []byte) error {
+	resp, err := helperFor(python).call(ctx, map[string]string{"op": "credit", "source": string(source)})
+	if err != nil {
+		return err
+	}
+	if !resp.Credit {
+		return &NoCreditError{Why: resp.Why}
+	}
+	return nil
+}
+
+// ParseMarkers returns the markers of the execution of nonce found in
+// stdout (each with its own [MarkerToken]), each once, in the order first
+// reached, and stdout with exactly the bytes the markers wrote removed.
+// Marker-like text without a token or with an unknown name is not a
+// marker and stays in the output. A complete marker whose token is wrong
+// (a guess) stays too, and voids every marker of the run: markers is nil.
 func ParseMarkers(stdout, nonce string) (markers []string, clean string) {
 	if nonce == "" {
 		return nil, stdout
 	}
-	prefix := "@@MLERL " + nonce + " "
+	const prefix = "@@MLERL "
+	tokens := map[string]string{}
+	for _, m := range MarkerNames {
+		tokens[m] = MarkerToken(nonce, m)
+	}
 	seen := map[string]bool{}
+	forged := false
 	var b strings.Builder
 	rest := stdout
 	for {
@@ -161,22 +273,34 @@ func ParseMarkers(stdout, nonce string) (markers []string, clean string) {
 			break
 		}
 		after := rest[i+len(prefix):]
-		name, _, ok := strings.Cut(after, "@@")
-		if !ok || !isMarkerName(name) {
+		tok, tail, ok1 := strings.Cut(after, " ")
+		name, _, ok2 := strings.Cut(tail, "@@")
+		if !ok1 || !ok2 || !isMarkerName(name) || !tokenRe.MatchString(tok) {
+			b.WriteString(rest[:i+len(prefix)])
+			rest = after
+			continue
+		}
+		if tok != tokens[name] {
+			forged = true
 			b.WriteString(rest[:i+len(prefix)])
 			rest = after
 			continue
 		}
 		b.WriteString(rest[:i])
-		rest = after[len(name)+2:]
-		rest = strings.TrimPrefix(rest, "\n")
+		rest = strings.TrimPrefix(tail[len(name)+2:], "\n")
 		if !seen[name] {
 			seen[name] = true
 			markers = append(markers, name)
 		}
 	}
+	if forged {
+		markers = nil
+	}
 	return markers, b.String()
 }
+
+// tokenRe matches a marker token (MarkerToken's form).
+var tokenRe = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 func isMarkerName(s string) bool {
 	for _, m := range MarkerNames {
@@ -191,6 +315,8 @@ func isMarkerName(s string) bool {
 type helperResponse struct {
 	Source   string  `json:"source"`
 	Inserted [][]any `json:"inserted"`
+	Credit   bool    `json:"credit"`
+	Why      string  `json:"why"`
 	Error    string  `json:"error"`
 }
 
@@ -303,7 +429,8 @@ func (h *instrHelper) call(ctx context.Context, req any) (*helperResponse, error
 // "@@MLERL <nonce> <marker>@@" with a known marker); accepted lines are
 // rewritten to the canonical marker statement and the result must
 // compile. A rejected answer is an error, or, with Fallback, the static
-// instrumenter's result.
+// instrumenter's result. A script the credit check refuses is a
+// *[NoCreditError] before the model is asked.
 type LLMInstrumenter struct {
 	Client   *llm.Client
 	Fallback bool
@@ -315,8 +442,14 @@ Each marker line is exactly print("@@MLERL <nonce> <marker>@@") with the given n
 Markers, each inserted once where that stage is complete: imports_done (after the imports), data_loaded (after the data is loaded and prepared), model_defined (after the model is constructed), model_trained (after training/fitting), predictions_made (after test predictions are computed), submission_written (after the submission file is written).
 Answer with the complete instrumented script in one python code block.`
 
+// MarkLines calls the package-level [MarkLines].
+func (LLMInstrumenter) MarkLines(nonce string) []string { return MarkLines(nonce) }
+
 // Instrument returns the model's instrumented script, verified.
 func (li LLMInstrumenter) Instrument(ctx context.Context, python string, source []byte, nonce string) ([]byte, error) {
+	if err := CreditCheck(ctx, python, source); err != nil {
+		return nil, err
+	}
 	out, err := li.instrument(ctx, python, source, nonce)
 	if err != nil && li.Fallback && ctx.Err() == nil {
 		return Instrument(ctx, python, source, nonce)
@@ -396,7 +529,7 @@ func CheckInserted(orig, got []byte, nonce string) ([]byte, error) {
 		if !isMarkerName(name) {
 			return nil, fmt.Errorf("env: LLM instrumenter: line %d: unknown marker %q", j+1, name)
 		}
-		out.WriteString(markerLine(m[1], nonce, name) + "\n")
+		out.WriteString(markerLine(m[1], name) + "\n")
 	}
 	if i < len(a) {
 		return nil, fmt.Errorf("env: LLM instrumenter dropped the script's lines from line %d (%q) on", i+1, strings.TrimSpace(a[i]))

@@ -35,21 +35,26 @@ var (
 	instrRunnerErr  error
 )
 
-// instrRun runs a script (or its instrumented Source) in the sandbox's warm
-// worker, shared by the tests of this file.
-func instrRun(t *testing.T, dir string, source []byte) sandbox.Result {
+// instrRun runs a script (or its instrumented Source, with the marker
+// lines of nonce when it is not empty) in the sandbox's warm worker,
+// shared by the tests of this file.
+func instrRun(t *testing.T, dir string, source []byte, nonce string) sandbox.Result {
 	t.Helper()
-	return instrRunLimits(t, dir, source, sandbox.Limits{Timeout: 60e9})
+	return instrRunLimits(t, dir, source, nonce, sandbox.Limits{Timeout: 60e9})
 }
 
-func instrRunLimits(t *testing.T, dir string, source []byte, lim sandbox.Limits) sandbox.Result {
+func instrRunLimits(t *testing.T, dir string, source []byte, nonce string, lim sandbox.Limits) sandbox.Result {
 	t.Helper()
 	py := instrPython(t)
 	instrRunnerOnce.Do(func() { instrRunner, instrRunnerErr = sandbox.NewWarm(context.Background(), py) })
 	if instrRunnerErr != nil {
 		t.Fatal(instrRunnerErr)
 	}
-	res, err := instrRunner.Run(context.Background(), sandbox.Request{Dir: dir, Script: "train.py", Source: source, Limits: lim})
+	req := sandbox.Request{Dir: dir, Script: "train.py", Source: source, Limits: lim}
+	if nonce != "" {
+		req.Marks = MarkLines(nonce)
+	}
+	res, err := instrRunner.Run(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +72,7 @@ func stripInserted(s string) string {
 	return b.String()
 }
 
-var markerLineRe = regexp.MustCompile(`(?m)^([ \t]*)__import__\("os"\)\.write\(1, b"@@MLERL (\w+) (\w+)@@\\n"\)  # mlerl:inserted$`)
+var markerLineRe = regexp.MustCompile(`(?m)^([ \t]*)__mlerl_mark__\((\d)\)  # mlerl:inserted$`)
 
 // insertedAfter maps each marker to the original-file line it follows.
 func insertedAfter(t *testing.T, inst string) map[string]int {
@@ -76,10 +81,7 @@ func insertedAfter(t *testing.T, inst string) map[string]int {
 	orig := 0
 	for _, l := range instrLines(inst) {
 		if m := markerLineRe.FindStringSubmatch(strings.TrimRight(l, "\r\n")); m != nil {
-			if m[2] != instrNonce {
-				t.Errorf("marker line carries nonce %s", m[2])
-			}
-			out[m[3]] = orig
+			out[MarkerNames[m[2][0]-'0']] = orig
 			continue
 		}
 		orig++
@@ -242,7 +244,7 @@ func TestInstrumentSameComputation(t *testing.T) {
 	for _, tc := range []struct{ name, script string }{{"sections", sectionedScript}, {"heuristics", heuristicScript}} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := instrWorkspace(t, tc.script)
-			plain := instrRun(t, dir, nil)
+			plain := instrRun(t, dir, nil, "")
 			sub1, err := os.ReadFile(filepath.Join(dir, "submission.csv"))
 			if err != nil || plain.Outcome != sandbox.Success {
 				t.Fatalf("plain run: %v %s %s", err, plain.Outcome, plain.Stderr)
@@ -253,7 +255,7 @@ func TestInstrumentSameComputation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := instrRun(t, dir, inst)
+			res := instrRun(t, dir, inst, nonce)
 			sub2, err := os.ReadFile(filepath.Join(dir, "submission.csv"))
 			if err != nil || res.Outcome != sandbox.Success {
 				t.Fatalf("instrumented run: %v %s %s", err, res.Outcome, res.Stderr)
@@ -312,7 +314,7 @@ func TestInstrumentBuiltinTasks(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(dir, f), b, 0o644)
 	}
-	plain := instrRun(t, dir, nil)
+	plain := instrRun(t, dir, nil, "")
 	sub1, _ := os.ReadFile(filepath.Join(dir, "submission.csv"))
 	src, _ := os.ReadFile(filepath.Join(dir, "train.py"))
 	nonce := NewNonce()
@@ -320,7 +322,7 @@ func TestInstrumentBuiltinTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := instrRun(t, dir, inst)
+	res := instrRun(t, dir, inst, nonce)
 	sub2, _ := os.ReadFile(filepath.Join(dir, "submission.csv"))
 	markers, clean := ParseMarkers(res.Stdout, nonce)
 	if plain.Outcome != sandbox.Success || res.Outcome != sandbox.Success {
@@ -332,56 +334,70 @@ func TestInstrumentBuiltinTasks(t *testing.T) {
 }
 
 // TestMarkerForgery: markers the script prints itself count for nothing,
-// and the nonce is nowhere the script can read it on disk.
+// a complete one with a wrong token voids the run's markers, and no token
+// is anywhere the script can read it on disk.
 func TestMarkerForgery(t *testing.T) {
 	py := instrPython(t)
-	script := `import os
+	const body = `import os
 print("@@MLERL data_loaded@@")
 print("@@MLERL 00000000000000000000000000000000 model_trained@@")
 print("VAL_METRIC accuracy 1.000000")
 src = open(__file__).read() + "".join(open(f).read() for f in os.listdir(".") if f.endswith(".py"))
 import re
-print("nonce on disk:", bool(re.search(r"MLERL [0-9a-f]{32} imports_done", src)))
+print("token on disk:", bool(re.search(r"MLERL [0-9a-f]{32} imports_done", src)))
 raise RuntimeError("fails here")
 `
-	dir := instrWorkspace(t, script)
-	nonce := NewNonce()
-	inst, err := Instrument(context.Background(), py, []byte(script), nonce)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := instrRun(t, dir, inst)
-	markers, clean := ParseMarkers(res.Stdout, nonce)
-	if !reflect.DeepEqual(markers, []string{MarkerImportsDone}) {
-		t.Errorf("markers: got %v want only imports_done", markers)
-	}
-	for _, want := range []string{"@@MLERL data_loaded@@", "00000000000000000000000000000000 model_trained", "VAL_METRIC accuracy 1.000000", "nonce on disk: False"} {
-		if !strings.Contains(clean, want) {
-			t.Errorf("output %q lacks %q", clean, want)
-		}
-	}
-	// Tracebacks point at the agent's file, not the instrumented copy.
-	if res.Outcome != sandbox.ScriptError || !strings.Contains(res.Stderr, `train.py", line 8, in <module>`) {
-		t.Errorf("got %s, traceback %q want a script error on line 8", res.Outcome, res.Stderr)
+	for _, tc := range []struct {
+		name, script string
+		want         []string
+	}{
+		{"a guess voids", body, nil},
+		{"no guess", strings.Replace(body, "00000000000000000000000000000000 ", "", 1), []string{MarkerImportsDone}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := instrWorkspace(t, tc.script)
+			nonce := NewNonce()
+			inst, err := Instrument(context.Background(), py, []byte(tc.script), nonce)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := instrRun(t, dir, inst, nonce)
+			markers, clean := ParseMarkers(res.Stdout, nonce)
+			if !reflect.DeepEqual(markers, tc.want) {
+				t.Errorf("markers: got %v want %v", markers, tc.want)
+			}
+			for _, want := range []string{"@@MLERL data_loaded@@", "VAL_METRIC accuracy 1.000000", "token on disk: False"} {
+				if !strings.Contains(clean, want) {
+					t.Errorf("output %q lacks %q", clean, want)
+				}
+			}
+			// Tracebacks point at the agent's file, not the instrumented copy.
+			if res.Outcome != sandbox.ScriptError || !strings.Contains(res.Stderr, `train.py", line 8, in <module>`) {
+				t.Errorf("got %s, traceback %q want a script error on line 8", res.Outcome, res.Stderr)
+			}
+		})
 	}
 }
 
 func TestParseMarkers(t *testing.T) {
 	n := instrNonce
+	mk := func(name string) string { return "@@MLERL " + MarkerToken(n, name) + " " + name + "@@" }
 	tests := []struct {
 		name, stdout string
 		want         []string
 		clean        string
 	}{
 		{name: "none", stdout: "a\nb\n", clean: "a\nb\n"},
-		{name: "in order", stdout: "a\n@@MLERL " + n + " imports_done@@\nb\n@@MLERL " + n + " data_loaded@@\n", want: []string{"imports_done", "data_loaded"}, clean: "a\nb\n"},
-		{name: "mid-line", stdout: "loading...@@MLERL " + n + " data_loaded@@\ndone\n", want: []string{"data_loaded"}, clean: "loading...done\n"},
-		{name: "repeated in a loop", stdout: "@@MLERL " + n + " model_trained@@\n@@MLERL " + n + " model_trained@@\n", want: []string{"model_trained"}, clean: ""},
-		{name: "no nonce", stdout: "@@MLERL data_loaded@@\n", clean: "@@MLERL data_loaded@@\n"},
-		{name: "other nonce", stdout: "@@MLERL ffffffffffffffffffffffffffffffff data_loaded@@\n", clean: "@@MLERL ffffffffffffffffffffffffffffffff data_loaded@@\n"},
-		{name: "unknown name", stdout: "@@MLERL " + n + " reward_max@@\n", clean: "@@MLERL " + n + " reward_max@@\n"},
-		{name: "cut at the end", stdout: "x\n@@MLERL " + n + " model_tra", clean: "x\n@@MLERL " + n + " model_tra"},
-		{name: "at the end without newline", stdout: "@@MLERL " + n + " submission_written@@", want: []string{"submission_written"}, clean: ""},
+		{name: "in order", stdout: "a\n" + mk("imports_done") + "\nb\n" + mk("data_loaded") + "\n", want: []string{"imports_done", "data_loaded"}, clean: "a\nb\n"},
+		{name: "mid-line", stdout: "loading..." + mk("data_loaded") + "\ndone\n", want: []string{"data_loaded"}, clean: "loading...done\n"},
+		{name: "repeated in a loop", stdout: mk("model_trained") + "\n" + mk("model_trained") + "\n", want: []string{"model_trained"}, clean: ""},
+		{name: "no token", stdout: "@@MLERL data_loaded@@\n" + mk("imports_done") + "\n", want: []string{"imports_done"}, clean: "@@MLERL data_loaded@@\n"},
+		{name: "the nonce is not a token", stdout: "@@MLERL " + n + " data_loaded@@\n", clean: "@@MLERL " + n + " data_loaded@@\n"},
+		{name: "a guessed token voids the run", stdout: mk("imports_done") + "\n@@MLERL ffffffffffffffffffffffffffffffff data_loaded@@\n", clean: "@@MLERL ffffffffffffffffffffffffffffffff data_loaded@@\n"},
+		{name: "another marker's token voids the run", stdout: mk("imports_done") + "\n@@MLERL " + MarkerToken(n, "imports_done") + " data_loaded@@\n", clean: "@@MLERL " + MarkerToken(n, "imports_done") + " data_loaded@@\n"},
+		{name: "unknown name", stdout: "@@MLERL " + MarkerToken(n, "reward_max") + " reward_max@@\n", clean: "@@MLERL " + MarkerToken(n, "reward_max") + " reward_max@@\n"},
+		{name: "cut at the end", stdout: "x\n" + mk("model_trained")[:30], clean: "x\n" + mk("model_trained")[:30]},
+		{name: "at the end without newline", stdout: mk("submission_written"), want: []string{"submission_written"}, clean: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -393,6 +409,9 @@ func TestParseMarkers(t *testing.T) {
 	}
 	if got, clean := ParseMarkers("@@MLERL  data_loaded@@\n", ""); got != nil || clean != "@@MLERL  data_loaded@@\n" {
 		t.Errorf("empty nonce: got %v %q", got, clean)
+	}
+	if a, b := MarkerToken(n, "imports_done"), MarkerToken(NewNonce(), "imports_done"); a == b || len(a) != 32 || strings.Contains(a, n[:8]) {
+		t.Errorf("tokens %s and %s of two nonces", a, b)
 	}
 }
 
@@ -409,7 +428,7 @@ func TestNewNonce(t *testing.T) {
 
 func TestCheckInserted(t *testing.T) {
 	orig := "import os\nx = 1\nif x:\n    y = 2\n"
-	mk := func(indent, name string) string { return markerLine(indent, instrNonce, name) + "\n" }
+	mk := func(indent, name string) string { return markerLine(indent, name) + "\n" }
 	tests := []struct {
 		name, got, want, err string
 	}{
@@ -516,7 +535,7 @@ func TestLLMInstrumenter(t *testing.T) {
 				t.Errorf("script changed: %q", out)
 			}
 			dir := instrWorkspace(t, script)
-			res := instrRun(t, dir, out)
+			res := instrRun(t, dir, out, nonce)
 			markers, clean := ParseMarkers(res.Stdout, nonce)
 			if !reflect.DeepEqual(markers, tc.markers) || clean != "1\n" {
 				t.Errorf("got markers %v output %q want %v %q", markers, clean, tc.markers, "1\n")
@@ -536,7 +555,7 @@ func TestMarkersSurviveTruncation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := instrRunLimits(t, dir, inst, sandbox.Limits{Timeout: 60e9, MaxOutputBytes: 8192, KillOutputBytes: 64 << 20})
+	res := instrRunLimits(t, dir, inst, nonce, sandbox.Limits{Timeout: 60e9, MaxOutputBytes: 8192, KillOutputBytes: 64 << 20})
 	markers, clean := ParseMarkers(res.Stdout, nonce)
 	if !res.Truncated || !reflect.DeepEqual(markers, []string{MarkerImportsDone, MarkerDataLoaded}) || !strings.HasSuffix(clean, "VAL_METRIC accuracy 0.5\n") {
 		t.Errorf("got truncated=%v markers %v, output ending %q", res.Truncated, markers, clean[max(0, len(clean)-100):])
@@ -544,19 +563,20 @@ func TestMarkersSurviveTruncation(t *testing.T) {
 }
 
 // FuzzParseMarkers: a marker written anywhere into output that does not
-// carry the nonce is found, and removing it gives back exactly the output.
+// carry a marker line is found, and removing it gives back exactly the
+// output.
 func FuzzParseMarkers(f *testing.F) {
 	f.Add("hello\nworld\n", uint(3), uint8(1))
 	f.Add("", uint(0), uint8(0))
 	f.Add("@@MLERL x data_loaded@@\n@@MLERL", uint(7), uint8(5))
 	f.Add("no newline", uint(100), uint8(2))
 	f.Fuzz(func(t *testing.T, text string, pos uint, which uint8) {
-		if strings.Contains(text, instrNonce) {
+		if strings.Contains(text, "@@MLERL ") {
 			return
 		}
 		name := MarkerNames[int(which)%len(MarkerNames)]
 		p := int(pos % uint(len(text)+1))
-		out := text[:p] + "@@MLERL " + instrNonce + " " + name + "@@\n" + text[p:]
+		out := text[:p] + MarkLines(instrNonce)[int(which)%len(MarkerNames)] + text[p:]
 		markers, clean := ParseMarkers(out, instrNonce)
 		if !reflect.DeepEqual(markers, []string{name}) || clean != text {
 			t.Errorf("ParseMarkers(%q): got %v %q want [%s] %q", out, markers, clean, name, text)

@@ -164,6 +164,9 @@ func TestConfigValidate(t *testing.T) {
 		{"memory_bytes", func(c *Config) { c.MemoryBytes = -1 }, "memory_bytes -1: must be positive (bytes: 4294967296 is 4 GiB)"},
 		{"max_procs", func(c *Config) { c.MaxProcs = 0 }, "max_procs 0: must be positive"},
 		{"max_output_bytes", func(c *Config) { c.MaxOutputBytes = -5 }, "max_output_bytes -5: must be positive"},
+		{"max_file_bytes", func(c *Config) { c.MaxFileBytes = 0 }, "max_file_bytes 0: must be positive (bytes: 2147483648 is 2 GiB)"},
+		{"workspace_bytes", func(c *Config) { c.WorkspaceBytes = -1 }, "workspace_bytes -1: must be positive (bytes: 1073741824 is 1 GiB)"},
+		{"workspace_files", func(c *Config) { c.WorkspaceFiles = 0 }, "workspace_files 0: must be positive"},
 		{"grade_timeout", func(c *Config) { c.GradeTimeout = 0 }, "grade_timeout 0s: must be positive"},
 		{"reward", func(c *Config) { c.Reward.Squash = "x" }, `reward.squash "x": want clip, tanh or none`},
 	} {

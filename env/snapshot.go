@@ -41,9 +41,22 @@ type snapshotMeta struct {
 // unreadable). Files unchanged since the last
 // snapshot (same size and mtime, older than racyWindow) are not re-read,
 // and blobs this Env has seen in the store are not re-uploaded: the blob
-// store must not be pruned while an Env lives.
+// store must not be pruned while an Env lives. A state over the workspace
+// quota (its files and undo backups together) is refused, its error
+// wrapping [ErrSnapshotTooLarge], before anything is stored.
 func (e *Env) Snapshot(ctx context.Context) (string, error) {
-	entries, err := e.putWorkspace(ctx)
+	var backupBytes int64
+	for _, stack := range e.s.Backups {
+		for _, b := range stack {
+			if b != nil {
+				backupBytes += int64(len(*b))
+			}
+		}
+	}
+	if err := e.checkSnapshot(backupBytes); err != nil {
+		return "", fmt.Errorf("env snapshot: %w", err)
+	}
+	entries, err := e.putWorkspace(ctx, backupBytes)
 	if err != nil {
 		return "", fmt.Errorf("env snapshot: %w", err)
 	}
@@ -105,8 +118,12 @@ func (e *Env) put(ctx context.Context, b []byte) (string, error) {
 	if e.known(h) {
 		return h, nil
 	}
-	if _, err := blobs.Put(ctx, e.st, b); err != nil {
+	_, added, err := blobs.PutNew(ctx, e.st, b)
+	if err != nil {
 		return "", err
+	}
+	if added {
+		e.cfg.Blobs.add(len(b))
 	}
 	e.mu.Lock()
 	e.stored[h] = true
@@ -128,8 +145,10 @@ const (
 // a script made unreadable are not part of a snapshot; files are read
 // through internal/safefile, so a file swapped for a link or a FIFO after
 // the walk is left out too, never followed or blocked on. Unchanged files
-// are neither re-read nor re-uploaded.
-func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
+// are neither re-read nor re-uploaded. The walk stops once the files, or
+// their bytes with extra, pass the workspace quota (files added since
+// checkSnapshot measured).
+func (e *Env) putWorkspace(ctx context.Context, extra int64) ([]blobs.Entry, error) {
 	if e.stored == nil {
 		e.stored = map[string]bool{}
 	}
@@ -140,6 +159,8 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 	var entries []blobs.Entry
 	var mtimes []time.Time // as stat'ed before reading: a later change shows
 	var toRead []int       // entries whose hash is not known
+	q := e.quota()
+	total := extra
 	err := filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrPermission) && p != e.dir {
@@ -163,6 +184,9 @@ func (e *Env) putWorkspace(ctx context.Context) ([]blobs.Entry, error) {
 		}
 		rel = filepath.ToSlash(rel)
 		en := blobs.Entry{Path: rel, Mode: uint32(info.Mode().Perm()), Size: info.Size()}
+		if total += info.Size(); total > q.Bytes || len(entries) >= q.Files {
+			return fmt.Errorf("the workspace grew past its quota while being snapshotted: %w", ErrSnapshotTooLarge)
+		}
 		if c, ok := e.hashes[rel]; ok && c.size == info.Size() && c.mtime.Equal(info.ModTime()) && now.Sub(c.mtime) > racyWindow && e.known(c.hash) {
 			en.Hash = c.hash
 		} else {

@@ -281,6 +281,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	if line := envCfg.ExecCache.Stats().String(); line != "" {
 		fmt.Fprintf(log, "evaluate: %s\n", line)
 	}
+	fmt.Fprintf(log, "evaluate: %s\n", envCfg.Blobs)
 
 	// 6. The dataset, with lineage to its inputs and the checkpoints.
 	rows, err := datasets.ReadPending[schemas.EvalResult](ctx, pending)

@@ -297,6 +297,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if line := envCfg.ExecCache.Stats().String(); line != "" {
 		fmt.Fprintf(os.Stderr, "rollout: %s\n", line)
 	}
+	fmt.Fprintf(os.Stderr, "rollout: %s\n", envCfg.Blobs)
 
 	// 5. Commit when every shard's trajectories are in.
 	_, err = commitIfComplete(ctx, cfg, in, trajP, stepsP, factory.Name(), sh)

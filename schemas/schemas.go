@@ -171,6 +171,11 @@ type Task struct {
 	MInitPrivate *float64 `parquet:"m_init_private,optional"`
 	MBestPublic  *float64 `parquet:"m_best_public,optional"`
 	MBestPrivate *float64 `parquet:"m_best_private,optional"`
+	// WorkspaceBytes and WorkspaceFiles are the task's own workspace quota
+	// (task.yaml's workspace_bytes and workspace_files; 0, and absent
+	// before 1.3: the stage's env.workspace_bytes and env.workspace_files).
+	WorkspaceBytes int64 `parquet:"workspace_bytes,optional"`
+	WorkspaceFiles int64 `parquet:"workspace_files,optional"`
 }
 
 // HasParts reports whether the row's task was ingested with a public and

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -116,7 +117,11 @@ func (s *settler) settle(ctx context.Context, ref string) (string, error) {
 	if err != nil || !changed {
 		return ref, err
 	}
-	return e.Snapshot(ctx)
+	settled, err := e.Snapshot(ctx)
+	if errors.Is(err, env.ErrSnapshotTooLarge) {
+		return ref, nil // the settled state is not kept: the state as it was
+	}
+	return settled, err
 }
 
 // stepOutcome is the reward view of a step's result.

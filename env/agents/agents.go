@@ -11,8 +11,10 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"github.com/mlerl/mlerl/env"
@@ -188,7 +190,7 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 		}
 		st := StateOf(e, plan, opts.MaxSteps)
 		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: Compact(st, opts.CompactBudget, opts.Count), Last: observed(e, last)}
-		snap, err := e.Snapshot(ctx)
+		snap, err := snapshot(ctx, e, traj)
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +224,7 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 		last = &r
 	}
 	if len(ep.Steps) > 0 {
-		snap, err := e.Snapshot(ctx)
+		snap, err := snapshot(ctx, e, traj)
 		if err != nil {
 			return nil, err
 		}
@@ -257,6 +259,17 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 	}
 	t.WallS = time.Since(start).Seconds()
 	return ep, nil
+}
+
+// snapshot snapshots e; a state over the workspace quota is not kept
+// (reference "", one line on stderr saying so) and the episode goes on.
+func snapshot(ctx context.Context, e *env.Env, traj schemas.Trajectory) (string, error) {
+	snap, err := e.Snapshot(ctx)
+	if errors.Is(err, env.ErrSnapshotTooLarge) {
+		fmt.Fprintf(os.Stderr, "task %s, trajectory %s, after step %d: %v\n", traj.TaskID, traj.TrajectoryID, e.Steps(), err)
+		return "", nil
+	}
+	return snap, err
 }
 
 func better(direction string, a, b float64) bool {

@@ -143,7 +143,8 @@ func RunKey(tasks, ideas *datasets.Manifest, cfg any, extra ...string) string {
 // shares: the warm worker (numpy, pandas and scikit-learn imported once)
 // when warm is set and it starts, else cold processes, with cold told
 // why, and, with cfg.ExecCacheOn, one env.ExecCache (a run equal to an
-// earlier one is replayed). The interpreter is set in the returned config because an empty one
+// earlier one is replayed), and one env.BlobMeter (what the snapshots add
+// to the blob store, for the stage's closing line). The interpreter is set in the returned config because an empty one
 // makes every env.New and restore probe Python (about 2 s). With
 // cfg.EditorKind env.EditorLLM the environments' editor is an LLM editor
 // on the stage's endpoint editorLLM (a stage without one passes the zero
@@ -165,6 +166,9 @@ func Setup(ctx context.Context, cfg env.Config, editorLLM llm.Config, warm bool,
 	cfg.Python, cfg.Runner = python, runner
 	if cfg.ExecCache == nil {
 		cfg.ExecCache = env.NewExecCacheFor(cfg)
+	}
+	if cfg.Blobs == nil {
+		cfg.Blobs = &env.BlobMeter{}
 	}
 	return cfg, runner.Close, nil
 }

@@ -82,18 +82,28 @@ func Exists(ctx context.Context, st store.Store, ref string) (bool, error) {
 
 // Put stores b (if not already present) and returns its hash.
 func Put(ctx context.Context, st store.Store, b []byte) (string, error) {
+	h, _, err := PutNew(ctx, st, b)
+	return h, err
+}
+
+// PutNew is [Put] that also reports whether this call added the blob
+// (false: the store had it), so that callers can count what they add.
+func PutNew(ctx context.Context, st store.Store, b []byte) (hash string, added bool, err error) {
 	h := Hash(b)
 	key := Prefix + h
 	if ok, err := store.Exists(ctx, st, key); err != nil {
-		return "", err
+		return "", false, err
 	} else if ok {
-		return h, nil
+		return h, false, nil
 	}
-	err := store.WriteAll(ctx, st, key, b, store.CreateOptions{IfNotExists: true})
-	if err != nil && !errors.Is(err, store.ErrExists) {
-		return "", err
+	err = store.WriteAll(ctx, st, key, b, store.CreateOptions{IfNotExists: true})
+	if errors.Is(err, store.ErrExists) {
+		return h, false, nil
 	}
-	return h, nil
+	if err != nil {
+		return "", false, err
+	}
+	return h, true, nil
 }
 
 // Get reads a blob by hash and checks its content against the hash.

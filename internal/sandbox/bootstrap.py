@@ -22,7 +22,8 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 38, 36, 4
+GUARD_EXIT = 111  # the exit status of a guarded run the guard stopped
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 RO_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
 DEVICES = ["null", "zero", "full", "random", "urandom"]
@@ -193,6 +194,10 @@ def setup(cfg, status_fd):
         if nproc > 0:
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        # Not dumpable: the kernel then refuses /proc/<pid>/mem (its own
+        # included, for a process that is not root) and ptrace to every
+        # other process, so no process of the run reads this one's memory.
+        libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         os.environ.clear()
         os.environ.update(cfg["env"])
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -233,17 +238,28 @@ def compile_source(source, path):
     return compile(tree, path, "exec", dont_inherit=True)
 
 
+def split_marks(source):
+    """A guarded run's source pipe starts with a JSON line: the marker lines
+    the script may print (see guard)."""
+    head, _, rest = source.partition(b"\n")
+    return [m.encode() for m in json.loads(head)], rest
+
+
 def run_user(cfg, source):
     """Runs the script as __main__ and exits the process with its status."""
     import io
     import traceback
     import types
+    marks = None
+    if cfg.get("guard"):
+        marks, source = split_marks(source)
     sys.stdin = open(os.devnull)
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True)
     path = os.path.join(cfg["dir"], cfg["script"])
     sys.argv = [cfg["script"]]
-    sys.path.insert(0, cfg["dir"])
+    if marks is None:
+        sys.path.insert(0, cfg["dir"])
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()  # a forked child must not share the parent's RNG state
     mod = types.ModuleType("__main__")
@@ -252,7 +268,11 @@ def run_user(cfg, source):
     sys.modules["__main__"] = mod
     code = 0
     try:
-        exec(compile_source(source, path), mod.__dict__)
+        compiled = compile_source(source, path)
+        if marks is not None:
+            guard(cfg, path, compiled, source, marks, mod.__dict__)
+        del source
+        exec(compiled, mod.__dict__)
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -276,6 +296,199 @@ def run_user(cfg, source):
         except BaseException:
             pass
     os._exit(code & 0xFF)
+
+
+# The guard of an instrumented run (Request.Marks). A marker line in the
+# instrumented source is `__mlerl_mark__(k)`; __mlerl_mark__ prints marker
+# k's line, which carries a token of that marker alone, and only when
+# called by that very line of the instrumented code (its code object and
+# line). The tokens are not in the script's code, so nothing that reads
+# code objects, pickles functions or prints its own source finds them.
+# An audit hook (which nothing can remove) stops the run (exit GUARD_EXIT,
+# one line on stderr) when the script's own code, or code it reaches
+# through an introspection wrapper (ctypes, dis, types), touches frames, code
+# objects, the garbage collector, ctypes, marshal or compiles code; when
+# anything traces or profiles (a trace function could jump to a marker's
+# line); when anything opens a process's memory, or unpickles a known
+# gadget (eval, getattr, os.system...). Imports load only from the
+# interpreter's own folders: the workspace is not on sys.path and no module
+# from a folder the script can write (the workspace, /tmp) is imported, so
+# no code the static check has not seen runs in the process.
+SENSITIVE = {"sys._getframe", "sys._current_frames", "object.__getattr__", "object.__setattr__", "object.__delattr__",
+             "gc.get_objects", "gc.get_referrers", "gc.get_referents", "code.__new__", "function.__new__",
+             "marshal.dumps", "marshal.loads", "marshal.load", "marshal.dump", "exec", "compile", "sys.addaudithook",
+             "cpython.PyInterpreterState_New", "cpython._PySys_ClearAuditHooks"}
+ALWAYS = {"sys.settrace", "sys.setprofile"}
+GADGETS = {"builtins": {"eval", "exec", "compile", "getattr", "setattr", "delattr", "__import__", "globals", "locals", "vars", "open", "input", "breakpoint"},
+           "operator": {"attrgetter", "methodcaller"}, "_operator": {"attrgetter", "methodcaller"},
+           "typing": {"get_type_hints", "ForwardRef", "_eval_type"}, "string": {"Formatter"}, "pandas": {"eval"}}
+GADGET_MODULES = ("os", "posix", "nt", "sys", "subprocess", "ctypes", "_ctypes", "gc", "inspect", "types", "marshal",
+                  "importlib", "code", "codeop", "runpy", "pickle", "_pickle", "pydoc", "pkgutil", "timeit", "dis",
+                  "shelve", "pdb", "bdb", "pty", "webbrowser", "logging.config", "unittest", "pandas.core.computation",
+                  "_posixsubprocess", "multiprocessing.util", "shutil", "io", "_io", "socket", "signal", "threading")
+PROC_MEMORY = {"mem", "pagemap", "maps", "smaps", "smaps_rollup", "numa_maps"}
+# Dicts whose keys are attributes: numpy would read the memory at any
+# address a key named __array_interface__ gives it. Their __getattr__ is
+# made to refuse dunder names (which no key of honest code is).
+DICT_ATTRS = {"sklearn.utils._bunch": "Bunch", "scipy.optimize._optimize": "OptimizeResult", "scipy.io._idl": "AttrDict"}
+
+
+def no_dunder_keys(module):
+    cls = getattr(module, DICT_ATTRS[module.__name__], None)
+    orig = getattr(cls, "__getattr__", None)
+    if orig is None:
+        return
+
+    def __getattr__(self, key):
+        if key[:2] == "__" == key[-2:]:
+            raise AttributeError(key)
+        return orig(self, key)
+
+    cls.__getattr__ = __getattr__
+
+
+def guard(cfg, path, compiled, source, marks, globs):
+    import _thread
+    import importlib.machinery
+    getframe, write, exit_, get_ident = sys._getframe, os.write, os._exit, _thread.get_ident
+    lib = os.path.dirname(os.__file__) + "/"
+    # Wrappers a script could reach introspection through, and that honest
+    # code never needs (inspect is not one: scikit-learn and the catalog's
+    # edits call inspect.signature).
+    skip = (lib + "ctypes/", lib + "dis.py", lib + "types.py")
+    busy = set()
+
+    def die(why):
+        try:
+            write(2, ("\nmlerl sandbox: the run was stopped: %s (an instrumented run may not read frames, code objects or memory, trace, or compile code)\n" % why).encode())
+        finally:
+            exit_(GUARD_EXIT)
+
+    def scripts_own(f):
+        """Whether the innermost frame that is not an introspection wrapper is the script's."""
+        while f is not None and f.f_code.co_filename.startswith(skip):
+            f = f.f_back
+        return f is not None and f.f_code.co_filename == path
+
+    def gadget(mod, name):
+        return name in GADGETS.get(mod, ()) or any(mod == m or mod.startswith(m + ".") for m in GADGET_MODULES)
+
+    def hook(event, args):
+        if event in ALWAYS:
+            die(event)
+        if event == "open":
+            p = args[0]
+            if isinstance(p, bytes):
+                p = p.decode(errors="replace")
+            if isinstance(p, str) and (os.path.basename(p.rstrip("/")) in PROC_MEMORY or "map_files" in p):
+                # A process's memory or its map (where to read it). A
+                # relative name may be opened from /proc/self or through
+                # a folder handle (dir_fd) the event does not show: only
+                # an absolute path elsewhere is let through.
+                full = os.path.realpath(p) if os.path.isabs(p) else ""
+                if not full or full.startswith("/proc/"):
+                    die("open " + p)
+            return
+        if event == "pickle.find_class" and gadget(str(args[0]), str(args[1])):
+            die("unpickling %s.%s" % (args[0], args[1]))
+        if event not in SENSITIVE and not event.startswith("ctypes."):
+            return
+        tid = get_ident()
+        if tid in busy:
+            return  # the hook's own frame lookups
+        busy.add(tid)
+        try:
+            if scripts_own(getframe(1)):
+                what = event if event != "object.__getattr__" else "reading " + str(args[1])
+                die(what)
+        finally:
+            busy.discard(tid)
+
+    # Where each marker may be called from: the remapped line of its line
+    # in the instrumented source, in a code object compiled from it.
+    lines = source.split(b"\n")
+    inserted = [i + 1 for i, l in enumerate(lines) if l.rstrip().endswith(MARK)]
+    import bisect
+    import re
+    want = {}
+    for n in inserted:
+        m = re.search(rb"__mlerl_mark__\((\d+)\)", lines[n - 1])
+        if m:
+            k = bisect.bisect_left(inserted, n)
+            want.setdefault(int(m.group(1)), set()).add(max(1, n - k - 1))
+    codes = []
+    todo = [compiled]
+    while todo:
+        c = todo.pop()
+        codes.append(c)
+        todo.extend(x for x in c.co_consts if isinstance(x, type(compiled)))
+    allowed = {k: {(id(c), ln) for c in codes if "__mlerl_mark__" in c.co_names for ln in lns} for k, lns in want.items()}
+    keep = codes  # the code objects must outlive their ids
+
+    class Marker:
+        __slots__ = ()
+
+        def __call__(self, k):
+            f = getframe(1)
+            if (id(f.f_code), f.f_lineno) not in allowed.get(k, ()) or f.f_code not in keep:
+                die("a marker called from elsewhere than its own line")
+            write(1, marks[k])
+
+        def __reduce__(self):
+            # Pickled into another process (a pool's worker): a no-op there,
+            # so that no token leaves this process.
+            import functools
+            return (functools.partial, (int,))
+
+    globs["__mlerl_mark__"] = Marker()
+    allowed_dirs = []
+    writable = tuple(os.path.realpath(d) + "/" for d in (cfg["dir"], "/tmp", "/dev/shm", cfg["env"].get("TMPDIR", "/tmp")))
+    for p in sys.path:
+        if p and os.path.isabs(p):
+            r = os.path.realpath(p)
+            if not (r + "/").startswith(writable):
+                allowed_dirs.append(r)
+    cache = {}
+
+    def system(entry):
+        if not isinstance(entry, str):
+            return False
+        ok = cache.get(entry)
+        if ok is None:
+            r = os.path.realpath(entry)
+            ok = cache[entry] = any(r == d or r.startswith(d + "/") for d in allowed_dirs)
+        return ok
+
+    for name in DICT_ATTRS:
+        if name in sys.modules:
+            no_dunder_keys(sys.modules[name])
+
+    def patched(loader):
+        run = loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            no_dunder_keys(module)
+        loader.exec_module = exec_module
+
+    class SystemOnly:
+        """Finds modules in the interpreter's own folders only."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            entries = list(sys.path if path is None else path)
+            ok = [e for e in entries if system(e)]
+            spec = importlib.machinery.PathFinder.find_spec(name, ok, target)
+            if spec is not None and name in DICT_ATTRS and spec.loader is not None:
+                patched(spec.loader)
+            if spec is not None or len(ok) == len(entries):
+                return spec
+            if importlib.machinery.PathFinder.find_spec(name, [e for e in entries if not system(e)], target) is not None:
+                raise ModuleNotFoundError("No module named %r (an instrumented run imports only installed modules)" % name, name=name)
+            return None
+
+    sys.meta_path.insert(0, SystemOnly())
+    sys.addaudithook(hook)
 
 
 def read_all(fd):

@@ -257,6 +257,22 @@ func (rc *runCgroup) procs() []string {
 	return out
 }
 
+// members returns the pids of the run's processes (none when it has no
+// cgroup that lists them).
+func (rc *runCgroup) members() []int {
+	if rc == nil || len(rc.dirs) == 0 {
+		return nil
+	}
+	b, _ := os.ReadFile(filepath.Join(rc.dirs[0], "cgroup.procs"))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // kill SIGKILLs every member of the run.
 func (rc *runCgroup) kill() {
 	if rc == nil {

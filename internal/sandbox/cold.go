@@ -50,6 +50,9 @@ func (c *coldRunner) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	defer p.cleanup()
+	if res, refused := p.refuseOverQuota(); refused {
+		return res, nil
+	}
 	return runCold(ctx, c.h.python, p)
 }
 
@@ -91,6 +94,7 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 		return Result{}, fmt.Errorf("sandbox: start %s: %w", python, err)
 	}
 	pgid = cmd.Process.Pid
+	p.ws.mainPid.Store(int64(pgid))
 	go func() {
 		srcW.Write(p.source)
 		srcW.Close()
@@ -104,10 +108,11 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 	timer := time.AfterFunc(p.limits.Timeout, func() { timedOut.Store(true); kill() })
 	stop := context.AfterFunc(ctx, kill)
 	stopWatch := p.watchSpawn(kill)
+	stopQuota := p.watchWorkspace(kill)
 	werr := cmd.Wait()
 	timer.Stop()
 	stop()
-	spawnReason := stopWatch()
+	spawnReason, quotaReason := stopWatch(), stopQuota()
 	dur := time.Since(start)
 	if pgid > 0 {
 		syscall.Kill(-pgid, syscall.SIGKILL) // stragglers the script left in its group
@@ -139,7 +144,7 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 		res.ExitCode = ws.ExitStatus()
 	}
 	res.Outcome = classify(timedOut.Load(), budget.killed.Load(), res.ExitCode, res.Signal, res.Stderr)
-	p.settle(&res, cpu, spawnReason)
+	p.settle(&res, cpu, spawnReason, quotaReason)
 	if ctx.Err() != nil && !timedOut.Load() {
 		return res, ctx.Err()
 	}

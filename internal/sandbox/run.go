@@ -70,9 +70,11 @@ const sandboxUIDs = 1000
 // DefaultLimits returns the limits a zero field takes: 5 min wall clock,
 // 4 GiB of address space, 64 processes, 1 CPU core, 1 MiB of each output
 // stream kept, CPU time = wall clock, 2 GiB per written file, killed after
-// 64 MiB of output.
+// 64 MiB of output, a workspace of at most 1 GiB and 10,000 files and
+// folders (the built-in tasks' largest after a run: 1.2 MiB, 7 entries).
 func DefaultLimits() Limits {
-	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, CPUs: 1, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30}
+	return Limits{Timeout: 5 * time.Minute, MemoryBytes: 4 << 30, MaxProcs: 64, CPUs: 1, MaxOutputBytes: 1 << 20, MaxFileBytes: 2 << 30,
+		WorkspaceBytes: 1 << 30, WorkspaceFiles: 10000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -104,7 +106,18 @@ func (l Limits) withDefaults() Limits {
 	if l.KillOutputBytes <= 0 {
 		l.KillOutputBytes = 64 * int64(l.MaxOutputBytes)
 	}
+	if l.WorkspaceBytes <= 0 {
+		l.WorkspaceBytes = d.WorkspaceBytes
+	}
+	if l.WorkspaceFiles <= 0 {
+		l.WorkspaceFiles = d.WorkspaceFiles
+	}
 	return l
+}
+
+// quota is the workspace quota of l.
+func (l Limits) quota() WorkspaceQuota {
+	return WorkspaceQuota{Bytes: l.WorkspaceBytes, Files: l.WorkspaceFiles}
 }
 
 // tmpBytes is the size of the private /tmp and /dev/shm tmpfs of an
@@ -129,6 +142,7 @@ type childConfig struct {
 	Limits      childLimits       `json:"limits"`
 	Env         map[string]string `json:"env"`
 	Preload     []string          `json:"preload,omitempty"`
+	Guard       bool              `json:"guard,omitempty"`
 }
 
 type childLimits struct {
@@ -222,6 +236,12 @@ type prepared struct {
 	source  []byte
 	cg      *runCgroup // nil: none could be made
 	cleanup func()
+	// ws measures the workspace; baseline is what it held before the run
+	// (what a run over its quota is taken back to); preOver says how it
+	// was already over its quota then (the run does not start).
+	ws       *workspaceWatch
+	baseline map[string]baselineEntry
+	preOver  string
 }
 
 // prepare validates req, reads the script when no Source is given, creates
@@ -246,10 +266,30 @@ func (h *host) prepare(req Request) (*prepared, error) {
 	cfg := childConfig{
 		Dir: dir, Script: script, Isolation: h.isolation, Root: h.root, TmpBytes: tmpBytes,
 		UID: -1, GID: -1, MaxProcs: lim.MaxProcs,
-		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: lim.MaxFileBytes},
+		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: min(lim.MaxFileBytes, lim.WorkspaceBytes)},
 		Env:    baseEnv(dir, tmp),
 	}
+	if req.Marks != nil {
+		// The marker lines travel ahead of the source, on its pipe: never
+		// on a command line, which /proc shows to the script.
+		head, err := json.Marshal(req.Marks)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: marks: %w", err)
+		}
+		source = append(append(head, '\n'), source...)
+		cfg.Guard = true
+	}
 	p := &prepared{cfg: cfg, limits: lim, source: source}
+	base, over, err := workspaceBaseline(dir, lim.quota())
+	if err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
+	}
+	p.baseline, p.preOver = base, over
+	p.ws = &workspaceWatch{dir: dir, q: lim.quota(), dev: uint64(st.Dev)}
 	var cleanups []func()
 	p.cleanup = func() {
 		for _, f := range cleanups {
@@ -260,16 +300,12 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		p.cg = rc
 		p.cfg.CgroupProcs, p.cfg.PidsCgroup = rc.procs(), rc.pids != ""
 		cleanups = append(cleanups, rc.remove)
+		p.ws.cg = rc
 	}
 	if h.isolation == IsolateRoot || (h.isolation == IsolateNone && os.Geteuid() == 0) {
 		// The workspace belongs to the run's uid while it runs, and to the
 		// workspace's owner again afterwards (new files included), once
 		// every process of the run is dead.
-		var st syscall.Stat_t
-		if err := syscall.Stat(dir, &st); err != nil {
-			p.cleanup()
-			return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
-		}
 		uid := h.uidBase + int(h.runs.Add(1)%sandboxUIDs)
 		p.cfg.UID, p.cfg.GID = uid, uid
 		cleanups = append(cleanups, func() { chownTree(dir, int(st.Uid), int(st.Gid)) })
@@ -356,7 +392,9 @@ func (p *prepared) watchSpawn(kill func()) (stop func() string) {
 // it used and the cores it was held to. The CPU time is the cgroup's count
 // when there is one, else fallback: the script process's own and its
 // waited-for children's (wait4), which misses processes it left behind.
-func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason string) {
+// Then the workspace is measured: a run over its quota is killed (see
+// quota.go), whatever else it did.
+func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason, quotaReason string) {
 	p.cg.kill()
 	res.CPUTime = fallback
 	if d, ok := p.cg.cpuTime(); ok {
@@ -367,6 +405,10 @@ func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason strin
 	}
 	if spawnReason != "" && res.Outcome != OutputLimit {
 		res.Outcome, res.Reason = Killed, spawnReason
+	}
+	p.guardStopped(res)
+	if err := p.finishWorkspace(res, quotaReason); err != nil {
+		res.Reason += " (not all of it: " + err.Error() + ")"
 	}
 }
 
@@ -426,6 +468,27 @@ func resolveScript(req Request) (dir, script string, err error) {
 		return "", "", fmt.Errorf("sandbox: script %q is not a regular file", s)
 	}
 	return dir, clean, nil
+}
+
+// guardExit is the exit status of a guarded run that bootstrap.py's
+// guard stopped; guardLine starts the line it writes on stderr.
+const (
+	guardExit = 111
+	guardLine = "mlerl sandbox: the run was stopped: "
+)
+
+// guardStopped classifies a guarded run the guard stopped as killed, with
+// its reason.
+func (p *prepared) guardStopped(res *Result) {
+	if !p.cfg.Guard || res.ExitCode != guardExit {
+		return
+	}
+	i := strings.LastIndex(res.Stderr, guardLine)
+	if i < 0 {
+		return
+	}
+	why, _, _ := strings.Cut(res.Stderr[i+len(guardLine):], "\n")
+	res.Outcome, res.Reason = Killed, "the sandbox stopped the script: "+why
 }
 
 // memoryErrorRe matches the last line of a traceback ending in

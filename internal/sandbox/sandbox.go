@@ -45,7 +45,13 @@
 //     nor under a namespace view (no /sys); only a non-root runner with a
 //     delegated v2 subtree and IsolateNone runs scripts as the subtree's
 //     owner, and there the limits are advisory.
-//   - Files: RLIMIT_FSIZE = MaxFileBytes (the write fails with EFBIG).
+//   - Files: RLIMIT_FSIZE = the smaller of MaxFileBytes and WorkspaceBytes
+//     (the write fails with EFBIG).
+//   - Workspace: at most WorkspaceBytes and WorkspaceFiles files and
+//     folders, nested at most MaxWorkspaceDepth deep, measured while the
+//     script runs and after it (see quota.go): a run over its quota is
+//     killed (outcome killed, Result.Reason says so) and what it added to
+//     the workspace is removed.
 //   - Time: the runner SIGKILLs the script's process group (and cgroup) at
 //     Limits.Timeout (outcome timeout).
 //   - Output: stdout and stderr are drained continuously; the first and last
@@ -57,6 +63,10 @@
 //     OMP/OPENBLAS/MKL/NUMEXPR threads = 1, MPLBACKEND=Agg, MPLCONFIGDIR.
 //     stdin is /dev/null. sys.argv is [Script], __file__ the script's path,
 //     __name__ "__main__", the workspace first on sys.path.
+//
+// Every run is not dumpable (PR_SET_DUMPABLE 0): no process of the run,
+// nor any other process of its uid, can read its memory through /proc or
+// ptrace. A guarded run (Request.Marks) is held to more; see [Request].
 //
 // Refusals (a Script that is absolute, climbs out with "..", or resolves
 // through a symlink outside Dir: [ErrPathEscape]) and sandbox faults
@@ -98,6 +108,13 @@ type Limits struct {
 	// script may produce before it is killed (outcome output_limit); zero:
 	// 64 x MaxOutputBytes.
 	KillOutputBytes int64
+	// WorkspaceBytes and WorkspaceFiles bound what the workspace may hold
+	// (all of it, the task's own files included): bytes, and files and
+	// folders. A run over either is killed (outcome killed, Result.Reason
+	// says which) and what it added is taken back; see quota.go. Each
+	// written file is also capped at WorkspaceBytes (RLIMIT_FSIZE).
+	WorkspaceBytes int64
+	WorkspaceFiles int
 }
 
 // Request is one script run.
@@ -109,6 +126,14 @@ type Request struct {
 	// Source, when set, is run instead of Script's file content (the
 	// instrumented copy); the script still sees itself as Script.
 	Source []byte
+	// Marks, when not nil, guards the run for instrumentation markers: the
+	// call __mlerl_mark__(k) in Source writes Marks[k] to stdout, but only
+	// from the line of Source that makes it; the workspace is not on
+	// sys.path and nothing outside the interpreter's folders is imported;
+	// and the run is stopped (outcome killed) once the script reads
+	// frames, code objects or memory, traces, or compiles code. See
+	// bootstrap.py's guard.
+	Marks  []string
 	Limits Limits
 }
 

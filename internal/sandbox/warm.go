@@ -120,6 +120,9 @@ func (r *warmRunner) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	defer p.cleanup()
+	if res, refused := p.refuseOverQuota(); refused {
+		return res, nil
+	}
 	if w := r.worker(); w != nil {
 		res, err := w.run(ctx, p)
 		if !errors.Is(err, errWorkerDied) {
@@ -355,6 +358,8 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 	defer stop()
 	stopWatch := p.watchSpawn(kill)
 	defer stopWatch()
+	stopQuota := p.watchWorkspace(kill)
+	defer stopQuota()
 
 	var started event
 	for {
@@ -364,6 +369,7 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 			case "started":
 				started = ev
 				pid.Store(int64(ev.Pid))
+				p.ws.mainPid.Store(int64(ev.Pid))
 				continue
 			case "exit":
 			}
@@ -386,7 +392,8 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 				res.ExitCode = *ev.Code
 			}
 			res.Outcome = classify(timedOut.Load(), budget.killed.Load(), res.ExitCode, res.Signal, res.Stderr)
-			p.settle(&res, time.Duration(ev.CPUSecs*float64(time.Second)), stopWatch())
+			spawnReason, quotaReason := stopWatch(), stopQuota()
+			p.settle(&res, time.Duration(ev.CPUSecs*float64(time.Second)), spawnReason, quotaReason)
 			if ctx.Err() != nil && !timedOut.Load() {
 				return res, ctx.Err()
 			}

@@ -70,6 +70,12 @@ func runScript(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *T
 	if limits.Timeout == 0 {
 		limits.Timeout = time.Duration(*t.TimeLimitS * float64(time.Second))
 	}
+	if t.WorkspaceBytes > 0 {
+		limits.WorkspaceBytes = t.WorkspaceBytes
+	}
+	if t.WorkspaceFiles > 0 {
+		limits.WorkspaceFiles = int(t.WorkspaceFiles)
+	}
 	var r run
 	if r.res, err = runner.Run(ctx, sandbox.Request{Dir: dir, Script: ScriptFile, Limits: limits}); err != nil {
 		return run{}, fmt.Errorf("task %s: run %s/%s: %w", t.ID, WorkspaceDir, ScriptFile, err)

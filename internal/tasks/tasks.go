@@ -111,6 +111,12 @@ type Spec struct {
 	// that part). Absent, both parts take m_best.
 	MBestPublic  *float64 `yaml:"m_best_public,omitempty"`
 	MBestPrivate *float64 `yaml:"m_best_private,omitempty"`
+	// WorkspaceBytes and WorkspaceFiles are optional: the task's own
+	// workspace quota (all its files, data included, and what a run
+	// writes), for a task whose data does not fit the stages' default
+	// (env.workspace_bytes, env.workspace_files); 0 or absent: theirs.
+	WorkspaceBytes int64 `yaml:"workspace_bytes,omitempty"`
+	WorkspaceFiles int64 `yaml:"workspace_files,omitempty"`
 }
 
 // Task is a loaded, checked task folder.
@@ -148,6 +154,7 @@ func (t *Task) Row() schemas.Task {
 		TaskID: t.ID, Title: t.Title, Modality: t.Modality, TaskType: t.TaskType,
 		Metric: t.Metric, Direction: t.Direction, MBest: best, MBestSource: t.MBestSource,
 		Split: t.Split, TimeLimitS: *t.TimeLimitS, Description: t.Description, Initial: t.Initial,
+		WorkspaceBytes: t.WorkspaceBytes, WorkspaceFiles: t.WorkspaceFiles,
 	}
 	if t.Parts != nil {
 		row.AnswerSplit = t.SplitDescription()
@@ -372,7 +379,7 @@ func ParseSpec(b []byte) (*Spec, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty: fill in id, title, modality, task_type, metric, direction, m_best, m_best_source, time_limit_s, split")
 		}
-		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, m_best_public, m_best_private, time_limit_s, split, split_rule, answer_split, answer_split_seed, source, initial)")
+		msg = strings.ReplaceAll(msg, "not found in type tasks.specFile", "is not a task.yaml field (known: id, title, modality, task_type, metric, direction, m_best, m_best_source, m_best_public, m_best_private, time_limit_s, split, split_rule, answer_split, answer_split_seed, source, initial, workspace_bytes, workspace_files)")
 		return nil, fmt.Errorf("not valid task YAML: %s", msg)
 	}
 	s := f.Spec
@@ -433,6 +440,12 @@ func (s *Spec) Check() []*Error {
 		bad("time_limit_s", "missing: the wall-clock limit of one run of the script, in seconds")
 	} else if !(*s.TimeLimitS > 0) || math.IsInf(*s.TimeLimitS, 0) {
 		bad("time_limit_s", "%v: want a positive number of seconds", *s.TimeLimitS)
+	}
+	if s.WorkspaceBytes < 0 {
+		bad("workspace_bytes", "%d: want a positive number of bytes (1073741824 is 1 GiB), or leave it out for the stages' env.workspace_bytes", s.WorkspaceBytes)
+	}
+	if s.WorkspaceFiles < 0 {
+		bad("workspace_files", "%d: want a positive number of files and folders, or leave it out for the stages' env.workspace_files", s.WorkspaceFiles)
 	}
 	switch s.Initial {
 	case "", schemas.InitialGenerated, schemas.InitialOriginal:

@@ -82,6 +82,8 @@ func TestLoadBadInput(t *testing.T) {
 		{"missing script", map[string]string{"workspace/train.py": ""}, []string{"workspace/train.py: missing"}},
 		{"empty description", map[string]string{DescriptionFile: "  \n"}, []string{"description.md: empty"}},
 		{"answers leaked", map[string]string{"workspace/labels.csv": "id,y\n1,1\n"}, []string{"workspace", "labels.csv (a copy of private/answers.csv)"}},
+		{"negative workspace quota", map[string]string{SpecFile: goodSpec + "workspace_bytes: -1\nworkspace_files: -2\n"}, []string{"field workspace_bytes: -1: want a positive number of bytes", "field workspace_files: -2"}},
+		{"workspace quota misspelt", map[string]string{SpecFile: goodSpec + "workspace_mb: 10\n"}, []string{"workspace_mb", "known: id", "workspace_bytes, workspace_files"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -113,6 +115,18 @@ func TestLoadBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadWorkspaceQuota: a task's own workspace quota reaches its row.
+func TestLoadWorkspaceQuota(t *testing.T) {
+	dir := writeTask(t, t.TempDir(), "toy", map[string]string{SpecFile: goodSpec + "workspace_bytes: 5368709120\nworkspace_files: 200000\n"})
+	task, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := task.Row(); r.WorkspaceBytes != 5<<30 || r.WorkspaceFiles != 200000 {
+		t.Errorf("row quota: got %d bytes, %d files", r.WorkspaceBytes, r.WorkspaceFiles)
 	}
 }
 
