@@ -74,7 +74,7 @@ func TestExperimentGrid(t *testing.T) {
 	t.Setenv(mainEnv, "1") // the stages' processes run main
 	cfg := experiment.DefaultConfig()
 	cfg.Data, cfg.Name, cfg.Bin, cfg.Seeds = root, "tiny", exe, []int{3}
-	cfg.Preset = experiment.PresetRL // initial, sft, sft+ppo; curves; held-in evaluated too
+	cfg.Preset = experiment.PresetRL // initial, expert, sft, sft+ppo; curves; held-in evaluated too
 	cfg.SFTFlags = []string{"--model.d_model=32", "--model.heads=2", "--model.layers=1", "--model.ctx=560",
 		"--model.prompt_tokens=448", "--model.response_tokens=96", "--max_steps=2", "--batch_rows=2"}
 	// The critic's baseline drops no group whose rewards are all equal, so
@@ -123,7 +123,10 @@ func TestExperimentGrid(t *testing.T) {
 		if r.Arm == "initial" && (r.DeltaR != 0 || r.TrainWallS != 0) {
 			t.Errorf("the initial script changes nothing and trains nothing: %+v", r)
 		}
-		if r.Arm != "initial" && r.TrainCPUS <= 0 {
+		if r.Arm == "expert" && r.TrainWallS != 0 {
+			t.Errorf("the scripted expert trains nothing: %+v", r)
+		}
+		if r.Arm != "initial" && r.Arm != "expert" && r.TrainCPUS <= 0 {
 			t.Errorf("%s: no training time recorded: %+v", r.Arm, r)
 		}
 		if r.Arm == "sft+ppo" {
@@ -132,7 +135,7 @@ func TestExperimentGrid(t *testing.T) {
 			t.Errorf("%s trained no PPO: %+v", r.Arm, r)
 		}
 	}
-	if want := map[string]int{"initial": 2, "sft": 2, "sft+ppo": 2}; !mapsEqual(count, want) {
+	if want := map[string]int{"initial": 2, "expert": 2, "sft": 2, "sft+ppo": 2}; !mapsEqual(count, want) {
 		t.Errorf("rows per arm %v, want %v (each cell once)", count, want)
 	}
 	md, err := os.ReadFile(filepath.Join(report, "report.md"))
@@ -140,7 +143,10 @@ func TestExperimentGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"sft+ppo", "held-out", "valid", "Preset **rl**", "SFT + step-wise PPO beats SFT on held-in tasks",
-		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch"} {
+		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks",
+		// The expert arm (issue 49), paired with the policies; 2 steps are
+		// fewer than it needs to edit, and the report says so.
+		"| sft+ppo - expert | held-out |", "| sft - expert | held-in |", "The scripted expert cannot edit in this grid", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
