@@ -225,9 +225,9 @@ func (m *Model) blockActs(l int) *blockActs {
 }
 
 // blockForward runs block l on x (the Forward's batch layout) into out,
-// keeping its activations in ba. out nil stops after the FFN's
-// activation (a recomputation for the backward pass, which does not need
-// the block's output again).
+// keeping its activations in ba. out nil skips the last product (a
+// recomputation for the backward pass, which does not need the block's
+// output again).
 func (m *Model) blockForward(l int, ba *blockActs, x, out []float32) {
 	c, a, p := m.Config, &m.acts, m.p
 	n, d, dh := a.n, c.DModel, c.HeadDim()
@@ -259,9 +259,9 @@ func (m *Model) blockForward(l int, ba *blockActs, x, out []float32) {
 		m.linearForward(l, tFFNIn, ba.pre, ba.ln2, nil, nil, n, &ba.lora[tFFNIn], m.bf16, nil, a.drop)
 		geluForward(p, ba.act, ba.pre)
 	}
-	if out != nil {
-		m.linearForward(l, tFFNOut, out, ba.act, nil, ba.mid, n, &ba.lora[tFFNOut], m.bf16, nil, a.drop)
-	}
+	// Without out (a recomputation) only the output layer's adapter
+	// activation is needed.
+	m.linearForward(l, tFFNOut, out, ba.act, nil, ba.mid, n, &ba.lora[tFFNOut], m.bf16, nil, a.drop)
 }
 
 // normForward applies the model's norm (LayerNorm, or RMSNorm: no mean,
@@ -703,14 +703,22 @@ func (m *Model) blockBackward(l int, ba *blockActs, x, dx []float32) {
 // is W in gemm's panels (decoding, PackWeights) or nil. drop applies the
 // adapter's dropout (a training Forward's, m.acts.drop; never decoding).
 func (m *Model) linearForward(l int, t target, out, x []float32, xa *bf16Input, res []float32, n int, la *loraActs, bf16 bool, packed []float32, drop bool) {
-	c, p := m.Config, m.p
-	ln := m.w.blocks[l].lin(c, t)
-	gemm(p, gemmOp{m: n, n: ln.out, k: ln.in, a: x, lda: ln.in, b: ln.w, bh: ln.h, ldb: ln.out, c: out, ldc: ln.out,
-		bias: ln.b, res: res, bf16: bf16, bf16A: xa, packed: packed})
-	if ln.lora.a == nil {
-		return
+	ln := m.w.blocks[l].lin(m.Config, t)
+	if out != nil {
+		gemm(m.p, gemmOp{m: n, n: ln.out, k: ln.in, a: x, lda: ln.in, b: ln.w, bh: ln.h, ldb: ln.out, c: out, ldc: ln.out,
+			bias: ln.b, res: res, bf16: bf16, bf16A: xa, packed: packed})
 	}
-	r := m.lora.Rank
+	if ln.lora.a != nil {
+		m.loraForward(l, t, ln, out, x, xa, n, la, bf16, drop)
+	}
+}
+
+// loraForward adds layer t's adapter to out: scale·(dropout(x)·A)·B,
+// keeping the first product (scaled) in la. out nil only computes la (a
+// recomputation that needs the adapter's activation, not the layer's
+// output).
+func (m *Model) loraForward(l int, t target, ln linear, out, x []float32, xa *bf16Input, n int, la *loraActs, bf16, drop bool) {
+	p, r := m.p, m.lora.Rank
 	xd, xda := x, xa
 	if drop {
 		m.back.dropX = grow(m.back.dropX, n*ln.in)
@@ -720,7 +728,9 @@ func (m *Model) linearForward(l int, t target, out, x []float32, xa *bf16Input, 
 	la.us = grow(la.us, n*r)
 	gemm(p, gemmOp{m: n, n: r, k: ln.in, a: xd, lda: ln.in, b: ln.lora.a, ldb: r, c: la.us, ldc: r, bf16: bf16, bf16A: xda})
 	p.chunks(n*r, 1<<14, func(_, lo, hi int) { kern.scale(la.us[lo:hi], m.lora.scale) })
-	gemm(p, gemmOp{m: n, n: ln.out, k: r, a: la.us, lda: r, b: ln.lora.b, ldb: ln.out, c: out, ldc: ln.out, acc: true, bf16: bf16})
+	if out != nil {
+		gemm(p, gemmOp{m: n, n: ln.out, k: r, a: la.us, lda: r, b: ln.lora.b, ldb: ln.out, c: out, ldc: ln.out, acc: true, bf16: bf16})
+	}
 }
 
 // linearBackward is linearForward's backward pass for block l's layer t,
