@@ -287,29 +287,34 @@ func (c *Cache) attentionGroups(gs []decodeGroup, segs []decodeSeg) []decodeGrou
 	return gs
 }
 
-// attendShared is the attention of a group's queries at layer l, query
-// head h (reading key/value head kh):
-// every query of every segment reads the shared keys and values (row
-// g.base, slots [0, g.plen)) in one product, then its own row's slots
-// [g.plen, s0+j] (query j of a segment starting at slot s0). The queries
-// are rows of q, the outputs rows of o (stride d, head h's columns).
-func (c *Cache) attendShared(ws *workspace, l, h, kh int, g decodeGroup, segs []decodeSeg, q, o []float32, d int, scale float32) {
+// attendShared is the attention of a group's queries at layer l, for
+// the nh query heads from h0 that read key/value head kh: every query of
+// every segment, each of those heads, reads the shared keys and values
+// (row g.base, slots [0, g.plen)) in one product, then its own row's
+// slots [g.plen, s0+j] (query j of a segment starting at slot s0). The
+// queries are rows of q, the outputs rows of o (stride d, the heads'
+// columns). A group without shared tokens (plen 0) is one row attending
+// only to itself: its grouped query heads then still read its keys and
+// values once for all of them.
+func (c *Cache) attendShared(ws *workspace, l, h0, nh, kh int, g decodeGroup, segs []decodeSeg, q, o []float32, d int, scale float32) {
 	dh, np := c.dh, g.plen
 	tot, ldp := 0, np
 	for _, i := range g.segs {
 		s := segs[i]
-		tot += s.n
+		tot += s.n * nh
 		ldp = max(ldp, s.s0+s.n)
 	}
 	ws.buf = grow(ws.buf, tot*(2*dh+ldp))
 	qg, og, probs := ws.buf[:tot*dh], ws.buf[tot*dh:2*tot*dh], ws.buf[2*tot*dh:]
+	// Rows in (segment, query, head) order: a query's heads are adjacent,
+	// contiguous in q.
 	row := 0
 	for _, i := range g.segs {
 		s := segs[i]
 		for j := range s.n {
-			copy(qg[(row+j)*dh:(row+j+1)*dh], q[(s.off+j)*d+h*dh:])
+			copy(qg[(row+j*nh)*dh:(row+(j+1)*nh)*dh], q[(s.off+j)*d+h0*dh:])
 		}
-		row += s.n
+		row += s.n * nh
 	}
 	bk, bv := c.head(l, g.base, kh)
 	gemmSerial(ws, gemmOp{m: tot, n: np, k: dh, a: qg, lda: dh, b: bk, ldb: c.capacity, c: probs, ldc: ldp})
@@ -317,27 +322,27 @@ func (c *Cache) attendShared(ws *workspace, l, h, kh int, g decodeGroup, segs []
 	for _, i := range g.segs {
 		s := segs[i]
 		ok, _ := c.head(l, s.row, kh)
-		gemmSerial(ws, gemmOp{m: s.n, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[np:], ldb: c.capacity, c: probs[row*ldp+np:], ldc: ldp})
-		for j := range s.n {
-			p := probs[(row+j)*ldp : (row+j+1)*ldp]
-			valid := s.s0 + j + 1
+		gemmSerial(ws, gemmOp{m: s.n * nh, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[np:], ldb: c.capacity, c: probs[row*ldp+np:], ldc: ldp})
+		for r := range s.n * nh {
+			p := probs[(row+r)*ldp : (row+r+1)*ldp]
+			valid := s.s0 + r/nh + 1
 			m := kern.max(p[:valid])
 			sum := kern.expShift(p[:valid], m, scale)
 			kern.scale(p[:valid], 1/sum)
 			clear(p[valid:])
 		}
-		row += s.n
+		row += s.n * nh
 	}
 	gemmSerial(ws, gemmOp{m: tot, n: dh, k: np, a: probs, lda: ldp, b: bv, ldb: dh, c: og, ldc: dh})
 	row = 0
 	for _, i := range g.segs {
 		s := segs[i]
 		_, ov := c.head(l, s.row, kh)
-		gemmSerial(ws, gemmOp{m: s.n, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[np*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
+		gemmSerial(ws, gemmOp{m: s.n * nh, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[np*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
 		for j := range s.n {
-			copy(o[(s.off+j)*d+h*dh:(s.off+j)*d+h*dh+dh], og[(row+j)*dh:])
+			copy(o[(s.off+j)*d+h0*dh:(s.off+j)*d+(h0+nh)*dh], og[(row+j*nh)*dh:])
 		}
-		row += s.n
+		row += s.n * nh
 	}
 }
 
@@ -458,20 +463,25 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 		for _, s := range ds.segs {
 			work += 2 * s.n * (s.s0 + s.n) * qd
 		}
-		p.runWork(len(ds.groups)*heads, work, func(wk, task int) {
-			g, h := ds.groups[task/heads], task%heads
-			kh := h / per
-			if g.plen > 0 {
-				c.attendShared(&p.ws[wk], l, h, kh, g, ds.segs, ds.q, ds.att, qd, scale)
+		// One task per group and key/value head: its query heads read
+		// the head's cached keys and values together where they can.
+		p.runWork(len(ds.groups)*kvHeads, work, func(wk, task int) {
+			g, kh := ds.groups[task/kvHeads], task%kvHeads
+			ws := &p.ws[wk]
+			s := ds.segs[g.segs[0]]
+			if g.plen > 0 || (per > 1 && s.n == 1) {
+				c.attendShared(ws, l, kh*per, per, kh, g, ds.segs, ds.q, ds.att, qd, scale)
 				return
 			}
-			s := ds.segs[g.segs[0]]
+			// A row's own tokens, more than one (a prompt): causal
+			// blocks per query head.
 			ck, cv := c.head(l, s.row, kh)
-			ws := &p.ws[wk]
 			ldp := s.s0 + s.n
-			ws.buf = grow(ws.buf, s.n*ldp)
-			at := s.off*qd + h*dh
-			attendForward(ws, ds.q[at:], qd, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], qd, ws.buf, ldp, s.n, s.s0, dh, scale, false)
+			for h := kh * per; h < (kh+1)*per; h++ {
+				ws.buf = grow(ws.buf, s.n*ldp)
+				at := s.off*qd + h*dh
+				attendForward(ws, ds.q[at:], qd, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], qd, ws.buf, ldp, s.n, s.s0, dh, scale, false)
+			}
 		})
 		lin(tOut, ds.mid, ds.att, ds.x)
 		m.normForward(ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t)

@@ -138,21 +138,41 @@ func splitmix(x uint64) uint64 {
 }
 
 // dropout sets xd = x with each value zeroed when its draw (element i of
-// the [n, in] input, keyed by key) falls below p, the others scaled by
-// 1/(1-p). The mask depends only on key and i, so the backward pass (and
-// a recomputed forward) draws the same one again.
+// the [n, in] input, keyed by key: dropped) falls below p, the others
+// scaled by 1/(1-p). The mask depends only on key and i, so the backward
+// pass (and a recomputed forward) draws the same one again.
 func dropout(pl *pool, xd, x []float32, key uint64, p float64, n, in int) {
-	thresh := uint32(math.Min(p*(1<<32), math.MaxUint32))
+	thresh := dropThreshold(p)
 	keep := float32(1 / (1 - p))
 	pl.chunks(n, rowGrain, func(_, lo, hi int) {
-		for i := lo * in; i < hi*in; i++ {
-			if uint32(splitmix(key+uint64(i))>>32) < thresh {
-				xd[i] = 0
-			} else {
-				xd[i] = x[i] * keep
+		i, end := lo*in, hi*in
+		for i < end {
+			// One draw gives the 16-bit uniforms of 4 consecutive
+			// elements (a quarter of the hashing).
+			h := splitmix(key + uint64(i>>2))
+			for ; i < end; i++ {
+				if uint32(h>>(16*(i&3)))&0xffff < thresh {
+					xd[i] = 0
+				} else {
+					xd[i] = x[i] * keep
+				}
+				if i&3 == 3 {
+					i++
+					break
+				}
 			}
 		}
 	})
+}
+
+// dropThreshold is p in 16 bits: an element is dropped when its 16-bit
+// uniform is below it (probability within 2⁻¹⁷ of p).
+func dropThreshold(p float64) uint32 { return uint32(math.Round(p * (1 << 16))) }
+
+// dropped reports whether element i of the mask keyed by key is dropped
+// (the draw dropout makes, one element at a time).
+func dropped(key uint64, i int, thresh uint32) bool {
+	return uint32(splitmix(key+uint64(i>>2))>>(16*(i&3)))&0xffff < thresh
 }
 
 // SetTraining turns the adapters' dropout on (each Forward then draws new

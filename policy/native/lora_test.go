@@ -407,3 +407,29 @@ func recomputeSame(t *testing.T, cfg Config, opt Options, mode string, b Batch, 
 		}
 	}
 }
+
+// TestDropoutMask: dropout's mask is dropped's, element by element,
+// whatever the chunk boundaries, and drops about p of the values.
+func TestDropoutMask(t *testing.T) {
+	const n, in, p = 300, 37, 0.3
+	x := make([]float32, n*in)
+	for i := range x {
+		x[i] = 1
+	}
+	xd := make([]float32, n*in)
+	dropout(workers(), xd, x, 12345, p, n, in)
+	drops := 0
+	for i, v := range xd {
+		want := float32(1 / (1 - p))
+		if dropped(12345, i, dropThreshold(p)) {
+			want = 0
+			drops++
+		}
+		if v != want {
+			t.Fatalf("element %d: %v, want %v", i, v, want)
+		}
+	}
+	if frac := float64(drops) / (n * in); math.Abs(frac-p) > 0.02 {
+		t.Errorf("dropped %.3f of the values, want about %.1f", frac, p)
+	}
+}

@@ -112,10 +112,9 @@ func (r *refModel) denseAt(x []float64, name string, row, layer int, t target) [
 	xd := append([]float64(nil), x...)
 	if r.drop != nil && row >= 0 {
 		key := dropKey(r.drop.seed, r.drop.step, layer, t)
-		thresh := uint32(math.Min(r.drop.p*(1<<32), math.MaxUint32))
-		base := uint64(r.drop.slot[row]) * uint64(in)
+		base := int(r.drop.slot[row]) * in
 		for i := range xd {
-			if uint32(splitmix(key+base+uint64(i))>>32) < thresh {
+			if dropped(key, base+i, dropThreshold(r.drop.p)) {
 				xd[i] = 0
 			} else {
 				xd[i] /= 1 - r.drop.p
