@@ -90,6 +90,15 @@ func TestBF16Base(t *testing.T) {
 				if d := maxRelDiff(decodeLast(t, half, seq), toF64(decodeLast(t, full, seq)), 1); d > 1e-6 {
 					t.Errorf("decoding with a bf16 base differs by %.2g", d)
 				}
+				one := newCache(t, half, 1, 40)
+				half.PackWeights(one) // a bf16 base: packed panels for one row too
+				got1, err := half.Extend(one, []int{0}, [][]int32{seq})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := maxRelDiff(got1, toF64(decodeLast(t, full, seq)), 1); d > 1e-6 {
+					t.Errorf("packed decoding of one row with a bf16 base differs by %.2g", d)
+				}
 				c := newCache(t, half, 10, 40)
 				half.PackWeights(c)
 				prompts := make([][]int32, 10)

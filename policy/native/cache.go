@@ -37,6 +37,9 @@ type packedWeights struct {
 	nr     int // the panel width of the kernels that packed them
 	blocks []packedBlock
 	lm     []float32
+	// always: products of any number of rows read the panels (a bf16
+	// base, which a product would otherwise widen at every call).
+	always bool
 }
 
 type packedBlock struct{ q, k, v, out, ffnIn, ffnUp, ffnOut []float32 }
@@ -48,9 +51,10 @@ func (pb packedBlock) of(t target) []float32 {
 
 // PackWeights packs the model's dense weights into c (reusing c's earlier
 // packing's memory), for c's next Extend calls: they read the weights as
-// they are now. Call it again after the weights change (a Decoder does,
-// each time it is prefilled); a cache never packed reads the model's
-// weights as they are at each call.
+// they are now. A bf16 base is widened into float32 panels here, once,
+// rather than in every product. Call it again after the weights change
+// (a Decoder does, each time it is prefilled); a cache never packed
+// reads the model's weights as they are at each call.
 func (m *Model) PackWeights(c *Cache) {
 	cfg, p := m.Config, m.p
 	if c.w == nil {
@@ -79,14 +83,15 @@ func (m *Model) PackWeights(c *Cache) {
 		pw.lm = pack(pw.lm, linear{w: m.w.lmW, h: m.w.lmH, in: d, out: v})
 	}
 	pw.nr = kern.nr
+	pw.always = len(m.half) > 0
 }
 
 // packedFor returns the weights PackWeights packed, for a product of
 // rows rows, when that product would pack them (more than gemmSmallM
-// rows) with the kernels that packed them; nil otherwise (fewer rows read
-// the weights in place).
+// rows, or any number from a bf16 base) with the kernels that packed
+// them; nil otherwise (fewer rows read float32 weights in place).
 func (c *Cache) packedFor(rows int) *packedWeights {
-	if c.w == nil || rows <= gemmSmallM || c.w.nr != kern.nr {
+	if c.w == nil || (rows <= gemmSmallM && !c.w.always) || c.w.nr != kern.nr {
 		return nil
 	}
 	return c.w
