@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Model is the transformer: its parameters and gradients as flat arrays
@@ -102,7 +103,7 @@ func resolveBaseStorage(mode string, frozen bool) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("native: base storage: %w", err)
 	}
-	if mode == MatmulBF16 && !frozen {
+	if r == MatmulBF16 && !frozen && strings.TrimSpace(mode) != "" && !strings.EqualFold(strings.TrimSpace(mode), MatmulAuto) {
 		return false, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters): a trained weight keeps float32", mode)
 	}
 	return r == MatmulBF16 && frozen, nil
