@@ -180,6 +180,14 @@ func dropped(key uint64, i int, thresh uint32) bool {
 // deterministic). It changes nothing in a model without dropout.
 func (m *Model) SetTraining(on bool) { m.training = on }
 
+// DropoutStep is the number of training Forwards so far, the step whose
+// masks the next one draws; SetDropoutStep sets it (a resumed run
+// continues its sequence of masks instead of repeating the first ones).
+func (m *Model) DropoutStep() uint64 { return m.forwards }
+
+// SetDropoutStep sets the number of training Forwards so far.
+func (m *Model) SetDropoutStep(step uint64) { m.forwards = step }
+
 // LoRA returns the model's adapter configuration (Rank 0: none).
 func (m *Model) LoRA() LoRAConfig { return m.lora.LoRAConfig }
 

@@ -289,6 +289,13 @@ func TestLoRADropout(t *testing.T) {
 	}
 	m.SetTraining(true)
 	t1, t2 := forwardHeads(t, m, b, idx), forwardHeads(t, m, b, idx)
+	if m.DropoutStep() != 2 {
+		t.Errorf("dropout step %d after two training Forwards", m.DropoutStep())
+	}
+	m.SetDropoutStep(1) // a resumed run: the second step's masks again
+	if !same(forwardHeads(t, m, b, idx), t2) {
+		t.Error("SetDropoutStep(1) does not draw the second Forward's masks")
+	}
 	m.SetTraining(false)
 	if same(t1, want) || same(t1, t2) {
 		t.Errorf("training Forwards: same as eval %v, same as each other %v; want neither", same(t1, want), same(t1, t2))
