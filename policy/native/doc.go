@@ -126,11 +126,28 @@
 // one more forward of work). CrossEntropyBackward computes the LM head
 // over positions in chunks of at most 64M logits (the same bits as one
 // product), so a 150k-id vocabulary at a thousand positions does not hold
-// its full logits; Heads, which returns them, does. On the AMD EPYC (Zen
-// 3, AVX2, 2 shared cores) a LoRA SFT step (rank 16, every target, the
-// demo recipe's 640-token rows, LM head at the responses) of
-// Qwen2.5-0.5B's shape with recomputation peaks at the resident memory
-// BenchmarkLoRASFTBig reports (MLERL_BIG=1; figures in its commit).
+// its full logits; Heads, which returns them, does.
+//
+// BenchmarkLoRASFTBig (MLERL_BIG=1) measures LoRA SFT steps (rank 16 on
+// every target, dropout 0.05; rows of the demo recipe, BOS + 448 prompt +
+// 160 response tokens in 640; LM head at the responses; AdamW) with
+// random weights. On the AMD EPYC (Zen 3, AVX2) with 2 vCPUs shared with
+// other jobs (load 9-15, so wall time was 2-2.5x the CPU time):
+//
+//	shape          rows  recompute  cpu-s/step  peak RSS
+//	Qwen2.5-0.5B   8     yes        175         4.0 GiB
+//	Qwen2.5-0.5B   4     yes         84         3.4 GiB
+//	Qwen2.5-0.5B   4     no          66         9.3 GiB
+//	SmolLM2-135M   8     yes         63         1.7 GiB
+//	SmolLM2-135M   8     no          46         8.8 GiB
+//	SmolLM2-135M   4     yes         35         1.2 GiB
+//	Qwen3-0.6B     4     yes        120         4.0 GiB
+//
+// Without recomputation most of the memory is the attention's
+// probabilities (heads x n² per example and layer) and the FFN's three
+// [n, F] activations per layer. scripts/bench_torch_lora.py is the
+// PyTorch + PEFT counterpart (SmolLM2-135M, 4 rows, checkpointing, 2
+// threads: 96 cpu-s per step, 4.8 GiB).
 //
 // # Kernels
 //
@@ -154,7 +171,7 @@
 // limit the utilisation is also read against) measure
 // throughput; run them with GOEXPERIMENT=simd, and GOMAXPROCS=1 for a
 // one-core figure. BenchmarkLoRASFTBig (MLERL_BIG=1 only) measures
-// Hugging Face-sized LoRA steps: seconds and peak memory.
+// Hugging Face-sized LoRA steps: seconds and peak memory (see Memory).
 //
 // The tests check everything against a slow float64 reference
 // (reference_test.go, every architecture and adapters): logits, every

@@ -2,10 +2,13 @@ package native
 
 import "math"
 
-// One forward and one backward function per layer, in model order
-// (embedding, LayerNorm, dense, RoPE, attention in attention.go, GELU).
-// Activations are row-major [n, width] over the n real (non-padding)
-// tokens of a batch. Backward functions accumulate parameter gradients.
+// One forward and one backward function per layer kind, in model order:
+// embedding, LayerNorm or RMSNorm, dense (the forward is a gemm with its
+// bias and residual, model.go's linearForward with its LoRA adapter),
+// RoPE, q/k norm, attention (attention.go), GELU or SwiGLU. Activations
+// are row-major [n, width] over the n real (non-padding) tokens of a
+// batch. Backward functions accumulate parameter gradients, none for a
+// frozen parameter (its gradient view nil).
 
 // rowGrain is how many rows one parallel task handles in row-wise layers.
 const rowGrain = 64
@@ -103,43 +106,14 @@ func lnBackwardGeneric(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float3
 	}
 }
 
-// denseForward computes out = x·w + b, plus residual when it is not nil
-// (out may be residual itself). x is [n, in], w is [in, dout]. With bf16
-// the product's inputs are rounded to bfloat16 (gemmBF16).
-func denseForward(p *pool, bf16 bool, out, x, w, b, residual []float32, n, in, dout int) {
-	densePacked(p, bf16, nil, out, x, w, b, residual, n, in, dout)
-}
-
-// densePacked is denseForward with w also given in gemm's panel layout
-// when packed is not nil (decoding: Model.PackWeights), which the product
-// then reads instead of packing w itself.
-func densePacked(p *pool, bf16 bool, packed, out, x, w, b, residual []float32, n, in, dout int) {
-	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, res: residual, bf16: bf16, packed: packed})
-}
-
-// denseShared is denseForward (no residual) reading x as xa converted it
-// for bf16 when xa is not nil (shareBF16A: the layers that share x).
-func denseShared(p *pool, bf16 bool, xa *bf16Input, out, x, w, b []float32, n, in, dout int) {
-	gemm(p, gemmOp{m: n, n: dout, k: in, a: x, lda: in, b: w, ldb: dout, c: out, ldc: dout, bias: b, bf16: bf16, bf16A: xa})
-}
-
 // denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and
-// sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil. With bf16 both
-// products' inputs are rounded to bfloat16.
-func denseBackward(p *pool, bf16 bool, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
-	denseBackwardShared(p, bf16, nil, dx, dw, db, dOut, x, w, n, in, dout, accDx)
-}
-
-// denseBackwardShared is denseBackward with xᵀ, the weight gradient's A,
-// as xta converted it for bf16 when xta is not nil (shareBF16A).
-func denseBackwardShared(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x, w []float32, n, in, dout int, accDx bool) {
-	denseBackwardHalf(p, bf16, xta, dx, dw, db, dOut, x, w, nil, n, in, dout, accDx)
-}
-
-// denseBackwardHalf is denseBackwardShared with the weight stored in
-// bfloat16 (wh, w nil) when it is frozen so; a frozen weight or bias has
-// no gradient (dw, db nil), and its products are skipped.
-func denseBackwardHalf(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x, w []float32, wh []uint16, n, in, dout int, accDx bool) {
+// sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil. x is [n, in],
+// w is [in, dout], stored in bfloat16 as wh (w nil) when it is a frozen
+// base so stored; a frozen weight or bias has no gradient (dw, db nil),
+// and its products are skipped. xta, when not nil, is xᵀ converted for
+// bf16 (shareBF16A). With bf16 the products' inputs are rounded to
+// bfloat16.
+func denseBackward(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x, w []float32, wh []uint16, n, in, dout int, accDx bool) {
 	if dw != nil {
 		gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true, bf16: bf16, bf16A: xta})
 	}

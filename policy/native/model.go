@@ -563,7 +563,7 @@ func (m *Model) lmBackward(dh, dLogits, h []float32, k int) {
 		gemm(m.p, gemmOp{m: k, n: d, k: v, a: dLogits, lda: v, b: m.w.embed, bh: m.w.embedH, ldb: d, c: dh, ldc: d, bf16: m.bf16})
 		return
 	}
-	denseBackwardHalf(m.p, m.bf16, nil, dh, m.g.lmW, m.g.lmB, dLogits, h, m.w.lmW, m.w.lmH, k, d, v, false)
+	denseBackward(m.p, m.bf16, nil, dh, m.g.lmW, m.g.lmB, dLogits, h, m.w.lmW, m.w.lmH, k, d, v, false)
 }
 
 // backState holds the gradient buffers of Backward.
@@ -742,7 +742,7 @@ func (m *Model) loraForward(l int, t target, ln linear, out, x []float32, xa *bf
 func (m *Model) linearBackward(l int, t target, dx, dOut, x []float32, xta *bf16Input, n int, la *loraActs, accDx bool) {
 	c, p, bs := m.Config, m.p, &m.back
 	ln, lg := m.w.blocks[l].lin(c, t), m.g.blocks[l].lin(c, t)
-	denseBackwardHalf(p, m.bf16, xta, dx, lg.w, lg.b, dOut, x, ln.w, ln.h, n, ln.in, ln.out, accDx)
+	denseBackward(p, m.bf16, xta, dx, lg.w, lg.b, dOut, x, ln.w, ln.h, n, ln.in, ln.out, accDx)
 	if ln.lora.a == nil {
 		return
 	}
