@@ -59,8 +59,8 @@
 # into a cache in the run's temporary folder: the idle half's compile
 # times are cold, the contended half's reuse it.
 #
-#   scripts/bench.sh                      # everything; about an hour on 2 idle cores (most of it compiling)
-#   BENCH_QUICK=1 scripts/bench.sh        # short: fewer steps, PyTorch 1 thread only, no GOMAXPROCS=1
+#   scripts/bench.sh                      # everything; an estimated 1-2 hours on 2 idle cores, much of it compiling
+#   BENCH_QUICK=1 scripts/bench.sh        # short: fewer steps, PyTorch 1 thread only, no GOMAXPROCS=1 (33 min on the busy 2-core machine)
 #   BENCH_CONTENTION=0 scripts/bench.sh   # skip the contended half
 #
 # PyTorch knobs: PY (the interpreter, default .deps/pyref/bin/python),
