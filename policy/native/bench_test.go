@@ -366,6 +366,7 @@ func BenchmarkGenerate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			m.PackWeights(c) // as the policy's decoder does (engine_native.go): packed once, not per step
 			var decodeSecs float64
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuSeconds()
@@ -429,6 +430,7 @@ func BenchmarkGenerateShared(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			m.PackWeights(c) // as the policy's decoder does (engine_native.go): packed once, not per step
 			logits := make([]float32, rows*cfg.Vocab) // each row's first logits, its prompt's
 			var decodeSecs float64
 			b.ResetTimer()
