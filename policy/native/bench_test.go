@@ -366,7 +366,6 @@ func BenchmarkGenerate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			m.PackWeights(c) // as the policy's decoder does (engine_native.go): packed once, not per step
 			var decodeSecs float64
 			b.ResetTimer()
 			start, cpu0 := time.Now(), cpuSeconds()
@@ -374,6 +373,7 @@ func BenchmarkGenerate(b *testing.B) {
 				for i := range rows {
 					c.Reset(i)
 				}
+				m.PackWeights(c) // once per prefill, as the policy's decoder does (engine_native.go)
 				logits, err := m.Extend(c, all, prompts)
 				if err != nil {
 					b.Fatal(err)
@@ -430,7 +430,6 @@ func BenchmarkGenerateShared(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			m.PackWeights(c) // as the policy's decoder does (engine_native.go): packed once, not per step
 			logits := make([]float32, rows*cfg.Vocab) // each row's first logits, its prompt's
 			var decodeSecs float64
 			b.ResetTimer()
@@ -439,6 +438,7 @@ func BenchmarkGenerateShared(b *testing.B) {
 				for i := range rows {
 					c.Reset(i)
 				}
+				m.PackWeights(c) // once per prefill, as the policy's decoder does (engine_native.go)
 				first, err := m.Extend(c, firsts, prompts)
 				if err != nil {
 					b.Fatal(err)
