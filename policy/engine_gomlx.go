@@ -616,15 +616,25 @@ func (e *gomlxEngine) setVar(name string, t *tensors.Tensor, trainable bool) err
 	return nil
 }
 
-// isOptimizerVar: the optimiser's variables in the GoMLX store.
-func isOptimizerVar(path string) bool {
-	return strings.HasPrefix(path, "/optimizers/") || path == "/global_step"
+// isWeight reports whether path is one of the weights; every other
+// variable of the store is the optimiser's: its learning rate and global
+// step (/optimizers/, /global_step) and Adam's step counter and moments
+// (/AdamOptimizer/...).
+func (e *gomlxEngine) isWeight(path string) bool {
+	for _, p := range e.params {
+		if p.Name == path {
+			return true
+		}
+	}
+	return false
 }
 
+// OptimizerState returns every variable of the optimiser (all but the
+// weights), named "gomlx:" and its path.
 func (e *gomlxEngine) OptimizerState() ([]Tensor, error) {
 	var out []Tensor
 	for v := range e.store.IterVariables() {
-		if !isOptimizerVar(v.Path()) {
+		if e.isWeight(v.Path()) {
 			continue
 		}
 		t, err := v.Value()
@@ -654,11 +664,16 @@ func (e *gomlxEngine) OptimizerState() ([]Tensor, error) {
 	return out, nil
 }
 
+// SetOptimizerState restores what OptimizerState returned (of an engine
+// of the same model).
 func (e *gomlxEngine) SetOptimizerState(ts []Tensor) error {
 	for _, t := range ts {
 		name, ok := strings.CutPrefix(t.Name, "gomlx:")
 		if !ok {
 			return fmt.Errorf("policy gomlx: optimiser state %s was written by another engine", t.Name)
+		}
+		if e.isWeight(name) {
+			return fmt.Errorf("policy gomlx: optimiser state %s names a weight of the model", t.Name)
 		}
 		var tt *tensors.Tensor
 		switch {

@@ -459,7 +459,8 @@ func TestGomlxArchInitialWeights(t *testing.T) {
 
 // TestGomlxArchLoRATrains: LoRA training steps on both engines from the
 // same weights follow the same loss curve; the GoMLX engine's base does
-// not move (bit for bit) while its adapters do.
+// not move (bit for bit) while its adapters do, and its optimiser keeps
+// moments only for the adapters and the value head.
 func TestGomlxArchLoRATrains(t *testing.T) {
 	v := archVariants()[1]
 	m, e := archPair(t, v.cfg, archLoRA(v.cfg), 13)
@@ -525,6 +526,29 @@ func TestGomlxArchLoRATrains(t *testing.T) {
 				t.Errorf("adapter %s did not change", name)
 			}
 		}
+	}
+	state, err := e.OptimizerState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moments := 0
+	for _, s := range state {
+		if !strings.Contains(s.Name, "_moment") {
+			continue
+		}
+		moments++
+		if !strings.Contains(s.Name, "lora_") && !strings.Contains(s.Name, "/value_head/") {
+			t.Errorf("optimiser state %s belongs to a frozen weight", s.Name)
+		}
+	}
+	want := 0
+	for _, p := range e.ArchParams() {
+		if p.Trainable {
+			want += 2
+		}
+	}
+	if moments != want {
+		t.Errorf("%d moment tensors, want %d (two per trainable tensor)", moments, want)
 	}
 }
 
@@ -744,6 +768,103 @@ func TestGomlxArchRefusals(t *testing.T) {
 			_, err := NewGomlxEngineArch(c, l, GomlxArchOptions{BaseStorage: tc.storage})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("NewGomlxEngineArch: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestGomlxOptimizerStateResumes: an engine given another's weights and
+// optimiser state continues its training bit for bit (Adam's moments and
+// step counters are all in the state), for mlerl's model and for LoRA.
+func TestGomlxOptimizerStateResumes(t *testing.T) {
+	cfg := tinyConfig()
+	v := archVariants()[1]
+	lo := archLoRA(v.cfg)
+	for _, tc := range []struct {
+		name string
+		make func(ws []Tensor) (Engine, error)
+	}{
+		{"mlerl", func(ws []Tensor) (Engine, error) {
+			if ws == nil {
+				ws = testWeights(cfg, 3)
+			}
+			return NewGoMLXEngine(cfg, nil, ws)
+		}},
+		{"qwen2 lora", func(ws []Tensor) (Engine, error) {
+			return NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Weights: ws, Seed: 3})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := tc.make(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := a.Config()
+			r := rand.New(rand.NewPCG(4, 4))
+			b, idx := packedRows(Config{Vocab: c.Vocab, Ctx: c.Ctx}, r, 12, [][]int{{5, 7}, {9}})
+			targets, returns := randTargets(r, Config{Vocab: c.Vocab}, len(idx))
+			loss := testLoss(targets, returns, c.Vocab)
+			o := OptimConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, WeightDecay: 0.01, ClipNorm: 1}
+			a.SetOptim(o)
+			for range 3 {
+				if _, _, err := a.TrainStep(b, idx, loss, o.LR); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ws, err := a.Weights()
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := a.OptimizerState()
+			if err != nil {
+				t.Fatal(err)
+			}
+			moments := 0
+			for _, s := range st {
+				if strings.HasSuffix(s.Name, "_1st_moment") {
+					moments++
+				}
+			}
+			want := 0
+			for _, p := range a.(*gomlxEngine).params {
+				if p.Trainable {
+					want++
+				}
+			}
+			if moments != want {
+				t.Errorf("optimiser state holds %d first moments, want one per trainable weight (%d)", moments, want)
+			}
+			resumed, err := tc.make(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := resumed.SetOptimizerState(st); err != nil {
+				t.Fatal(err)
+			}
+			resumed.SetOptim(o)
+			for step := range 2 {
+				la, na, err := a.TrainStep(b, idx, loss, o.LR)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lr, nr, err := resumed.TrainStep(b, idx, loss, o.LR)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if la != lr || na != nr {
+					t.Errorf("step %d after resuming: loss %.7f, norm %.7f; the original's %.7f, %.7f", step, lr, nr, la, na)
+				}
+			}
+			wa, _ := a.Weights()
+			wr, _ := resumed.Weights()
+			for i := range wa {
+				if !slices.Equal(wa[i].F32, wr[i].F32) {
+					t.Errorf("%s differs after 2 steps from the resumed state", wa[i].Name)
+				}
+			}
+			bad := []Tensor{{Name: "gomlx:/token_embed/embeddings", Shape: []int{1}, F32: []float32{0}}}
+			if err := resumed.SetOptimizerState(bad); err == nil || !strings.Contains(err.Error(), "names a weight") {
+				t.Errorf("optimiser state naming a weight: %v, want a refusal", err)
 			}
 		})
 	}
