@@ -64,11 +64,15 @@ import (
 //     drops anything outside training: Logits, Gradients and decoding run
 //     without dropout; TrainStep runs its forward pass and its gradient
 //     with the same masks (the loss it returns is the dropped-out one).
-//   - bf16 products: a bfloat16 base is widened to float32 inside the graph
-//     and every product runs in float32 (on XLA the conversion fuses into
-//     the product's operand read). Native's bf16 base also rounds the
-//     products' other operand to bfloat16; the two agree to bf16 rounding
-//     of the activations, not to float32 rounding.
+//   - bf16 products: a bfloat16 base (BaseStorage "bf16": half the device
+//     memory of the base) is widened to float32 inside the graph and every
+//     product runs in float32 (XLA may fuse the conversion into the
+//     product; TF32 is the backend's choice, GOMLX_BACKEND's tf32 option).
+//     Products with bfloat16 operands and float32 accumulation (DotGeneral
+//     can express them) are not offered: they could not be checked on a
+//     GPU here, and the pure-Go backend has no fast bf16 products. Native's
+//     bf16 base also rounds the products' other operand to bfloat16; the
+//     two agree to bf16 rounding of the activations, not of float32.
 //   - Merging adapters into the base (native.Model.MergeLoRA) is not done
 //     here: Weights gives A, B and the base, and the merge is arithmetic on
 //     them (policy/hf's WriteMerged).

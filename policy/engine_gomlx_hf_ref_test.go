@@ -143,7 +143,7 @@ func hfEngine(t *testing.T, dir, adapterDir string, ref hfRefFile) (*gomlxEngine
 		}
 		defer adapter.Close()
 	}
-	e, err := NewGomlxEngineArch(cfg, lora, GomlxArchOptions{})
+	e, err := NewGomlxEngineArch(cfg, lora, GomlxArchOptions{Backend: testBackend(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,10 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/gomlx/core/graph"
 
 	"github.com/mlerl/mlerl/policy/native"
@@ -48,6 +50,23 @@ func archVariants() []struct {
 	}
 }
 
+// testBackend is one backend for every engine of these tests: on a GPU
+// (scripts/gpu_check.sh) one PJRT client instead of one per engine.
+func testBackend(t testing.TB) compute.Backend {
+	t.Helper()
+	sharedBackend.once.Do(func() { sharedBackend.b, sharedBackend.err = NewBackend() })
+	if sharedBackend.err != nil {
+		t.Fatal(sharedBackend.err)
+	}
+	return sharedBackend.b
+}
+
+var sharedBackend struct {
+	once sync.Once
+	b    compute.Backend
+	err  error
+}
+
 // archLoRA is rank-3 adapters on every target of cfg's FFN kind (alpha
 // 6: scale 2).
 func archLoRA(cfg native.Config) native.LoRAConfig {
@@ -82,7 +101,7 @@ func archPair(t testing.TB, cfg native.Config, lo native.LoRAConfig, seed uint64
 		}
 		ws = append(ws, Tensor{Name: p.Name, Shape: p.Shape, F32: v})
 	}
-	e, err := NewGomlxEngineArch(cfg, lo, GomlxArchOptions{Weights: ws, Seed: seed})
+	e, err := NewGomlxEngineArch(cfg, lo, GomlxArchOptions{Backend: testBackend(t), Weights: ws, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,23 +147,25 @@ func trainableGrads(m *native.Model) []Tensor {
 }
 
 // sftLoss is SFT's loss on the host: the weighted mean negative
-// log-likelihood of targets (native.Model.CrossEntropy's), no value loss.
+// log-likelihood of targets (native.Model.CrossEntropy's), no value loss;
+// the log-softmax in float32 by native's kernel, as train's loss does.
 func sftLoss(targets []int32, weights []float32, vocab int) LossFunc {
 	return func(logits, _, dLogits, _ []float32) float64 {
+		copy(dLogits, logits)
+		native.LogSoftmaxRows(dLogits, vocab)
 		wsum := 0.0
 		for _, w := range weights {
 			wsum += float64(w)
 		}
 		loss := 0.0
 		for i, tg := range targets {
-			row := logits[i*vocab : (i+1)*vocab]
-			lp := LogProbs(row, nil, 1)
+			row := dLogits[i*vocab : (i+1)*vocab]
 			w := float64(weights[i]) / wsum
-			loss -= w * lp[tg]
-			for j := range row {
-				dLogits[i*vocab+j] = float32(w * math.Exp(lp[j]))
+			loss -= w * float64(row[tg])
+			for j, lp := range row {
+				row[j] = float32(w * math.Exp(float64(lp)))
 			}
-			dLogits[i*vocab+int(tg)] -= float32(w)
+			row[tg] -= float32(w)
 		}
 		return loss
 	}
@@ -184,7 +205,7 @@ func TestGomlxArchResolvesAsNative(t *testing.T) {
 				if lo.Rank > 0 {
 					storage = native.MatmulBF16
 				}
-				e, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{BaseStorage: storage})
+				e, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Backend: testBackend(t), BaseStorage: storage})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -217,7 +238,10 @@ func TestGomlxArchResolvesAsNative(t *testing.T) {
 // every trainable weight, and the same loss and gradients of a loss on
 // both heads; every family, full fine-tuning and LoRA on every target.
 func TestGomlxArchAgreesWithNative(t *testing.T) {
-	const tolOut, tolGrad = 1e-5, 1e-4 // relative to the largest |value| of each tensor
+	// Relative to the largest |value| of each tensor; measured on the CPU
+	// (pure-Go backend): at most 2.3e-6 and 8.6e-6. The margin is for the
+	// GPU's other summation orders (scripts/gpu_check.sh runs this there).
+	const tolOut, tolGrad = 2e-5, 1e-4
 	for _, v := range archVariants() {
 		for _, lo := range []native.LoRAConfig{{}, archLoRA(v.cfg)} {
 			t.Run(v.name+map[bool]string{true: "/lora", false: "/full"}[lo.Rank > 0], func(t *testing.T) {
@@ -328,7 +352,7 @@ func TestGomlxArchDecoder(t *testing.T) {
 				t.Helper()
 				for _, r := range rows {
 					want := lastLogits(t, e, seqs[r])
-					if diff := relErr(logits[r*vocab:(r+1)*vocab], want); diff > 1e-5 {
+					if diff := relErr(logits[r*vocab:(r+1)*vocab], want); diff > 2e-5 {
 						t.Errorf("%s, row %d: decoder logits differ from a full forward pass (relative %.2g)", step, r, diff)
 					}
 				}
@@ -442,7 +466,7 @@ func TestGomlxArchInitialWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Seed: 42})
+	e, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Backend: testBackend(t), Seed: 42})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +692,7 @@ func TestGomlxArchBF16Base(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	half, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Weights: ws, BaseStorage: "bf16"})
+	half, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Backend: testBackend(t), Weights: ws, BaseStorage: "bf16"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -695,7 +719,7 @@ func TestGomlxArchBF16Base(t *testing.T) {
 			t.Errorf("%s: Weights of the bfloat16 base is not the input rounded to bfloat16", got[i].Name)
 		}
 	}
-	ref, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Weights: rounded})
+	ref, err := NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Backend: testBackend(t), Weights: rounded})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -708,7 +732,7 @@ func TestGomlxArchBF16Base(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := relErr(gl, wl); d > 1e-6 {
+	if d := relErr(gl, wl); d > 1e-5 {
 		t.Errorf("logits of the bfloat16 base differ from float32 on rounded weights (relative %.2g)", d)
 	}
 	loss := sftLoss(targets, weights, v.cfg.Vocab)
@@ -765,7 +789,7 @@ func TestGomlxArchRefusals(t *testing.T) {
 			if tc.lora != nil {
 				l = tc.lora(l)
 			}
-			_, err := NewGomlxEngineArch(c, l, GomlxArchOptions{BaseStorage: tc.storage})
+			_, err := NewGomlxEngineArch(c, l, GomlxArchOptions{Backend: testBackend(t), BaseStorage: tc.storage})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("NewGomlxEngineArch: %v, want an error containing %q", err, tc.want)
 			}
@@ -774,8 +798,10 @@ func TestGomlxArchRefusals(t *testing.T) {
 }
 
 // TestGomlxOptimizerStateResumes: an engine given another's weights and
-// optimiser state continues its training bit for bit (Adam's moments and
-// step counters are all in the state), for mlerl's model and for LoRA.
+// optimiser state continues its training as the original does (Adam's
+// moments and step counters are all in the state), for mlerl's model and
+// for LoRA: bit for bit on the CPU; to 1e-6 where a GPU's scatter-adds
+// (the embedding's gradient) sum in another order each run.
 func TestGomlxOptimizerStateResumes(t *testing.T) {
 	cfg := tinyConfig()
 	v := archVariants()[1]
@@ -788,10 +814,10 @@ func TestGomlxOptimizerStateResumes(t *testing.T) {
 			if ws == nil {
 				ws = testWeights(cfg, 3)
 			}
-			return NewGoMLXEngine(cfg, nil, ws)
+			return NewGoMLXEngine(cfg, testBackend(t), ws)
 		}},
 		{"qwen2 lora", func(ws []Tensor) (Engine, error) {
-			return NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Weights: ws, Seed: 3})
+			return NewGomlxEngineArch(v.cfg, lo, GomlxArchOptions{Backend: testBackend(t), Weights: ws, Seed: 3})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -851,21 +877,66 @@ func TestGomlxOptimizerStateResumes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if la != lr || na != nr {
+				if math.Abs(la-lr) > 1e-6*la || math.Abs(na-nr) > 1e-6*na {
 					t.Errorf("step %d after resuming: loss %.7f, norm %.7f; the original's %.7f, %.7f", step, lr, nr, la, na)
 				}
 			}
 			wa, _ := a.Weights()
 			wr, _ := resumed.Weights()
+			exact := true
 			for i := range wa {
-				if !slices.Equal(wa[i].F32, wr[i].F32) {
-					t.Errorf("%s differs after 2 steps from the resumed state", wa[i].Name)
+				exact = exact && slices.Equal(wa[i].F32, wr[i].F32)
+				if d := relErr(wr[i].F32, wa[i].F32); d > 1e-6 {
+					t.Errorf("%s differs after 2 steps from the resumed state (relative %.2g)", wa[i].Name, d)
 				}
 			}
+			t.Logf("weights after resuming equal bit for bit: %v", exact)
 			bad := []Tensor{{Name: "gomlx:/token_embed/embeddings", Shape: []int{1}, F32: []float32{0}}}
 			if err := resumed.SetOptimizerState(bad); err == nil || !strings.Contains(err.Error(), "names a weight") {
 				t.Errorf("optimiser state naming a weight: %v, want a refusal", err)
 			}
 		})
+	}
+}
+
+// TestGomlxArchDetachValue: with DetachValue a value-only loss trains the
+// value head alone (the adapters get no gradient), without it the
+// adapters too; native agrees on both.
+func TestGomlxArchDetachValue(t *testing.T) {
+	v := archVariants()[0]
+	m, e := archPair(t, v.cfg, archLoRA(v.cfg), 23)
+	_, _, _, _, shared, sidx, _ := archBatches(v.cfg, 6)
+	valueOnly := func(_, values, _, dValues []float32) float64 {
+		l := 0.0
+		for i, x := range values {
+			l += 0.5 * float64(x-1) * float64(x-1)
+			dValues[i] = x - 1
+		}
+		return l
+	}
+	for _, detach := range []bool{true, false, true} {
+		e.SetOptim(OptimConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, DetachValue: detach})
+		m.DetachValue = detach
+		_, grads, err := e.Gradients(shared, sidx, valueOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, want := nativeGrads(t, m, shared, sidx, valueOnly)
+		var head, adapters float64
+		for i, g := range grads {
+			for _, x := range g.F32 {
+				if strings.HasPrefix(g.Name, "/value_head/") {
+					head += float64(x) * float64(x)
+				} else {
+					adapters += float64(x) * float64(x)
+				}
+			}
+			if d := relErr(g.F32, want[i].F32); d > 1e-4 {
+				t.Errorf("detach=%v: gradient of %s differs from native's (relative %.2g)", detach, g.Name, d)
+			}
+		}
+		if head == 0 || (detach && adapters != 0) || (!detach && adapters == 0) {
+			t.Errorf("detach=%v: |value head gradient|² %g, |adapter gradients|² %g", detach, head, adapters)
+		}
 	}
 }
