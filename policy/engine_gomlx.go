@@ -27,6 +27,10 @@ import (
 // (by XLA, seconds each on a GPU), so every varying size is padded up to
 // a bucket (see bucket): a batch's rows and width, its head positions,
 // a decoder's rows, distinct prompts and prompt length.
+//
+// NewGoMLXEngine builds mlerl's own model; NewGomlxEngineArch
+// (engine_gomlx_hf.go) any architecture of policy/native, the Hugging
+// Face families and LoRA among them, on the same machinery.
 
 // DefaultGoBackendConfig is the pure-Go backend's configuration when
 // GOMLX_BACKEND is not set. Ops run one after another (each op still uses

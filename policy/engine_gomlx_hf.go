@@ -46,7 +46,11 @@ import (
 //   - the value head (DetachValue as for mlerl's model);
 //   - LoRA (native.LoRAConfig) on any of q, k, v, o, gate, up, down, the
 //     base frozen (see archLinear); full fine-tuning without adapters;
-//   - a frozen base stored in bfloat16 (GomlxArchOptions.BaseStorage).
+//   - a frozen base stored in bfloat16 (GomlxArchOptions.BaseStorage);
+//   - generation with the decoder of mlerl's model: caches of KVHeads x
+//     HeadSize per token and layer, each distinct prompt prefilled once
+//     and its cache gathered into the rows that repeat it (the K samples
+//     of one state), logits and values at every step.
 //
 // Parameters have native's names, shapes ([in, out] dense weights) and
 // order (native.Model.Params), so weights move between the two engines and
