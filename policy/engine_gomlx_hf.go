@@ -371,7 +371,7 @@ func (a *gomlxArch) bias(t int) bool {
 
 // params lists the parameters in native's order (policy/native/params.go's
 // paramTable: the base in model order, the value head, the adapters);
-// TestGomlxArchParamsAsNative checks names, shapes and which train.
+// TestGomlxArchResolvesAsNative checks names, shapes and which train.
 func (a *gomlxArch) params() []GomlxParam {
 	c := a.c
 	d, v := c.DModel, c.Vocab
