@@ -240,7 +240,8 @@ func TestHFAdapterRoundTrip(t *testing.T) {
 // training step holds policy.json, the trainable tensors only and the
 // adapter in PEFT's layout; loaded back, its policy is the same base and
 // its engine the same logits, and the PEFT adapter read by hf.ReadAdapter
-// gives those logits in the reference forward.
+// gives those logits in the reference forward, as does the merged folder
+// the policy writes.
 func TestHFCheckpointRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	p := openTiny(t, "qwen2", "")
@@ -314,6 +315,52 @@ func TestHFCheckpointRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLogits(t, "the checkpoint's PEFT adapter", e, ref, toks)
+
+	// The merged folder: the base with the trained adapters folded in.
+	// With MLERL_POLICY_ROUNDTRIP_DIR set, the adapter, the merged folder
+	// and the engine's logits go there for `scripts/hf_reference.py check
+	// DIR`, which loads them with PEFT and transformers.
+	dir := os.Getenv("MLERL_POLICY_ROUNDTRIP_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(dir, "adapter"), os.DirFS(root)); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := TrainableWeights(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteMerged(filepath.Join(dir, "merged"), ws); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := hf.Load(filepath.Join(dir, "merged"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	mref, err := hf.NewReference(mc.Arch, mc.Weights, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLogits(t, "the merged folder", e, mref, toks)
+	b, idx = positionsBatch(toks)
+	logits, _, _ := e.Logits(b, idx)
+	v := len(logits) / len(toks)
+	rows := make([][]float64, len(toks))
+	ids := make([]int, len(toks))
+	for i := range rows {
+		ids[i] = int(toks[i])
+		for _, l := range logits[i*v : (i+1)*v] {
+			rows[i] = append(rows[i], float64(l))
+		}
+	}
+	out, _ := json.Marshal(map[string]any{"checkpoint": "ckpt/qwen2", "input_ids": [][]int{ids}, "logits": [][][]float64{rows}})
+	if err := os.WriteFile(filepath.Join(dir, "go_logits.json"), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestHFBadInput: what OpenHF and a checkpoint's reopening refuse, each in
