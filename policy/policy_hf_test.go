@@ -442,3 +442,77 @@ func TestHFBadInput(t *testing.T) {
 		}
 	})
 }
+
+// spikeEngine puts one id's logit far above the rest at every step.
+type spikeEngine struct {
+	randomEngine
+	ids []int32 // the ids to spike, step by step (the last one after)
+}
+
+func (e *spikeEngine) NewDecoder(rows int) (Decoder, error) { return &spikeDecoder{e: e, rows: rows}, nil }
+
+type spikeDecoder struct {
+	e          *spikeEngine
+	rows, step int
+}
+
+func (d *spikeDecoder) logits() []float32 {
+	v := d.e.cfg.Vocab
+	out := make([]float32, d.rows*v)
+	id := d.e.ids[min(d.step, len(d.e.ids)-1)]
+	for r := range d.rows {
+		out[r*v+int(id)] = 50
+	}
+	d.step++
+	return out
+}
+func (d *spikeDecoder) Prefill([][]int32) ([]float32, error) { return d.logits(), nil }
+func (d *spikeDecoder) Extend([][]int32) ([]float32, error)  { return d.logits(), nil }
+func (d *spikeDecoder) Close()                               {}
+
+// TestHFFreeDecoding: free decoding of a Hugging Face policy stops at any
+// of the checkpoint's stop ids (not only its end of turn), and never draws
+// an embedding row no tokenizer id reaches, however large its logit.
+func TestHFFreeDecoding(t *testing.T) {
+	p := openTiny(t, "qwen2", "")
+	prompt, err := p.EncodePrompt("Task: x\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.hf.Tokenizer.ID("A")
+	eos, _ := p.hf.Tokenizer.ID("<|endoftext|>")
+	pad := int32(p.Size() - 1) // qwen2's 640 rows hold 605 ids
+	if p.hf.Tokenizer.VocabSize() >= p.Size() {
+		t.Fatalf("the tiny checkpoint has no padding rows (%d ids in %d rows)", p.hf.Tokenizer.VocabSize(), p.Size())
+	}
+	tests := []struct {
+		name  string
+		spike []int32
+		want  []int32
+	}{
+		{"stops at <|endoftext|>", []int32{int32(a), int32(eos)}, []int32{int32(a), int32(eos)}},
+		{"stops at the end of turn", []int32{int32(a), int32(a), p.EOS()}, []int32{int32(a), int32(a), p.EOS()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gen := Generator{Engine: &spikeEngine{randomEngine: randomEngine{cfg: p.Model}, ids: tt.spike}, Policy: p}
+			out, err := gen.Generate([][]int32{prompt}, GenerateOptions{Temperature: 1, MaxNewTokens: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out[0].Tokens; !slices.Equal(got, tt.want) || !out[0].Stopped {
+				t.Errorf("got %v (stopped %v), want %v and stopped", got, out[0].Stopped, tt.want)
+			}
+		})
+	}
+	gen := Generator{Engine: &spikeEngine{randomEngine: randomEngine{cfg: p.Model}, ids: []int32{pad}}, Policy: p}
+	out, err := gen.Generate([][]int32{prompt}, GenerateOptions{Temperature: 1, MaxNewTokens: 20, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range out[0].Tokens {
+		if p.TokenBytes(tok) == nil && !p.IsStop(tok) {
+			t.Errorf("drew id %d, which stands for no text and is no stop (padding row %d spiked)", tok, pad)
+		}
+	}
+}
