@@ -94,9 +94,8 @@ func DefaultConfig() Config {
 	return Config{
 		Source: episode.DefaultSource(), Out: schemas.EvalResults.Name,
 		Splits: []string{schemas.HeldOut}, Methods: slices.DeleteFunc(slices.Clone(AllMethods), func(m string) bool { return m == MethodPolicy }), PerTask: 8, Seed: 1,
-		Budgets: policy.DefaultBudgets(),
 		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", PPOCheckpoint: policy.CheckpointSelected, Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
-		Temperature: 0.7, TopP: 0.95,
+		Temperature: 0.7, TopP: 0.95, Budgets: policy.DefaultBudgets(),
 		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true,
 		Steps: "steps",
 		Env:   env.DefaultConfig(), LLM: llm.DefaultConfig(),

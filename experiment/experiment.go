@@ -46,7 +46,7 @@ type Config struct {
 	// fine-tune, and an arm of its own evaluated as it is.
 	Policy  string `yaml:"policy" help:"mlerl (the grid trains mlerl's own model) or hf:DIR: every SFT arm fine-tunes this Hugging Face checkpoint (PPO arms start from it through their SFT checkpoint), and the grid adds the baseline arm policy, the folder (with adapter) evaluated as it is"`
 	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder on it (trained elsewhere): the policy arm evaluates base + adapter, and SFT starts from it"`
-	Report    string   `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
+	Report  string `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
 }
 
 // Arm is one line of the grid.

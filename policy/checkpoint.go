@@ -67,9 +67,9 @@ type Checkpoint struct {
 	Model  Config // model.json
 	// Policy, when saving, is the policy the engine runs (nil: mlerl's
 	// model with Vocab); its kind decides the layout.
-	Policy *Policy
-	Vocab  *Vocab  // vocab.json (mlerl's model)
-	Source *Source // policy.json (a Hugging Face policy)
+	Policy  *Policy
+	Vocab   *Vocab          // vocab.json (mlerl's model)
+	Source  *Source         // policy.json (a Hugging Face policy)
 	State   json.RawMessage // state.json
 	Metrics []string        // the JSON lines of metrics.jsonl
 	Weights []Tensor

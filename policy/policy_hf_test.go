@@ -449,7 +449,9 @@ type spikeEngine struct {
 	ids []int32 // the ids to spike, step by step (the last one after)
 }
 
-func (e *spikeEngine) NewDecoder(rows int) (Decoder, error) { return &spikeDecoder{e: e, rows: rows}, nil }
+func (e *spikeEngine) NewDecoder(rows int) (Decoder, error) {
+	return &spikeDecoder{e: e, rows: rows}, nil
+}
 
 type spikeDecoder struct {
 	e          *spikeEngine

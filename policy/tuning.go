@@ -51,7 +51,9 @@ func (l LoRAConfig) Validate() error {
 }
 
 // shortTarget is a target in native's short name ("q_proj" -> "q").
-func shortTarget(t string) string { return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(t)), "_proj") }
+func shortTarget(t string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(t)), "_proj")
+}
 
 // normalized is l with its targets short, unique and in loraShort's order.
 func (l LoRAConfig) normalized() LoRAConfig {

@@ -46,6 +46,8 @@ type PPOConfig struct {
 	Data   string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
 	States string `yaml:"states" help:"rl_states dataset in the data root (name or name/v<N>)"`
 	SFT    string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step is the start and the KL reference; mlerl's model or a Hugging Face policy, as its checkpoint records)"`
+	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
+	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
 	// Policy, when a Hugging Face folder, is the start and the KL
 	// reference instead of the SFT checkpoint (policy.ParseSpec).
 	Policy string `yaml:"policy" help:"mlerl: start from the sft checkpoint (whatever policy it trained); hf:DIR: start from this Hugging Face checkpoint folder instead (with adapter when given), which is then the KL reference, and sft is not read"`
@@ -57,8 +59,6 @@ type PPOConfig struct {
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning     policy.Tuning `yaml:",inline"`
 	SaveMerged string        `yaml:"save_merged" help:"with a Hugging Face policy: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint (empty: none; every checkpoint holds the PEFT adapter either way)"`
-	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
-	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
 	// Mode: step-wise (ML-Agent) or episode-wise PPO (the baseline arm).
 	Mode string `yaml:"mode" help:"step (actions from sampled expert states, ML-Agent) or episode (whole episodes from each task's initial state, the baseline)"`
 	// Env configures the environment of the env reward: budgets, reward

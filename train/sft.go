@@ -19,9 +19,9 @@ import (
 
 // SFTConfig is the config of `mlerl train sft`.
 type SFTConfig struct {
-	Data      string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
-	Examples  string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
-	Out       string `yaml:"out" help:"checkpoint folder inside the data root"`
+	Data     string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
+	Examples string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
+	Out      string `yaml:"out" help:"checkpoint folder inside the data root"`
 	// Policy is what trains: mlerl's own model from scratch, or a
 	// Hugging Face checkpoint folder fine-tuned (policy.ParseSpec).
 	Policy string `yaml:"policy" help:"the policy to train: mlerl (mlerl's own model, from scratch on a trimmed vocabulary) or hf:DIR (a Hugging Face checkpoint folder of a Llama, Qwen2 or Qwen3 model: its tokenizer, chat format and weights, fine-tuned with LoRA unless full_finetune)"`
@@ -30,8 +30,8 @@ type SFTConfig struct {
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning policy.Tuning `yaml:",inline"`
 	// SaveMerged writes the trained policy as a Hugging Face folder.
-	SaveMerged string    `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
-	Tokenizer  string    `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
 	VocabMinCount int                `yaml:"vocab_min_count" help:"keep corpus tokens seen at least this often (rarer ones are spelled with byte tokens)"`
