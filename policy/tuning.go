@@ -115,8 +115,14 @@ func (t Tuning) apply(c *Config) {
 		lo := t.LoRA.normalized()
 		c.LoRA = &lo
 	}
-	if c.LoRA == nil && c.BaseStorage == MatmulAuto {
+	switch {
+	case c.LoRA == nil:
 		c.BaseStorage = MatmulFP32 // every weight trains: nothing to store in bf16
+	case c.BaseStorage == MatmulAuto:
+		// What this CPU stores: model.json records what ran.
+		if r, err := native.ResolveMatmul(c.BaseStorage); err == nil {
+			c.BaseStorage = r
+		}
 	}
 }
 

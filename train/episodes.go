@@ -189,7 +189,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
-	return saveMerged(r.pol, r.policy, cfg.SaveMerged, log, "train ppo")
+	return r.s.saveMerged(r.pol, r.policy, cfg.SaveMerged, cfg.Out)
 }
 
 // collected is one update's rollout in live environments, credited: the

@@ -50,7 +50,7 @@ type PPOConfig struct {
 	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
 	// Policy, when a Hugging Face folder, is the start and the KL
 	// reference instead of the SFT checkpoint (policy.ParseSpec).
-	Policy string `yaml:"policy" help:"mlerl: start from the sft checkpoint (whatever policy it trained); hf:DIR: start from this Hugging Face checkpoint folder instead (with adapter when given), which is then the KL reference, and sft is not read"`
+	Policy string `yaml:"policy" help:"empty: start from the sft checkpoint, whatever policy it trained (mlerl's model or a Hugging Face one); hf:DIR: start from this Hugging Face checkpoint folder instead (with adapter when given), which is then the KL reference, and sft is not read"`
 	// Adapter is a PEFT adapter the Hugging Face policy starts from.
 	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder to start from (e.g. one LLaMA-Factory trained; empty: fresh adapters, the base itself)"`
 	// Budgets are a Hugging Face policy's token budgets when it starts
@@ -159,7 +159,7 @@ const (
 func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
-		Policy: policy.KindMLERL, Budgets: policy.DefaultBudgets(), Tuning: policy.DefaultTuning(),
+		Budgets: policy.DefaultBudgets(), Tuning: policy.DefaultTuning(),
 		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
 		Updates: 20, BatchSize: 32, GroupSize: 4, Horizon: 2, Credit: CreditFirst, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
@@ -292,7 +292,7 @@ func (c PPOConfig) Validate() error {
 	if c.Env.EditorKind == env.EditorLLM {
 		return config.Errorf("env.editor", c.Env.EditorKind, "is not available in train ppo, which has no llm endpoint (use %s)", env.EditorOffline)
 	}
-	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning); err != nil {
+	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning, true); err != nil {
 		return err
 	}
 	if err := config.Nest("model", c.Budgets.Validate()); err != nil {
@@ -490,7 +490,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
-	return saveMerged(r.pol, r.policy, cfg.SaveMerged, log, "train ppo")
+	return r.s.saveMerged(r.pol, r.policy, cfg.SaveMerged, cfg.Out)
 }
 
 // begin does what every PPO loop does before its first update: the

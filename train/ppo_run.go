@@ -17,6 +17,7 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/policy/native"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -50,9 +51,6 @@ type ppoRun struct {
 // the reference and, unless resuming, the start; and the PPO checkpoint
 // to resume from.
 func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, error) {
-	if err := mergedTargetFree(cfg.SaveMerged); err != nil {
-		return nil, fmt.Errorf("train ppo: %w", err)
-	}
 	s, states, _, err := openStage(ctx, "train ppo", cfg.Data, cfg.States, schemas.RLStates,
 		func(r schemas.RLState) string { return r.Split }, log)
 	if err != nil {
@@ -61,10 +59,16 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 	if states, err = restrictTasks(states, cfg.StateTasks, log); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
+	if err := s.mergedTargetFree(cfg.SaveMerged, cfg.Out); err != nil {
+		return nil, fmt.Errorf("train ppo: %w", err)
+	}
 	r := &ppoRun{cfg: cfg, s: s, states: states}
 	start, err := r.startPolicy(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.SaveMerged != "" && r.pol.Kind() != policy.KindHF {
+		return nil, fmt.Errorf("train ppo: save_merged %s: writes a Hugging Face folder, and the SFT policy in %s is mlerl's own model: drop the key", cfg.SaveMerged, s.st.URI(cfg.SFT))
 	}
 	if cfg.MaxNewTokens > r.pol.Model.ResponseTokens {
 		return nil, fmt.Errorf("train ppo: max_new_tokens %d exceeds the policy's model.response_tokens %d (its context holds prompt_tokens %d + response_tokens)", cfg.MaxNewTokens, r.pol.Model.ResponseTokens, r.pol.Model.PromptTokens)
@@ -165,7 +169,8 @@ func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 			lo := *m.LoRA
 			lo.Dropout = 0
 			m.LoRA = &lo
-		} else if m.BaseStorage == policy.MatmulAuto {
+			m.BaseStorage, _ = native.ResolveMatmul(m.BaseStorage) // what this CPU stores
+		} else {
 			m.BaseStorage = policy.MatmulFP32 // every weight trains
 		}
 		start.Model = *m

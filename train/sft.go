@@ -109,7 +109,7 @@ func (c SFTConfig) Validate() error {
 	case c.Matmul == policy.MatmulBF16 && c.Engine != policy.EngineNative:
 		return config.Errorf("matmul", c.Matmul, "bf16 products are the %s engine's (engine is %s): use auto or fp32", policy.EngineNative, c.Engine)
 	}
-	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning); err != nil {
+	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning, false); err != nil {
 		return err
 	}
 	if kind, _, _ := policy.ParseSpec(c.Policy); kind == policy.KindHF {
@@ -173,9 +173,6 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
-	if err := mergedTargetFree(cfg.SaveMerged); err != nil {
-		return fmt.Errorf("train sft: %w", err)
-	}
 	s, train, val, err := openStage(ctx, "train sft", cfg.Data, cfg.Examples, schemas.SFTExamples,
 		func(r schemas.SFTExample) string { return r.Split }, log)
 	if err != nil {
@@ -187,6 +184,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				rs[i].Response = TerseResponse(rs[i].Response)
 			}
 		}
+	}
+	if err := s.mergedTargetFree(cfg.SaveMerged, cfg.Out); err != nil {
+		return fmt.Errorf("train sft: %w", err)
 	}
 	var state sftState
 	pol, ck, err := sftStart(ctx, s, cfg, train, &state)
@@ -303,7 +303,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train sft: done, checkpoint %s\n", s.st.URI(cfg.Out))
-	return saveMerged(pol, eng, cfg.SaveMerged, log, "train sft")
+	return s.saveMerged(pol, eng, cfg.SaveMerged, cfg.Out)
 }
 
 // sftStart resumes from the latest checkpoint in cfg.Out (filling state),

@@ -128,18 +128,20 @@ func (s *stage) interrupted(ctx context.Context, what, dir string) error {
 }
 
 // validatePolicy checks the keys that choose and train the policy, the
-// same in train sft and train ppo: policy (mlerl or hf:DIR), adapter and
-// save_merged only with a Hugging Face policy, and the tuning.
-func validatePolicy(spec, adapter, saveMerged string, t policy.Tuning) error {
+// same in train sft and train ppo: policy (mlerl or hf:DIR), adapter only
+// with a Hugging Face policy, save_merged too unless fromCheckpoint (train
+// ppo, whose policy is the SFT checkpoint's unless hf:DIR names one: it
+// is checked once that checkpoint is read), and the tuning.
+func validatePolicy(spec, adapter, saveMerged string, t policy.Tuning, fromCheckpoint bool) error {
 	kind, _, err := policy.ParseSpec(spec)
 	switch {
 	case err != nil:
 		return config.Errorf("policy", spec, "%v", err)
 	case adapter != "" && kind != policy.KindHF:
 		return config.Errorf("adapter", adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
-	case saveMerged != "" && kind != policy.KindHF:
+	case saveMerged != "" && kind != policy.KindHF && !fromCheckpoint:
 		return config.Errorf("save_merged", saveMerged, "writes a Hugging Face folder: it needs policy hf:DIR (mlerl's own model has no Hugging Face form)")
-	case kind == policy.KindHF:
+	case kind == policy.KindHF || fromCheckpoint:
 		return t.Validate()
 	}
 	return nil
@@ -192,44 +194,59 @@ func describeModel(pol *policy.Policy) string {
 }
 
 // saveMerged writes a Hugging Face policy's trained model, adapters
-// merged, as a Hugging Face folder in dir (nothing when dir is empty).
-func saveMerged(pol *policy.Policy, eng policy.Engine, dir string, log io.Writer, stage string) error {
+// merged, as a Hugging Face folder in dir (nothing when dir is empty),
+// with mergedMark naming the checkpoint folder it came from: a rerun of
+// the same run (resumed, or already done) writes it again over its own.
+func (s *stage) saveMerged(pol *policy.Policy, eng policy.Engine, dir, out string) error {
 	if dir == "" {
 		return nil
 	}
-	ws, err := policy.TrainableWeights(eng)
-	if err != nil {
-		return fmt.Errorf("%s: save_merged: %w", stage, err)
+	if err := s.mergedTargetFree(dir, out); err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
 	}
-	if pol.Model.LoRA == nil {
-		if ws, err = eng.Weights(); err != nil {
-			return fmt.Errorf("%s: save_merged: %w", stage, err)
-		}
+	ws, err := policy.TrainableWeights(eng)
+	if err == nil && pol.Model.LoRA == nil {
+		ws, err = eng.Weights()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: save_merged: %w", s.name, err)
+	}
+	if err := os.RemoveAll(dir); err != nil { // empty, or this run's own (mergedTargetFree)
+		return fmt.Errorf("%s: save_merged: %w", s.name, err)
 	}
 	if err := pol.WriteMerged(dir, ws); err != nil {
-		return fmt.Errorf("%s: save_merged %s: %w", stage, dir, err)
+		return fmt.Errorf("%s: save_merged %s: %w", s.name, dir, err)
 	}
-	fmt.Fprintf(log, "%s: wrote the merged model to %s (a Hugging Face folder: transformers' from_pretrained and vLLM load it)\n", stage, dir)
+	mark, _ := json.Marshal(map[string]string{"checkpoints": s.st.URI(out), "note": "written by mlerl's save_merged; a rerun of the same run replaces this folder"})
+	if err := os.WriteFile(filepath.Join(dir, mergedMark), mark, 0o644); err != nil {
+		return fmt.Errorf("%s: save_merged: %w", s.name, err)
+	}
+	fmt.Fprintf(s.log, "%s: wrote the merged model to %s (a Hugging Face folder: transformers' from_pretrained and vLLM load it)\n", s.name, dir)
 	return nil
 }
 
+// mergedMark is the file that tells a merged folder which run wrote it.
+const mergedMark = "mlerl_merged.json"
+
 // mergedTargetFree refuses, before any training, a save_merged folder
-// that exists and is not empty: the merged model is written at the end,
-// into a new folder only.
-func mergedTargetFree(dir string) error {
+// that exists and is neither empty nor this run's own (its mergedMark
+// names out): the merged model is written at the end of the run.
+func (s *stage) mergedTargetFree(dir, out string) error {
 	if dir == "" {
 		return nil
 	}
 	ents, err := os.ReadDir(dir)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) || err == nil && len(ents) == 0:
 		return nil
 	case err != nil:
 		return config.Errorf("save_merged", dir, "%v", err)
-	case len(ents) > 0:
-		return config.Errorf("save_merged", dir, "exists and is not empty: name a new folder (the merged model is written there at the end of the run)")
 	}
-	return nil
+	var mark map[string]string
+	if b, err := os.ReadFile(filepath.Join(dir, mergedMark)); err == nil && json.Unmarshal(b, &mark) == nil && mark["checkpoints"] == s.st.URI(out) {
+		return nil
+	}
+	return config.Errorf("save_merged", dir, "exists and is not empty (nor this run's merged folder): name a new folder (the merged model is written there at the end of the run)")
 }
 
 // peakRSSGiB is this process's peak resident memory so far, in GiB.

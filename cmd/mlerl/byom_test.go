@@ -74,7 +74,8 @@ func byomRoot(t *testing.T) string {
 // TestBringYourOwnModel: a tiny checkpoint of each architecture (Llama
 // with SmolLM2's ChatML, Qwen2, Qwen3) through `train sft --policy hf:DIR`
 // (LoRA, a merged folder saved), `train ppo` from that checkpoint (2
-// updates) and `evaluate` (1 task; the SFT and PPO checkpoints, and the
+// updates, a merged folder saved, then rerun: it resumes done and writes
+// its merged folder again) and `evaluate` (1 task; the SFT and PPO checkpoints, and the
 // base with the PEFT adapter PPO wrote as method policy). Every
 // checkpoint is loaded back: each step's mlerl checkpoint resumes its
 // policy, its PEFT adapter read by hf.ReadAdapter gives the reference
@@ -113,9 +114,10 @@ func TestBringYourOwnModel(t *testing.T) {
 			}
 			compareLogits(t, "the merged folder", engineOf(t, st, sub), ref)
 
+			ppoMerged := filepath.Join(t.TempDir(), "ppo-merged")
 			ppo := []string{"train", "ppo", "--data", root, "--sft", "checkpoints/" + arch + "-sft", "--out", "checkpoints/" + arch + "-ppo",
 				"--updates=2", "--batch_size=2", "--group_size=1", "--advantage=critic", "--critic_warmup=1", "--gen_batch=2", "--minibatches=1",
-				"--horizon=1", "--reward=format", "--checkpoint_every=1", "--max_new_tokens=64", "--base_storage=fp32"}
+				"--horizon=1", "--reward=format", "--checkpoint_every=1", "--max_new_tokens=64", "--base_storage=fp32", "--save_merged", ppoMerged}
 			if _, err := run(t, ppo...); err != nil {
 				t.Fatalf("train ppo: %v", err)
 			}
@@ -124,10 +126,21 @@ func TestBringYourOwnModel(t *testing.T) {
 				t.Errorf("ppo's latest checkpoint is %s, want update 2's", ppoSub)
 			}
 			checkHFCheckpoint(t, st, ppoSub, base)
-			// A rerun resumes: the run is done, nothing more to train.
+			// A rerun resumes: the run is done, nothing more to train, and
+			// its merged folder is written again over its own.
 			if _, err := run(t, ppo...); err != nil {
 				t.Fatalf("train ppo again (resume): %v", err)
 			}
+			pm, err := hf.Load(ppoMerged)
+			if err != nil {
+				t.Fatalf("ppo's merged folder: %v", err)
+			}
+			defer pm.Close()
+			pref, err := hf.NewReference(pm.Arch, pm.Weights, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareLogits(t, "ppo's merged folder", engineOf(t, st, ppoSub), pref)
 
 			adapter := filepath.Join(root, ppoSub, policy.AdapterFolder)
 			out := "eval-" + arch
