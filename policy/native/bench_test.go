@@ -373,6 +373,7 @@ func BenchmarkGenerate(b *testing.B) {
 				for i := range rows {
 					c.Reset(i)
 				}
+				m.PackWeights(c) // once per prefill, as the policy's decoder does (engine_native.go)
 				logits, err := m.Extend(c, all, prompts)
 				if err != nil {
 					b.Fatal(err)
@@ -437,6 +438,7 @@ func BenchmarkGenerateShared(b *testing.B) {
 				for i := range rows {
 					c.Reset(i)
 				}
+				m.PackWeights(c) // once per prefill, as the policy's decoder does (engine_native.go)
 				first, err := m.Extend(c, firsts, prompts)
 				if err != nil {
 					b.Fatal(err)

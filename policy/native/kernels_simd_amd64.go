@@ -136,14 +136,13 @@ func gemv512(x, b []float32, ldb int, y []float32, acc bool) {
 	j := 0
 	for ; j+64 <= n; j += 64 {
 		var y0, y1, y2, y3 f16
-		p := unsafe.Add(bp, j*4)
-		for _, xk := range x {
+		for kk, xk := range x {
+			p := unsafe.Add(bp, uintptr(j*4)+uintptr(kk)*stride) // never past B's last row (checkptr)
 			xv := archsimd.BroadcastFloat32x16(xk)
 			y0 = load16(p).MulAdd(xv, y0)
 			y1 = load16(unsafe.Add(p, 64)).MulAdd(xv, y1)
 			y2 = load16(unsafe.Add(p, 128)).MulAdd(xv, y2)
 			y3 = load16(unsafe.Add(p, 192)).MulAdd(xv, y3)
-			p = unsafe.Add(p, stride)
 		}
 		yp := unsafe.Pointer(&y[j])
 		if acc {
@@ -185,14 +184,13 @@ func gemv256(x, b []float32, ldb int, y []float32, acc bool) {
 	j := 0
 	for ; j+32 <= n; j += 32 {
 		var y0, y1, y2, y3 f8
-		p := unsafe.Add(bp, j*4)
-		for _, xk := range x {
+		for kk, xk := range x {
+			p := unsafe.Add(bp, uintptr(j*4)+uintptr(kk)*stride) // never past B's last row (checkptr)
 			xv := archsimd.BroadcastFloat32x8(xk)
 			y0 = load8(p).MulAdd(xv, y0)
 			y1 = load8(unsafe.Add(p, 32)).MulAdd(xv, y1)
 			y2 = load8(unsafe.Add(p, 64)).MulAdd(xv, y2)
 			y3 = load8(unsafe.Add(p, 96)).MulAdd(xv, y3)
-			p = unsafe.Add(p, stride)
 		}
 		yp := unsafe.Pointer(&y[j])
 		if acc {
@@ -248,21 +246,24 @@ func gemvRows256(x, b []float32, ldb int, y []float32, acc bool) {
 	for j0 := 0; j0 < n; j0 += 512 {
 		nb := min(512, n-j0)
 		t := unsafe.Pointer(&buf[0])
-		row := unsafe.Pointer(&b[j0])
+		// Row kk's segment: computed where it is read, never stepped past
+		// B's last row (checkptr, under -race, rejects a pointer beyond
+		// the allocation even unread).
+		base := unsafe.Pointer(&b[j0])
+		at := func(kk int) unsafe.Pointer { return unsafe.Add(base, uintptr(kk)*stride) }
 		kk := 0
 		// The first row sets the sums (no zeroing pass).
 		{
 			xv := archsimd.BroadcastFloat32x8(x[0])
 			for j := 0; j < nb; j += 8 {
-				store8(load8(unsafe.Add(row, j*4)).Mul(xv), unsafe.Add(t, j*4))
+				store8(load8(unsafe.Add(base, j*4)).Mul(xv), unsafe.Add(t, j*4))
 			}
-			row = unsafe.Add(row, stride)
 			kk = 1
 		}
 		for ; kk+4 <= k; kk += 4 {
 			x0, x1 := archsimd.BroadcastFloat32x8(x[kk]), archsimd.BroadcastFloat32x8(x[kk+1])
 			x2, x3 := archsimd.BroadcastFloat32x8(x[kk+2]), archsimd.BroadcastFloat32x8(x[kk+3])
-			r1, r2, r3 := unsafe.Add(row, stride), unsafe.Add(row, 2*stride), unsafe.Add(row, 3*stride)
+			row, r1, r2, r3 := at(kk), at(kk+1), at(kk+2), at(kk+3)
 			for j := 0; j < nb; j += 8 {
 				o := uintptr(j * 4)
 				v := load8(unsafe.Add(t, o))
@@ -272,15 +273,14 @@ func gemvRows256(x, b []float32, ldb int, y []float32, acc bool) {
 				v = load8(unsafe.Add(r3, o)).MulAdd(x3, v)
 				store8(v, unsafe.Add(t, o))
 			}
-			row = unsafe.Add(row, 4*stride)
 		}
 		for ; kk < k; kk++ {
 			xv := archsimd.BroadcastFloat32x8(x[kk])
+			row := at(kk)
 			for j := 0; j < nb; j += 8 {
 				o := uintptr(j * 4)
 				store8(load8(unsafe.Add(row, o)).MulAdd(xv, load8(unsafe.Add(t, o))), unsafe.Add(t, o))
 			}
-			row = unsafe.Add(row, stride)
 		}
 		yp := unsafe.Pointer(&y[j0])
 		for j := 0; j < nb; j += 8 {

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""The tables of scripts/bench.sh, from the rows it recorded; standard
+library only.
+
+    bench_report.py record COND RESULTS NOTES < lines   # one PyTorch process's JSON lines into RESULTS and NOTES
+    bench_report.py RESULTS FLOPS NOTES                 # every table, as markdown, on stdout
+
+RESULTS: COND BENCH IMPL THREADS TOK_S TOK_CPU_S per line (tab-separated;
+IMPL native-fp32, native-bf16, native-copy, torch-<mode>, or for the
+peaks native / torch). FLOPS: BENCH and model FLOPs per token (from the
+native benchmarks). NOTES: COND BENCH IMPL THREADS COMPILE_S RECOMPILES
+ERROR for every PyTorch mode that ran or was skipped.
+"""
+import collections
+import json
+import sys
+
+NAN = float("nan")
+MODES = [("torch-eager-fp32", "eager fp32"), ("torch-eager-bf16", "eager bf16"),
+         ("torch-compile-fp32", "compiled fp32"), ("torch-compile-bf16", "compiled bf16")]
+LABEL = dict(MODES)
+ROWS = [("sft-full", "SFT, bench shape, LM head at every position (real tokens)"),
+        ("sft-targets", "SFT, bench shape, LM head at the targets (real tokens)"),
+        ("sftdemo-full", "SFT, demo recipe's shape, LM head at every position (real tokens)"),
+        ("sftdemo-targets", "SFT, demo recipe's shape, LM head at the targets (real tokens)"),
+        ("ppo-unshared-sample", "PPO learner, each sample with its prompt (sample tokens)"),
+        ("ppo-shared-sample", "PPO learner, shared prompts (sample tokens)"),
+        ("gen-b1", "generation, batch 1 (new tokens, prefill included)"),
+        ("gen-b8", "generation, batch 8 (new tokens, prefill included)"),
+        ("gen-b32", "generation, 32 rows on 8 shared prompts (new tokens, prefill included)")]
+
+
+def record(cond, results, notes):
+    """Appends each JSON line on stdin (bench_torch*.py) to the two files.
+    PPO rows count sample tokens, what the step represents."""
+    with open(results, "a") as res, open(notes, "a") as nts:
+        for line in sys.stdin:
+            if not line.startswith("{"):
+                continue
+            j = json.loads(line)
+            name = j["bench"]
+            unit = "new" if name.startswith("gen") else "real"
+            if name.startswith("ppo"):
+                name, unit = name + "-sample", "sample"
+            impl, t = "torch-" + j["mode"], j["threads"]
+            if "error" not in j:
+                res.write(f"{cond}\t{name}\t{impl}\t{t}\t{j[unit + '_tok_per_s']}\t{j[unit + '_tok_per_cpu_s']}\n")
+            err = j.get("error", "")
+            if j.get("forced_bf16"):
+                err += "bf16 forced without avx512_bf16: checking only"
+            nts.write(f"{cond}\t{name}\t{impl}\t{t}\t{j.get('compile_s', '')}\t{j.get('recompiles_timed', '')}\t{err}\n")
+
+
+class Data:
+    def __init__(self, results, flops, notes):
+        self.rows = collections.OrderedDict()
+        for line in open(results):
+            cond, name, impl, threads, tok, cpu = line.rstrip("\n").split("\t")
+            self.rows[(cond, name, impl, int(threads))] = (float(tok or "nan"), float(cpu or "nan"))
+        self.flop = {}
+        for line in open(flops):
+            name, f = line.rstrip("\n").split("\t")
+            if f:
+                self.flop[name] = float(f)
+        self.notes = collections.OrderedDict()
+        for line in open(notes):
+            cond, name, impl, threads, comp, recomp, err = line.rstrip("\n").split("\t")
+            self.notes[(cond, name, impl, int(threads))] = (comp, recomp, err)
+        self.conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in dict(ROWS) for k in self.rows)]
+
+    def get(self, cond, name, impl, t):
+        return self.rows.get((cond, name, impl, t), (NAN, NAN))
+
+    def native(self, cond, name, t=2):
+        """The engine as the product runs it: bf16 training products where
+        measured (the CPU has AVX512_BF16), else float32."""
+        for impl in ("native-bf16", "native-fp32"):
+            v = self.get(cond, name, impl, t)
+            if v[0] == v[0]:
+                return impl, v
+        return "native-fp32", (NAN, NAN)
+
+    def best(self, cond, names, i, impls=None):
+        """The best PyTorch (value, impl, threads) on metric i (0 wall, 1
+        CPU) over impls and every thread count and name in names."""
+        top = (NAN, None, None)
+        for (c, n, impl, t), v in self.rows.items():
+            if c == cond and n in names and impl.startswith("torch-") and (impls is None or impl in impls):
+                if v[i] == v[i] and not (top[0] >= v[i]):
+                    top = (v[i], impl, t)
+        return top
+
+    def why_missing(self, cond, name, impl):
+        errs = {e for (c, n, m, _), (_, _, e) in self.notes.items() if c == cond and n == name and m == impl and e}
+        if not errs:
+            return "-"
+        e = sorted(errs)[0]
+        if "not run" in e:
+            return "not run"
+        return "compile failed" if e.startswith("compile failed") else "failed"
+
+
+def num(v):
+    return f"{v:,.0f}" if v == v else "-"
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}x" if a == a and b == b and b > 0 else "-"
+
+
+def where(impl, t):
+    return f"{LABEL.get(impl, impl)}, {t} thread{'s' if t != 1 else ''}" if impl else "-"
+
+
+def report(d):
+    get = d.get
+    print()
+    print("### the machine's GEMM peak (one 2,048^3 float32 product; GFLOP/s, per CPU-second in brackets)")
+    print()
+    print("| threads | native | PyTorch | peak (the better) |")
+    print("|---:|---:|---:|---:|")
+    gemm = {}
+    for t in (1, 2):
+        n, p = get("idle", "gemm", "native", t), get("idle", "gemm", "torch", t)
+        gemm[t] = max(n[0], p[0])
+        print(f"| {t} | {n[0]:,.1f} ({n[1]:,.1f}) | {p[0]:,.1f} ({p[1]:,.1f}) | {gemm[t]:,.1f} ({max(n[1], p[1]):,.1f}) |")
+
+    print()
+    print("### the machine's FMA peak (register-only float32 fused multiply-adds, the widest vectors the CPU has; GFLOP/s, per CPU-second in brackets), and the GEMM peak as a share of it")
+    print()
+    print("| threads | FMA peak | GEMM peak / FMA peak | bf16 dot-product peak (VDPBF16PS) |")
+    print("|---:|---:|---:|---:|")
+    fma, fma_cpu, bfp, bfp_cpu = {}, 0.0, {}, 0.0
+    for t in (1, 2):
+        f, h = get("idle", "fma", "native", t), get("idle", "bf16peak", "native", t)
+        fma[t], bfp[t] = f[0], h[0]
+        fma_cpu, bfp_cpu = max(fma_cpu, f[1]), max(bfp_cpu, h[1])
+        hcell = f"{h[0]:,.1f} ({h[1]:,.1f})" if h[0] == h[0] else "- (no AVX512_BF16)"
+        print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {gemm[t] / f[0] * 100:.0f}% | {hcell} |")
+
+    rows = [(n, label) for n, label in ROWS if any(k[1] == n for k in d.rows)]
+    for cond in d.conds:
+        for i, what in ((0, "tokens/s"), (1, "tokens per CPU-second")):
+            print()
+            print(f"### native / PyTorch 2.x, {cond}: {what}")
+            print()
+            print("Native: GOMAXPROCS=2, bf16 products where the row has them (SFT on AVX512_BF16), else float32. "
+                  "PyTorch: each configuration's better thread count, in brackets; the ratio is against the best of them.")
+            print()
+            print("| benchmark | native | PyTorch eager fp32 | eager bf16 | compiled fp32 | compiled bf16 | best PyTorch | **native / best** |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
+            for name, label in rows:
+                impl, nv = d.native(cond, name)
+                cells = []
+                for m, _ in MODES:
+                    v, _, t = d.best(cond, {name}, i, {m})
+                    cells.append(f"{num(v)} ({t})" if v == v else d.why_missing(cond, name, m))
+                b, bimpl, bt = d.best(cond, {name}, i)
+                print(f"| {label} | {num(nv[i])} ({impl[len('native-'):]}) | " + " | ".join(cells)
+                      + f" | {num(b)} ({where(bimpl, bt)}) | **{ratio(nv[i], b)}** |")
+
+    print()
+    print("### the ratio that counts: native / the best PyTorch 2.x configuration (which one in brackets)")
+    print()
+    print("PPO learner: the native engine's shared-prompt packing against PyTorch's better packing.")
+    print()
+    heads = [f"{c}{', per CPU-second' if i else ''}" for c in d.conds for i in (0, 1)]
+    print("| benchmark | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(heads))
+    below = []
+    for name, label in rows:
+        if name == "ppo-unshared-sample":
+            continue
+        names = {name, "ppo-unshared-sample"} if name == "ppo-shared-sample" else {name}
+        cells = []
+        for cond in d.conds:
+            _, nv = d.native(cond, name)
+            for i in (0, 1):
+                b, bimpl, bt = d.best(cond, names, i)
+                if bimpl and name.startswith("ppo"):
+                    bimpl_l = where(bimpl, bt) + (", unshared" if d.get(cond, "ppo-unshared-sample", bimpl, bt)[i] == b else ", shared")
+                else:
+                    bimpl_l = where(bimpl, bt)
+                cells.append(f"**{ratio(nv[i], b)}** ({bimpl_l})")
+                if nv[i] == nv[i] and b == b and nv[i] < b:
+                    below.append(f"{label}, {cond}{', per CPU-second' if i else ', wall'}: {nv[i] / b:.2f}x")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    if below:
+        print("Below 1.0x the best PyTorch configuration:")
+        print()
+        for b in below:
+            print(f"- {b}")
+    else:
+        print("Every row is at or above 1.0x the best PyTorch configuration, per wall second and per CPU-second, in every condition measured.")
+
+    if any(k[2] == "native-bf16" for k in d.rows):
+        print()
+        print("### float32 against float32: native float32 / the best PyTorch float32 configuration")
+        print()
+        print("| benchmark | " + " | ".join(heads) + " |")
+        print("|---|" + "---:|" * len(heads))
+        for name, label in rows:
+            cells = []
+            for cond in d.conds:
+                nv = d.get(cond, name, "native-fp32", 2)
+                for i in (0, 1):
+                    b, bimpl, bt = d.best(cond, {name}, i, {"torch-eager-fp32", "torch-compile-fp32"})
+                    cells.append(f"{ratio(nv[i], b)} ({where(bimpl, bt)})")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+
+    comp = [(k, v) for k, v in d.notes.items() if k[2].startswith("torch-compile")]
+    if comp:
+        print()
+        print("### torch.compile: compile time (s, the warm-up's wall time beyond what its steps take compiled) and recompiles during the timed steps")
+        print()
+        print("Each run starts with an empty Inductor cache (TORCHINDUCTOR_CACHE_DIR in the run's temporary folder): the first compile of a graph is cold, later ones (the other thread count, the contended half) may hit the cache.")
+        print()
+        cols = [(c, m) for c in d.conds for m in ("torch-compile-fp32", "torch-compile-bf16")]
+        print("| benchmark | threads | " + " | ".join(f"{LABEL[m]}, {c}" for c, m in cols) + " | recompiles while timed |")
+        print("|---|---:|" + "---:|" * len(cols) + "---:|")
+        threads = sorted({k[3] for k, _ in comp})
+        for name, label in rows:
+            for t in threads:
+                cells, rec = [], 0
+                for c, m in cols:
+                    cs, rc, err = d.notes.get((c, name, m, t), ("", "", ""))
+                    cells.append(cs if cs else ("failed" if err and "not run" not in err else "-"))
+                    rec += int(rc or 0)
+                if any(x != "-" for x in cells):
+                    print(f"| {name} | {t} | " + " | ".join(cells) + f" | {rec} |")
+
+    errs = collections.OrderedDict()
+    for (c, n, m, t), (_, _, e) in d.notes.items():
+        if e:
+            errs.setdefault(e, []).append(f"{n} {LABEL.get(m, m)} ({c}, {t} thread{'s' if t != 1 else ''})")
+    if errs:
+        print()
+        print("PyTorch configurations that did not run or failed:")
+        print()
+        for e, at in errs.items():
+            shown = ", ".join(at[:6]) + (f" and {len(at) - 6} more" if len(at) > 6 else "")
+            print(f"- {e}: {shown}")
+
+    print()
+    print("### model FLOP utilisation against the FMA peak (float32) or the bf16 dot-product peak (bf16), at the same thread count (per CPU-second against the peak per CPU-second, in brackets)")
+    print()
+    print("model FLOPs: the matrix products of the step (dense layers per token, attention per real query-key pair, LM head where it runs), backward = 2x forward (policy/native/bench_test.go; the PPO and 32-row rows do not report them). The peaks are the idle half's. PyTorch: its best configuration per wall second.")
+    print()
+    print("| condition | benchmark | MFLOP per token | native | best PyTorch |")
+    print("|---|---|---:|---:|---:|")
+
+    def mfu(impl, t, v, f):
+        bf16 = impl.endswith("bf16")
+        pk, pkc = (bfp.get(t, NAN), bfp_cpu) if bf16 else (fma.get(t, NAN), fma_cpu)
+        if not (v[0] == v[0] and f == f and pk == pk):
+            return "-"
+        return f"{v[0] * f / 1e9 / pk * 100:.1f}% ({v[1] * f / 1e9 / pkc * 100:.1f}%)"
+
+    for cond in d.conds:
+        for name, label in rows:
+            f = d.flop.get(name, NAN)
+            if f != f:
+                continue
+            impl, nv = d.native(cond, name)
+            b, bimpl, bt = d.best(cond, {name}, 0)
+            bv = d.get(cond, name, bimpl, bt) if bimpl else (NAN, NAN)
+            print(f"| {cond} | {name} | {f / 1e6:.2f} | {impl[len('native-'):]}: {mfu(impl, 2, nv, f)} | {where(bimpl, bt)}: {mfu(bimpl or '', bt, bv, f)} |")
+
+    bf16rows = [("sft-full", "SFT, bench shape, LM head at every position"), ("sft-targets", "SFT, bench shape, LM head at the targets only"),
+                ("sftdemo-full", "SFT, demo recipe's shape, LM head at every position"), ("sftdemo-targets", "SFT, demo recipe's shape, LM head at the targets only")]
+    if any(k[2] == "native-bf16" for k in d.rows):
+        for cond in d.conds:
+            print()
+            print(f"### bf16 products vs float32, same engine, same run, {cond} (native, GOMAXPROCS=2): real tokens/s (per CPU-second in brackets)")
+            print()
+            print("bf16: the dense layers' and the attention's products (heads of 64 values or more) with bf16 inputs and float32 sums (AVX512_BF16), float32 weights and optimizer state; MFU against the FMA peak (float32) and the bf16 dot-product peak (bf16), 2 threads.")
+            print()
+            print("| benchmark | float32 | bf16 | bf16 / float32 | per CPU-second | MFU float32 | MFU bf16 |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
+            for name, label in bf16rows:
+                a, b = get(cond, name, "native-fp32", 2), get(cond, name, "native-bf16", 2)
+                f = d.flop.get(name, NAN)
+                print(f"| {label} | {a[0]:,.0f} ({a[1]:,.0f}) | {b[0]:,.0f} ({b[1]:,.0f}) | **{b[0] / a[0]:.2f}x** | **{b[1] / a[1]:.2f}x** "
+                      f"| {a[0] * f / 1e9 / fma[2] * 100:.1f}% | {b[0] * f / 1e9 / bfp[2] * 100:.1f}% |")
+            if any(k[0] == cond and k[1].startswith("pair-") for k in d.rows):
+                print()
+                print(f"The same ratio with the two paths' steps interleaved in one process (BenchmarkSFTStepPair: same batches, one step each in turn; a shared host's drift falls on both), {cond}:")
+                print()
+                print("| benchmark | bf16 / float32, wall | per CPU-second |")
+                print("|---|---:|---:|")
+                for name, label in bf16rows:
+                    shape = "demo" if name.startswith("sftdemo") else "bench"
+                    r = get(cond, f"pair-{shape}-{name.split('-')[1]}", "native", 2)
+                    print(f"| {label} | {r[0]:.2f}x | **{r[1]:.2f}x** |")
+
+    if any(k[1] == "ppo-sft" for k in d.rows):
+        print()
+        print("### PPO learner step vs SFT step, same engine and shape (native, GOMAXPROCS=2, idle; BenchmarkPPOLearner)")
+        print()
+        print("| step | real tok/s (per CPU-s) | sample tok/s (per CPU-s) | real tok/s vs SFT | per CPU-s vs SFT |")
+        print("|---|---:|---:|---:|---:|")
+        sft = get("idle", "ppo-sft", "native-fp32", 2)
+        for sub, label in (("sft", "SFT, same samples and head positions"), ("unshared", "PPO, each sample with its prompt"), ("shared", "PPO, shared prompts (Batch.Prefix)")):
+            r, smp = get("idle", f"ppo-{sub}", "native-fp32", 2), get("idle", f"ppo-{sub}-sample", "native-fp32", 2)
+            print(f"| {label} | {r[0]:,.0f} ({r[1]:,.0f}) | {smp[0]:,.0f} ({smp[1]:,.0f}) | **{r[0] / sft[0]:.2f}x** | {r[1] / sft[1]:.2f}x |")
+
+    if any(k[1].startswith("peer-") for k in d.rows):
+        print()
+        print("### generation, native vs ONNX Runtime on the same weights (demo shape, 448-token prompts, 96 new tokens; GOMAXPROCS=2 and 2 intra-op threads, idle; BenchmarkGeneratePeer): tokens/s (per CPU-second in brackets)")
+        print()
+        print("ORT: ONNX Runtime with policy/onnxpeer's graphs; its intra-op threads spin between tasks by default (\"spin\"); \"in place\" decodes with the cache updated in place (Graphs.DecodeInPlace) instead of the standard past -> present copy. Ratios: native / ORT.")
+        print()
+        print("| batch | phase | native | ORT, spin | ORT, no spin | ORT, in place, no spin | ratio vs spin | per CPU-s | ratio vs no spin | per CPU-s | ratio vs in place | per CPU-s |")
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for b in (1, 32):
+            for phase, label in (("prefill", "prefill (prompt tok/s)"), ("decode", "decode (new tok/s)"), ("new", "whole generation (new tok/s)")):
+                n, *ort = (get("idle", f"peer-b{b}-{phase}", impl, 2) for impl in ("native", "ort", "ort-nospin", "ort-inplace-nospin"))
+                print(f"| {b} | {label} | {n[0]:,.0f} ({n[1]:,.0f}) | " + " | ".join(f"{o[0]:,.0f} ({o[1]:,.0f})" for o in ort) + " | "
+                      + " | ".join(f"**{n[0] / o[0]:.2f}x** | {n[1] / o[1]:.2f}x" for o in ort) + " |")
+
+    if "contended" in d.conds:
+        print()
+        print("### idle vs one core busy (`taskset -c 0 yes`): tokens/s and slowdown (idle / contended)")
+        print()
+        print("| benchmark | side | idle | contended | slowdown |")
+        print("|---|---|---:|---:|---:|")
+        for name, label in rows:
+            impl, _ = d.native("idle", name)
+            sides = [(impl, 2, f"native ({impl[len('native-'):]}), GOMAXPROCS=2"), (impl, 1, f"native ({impl[len('native-'):]}), GOMAXPROCS=1")]
+            for side in sides:
+                a, b = get("idle", name, side[0], side[1])[0], get("contended", name, side[0], side[1])[0]
+                if a == a or b == b:  # BENCH_QUICK has no GOMAXPROCS=1
+                    print(f"| {name} | {side[2]} | {num(a)} | {num(b)} | {ratio(a, b)} |")
+            a, ai, at = d.best("idle", {name}, 0)
+            b, bi, bt = d.best("contended", {name}, 0)
+            if a == a or b == b:
+                print(f"| {name} | best PyTorch (idle: {where(ai, at)}; contended: {where(bi, bt)}) | {num(a)} | {num(b)} | {ratio(a, b)} |")
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "record":
+        record(*sys.argv[2:])
+    elif len(sys.argv) == 4:
+        report(Data(*sys.argv[1:]))
+    else:
+        sys.exit("usage: bench_report.py record COND RESULTS NOTES < lines | bench_report.py RESULTS FLOPS NOTES")
+
+
+if __name__ == "__main__":
+    main()
