@@ -8,10 +8,12 @@
 // out, merged folders). Then: a decoder-only transformer with
 // rotary positions (config.go), its two engines behind one interface
 // (engine.go: the native CPU engine of policy/native, the default on CPU,
-// and GoMLX for XLA on a GPU; buildEngine is where the engine key
-// chooses), checkpoints both engines read (checkpoint.go; a Hugging Face
-// policy's add policy.json and the PEFT adapter), the tokenizer and the trimmed vocabulary with byte
-// fallback (tokenizer.go, vocab.go), the one prompt-fitting rule that
+// and GoMLX for XLA on a GPU, every architecture of policy/native
+// (engine_gomlx_hf.go; engine_gomlx_policy.go builds it for a Hugging
+// Face policy); buildEngine is where the engine key chooses),
+// checkpoints both engines read (checkpoint.go; a Hugging Face policy's
+// add policy.json and the PEFT adapter), the tokenizer and the trimmed
+// vocabulary with byte fallback (tokenizer.go, vocab.go), the one prompt-fitting rule that
 // SFT, PPO and evaluation share (prompt.go), batched generation with a KV
 // cache (generate.go), the MLAB action grammar that constrains decoding
 // (grammar.go), and the policy as an env/agents.Agent (agent.go).

@@ -309,12 +309,10 @@ func buildEngine(name string, cfg Config, seed uint64, weights []Tensor, base we
 		}
 		return newNativeArch(cfg, seed, base, weights)
 	case EngineGoMLX:
-		if !cfg.Standard() {
-			// The GoMLX engine of the Hugging Face architectures is on its
-			// way (policy/engine_gomlx*.go); until then, one line.
-			return nil, fmt.Errorf("engine %s: the GoMLX engine does not run Hugging Face architectures yet: use --engine %s", EngineGoMLX, EngineNative)
+		if cfg.Standard() {
+			return NewGoMLXEngine(cfg, nil, weights)
 		}
-		return NewGoMLXEngine(cfg, nil, weights)
+		return newGomlxPolicyEngine(cfg, seed, base, weights)
 	}
 	return nil, fmt.Errorf("engine %q is not known (known: %s, %s)", name, EngineNative, EngineGoMLX)
 }

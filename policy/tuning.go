@@ -79,7 +79,7 @@ type Tuning struct {
 	// BaseStorage is native.Options.BaseStorage for the frozen base.
 	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (bf16 where the CPU has AVX512_BF16, else fp32), bf16 or fp32"`
 	// Recompute is native.Options.Recompute.
-	Recompute bool `yaml:"recompute" help:"Hugging Face policies: keep only each block's input in the forward pass and recompute its activations in the backward pass (a fraction of the memory for about one more forward of time)"`
+	Recompute bool `yaml:"recompute" help:"Hugging Face policies: keep only each block's input in the forward pass and recompute its activations in the backward pass (a fraction of the memory for about one more forward of time; the native engine's: XLA plans GoMLX's memory itself)"`
 }
 
 // DefaultTuning is LoRA of rank 16 and alpha 32 with dropout 0.05 on

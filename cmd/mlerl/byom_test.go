@@ -80,7 +80,8 @@ func byomRoot(t *testing.T) string {
 // checkpoint is loaded back: each step's mlerl checkpoint resumes its
 // policy, its PEFT adapter read by hf.ReadAdapter gives the reference
 // forward the engine's logits, and the merged folder loads as a
-// checkpoint with those logits too.
+// checkpoint with those logits too. Then Qwen3 again on the GoMLX
+// engine (byomGomlx).
 func TestBringYourOwnModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains and evaluates three policies")
@@ -171,6 +172,38 @@ func TestBringYourOwnModel(t *testing.T) {
 				t.Errorf("evaluated methods %v, want %v", methods, want)
 			}
 		})
+	}
+	t.Run("qwen3-gomlx", func(t *testing.T) { byomGomlx(t, root) })
+}
+
+// byomGomlx: the same stages with --engine gomlx (GoMLX's pure-Go
+// backend here, XLA on a GPU): the tiny Qwen3 checkpoint through train
+// sft, train ppo (1 update) and evaluate (the PPO checkpoint, 1 task).
+// What GoMLX trained is a checkpoint like native's: only the adapters
+// and value head, and its PEFT adapter gives the reference forward the
+// logits of the native engine loading it.
+func byomGomlx(t *testing.T, root string) {
+	st := store.NewLocal(root)
+	base := tinyCheckpoint("qwen3")
+	budgets := []string{"--model.ctx=1024", "--model.prompt_tokens=800", "--model.response_tokens=160"}
+	sft := append([]string{"train", "sft", "--engine=gomlx", "--data", root, "--policy", "hf:" + base, "--out", "checkpoints/gomlx-sft",
+		"--epochs=1", "--batch_rows=2", "--lora.rank=4", "--lora.alpha=8", "--base_storage=fp32"}, budgets...)
+	if _, err := run(t, sft...); err != nil {
+		t.Fatalf("train sft: %v", err)
+	}
+	checkHFCheckpoint(t, st, latestStep(t, st, "checkpoints/gomlx-sft"), base)
+	ppo := []string{"train", "ppo", "--engine=gomlx", "--data", root, "--sft", "checkpoints/gomlx-sft", "--out", "checkpoints/gomlx-ppo",
+		"--updates=1", "--batch_size=2", "--group_size=1", "--advantage=critic", "--critic_warmup=1", "--gen_batch=2", "--minibatches=1",
+		"--horizon=1", "--reward=format", "--max_new_tokens=32", "--base_storage=fp32"}
+	if _, err := run(t, ppo...); err != nil {
+		t.Fatalf("train ppo: %v", err)
+	}
+	checkHFCheckpoint(t, st, latestStep(t, st, "checkpoints/gomlx-ppo"), base)
+	eval := append([]string{"evaluate", "--engine=gomlx", "--data", root, "--out", "eval-gomlx", "--report", filepath.Join(t.TempDir(), "report"),
+		"--methods=sft+ppo", "--ppo", "checkpoints/gomlx-ppo", "--only=election-vote", "--per_task=1", "--env.max_steps=1",
+		"--max_new_tokens=32", "--workers=1"}, budgets...)
+	if _, err := run(t, eval...); err != nil {
+		t.Fatalf("evaluate: %v", err)
 	}
 }
 
@@ -309,7 +342,7 @@ func TestBringYourOwnModelRefusals(t *testing.T) {
 
 // TestBringYourOwnModelRunRefusals: what is refused once a stage opens the
 // policy (a missing folder, an unsupported architecture, an adapter of
-// another base, the GoMLX engine, a save_merged folder in use), each in
+// another base, a save_merged folder in use), each in
 // one line, before any checkpoint is written.
 func TestBringYourOwnModelRunRefusals(t *testing.T) {
 	if testing.Short() {
@@ -335,7 +368,6 @@ func TestBringYourOwnModelRunRefusals(t *testing.T) {
 		{"missing folder", []string{"train", "sft", "--policy", "hf:/no/such/model"}, "/no/such/model"},
 		{"unsupported architecture", []string{"train", "sft", "--policy", "hf:" + mistral}, "config.json"},
 		{"adapter of another base", []string{"train", "ppo", "--policy", llama, "--adapter", lora}, "the adapter must be made for"},
-		{"the GoMLX engine", []string{"train", "sft", "--policy", qwen, "--engine=gomlx"}, "the GoMLX engine does not run Hugging Face architectures yet: use --engine native"},
 		{"save_merged into a folder in use", []string{"train", "sft", "--policy", qwen, "--save_merged", used}, "exists and is not empty"},
 		{"evaluate an adapter of another base", []string{"evaluate", "--methods=policy", "--policy", llama, "--adapter", lora, "--out", "eval-bad"}, "the adapter must be made for"},
 	}
