@@ -3,6 +3,9 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"sync"
+
+	"github.com/gomlx/compute"
 
 	"github.com/mlerl/mlerl/policy/native"
 )
@@ -61,9 +64,33 @@ func newGomlxPolicyEngine(cfg Config, seed uint64, base weightSource, weights []
 			return nil, err
 		}
 	}
-	e, err := NewGomlxEngineArch(cfg.Native(), lora, GomlxArchOptions{Weights: all, Seed: seed, BaseStorage: cfg.BaseStorage})
+	backend, err := policyBackend()
+	if err != nil {
+		return nil, err
+	}
+	e, err := NewGomlxEngineArch(cfg.Native(), lora, GomlxArchOptions{Backend: backend, Weights: all, Seed: seed, BaseStorage: cfg.BaseStorage})
 	if err != nil {
 		return nil, err
 	}
 	return &gomlxPolicyEngine{gomlxEngine: e.(*gomlxEngine), cfg: cfg}, nil
+}
+
+// policyBackend is the one backend of every Hugging Face policy's GoMLX
+// engine in the process: train ppo holds two (the policy and its
+// reference), and on a GPU each backend is a PJRT client that reserves
+// its own share of the device's memory.
+func policyBackend() (compute.Backend, error) {
+	sharedPolicyBackend.once.Do(func() {
+		sharedPolicyBackend.b, sharedPolicyBackend.err = NewBackend()
+	})
+	if sharedPolicyBackend.err != nil {
+		return nil, fmt.Errorf("policy gomlx: GoMLX backend: %w", sharedPolicyBackend.err)
+	}
+	return sharedPolicyBackend.b, nil
+}
+
+var sharedPolicyBackend struct {
+	once sync.Once
+	b    compute.Backend
+	err  error
 }
