@@ -112,24 +112,25 @@ func TestFullVocabularyMasks(t *testing.T) {
 	}
 }
 
-// BenchmarkGrammarMaskQwen3 measures constrained decoding's grammar work
-// per generated token over Qwen3's whole vocabulary (151,669 ids with
-// text in 151,936 rows): following a response token by token as the
-// policy writes it, each step's mask (the precomputed free-text tokens
-// and a walk of the rest inside free text; the trie walk at choices,
-// literals and numbers), the forced tokens (tokenising the completion)
-// and the automaton's step. Every step computes a mask here, also where
-// generation would jump forward, so it bounds the cost from above. terse
-// is what a terse SFT policy writes (an edit with one of the task's
-// ideas), full an answer with free-text Reflection and Thought. sample
-// is the sampler's log-softmax and draw over 151,936 logits under a mask,
-// per row and token (not the grammar's: the price of the vocabulary's
-// size itself). The log says how long the tables took to build, once.
-func BenchmarkGrammarMaskQwen3(b *testing.B) {
-	p := qwenVocabPolicy(b)
-	t0 := time.Now()
-	p.tables()
-	b.Logf("the tables of %d ids took %v to build (once per vocabulary)", p.Size(), time.Since(t0).Round(time.Millisecond))
+// BenchmarkGrammarMask measures constrained decoding's grammar work per
+// generated token, over Qwen3's whole vocabulary (qwen3-151k: 151,669 ids
+// with text in 151,936 rows, as a Hugging Face policy decodes) and over
+// mlerl's trimmed vocabulary (mlerl-trimmed: the Qwen tokenizer trimmed
+// to the ideas catalog, a task script and the grammar's text, as
+// newGrammarWorld builds it; a trained mlerl policy's trims to its SFT
+// corpus, of the same order): following a response token by token as
+// the policy writes it, each step's mask (the precomputed free-text
+// tokens and a walk of the rest inside free text; the trie walk at
+// choices, literals and numbers), the forced tokens (tokenising the
+// completion) and the automaton's step. Every step computes a mask here,
+// also where generation would jump forward, so it bounds the cost from
+// above. terse is what a terse SFT policy writes (an edit with one of the
+// task's ideas), full an answer with free-text Reflection and Thought.
+// sample is the sampler's log-softmax and draw over the vocabulary's
+// logits under a mask, per row and token (not the grammar's: the price of
+// the vocabulary's size itself). ns/token is per generated token; the log
+// says how long each vocabulary's tables took to build, once.
+func BenchmarkGrammarMask(b *testing.B) {
 	w := newGrammarWorld(b)
 	idea := NewGrammarContext(w.state, nil, true).Ideas[0]
 	responses := map[string]struct {
@@ -141,52 +142,61 @@ func BenchmarkGrammarMaskQwen3(b *testing.B) {
 			"Thought: Run the edited script to measure whether the scaled features help the logistic regression.\n" +
 			"Action: Execute Script\nAction Input: {\n    \"script_name\": \"train.py\"\n}", false},
 	}
-	for _, name := range []string{"terse", "full"} {
-		r := responses[name]
-		b.Run(name, func(b *testing.B) {
-			toks, err := p.Encode(r.text)
-			if err != nil {
-				b.Fatal(err)
-			}
-			gc := NewGrammarContext(w.state, nil, r.oneLine)
-			gen := Generator{Policy: p}
-			mask := NewBitset(p.Size())
-			b.ResetTimer()
-			for range b.N {
-				c := gen.ActionGrammar(gc)
-				for k, tok := range toks {
-					if _, err := c.Forced(160 - k); err != nil {
-						b.Fatal(err)
-					}
-					clear(mask)
-					if err := c.Allowed(mask, 160-k); err != nil {
-						b.Fatal(err)
-					}
-					if !mask.Has(tok) {
-						b.Fatalf("token %d %q is not allowed after %q", k, p.TokenBytes(tok), p.Decode(toks[:k]))
-					}
-					if err := c.Accept(tok); err != nil {
-						b.Fatal(err)
+	for _, vocab := range []struct {
+		name string
+		p    *Policy
+	}{{"qwen3-151k", qwenVocabPolicy(b)}, {"mlerl-trimmed", w.gen.Policy}} {
+		p := vocab.p
+		t0 := time.Now()
+		p.tables()
+		b.Logf("%s: the tables of %d ids took %v to build (once per vocabulary)", vocab.name, p.Size(), time.Since(t0).Round(time.Millisecond))
+		for _, name := range []string{"terse", "full"} {
+			r := responses[name]
+			b.Run(vocab.name+"/"+name, func(b *testing.B) {
+				toks, err := p.Encode(r.text)
+				if err != nil {
+					b.Fatal(err)
+				}
+				gc := NewGrammarContext(w.state, nil, r.oneLine)
+				gen := Generator{Policy: p}
+				mask := NewBitset(p.Size())
+				b.ResetTimer()
+				for range b.N {
+					c := gen.ActionGrammar(gc)
+					for k, tok := range toks {
+						if _, err := c.Forced(160 - k); err != nil {
+							b.Fatal(err)
+						}
+						clear(mask)
+						if err := c.Allowed(mask, 160-k); err != nil {
+							b.Fatal(err)
+						}
+						if !mask.Has(tok) {
+							b.Fatalf("token %d %q is not allowed after %q", k, p.TokenBytes(tok), p.Decode(toks[:k]))
+						}
+						if err := c.Accept(tok); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(toks)), "ns/token")
+				b.ReportMetric(float64(len(toks)), "tokens")
+			})
+		}
+		b.Run(vocab.name+"/sample", func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			logits := make([]float32, p.Size())
+			for i := range logits {
+				logits[i] = float32(rng.NormFloat64())
 			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(toks)), "grammar-µs/token")
-			b.ReportMetric(float64(len(toks)), "tokens")
+			var smp sampler
+			opts := GenerateOptions{Temperature: 1}
+			b.ResetTimer()
+			for range b.N {
+				smp.prepare(logits, p.FreeMask(), opts)
+				smp.draw(rng)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/token")
 		})
 	}
-	b.Run("sample", func(b *testing.B) {
-		rng := rand.New(rand.NewPCG(1, 2))
-		logits := make([]float32, p.Size())
-		for i := range logits {
-			logits[i] = float32(rng.NormFloat64())
-		}
-		var smp sampler
-		opts := GenerateOptions{Temperature: 1}
-		b.ResetTimer()
-		for range b.N {
-			smp.prepare(logits, p.FreeMask(), opts)
-			smp.draw(rng)
-		}
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/token")
-	})
 }
