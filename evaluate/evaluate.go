@@ -53,7 +53,7 @@ type Config struct {
 	Out     string   `yaml:"out" help:"name of the eval_results dataset to write"`
 	Splits  []string `yaml:"splits" help:"splits to evaluate, each reported separately: held-out, held-in"`
 	Only    []string `yaml:"only" help:"task ids to evaluate (empty: every task of the splits)"`
-	Methods []string `yaml:"methods" help:"methods: initial, random, expert, llm (needs llm.base_url), sft, sft+ppo; llm without an endpoint and policies without a checkpoint are skipped with a note"`
+	Methods []string `yaml:"methods" help:"methods: initial, random, expert, llm (needs llm.base_url), sft, sft+ppo, policy (the Hugging Face folder the policy key names); llm without an endpoint and policies without a checkpoint are skipped with a note"`
 	PerTask int      `yaml:"per_task" help:"trajectories per task and method (avg@N, best@N)"`
 	// PolicyPerTask trades statistical power for time: on CPU the trained
 	// policies' generation is the slowest part of an evaluation.

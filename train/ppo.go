@@ -58,7 +58,7 @@ type PPOConfig struct {
 	Budgets policy.Budgets `yaml:"model"`
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning     policy.Tuning `yaml:",inline"`
-	SaveMerged string        `yaml:"save_merged" help:"with a Hugging Face policy: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	SaveMerged string        `yaml:"save_merged" help:"with a Hugging Face policy: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint (empty: none; every checkpoint holds the PEFT adapter either way)"`
 	// Mode: step-wise (ML-Agent) or episode-wise PPO (the baseline arm).
 	Mode string `yaml:"mode" help:"step (actions from sampled expert states, ML-Agent) or episode (whole episodes from each task's initial state, the baseline)"`
 	// Env configures the environment of the env reward: budgets, reward

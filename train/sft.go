@@ -30,7 +30,7 @@ type SFTConfig struct {
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning policy.Tuning `yaml:",inline"`
 	// SaveMerged writes the trained policy as a Hugging Face folder.
-	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
 	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
