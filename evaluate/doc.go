@@ -20,7 +20,12 @@
 //   - expert: [agents.Scripted], the built-in expert of the rollouts.
 //   - llm: [agents.LLM] on the configured endpoint (only with llm.base_url).
 //   - sft, sft+ppo: the trained policy ([policy.LoadAgent]) from the latest
-//     checkpoint of the SFT and PPO folders (`mlerl train sft|ppo`).
+//     checkpoint of the SFT and PPO folders (`mlerl train sft|ppo`):
+//     mlerl's own model or a Hugging Face policy, whichever the checkpoint
+//     holds (its policy.json names the base).
+//   - policy: a Hugging Face checkpoint folder (policy hf:DIR, with a PEFT
+//     adapter when adapter names one) evaluated as it is
+//     ([policy.OpenHFAgent]): a base model, or one fine-tuned elsewhere.
 //
 // Every method gets the same N trajectories per task (per_task, 8 by
 // default; policy_per_task may give the trained policies only the first

@@ -563,9 +563,19 @@ func (e *gomlxEngine) gradients(b Batch, idx []int32, loss LossFunc, rng *tensor
 
 // Weights returns every weight in checkpoint order, as float32 (a
 // bfloat16 base widened).
-func (e *gomlxEngine) Weights() ([]Tensor, error) {
+func (e *gomlxEngine) Weights() ([]Tensor, error) { return e.weights(false) }
+
+// TrainableWeights returns the weights that train, in checkpoint order:
+// every one of mlerl's model, the adapters and value head of a frozen
+// base (what a checkpoint of it holds; the base stays on the device).
+func (e *gomlxEngine) TrainableWeights() ([]Tensor, error) { return e.weights(true) }
+
+func (e *gomlxEngine) weights(trainable bool) ([]Tensor, error) {
 	var out []Tensor
 	for _, p := range e.params {
+		if trainable && !p.Trainable {
+			continue
+		}
 		v := e.store.GetVariable(p.Name)
 		if v == nil {
 			return nil, fmt.Errorf("policy gomlx: no variable %s", p.Name)

@@ -68,11 +68,11 @@ func hfNativeConfig(a *hf.Arch, invFreq []float64) native.Config {
 		TiedEmbed: a.TieWordEmbeddings, InvFreq: invFreq}
 }
 
-// hfNames maps native parameter names to Hugging Face's (the table of
+// gomlxHFNames maps GoMLX parameter names to Hugging Face's (the table of
 // policy/native's doc.go), with whether the tensor is a Linear weight
 // stored [out, in] (transposed to native's [in, out]). The value head has
 // none.
-var hfNames = func() []struct {
+var gomlxHFNames = func() []struct {
 	re        *regexp.Regexp
 	hf        string
 	transpose bool
@@ -105,23 +105,12 @@ var hfNames = func() []struct {
 
 // hfName is native's name's Hugging Face tensor ("" when none).
 func hfName(name string) (string, bool) {
-	for _, r := range hfNames {
+	for _, r := range gomlxHFNames {
 		if r.re.MatchString(name) {
 			return r.re.ReplaceAllString(name, r.hf), r.transpose
 		}
 	}
 	return "", false
-}
-
-// transposed returns the transpose of src (rows x cols, row-major).
-func transposed(src []float32, rows, cols int) []float32 {
-	out := make([]float32, len(src))
-	for r := range rows {
-		for c := range cols {
-			out[c*rows+r] = src[r*cols+c]
-		}
-	}
-	return out
 }
 
 // hfEngine loads a checkpoint (and, when adapterDir is not "", a PEFT

@@ -16,7 +16,8 @@
 #      backend really is the CUDA one; then the same for the Hugging Face
 #      architectures (policy/engine_gomlx_hf_test.go: tiny Llama, Qwen2,
 #      Qwen3 shapes, full and LoRA, decoder, LoRA training, dropout, a bf16
-#      base, optimiser state; and transformers' / PEFT's references);
+#      base, optimiser state; and transformers' / PEFT's references; and
+#      the tiny checkpoints as policies, engine gomlx against native);
 #   3b. times the Qwen2.5-0.5B shape (random weights) on the GPU
 #      (TestGPUHFShape): LoRA SFT steps/s (rank 16 on every target, 4 rows
 #      of the demo recipe's 640 tokens) and generation steps/s (8 rows from
@@ -221,7 +222,8 @@ grep -h -m 1 'GPU backend:' "$WORK/logs/agreement.log" | sed 's/.*GPU backend: /
 # --- 3b. Hugging Face architectures: agreement, then the 0.5B shape's speed ----
 if [ "$HF" = 1 ]; then
 	HF_TESTS=(TestGomlxArchAgreesWithNative TestGomlxArchDecoder TestGomlxArchLoRATrains TestGomlxArchDropout
-		TestGomlxArchBF16Base TestGomlxArchDetachValue TestGomlxOptimizerStateResumes TestGomlxArchHFReference TestGomlxArchHFReferenceLoRA)
+		TestGomlxArchBF16Base TestGomlxArchDetachValue TestGomlxOptimizerStateResumes TestGomlxArchHFReference TestGomlxArchHFReferenceLoRA
+		TestHFPolicyGomlx)
 	step hf-agreement 300 env -C "$PWD/policy" GOMLX_BACKEND="$BACKEND,tf32=false" \
 		"$WORK/policy.test" -test.count=1 -test.v -test.run "^($(IFS='|'; echo "${HF_TESTS[*]}"))\$"
 	for t in "${HF_TESTS[@]}"; do

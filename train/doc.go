@@ -25,6 +25,10 @@
 //     asynchronous collector of the duration-aware paper, episodes.go the
 //     episode-wise baseline (mode episode).
 //
-// The model and its engines live in policy/ (the native CPU engine in
-// policy/native, GoMLX for XLA); this package only drives them.
+// Which model trains is the `policy` key: mlerl's own (trained from
+// scratch) or a Hugging Face folder (hf:DIR, fine-tuned with LoRA by
+// default); both stages ask the policy.Policy for everything model-
+// specific, so the loops above are the same for both. The model and its
+// engines live in policy/ (the native CPU engine in policy/native, GoMLX
+// for XLA); this package only drives them.
 package train
