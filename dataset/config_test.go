@@ -21,6 +21,7 @@ func TestConfigValidate(t *testing.T) {
 		{"plan_variants", func(c *Config) { c.PlanVariants = -1 }, "plan_variants -1: must not be negative (0: no variants)"},
 		{"per_stratum", func(c *Config) { c.PerStratum = -3 }, "per_stratum -3: must not be negative (0: every expert state)"},
 		{"workers", func(c *Config) { c.Workers = -2 }, "workers -2: must not be negative (0: one per core)"},
+		{"sharegpt_cutoff_len", func(c *Config) { c.SharegptCutoffLen = -1 }, "sharegpt_cutoff_len -1: must not be negative (0: no warning)"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()

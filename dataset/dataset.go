@@ -18,6 +18,7 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/policy/hf"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -40,6 +41,8 @@ type Config struct {
 	Exports             bool   `yaml:"exports" help:"write the ShareGPT (sft) and verl (rl_states) exports under exports/<name>/v<N>/"`
 	VerlPrompt          string `yaml:"verl_prompt" help:"verl export's prompt: compact (the policy's input, one user message) or full (system: role, tools, answer format; user: the state)"`
 	VerlMaxPromptLength int    `yaml:"verl_max_prompt_length" help:"warn when a verl export prompt is longer than this many tokens: verl's data.max_prompt_length (0: no check)"`
+	SharegptCutoffLen   int    `yaml:"sharegpt_cutoff_len" help:"warn when a ShareGPT export example (prompt and answer) is longer than this many tokens: LLaMA-Factory's cutoff_len, which cuts longer prompts without a word (0: no check)"`
+	ExportTokenizer     string `yaml:"export_tokenizer" help:"Hugging Face checkpoint folder whose tokenizer and chat template count the exports' tokens, as verl and LLaMA-Factory count them when they train that model (empty: Qwen3's tokenizer and template)"`
 	ValPerTask          int    `yaml:"val_per_task" help:"verl validation file: initial states (one per sampled plan) of each held-out task the rollout did not visit"`
 	Workers             int    `yaml:"workers" help:"tokenizer goroutines (0: one per core)"`
 }
@@ -49,14 +52,16 @@ type Config struct {
 // tokens), every expert edit also 4 plan variants (sharing its weight),
 // and every step an RL state; exports on, verl's with the compact prompt,
 // checked against verl's default max_prompt_length (512), and 4 initial
-// states per held-out task in its validation file.
+// states per held-out task in its validation file; the ShareGPT examples
+// checked against LLaMA-Factory's default cutoff_len (2048); tokens
+// counted as Qwen3's tokenizer and template count them.
 func DefaultConfig() Config {
 	sft, rl := DefaultSFTOptions(), DefaultRLOptions()
 	return Config{
 		Data: "./data", Steps: schemas.Steps.Name, SFT: schemas.SFTExamples.Name, RLStates: schemas.RLStates.Name,
 		ErrorSteps: sft.ErrorSteps, MaxTokens: sft.MaxTokens, HeldOutValidation: sft.HeldOutValidation, PlanVariants: 4,
 		PerStratum: rl.PerStratum, Seed: rl.Seed, Exports: true,
-		VerlPrompt: string(PromptCompact), VerlMaxPromptLength: 512, ValPerTask: 4,
+		VerlPrompt: string(PromptCompact), VerlMaxPromptLength: 512, SharegptCutoffLen: 2048, ValPerTask: 4,
 	}
 }
 
@@ -89,6 +94,8 @@ func (c *Config) Validate() error {
 		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
 	case c.VerlMaxPromptLength < 0:
 		return config.Errorf("verl_max_prompt_length", c.VerlMaxPromptLength, "must not be negative (0: no warning)")
+	case c.SharegptCutoffLen < 0:
+		return config.Errorf("sharegpt_cutoff_len", c.SharegptCutoffLen, "must not be negative (0: no warning)")
 	case c.ValPerTask < 0:
 		return config.Errorf("val_per_task", c.ValPerTask, "must not be negative")
 	}
@@ -234,7 +241,18 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		task: func(e schemas.SFTExample) (string, string) { return e.TaskID, e.Split },
 	}
 	form, _ := ParsePromptForm(cfg.VerlPrompt, PromptCompact) // checked by Validate
-	exp := exportConfig{count: tok.Count, verlPrompt: form, maxPromptLength: cfg.VerlMaxPromptLength, log: log}
+	exp := exportConfig{count: QwenChat(tok.Count), tokenizer: TokenizerQwen3, verlPrompt: form,
+		maxPromptLength: cfg.VerlMaxPromptLength, cutoffLen: cfg.SharegptCutoffLen, log: log}
+	if cfg.Exports && cfg.ExportTokenizer != "" {
+		// The trainers count with the model's own tokenizer and template;
+		// a tiny or foreign vocabulary can double Qwen3's counts.
+		c, err := hf.Load(cfg.ExportTokenizer)
+		if err != nil {
+			return fmt.Errorf("dataset: export_tokenizer: %w", err)
+		}
+		defer c.Close()
+		exp.count, exp.tokenizer = CheckpointChat(c), cfg.ExportTokenizer
+	}
 	if cfg.Exports {
 		sftOut.exports = exp.sft
 	}

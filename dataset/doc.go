@@ -50,9 +50,14 @@
 // the MLAgentBench prompt (4-8k tokens) as a system message (role, tool
 // list, answer format) and a user message (the state). The ShareGPT file
 // always carries the full prompt so split, with the tools also as JSON.
-// stats.md reports each export's prompt token lengths as a Qwen3 chat
-// template counts them ([ChatTokens]), and the stage warns when verl
-// prompts exceed verl_max_prompt_length.
+// stats.md reports each export's prompt token lengths (and the ShareGPT
+// examples' whole lengths, prompt and answer) as a chat template counts
+// them: Qwen3's by default ([QwenChat]), or the model's own with
+// export_tokenizer ([CheckpointChat]; a small or foreign vocabulary
+// counts very differently). The stage warns when verl prompts exceed
+// verl_max_prompt_length (verl drops them) and when ShareGPT examples
+// exceed sharegpt_cutoff_len (LLaMA-Factory's cutoff_len, which cuts the
+// end of a prompt without a word).
 //
 // # Layout in a data root
 //

@@ -199,7 +199,10 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 		for _, m := range msgs {
 			b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
 		}
-		return tok.Count(b.String() + "<|im_start|>assistant\n")
+		if msgs[len(msgs)-1].Role != "assistant" { // a prompt: the answer starts after it
+			b.WriteString("<|im_start|>assistant\n")
+		}
+		return tok.Count(b.String())
 	}
 	tools, format := agents.FullInstructions()
 	reported := func(m *datasets.Manifest, file string) ExportStats {
@@ -216,10 +219,14 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 		t.Fatalf("%s v%d: no stats for %s", m.Name, m.Version, file)
 		return ExportStats{}
 	}
-	checkLengths := func(m *datasets.Manifest, file string, form PromptForm, lengths []int, maxLen int) {
+	checkLengths := func(m *datasets.Manifest, file string, form PromptForm, lengths, examples []int, maxLen int) {
 		t.Helper()
 		got := reported(m, file)
 		want := NewExportStats(file, got.Format, form, lengths, maxLen, got.Note)
+		want.Tokenizer = TokenizerQwen3
+		if examples != nil {
+			want.SetExamples(examples, 2048)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: reported prompt lengths %+v\nre-tokenized %+v", file, got, want)
 		}
@@ -271,7 +278,7 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 			}
 			lengths = append(lengths, chatTokens(r.Prompt))
 		}
-		checkLengths(rlM, f.file, form, lengths, 512)
+		checkLengths(rlM, f.file, form, lengths, nil, 512)
 	}
 
 	// LLaMA-Factory: the ShareGPT lines and their registration.
@@ -283,15 +290,17 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 	if len(recs) == 0 {
 		t.Fatal("sharegpt export is empty")
 	}
-	var lengths []int
+	var lengths, examples []int
 	for i, r := range recs {
 		if !strings.HasPrefix(r.System, strings.TrimRight(tools, "\n")) || !strings.HasSuffix(r.System, strings.TrimSpace(format)) ||
 			!strings.HasPrefix(r.Conversations[0].Value, "Research Problem (wine-cultivar") || strings.Contains(r.Conversations[0].Value, "Always respond in this format") {
 			t.Errorf("sharegpt line %d: system %q\nhuman %q\nwant the instructions and tools in system, the state alone in the human turn", i+1, r.System, r.Conversations[0].Value)
 		}
-		lengths = append(lengths, chatTokens([]ChatMessage{{Role: "system", Content: r.System}, {Role: "user", Content: r.Conversations[0].Value}}))
+		prompt := []ChatMessage{{Role: "system", Content: r.System}, {Role: "user", Content: r.Conversations[0].Value}}
+		lengths = append(lengths, chatTokens(prompt))
+		examples = append(examples, chatTokens(append(prompt, ChatMessage{Role: "assistant", Content: r.Conversations[1].Value})))
 	}
-	checkLengths(sftM, ShareGPTFile, PromptFull, lengths, 0) // always the full prompt
+	checkLengths(sftM, ShareGPTFile, PromptFull, lengths, examples, 0) // always the full prompt
 	var info map[string]LlamaFactoryDataset
 	if err := json.Unmarshal(read(fmt.Sprintf("exports/sft_examples/v%d/%s", v, DatasetInfoFile)), &info); err != nil {
 		t.Fatal(err)

@@ -17,9 +17,14 @@ package dataset
 // Both carry the prompt as chat messages in one of two forms
 // ([PromptForm]): the compact prompt the small policy reads, as one user
 // message, or the full MLAgentBench-style prompt split into a system
-// message (its fixed parts) and a user message (the state). [ChatTokens]
-// counts a prompt as a Qwen3 chat template does, the length verl's
-// max_prompt_length filter measures.
+// message (its fixed parts) and a user message (the state). A
+// [ChatCounter] counts them as a model's chat template renders them: the
+// prompt with the generation prompt (what verl's max_prompt_length filter
+// measures) and, for the ShareGPT file, the whole conversation (what
+// LLaMA-Factory's cutoff_len truncates). [QwenChat] counts as Qwen3's
+// template does, [CheckpointChat] as a Hugging Face checkpoint's own
+// tokenizer and template do: the counts only mean something for the
+// model being trained (`mlerl dataset --export_tokenizer DIR`).
 //
 // Writers take an io.Writer, so the same code writes a local file, a
 // buffer or an object-store upload. Rows of held-out tasks are refused by
@@ -41,6 +46,7 @@ import (
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/policy/hf"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -122,6 +128,42 @@ func Messages(compact, full string, form PromptForm, system string) (msgs []Chat
 	return append(msgs, ChatMessage{Role: "user", Content: user}), field, nil
 }
 
+// A ChatCounter counts the tokens of chat messages as a model's chat
+// template renders them: with gen, followed by the generation prompt
+// (apply_chat_template(msgs, add_generation_prompt=True), the prompt a
+// trainer's length filter measures); without, as a whole conversation
+// ending with the assistant's answer (what a trainer's cutoff measures).
+type ChatCounter func(msgs []ChatMessage, gen bool) (int, error)
+
+// QwenChat counts with count (the Qwen3 tokenizer's, internal/tokenizer)
+// the text [ChatText] renders: Qwen3's template for system, user and
+// assistant messages, without the <think> block its template puts in
+// front of the last answer (4 tokens).
+func QwenChat(count func(string) int) ChatCounter {
+	return func(msgs []ChatMessage, gen bool) (int, error) {
+		m := make([]tokenizer.Message, len(msgs))
+		for i, c := range msgs {
+			m[i] = tokenizer.Message{Role: c.Role, Content: c.Content}
+		}
+		return count(tokenizer.FormatChat(m, gen)), nil
+	}
+}
+
+// CheckpointChat counts with a Hugging Face checkpoint's own tokenizer
+// and chat template ([hf.Checkpoint.EncodeChat]): the lengths verl and
+// LLaMA-Factory measure when they train that checkpoint, a default
+// system prompt its template adds included (Qwen2.5's).
+func CheckpointChat(c *hf.Checkpoint) ChatCounter {
+	return func(msgs []ChatMessage, gen bool) (int, error) {
+		m := make([]hf.Message, len(msgs))
+		for i, c := range msgs {
+			m[i] = hf.Message{Role: c.Role, Content: c.Content}
+		}
+		ids, err := c.EncodeChat(m, gen)
+		return len(ids), err
+	}
+}
+
 // ChatTokens counts the tokens of a prompt as a Qwen3 chat template
 // renders it before generation: every message in ChatML
 // ("<|im_start|>role\ncontent<|im_end|>\n") followed by the generation
@@ -195,22 +237,24 @@ type ShareGPTOptions struct {
 	// AllowHeldOut lets rows of held-out tasks through (an evaluation
 	// export). Default false: they are an error wrapping ErrHeldOut.
 	AllowHeldOut bool
-	// Count, when set, counts each record's prompt tokens as [ChatTokens]
-	// does (system and human turn), for [ShareGPTWriter.PromptTokens].
-	// Default nil: not counted.
-	Count func(string) int
+	// Count, when set, counts each record's prompt (system and human
+	// turn, with the generation prompt) and whole conversation (the gpt
+	// turn too), for [ShareGPTWriter.PromptTokens] and
+	// [ShareGPTWriter.ExampleTokens]. Default nil: not counted.
+	Count ChatCounter
 }
 
 // DefaultShareGPTOptions returns the options of `mlerl dataset`'s export
-// (which sets Count to the Qwen3 tokenizer's).
+// (which sets Count: [QwenChat], or the export_tokenizer's).
 func DefaultShareGPTOptions() ShareGPTOptions { return ShareGPTOptions{Prompt: PromptFull} }
 
 // ShareGPTWriter streams SFT examples as ShareGPT JSON Lines.
 type ShareGPTWriter struct {
-	enc    *json.Encoder
-	opts   ShareGPTOptions
-	rows   int
-	tokens []int
+	enc      *json.Encoder
+	opts     ShareGPTOptions
+	rows     int
+	tokens   []int
+	examples []int
 }
 
 // NewShareGPTWriter returns a writer of JSON lines to w. It buffers
@@ -233,11 +277,19 @@ func (sw *ShareGPTWriter) Write(rows ...schemas.SFTExample) error {
 			}
 			return err
 		}
+		if sw.opts.Count != nil {
+			prompt, err := sw.opts.Count(rec.PromptMessages(), true)
+			if err != nil {
+				return &RowError{Export: "sharegpt", Row: sw.rows, ID: rows[i].ExampleID, Field: "prompt", Err: fmt.Errorf("count tokens: %w", err)}
+			}
+			whole, err := sw.opts.Count(append(rec.PromptMessages(), ChatMessage{Role: "assistant", Content: rows[i].Response}), false)
+			if err != nil {
+				return &RowError{Export: "sharegpt", Row: sw.rows, ID: rows[i].ExampleID, Field: "response", Err: fmt.Errorf("count tokens: %w", err)}
+			}
+			sw.tokens, sw.examples = append(sw.tokens, prompt), append(sw.examples, whole)
+		}
 		if err := sw.enc.Encode(rec); err != nil {
 			return fmt.Errorf("sharegpt export: write row %d: %w", sw.rows, err)
-		}
-		if sw.opts.Count != nil {
-			sw.tokens = append(sw.tokens, ChatTokens(rec.PromptMessages(), sw.opts.Count))
 		}
 		sw.rows++
 	}
@@ -251,6 +303,13 @@ func (sw *ShareGPTWriter) Rows() int { return sw.rows }
 // in order (nil without ShareGPTOptions.Count). The caller must not
 // modify it.
 func (sw *ShareGPTWriter) PromptTokens() []int { return sw.tokens }
+
+// ExampleTokens returns the token count of every record's whole
+// conversation (prompt, answer and its end of turn: the sequence a
+// supervised trainer trains on and LLaMA-Factory's cutoff_len limits), in
+// order (nil without ShareGPTOptions.Count). The caller must not modify
+// it.
+func (sw *ShareGPTWriter) ExampleTokens() []int { return sw.examples }
 
 // PromptMessages returns the record's prompt as chat messages: the
 // system prompt (when not empty) and the human turn, as a chat template
@@ -455,14 +514,14 @@ type VerlOptions struct {
 	// wrapping ErrHeldOut; held-out for the validation file, where a
 	// held-in row is an error wrapping ErrHeldIn.
 	Split string
-	// Count, when set, counts each row's prompt tokens with
-	// [ChatTokens], for [VerlWriter.PromptTokens]. Default nil: not
+	// Count, when set, counts each row's prompt tokens (with the
+	// generation prompt), for [VerlWriter.PromptTokens]. Default nil: not
 	// counted.
-	Count func(string) int
+	Count ChatCounter
 }
 
 // DefaultVerlOptions returns the options of `mlerl dataset`'s training
-// file (which sets Count to the Qwen3 tokenizer's).
+// file (which sets Count: [QwenChat], or the export_tokenizer's).
 func DefaultVerlOptions() VerlOptions {
 	return VerlOptions{DataSource: "mlerl", Ability: "ml-engineering", Prompt: PromptCompact, Split: schemas.HeldIn}
 }
@@ -566,8 +625,12 @@ func (vw *VerlWriter) Write(rows ...schemas.RLState) error {
 		return fmt.Errorf("verl export: write rows %d-%d: %w", vw.rows, vw.rows+int64(len(rows))-1, err)
 	}
 	if vw.opts.Count != nil {
-		for _, r := range vw.buf {
-			vw.tokens = append(vw.tokens, ChatTokens(r.Prompt, vw.opts.Count))
+		for i, r := range vw.buf {
+			n, err := vw.opts.Count(r.Prompt, true)
+			if err != nil {
+				return &RowError{Export: "verl", Row: int(vw.rows) + i, ID: rows[i].StateID, Field: "prompt", Err: fmt.Errorf("count tokens: %w", err)}
+			}
+			vw.tokens = append(vw.tokens, n)
 		}
 	}
 	vw.rows += int64(len(rows))
@@ -577,7 +640,7 @@ func (vw *VerlWriter) Write(rows ...schemas.RLState) error {
 // Rows returns how many states were written.
 func (vw *VerlWriter) Rows() int64 { return vw.rows }
 
-// PromptTokens returns the prompt token count ([ChatTokens]) of every
+// PromptTokens returns the prompt token count (VerlOptions.Count) of every
 // row written, in order (nil without VerlOptions.Count). The caller must
 // not modify it.
 func (vw *VerlWriter) PromptTokens() []int { return vw.tokens }
@@ -626,12 +689,15 @@ func heldIn[T any](rows []T, split func(T) string) []T {
 	return out
 }
 
-// exportConfig is what the stage's exports need: the tokenizer's count,
-// the verl prompt form and limit, and where warnings go.
+// exportConfig is what the stage's exports need: the token counter and
+// its name, the verl prompt form and limit, LLaMA-Factory's cutoff, and
+// where warnings go.
 type exportConfig struct {
-	count           func(string) int
+	count           ChatCounter
+	tokenizer       string
 	verlPrompt      PromptForm
 	maxPromptLength int
+	cutoffLen       int
 	log             io.Writer
 }
 
@@ -661,6 +727,11 @@ func (x exportConfig) sft(ctx context.Context, st store.Store, dir string, rows 
 		return nil, nil, nil, err
 	}
 	es := NewExportStats(ShareGPTFile, "sharegpt", opts.Prompt, sw.PromptTokens(), 0, "the held-in examples")
+	es.Tokenizer = x.tokenizer
+	es.SetExamples(sw.ExampleTokens(), x.cutoffLen)
+	if w := es.Warning(); w != "" {
+		fmt.Fprintf(x.log, "dataset: %s\n", w)
+	}
 	return []Attachment{a, b}, map[string]any{"sharegpt": st.URI(a.Key), "dataset_info": st.URI(b.Key), "sharegpt_rows": len(train)}, []ExportStats{es}, nil
 }
 
@@ -693,6 +764,7 @@ func (x exportConfig) rl(ctx context.Context, st store.Store, dir string, rows, 
 			return nil, nil, nil, err
 		}
 		es := NewExportStats(f.name, "verl", opts.Prompt, vw.PromptTokens(), x.maxPromptLength, f.note)
+		es.Tokenizer = x.tokenizer
 		if w := es.Warning(); w != "" {
 			fmt.Fprintf(x.log, "dataset: %s\n", w)
 		}
