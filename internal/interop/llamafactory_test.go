@@ -1,0 +1,280 @@
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mlerl/mlerl/dataset"
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy/hf"
+)
+
+// TestLlamaFactoryReadsExport proves that LLaMA-Factory 0.9.5, given the
+// export folder as its dataset_dir (dataset_info.json as mlerl wrote it),
+// keeps every row of both registered entries, and that for mlerl_sft the
+// tokens it trains on are the checkpoint's own chat template of the
+// system column and human turn followed by the gpt turn and its end of
+// turn, token for token: no role dropped or renamed, no system prompt
+// lost or replaced, nothing truncated at the cutoff_len mlerl's stats
+// declare (the longest whole example, which must also be LLaMA-Factory's
+// longest). For mlerl_sft_tools (tool_format default) it proves every tool
+// of the tools column reaches the prompt.
+func TestLlamaFactoryReadsExport(t *testing.T) {
+	python(t)
+	data := demoData(t)
+	ex := exportOf(t, data, "sft_examples", dataset.ShareGPTFile)
+	if ex.Stats.ExampleTokens == nil {
+		t.Fatalf("%s: the stats have no whole-example lengths: rebuild with this binary", ex.Path)
+	}
+	cutoff := int(ex.Stats.ExampleTokens.Max)
+	out := runPy(t, nil, "lf_dataset.py", checkpoint(), "qwen", ex.Dir, fmt.Sprint(cutoff), "default")
+	var got struct {
+		Rows     int
+		Datasets map[string]struct {
+			Rows          int
+			LongestTokens int `json:"longest_tokens"`
+		}
+	}
+	if err := json.Unmarshal(lastLine(out), &got); err != nil {
+		t.Fatalf("lf_dataset.py printed %q: %v", out, err)
+	}
+	for _, name := range []string{dataset.LlamaFactoryName, dataset.LlamaFactoryName + "_tools"} {
+		if d, ok := got.Datasets[name]; !ok || d.Rows != ex.Stats.Rows {
+			t.Errorf("%s: LLaMA-Factory kept %d rows (registered: %v), the export has %d", name, d.Rows, ok, ex.Stats.Rows)
+		}
+	}
+	if l := got.Datasets[dataset.LlamaFactoryName].LongestTokens; l != cutoff {
+		t.Errorf("LLaMA-Factory's longest example is %d tokens, mlerl's stats say %d", l, cutoff)
+	}
+	t.Logf("summary: LLaMA-Factory kept all %d rows of %s and %s_tools; prompts equal the checkpoint's chat template, the loss covers the answers; longest %d tokens = the cutoff_len mlerl declares",
+		got.Rows, dataset.LlamaFactoryName, dataset.LlamaFactoryName, got.Datasets[dataset.LlamaFactoryName].LongestTokens)
+}
+
+// loraDir is where TestLlamaFactoryTrainsLoRA leaves the adapter
+// LLaMA-Factory wrote, for TestEvaluateLlamaFactoryAdapter.
+func loraDir(data string) string { return filepath.Join(data, "interop", "llamafactory-lora") }
+
+// TestLlamaFactoryTrainsLoRA proves that `llamafactory-cli train` runs
+// supervised LoRA training on CPU on the unedited export (its folder as
+// dataset_dir, dataset mlerl_sft, cutoff_len from mlerl's stats) for
+// three steps with finite losses, and that the adapter it wrote is one
+// mlerl reads: policy/hf's ReadAdapter accepts it for the base checkpoint,
+// it is not the untrained zero update, and the Reference forward pass with
+// it gives the logits PEFT gives (so an evaluation in mlerl runs the model
+// LLaMA-Factory trained).
+func TestLlamaFactoryTrainsLoRA(t *testing.T) {
+	py := python(t)
+	data := demoData(t)
+	ex := exportOf(t, data, "sft_examples", dataset.ShareGPTFile)
+	out := loraDir(data)
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`model_name_or_path: %s
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_target: all
+lora_rank: 4
+lora_alpha: 8
+dataset: %s
+dataset_dir: %s
+template: qwen
+cutoff_len: %d
+preprocessing_num_workers: 1
+overwrite_cache: true
+output_dir: %s
+per_device_train_batch_size: 1
+gradient_accumulation_steps: 1
+learning_rate: 1.0e-2
+max_steps: 3
+logging_steps: 1
+save_strategy: "no"
+report_to: none
+bf16: false
+`, checkpoint(), dataset.LlamaFactoryName, ex.Dir, int(ex.Stats.ExampleTokens.Max), out)
+	yaml := filepath.Join(t.TempDir(), "lora.yaml")
+	if err := os.WriteFile(yaml, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli := filepath.Join(filepath.Dir(py), "llamafactory-cli")
+	cmd := exec.Command(cli, "train", yaml)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "HF_HUB_OFFLINE=1", "HF_DATASETS_OFFLINE=1", "OMP_NUM_THREADS=1", "WANDB_MODE=disabled",
+		"HF_DATASETS_CACHE="+filepath.Join(cmd.Dir, "hf-datasets"))
+	if log, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("llamafactory-cli train: %v\n%s", err, tail(log, 40))
+	}
+	losses := trainerLosses(t, filepath.Join(out, "trainer_log.jsonl"))
+	if len(losses) != 3 {
+		t.Fatalf("trainer_log.jsonl has %d steps with a loss, want 3", len(losses))
+	}
+
+	// mlerl reads the adapter as PEFT applies it.
+	c, err := hf.Load(checkpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ad, err := hf.ReadAdapter(out, c.Arch)
+	if err != nil {
+		t.Fatalf("policy/hf cannot read the adapter LLaMA-Factory wrote: %v", err)
+	}
+	trained := 0.0
+	for _, m := range ad.Modules {
+		for _, b := range m.B {
+			trained = max(trained, math.Abs(float64(b)))
+		}
+	}
+	if trained == 0 {
+		t.Fatalf("every lora_B is zero: the adapter is the untrained one")
+	}
+	ids, err := c.EncodeChat([]hf.Message{{Role: "user", Content: "Task: improve train.py. Score: initial 0.66."}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peft [][]float64
+	if err := json.Unmarshal(runPy(t, nil, "peft_logits.py", checkpoint(), out, jsonText(ids)), &peft); err != nil {
+		t.Fatal(err)
+	}
+	withAd, err := hf.NewReference(c.Arch, c.Weights, ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := hf.NewReference(c.Arch, c.Weights, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := withAd.Logits(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := base.Logits(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree, moved := maxDiff(got, peft), maxDiff(plain, peft)
+	// float32 PEFT against the float64 reference on a 32-wide model.
+	if agree > 1e-4 || moved < 100*agree {
+		t.Fatalf("logits with the adapter: max |mlerl - PEFT| %.3g (want <= 1e-4); without it %.3g (want far more: the adapter must matter)", agree, moved)
+	}
+	t.Logf("summary: llamafactory-cli trained LoRA r%d on %s for 3 steps (loss %.3f -> %.3f); policy/hf reads the adapter, logits equal PEFT's within %.1g (the adapter moves them %.2g)",
+		ad.R, dataset.LlamaFactoryName, losses[0], losses[2], agree, moved)
+}
+
+// TestEvaluateLlamaFactoryAdapter proves that mlerl evaluates the adapter
+// LLaMA-Factory wrote on the tiny base: `mlerl evaluate --policy hf:BASE
+// --adapter DIR --only TASK` on one held-out task writes evaluation rows
+// for it. It skips until evaluate takes --policy hf: (issue 48).
+func TestEvaluateLlamaFactoryAdapter(t *testing.T) {
+	python(t)
+	data := demoData(t)
+	bin := mlerlBin(t)
+	help, err := exec.Command(bin, "evaluate", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("mlerl evaluate --help: %v\n%s", err, help)
+	}
+	if !strings.Contains(string(help), "--policy") || !strings.Contains(string(help), "--adapter") {
+		t.Skip("skipped: mlerl evaluate has no --policy hf: yet (and --adapter); issue 48 adds them")
+	}
+	lora := loraDir(data)
+	if _, err := os.Stat(filepath.Join(lora, hf.AdapterConfigFile)); err != nil {
+		t.Skipf("skipped: no LLaMA-Factory adapter at %s (TestLlamaFactoryTrainsLoRA writes it)", lora)
+	}
+	task := heldOutTask(t, data)
+	report := t.TempDir()
+	cmd := exec.Command(bin, "evaluate", "--data", data, "--policy", "hf:"+checkpoint(), "--adapter", lora,
+		"--only", task, "--per_task", "1", "--env.max_steps", "3", "--max_new_tokens", "64",
+		"--out", "eval_interop", "--report", report)
+	if log, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, tail(log, 30))
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := datasets.ResolveIn(ctx, st, "eval_interop")
+	if err != nil {
+		t.Fatalf("evaluate wrote no eval_interop dataset: %v", err)
+	}
+	if m.Rows == 0 {
+		t.Fatalf("eval_interop v%d has no rows", m.Version)
+	}
+	t.Logf("summary: mlerl evaluate ran the LLaMA-Factory adapter on %s: eval_interop v%d, %d rows", task, m.Version, m.Rows)
+}
+
+// heldOutTask is the first held-out task of the demo's verl validation
+// file.
+func heldOutTask(t *testing.T, data string) string {
+	t.Helper()
+	ex := exportOf(t, data, "rl_states", dataset.VerlValFile)
+	rows := verlRows(t, ex.Path)
+	if len(rows) == 0 {
+		t.Fatalf("%s is empty", ex.Path)
+	}
+	return rows[0].ExtraInfo.TaskID
+}
+
+// trainerLosses reads the losses LLaMA-Factory logged per step.
+func trainerLosses(t *testing.T, path string) []float64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []float64
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var rec struct{ Loss *float64 }
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if rec.Loss != nil {
+			if math.IsNaN(*rec.Loss) || math.IsInf(*rec.Loss, 0) {
+				t.Fatalf("%s: loss %v", path, *rec.Loss)
+			}
+			out = append(out, *rec.Loss)
+		}
+	}
+	return out
+}
+
+func maxDiff(a, b [][]float64) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	d := 0.0
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return math.Inf(1)
+		}
+		for j := range a[i] {
+			d = max(d, math.Abs(a[i][j]-b[i][j]))
+		}
+	}
+	return d
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// lastLine is the last non-empty line of a script's output (its JSON;
+// libraries print before it).
+func lastLine(b []byte) []byte {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	return lines[len(lines)-1]
+}
