@@ -37,10 +37,14 @@ const (
 	MethodLLM     = "llm"
 	MethodSFT     = "sft"
 	MethodPPO     = "sft+ppo"
+	// MethodPolicy is the Hugging Face policy the policy key names (with
+	// its adapter), evaluated as it is: a base model, or one fine-tuned
+	// elsewhere.
+	MethodPolicy = "policy"
 )
 
 // AllMethods lists every method in report order.
-var AllMethods = []string{MethodInitial, MethodRandom, MethodExpert, MethodLLM, MethodSFT, MethodPPO}
+var AllMethods = []string{MethodInitial, MethodRandom, MethodExpert, MethodLLM, MethodSFT, MethodPPO, MethodPolicy}
 
 // Config is the evaluation stage's configuration.
 type Config struct {
@@ -61,6 +65,10 @@ type Config struct {
 	// PPOCheckpoint: the checkpoint train ppo selected by its declared
 	// rule (its selection.json), or the last one.
 	PPOCheckpoint string `yaml:"ppo_checkpoint" help:"which PPO checkpoint: selected (the one train ppo selected by its rule, select.rule in its config; the latest when the run selected none) or last"`
+	// Policy is a Hugging Face policy evaluated as it is (method policy).
+	Policy  string         `yaml:"policy" help:"method policy: the Hugging Face checkpoint folder to evaluate, hf:DIR (a base model, or with adapter one fine-tuned elsewhere); sft and sft+ppo checkpoints of a Hugging Face policy need no key (their policy.json names the base)"`
+	Adapter string         `yaml:"adapter" help:"method policy: a PEFT LoRA adapter folder on the policy's base (e.g. one LLaMA-Factory or mlerl trained; empty: the base as it is)"`
+	Budgets policy.Budgets `yaml:"model"`
 	// The policies' sampling.
 	Temperature  float64 `yaml:"temperature" help:"policy sampling temperature (0: greedy)"`
 	TopP         float64 `yaml:"top_p" help:"policy nucleus sampling threshold"`
@@ -85,9 +93,9 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Source: episode.DefaultSource(), Out: schemas.EvalResults.Name,
-		Splits: []string{schemas.HeldOut}, Methods: slices.Clone(AllMethods), PerTask: 8, Seed: 1,
+		Splits: []string{schemas.HeldOut}, Methods: slices.DeleteFunc(slices.Clone(AllMethods), func(m string) bool { return m == MethodPolicy }), PerTask: 8, Seed: 1,
 		SFT: "checkpoints/sft", PPO: "checkpoints/ppo", PPOCheckpoint: policy.CheckpointSelected, Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
-		Temperature: 0.7, TopP: 0.95,
+		Temperature: 0.7, TopP: 0.95, Budgets: policy.DefaultBudgets(),
 		SlipRate: 0.06, LLMTemperature: 0.7, Warm: true,
 		Steps: "steps",
 		Env:   env.DefaultConfig(), LLM: llm.DefaultConfig(),
@@ -143,6 +151,16 @@ func (c *Config) Validate() error {
 		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
 	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
 		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
+	case c.Policy != "" && !strings.HasPrefix(c.Policy, policy.KindHF+":"):
+		return config.Errorf("policy", c.Policy, "want hf:DIR, a Hugging Face checkpoint folder (mlerl's own policies are evaluated from their checkpoints: sft, ppo)")
+	case c.Policy != "" && strings.TrimSpace(strings.TrimPrefix(c.Policy, policy.KindHF+":")) == "":
+		return config.Errorf("policy", c.Policy, "names no folder: want hf:DIR")
+	case c.Policy != "" && !slices.Contains(c.Methods, MethodPolicy):
+		return config.Errorf("policy", c.Policy, "is evaluated as method %s: add it to methods (e.g. --methods initial,%s)", MethodPolicy, MethodPolicy)
+	case c.Policy == "" && slices.Contains(c.Methods, MethodPolicy):
+		return config.Errorf("methods", c.Methods, "method %s evaluates the Hugging Face folder the policy key names: give --policy hf:DIR", MethodPolicy)
+	case c.Adapter != "" && c.Policy == "":
+		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
 	case c.PPOCheckpoint != policy.CheckpointSelected && c.PPOCheckpoint != policy.CheckpointLast:
 		return config.Errorf("ppo_checkpoint", c.PPOCheckpoint, "want %s or %s", policy.CheckpointSelected, policy.CheckpointLast)
 	case !(c.Temperature >= 0) || !finite(c.Temperature):
@@ -155,6 +173,9 @@ func (c *Config) Validate() error {
 		return config.Errorf("slip_rate", c.SlipRate, "must be in [0, 1] (a probability per step)")
 	case !(c.LLMTemperature >= 0) || !finite(c.LLMTemperature):
 		return config.Errorf("llm_temperature", c.LLMTemperature, "must be a number >= 0")
+	}
+	if err := config.Nest("model", c.Budgets.Validate()); err != nil {
+		return err
 	}
 	if err := config.Nest("env", c.Env.Validate()); err != nil {
 		return err
@@ -514,6 +535,14 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 				}
 			}
 			out = append(out, m)
+		case MethodPolicy:
+			_, dir, _ := policy.ParseSpec(cfg.Policy)
+			a, err := policy.OpenHFAgent(name, dir, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
+				policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
+			if err != nil {
+				return nil, nil, fmt.Errorf("evaluate: %w", err)
+			}
+			out = append(out, &method{name: name, factory: a, batch: a, source: a.Source})
 		}
 	}
 	if len(out) == 0 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -130,6 +131,9 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			methods = append(methods, a.Method)
 		}
 		evalArgs = append(evalArgs, "--methods", strings.Join(methods, ","))
+		if slices.Contains(methods, "policy") {
+			evalArgs = append(evalArgs, cfg.policyArgs()...)
+		}
 	case KindSFT:
 		if err := sft(); err != nil {
 			return nil, err

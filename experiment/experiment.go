@@ -15,6 +15,7 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -41,7 +42,11 @@ type Config struct {
 	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and the preset's, before the arm's"`
 	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's and the preset's, before the arm's"`
 	Bin       string   `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
-	Report    string   `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
+	// Policy, a Hugging Face folder, is what the grid's SFT arms
+	// fine-tune, and an arm of its own evaluated as it is.
+	Policy  string `yaml:"policy" help:"mlerl (the grid trains mlerl's own model) or hf:DIR: every SFT arm fine-tunes this Hugging Face checkpoint (PPO arms start from it through their SFT checkpoint), and the grid adds the baseline arm policy, the folder (with adapter) evaluated as it is"`
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder on it (trained elsewhere): the policy arm evaluates base + adapter, and SFT starts from it"`
+	Report  string `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
 }
 
 // Arm is one line of the grid.
@@ -144,7 +149,7 @@ var Budgets = map[string]Budget{
 // DefaultConfig is the main preset with the small budget and 2 seeds;
 // `--budget full --seeds 1,2,3` is the run BENCHMARKS.md reports.
 func DefaultConfig() Config {
-	return Config{Data: "./data", Name: "grid", Out: schemas.Experiments.Name, Budget: "small", Seeds: []int{1, 2}, Preset: PresetMain}
+	return Config{Data: "./data", Name: "grid", Out: schemas.Experiments.Name, Budget: "small", Seeds: []int{1, 2}, Preset: PresetMain, Policy: policy.KindMLERL}
 }
 
 // arms resolves the preset's arms, the subset Arms names, and the extra
@@ -155,9 +160,17 @@ func (c Config) arms() ([]Arm, error) {
 		return nil, config.Errorf("preset", c.Preset, "want one of %s", presetNames())
 	}
 	out := slices.Clone(p.Arms)
+	if kind, _, _ := policy.ParseSpec(c.Policy); kind == policy.KindHF {
+		// The folder as it is, after the preset's baselines.
+		at := 0
+		for at < len(out) && out[at].Kind == KindBaseline {
+			at++
+		}
+		out = slices.Insert(out, at, Arm{Name: "policy", Kind: KindBaseline, Method: "policy"})
+	}
 	if len(c.Arms) > 0 {
 		builtin := map[string]Arm{}
-		for _, a := range p.Arms {
+		for _, a := range out {
 			builtin[a.Name] = a
 		}
 		out = nil
@@ -203,6 +216,13 @@ func (c Config) Validate() error {
 	if _, ok := Budgets[c.Budget]; !ok {
 		return config.Errorf("budget", c.Budget, "want small or full")
 	}
+	kind, _, err := policy.ParseSpec(c.Policy)
+	switch {
+	case err != nil:
+		return config.Errorf("policy", c.Policy, "%v", err)
+	case c.Adapter != "" && kind != policy.KindHF:
+		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
+	}
 	for i, seed := range c.Seeds {
 		if slices.Index(c.Seeds, seed) < i {
 			return config.Errorf("seeds", c.Seeds, "%d is listed twice", seed)
@@ -223,8 +243,10 @@ func (c Config) Validate() error {
 			return config.Errorf(key+".name", a.Name, "is listed twice")
 		case a.Kind != KindBaseline && a.Kind != KindSFT && a.Kind != KindPPO:
 			return config.Errorf(key+".kind", a.Kind, "want baseline, sft or ppo")
-		case a.Kind == KindBaseline && !slices.Contains([]string{"initial", "random", "expert"}, a.Method):
-			return config.Errorf(key+".method", a.Method, "want initial, random or expert for a baseline")
+		case a.Kind == KindBaseline && !slices.Contains([]string{"initial", "random", "expert", "policy"}, a.Method):
+			return config.Errorf(key+".method", a.Method, "want initial, random, expert or policy for a baseline")
+		case a.Method == "policy" && kind != policy.KindHF:
+			return config.Errorf(key+".method", a.Method, "evaluates a Hugging Face folder: give the grid policy hf:DIR")
 		case a.Kind != KindPPO && len(a.Flags) > 0:
 			return config.Errorf(key+".flags", a.Flags, "only ppo arms take train ppo flags")
 		case a.Kind == KindBaseline && len(a.EvalFlags) > 0:
@@ -369,6 +391,9 @@ func runKey(cfg Config) string {
 	fmt.Fprintf(h, "%s|%s|%v|%s|%q|%q|%q|%q|%q|%q", cfg.Name, cfg.Budget, cfg.Seeds, cfg.Data, b.SFT, b.PPO, b.Evaluate, cfg.SFTFlags, cfg.PPOFlags, cfg.EvalFlags)
 	if p, _ := presetNamed(cfg.Preset); p.Name != PresetMain { // main's grids keep the key they had before presets
 		fmt.Fprintf(h, "|preset %s %q %d %q", p.Name, p.EvalFlags, p.CurvePoints, b.Curve)
+	}
+	if kind, _, _ := policy.ParseSpec(cfg.Policy); kind == policy.KindHF { // mlerl's grids keep their key
+		fmt.Fprintf(h, "|policy %s %s", cfg.Policy, cfg.Adapter)
 	}
 	arms, _ := cfg.arms()
 	for _, a := range arms {

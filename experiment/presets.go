@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/mlerl/mlerl/policy"
 )
 
 // A Preset is a named grid: its arms, with their per-arm flags, and what
@@ -125,7 +127,23 @@ func (c Config) ppoArgs(a Arm) []string {
 
 // sftArgs are the flags of every train sft run after its fixed ones: the
 // budget's, then the grid's sft_flags.
-func (c Config) sftArgs() []string { return overrideFlags(Budgets[c.Budget].SFT, c.SFTFlags) }
+func (c Config) sftArgs() []string {
+	return overrideFlags(Budgets[c.Budget].SFT, c.policyArgs(), c.SFTFlags)
+}
+
+// policyArgs are the flags that name the grid's Hugging Face policy (none
+// for mlerl's own model): what train sft fine-tunes and the policy arm
+// evaluates.
+func (c Config) policyArgs() []string {
+	if kind, _, _ := policy.ParseSpec(c.Policy); kind != policy.KindHF {
+		return nil
+	}
+	out := []string{"--policy=" + c.Policy}
+	if c.Adapter != "" {
+		out = append(out, "--adapter="+c.Adapter)
+	}
+	return out
+}
 
 // evalArgs are the flags of every evaluate run after its fixed ones: the
 // budget's, the preset's, then the grid's eval_flags (an arm's come

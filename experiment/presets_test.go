@@ -301,3 +301,49 @@ func TestOverrideFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyGrid: a grid given a Hugging Face policy adds the baseline
+// arm policy (the folder evaluated as it is, with its adapter), passes the
+// policy to every train sft, and is another run than the same grid of
+// mlerl's model, whose run key does not change.
+func TestPolicyGrid(t *testing.T) {
+	mlerl := DefaultConfig()
+	cfg := DefaultConfig()
+	cfg.Policy, cfg.Adapter = "hf:/models/qwen", "/adapters/lf"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	arms, err := cfg.arms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range arms[:4] {
+		names = append(names, a.Name)
+	}
+	if want := []string{"initial", "random", "expert", "policy"}; !slices.Equal(names, want) {
+		t.Errorf("the grid's first arms %v, want %v", names, want)
+	}
+	if got, want := cfg.sftArgs(), append(slices.Clone(Budgets["small"].SFT), "--policy=hf:/models/qwen", "--adapter=/adapters/lf"); !slices.Equal(got, want) {
+		t.Errorf("sft args %q, want %q", got, want)
+	}
+	if got := mlerl.sftArgs(); !slices.Equal(got, Budgets["small"].SFT) {
+		t.Errorf("mlerl's grid's sft args %q, want the budget's", got)
+	}
+	if runKey(cfg) == runKey(mlerl) {
+		t.Errorf("a Hugging Face grid shares its run key with mlerl's")
+	}
+	legacy := mlerl
+	legacy.Policy = "" // a config written before the key: the same grid
+	if runKey(legacy) != runKey(mlerl) {
+		t.Errorf("mlerl's grid changed its run key with the policy key")
+	}
+	cfg.Arms = []string{"policy", "sft"}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("a subset with the policy arm: %v", err)
+	}
+	mlerl.Arms = []string{"policy"}
+	if err := mlerl.Validate(); err == nil || !strings.Contains(err.Error(), `"policy" is not a built-in arm`) {
+		t.Errorf("the policy arm without a policy: got %v", err)
+	}
+}

@@ -67,9 +67,11 @@ type PolicyAgent struct {
 // LoadAgent reads a checkpoint in dir (a folder of the store st such as
 // "checkpoints/sft", as `mlerl train sft|ppo` writes it; the one
 // opts.Checkpoint names, by default the selected one) as an
-// agent named name, running on the named engine. The tokenizer is the one
-// the policy was trained with: the SFT config's `tokenizer`, found through
-// a PPO config's `sft` folder.
+// agent named name, running on the named engine. The policy is the one
+// the checkpoint was trained as (Checkpoint.OpenPolicy): mlerl's model
+// with the tokenizer of its SFT config's `tokenizer` (found through a
+// PPO config's `sft` folder), or the Hugging Face base its policy.json
+// names with the checkpoint's adapters.
 func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, opts AgentOptions) (*PolicyAgent, error) {
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
@@ -86,22 +88,25 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	tokName, err := sftSetting(ctx, st, sub, cfg, "tokenizer")
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: %w", name, err)
+	tokName := ""
+	if ck.Source == nil {
+		if tokName, err = sftSetting(ctx, st, sub, cfg, "tokenizer"); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", name, err)
+		}
 	}
 	response, _ := sftSetting(ctx, st, sub, cfg, "response")
-	tok, err := OpenTokenizer(tokName)
+	pol, err := ck.OpenPolicy(tokName)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	eng, _, err := ck.Engine(engine, false)
+	pol.ForInference()
+	eng, _, err := ck.Engine(pol, engine, false)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	opts.Terse = response == ResponseTerse
 	opts.DashThoughts = cfg["FreeText"] == "force"
-	a, err := NewPolicyAgent(name, Generator{Engine: eng, Vocab: ck.Vocab, Tok: tok}, opts)
+	a, err := NewPolicyAgent(name, Generator{Engine: eng, Policy: pol}, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +115,53 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 		a.Source += " (selected)"
 	}
 	return a, nil
+}
+
+// OpenHFAgent is the Hugging Face checkpoint folder dir, with the PEFT
+// adapter in the folder adapter when not empty, as an agent named name on
+// the named engine: a model fine-tuned elsewhere (LLaMA-Factory, TRL),
+// or the base itself, evaluated as it is. budgets are the prompt and
+// response budgets of its prompts.
+func OpenHFAgent(name, dir, adapter string, budgets Config, engine string, opts AgentOptions) (*PolicyAgent, error) {
+	if opts.MaxNewTokens < 0 {
+		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
+	}
+	pol, err := OpenHF(dir, budgets, DefaultTuning(), adapter)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	if adapter == "" {
+		pol.Model.LoRA = nil // the base as it is: no adapters to add
+	}
+	pol.ForInference()
+	eng, err := pol.NewEngine(engine, 0, nil)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	a, err := NewPolicyAgent(name, Generator{Engine: eng, Policy: pol}, opts)
+	if err != nil {
+		return nil, err
+	}
+	a.Source = "hf:" + pol.Source.Base
+	if adapter != "" {
+		a.Source += " + adapter " + pol.Source.Adapter
+	}
+	return a, nil
+}
+
+// ForInference sets how a policy that only generates stores its weights:
+// a float32 base (decoding reads float32 weights; a bf16 base would be
+// widened at every prefill), no recomputation, no dropout.
+func (p *Policy) ForInference() {
+	if p.Kind() != KindHF {
+		return
+	}
+	p.Model.BaseStorage, p.Model.Recompute = MatmulFP32, false
+	if p.Model.LoRA != nil {
+		lo := *p.Model.LoRA
+		lo.Dropout = 0
+		p.Model.LoRA = &lo
+	}
 }
 
 // sftSetting finds a setting of the SFT run behind a checkpoint (its
@@ -200,10 +252,9 @@ func (a *PolicyAgent) ActBatch(ctx context.Context, obs []agents.Observation, pl
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	cfg := a.gen.Engine.Config()
 	prompts := make([][]int32, len(obs))
 	for i, o := range obs {
-		p, err := EncodePrompt(a.gen.Vocab, a.gen.Tok, cfg, o.Compact)
+		p, err := a.gen.Policy.EncodePrompt(o.Compact)
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy %s: %w", a.name, err)
 		}
@@ -230,7 +281,7 @@ func (a *PolicyAgent) ActBatch(ctx context.Context, obs []agents.Observation, pl
 	texts := make([]string, len(samples))
 	usage := make([]llm.Usage, len(samples))
 	for i, s := range samples {
-		texts[i] = strings.TrimSpace(a.gen.Vocab.Decode(a.gen.Tok, s.Tokens))
+		texts[i] = strings.TrimSpace(a.gen.Policy.Decode(s.Tokens))
 		usage[i] = llm.Usage{PromptTokens: int64(len(s.Prompt)), CompletionTokens: int64(len(s.Tokens))}
 	}
 	return texts, usage, nil

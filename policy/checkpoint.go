@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy/hf"
 )
 
 // A checkpoint is a folder of objects in a store (local or gs://), the
@@ -27,6 +28,21 @@ import (
 //	                              state the engine that wrote it
 //	<dir>/latest                  "step-<N>", written last: the commit point
 //	<dir>/metrics.jsonl           every update's metrics up to the latest step
+//
+// A Hugging Face policy's checkpoint has no vocab.json (model ids are its
+// tokenizer's) but
+//
+//	<dir>/step-<N>/policy.json    its Source: the base folder, the sha256
+//	                              of its config.json and tokenizer.json,
+//	                              the chat format and system message
+//	<dir>/step-<N>/adapter/       with LoRA, the adapter in PEFT's layout
+//	                              (adapter_config.json and
+//	                              adapter_model.safetensors), which PEFT
+//	                              loads on the base as it loads its own
+//
+// and its weights.bin holds only what trains (the adapters and the value
+// head, or every weight with full fine-tuning): the frozen base is read
+// from the folder policy.json names, checked against its hashes.
 //
 // Weights are named by Config.Params (GoMLX variable paths), so either
 // engine loads what the other saved; optimiser state is engine-specific
@@ -47,9 +63,13 @@ type ckptVar struct {
 
 // Checkpoint is what a stage saves and loads.
 type Checkpoint struct {
-	Config  any             // the stage config, written as config.json
-	Model   Config          // model.json
-	Vocab   *Vocab          // vocab.json
+	Config any    // the stage config, written as config.json
+	Model  Config // model.json
+	// Policy, when saving, is the policy the engine runs (nil: mlerl's
+	// model with Vocab); its kind decides the layout.
+	Policy  *Policy
+	Vocab   *Vocab          // vocab.json (mlerl's model)
+	Source  *Source         // policy.json (a Hugging Face policy)
 	State   json.RawMessage // state.json
 	Metrics []string        // the JSON lines of metrics.jsonl
 	Weights []Tensor
@@ -64,7 +84,12 @@ type Checkpoint struct {
 // SaveCheckpoint writes ck, with the engine's weights and optimiser state,
 // under dir/step-<step> and then points dir/latest at it.
 func SaveCheckpoint(ctx context.Context, st store.Store, dir string, step int, eng Engine, ck Checkpoint) error {
-	ws, err := eng.Weights()
+	hfPolicy := ck.Policy != nil && ck.Policy.Kind() == KindHF
+	weights := eng.Weights
+	if hfPolicy {
+		weights = func() ([]Tensor, error) { return TrainableWeights(eng) }
+	}
+	ws, err := weights()
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -99,7 +124,18 @@ func SaveCheckpoint(ctx context.Context, st store.Store, dir string, step int, e
 	for _, t := range opt {
 		add(t, eng.Name())
 	}
-	files := map[string]any{"config.json": ck.Config, "model.json": eng.Config(), "vocab.json": ck.Vocab, "state.json": ck.State, "weights.json": index}
+	files := map[string]any{"config.json": ck.Config, "model.json": eng.Config(), "state.json": ck.State, "weights.json": index}
+	if hfPolicy {
+		files["policy.json"] = ck.Policy.Source
+		if err := writeAdapter(ctx, st, sub+"/"+AdapterFolder, ck.Policy, ws); err != nil {
+			return err
+		}
+	} else {
+		files["vocab.json"] = ck.Vocab
+		if ck.Policy != nil {
+			files["vocab.json"] = ck.Policy.Vocab()
+		}
+	}
 	for name, v := range files {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
@@ -174,6 +210,19 @@ func LatestCheckpoint(ctx context.Context, st store.Store, dir string) (string, 
 // raw. The metrics file beside sub is returned in ck.Metrics.
 func LoadCheckpoint(ctx context.Context, st store.Store, sub string, config, state any) (*Checkpoint, error) {
 	ck := &Checkpoint{Dir: sub, Vocab: &Vocab{}}
+	switch b, err := store.ReadAll(ctx, st, sub+"/policy.json"); {
+	case err == nil:
+		ck.Source, ck.Vocab = &Source{}, nil
+		if err := json.Unmarshal(b, ck.Source); err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w (the checkpoint is damaged; delete it or resume from an earlier one)", st.URI(sub+"/policy.json"), err)
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	vocabFile := "vocab.json"
+	if ck.Source != nil {
+		vocabFile = "policy.json" // read above; a Hugging Face policy has no vocab.json
+	}
 	read := func(name string, v any) error {
 		b, err := store.ReadAll(ctx, st, sub+"/"+name)
 		if err != nil {
@@ -197,7 +246,10 @@ func LoadCheckpoint(ctx context.Context, st store.Store, sub string, config, sta
 	for _, f := range []struct {
 		name string
 		v    any
-	}{{"model.json", &ck.Model}, {"vocab.json", ck.Vocab}, {"weights.json", &index}, {"config.json", config}, {"state.json", state}} {
+	}{{"model.json", &ck.Model}, {vocabFile, ck.Vocab}, {"weights.json", &index}, {"config.json", config}, {"state.json", state}} {
+		if ck.Source != nil && f.name == vocabFile {
+			continue // read above
+		}
 		if err := read(f.name, f.v); err != nil {
 			return nil, err
 		}
@@ -210,7 +262,7 @@ func LoadCheckpoint(ctx context.Context, st store.Store, sub string, config, sta
 	if err := ck.Model.ValidateWithVocab(); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: model.json: %w", st.URI(sub), err)
 	}
-	if ck.Model.Vocab != ck.Vocab.Size() {
+	if ck.Source == nil && ck.Model.Vocab != ck.Vocab.Size() {
 		return nil, fmt.Errorf("checkpoint %s: model.json says vocab %d but vocab.json has %d ids", st.URI(sub), ck.Model.Vocab, ck.Vocab.Size())
 	}
 	bin, err := store.ReadAll(ctx, st, sub+"/weights.bin")
@@ -264,11 +316,34 @@ func LoadCheckpoint(ctx context.Context, st store.Store, sub string, config, sta
 	return ck, nil
 }
 
-// Engine makes an engine named name holding the checkpoint's weights, and
-// its optimiser state when the same engine wrote it (resuming with the
-// other engine starts a fresh optimiser; resumed says which).
-func (ck *Checkpoint) Engine(name string, withOptimizer bool) (eng Engine, resumedOptimizer bool, err error) {
-	eng, err = NewEngine(name, ck.Model, ck.Weights)
+// OpenPolicy opens the policy the checkpoint was trained as: mlerl's model
+// with its vocab.json and the tokenizer named tokenizer (the SFT config's
+// key), or the Hugging Face base its policy.json names (tokenizer is then
+// not read), checked against the hashes recorded there.
+func (ck *Checkpoint) OpenPolicy(tokenizer string) (*Policy, error) {
+	if ck.Source != nil {
+		p, err := openSource(ck.Source, ck.Model)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", ck.Dir, err)
+		}
+		return p, nil
+	}
+	tok, err := OpenTokenizer(tokenizer)
+	if err != nil {
+		return nil, err
+	}
+	return NewMLERL(ck.Model, ck.Vocab, tok), nil
+}
+
+// Engine makes an engine named name of policy p (nil: mlerl's model of
+// the checkpoint's model.json) holding the checkpoint's weights, and its
+// optimiser state when the same engine wrote it (resuming with the other
+// engine starts a fresh optimiser; resumed says which).
+func (ck *Checkpoint) Engine(p *Policy, name string, withOptimizer bool) (eng Engine, resumedOptimizer bool, err error) {
+	if p == nil {
+		p = NewMLERL(ck.Model, ck.Vocab, nil)
+	}
+	eng, err = p.NewEngine(name, 0, ck.Weights)
 	if err != nil {
 		return nil, false, fmt.Errorf("checkpoint %s: %w", ck.Dir, err)
 	}
@@ -286,4 +361,27 @@ func parentDir(key string) string {
 		return key[:i]
 	}
 	return ""
+}
+
+// AdapterFolder is the PEFT adapter's folder in a Hugging Face policy's
+// checkpoint step (with LoRA).
+const AdapterFolder = "adapter"
+
+// writeAdapter writes the adapters among ws in PEFT's layout under key
+// (nothing without adapters).
+func writeAdapter(ctx context.Context, st store.Store, key string, p *Policy, ws []Tensor) error {
+	ad, err := p.Adapter(ws)
+	if err != nil || ad == nil {
+		return err
+	}
+	files, err := hf.AdapterFiles(ad)
+	if err != nil {
+		return fmt.Errorf("checkpoint: adapter: %w", err)
+	}
+	for _, name := range []string{hf.AdapterConfigFile, hf.AdapterWeightsFile} {
+		if err := store.WriteAll(ctx, st, key+"/"+name, files[name], store.CreateOptions{}); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	return nil
 }

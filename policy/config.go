@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/policy/native"
 )
 
 // Config is the shape of the policy and the lengths it reads and writes.
@@ -32,7 +34,48 @@ type Config struct {
 	PromptTokens int `yaml:"prompt_tokens" help:"prompt budget in tokens after BOS (longer prompts drop their oldest history lines)"`
 	// ResponseTokens is the longest response (the EOS included).
 	ResponseTokens int `yaml:"response_tokens" help:"longest response in tokens, EOS included"`
+
+	// The architecture: each field maps 1:1 onto native.Config's field of
+	// the same name, and their zero values are mlerl's own model. A
+	// Hugging Face policy's come from its config.json (policy/native/doc.go
+	// has the table), never from flags; model.json records them, and
+	// omits them for mlerl's model, whose model.json stays as it was.
+	KVHeads   int       `yaml:"-" json:",omitempty"`
+	HeadSize  int       `yaml:"-" json:",omitempty"`
+	Norm      string    `yaml:"-" json:",omitempty"`
+	NormEps   float64   `yaml:"-" json:",omitempty"`
+	FFNKind   string    `yaml:"-" json:",omitempty"`
+	NoQKVBias bool      `yaml:"-" json:",omitempty"`
+	NoOutBias bool      `yaml:"-" json:",omitempty"`
+	NoFFNBias bool      `yaml:"-" json:",omitempty"`
+	NoLMBias  bool      `yaml:"-" json:",omitempty"`
+	QKNorm    bool      `yaml:"-" json:",omitempty"`
+	TiedEmbed bool      `yaml:"-" json:",omitempty"`
+	InvFreq   []float64 `yaml:"-" json:",omitempty"`
+
+	// How the weights are trained and stored, resolved from the stage's
+	// Tuning (Hugging Face policies only): LoRA adapters on a frozen base
+	// (nil: every weight trains), the frozen base's storage (auto, bf16,
+	// fp32) and activation recomputation. An engine is built from them,
+	// so a checkpoint's model.json says how to rebuild its policy.
+	LoRA        *LoRAConfig `yaml:"-" json:",omitempty"`
+	BaseStorage string      `yaml:"-" json:",omitempty"`
+	Recompute   bool        `yaml:"-" json:",omitempty"`
 }
+
+// Native is the native engine's config of c: the shape, then the
+// architecture fields one for one (mlerl's model leaves them zero).
+func (c Config) Native() native.Config {
+	return native.Config{Vocab: c.Vocab, DModel: c.DModel, Heads: c.Heads, Layers: c.Layers, FFN: c.FFNWidth(), Ctx: c.Ctx, RoPEBase: c.Base(),
+		KVHeads: c.KVHeads, HeadSize: c.HeadSize, Norm: c.Norm, NormEps: c.NormEps, FFNKind: c.FFNKind,
+		NoQKVBias: c.NoQKVBias, NoOutBias: c.NoOutBias, NoFFNBias: c.NoFFNBias, NoLMBias: c.NoLMBias,
+		QKNorm: c.QKNorm, TiedEmbed: c.TiedEmbed, InvFreq: c.InvFreq}
+}
+
+// Standard reports whether c is mlerl's own architecture, the one every
+// engine computes (GoMLX, the ONNX export); Hugging Face architectures
+// run on the native engine.
+func (c Config) Standard() bool { return c.Native().Standard() && c.LoRA == nil }
 
 // DemoConfig is the CPU demo policy: 4 blocks of width 256 with a
 // 640-token context (a 448-token prompt, the rollouts' compact budget,
@@ -66,9 +109,15 @@ func (c Config) Validate() error {
 		return config.Errorf("d_model", c.DModel, "must be positive")
 	case c.Heads <= 0:
 		return config.Errorf("heads", c.Heads, "must be positive")
-	case c.DModel%c.Heads != 0:
+	case c.HeadSize < 0:
+		return config.Errorf("head_size", c.HeadSize, "must not be negative (0: d_model/heads)")
+	case c.HeadSize > 0 && c.HeadSize%2 != 0:
+		return config.Errorf("head_size", c.HeadSize, "must be even (rotary embeddings rotate pairs)")
+	case c.KVHeads < 0 || c.KVHeads > 0 && c.Heads%c.KVHeads != 0:
+		return config.Errorf("kv_heads", c.KVHeads, "must divide heads (%d)", c.Heads)
+	case c.HeadSize == 0 && c.DModel%c.Heads != 0:
 		return config.Errorf("heads", c.Heads, "must divide d_model (%d)", c.DModel)
-	case (c.DModel/c.Heads)%2 != 0:
+	case c.HeadSize == 0 && (c.DModel/c.Heads)%2 != 0:
 		return config.Errorf("heads", c.Heads, "must leave an even head width (d_model/heads is %d; rotary embeddings rotate pairs)", c.DModel/c.Heads)
 	case c.Layers <= 0:
 		return config.Errorf("layers", c.Layers, "must be positive")
@@ -110,8 +159,13 @@ func (c Config) FFNWidth() int {
 	return 4 * c.DModel
 }
 
-// HeadDim is the width of one attention head.
-func (c Config) HeadDim() int { return c.DModel / c.Heads }
+// HeadDim is the width of one attention head: HeadSize, or d_model/heads.
+func (c Config) HeadDim() int {
+	if c.HeadSize > 0 {
+		return c.HeadSize
+	}
+	return c.DModel / c.Heads
+}
 
 // Base is the rotary base.
 func (c Config) Base() float64 {
@@ -166,13 +220,67 @@ func (c Config) Params() []ParamShape {
 	return ps
 }
 
-// NumParams is the number of trainable parameters.
+// NumParams is the number of parameters: every weight of mlerl's model;
+// for another architecture the base, the value head and the adapters
+// (native.Model's count, frozen weights included).
 func (c Config) NumParams() int {
+	if !c.Standard() {
+		base, adapters := c.nativeCounts()
+		return base + adapters
+	}
 	n := 0
 	for _, p := range c.Params() {
 		n += p.Size()
 	}
 	return n
+}
+
+// NumTrainable is the number of parameters that train: all of them, or
+// with LoRA the adapters and the value head.
+func (c Config) NumTrainable() int {
+	if c.LoRA == nil {
+		return c.NumParams()
+	}
+	_, adapters := c.nativeCounts()
+	return adapters + c.DModel + 1
+}
+
+// nativeCounts counts a non-standard architecture's parameters: the base
+// with its value head, and the LoRA adapters.
+func (c Config) nativeCounts() (base, adapters int) {
+	n := c.Native()
+	d, f, v, qd, kvd := c.DModel, c.FFNWidth(), c.Vocab, n.QDim(), n.KVDim()
+	norm := d
+	if c.Norm != native.NormRMS {
+		norm = 2 * d
+	}
+	bias := func(no bool, w int) int {
+		if no {
+			return 0
+		}
+		return w
+	}
+	ffnMats := 2
+	if c.FFNKind == native.FFNSwiGLU {
+		ffnMats = 3
+	}
+	layer := 2*norm + d*qd + 2*d*kvd + qd*d + ffnMats*d*f +
+		bias(c.NoQKVBias, qd+2*kvd) + bias(c.NoOutBias, d) + bias(c.NoFFNBias, (ffnMats-1)*f+d)
+	if c.QKNorm {
+		layer += 2 * c.HeadDim()
+	}
+	base = v*d + c.Layers*layer + norm + d + 1
+	if !c.TiedEmbed {
+		base += d*v + bias(c.NoLMBias, v)
+	}
+	if lo := c.LoRA; lo != nil {
+		dims := map[string][2]int{"q": {d, qd}, "k": {d, kvd}, "v": {d, kvd}, "o": {qd, d}, "gate": {d, f}, "up": {d, f}, "down": {f, d}}
+		for _, t := range lo.Targets {
+			io := dims[strings.TrimSuffix(t, "_proj")]
+			adapters += c.Layers * lo.Rank * (io[0] + io[1])
+		}
+	}
+	return base, adapters
 }
 
 // InitWeights returns freshly initialised weights for cfg, the same for

@@ -285,12 +285,58 @@ const (
 // NewEngine returns the named engine for cfg with the given weights (nil:
 // InitWeights(cfg, 0)): "native" (the CPU engine, the default) or "gomlx"
 // (GoMLX on the backend GOMLX_BACKEND names: XLA on a GPU machine).
+// mlerl's own model; a Hugging Face policy's engines come from
+// [Policy.NewEngine].
 func NewEngine(name string, cfg Config, weights []Tensor) (Engine, error) {
+	return buildEngine(name, cfg, 0, weights, nil)
+}
+
+// weightSource gives an engine its base weights one tensor at a time, by
+// native name in the engine's layout (a Hugging Face folder's, streamed
+// so that the engine holds the only full copy).
+type weightSource func(set func(Tensor) error) error
+
+// buildEngine is the one place the `engine` key chooses an engine. mlerl's
+// model (cfg.Standard) takes every weight from weights. Another
+// architecture starts from seed (fresh adapters and value head), takes
+// its base from base, then weights (a checkpoint's trained tensors) on
+// top.
+func buildEngine(name string, cfg Config, seed uint64, weights []Tensor, base weightSource) (Engine, error) {
 	switch name {
 	case EngineNative:
-		return NewNativeEngine(cfg, weights)
+		if cfg.Standard() {
+			return NewNativeEngine(cfg, weights)
+		}
+		return newNativeArch(cfg, seed, base, weights)
 	case EngineGoMLX:
+		if !cfg.Standard() {
+			// The GoMLX engine of the Hugging Face architectures is on its
+			// way (policy/engine_gomlx*.go); until then, one line.
+			return nil, fmt.Errorf("engine %s: the GoMLX engine does not run Hugging Face architectures yet: use --engine %s", EngineGoMLX, EngineNative)
+		}
 		return NewGoMLXEngine(cfg, nil, weights)
 	}
 	return nil, fmt.Errorf("engine %q is not known (known: %s, %s)", name, EngineNative, EngineGoMLX)
+}
+
+// NewEngine builds the named engine of the policy. mlerl's model takes
+// weights (nil: InitWeights(Model, 0)). A Hugging Face policy loads its
+// base from the folder (and the adapter it starts from), draws fresh
+// adapters and a fresh value head from seed, then takes weights (a
+// checkpoint's trained tensors, by native name) on top.
+func (p *Policy) NewEngine(name string, seed uint64, weights []Tensor) (Engine, error) {
+	if p.hf == nil {
+		return buildEngine(name, p.Model, seed, weights, nil)
+	}
+	return buildEngine(name, p.Model, seed, weights, p.loadBase)
+}
+
+// TrainableWeights returns the weights of e that train (every weight of
+// mlerl's model; a LoRA model's adapters and value head): what a
+// checkpoint of a frozen base needs to hold.
+func TrainableWeights(e Engine) ([]Tensor, error) {
+	if t, ok := e.(interface{ TrainableWeights() ([]Tensor, error) }); ok {
+		return t.TrainableWeights()
+	}
+	return e.Weights()
 }

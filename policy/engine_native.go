@@ -79,12 +79,78 @@ func (e *nativeEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error
 	return slices.Clone(logits), slices.Clone(values), nil
 }
 
+// newNativeArch builds the native engine of a non-standard architecture
+// (a Hugging Face family, LoRA): initialised from seed, then base and
+// weights written over it by name.
+func newNativeArch(cfg Config, seed uint64, base weightSource, weights []Tensor) (Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opt := native.Options{BaseStorage: cfg.BaseStorage, Recompute: cfg.Recompute}
+	if cfg.LoRA != nil {
+		opt.LoRA = cfg.LoRA.Native()
+	}
+	m, err := native.NewWithOptions(cfg.Native(), opt, seed)
+	if err != nil {
+		return nil, fmt.Errorf("policy native: %w", err)
+	}
+	e := &nativeEngine{cfg: cfg, m: m}
+	e.opt = native.NewAdamW(m, native.DefaultAdamWConfig())
+	shapes := map[string][]int{}
+	for _, p := range m.Params() {
+		shapes[p.Name] = p.Shape
+	}
+	set := func(t Tensor) error {
+		want, ok := shapes[t.Name]
+		switch {
+		case !ok:
+			return fmt.Errorf("policy native: the model has no weight %s (%s)", t.Name, cfg.describeArch())
+		case !slices.Equal(want, t.Shape) || len(t.F32) != (Tensor{Shape: want}).size():
+			return fmt.Errorf("policy native: weight %s has shape %v (%d values), the model needs %v", t.Name, t.Shape, len(t.F32), want)
+		}
+		return m.SetParam(t.Name, t.F32)
+	}
+	if base != nil {
+		if err := base(set); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range weights {
+		if err := set(t); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func (t Tensor) size() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// describeArch names the architecture in errors.
+func (c Config) describeArch() string {
+	lora := "no adapters"
+	if c.LoRA != nil {
+		lora = fmt.Sprintf("LoRA rank %d on %v", c.LoRA.Rank, c.LoRA.Targets)
+	}
+	return fmt.Sprintf("%d layers of width %d, %s", c.Layers, c.DModel, lora)
+}
+
+// TrainStep runs the forward in training mode: LoRA's dropout draws its
+// masks there (and nowhere else; mlerl's model has none).
 func (e *nativeEngine) TrainStep(b Batch, idx []int32, loss LossFunc, lr float64) (float64, float64, error) {
 	if err := b.Check(e.cfg); err != nil {
 		return 0, 0, err
 	}
 	e.m.ZeroGrad()
-	if err := e.m.Forward(nativeBatch(b)); err != nil {
+	e.m.SetTraining(true)
+	err := e.m.Forward(nativeBatch(b))
+	e.m.SetTraining(false)
+	if err != nil {
 		return 0, 0, fmt.Errorf("policy native: %w", err)
 	}
 	logits, values, err := e.m.Heads(idx)
@@ -123,21 +189,39 @@ func (e *nativeEngine) Gradients(b Batch, idx []int32, loss LossFunc) (float64, 
 	return l, out, nil
 }
 
-func (e *nativeEngine) Weights() ([]Tensor, error) {
+func (e *nativeEngine) Weights() ([]Tensor, error) { return e.weights(false) }
+
+// TrainableWeights is Weights without a frozen base: the adapters and the
+// value head of a LoRA model (every weight otherwise).
+func (e *nativeEngine) TrainableWeights() ([]Tensor, error) { return e.weights(true) }
+
+func (e *nativeEngine) weights(trainable bool) ([]Tensor, error) {
 	var out []Tensor
 	for _, p := range e.m.Params() {
-		out = append(out, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), F32: slices.Clone(p.Data)})
+		if trainable && !p.Trainable() {
+			continue
+		}
+		data := slices.Clone(p.Data)
+		if data == nil { // stored in bfloat16: widened
+			var err error
+			if data, err = e.m.ParamValues(p.Name); err != nil {
+				return nil, fmt.Errorf("policy native: %w", err)
+			}
+		}
+		out = append(out, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), F32: data})
 	}
 	return out, nil
 }
 
 func (e *nativeEngine) SetWeights(ws []Tensor) error {
-	return copyByName(e.m.Params(), ws, "weight", false)
+	return copyByName(e.m, e.m.Params(), ws, "weight", false)
 }
 
 // copyByName copies tensors into the engine's named views; every view
-// must be given unless partial.
-func copyByName(views []native.Param, ts []Tensor, what string, partial bool) error {
+// must be given unless partial. A view stored in bfloat16 (a frozen base)
+// is written through m.SetParam, which rounds into it; m is nil for views
+// that are not the model's (the optimiser's).
+func copyByName(m *native.Model, views []native.Param, ts []Tensor, what string, partial bool) error {
 	byName := map[string]Tensor{}
 	for _, t := range ts {
 		byName[t.Name] = t
@@ -150,24 +234,43 @@ func copyByName(views []native.Param, ts []Tensor, what string, partial bool) er
 			}
 			return fmt.Errorf("policy native: %s %s missing", what, p.Name)
 		}
-		if !slices.Equal(t.Shape, p.Shape) || len(t.F32) != len(p.Data) {
+		if !slices.Equal(t.Shape, p.Shape) || len(t.F32) != p.Size() {
 			return fmt.Errorf("policy native: %s %s has shape %v (%d values), the model needs %v", what, p.Name, t.Shape, len(t.F32), p.Shape)
+		}
+		if p.Data == nil && m != nil {
+			if err := m.SetParam(p.Name, t.F32); err != nil {
+				return fmt.Errorf("policy native: %w", err)
+			}
+			continue
 		}
 		copy(p.Data, t.F32)
 	}
 	return nil
 }
 
+// dropoutStepName is the optimiser-state entry of a LoRA model with
+// dropout that counts its training forwards: a resumed run continues the
+// sequence of dropout masks instead of repeating its first ones.
+const dropoutStepName = "/native/dropout_step"
+
 func (e *nativeEngine) OptimizerState() ([]Tensor, error) {
 	var out []Tensor
 	for _, p := range e.opt.State() {
 		out = append(out, Tensor{Name: p.Name, Shape: slices.Clone(p.Shape), F32: slices.Clone(p.Data)})
 	}
+	if lo := e.m.LoRA(); lo.Rank > 0 && lo.Dropout > 0 {
+		out = append(out, Tensor{Name: dropoutStepName, Shape: []int{1}, I64: []int64{int64(e.m.DropoutStep())}})
+	}
 	return out, nil
 }
 
 func (e *nativeEngine) SetOptimizerState(ts []Tensor) error {
-	return copyByName(e.opt.State(), ts, "optimiser state", false)
+	for _, t := range ts {
+		if t.Name == dropoutStepName && len(t.I64) == 1 {
+			e.m.SetDropoutStep(uint64(t.I64[0]))
+		}
+	}
+	return copyByName(nil, e.opt.State(), ts, "optimiser state", false)
 }
 
 type nativeDecoder struct {

@@ -327,7 +327,7 @@ func TestCheckpointAcrossEngines(t *testing.T) {
 	}
 	want, _, _ := es[EngineNative].Logits(b, idx)
 	for _, name := range []string{EngineNative, EngineGoMLX} {
-		e, resumed, err := ck.Engine(name, true)
+		e, resumed, err := ck.Engine(nil, name, true)
 		if err != nil {
 			t.Fatal(err)
 		}

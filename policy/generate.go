@@ -34,16 +34,17 @@ type GenerateOptions struct {
 
 // Sample is one generated response.
 type Sample struct {
-	// Prompt is the prompt as the model saw it (BOS first).
+	// Prompt is the prompt as the model saw it (Policy.EncodePrompt's).
 	Prompt []int32
-	// Tokens are the generated ids, EOS included when it stopped.
+	// Tokens are the generated ids, the stop id included when it stopped.
 	Tokens []int32
 	// LogProbs are log pi(token) at temperature 1 under the generating
 	// policy, renormalised over the constraint's allowed tokens when
 	// decoding was constrained (0 for a forced token).
 	LogProbs []float32
 	// Masks holds, per token, the allowed-token bitset the constraint
-	// imposed (nil: free decoding); PPO applies the same masks when it
+	// imposed, or the policy's FreeMask in free decoding (nil: free
+	// decoding over every id); PPO applies the same masks when it
 	// recomputes log-probabilities, so the importance ratio is exact.
 	Masks []Bitset
 	// Free marks, per token, the tokens sampled inside the grammar's free
@@ -78,19 +79,20 @@ func (b Bitset) Count() int {
 	return n
 }
 
-// Generator samples responses from an engine, with the vocabulary and
-// tokenizer that map text to model ids (constrained decoding works on
-// text).
+// Generator samples responses from an engine of a policy, which maps text
+// to model ids (constrained decoding works on text) and says where a
+// response stops. A nil Policy is mlerl's model without a vocabulary:
+// its special ids, enough for free decoding.
 type Generator struct {
 	Engine Engine
-	Vocab  *Vocab
-	Tok    Tokenizer
+	Policy *Policy
 }
 
-// Generate samples one response per prompt (model ids, BOS first: see
-// EncodePrompt), in one batch: the prompts are prefilled once, then each
-// call to the engine extends every unfinished row by its next sampled
-// token plus whatever the row's constraint forces after it.
+// Generate samples one response per prompt (model ids: see
+// Policy.EncodePrompt), in one batch: the prompts are prefilled once,
+// then each call to the engine extends every unfinished row by its next
+// sampled token plus whatever the row's constraint forces after it. A
+// row ends at one of the policy's stop ids or at MaxNewTokens.
 func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, error) {
 	cfg := g.Engine.Config()
 	if len(prompts) == 0 {
@@ -105,9 +107,13 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 	}
 	n := len(prompts)
 	samples := make([]Sample, n)
+	pol := g.Policy
+	if pol == nil {
+		pol = NewMLERL(cfg, nil, nil)
+	}
 	for i, p := range prompts {
-		if len(p) == 0 || p[0] != BosID {
-			return nil, fmt.Errorf("generate: prompt %d does not start with BOS (use EncodePrompt)", i)
+		if err := pol.checkPrompt(p); err != nil {
+			return nil, fmt.Errorf("generate: prompt %d %v", i, err)
 		}
 		if len(p)+maxNew > cfg.Ctx {
 			return nil, fmt.Errorf("generate: prompt %d has %d tokens; with max_new_tokens %d it exceeds the context %d", i, len(p), maxNew, cfg.Ctx)
@@ -174,10 +180,10 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
 				if len(forced) > 0 {
-					if err := s.force(cons[i], forced, v); err != nil {
+					if err := s.force(cons[i], forced, v, pol); err != nil {
 						return nil, fmt.Errorf("generate: row %d: %w", i, err)
 					}
-					if s.finished(maxNew) {
+					if s.finished(maxNew, pol) {
 						done[i] = true
 						continue
 					}
@@ -185,7 +191,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					continue
 				}
 			}
-			var mask Bitset
+			mask := pol.FreeMask()
 			if cons[i] != nil {
 				mask = NewBitset(v)
 				if err := cons[i].Allowed(mask, maxNew-len(s.Tokens)); err != nil {
@@ -206,7 +212,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 			s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, tok), append(s.LogProbs, lp), appendMask(s.Masks, masks[i])
 			s.markFree(frees[i])
 			add := []int32{tok}
-			if cons[i] != nil && tok != EosID {
+			if cons[i] != nil && !pol.IsStop(tok) {
 				if err := cons[i].Accept(tok); err != nil {
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
@@ -216,12 +222,12 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 				if err != nil {
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
-				if err := s.force(cons[i], forced, v); err != nil {
+				if err := s.force(cons[i], forced, v, pol); err != nil {
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
 				add = append(add, forced...)
 			}
-			if s.finished(maxNew) {
+			if s.finished(maxNew, pol) {
 				done[i] = true
 				continue
 			}
@@ -272,14 +278,14 @@ func eachRow(rows []int, f func(i int)) {
 
 // force appends tokens the constraint fixed (log-probability 0, a
 // one-token mask each).
-func (s *Sample) force(c Constraint, toks []int32, vocab int) error {
+func (s *Sample) force(c Constraint, toks []int32, vocab int, p *Policy) error {
 	for _, f := range toks {
 		one := NewBitset(vocab)
 		one.Set(f)
 		s.Tokens, s.LogProbs, s.Masks = append(s.Tokens, f), append(s.LogProbs, 0), append(s.Masks, one)
 		s.markFree(false)
 		s.Forced++
-		if f == EosID {
+		if p.IsStop(f) {
 			continue
 		}
 		if err := c.Accept(f); err != nil {
@@ -289,9 +295,10 @@ func (s *Sample) force(c Constraint, toks []int32, vocab int) error {
 	return nil
 }
 
-// finished reports whether the sample has ended (EOS, or the budget).
-func (s *Sample) finished(maxNew int) bool {
-	if len(s.Tokens) > 0 && s.Tokens[len(s.Tokens)-1] == EosID {
+// finished reports whether the sample has ended (a stop id, or the
+// budget).
+func (s *Sample) finished(maxNew int, p *Policy) bool {
+	if len(s.Tokens) > 0 && p.IsStop(s.Tokens[len(s.Tokens)-1]) {
 		s.Stopped = true
 		return true
 	}

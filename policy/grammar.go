@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -645,56 +647,192 @@ func b2i(b bool) int32 {
 	return 0
 }
 
-// tokenTrie is a byte trie of the vocabulary's tokens (model ids).
-type tokenTrie struct {
-	next map[byte]*tokenTrie
-	ids  []int32 // tokens ending here
+// The masks' tables. A grammar state's mask is the set of tokens all of
+// whose bytes the automaton accepts from it: a walk of a byte trie of the
+// vocabulary's tokens, pruned at the first byte refused. Inside free text
+// (a Reflection line, a free string argument) nearly every token is
+// accepted whatever the grammar around it, so that walk would visit the
+// whole trie (a million nodes for Qwen's 151k tokens): there, as
+// XGrammar does with its context-independent tokens, the tokens whose
+// every byte keeps the automaton inside the same free text (plain tokens:
+// no newline for a line, no quote, backslash or control byte for a
+// string, at most freeTokenMax bytes) come from a set computed once per
+// vocabulary, and only the others (a few thousand) are walked.
+
+// byteTrie is a trie of token byte strings in flat arrays: node i's
+// children are nodes[kids[i]:kids[i+1]]-style ranges (kidLo, kidHi),
+// sorted by byte, and the tokens ending at it ids[idLo:idHi].
+type byteTrie struct {
+	nodes []trieNode
+	ids   []int32
 }
 
-func (t *tokenTrie) insert(b []byte, id int32) {
-	for _, c := range b {
-		if t.next == nil {
-			t.next = map[byte]*tokenTrie{}
+type trieNode struct {
+	b            byte
+	idLo, idHi   int32
+	kidLo, kidHi int32
+}
+
+// newByteTrie builds the trie of the tokens (id, bytes) given; empty
+// byte strings are left out.
+func newByteTrie(toks []tokenBytes) *byteTrie {
+	sorted := slices.Clone(toks)
+	sorted = slices.DeleteFunc(sorted, func(t tokenBytes) bool { return len(t.b) == 0 })
+	slices.SortFunc(sorted, func(a, b tokenBytes) int {
+		if c := bytes.Compare(a.b, b.b); c != 0 {
+			return c
 		}
-		n := t.next[c]
-		if n == nil {
-			n = &tokenTrie{}
-			t.next[c] = n
+		return int(a.id - b.id)
+	})
+	t := &byteTrie{nodes: []trieNode{{}}}
+	// fill makes node n's tokens and children from sorted[lo:hi], every
+	// one of which has node n's depth-byte prefix; children are allocated
+	// together (contiguous) before any of them is filled.
+	var fill func(n int32, lo, hi, depth int)
+	fill = func(n int32, lo, hi, depth int) {
+		t.nodes[n].idLo = int32(len(t.ids))
+		for lo < hi && len(sorted[lo].b) == depth {
+			t.ids = append(t.ids, sorted[lo].id)
+			lo++
 		}
-		t = n
+		t.nodes[n].idHi = int32(len(t.ids))
+		type span struct{ lo, hi int }
+		var groups []span
+		for i := lo; i < hi; {
+			j := i + 1
+			for j < hi && sorted[j].b[depth] == sorted[i].b[depth] {
+				j++
+			}
+			groups = append(groups, span{i, j})
+			i = j
+		}
+		first := int32(len(t.nodes))
+		for _, g := range groups {
+			t.nodes = append(t.nodes, trieNode{b: sorted[g.lo].b[depth]})
+		}
+		t.nodes[n].kidLo, t.nodes[n].kidHi = first, first+int32(len(groups))
+		for k, g := range groups {
+			fill(first+int32(k), g.lo, g.hi, depth+1)
+		}
 	}
-	t.ids = append(t.ids, id)
+	fill(0, 0, len(sorted), 0)
+	return t
 }
 
-// grammarTables are what every constraint of one Generator shares: each
-// model id's bytes, their trie, and the mask cache of each grammar.
+// walk adds to mask every token whose bytes g accepts from s.
+func (t *byteTrie) walk(g *grammar, s gstate, mask Bitset) {
+	var rec func(n int32, s gstate)
+	rec = func(n int32, s gstate) {
+		node := &t.nodes[n]
+		for _, id := range t.ids[node.idLo:node.idHi] {
+			mask.Set(id)
+		}
+		for k := node.kidLo; k < node.kidHi; k++ {
+			s2 := s
+			if g.step(&s2, t.nodes[k].b) {
+				rec(k, s2)
+			}
+		}
+	}
+	rec(0, s)
+}
+
+type tokenBytes struct {
+	id int32
+	b  []byte
+}
+
+// freeTokenMax is the longest plain token: free text this far from its
+// length cap accepts every plain token (the cache's margin, below).
+const freeTokenMax = 128
+
+// freeKind is a kind of free text: a line, or the inside of a JSON string.
+type freeKind int
+
+const (
+	freeLine freeKind = iota
+	freeString
+	numFreeKinds
+)
+
+// plainByte reports whether c keeps free text of kind k going.
+func plainByte(k freeKind, c byte) bool {
+	if k == freeLine {
+		return c != '\n' && c != '\r' && c != 0
+	}
+	return c != '"' && c != '\\' && c >= 0x20
+}
+
+// freeTables are one kind of free text's context-independent tokens:
+// the plain ones as a mask and by length (for states near the length
+// cap), and a trie of the rest, which the automaton walks.
+type freeTables struct {
+	plain   Bitset
+	byLen   []int32 // plain ids sorted by byte length
+	lens    []int   // their lengths, ascending
+	depends *byteTrie
+}
+
+// grammarTables are what every constraint of one policy shares: each
+// model id's bytes, their trie, and the free-text tables.
 type grammarTables struct {
 	bytes [][]byte
-	trie  *tokenTrie
+	trie  *byteTrie
+	free  [numFreeKinds]freeTables
 }
 
-var tablesCache sync.Map // *Vocab -> *grammarTables
+var tablesCache sync.Map // Policy.tablesKey() -> *grammarTables
 
-func (gen Generator) tables() *grammarTables {
-	if t, ok := tablesCache.Load(gen.Vocab); ok {
+// tables returns the policy's grammar tables, built on first use.
+func (p *Policy) tables() *grammarTables {
+	key := p.tablesKey()
+	if t, ok := tablesCache.Load(key); ok {
 		return t.(*grammarTables)
 	}
-	t := &grammarTables{bytes: make([][]byte, gen.Vocab.Size()), trie: &tokenTrie{}}
-	for m := int32(NumSpecial); int(m) < gen.Vocab.Size(); m++ {
-		id, _ := gen.Vocab.Token(m)
-		b := gen.Tok.TokenBytes(id)
-		t.bytes[m] = b
-		if len(b) > 0 {
-			t.trie.insert(b, m)
+	tablesBuild.Lock()
+	defer tablesBuild.Unlock()
+	if t, ok := tablesCache.Load(key); ok {
+		return t.(*grammarTables)
+	}
+	n := p.Size()
+	t := &grammarTables{bytes: make([][]byte, n)}
+	var all []tokenBytes
+	for m := range int32(n) {
+		if b := p.TokenBytes(m); len(b) > 0 {
+			t.bytes[m] = b
+			all = append(all, tokenBytes{m, b})
 		}
 	}
-	tablesCache.Store(gen.Vocab, t)
+	t.trie = newByteTrie(all)
+	for k := range numFreeKinds {
+		ft := &t.free[k]
+		ft.plain = NewBitset(n)
+		var dep []tokenBytes
+		for _, tb := range all {
+			plain := len(tb.b) <= freeTokenMax
+			for _, c := range tb.b {
+				plain = plain && plainByte(k, c)
+			}
+			if plain {
+				ft.plain.Set(tb.id)
+				ft.byLen = append(ft.byLen, tb.id)
+			} else {
+				dep = append(dep, tb)
+			}
+		}
+		slices.SortStableFunc(ft.byLen, func(a, b int32) int { return len(t.bytes[a]) - len(t.bytes[b]) })
+		for _, id := range ft.byLen {
+			ft.lens = append(ft.lens, len(t.bytes[id]))
+		}
+		ft.depends = newByteTrie(dep)
+	}
+	tablesCache.Store(key, t)
 	return t
 }
 
 // actionConstraint is the Constraint of one row.
 type actionConstraint struct {
-	gen   Generator
+	p     *Policy
 	g     *grammar
 	t     *grammarTables
 	s     gstate
@@ -711,7 +849,7 @@ type actionConstraint struct {
 // the longest enumerated value, in tokens, plus slack.
 func (c *actionConstraint) jumpMargin() int {
 	count := func(s string) int {
-		ids, err := c.gen.Vocab.Encode(c.gen.Tok, s)
+		ids, err := c.p.Encode(s)
 		if err != nil {
 			return len(s)
 		}
@@ -735,7 +873,21 @@ func (c *actionConstraint) jumpMargin() int {
 // ActionGrammar returns the constraint of one response under gc.
 func (gen Generator) ActionGrammar(gc GrammarContext) Constraint {
 	g := newGrammar(gc)
-	return &actionConstraint{gen: gen, g: g, t: gen.tables(), s: g.initial(), cache: map[[3]int32]Bitset{}}
+	return &actionConstraint{p: gen.Policy, g: g, t: gen.Policy.tables(), s: g.initial(), cache: map[[3]int32]Bitset{}}
+}
+
+// freeState says whether s is inside free text past its opening (a line,
+// or a free string after its quote and not after a backslash), which
+// kind, and how many more bytes the automaton accepts in it.
+func (g *grammar) freeState(s gstate) (k freeKind, room int, ok bool) {
+	seg := g.prog(&s)[s.seg]
+	switch {
+	case seg.kind == segLine:
+		return freeLine, seg.cap - int(s.off), true
+	case seg.kind == segStr && seg.options == nil && s.off > 0 && !s.esc:
+		return freeString, seg.cap - int(s.off) + 1, true
+	}
+	return 0, 0, false
 }
 
 // Allowed adds the ids whose bytes the automaton accepts from the current
@@ -743,7 +895,7 @@ func (gen Generator) ActionGrammar(gc GrammarContext) Constraint {
 // tokens (EOS only once the response is complete).
 func (c *actionConstraint) Allowed(mask Bitset, limit int) error {
 	if c.g.done(&c.s) {
-		mask.Set(EosID)
+		mask.Set(c.p.EOS())
 		return nil
 	}
 	key, cacheable := c.g.cacheKey(c.s)
@@ -753,20 +905,21 @@ func (c *actionConstraint) Allowed(mask Bitset, limit int) error {
 			return nil
 		}
 	}
-
-	var walk func(n *tokenTrie, s gstate)
-	walk = func(n *tokenTrie, s gstate) {
-		for _, id := range n.ids {
-			mask.Set(id)
-		}
-		for b, child := range n.next {
-			s2 := s
-			if c.g.step(&s2, b) {
-				walk(child, s2)
+	if k, room, ok := c.g.freeState(c.s); ok {
+		// The plain tokens that fit the room left, then a walk of the rest.
+		ft := &c.t.free[k]
+		if room >= freeTokenMax {
+			copy(mask, ft.plain)
+		} else {
+			n, _ := slices.BinarySearch(ft.lens, room+1)
+			for _, id := range ft.byLen[:n] {
+				mask.Set(id)
 			}
 		}
+		ft.depends.walk(c.g, c.s, mask)
+	} else {
+		c.t.trie.walk(c.g, c.s, mask)
 	}
-	walk(c.t.trie, c.s)
 	if mask.Count() == 0 {
 		return fmt.Errorf("grammar: no token continues %q", c.text)
 	}
@@ -795,7 +948,7 @@ func (c *actionConstraint) InFreeText() bool {
 
 // Accept advances the automaton by the token's bytes.
 func (c *actionConstraint) Accept(tok int32) error {
-	if tok == EosID {
+	if c.p.IsStop(tok) {
 		return nil
 	}
 	for _, b := range c.t.bytes[tok] {
@@ -817,7 +970,7 @@ func (c *actionConstraint) Accept(tok int32) error {
 // own: still the same text).
 func (c *actionConstraint) Forced(limit int) ([]int32, error) {
 	if c.g.done(&c.s) {
-		return []int32{EosID}, nil
+		return []int32{c.p.EOS()}, nil
 	}
 	comp := c.g.completion(c.s)
 	compToks, err := c.encodeAfter(comp)
@@ -841,7 +994,7 @@ func (c *actionConstraint) Forced(limit int) ([]int32, error) {
 		for i := range len(close) {
 			c.g.step(&after, close[i])
 		}
-		rest, err := c.gen.Vocab.Encode(c.gen.Tok, c.g.completion(after))
+		rest, err := c.p.Encode(c.g.completion(after))
 		if err != nil {
 			return nil, err
 		}
@@ -905,7 +1058,7 @@ func (c *actionConstraint) fitBudget(mask Bitset, limit int) error {
 	for w := range mask {
 		for bits := mask[w]; bits != 0; bits &= bits - 1 {
 			id := int32(w*64 + trailingZeros(bits))
-			if id == EosID {
+			if id == c.p.EOS() {
 				continue
 			}
 			s := c.s
@@ -920,7 +1073,7 @@ func (c *actionConstraint) fitBudget(mask Bitset, limit int) error {
 			}
 			n := 0
 			if !c.g.done(&s) {
-				ids, err := c.gen.Vocab.Encode(c.gen.Tok, c.g.completion(s))
+				ids, err := c.p.Encode(c.g.completion(s))
 				if err != nil {
 					return err
 				}
@@ -954,11 +1107,11 @@ func trailingZeros(x uint64) int {
 func (c *actionConstraint) encodeAfter(text string) ([]int32, error) {
 	k := min(2, len(c.toks))
 	prev := string(c.text[len(c.text)-len(c.tokText(c.toks[len(c.toks)-k:])):])
-	ids, err := c.gen.Vocab.Encode(c.gen.Tok, prev+text)
+	ids, err := c.p.Encode(prev + text)
 	if err == nil && len(ids) >= k && int32sEqual(ids[:k], c.toks[len(c.toks)-k:]) {
 		return ids[k:], nil
 	}
-	return c.gen.Vocab.Encode(c.gen.Tok, text)
+	return c.p.Encode(text)
 }
 
 func (c *actionConstraint) tokText(toks []int32) []byte {

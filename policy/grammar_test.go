@@ -87,7 +87,7 @@ func newGrammarWorld(t testing.TB) grammarWorld {
 		Script: string(script), Files: []string{"test.csv", "train.csv", "train.py", "valid.csv"},
 		Modality: task.Modality, TaskType: task.TaskType, Plan: []string{"Standardise the numeric features with a StandardScaler before the model"}}
 	cfg := Config{Vocab: v.Size(), DModel: 8, Heads: 2, Layers: 1, Ctx: 4096, PromptTokens: 16, ResponseTokens: 200}
-	return grammarWorld{gen: Generator{Engine: &randomEngine{cfg: cfg}, Vocab: v, Tok: qwen}, state: st, task: task}
+	return grammarWorld{gen: Generator{Engine: &randomEngine{cfg: cfg}, Policy: NewMLERL(cfg, v, qwen)}, state: st, task: task}
 }
 
 // constrainedSamples decodes n responses under random logits.
@@ -112,7 +112,7 @@ func (w grammarWorld) constrainedSamples(t testing.TB, seed uint64, n int, oneLi
 // the grammar enumerates.
 func checkResponse(t testing.TB, w grammarWorld, s Sample) env.Action {
 	t.Helper()
-	text := w.gen.Vocab.Decode(w.gen.Tok, s.Tokens)
+	text := w.gen.Policy.Decode(s.Tokens)
 	a, err := env.Parse(text)
 	if err != nil {
 		t.Fatalf("constrained response does not parse: %v\n%s", err, text)
@@ -192,7 +192,7 @@ func TestConstrainedActionsAreAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := e.Step(ctx, w.gen.Vocab.Decode(w.gen.Tok, s.Tokens))
+			r, err := e.Step(ctx, w.gen.Policy.Decode(s.Tokens))
 			e.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -254,7 +254,7 @@ func TestJumpForwardAndBudget(t *testing.T) {
 	w := newGrammarWorld(t)
 	for _, s := range w.constrainedSamples(t, 7, 4, false, 1) {
 		if s.Forced == 0 {
-			t.Errorf("no token was forced in %q", w.gen.Vocab.Decode(w.gen.Tok, s.Tokens))
+			t.Errorf("no token was forced in %q", w.gen.Policy.Decode(s.Tokens))
 		}
 	}
 	w.gen.Engine.(*randomEngine).cfg.ResponseTokens = 40
@@ -279,7 +279,7 @@ func TestGrammarTokenizesLikeTheTokenizer(t *testing.T) {
 	// Forced tokens are a prefix of how the tokenizer splits a whole
 	// response, and the mask then allows the tokenizer's next token (the
 	// space goes with what follows it: ":" then " -").
-	whole, _ := w.gen.Vocab.Encode(w.gen.Tok, "Reflection: -\nThought: -\nAction: List Files\n")
+	whole, _ := w.gen.Policy.Encode("Reflection: -\nThought: -\nAction: List Files\n")
 	if len(forced) == 0 || len(forced) >= len(whole) || !slices.Equal(forced, whole[:len(forced)]) {
 		t.Fatalf("first forced tokens %v, want a prefix of the tokenizer's %v", forced, whole)
 	}
@@ -288,27 +288,27 @@ func TestGrammarTokenizesLikeTheTokenizer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mask := NewBitset(w.gen.Vocab.Size())
+	mask := NewBitset(w.gen.Policy.Size())
 	if err := c.Allowed(mask, 100); err != nil {
 		t.Fatal(err)
 	}
 	if !mask.Has(whole[len(forced)]) {
-		t.Errorf("the tokenizer's next token %q is not allowed after the forced %q", w.gen.Vocab.Decode(w.gen.Tok, whole[len(forced):len(forced)+1]), w.gen.Vocab.Decode(w.gen.Tok, forced))
+		t.Errorf("the tokenizer's next token %q is not allowed after the forced %q", w.gen.Policy.Decode(whole[len(forced):len(forced)+1]), w.gen.Policy.Decode(forced))
 	}
-	space, _ := w.gen.Vocab.Encode(w.gen.Tok, " ")
+	space, _ := w.gen.Policy.Encode(" ")
 	for _, tok := range space {
 		if err := c.Accept(tok); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mask = NewBitset(w.gen.Vocab.Size())
+	mask = NewBitset(w.gen.Policy.Size())
 	if err := c.Allowed(mask, 100); err != nil {
 		t.Fatal(err)
 	}
 	if mask.Has(EosID) || mask.Count() < 100 {
 		t.Errorf("free text after Reflection: allows %d tokens (EOS %v)", mask.Count(), mask.Has(EosID))
 	}
-	nl, _ := w.gen.Vocab.Encode(w.gen.Tok, "\n")
+	nl, _ := w.gen.Policy.Encode("\n")
 	if mask.Has(nl[0]) {
 		t.Error("an empty Reflection may not end")
 	}

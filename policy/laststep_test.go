@@ -135,6 +135,7 @@ func TestPolicyChangesNothingOnTheLastStep(t *testing.T) {
 	w.gen.Engine.(*randomEngine).rng = rand.New(rand.NewPCG(49, 1))
 	w.gen.Engine.(*randomEngine).scale = 2
 	w.gen.Engine.(*randomEngine).cfg.PromptTokens = 2048 // the random logits read no prompt, but it must fit
+	w.gen.Policy.Model.PromptTokens = 2048
 	agent, err := NewPolicyAgent("policy", w.gen, AgentOptions{Temperature: 1, Terse: true})
 	if err != nil {
 		t.Fatal(err)

@@ -309,7 +309,7 @@ func validShare(batch []*sample) float64 {
 // copy of the policy) at policy version v, the generation seed from
 // calls. It leaves the learner's state alone.
 func (r *ppoRun) generateWith(ctx context.Context, eng policy.Engine, v, k int, s schemas.RLState, calls uint64) ([]*group, error) {
-	p, err := policy.EncodePrompt(r.vocab, r.tok, eng.Config(), s.Prompt)
+	p, err := r.pol.EncodePrompt(s.Prompt)
 	if err != nil {
 		return nil, fmt.Errorf("state %s: %w", s.StateID, err)
 	}
@@ -324,7 +324,7 @@ func (r *ppoRun) generateWith(ctx context.Context, eng policy.Engine, v, k int, 
 		prompts[i] = p
 	}
 	opts := policy.GenerateOptions{Temperature: r.cfg.Temperature, TopP: r.cfg.TopP, MaxNewTokens: r.cfg.MaxNewTokens, Seed: newSeed(r.cfg.Seed, calls)}
-	gen := policy.Generator{Engine: eng, Vocab: r.vocab, Tok: r.tok}
+	gen := policy.Generator{Engine: eng, Policy: r.pol}
 	if r.facts != nil {
 		opts.Constrain = func(int) policy.Constraint { return gen.ActionGrammar(gc) }
 	}
@@ -335,7 +335,7 @@ func (r *ppoRun) generateWith(ctx context.Context, eng policy.Engine, v, k int, 
 	g := &group{State: s, Version: v, left: k}
 	for _, smp := range out {
 		g.Samples = append(g.Samples, &sample{State: s, Prompt: smp.Prompt, Action: smp.Tokens, LogP: smp.LogProbs, Masks: smp.Masks,
-			Free: smp.Free, Version: v, Text: strings.TrimSpace(r.vocab.Decode(r.tok, smp.Tokens)), LastStep: gc.NoEdit || gc.NoUndo})
+			Free: smp.Free, Version: v, Text: strings.TrimSpace(r.pol.Decode(smp.Tokens)), LastStep: gc.NoEdit || gc.NoUndo})
 	}
 	return []*group{g}, nil
 }

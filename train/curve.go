@@ -204,7 +204,7 @@ func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) (bool, error) {
 		return false, nil
 	}
 	t0 := time.Now()
-	agent, err := policy.NewPolicyAgent("ppo", policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok},
+	agent, err := policy.NewPolicyAgent("ppo", policy.Generator{Engine: r.policy, Policy: r.pol},
 		policy.AgentOptions{Temperature: c.cfg.Temperature, TopP: c.cfg.TopP, MaxNewTokens: r.cfg.MaxNewTokens, Decode: r.cfg.Decode,
 			Terse: r.oneLine, DashThoughts: r.cfg.FreeText == FreeTextForce})
 	if err != nil {

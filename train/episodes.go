@@ -189,7 +189,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
-	return nil
+	return saveMerged(r.pol, r.policy, cfg.SaveMerged, log, "train ppo")
 }
 
 // collected is one update's rollout in live environments, credited: the
@@ -445,7 +445,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 	}
 	first := (r.state.Drawn - int64(nGroups)) * int64(k) // episode 0's number among all episodes drawn (its row seeds)
 	played := make([][]*sample, n)
-	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
+	gen := policy.Generator{Engine: r.policy, Policy: r.pol}
 	// act generates the next action of each episode in rows (one call:
 	// the rows' prompts prefilled together), each drawn from its own
 	// random stream (the episode's number and step), so that the actions
@@ -456,7 +456,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		seeds := make([]uint64, len(rows))
 		for j, i := range rows {
 			st := agents.StateOf(envs[i], plans[i], opts.MaxSteps)
-			p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), agents.Compact(st, opts.CompactBudget, opts.Count))
+			p, err := r.pol.EncodePrompt(agents.Compact(st, opts.CompactBudget, opts.Count))
 			if err != nil {
 				return err
 			}
@@ -476,7 +476,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		}
 		for j, i := range rows {
 			played[i] = append(played[i], &sample{State: groups[i/k].State, Prompt: out[j].Prompt, Action: out[j].Tokens, LogP: out[j].LogProbs, Masks: out[j].Masks,
-				Free: out[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.vocab.Decode(r.tok, out[j].Tokens)), Episode: i, Step: len(played[i]),
+				Free: out[j].Free, Version: r.state.Update, Text: strings.TrimSpace(r.pol.Decode(out[j].Tokens)), Episode: i, Step: len(played[i]),
 				LastStep: contexts[j].NoEdit || contexts[j].NoUndo})
 		}
 		return nil

@@ -300,8 +300,9 @@ func TestSelectedCheckpointIsWhatEvaluateReads(t *testing.T) {
 	st, _ := store.Open(ctx, root)
 	s := &stage{name: "train ppo", st: st, log: io.Discard}
 	r := &ppoRun{cfg: cfg, s: s}
-	r.vocab = policy.NewVocab([]int{'a'})
-	pc := policy.Config{Vocab: r.vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 24, PromptTokens: 16, ResponseTokens: 4}
+	vocab := policy.NewVocab([]int{'a'})
+	pc := policy.Config{Vocab: vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 24, PromptTokens: 16, ResponseTokens: 4}
+	r.pol = policy.NewMLERL(pc, vocab, policy.ByteTokenizer{})
 	eng, err := policy.NewEngine(policy.EngineNative, pc, policy.InitWeights(pc, 1))
 	if err != nil {
 		t.Fatal(err)

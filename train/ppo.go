@@ -45,9 +45,20 @@ import (
 type PPOConfig struct {
 	Data   string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
 	States string `yaml:"states" help:"rl_states dataset in the data root (name or name/v<N>)"`
-	SFT    string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step is the start and the KL reference)"`
+	SFT    string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step is the start and the KL reference; mlerl's model or a Hugging Face policy, as its checkpoint records)"`
 	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
 	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
+	// Policy, when a Hugging Face folder, is the start and the KL
+	// reference instead of the SFT checkpoint (policy.ParseSpec).
+	Policy string `yaml:"policy" help:"mlerl: start from the sft checkpoint (whatever policy it trained); hf:DIR: start from this Hugging Face checkpoint folder instead (with adapter when given), which is then the KL reference, and sft is not read"`
+	// Adapter is a PEFT adapter the Hugging Face policy starts from.
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder to start from (e.g. one LLaMA-Factory trained; empty: fresh adapters, the base itself)"`
+	// Budgets are a Hugging Face policy's token budgets when it starts
+	// from its folder (an SFT checkpoint has its own).
+	Budgets policy.Budgets `yaml:"model"`
+	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
+	Tuning     policy.Tuning `yaml:",inline"`
+	SaveMerged string        `yaml:"save_merged" help:"with a Hugging Face policy: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint (empty: none; every checkpoint holds the PEFT adapter either way)"`
 	// Mode: step-wise (ML-Agent) or episode-wise PPO (the baseline arm).
 	Mode string `yaml:"mode" help:"step (actions from sampled expert states, ML-Agent) or episode (whole episodes from each task's initial state, the baseline)"`
 	// Env configures the environment of the env reward: budgets, reward
@@ -148,6 +159,7 @@ const (
 func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
+		Policy: policy.KindMLERL, Budgets: policy.DefaultBudgets(), Tuning: policy.DefaultTuning(),
 		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
 		Updates: 20, BatchSize: 32, GroupSize: 4, Horizon: 2, Credit: CreditFirst, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
@@ -280,6 +292,12 @@ func (c PPOConfig) Validate() error {
 	if c.Env.EditorKind == env.EditorLLM {
 		return config.Errorf("env.editor", c.Env.EditorKind, "is not available in train ppo, which has no llm endpoint (use %s)", env.EditorOffline)
 	}
+	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning); err != nil {
+		return err
+	}
+	if err := config.Nest("model", c.Budgets.Validate()); err != nil {
+		return err
+	}
 	return config.Nest("env", c.Env.Validate())
 }
 
@@ -373,8 +391,8 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 		return err
 	}
 	defer r.close()
-	fmt.Fprintf(log, "train ppo: %d held-in states, policy %d params on the %s engine, reward %q, %s decoding, %d actions per state, %s baseline, free text %s, duration weighting %v\n",
-		len(r.states), r.policy.Config().NumParams(), r.policy.Name(), cfg.Reward, cfg.Decode, cfg.GroupSize, cfg.Advantage, cfg.FreeText, cfg.DurationWeighting)
+	fmt.Fprintf(log, "train ppo: %d held-in states, policy %s on the %s engine, reward %q, %s decoding, %d actions per state, %s baseline, free text %s, duration weighting %v\n",
+		len(r.states), describeModel(r.pol), r.policy.Name(), cfg.Reward, cfg.Decode, cfg.GroupSize, cfg.Advantage, cfg.FreeText, cfg.DurationWeighting)
 	curve, err := r.begin(ctx)
 	if err != nil {
 		return err
@@ -472,7 +490,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train ppo: done, checkpoint %s\n", r.s.st.URI(cfg.Out))
-	return nil
+	return saveMerged(r.pol, r.policy, cfg.SaveMerged, log, "train ppo")
 }
 
 // begin does what every PPO loop does before its first update: the
@@ -554,6 +572,12 @@ func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, l learned, c
 		for i, name := range ppoMetricNames {
 			rec[name] = l.sums[i]
 		}
+	}
+	if r.pol.Kind() == policy.KindHF {
+		// What a pretrained model's update costs, in the log as it runs.
+		rec["memory/peak_rss_gib"] = peakRSSGiB()
+		fmt.Fprintf(r.s.log, "train ppo: update %d: %.1f s (generate %.1f s, learn %.1f s), peak RSS %.2f GiB\n",
+			r.state.Update, rec["time/update_s"], rec["time/generate_s"], rec["time/learn_s"], rec["memory/peak_rss_gib"])
 	}
 	r.s.record(rec)
 	point, err := r.curvePoint(ctx, curve)

@@ -111,7 +111,7 @@ func grammarNames(t *testing.T, gc policy.GrammarContext) string {
 		ids = append(ids, c)
 	}
 	vocab := policy.NewVocab(ids)
-	gen := policy.Generator{Vocab: vocab, Tok: policy.ByteTokenizer{}}
+	gen := policy.Generator{Policy: policy.NewMLERL(policy.Config{Vocab: vocab.Size()}, vocab, policy.ByteTokenizer{})}
 	var names []string
 	for _, name := range env.ActionNames() {
 		c := gen.ActionGrammar(gc)
@@ -156,7 +156,7 @@ func TestFreeTextIsLeftOutOfTheLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := policy.Generator{Engine: eng, Vocab: vocab, Tok: policy.ByteTokenizer{}}
+	gen := policy.Generator{Engine: eng, Policy: policy.NewMLERL(cfg, vocab, policy.ByteTokenizer{})}
 	gc := policy.GrammarContext{Files: []string{"train.py"}, Undoable: []string{}, OneLine: true}
 	prompt, err := policy.EncodePrompt(vocab, policy.ByteTokenizer{}, cfg, "state")
 	if err != nil {
@@ -297,7 +297,7 @@ func TestLearnerReadsTheSamplersLastStepMasks(t *testing.T) {
 	}
 	cfg := DefaultPPOConfig()
 	cfg.GroupSize, cfg.GenBatch, cfg.MaxNewTokens, cfg.FreeText, cfg.Seed = 8, 64, 120, FreeTextForce, 3
-	r := &ppoRun{cfg: cfg, states: []schemas.RLState{state}, policy: eng, vocab: vocab, tok: policy.ByteTokenizer{}, oneLine: true,
+	r := &ppoRun{cfg: cfg, states: []schemas.RLState{state}, policy: eng, pol: policy.NewMLERL(mcfg, vocab, policy.ByteTokenizer{}), oneLine: true,
 		facts: facts, rng: rand.New(rand.NewPCG(1, 2))}
 	groups, err := r.generate(ctx, 0)
 	if err != nil {

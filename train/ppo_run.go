@@ -22,17 +22,17 @@ import (
 
 // The parts of a step-wise PPO run, in the order RunPPOWith uses them.
 
-// ppoRun is a PPO run's state: its config, expert states, the policy being
-// trained and the frozen reference (the SFT policy), the vocabulary, the
-// resumable position and the sampler.
+// ppoRun is a PPO run's state: its config, expert states, the policy
+// (what it is: pol; the engine being trained: policy) and the frozen
+// reference (the policy PPO starts from), the resumable position and the
+// sampler.
 type ppoRun struct {
 	cfg        PPOConfig
 	s          *stage
 	states     []schemas.RLState
+	pol        *policy.Policy
 	policy     policy.Engine
 	ref        policy.Engine
-	vocab      *policy.Vocab
-	tok        policy.Tokenizer
 	oneLine    bool // the SFT policy writes terse responses
 	state      ppoState
 	pcg        *rand.PCG
@@ -45,10 +45,14 @@ type ppoRun struct {
 	scriptS    float64 // live environments: the scripts' (and editor's) run time in the steps not replayed from the cache
 }
 
-// newPPORun reads the held-in expert states, the SFT checkpoint (the
-// reference and, unless resuming, the start) and the PPO checkpoint to
-// resume from.
+// newPPORun reads the held-in expert states, the policy PPO starts from
+// (the SFT checkpoint's, or a Hugging Face folder with policy hf:DIR):
+// the reference and, unless resuming, the start; and the PPO checkpoint
+// to resume from.
 func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, error) {
+	if err := mergedTargetFree(cfg.SaveMerged); err != nil {
+		return nil, fmt.Errorf("train ppo: %w", err)
+	}
 	s, states, _, err := openStage(ctx, "train ppo", cfg.Data, cfg.States, schemas.RLStates,
 		func(r schemas.RLState) string { return r.Split }, log)
 	if err != nil {
@@ -58,29 +62,19 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	r := &ppoRun{cfg: cfg, s: s, states: states}
-	sftDir, err := policy.LatestCheckpoint(ctx, s.st, cfg.SFT)
+	start, err := r.startPolicy(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("train ppo: %w", err)
+		return nil, err
 	}
-	if sftDir == "" {
-		return nil, fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first", s.st.URI(cfg.SFT))
+	if cfg.MaxNewTokens > r.pol.Model.ResponseTokens {
+		return nil, fmt.Errorf("train ppo: max_new_tokens %d exceeds the policy's model.response_tokens %d (its context holds prompt_tokens %d + response_tokens)", cfg.MaxNewTokens, r.pol.Model.ResponseTokens, r.pol.Model.PromptTokens)
 	}
-	var sftCfg SFTConfig
-	refCk, err := policy.LoadCheckpoint(ctx, s.st, sftDir, &sftCfg, nil)
-	if err != nil {
-		return nil, fmt.Errorf("train ppo: reference policy: %w", err)
+	if cfg.Collector == CollectorAsync && r.pol.Kind() == policy.KindHF {
+		return nil, fmt.Errorf("train ppo: collector %s copies the policy for its actors, which mlerl does for its own model only: use collector %s with a Hugging Face policy", CollectorAsync, CollectorSync)
 	}
-	if cfg.MaxNewTokens > refCk.Model.ResponseTokens {
-		return nil, fmt.Errorf("train ppo: max_new_tokens %d exceeds the policy's model.response_tokens %d (its context holds prompt_tokens %d + response_tokens)", cfg.MaxNewTokens, refCk.Model.ResponseTokens, refCk.Model.PromptTokens)
-	}
-	r.vocab, r.oneLine = refCk.Vocab, sftCfg.Response == policy.ResponseTerse
-	if cfg.FreeText == FreeTextForce && !r.oneLine {
-		return nil, fmt.Errorf("train ppo: free_text %s fixes Reflection and Thought to \"-\", what terse SFT responses hold; the SFT policy in %s was trained on %s responses: use free_text %s", FreeTextForce, s.st.URI(sftDir), sftCfg.Response, FreeTextMask)
-	}
-	if r.tok, err = policy.OpenTokenizer(sftCfg.Tokenizer); err != nil {
-		return nil, fmt.Errorf("train ppo: %w", err)
-	}
-	if r.ref, _, err = refCk.Engine(cfg.Engine, false); err != nil {
+	// The reference is the policy PPO starts from, frozen: the SFT policy,
+	// or the Hugging Face base (with the adapter it starts from).
+	if r.ref, err = r.s.engine(start, r.pol, cfg.Engine, cfg.Optim, uint64(cfg.Seed)); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	r.pcg = rand.NewPCG(uint64(cfg.Seed), 0x70706f)
@@ -90,17 +84,30 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	if ck != nil {
+		if err := samePolicy(ck, start); err != nil {
+			return nil, fmt.Errorf("train ppo: %s: %w", s.st.URI(ck.Dir), err)
+		}
 		if err := r.pcg.UnmarshalBinary(r.state.RNG); err != nil {
 			return nil, fmt.Errorf("train ppo: resuming %s: RNG state: %w", s.st.URI(ck.Dir), err)
 		}
 		fmt.Fprintf(log, "train ppo: resuming from %s at update %d\n", s.st.URI(ck.Dir), r.state.Update)
 	} else {
-		ck = &policy.Checkpoint{Model: refCk.Model, Vocab: refCk.Vocab, Weights: refCk.Weights, Dir: refCk.Dir}
+		ck = start
 	}
 	optim := cfg.Optim
 	optim.DetachValue = true // the critic, when there is one, is a head of its own
-	if r.policy, err = s.engine(ck, cfg.Engine, optim); err != nil {
+	if r.policy, err = s.engine(ck, r.pol, cfg.Engine, optim, uint64(cfg.Seed)); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
+	}
+	if r.pol.Kind() == policy.KindHF {
+		// PPO computes in float32 (policy/native/bf16.go): its behaviour
+		// log-probabilities come from float32 decoding, and bf16 products
+		// would move every ratio away from 1 before any update.
+		for _, e := range []policy.Engine{r.policy, r.ref} {
+			if _, err := policy.SetMatmul(e, policy.MatmulFP32); err != nil {
+				return nil, fmt.Errorf("train ppo: %w", err)
+			}
+		}
 	}
 	r.rng = rand.New(r.pcg)
 	if cfg.Decode == policy.DecodeConstrained {
@@ -109,6 +116,76 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		}
 	}
 	return r, nil
+}
+
+// startPolicy opens the policy PPO starts from and returns the checkpoint
+// its weights come from: the SFT checkpoint's latest step (whatever
+// policy it trained: its policy.json says), or with policy hf:DIR the
+// folder itself (and the adapter), fresh adapters on it. A Hugging Face
+// policy's LoRA trains without dropout here, as TRL's PPO does, so that
+// the ratio starts at exactly 1.
+func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
+	cfg, s := r.cfg, r.s
+	kind, dir, _ := policy.ParseSpec(cfg.Policy)
+	var start *policy.Checkpoint
+	if kind == policy.KindHF {
+		pol, err := policy.OpenHF(dir, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
+		if err != nil {
+			return nil, fmt.Errorf("train ppo: %w", err)
+		}
+		r.pol, start = pol, &policy.Checkpoint{Model: pol.Model}
+	} else {
+		sftDir, err := policy.LatestCheckpoint(ctx, s.st, cfg.SFT)
+		if err != nil {
+			return nil, fmt.Errorf("train ppo: %w", err)
+		}
+		if sftDir == "" {
+			return nil, fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first (or start from a Hugging Face folder with --policy hf:DIR)", s.st.URI(cfg.SFT))
+		}
+		var sftCfg SFTConfig
+		if start, err = policy.LoadCheckpoint(ctx, s.st, sftDir, &sftCfg, nil); err != nil {
+			return nil, fmt.Errorf("train ppo: reference policy: %w", err)
+		}
+		if r.pol, err = start.OpenPolicy(sftCfg.Tokenizer); err != nil {
+			return nil, fmt.Errorf("train ppo: %w", err)
+		}
+		r.oneLine = sftCfg.Response == policy.ResponseTerse
+		if cfg.FreeText == FreeTextForce && !r.oneLine {
+			return nil, fmt.Errorf("train ppo: free_text %s fixes Reflection and Thought to \"-\", what terse SFT responses hold; the SFT policy in %s was trained on %s responses: use free_text %s", FreeTextForce, s.st.URI(sftDir), sftCfg.Response, FreeTextMask)
+		}
+		start = &policy.Checkpoint{Model: start.Model, Vocab: start.Vocab, Source: start.Source, Weights: start.Weights, Dir: start.Dir}
+	}
+	if cfg.FreeText == FreeTextForce && !r.oneLine {
+		return nil, fmt.Errorf("train ppo: free_text %s fixes Reflection and Thought to \"-\", what terse SFT responses hold; a Hugging Face policy started from its folder writes full responses: use free_text %s", FreeTextForce, FreeTextMask)
+	}
+	if r.pol.Kind() == policy.KindHF {
+		m := &r.pol.Model
+		m.BaseStorage, m.Recompute = cfg.Tuning.BaseStorage, cfg.Tuning.Recompute
+		if m.LoRA != nil {
+			lo := *m.LoRA
+			lo.Dropout = 0
+			m.LoRA = &lo
+		} else if m.BaseStorage == policy.MatmulAuto {
+			m.BaseStorage = policy.MatmulFP32 // every weight trains
+		}
+		start.Model = *m
+	}
+	return start, nil
+}
+
+// samePolicy refuses to resume a PPO checkpoint of another policy than
+// the one the run starts from.
+func samePolicy(ck, start *policy.Checkpoint) error {
+	base := func(c *policy.Checkpoint) string {
+		if c.Source == nil {
+			return policy.KindMLERL
+		}
+		return policy.KindHF + ":" + c.Source.Base
+	}
+	if base(ck) != base(start) {
+		return fmt.Errorf("holds a PPO run of policy %s but this run starts from %s: use another out folder or resume=false", base(ck), base(start))
+	}
+	return nil
 }
 
 // taskOrderSeed fixes the order in which state_tasks takes tasks: the
@@ -156,6 +233,7 @@ func restrictTasks(states []schemas.RLState, n int, log io.Writer) ([]schemas.RL
 func (r *ppoRun) close() {
 	r.policy.Close()
 	r.ref.Close()
+	r.pol.Close()
 }
 
 // save writes a checkpoint at the current update.
@@ -165,7 +243,7 @@ func (r *ppoRun) save(ctx context.Context) error {
 		return err
 	}
 	r.state.RNG = rb
-	return r.s.save(ctx, r.cfg.Out, r.state.Update, r.policy, r.cfg, r.vocab, r.state)
+	return r.s.save(ctx, r.cfg.Out, r.state.Update, r.policy, r.cfg, r.pol, r.state)
 }
 
 // rolloutStats count what one rollout saw.
@@ -345,7 +423,7 @@ func (r *ppoRun) generate(ctx context.Context, version int) ([]*group, error) {
 	contexts := make([]policy.GrammarContext, 0, cfg.GenBatch)
 	for i := range groups {
 		s := r.states[r.rng.IntN(len(r.states))]
-		p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), s.Prompt)
+		p, err := r.pol.EncodePrompt(s.Prompt)
 		if err != nil {
 			return nil, fmt.Errorf("state %s: %w", s.StateID, err)
 		}
@@ -363,7 +441,7 @@ func (r *ppoRun) generate(ctx context.Context, version int) ([]*group, error) {
 	r.state.Drawn += int64(n)
 	opts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Seed: newSeed(cfg.Seed, r.state.GenCalls)}
 	r.state.GenCalls++
-	gen := policy.Generator{Engine: r.policy, Vocab: r.vocab, Tok: r.tok}
+	gen := policy.Generator{Engine: r.policy, Policy: r.pol}
 	if r.facts != nil {
 		opts.Constrain = func(i int) policy.Constraint { return gen.ActionGrammar(contexts[i]) }
 	}
@@ -374,7 +452,7 @@ func (r *ppoRun) generate(ctx context.Context, version int) ([]*group, error) {
 	for i, s := range out {
 		g := groups[i/k]
 		g.Samples = append(g.Samples, &sample{State: g.State, G: g, Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs, Masks: s.Masks,
-			Free: s.Free, Version: version, Text: strings.TrimSpace(r.vocab.Decode(r.tok, s.Tokens)), LastStep: contexts[i].NoEdit || contexts[i].NoUndo})
+			Free: s.Free, Version: version, Text: strings.TrimSpace(r.pol.Decode(s.Tokens)), LastStep: contexts[i].NoEdit || contexts[i].NoUndo})
 	}
 	return groups, nil
 }
@@ -697,7 +775,7 @@ func (r *ppoRun) warmCritic(ctx context.Context) error {
 		var targets []float32
 		for range 16 {
 			s := r.states[r.rng.IntN(len(r.states))]
-			p, err := policy.EncodePrompt(r.vocab, r.tok, r.policy.Config(), s.Prompt)
+			p, err := r.pol.EncodePrompt(s.Prompt)
 			if err != nil {
 				return fmt.Errorf("train ppo: critic warm-up: state %s: %w", s.StateID, err)
 			}

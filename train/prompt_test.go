@@ -58,21 +58,21 @@ func TestSamePromptTokensEverywhere(t *testing.T) {
 	var seen [][]int32
 	rec := recordingEngine{Engine: eng, prompts: &seen}
 
-	ex, err := encodeExample(vocab, tok, cfg, prompt, "Action: List Files")
+	ex, err := encodeExample(policy.NewMLERL(cfg, vocab, tok), prompt, "Action: List Files")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sftPrompt := ex.Tokens[:ex.Response]
 
 	run := &ppoRun{cfg: PPOConfig{GenBatch: 1, GroupSize: 1, Temperature: 1, TopP: 1, MaxNewTokens: 4}, states: []schemas.RLState{{StateID: "s", Prompt: prompt}},
-		policy: rec, vocab: vocab, tok: tok, rng: rand.New(rand.NewPCG(1, 1))}
+		policy: rec, pol: policy.NewMLERL(cfg, vocab, tok), rng: rand.New(rand.NewPCG(1, 1))}
 	samples, err := run.generate(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ppoPrompt := samples[0].Samples[0].Prompt
 
-	agent, err := policy.NewPolicyAgent("sft", policy.Generator{Engine: rec, Vocab: vocab, Tok: tok}, policy.AgentOptions{MaxNewTokens: 4, Decode: policy.DecodeFree})
+	agent, err := policy.NewPolicyAgent("sft", policy.Generator{Engine: rec, Policy: policy.NewMLERL(cfg, vocab, tok)}, policy.AgentOptions{MaxNewTokens: 4, Decode: policy.DecodeFree})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,19 @@ import (
 
 // SFTConfig is the config of `mlerl train sft`.
 type SFTConfig struct {
-	Data      string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
-	Examples  string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
-	Out       string `yaml:"out" help:"checkpoint folder inside the data root"`
-	Tokenizer string `yaml:"tokenizer" help:"tokenizer: qwen (Qwen3 BPE) or bytes"`
+	Data     string `yaml:"data" help:"data root: a local path or gs://bucket/prefix"`
+	Examples string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
+	Out      string `yaml:"out" help:"checkpoint folder inside the data root"`
+	// Policy is what trains: mlerl's own model from scratch, or a
+	// Hugging Face checkpoint folder fine-tuned (policy.ParseSpec).
+	Policy string `yaml:"policy" help:"the policy to train: mlerl (mlerl's own model, from scratch on a trimmed vocabulary) or hf:DIR (a Hugging Face checkpoint folder of a Llama, Qwen2 or Qwen3 model: its tokenizer, chat format and weights, fine-tuned with LoRA unless full_finetune)"`
+	// Adapter is a PEFT adapter a Hugging Face policy starts from.
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to start from, e.g. one LLaMA-Factory trained (empty: fresh adapters)"`
+	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
+	Tuning policy.Tuning `yaml:",inline"`
+	// SaveMerged writes the trained policy as a Hugging Face folder.
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new or empty) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
 	VocabMinCount int                `yaml:"vocab_min_count" help:"keep corpus tokens seen at least this often (rarer ones are spelled with byte tokens)"`
@@ -51,6 +60,8 @@ func DefaultSFTConfig() SFTConfig {
 		Data:          "./data",
 		Examples:      schemas.SFTExamples.Name,
 		Out:           "checkpoints/sft",
+		Policy:        policy.KindMLERL,
+		Tuning:        policy.DefaultTuning(),
 		Tokenizer:     policy.TokenizerQwen,
 		VocabMinCount: 1,
 		Model:         policy.DemoConfig(),
@@ -98,6 +109,17 @@ func (c SFTConfig) Validate() error {
 	case c.Matmul == policy.MatmulBF16 && c.Engine != policy.EngineNative:
 		return config.Errorf("matmul", c.Matmul, "bf16 products are the %s engine's (engine is %s): use auto or fp32", policy.EngineNative, c.Engine)
 	}
+	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning); err != nil {
+		return err
+	}
+	if kind, _, _ := policy.ParseSpec(c.Policy); kind == policy.KindHF {
+		if err := hfShapeUnset(c.Model, DefaultSFTConfig().Model); err != nil {
+			return err
+		}
+		if c.Tokenizer != DefaultSFTConfig().Tokenizer {
+			return config.Errorf("tokenizer", c.Tokenizer, "is mlerl's model's: a Hugging Face policy uses its folder's tokenizer.json (drop the key)")
+		}
+	}
 	if err := config.Nest("model", c.Model.Validate()); err != nil {
 		return err
 	}
@@ -112,14 +134,15 @@ type sftState struct {
 }
 
 // encodeExample tokenizes one (prompt, response) pair by the policy's
-// one rule: BOS and the prompt fitted to prompt_tokens, then the response
-// and EOS cut to response_tokens.
-func encodeExample(v *policy.Vocab, tok policy.Tokenizer, cfg policy.Config, prompt, response string) (encoded, error) {
-	p, err := policy.EncodePrompt(v, tok, cfg, prompt)
+// one rule: the prompt fitted to prompt_tokens (BOS first for mlerl's
+// model, chat-rendered for a Hugging Face one), then the response and
+// its EOS cut to response_tokens.
+func encodeExample(pol *policy.Policy, prompt, response string) (encoded, error) {
+	p, err := pol.EncodePrompt(prompt)
 	if err != nil {
 		return encoded{}, err
 	}
-	r, err := policy.EncodeResponse(v, tok, cfg, response)
+	r, err := pol.EncodeResponse(response)
 	if err != nil {
 		return encoded{}, err
 	}
@@ -150,6 +173,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
+	if err := mergedTargetFree(cfg.SaveMerged); err != nil {
+		return fmt.Errorf("train sft: %w", err)
+	}
 	s, train, val, err := openStage(ctx, "train sft", cfg.Data, cfg.Examples, schemas.SFTExamples,
 		func(r schemas.SFTExample) string { return r.Split }, log)
 	if err != nil {
@@ -162,17 +188,13 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 			}
 		}
 	}
-	tok, err := policy.OpenTokenizer(cfg.Tokenizer)
-	if err != nil {
-		return fmt.Errorf("train sft: %w", err)
-	}
-
 	var state sftState
-	ck, err := sftStart(ctx, s, cfg, tok, train, &state)
+	pol, ck, err := sftStart(ctx, s, cfg, train, &state)
 	if err != nil {
 		return err
 	}
-	eng, err := s.engine(ck, cfg.Engine, cfg.Optim)
+	defer pol.Close()
+	eng, err := s.engine(ck, pol, cfg.Engine, cfg.Optim, uint64(cfg.Seed))
 	if err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
@@ -182,11 +204,11 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		return fmt.Errorf("train sft: %w", err)
 	}
 	cfg.Matmul = matmul // the checkpoints record what ran: fp32 or bf16
-	vocab := ck.Vocab
 	cfg.Model = eng.Config()
+	pol.Model = cfg.Model
 
 	encode := func(rs []schemas.SFTExample) ([]encoded, int, error) {
-		return encodeExamples(vocab, tok, cfg.Model, s.input.URI, rs)
+		return encodeExamples(pol, s.input.URI, rs)
 	}
 	trainEx, refit, err := encode(train)
 	if err != nil {
@@ -207,8 +229,8 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		identity[i] = i
 	}
 	valBatches := packBatches(valEx, identity, cfg.BatchRows, cfg.Model.Ctx)
-	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %d params on the %s engine (%s products), %d updates\n",
-		len(trainEx), len(valEx), vocab.Size(), cfg.Model.NumParams(), eng.Name(), matmul, total)
+	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %s on the %s engine (%s products), %d updates\n",
+		len(trainEx), len(valEx), pol.Size(), describeModel(pol), eng.Name(), matmul, total)
 	if refit > 0 {
 		fmt.Fprintf(log, "train sft: %d of %d prompts were longer than model.prompt_tokens %d and lost their oldest history lines\n", refit, len(trainEx), cfg.Model.PromptTokens)
 	}
@@ -216,7 +238,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 		fmt.Fprintf(log, "train sft: %s has no %s examples: no validation loss (the dataset stage decides which tasks are held out)\n", s.input.URI, schemas.HeldOut)
 	}
 
-	save := func() error { return s.save(ctx, cfg.Out, state.Step, eng, cfg, vocab, state) }
+	save := func() error { return s.save(ctx, cfg.Out, state.Step, eng, cfg, pol, state) }
 	bar := progress.New("train sft", total)
 	bar.Add(state.Step, "")
 	for state.Epoch < cfg.Epochs {
@@ -246,10 +268,15 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 			secs := time.Since(start).Seconds()
 			state.Step++
 			state.Batch++
-			s.record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch,
+			rec := map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch,
 				"losses/sft": loss, "charts/lr": lr, "charts/grad_norm": norm,
 				"charts/tokens_per_s": float64(b.Real) / secs,
-				"charts/pad_fraction": 1 - float64(b.Real)/float64(b.B*b.S)})
+				"charts/pad_fraction": 1 - float64(b.Real)/float64(b.B*b.S)}
+			if pol.Kind() == policy.KindHF {
+				rec["time/step_s"], rec["memory/peak_rss_gib"] = secs, peakRSSGiB()
+				fmt.Fprintf(log, "train sft: update %d: loss %.4f, %.1f s, %.0f real tokens/s, peak RSS %.2f GiB\n", state.Step, loss, secs, float64(b.Real)/secs, rec["memory/peak_rss_gib"])
+			}
+			s.record(rec)
 			bar.Add(1, fmt.Sprintf("loss %.3f", loss))
 			if cfg.CheckpointEvery > 0 && state.Step%cfg.CheckpointEvery == 0 {
 				if err := save(); err != nil {
@@ -276,23 +303,42 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	}
 	bar.Done()
 	fmt.Fprintf(log, "train sft: done, checkpoint %s\n", s.st.URI(cfg.Out))
-	return nil
+	return saveMerged(pol, eng, cfg.SaveMerged, log, "train sft")
 }
 
 // sftStart resumes from the latest checkpoint in cfg.Out (filling state),
-// or builds the vocabulary from the training corpus and what it must hold
-// (requiredTexts) and initialises a fresh policy.
-func sftStart(ctx context.Context, s *stage, cfg SFTConfig, tok policy.Tokenizer, train []schemas.SFTExample, state *sftState) (*policy.Checkpoint, error) {
+// or starts afresh: mlerl's model with the vocabulary built from the
+// training corpus and what it must hold (requiredTexts), initialised from
+// the seed; a Hugging Face policy from its folder (its engine draws fresh
+// adapters and value head from the seed). It returns the policy and the
+// checkpoint whose weights the engine starts from.
+func sftStart(ctx context.Context, s *stage, cfg SFTConfig, train []schemas.SFTExample, state *sftState) (*policy.Policy, *policy.Checkpoint, error) {
+	kind, dir, _ := policy.ParseSpec(cfg.Policy)
 	ck, err := s.latest(ctx, cfg.Out, cfg.Resume, nil, state)
 	if err != nil {
-		return nil, fmt.Errorf("train sft: %w", err)
+		return nil, nil, fmt.Errorf("train sft: %w", err)
 	}
 	if ck != nil {
-		if ck.Model.Layers != cfg.Model.Layers || ck.Model.DModel != cfg.Model.DModel {
-			return nil, fmt.Errorf("train sft: %s holds a %dx%d model but the config asks for %dx%d; use another out folder or resume=false", s.st.URI(ck.Dir), ck.Model.Layers, ck.Model.DModel, cfg.Model.Layers, cfg.Model.DModel)
+		pol, err := resumedPolicy(s, ck, kind, dir, cfg.Tokenizer)
+		if err != nil {
+			return nil, nil, fmt.Errorf("train sft: %w", err)
+		}
+		if kind == policy.KindMLERL && (ck.Model.Layers != cfg.Model.Layers || ck.Model.DModel != cfg.Model.DModel) {
+			return nil, nil, fmt.Errorf("train sft: %s holds a %dx%d model but the config asks for %dx%d; use another out folder or resume=false", s.st.URI(ck.Dir), ck.Model.Layers, ck.Model.DModel, cfg.Model.Layers, cfg.Model.DModel)
 		}
 		fmt.Fprintf(s.log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
-		return ck, nil
+		return pol, ck, nil
+	}
+	if kind == policy.KindHF {
+		pol, err := policy.OpenHF(dir, cfg.Model, cfg.Tuning, cfg.Adapter)
+		if err != nil {
+			return nil, nil, fmt.Errorf("train sft: %w", err)
+		}
+		return pol, &policy.Checkpoint{Model: pol.Model}, nil
+	}
+	tok, err := policy.OpenTokenizer(cfg.Tokenizer)
+	if err != nil {
+		return nil, nil, fmt.Errorf("train sft: %w", err)
 	}
 	corpus := make([]string, 0, 2*len(train))
 	for _, r := range train {
@@ -300,25 +346,30 @@ func sftStart(ctx context.Context, s *stage, cfg SFTConfig, tok policy.Tokenizer
 	}
 	required, err := requiredTexts(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("train sft: %w", err)
+		return nil, nil, fmt.Errorf("train sft: %w", err)
 	}
 	vocab := policy.BuildVocab(tok, corpus, cfg.VocabMinCount, required...)
 	mc := cfg.Model
 	mc.Vocab = vocab.Size()
-	return &policy.Checkpoint{Model: mc, Vocab: vocab, Weights: policy.InitWeights(mc, uint64(cfg.Seed))}, nil
+	return policy.NewMLERL(mc, vocab, tok), &policy.Checkpoint{Model: mc, Vocab: vocab, Weights: policy.InitWeights(mc, uint64(cfg.Seed))}, nil
 }
 
-// encodeExamples encodes examples as SFT sees them (policy.EncodePrompt's
+// encodeExamples encodes examples as SFT sees them (the policy's prompt
 // fitting rule, then the response); refit counts the prompts that lost
 // history lines to fit model.prompt_tokens.
-func encodeExamples(vocab *policy.Vocab, tok policy.Tokenizer, mc policy.Config, source string, rs []schemas.SFTExample) (out []encoded, refit int, err error) {
+func encodeExamples(pol *policy.Policy, source string, rs []schemas.SFTExample) (out []encoded, refit int, err error) {
 	out = make([]encoded, len(rs))
+	whole, err := pol.EncodePrompt("")
+	if err != nil {
+		whole = nil // the prompt's own tokens are then counted alone
+	}
+	frame := max(len(whole), 1) // BOS, or the chat's fixed tokens
 	for i, r := range rs {
-		e, err := encodeExample(vocab, tok, mc, r.Prompt, r.Response)
+		e, err := encodeExample(pol, r.Prompt, r.Response)
 		if err != nil {
 			return nil, 0, fmt.Errorf("train sft: %s example %s: %w", source, r.ExampleID, err)
 		}
-		if plain, _ := vocab.Encode(tok, r.Prompt); len(plain)+1 != e.Response {
+		if plain, _ := pol.Encode(r.Prompt); len(plain)+frame != e.Response {
 			refit++
 		}
 		if r.Weight != nil {

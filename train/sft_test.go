@@ -351,7 +351,7 @@ func TestExampleWeights(t *testing.T) {
 	mc := policy.Config{Vocab: vocab.Size(), DModel: 16, Heads: 2, Layers: 1, Ctx: 64, PromptTokens: 40, ResponseTokens: 20}
 	quarter := 0.25
 	rs := []schemas.SFTExample{{ExampleID: "real", Prompt: "echo alpha:", Response: " alpha"}, {ExampleID: "variant", Prompt: "echo alpha:", Response: " alpha", Weight: &quarter}}
-	exs, _, err := encodeExamples(vocab, tok, mc, "test", rs)
+	exs, _, err := encodeExamples(policy.NewMLERL(mc, vocab, tok), "test", rs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestExampleWeights(t *testing.T) {
 	}
 	for _, bad := range []float64{0, -1, math.NaN(), math.Inf(1)} {
 		rs[1].Weight = &bad
-		if _, _, err := encodeExamples(vocab, tok, mc, "test", rs); err == nil || !strings.Contains(err.Error(), "example variant: weight") {
+		if _, _, err := encodeExamples(policy.NewMLERL(mc, vocab, tok), "test", rs); err == nil || !strings.Contains(err.Error(), "example variant: weight") {
 			t.Errorf("weight %v: got %v, want an error naming the example", bad, err)
 		}
 	}

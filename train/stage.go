@@ -3,9 +3,14 @@ package train
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"syscall"
 
+	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
@@ -73,10 +78,19 @@ func (s *stage) latest(ctx context.Context, dir string, resume bool, config, sta
 	return ck, nil
 }
 
-// engine makes the run's engine from a checkpoint, restoring the
-// optimiser's state when the same engine wrote it.
-func (s *stage) engine(ck *policy.Checkpoint, name string, optim policy.OptimConfig) (policy.Engine, error) {
-	eng, resumedOpt, err := ck.Engine(name, true)
+// engine makes the run's engine of policy pol from a checkpoint, restoring
+// the optimiser's state when the same engine wrote it; seed draws a
+// Hugging Face policy's fresh adapters and value head (a checkpoint's
+// tensors replace them).
+func (s *stage) engine(ck *policy.Checkpoint, pol *policy.Policy, name string, optim policy.OptimConfig, seed uint64) (policy.Engine, error) {
+	var eng policy.Engine
+	resumedOpt := false
+	var err error
+	if ck.Dir == "" { // a fresh start: no optimiser state to restore
+		eng, err = pol.NewEngine(name, seed, ck.Weights)
+	} else {
+		eng, resumedOpt, err = ck.Engine(pol, name, true)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -93,14 +107,15 @@ func (s *stage) record(m map[string]any) {
 	s.metrics = append(s.metrics, string(b)+"\n")
 }
 
-// save writes a checkpoint of eng with the stage config, vocabulary and
+// save writes a checkpoint of eng with the stage config, the policy (its
+// vocabulary, or a Hugging Face policy's source and adapter) and the
 // resumable state at step.
-func (s *stage) save(ctx context.Context, dir string, step int, eng policy.Engine, config any, vocab *policy.Vocab, state any) error {
+func (s *stage) save(ctx context.Context, dir string, step int, eng policy.Engine, config any, pol *policy.Policy, state any) error {
 	sb, err := json.Marshal(state)
 	if err != nil {
 		return err
 	}
-	if err := policy.SaveCheckpoint(ctx, s.st, dir, step, eng, policy.Checkpoint{Config: config, Vocab: vocab, State: sb, Metrics: s.metrics}); err != nil {
+	if err := policy.SaveCheckpoint(ctx, s.st, dir, step, eng, policy.Checkpoint{Config: config, Policy: pol, State: sb, Metrics: s.metrics}); err != nil {
 		return fmt.Errorf("%s: %w", s.name, err)
 	}
 	return nil
@@ -110,4 +125,118 @@ func (s *stage) save(ctx context.Context, dir string, step int, eng policy.Engin
 // saving what a resume needs.
 func (s *stage) interrupted(ctx context.Context, what, dir string) error {
 	return fmt.Errorf("%s: interrupted (%v) %s; the checkpoint in %s holds the run: rerun the same command to resume", s.name, context.Cause(ctx), what, s.st.URI(dir))
+}
+
+// validatePolicy checks the keys that choose and train the policy, the
+// same in train sft and train ppo: policy (mlerl or hf:DIR), adapter and
+// save_merged only with a Hugging Face policy, and the tuning.
+func validatePolicy(spec, adapter, saveMerged string, t policy.Tuning) error {
+	kind, _, err := policy.ParseSpec(spec)
+	switch {
+	case err != nil:
+		return config.Errorf("policy", spec, "%v", err)
+	case adapter != "" && kind != policy.KindHF:
+		return config.Errorf("adapter", adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
+	case saveMerged != "" && kind != policy.KindHF:
+		return config.Errorf("save_merged", saveMerged, "writes a Hugging Face folder: it needs policy hf:DIR (mlerl's own model has no Hugging Face form)")
+	case kind == policy.KindHF:
+		return t.Validate()
+	}
+	return nil
+}
+
+// hfShapeUnset refuses shape keys set for a Hugging Face policy, whose
+// shape is its config.json's: a value other than the stage's default
+// (want) means the key was set.
+func hfShapeUnset(got, want policy.Config) error {
+	for _, k := range []struct {
+		key       string
+		got, want any
+	}{{"model.d_model", got.DModel, want.DModel}, {"model.heads", got.Heads, want.Heads}, {"model.layers", got.Layers, want.Layers},
+		{"model.ffn", got.FFN, want.FFN}, {"model.rope_base", got.RoPEBase, want.RoPEBase}, {"model.vocab", got.Vocab, want.Vocab}} {
+		if k.got != k.want {
+			return config.Errorf(k.key, k.got, "is the shape of mlerl's own model: a Hugging Face policy's shape is its config.json's (drop the key; model.ctx and the token budgets still apply)")
+		}
+	}
+	return nil
+}
+
+// resumedPolicy opens the policy of a checkpoint being resumed, refusing
+// one of another kind or base than the config asks for (kind, dir: the
+// policy key's).
+func resumedPolicy(s *stage, ck *policy.Checkpoint, kind, dir, tokenizer string) (*policy.Policy, error) {
+	was := policy.KindMLERL
+	if ck.Source != nil {
+		was = policy.KindHF + ":" + ck.Source.Base
+	}
+	want := kind
+	if kind == policy.KindHF {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		want = policy.KindHF + ":" + abs
+	}
+	if was != want {
+		return nil, fmt.Errorf("%s holds a checkpoint of policy %s but the config asks for %s; use another out folder or resume=false", s.st.URI(ck.Dir), was, want)
+	}
+	return ck.OpenPolicy(tokenizer)
+}
+
+// describeModel is the policy's model in the stages' first log line.
+func describeModel(pol *policy.Policy) string {
+	if pol.Kind() == policy.KindHF {
+		return fmt.Sprintf("%s (hf:%s, %s chat format), %s", pol.Source.Architecture, pol.Source.Base, pol.Source.Chat, pol.Model.Describe())
+	}
+	return fmt.Sprintf("%d params", pol.Model.NumParams())
+}
+
+// saveMerged writes a Hugging Face policy's trained model, adapters
+// merged, as a Hugging Face folder in dir (nothing when dir is empty).
+func saveMerged(pol *policy.Policy, eng policy.Engine, dir string, log io.Writer, stage string) error {
+	if dir == "" {
+		return nil
+	}
+	ws, err := policy.TrainableWeights(eng)
+	if err != nil {
+		return fmt.Errorf("%s: save_merged: %w", stage, err)
+	}
+	if pol.Model.LoRA == nil {
+		if ws, err = eng.Weights(); err != nil {
+			return fmt.Errorf("%s: save_merged: %w", stage, err)
+		}
+	}
+	if err := pol.WriteMerged(dir, ws); err != nil {
+		return fmt.Errorf("%s: save_merged %s: %w", stage, dir, err)
+	}
+	fmt.Fprintf(log, "%s: wrote the merged model to %s (a Hugging Face folder: transformers' from_pretrained and vLLM load it)\n", stage, dir)
+	return nil
+}
+
+// mergedTargetFree refuses, before any training, a save_merged folder
+// that exists and is not empty: the merged model is written at the end,
+// into a new folder only.
+func mergedTargetFree(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return config.Errorf("save_merged", dir, "%v", err)
+	case len(ents) > 0:
+		return config.Errorf("save_merged", dir, "exists and is not empty: name a new folder (the merged model is written there at the end of the run)")
+	}
+	return nil
+}
+
+// peakRSSGiB is this process's peak resident memory so far, in GiB.
+func peakRSSGiB() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / (1 << 20) // Linux reports KiB
 }

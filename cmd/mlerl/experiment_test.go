@@ -74,7 +74,7 @@ func TestExperimentGrid(t *testing.T) {
 	t.Setenv(mainEnv, "1") // the stages' processes run main
 	cfg := experiment.DefaultConfig()
 	cfg.Data, cfg.Name, cfg.Bin, cfg.Seeds = root, "tiny", exe, []int{3}
-	cfg.Preset = experiment.PresetRL // initial, sft, sft+ppo; curves; held-in evaluated too
+	cfg.Preset = experiment.PresetRL // initial, expert, sft, sft+ppo; curves; held-in evaluated too
 	cfg.SFTFlags = []string{"--model.d_model=32", "--model.heads=2", "--model.layers=1", "--model.ctx=560",
 		"--model.prompt_tokens=448", "--model.response_tokens=96", "--max_steps=2", "--batch_rows=2"}
 	// The critic's baseline drops no group whose rewards are all equal, so
@@ -146,7 +146,10 @@ func TestExperimentGrid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"sft+ppo", "held-out", "valid", "Preset **rl**", "SFT + step-wise PPO beats SFT on held-in tasks",
-		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch",
+		"RL learns its training distribution (sft+ppo)", "## Phenomenon checks",
+		// The expert arm (issue 49), paired with the policies; 2 steps are
+		// fewer than it needs to edit, and the report says so.
+		"| sft+ppo - expert | held-out |", "| sft - expert | held-in |", "The scripted expert cannot edit in this grid", "| sft+ppo | 4 (1 cell) |", "## Learning curves", "## Reward-hacking watch",
 		"on the private part of each task's hidden answers", "### Public minus private"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)

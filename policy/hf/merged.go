@@ -25,13 +25,31 @@ var filesCopied = []string{
 // runs in float64 from the stored values, then rounds once. A failure
 // leaves nothing behind.
 func WriteMerged(dir string, c *Checkpoint, ad *Adapter, dtype DType) error {
-	if dtype.Size() == 0 {
-		return fmt.Errorf("merged dtype %q: want F32, BF16 or F16", dtype)
-	}
 	if ad != nil {
 		if err := ad.Check(c.Arch); err != nil {
 			return err
 		}
+	}
+	return WriteModel(dir, c, func(n string, v []float32) ([]float32, error) {
+		if ad != nil {
+			if m, ok := ad.Modules[strings.TrimSuffix(n, ".weight")]; ok {
+				d := m.scaledDelta(ad.R, ad.Scale())
+				for i := range v {
+					v[i] = float32(float64(v[i]) + d[i])
+				}
+			}
+		}
+		return v, nil
+	}, dtype)
+}
+
+// WriteModel writes c as a Hugging Face folder in dir, as WriteMerged
+// does, with every tensor (by its Hugging Face name, in the files'
+// layout) passed through weight first: a fully fine-tuned model's own
+// values replace the checkpoint's there.
+func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []float32) ([]float32, error), dtype DType) error {
+	if dtype.Size() == 0 {
+		return fmt.Errorf("merged dtype %q: want F32, BF16 or F16", dtype)
 	}
 	cfg, err := mergedConfig(filepath.Join(c.Dir, "config.json"), dtype)
 	if err != nil {
@@ -46,13 +64,11 @@ func WriteMerged(dir string, c *Checkpoint, ad *Adapter, dtype DType) error {
 		if err != nil {
 			return err
 		}
-		if ad != nil {
-			if m, ok := ad.Modules[strings.TrimSuffix(n, ".weight")]; ok {
-				d := m.scaledDelta(ad.R, ad.Scale())
-				for i := range v {
-					v[i] = float32(float64(v[i]) + d[i])
-				}
-			}
+		if v, err = weight(n, v); err != nil {
+			return err
+		}
+		if len(v) != info.Elems() {
+			return fmt.Errorf("tensor %s: %d values for shape %v", n, len(v), info.Shape)
 		}
 		ts = append(ts, Tensor{Name: n, DType: dtype, Shape: info.Shape, Data: v})
 	}

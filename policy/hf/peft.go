@@ -161,6 +161,24 @@ var adapterHarmless = map[string]bool{
 // into a temporary folder beside dir and renamed, so a failure leaves
 // nothing behind.
 func WriteAdapter(dir string, ad *Adapter) error {
+	files, err := AdapterFiles(ad)
+	if err != nil {
+		return err
+	}
+	return writeFolder(dir, func(tmp string) error {
+		for _, name := range []string{AdapterConfigFile, AdapterWeightsFile} {
+			if err := os.WriteFile(filepath.Join(tmp, name), files[name], 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AdapterFiles are the contents of WriteAdapter's two files, by name
+// (AdapterConfigFile, AdapterWeightsFile), for writers that store them
+// elsewhere than a local folder (mlerl's checkpoints in a bucket).
+func AdapterFiles(ad *Adapter) (map[string][]byte, error) {
 	var ts []Tensor
 	for p, m := range ad.Modules {
 		ts = append(ts,
@@ -169,15 +187,19 @@ func WriteAdapter(dir string, ad *Adapter) error {
 	}
 	cfg, err := json.MarshalIndent(adapterConfig(ad), "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writeFolder(dir, func(tmp string) error {
-		if err := os.WriteFile(filepath.Join(tmp, AdapterConfigFile), append(cfg, '\n'), 0o644); err != nil {
-			return err
-		}
-		return writeSafetensorsFile(filepath.Join(tmp, AdapterWeightsFile), ts, map[string]string{"format": "pt"})
-	})
+	var w bytes.Buffer
+	if err := WriteSafetensors(&w, ts, map[string]string{"format": "pt"}); err != nil {
+		return nil, err
+	}
+	return map[string][]byte{AdapterConfigFile: append(cfg, '\n'), AdapterWeightsFile: w.Bytes()}, nil
 }
+
+// ModulePath is where PEFT finds the Linear a LoRA target adapts in
+// layer l ("q_proj" in layer 0: "model.layers.0.self_attn.q_proj"), the
+// key of Adapter.Modules.
+func ModulePath(l int, target string) string { return modulePath(l, target) }
 
 // ReadAdapter reads a PEFT LoRA adapter folder and checks it against the
 // base architecture a: peft_type LORA, plain LoRA (no DoRA, rsLoRA,

@@ -36,12 +36,17 @@ type AdamW struct {
 	parts  []float64 // per-chunk sums of squared gradients
 }
 
-// NewAdamW returns an optimizer for model with zero moments.
+// NewAdamW returns an optimizer for model's trainable parameters (all of
+// them without adapters; a LoRA model's adapters and value head) with
+// zero moments.
 func NewAdamW(model *Model, cfg AdamWConfig) *AdamW {
-	n := model.NumParams()
+	n := model.NumTrainable()
 	o := &AdamW{Config: cfg, m: make([]float32, n), v: make([]float32, n), step: make([]float32, 1)}
 	off := 0
 	for _, p := range model.Params() {
+		if !p.Trainable() {
+			continue
+		}
 		sz := p.Size()
 		o.state = append(o.state,
 			Param{Name: "/native_adamw/m" + p.Name, Shape: p.Shape, Data: o.m[off : off+sz : off+sz]},
@@ -53,8 +58,9 @@ func NewAdamW(model *Model, cfg AdamWConfig) *AdamW {
 }
 
 // State lists the optimizer's moments ("/native_adamw/m<param name>",
-// "/native_adamw/v<param name>") and its step count ("/native_adamw/step",
-// one float32) as views: save them, or write them to restore a checkpoint.
+// "/native_adamw/v<param name>", for the trainable parameters) and its
+// step count ("/native_adamw/step", one float32) as views: save them, or
+// write them to restore a checkpoint.
 func (o *AdamW) State() []Param { return o.state }
 
 // Steps is the number of steps taken.

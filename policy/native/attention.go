@@ -108,22 +108,32 @@ func prefixKV(groups []group, g group, k, v []float32, d, h, dh int, pp *prefixP
 	return kv{pk: k[at:], pv: v[at:], np: p.n, packed: pp.of(groups, g.prefix, h, dh)}
 }
 
-// attentionForward computes, per group and head, o = softmax(q·kᵀ/√dh +
-// mask)·v over the group's prefix and its own earlier keys, keeping the
-// probabilities for the backward pass.
+// attentionForward is attentionGQAForward with a key/value head per
+// query head (multi-head attention).
 func attentionForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *prefixPacks, heads, dh int, bf16 bool) {
-	d := heads * dh
+	attentionGQAForward(p, o, probs, q, k, v, groups, pp, heads, heads, dh, bf16)
+}
+
+// attentionGQAForward computes, per group and query head, o =
+// softmax(q·kᵀ/√dh + mask)·v over the group's prefix and its own earlier
+// keys, keeping the probabilities for the backward pass. q and o have
+// heads heads per row, k and v kvHeads: query head h reads key/value head
+// h/(heads/kvHeads) (grouped-query attention; kvHeads = heads is plain
+// multi-head attention).
+func attentionGQAForward(p *pool, o, probs, q, k, v []float32, groups []group, pp *prefixPacks, heads, kvHeads, dh int, bf16 bool) {
+	dq, dkv, per := heads*dh, kvHeads*dh, heads/kvHeads
 	scale := float32(1 / sqrt(float64(dh)))
 	bf16 = bf16 && dh >= attnBF16MinHead
 	if pp != nil {
-		pp.pack(p, k, groups, heads, dh)
+		pp.pack(p, k, groups, kvHeads, dh)
 	}
 	p.run(len(groups)*heads, func(w, t int) {
 		g, h := groups[t/heads], t%heads
-		at := g.start*d + h*dh
-		pre := prefixKV(groups, g, k, v, d, h, dh, pp)
+		kh := h / per
+		at, kat := g.start*dq+h*dh, g.start*dkv+kh*dh
+		pre := prefixKV(groups, g, k, v, dkv, kh, dh, pp)
 		ldp := pre.np + g.n
-		attendForward(&p.ws[w], q[at:], d, pre, keys{k: k[at:]}, v[at:], d, o[at:], d,
+		attendForward(&p.ws[w], q[at:], dq, pre, keys{k: k[kat:]}, v[kat:], dkv, o[at:], dq,
 			probs[g.off+h*g.n*ldp:], ldp, g.n, 0, dh, scale, bf16)
 	})
 }
@@ -168,47 +178,58 @@ func attendForward(ws *workspace, q []float32, ldq int, pre kv, ks keys, v []flo
 	}
 }
 
-// attentionBackward computes dq, dk and dv (overwritten) from dOut. One
-// task per family (a group without a prefix, then every group that names
-// it) and head: the family's groups add to the same prefix rows of dk and
-// dv, always in the same order.
+// attentionBackward is attentionGQABackward with a key/value head per
+// query head.
 func attentionBackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, pp *prefixPacks, heads, dh, n int, bf16 bool) {
-	d := heads * dh
-	clear(dk[:n*d])
-	clear(dv[:n*d])
+	attentionGQABackward(p, dq, dk, dv, dOut, probs, q, k, v, groups, families, pp, heads, heads, dh, n, bf16)
+}
+
+// attentionGQABackward computes dq, dk and dv (overwritten) from dOut,
+// for attentionGQAForward's heads. One task per family (a group without a
+// prefix, then every group that names it) and key/value head: the
+// family's groups, and the query heads that share the key/value head, add
+// to the same rows of dk and dv, always in the same order.
+func attentionGQABackward(p *pool, dq, dk, dv, dOut, probs, q, k, v []float32, groups []group, families [][]int32, pp *prefixPacks, heads, kvHeads, dh, n int, bf16 bool) {
+	dqd, dkv, per := heads*dh, kvHeads*dh, heads/kvHeads
+	clear(dk[:n*dkv])
+	clear(dv[:n*dkv])
 	scale := float32(1 / sqrt(float64(dh)))
 	bf16 = bf16 && dh >= attnBF16MinHead
 	if pp != nil {
-		pp.pack(p, v, groups, heads, dh) // the prefix's values, for dP = dO·vᵀ
+		pp.pack(p, v, groups, kvHeads, dh) // the prefix's values, for dP = dO·vᵀ
 	}
-	p.run(len(families)*heads, func(w, t int) {
-		h := t % heads
-		for _, gi := range families[t/heads] {
-			g := groups[gi]
-			at := g.start*d + h*dh
-			pre := prefixKV(groups, g, k, v, d, h, dh, pp)
-			var dpk, dpv []float32
-			if g.prefix >= 0 {
-				pat := groups[g.prefix].start*d + h*dh
-				dpk, dpv = dk[pat:], dv[pat:]
+	p.run(len(families)*kvHeads, func(w, t int) {
+		kh := t % kvHeads
+		for h := kh * per; h < (kh+1)*per; h++ {
+			for _, gi := range families[t/kvHeads] {
+				g := groups[gi]
+				at, kat := g.start*dqd+h*dh, g.start*dkv+kh*dh
+				pre := prefixKV(groups, g, k, v, dkv, kh, dh, pp)
+				var dpk, dpv []float32
+				if g.prefix >= 0 {
+					pat := groups[g.prefix].start*dkv + kh*dh
+					dpk, dpv = dk[pat:], dv[pat:]
+				}
+				ldp := pre.np + g.n
+				attendBackward(&p.ws[w], dq[at:], dk[kat:], dv[kat:], dpk, dpv, dOut[at:], q[at:], pre, k[kat:], v[kat:], dqd, dkv,
+					probs[g.off+h*g.n*ldp:], g.n, dh, scale, bf16)
 			}
-			ldp := pre.np + g.n
-			attendBackward(&p.ws[w], dq[at:], dk[at:], dv[at:], dpk, dpv, dOut[at:], q[at:], pre, k[at:], v[at:], d,
-				probs[g.off+h*g.n*ldp:], g.n, dh, scale, bf16)
 		}
 	})
 }
 
-// attendBackward is the backward pass of attendForward with s0 = 0 and
-// every row of stride ld (probabilities of stride pre.np+t). dk, dv and
-// the prefix's dpk, dpv are accumulated, dq overwritten.
-func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre kv, k, v []float32, ld int,
+// attendBackward is the backward pass of attendForward with s0 = 0: the
+// queries' rows (dq, dOut, q) of stride ldq, the keys' and values' (dk,
+// dv, k, v and the prefix's dpk, dpv) of stride ldk, probabilities of
+// stride pre.np+t. dk, dv and the prefix's dpk, dpv are accumulated, dq
+// overwritten.
+func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre kv, k, v []float32, ldq, ldk int,
 	probs []float32, t, dh int, scale float32, bf16 bool) {
 	np := pre.np
 	ldp := np + t
 	var vT, kB *bf16Panels
 	if bf16 && t > gemmSmallM {
-		vT, kB = attnPanels(ws, v, k, ld, t, dh)
+		vT, kB = attnPanels(ws, v, k, ldk, t, dh)
 	}
 	for r0 := 0; r0 < t; r0 += attnBlock {
 		r1 := min(t, r0+attnBlock)
@@ -218,9 +239,9 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 		dS := ws.buf
 		// dP = dO·vᵀ, then dS = P∘(dP - rowsum(P∘dP)) * scale.
 		if np > 0 {
-			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ld:], lda: ld, b: pre.pv, ldb: ld, c: dS, ldc: lds, packed: pre.packed, bf16: bf16})
+			gemmSerial(ws, gemmOp{tb: true, m: rb, n: np, k: dh, a: dOut[r0*ldq:], lda: ldq, b: pre.pv, ldb: ldk, c: dS, ldc: lds, packed: pre.packed, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ld:], lda: ld, b: v, ldb: ld, c: dS[np:], ldc: lds, bf16: bf16, bf16B: vT})
+		gemmSerial(ws, gemmOp{tb: true, m: rb, n: nc, k: dh, a: dOut[r0*ldq:], lda: ldq, b: v, ldb: ldk, c: dS[np:], ldc: lds, bf16: bf16, bf16B: vT})
 		for i := r0; i < r1; i++ {
 			valid := np + i + 1
 			pr := probs[i*ldp : i*ldp+valid]
@@ -229,13 +250,13 @@ func attendBackward(ws *workspace, dq, dk, dv, dpk, dpv, dOut, q []float32, pre 
 			clear(dr[valid:])
 		}
 		if np > 0 {
-			gemmSerial(ws, gemmOp{m: rb, n: dh, k: np, a: dS, lda: lds, b: pre.pk, ldb: ld, c: dq[r0*ld:], ldc: ld, bf16: bf16})
-			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: dS, lda: lds, b: q[r0*ld:], ldb: ld, c: dpk, ldc: ld, acc: true, bf16: bf16})
-			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dpv, ldc: ld, acc: true, bf16: bf16})
+			gemmSerial(ws, gemmOp{m: rb, n: dh, k: np, a: dS, lda: lds, b: pre.pk, ldb: ldk, c: dq[r0*ldq:], ldc: ldq, bf16: bf16})
+			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: dS, lda: lds, b: q[r0*ldq:], ldb: ldq, c: dpk, ldc: ldk, acc: true, bf16: bf16})
+			gemmSerial(ws, gemmOp{ta: true, m: np, n: dh, k: rb, a: probs[r0*ldp:], lda: ldp, b: dOut[r0*ldq:], ldb: ldq, c: dpv, ldc: ldk, acc: true, bf16: bf16})
 		}
-		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ld, c: dq[r0*ld:], ldc: ld, acc: np > 0, bf16: bf16, bf16B: kB})
-		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ld:], ldb: ld, c: dk, ldc: ld, acc: true, bf16: bf16})
-		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ld:], ldb: ld, c: dv, ldc: ld, acc: true, bf16: bf16})
+		gemmSerial(ws, gemmOp{m: rb, n: dh, k: nc, a: dS[np:], lda: lds, b: k, ldb: ldk, c: dq[r0*ldq:], ldc: ldq, acc: np > 0, bf16: bf16, bf16B: kB})
+		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: dS[np:], lda: lds, b: q[r0*ldq:], ldb: ldq, c: dk, ldc: ldk, acc: true, bf16: bf16})
+		gemmSerial(ws, gemmOp{ta: true, m: nc, n: dh, k: rb, a: probs[r0*ldp+np:], lda: ldp, b: dOut[r0*ldq:], ldb: ldq, c: dv, ldc: ldk, acc: true, bf16: bf16})
 	}
 }
 

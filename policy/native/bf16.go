@@ -378,6 +378,10 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 	kp := (k + 1) / 2
 	panels := (n + nr - 1) / nr
 	b = growU32(b, panels*kp*nr)
+	if op.bh != nil {
+		bf16PanelsHalf(op, b, nr, run)
+		return b
+	}
 	if !op.tb {
 		run(kp, 8, func(_ *workspace, lo, hi int) {
 			for q := lo; q < hi; q++ {
@@ -435,6 +439,36 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 	return b
 }
 
+// bf16PanelsHalf is bf16ConvertB for a B stored in bfloat16 (op.bh): its
+// values are paired into the panels as they are, no rounding.
+func bf16PanelsHalf(op *gemmOp, b []uint32, nr int, run bf16Runner) {
+	n, k := op.n, op.k
+	kp := (k + 1) / 2
+	panels := (n + nr - 1) / nr
+	at := func(kk, j int) uint32 {
+		if kk >= k {
+			return 0
+		}
+		if op.tb {
+			return uint32(op.bh[j*op.ldb+kk])
+		}
+		return uint32(op.bh[kk*op.ldb+j])
+	}
+	run(panels, 1, func(_ *workspace, lo, hi int) {
+		for jp := lo; jp < hi; jp++ {
+			w := min(nr, n-jp*nr)
+			for q := range kp {
+				dst := b[(jp*kp+q)*nr : (jp*kp+q)*nr+nr]
+				for jj := range w {
+					j := jp*nr + jj
+					dst[jj] = at(2*q, j) | at(2*q+1, j)<<16
+				}
+				clear(dst[w:])
+			}
+		}
+	})
+}
+
 // bf16Tile computes rows [i0,i1) x columns [j0,j1) of C from cv, in k
 // blocks of gemmBF16KP pairs; ragged tiles go through ws.tile.
 func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1, j0, j1 int) {
@@ -443,14 +477,14 @@ func bf16Tile(ws *workspace, bk *bf16Kernels, op gemmOp, cv bf16Operands, i0, i1
 	ws.tile = grow(ws.tile, mr*nr)
 	for q0 := 0; q0 < kp; q0 += gemmBF16KP {
 		kb := min(gemmBF16KP, kp-q0)
-		acc := op.acc || q0 > 0 || op.bias != nil
+		acc := op.acc || q0 > 0 || op.starts()
 		for j := j0; j < j1; j += nr {
 			wd := min(nr, j1-j)
 			bs := cv.b[(j/nr)*cv.bStride*nr+q0*nr:]
 			for i := i0; i < i1; i += mr {
 				h := min(mr, i1-i)
 				as := cv.a[i*kp+q0*aks:] // i is a multiple of mr: its tile's rows (bf16Operands)
-				if q0 == 0 && op.bias != nil {
+				if q0 == 0 && op.starts() {
 					op.fillBias(i, h, j, wd)
 				}
 				if h == mr && wd == nr {

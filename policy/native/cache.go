@@ -2,7 +2,8 @@ package native
 
 import "fmt"
 
-// Cache holds the keys and values (after RoPE) of every layer for a fixed
+// Cache holds the keys and values (after RoPE) of every layer, one per
+// key/value head (KVHeads: grouped-query attention caches only those), for a fixed
 // number of independent sequences ("rows"), for generation: each row
 // grows by Extend or Decode and attends only to itself. The token at
 // cache slot i of a row has RoPE position i.
@@ -20,7 +21,7 @@ import "fmt"
 type Cache struct {
 	rows, capacity    int
 	layers, heads, dh int
-	k, v              []float32 // [layers][rows][heads] of [dh][capacity] (keys), [capacity][dh] (values)
+	k, v              []float32 // [layers][rows][kv heads] of [dh][capacity] (keys), [capacity][dh] (values)
 	lens              []int
 	base, plen        []int // row r reads slots [0, plen[r]) from row base[r] (itself, plen 0: none)
 	// w, when set (PackWeights), holds the dense layers' weights packed
@@ -36,18 +37,26 @@ type packedWeights struct {
 	nr     int // the panel width of the kernels that packed them
 	blocks []packedBlock
 	lm     []float32
+	// always: products of any number of rows read the panels (a bf16
+	// base, which a product would otherwise widen at every call).
+	always bool
 }
 
-type packedBlock struct{ q, k, v, out, ffnIn, ffnOut []float32 }
+type packedBlock struct{ q, k, v, out, ffnIn, ffnUp, ffnOut []float32 }
+
+// of returns target t's packed weights.
+func (pb packedBlock) of(t target) []float32 {
+	return [numTargets][]float32{pb.q, pb.k, pb.v, pb.out, pb.ffnIn, pb.ffnUp, pb.ffnOut}[t]
+}
 
 // PackWeights packs the model's dense weights into c (reusing c's earlier
 // packing's memory), for c's next Extend calls: they read the weights as
-// they are now. Call it again after the weights change (a Decoder does,
-// each time it is prefilled); a cache never packed reads the model's
-// weights as they are at each call.
+// they are now. A bf16 base is widened into float32 panels here, once,
+// rather than in every product. Call it again after the weights change
+// (a Decoder does, each time it is prefilled); a cache never packed
+// reads the model's weights as they are at each call.
 func (m *Model) PackWeights(c *Cache) {
 	cfg, p := m.Config, m.p
-	d, f := cfg.DModel, cfg.FFN
 	if c.w == nil {
 		c.w = &packedWeights{}
 	}
@@ -55,25 +64,34 @@ func (m *Model) PackWeights(c *Cache) {
 	if len(pw.blocks) != cfg.Layers {
 		pw.blocks = make([]packedBlock, cfg.Layers)
 	}
-	pack := func(dst []float32, w []float32, k, n int) []float32 {
-		return packB(p, gemmOp{k: k, n: n, b: w, ldb: n}, dst, k*n >= parallelMinWork)
+	pack := func(dst []float32, ln linear) []float32 {
+		return packB(p, gemmOp{k: ln.in, n: ln.out, b: ln.w, bh: ln.h, ldb: ln.out}, dst, ln.in*ln.out >= parallelMinWork)
 	}
 	for l := range cfg.Layers {
 		w, pb := &m.w.blocks[l], &pw.blocks[l]
-		pb.q, pb.k, pb.v = pack(pb.q, w.qW, d, d), pack(pb.k, w.kW, d, d), pack(pb.v, w.vW, d, d)
-		pb.out = pack(pb.out, w.outW, d, d)
-		pb.ffnIn, pb.ffnOut = pack(pb.ffnIn, w.ffnInW, d, f), pack(pb.ffnOut, w.ffnOutW, f, d)
+		pb.q, pb.k, pb.v = pack(pb.q, w.lin(cfg, tQ)), pack(pb.k, w.lin(cfg, tK)), pack(pb.v, w.lin(cfg, tV))
+		pb.out = pack(pb.out, w.lin(cfg, tOut))
+		pb.ffnIn, pb.ffnOut = pack(pb.ffnIn, w.lin(cfg, tFFNIn)), pack(pb.ffnOut, w.lin(cfg, tFFNOut))
+		if cfg.swiglu() {
+			pb.ffnUp = pack(pb.ffnUp, w.lin(cfg, tFFNUp))
+		}
 	}
-	pw.lm = pack(pw.lm, m.w.lmW, d, cfg.Vocab)
+	d, v := cfg.DModel, cfg.Vocab
+	if cfg.TiedEmbed {
+		pw.lm = packB(p, gemmOp{tb: true, k: d, n: v, b: m.w.embed, bh: m.w.embedH, ldb: d}, pw.lm, true)
+	} else {
+		pw.lm = pack(pw.lm, linear{w: m.w.lmW, h: m.w.lmH, in: d, out: v})
+	}
 	pw.nr = kern.nr
+	pw.always = len(m.half) > 0
 }
 
 // packedFor returns the weights PackWeights packed, for a product of
 // rows rows, when that product would pack them (more than gemmSmallM
-// rows) with the kernels that packed them; nil otherwise (fewer rows read
-// the weights in place).
+// rows, or any number from a bf16 base) with the kernels that packed
+// them; nil otherwise (fewer rows read float32 weights in place).
 func (c *Cache) packedFor(rows int) *packedWeights {
-	if c.w == nil || rows <= gemmSmallM || c.w.nr != kern.nr {
+	if c.w == nil || (rows <= gemmSmallM && !c.w.always) || c.w.nr != kern.nr {
 		return nil
 	}
 	return c.w
@@ -86,8 +104,8 @@ func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
 	if rows <= 0 || capacity <= 0 || capacity > c.Ctx {
 		return nil, fmt.Errorf("native: cache of %d rows x %d tokens: need rows > 0 and 0 < capacity <= ctx %d", rows, capacity, c.Ctx)
 	}
-	size := c.Layers * rows * c.Heads * capacity * c.HeadDim()
-	cache := &Cache{rows: rows, capacity: capacity, layers: c.Layers, heads: c.Heads, dh: c.HeadDim(),
+	size := c.Layers * rows * c.KVHeads * capacity * c.HeadDim()
+	cache := &Cache{rows: rows, capacity: capacity, layers: c.Layers, heads: c.KVHeads, dh: c.HeadDim(),
 		k: make([]float32, size), v: make([]float32, size), lens: make([]int, rows),
 		base: make([]int, rows), plen: make([]int, rows)}
 	for r := range rows {
@@ -203,7 +221,7 @@ func (c *Cache) sharer(r int) (row, n int) {
 }
 
 // head returns the keys [dh, capacity] and values [capacity, dh] of layer
-// l, row r, head h.
+// l, row r, key/value head h.
 func (c *Cache) head(l, r, h int) (k, v []float32) {
 	at := ((l*c.rows+r)*c.heads + h) * c.capacity * c.dh
 	n := c.capacity * c.dh
@@ -215,10 +233,13 @@ type decodeState struct {
 	tokens, pos     []int32
 	segs            []decodeSeg
 	groups          []decodeGroup
-	x, ln, q, k, v  []float32 // [T, D]
-	att, mid        []float32
+	x, ln, mid      []float32 // [T, D]
+	q, k, v, att    []float32 // [T, QDim], [T, KVDim] x 2, [T, QDim]
+	qPre, kPre      []float32 // QKNorm: before the norm
+	qRstd, kRstd    []float32
 	mean, rstd      []float32 // [T]
-	pre, act        []float32 // [T, F]
+	pre, act, up    []float32 // [T, F]
+	lora            loraActs  // an adapter's scratch
 	last, h, hm, hr []float32 // [R, D], [R]
 	logits          []float32 // [R, V]
 }
@@ -271,56 +292,62 @@ func (c *Cache) attentionGroups(gs []decodeGroup, segs []decodeSeg) []decodeGrou
 	return gs
 }
 
-// attendShared is the attention of a group's queries at layer l, head h:
-// every query of every segment reads the shared keys and values (row
-// g.base, slots [0, g.plen)) in one product, then its own row's slots
-// [g.plen, s0+j] (query j of a segment starting at slot s0). The queries
-// are rows of q, the outputs rows of o (stride d, head h's columns).
-func (c *Cache) attendShared(ws *workspace, l, h int, g decodeGroup, segs []decodeSeg, q, o []float32, d int, scale float32) {
+// attendShared is the attention of a group's queries at layer l, for
+// the nh query heads from h0 that read key/value head kh: every query of
+// every segment, each of those heads, reads the shared keys and values
+// (row g.base, slots [0, g.plen)) in one product, then its own row's
+// slots [g.plen, s0+j] (query j of a segment starting at slot s0). The
+// queries are rows of q, the outputs rows of o (stride d, the heads'
+// columns). A group without shared tokens (plen 0) is one row attending
+// only to itself: its grouped query heads then still read its keys and
+// values once for all of them.
+func (c *Cache) attendShared(ws *workspace, l, h0, nh, kh int, g decodeGroup, segs []decodeSeg, q, o []float32, d int, scale float32) {
 	dh, np := c.dh, g.plen
 	tot, ldp := 0, np
 	for _, i := range g.segs {
 		s := segs[i]
-		tot += s.n
+		tot += s.n * nh
 		ldp = max(ldp, s.s0+s.n)
 	}
 	ws.buf = grow(ws.buf, tot*(2*dh+ldp))
 	qg, og, probs := ws.buf[:tot*dh], ws.buf[tot*dh:2*tot*dh], ws.buf[2*tot*dh:]
+	// Rows in (segment, query, head) order: a query's heads are adjacent,
+	// contiguous in q.
 	row := 0
 	for _, i := range g.segs {
 		s := segs[i]
 		for j := range s.n {
-			copy(qg[(row+j)*dh:(row+j+1)*dh], q[(s.off+j)*d+h*dh:])
+			copy(qg[(row+j*nh)*dh:(row+(j+1)*nh)*dh], q[(s.off+j)*d+h0*dh:])
 		}
-		row += s.n
+		row += s.n * nh
 	}
-	bk, bv := c.head(l, g.base, h)
+	bk, bv := c.head(l, g.base, kh)
 	gemmSerial(ws, gemmOp{m: tot, n: np, k: dh, a: qg, lda: dh, b: bk, ldb: c.capacity, c: probs, ldc: ldp})
 	row = 0
 	for _, i := range g.segs {
 		s := segs[i]
-		ok, _ := c.head(l, s.row, h)
-		gemmSerial(ws, gemmOp{m: s.n, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[np:], ldb: c.capacity, c: probs[row*ldp+np:], ldc: ldp})
-		for j := range s.n {
-			p := probs[(row+j)*ldp : (row+j+1)*ldp]
-			valid := s.s0 + j + 1
+		ok, _ := c.head(l, s.row, kh)
+		gemmSerial(ws, gemmOp{m: s.n * nh, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[np:], ldb: c.capacity, c: probs[row*ldp+np:], ldc: ldp})
+		for r := range s.n * nh {
+			p := probs[(row+r)*ldp : (row+r+1)*ldp]
+			valid := s.s0 + r/nh + 1
 			m := kern.max(p[:valid])
 			sum := kern.expShift(p[:valid], m, scale)
 			kern.scale(p[:valid], 1/sum)
 			clear(p[valid:])
 		}
-		row += s.n
+		row += s.n * nh
 	}
 	gemmSerial(ws, gemmOp{m: tot, n: dh, k: np, a: probs, lda: ldp, b: bv, ldb: dh, c: og, ldc: dh})
 	row = 0
 	for _, i := range g.segs {
 		s := segs[i]
-		_, ov := c.head(l, s.row, h)
-		gemmSerial(ws, gemmOp{m: s.n, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[np*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
+		_, ov := c.head(l, s.row, kh)
+		gemmSerial(ws, gemmOp{m: s.n * nh, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[np*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
 		for j := range s.n {
-			copy(o[(s.off+j)*d+h*dh:(s.off+j)*d+h*dh+dh], og[(row+j)*dh:])
+			copy(o[(s.off+j)*d+h0*dh:(s.off+j)*d+(h0+nh)*dh], og[(row+j*nh)*dh:])
 		}
-		row += s.n
+		row += s.n * nh
 	}
 }
 
@@ -355,8 +382,8 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	if len(tokens) != len(rows) {
 		return nil, fmt.Errorf("native: extend got %d token lists for %d rows", len(tokens), len(rows))
 	}
-	if c.layers != cfg.Layers || c.heads != cfg.Heads || c.dh != cfg.HeadDim() {
-		return nil, fmt.Errorf("native: cache shape (%d layers, %d heads of %d) does not match the model", c.layers, c.heads, c.dh)
+	if c.layers != cfg.Layers || c.heads != cfg.KVHeads || c.dh != cfg.HeadDim() {
+		return nil, fmt.Errorf("native: cache shape (%d layers, %d kv heads of %d) does not match the model", c.layers, c.heads, c.dh)
 	}
 	ds.tokens, ds.pos, ds.segs = ds.tokens[:0], ds.pos[:0], ds.segs[:0]
 	for i, r := range rows {
@@ -384,62 +411,93 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 		}
 	}
 	ds.groups = c.attentionGroups(ds.groups[:0], ds.segs)
-	t, d, f, dh, heads := len(ds.tokens), cfg.DModel, cfg.FFN, cfg.HeadDim(), cfg.Heads
-	for _, s := range []*[]float32{&ds.x, &ds.ln, &ds.q, &ds.k, &ds.v, &ds.att, &ds.mid} {
+	t, d, f, dh := len(ds.tokens), cfg.DModel, cfg.FFN, cfg.HeadDim()
+	heads, kvHeads, qd, kvd := cfg.Heads, cfg.KVHeads, cfg.QDim(), cfg.KVDim()
+	per := heads / kvHeads
+	for _, s := range []*[]float32{&ds.x, &ds.ln, &ds.mid} {
 		*s = grow(*s, t*d)
 	}
+	ds.q, ds.att = grow(ds.q, t*qd), grow(ds.att, t*qd)
+	ds.k, ds.v = grow(ds.k, t*kvd), grow(ds.v, t*kvd)
 	ds.mean, ds.rstd = grow(ds.mean, t), grow(ds.rstd, t)
 	ds.pre, ds.act = grow(ds.pre, t*f), grow(ds.act, t*f)
+	q, k := ds.q, ds.k
+	if cfg.QKNorm {
+		ds.qPre, ds.kPre = grow(ds.qPre, t*qd), grow(ds.kPre, t*kvd)
+		ds.qRstd, ds.kRstd = grow(ds.qRstd, t*heads), grow(ds.kRstd, t*kvHeads)
+		q, k = ds.qPre, ds.kPre
+	}
+	if cfg.swiglu() {
+		ds.up = grow(ds.up, t*f)
+	}
 	scale := float32(1 / sqrt(float64(dh)))
 
 	pw := c.packedFor(t)
-	embeddingForward(ds.x, m.w.embed, ds.tokens, d)
+	m.embed(ds.x, ds.tokens)
 	for l := range cfg.Layers {
 		w := &m.w.blocks[l]
 		var pk packedBlock
 		if pw != nil {
 			pk = pw.blocks[l]
 		}
-		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.x, w.lnAttnGain, w.lnAttnOffset, t, d)
-		densePacked(p, false, pk.q, ds.q, ds.ln, w.qW, w.qB, nil, t, d, d)
-		densePacked(p, false, pk.k, ds.k, ds.ln, w.kW, w.kB, nil, t, d, d)
-		densePacked(p, false, pk.v, ds.v, ds.ln, w.vW, w.vB, nil, t, d, d)
+		lin := func(tg target, out, x, res []float32) {
+			m.linearForward(l, tg, out, x, nil, res, t, &ds.lora, false, pk.of(tg), false)
+		}
+		m.normForward(ds.ln, ds.mean, ds.rstd, ds.x, w.lnAttnGain, w.lnAttnOffset, t)
+		lin(tQ, q, ds.ln, nil)
+		lin(tK, k, ds.ln, nil)
+		lin(tV, ds.v, ds.ln, nil)
+		if cfg.QKNorm {
+			headNormForward(p, ds.q, ds.qRstd, ds.qPre, w.qNorm, t, heads, dh, cfg.NormEps)
+			headNormForward(p, ds.k, ds.kRstd, ds.kPre, w.kNorm, t, kvHeads, dh, cfg.NormEps)
+		}
 		ropeForward(p, ds.q, ds.pos, t, heads, dh, m.cos, m.sin, false)
-		ropeForward(p, ds.k, ds.pos, t, heads, dh, m.cos, m.sin, false)
+		ropeForward(p, ds.k, ds.pos, t, kvHeads, dh, m.cos, m.sin, false)
 		for _, s := range ds.segs {
-			for h := range heads {
+			for h := range kvHeads {
 				ck, cv := c.head(l, s.row, h)
 				for j := range s.n {
-					for e, x := range ds.k[(s.off+j)*d+h*dh : (s.off+j)*d+h*dh+dh] {
+					for e, x := range ds.k[(s.off+j)*kvd+h*dh : (s.off+j)*kvd+h*dh+dh] {
 						ck[e*c.capacity+s.s0+j] = x
 					}
-					copy(cv[(s.s0+j)*dh:(s.s0+j+1)*dh], ds.v[(s.off+j)*d+h*dh:])
+					copy(cv[(s.s0+j)*dh:(s.s0+j+1)*dh], ds.v[(s.off+j)*kvd+h*dh:])
 				}
 			}
 		}
 		work := 0
 		for _, s := range ds.segs {
-			work += 2 * s.n * (s.s0 + s.n) * d
+			work += 2 * s.n * (s.s0 + s.n) * qd
 		}
-		p.runWork(len(ds.groups)*heads, work, func(wk, task int) {
-			g, h := ds.groups[task/heads], task%heads
-			if g.plen > 0 {
-				c.attendShared(&p.ws[wk], l, h, g, ds.segs, ds.q, ds.att, d, scale)
+		// One task per group and key/value head: its query heads read
+		// the head's cached keys and values together where they can.
+		p.runWork(len(ds.groups)*kvHeads, work, func(wk, task int) {
+			g, kh := ds.groups[task/kvHeads], task%kvHeads
+			ws := &p.ws[wk]
+			s := ds.segs[g.segs[0]]
+			if g.plen > 0 || (per > 1 && s.n == 1) {
+				c.attendShared(ws, l, kh*per, per, kh, g, ds.segs, ds.q, ds.att, qd, scale)
 				return
 			}
-			s := ds.segs[g.segs[0]]
-			ck, cv := c.head(l, s.row, h)
-			ws := &p.ws[wk]
+			// A row's own tokens, more than one (a prompt): causal
+			// blocks per query head.
+			ck, cv := c.head(l, s.row, kh)
 			ldp := s.s0 + s.n
-			ws.buf = grow(ws.buf, s.n*ldp)
-			at := s.off*d + h*dh
-			attendForward(ws, ds.q[at:], d, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], d, ws.buf, ldp, s.n, s.s0, dh, scale, false)
+			for h := kh * per; h < (kh+1)*per; h++ {
+				ws.buf = grow(ws.buf, s.n*ldp)
+				at := s.off*qd + h*dh
+				attendForward(ws, ds.q[at:], qd, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], qd, ws.buf, ldp, s.n, s.s0, dh, scale, false)
+			}
 		})
-		densePacked(p, false, pk.out, ds.mid, ds.att, w.outW, w.outB, ds.x, t, d, d)
-		layerNormForward(p, ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t, d)
-		densePacked(p, false, pk.ffnIn, ds.pre, ds.ln, w.ffnInW, w.ffnInB, nil, t, d, f)
-		geluForward(p, ds.act, ds.pre)
-		densePacked(p, false, pk.ffnOut, ds.x, ds.act, w.ffnOutW, w.ffnOutB, ds.mid, t, f, d)
+		lin(tOut, ds.mid, ds.att, ds.x)
+		m.normForward(ds.ln, ds.mean, ds.rstd, ds.mid, w.lnFFNGain, w.lnFFNOffset, t)
+		lin(tFFNIn, ds.pre, ds.ln, nil)
+		if cfg.swiglu() {
+			lin(tFFNUp, ds.up, ds.ln, nil)
+			swigluForward(p, ds.act, ds.pre, ds.up)
+		} else {
+			geluForward(p, ds.act, ds.pre)
+		}
+		lin(tFFNOut, ds.x, ds.act, ds.mid)
 	}
 	for _, s := range ds.segs {
 		c.lens[s.row] += s.n
@@ -451,12 +509,31 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 	for i, s := range ds.segs {
 		copy(ds.last[i*d:(i+1)*d], ds.x[(s.off+s.n-1)*d:])
 	}
-	layerNormForward(p, ds.h, ds.hm, ds.hr, ds.last, m.w.lnFinalGain, m.w.lnFinalOffset, r, d)
+	m.normForward(ds.h, ds.hm, ds.hr, ds.last, m.w.lnFinalGain, m.w.lnFinalOffset, r)
 	ds.logits = grow(ds.logits, r*cfg.Vocab)
 	var lm []float32
 	if pw := c.packedFor(r); pw != nil {
 		lm = pw.lm
 	}
-	densePacked(p, false, lm, ds.logits, ds.h, m.w.lmW, m.w.lmB, nil, r, d, cfg.Vocab)
+	if cfg.TiedEmbed && lm == nil && r <= gemmSmallM && m.w.embed != nil {
+		tiedHeadFew(p, ds.logits, ds.h, m.w.embed, r, d, cfg.Vocab)
+		return ds.logits, nil
+	}
+	m.lmForward(ds.logits, ds.h, r, false, lm)
 	return ds.logits, nil
+}
+
+// tiedHeadFew is the tied LM head (logits = h·Eᵀ) of a few rows
+// (decoding): each embedding row is read once, for all rows of h, its
+// dot products spread over the workers by vocabulary range (a
+// transposed product would pack all of E first).
+func tiedHeadFew(p *pool, logits, h, e []float32, rows, d, v int) {
+	p.runWork((v+1023)/1024, 8*v*d, func(_, t int) {
+		for j := t * 1024; j < min(v, (t+1)*1024); j++ {
+			ej := e[j*d : j*d+d]
+			for i := range rows {
+				logits[i*v+j] = kern.dot(h[i*d:i*d+d], ej)
+			}
+		}
+	})
 }

@@ -67,6 +67,11 @@ type gemmOp struct {
 	// (shareBF16A: one conversion for the products that share it); the
 	// float32 paths read a.
 	bf16A *bf16Input
+	// bh, when set, is B stored in bfloat16 (a frozen base matrix,
+	// Options.BaseStorage) in b's layout, b being nil: a bf16 product
+	// pairs its values as they are; a float32 one widens them (exactly)
+	// into packed panels first.
+	bh []uint16
 }
 
 // inBF16 reports whether op runs as a bf16 product: asked for, more than
@@ -76,8 +81,19 @@ func (op *gemmOp) inBF16() bool {
 	return op.bf16 && op.m > gemmSmallM && op.k > 0 && op.packed == nil
 }
 
-// fillBias sets rows [i, i+h) x columns [j, j+w) of C to bias (+ res).
+// starts reports whether C starts from a bias or a residual (fillBias)
+// rather than from zero or itself.
+func (op *gemmOp) starts() bool { return op.bias != nil || op.res != nil }
+
+// fillBias sets rows [i, i+h) x columns [j, j+w) of C to bias (+ res);
+// without a bias, to res.
 func (op *gemmOp) fillBias(i, h, j, w int) {
+	if op.bias == nil {
+		for r := i; r < i+h; r++ {
+			copy(op.c[r*op.ldc+j:r*op.ldc+j+w], op.res[r*op.ldc+j:r*op.ldc+j+w])
+		}
+		return
+	}
 	b := op.bias[j : j+w]
 	for r := i; r < i+h; r++ {
 		c := op.c[r*op.ldc+j : r*op.ldc+j+w]
@@ -92,11 +108,11 @@ func (op *gemmOp) fillBias(i, h, j, w int) {
 	}
 }
 
-// biasFirst fills all of C from op.bias for the paths that do not go
-// through the tiles (gemv, dots, k = 0), and returns op accumulating
-// onto it.
+// biasFirst fills all of C from op.bias (and op.res) for the paths that
+// do not go through the tiles (gemv, dots, k = 0), and returns op
+// accumulating onto it.
 func (op gemmOp) biasFirst() gemmOp {
-	if op.bias != nil {
+	if op.starts() {
 		op.fillBias(0, op.m, 0, op.n)
 		op.bias, op.res, op.acc = nil, nil, true
 	}
@@ -118,7 +134,14 @@ func gemm(p *pool, op gemmOp) {
 		// as long as 8 multiply-adds per weight.
 		work = max(work, 8*op.n*op.k)
 	}
-	if op.m == 1 && !op.ta && !op.tb && op.k > 0 {
+	if op.bh != nil && op.packed == nil && op.k > 0 {
+		// A bfloat16 B in a float32 product: widened as it is packed.
+		p.gemmMu.Lock()
+		defer p.gemmMu.Unlock()
+		p.sharedB = packB(p, op, p.sharedB, work >= parallelMinWork)
+		op.packed = p.sharedB
+	}
+	if op.m == 1 && !op.ta && !op.tb && op.k > 0 && op.packed == nil {
 		op := op.biasFirst()
 		const nc = 256
 		p.runWork((op.n+nc-1)/nc, work, func(_, t int) {
@@ -127,7 +150,7 @@ func gemm(p *pool, op gemmOp) {
 		})
 		return
 	}
-	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta) {
+	if op.k == 0 || (op.m <= 4 && op.tb && !op.ta && op.packed == nil) {
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
@@ -177,6 +200,9 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		ws.op = gemmOp{} // holds no slices past the product
 		return
 	}
+	if op.bh != nil {
+		panic("native: gemmSerial on a bfloat16 B (dense layers go through gemm)")
+	}
 	k := kern
 	switch {
 	case op.k == 0:
@@ -219,6 +245,10 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 	pack := func(jp int) {
 		panel := dst[jp*nr*op.k : (jp+1)*nr*op.k]
 		w := min(nr, op.n-jp*nr)
+		if op.bh != nil {
+			packHalf(panel, op, jp*nr, w, nr)
+			return
+		}
 		if !op.tb {
 			for kk := range op.k {
 				row := panel[kk*nr : kk*nr+nr]
@@ -253,6 +283,22 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 	return dst
 }
 
+// packHalf is packB's panel of columns [j0, j0+w) from a bfloat16 B,
+// widened to float32 (exact).
+func packHalf(panel []float32, op gemmOp, j0, w, nr int) {
+	for kk := range op.k {
+		row := panel[kk*nr : kk*nr+nr]
+		for jj := range w {
+			if op.tb {
+				row[jj] = fromBF16(op.bh[(j0+jj)*op.ldb+kk])
+			} else {
+				row[jj] = fromBF16(op.bh[kk*op.ldb+j0+jj])
+			}
+		}
+		clear(row[w:])
+	}
+}
+
 // gemmTile computes rows [i0,i1) x columns [j0,j1) of C.
 func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	k := kern
@@ -270,7 +316,7 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	ws.edgeB = grow(ws.edgeB, nr*gemmKC)
 	for p0 := 0; p0 < op.k; p0 += gemmKC {
 		kb := min(gemmKC, op.k-p0)
-		acc := op.acc || p0 > 0 || op.bias != nil
+		acc := op.acc || p0 > 0 || op.starts()
 		edgeA := false // ragged last rows packed in ws.packA for this p0
 		for j := j0; j < j1; j += nr {
 			w := min(nr, j1-j)
@@ -300,7 +346,7 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 					}
 					as, rs, ks = ws.packA, 1, mr
 				}
-				if p0 == 0 && op.bias != nil {
+				if p0 == 0 && op.starts() {
 					op.fillBias(i, h, j, w)
 				}
 				if h == mr && w == nr {

@@ -59,6 +59,15 @@ type kernels struct {
 	// softmaxGrad sets d[j] = p[j]*(d[j]-delta)*scale over len(p), with
 	// the bits of softmaxGradGeneric (the attention's dS).
 	softmaxGrad func(d, p []float32, delta, scale float32)
+	// rmsForward normalises one row x into out (rmsForwardGeneric) and
+	// returns its 1/rms; rmsBackward is that row's backward pass
+	// (rmsBackwardGeneric).
+	rmsForward  func(out, x, gain []float32, eps float64) float32
+	rmsBackward func(dx, dGain, dOut, x, gain []float32, r float32)
+	// swiglu sets out[i] = silu(gate[i])*up[i]; swigluBackward is its
+	// backward pass (swigluGeneric, swigluBackwardGeneric).
+	swiglu         func(out, gate, up []float32)
+	swigluBackward func(dGate, dUp, dOut, gate, up []float32)
 }
 
 var genericKernels = &kernels{
@@ -68,6 +77,8 @@ var genericKernels = &kernels{
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,
 	lnForward: lnForwardGeneric, lnBackward: lnBackwardGeneric, rope: ropeGeneric,
 	softmaxGrad: softmaxGradGeneric,
+	rmsForward:  rmsForwardGeneric, rmsBackward: rmsBackwardGeneric,
+	swiglu: swigluGeneric, swigluBackward: swigluBackwardGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

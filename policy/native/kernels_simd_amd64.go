@@ -32,6 +32,7 @@ func init() {
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
 			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512, softmaxGrad: softmaxGrad512,
+			rmsForward: rmsForward512, rmsBackward: rmsBackward512, swiglu: swiglu512, swigluBackward: swigluBackward512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
@@ -40,6 +41,7 @@ func init() {
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
 			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256, softmaxGrad: softmaxGrad256,
+			rmsForward: rmsForward256, rmsBackward: rmsBackward256, swiglu: swiglu256, swigluBackward: swigluBackward256,
 		})
 	}
 }
@@ -893,4 +895,210 @@ func softmaxGrad256(d, p []float32, delta, scale float32) {
 	}
 	archsimd.ClearAVXUpperBits()
 	softmaxGradGeneric(d[v:n], p[v:], delta, scale)
+}
+
+// --- RMSNorm rows (rmsForwardGeneric, rmsBackwardGeneric): the sums in
+// vector lanes, a row's last len%width values through the scalar path,
+// as the LayerNorm kernels do. ---
+
+func rmsForward512(out, x, gain []float32, eps float64) float32 {
+	n := len(x)
+	v := n / 16 * 16
+	var s0 f16
+	for i := 0; i < v; i += 16 {
+		c := archsimd.LoadFloat32x16Slice(x[i:])
+		s0 = c.MulAdd(c, s0)
+	}
+	ss := hsum16(s0)
+	for _, t := range x[v:] {
+		ss += t * t
+	}
+	r := rmsRstd(ss, n, eps)
+	rv := b16(r)
+	for i := 0; i < v; i += 16 {
+		archsimd.LoadFloat32x16Slice(x[i:]).Mul(rv).Mul(archsimd.LoadFloat32x16Slice(gain[i:])).StoreSlice(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		out[j] = x[j] * r * gain[j]
+	}
+	return r
+}
+
+func rmsBackward512(dx, dGain, dOut, x, gain []float32, r float32) {
+	n := len(dOut)
+	v := n / 16 * 16
+	rv := b16(r)
+	var a2 f16
+	for i := 0; i < v; i += 16 {
+		g := archsimd.LoadFloat32x16Slice(dOut[i:])
+		xh := archsimd.LoadFloat32x16Slice(x[i:]).Mul(rv)
+		g.MulAdd(xh, archsimd.LoadFloat32x16Slice(dGain[i:])).StoreSlice(dGain[i:])
+		a2 = g.Mul(archsimd.LoadFloat32x16Slice(gain[i:])).MulAdd(xh, a2)
+	}
+	m2 := hsum16(a2)
+	for j := v; j < n; j++ {
+		g, xh := dOut[j], x[j]*r
+		dGain[j] += g * xh
+		m2 += g * gain[j] * xh
+	}
+	m2 /= float32(n)
+	b2 := b16(m2)
+	for i := 0; i < v; i += 16 {
+		xh := archsimd.LoadFloat32x16Slice(x[i:]).Mul(rv)
+		dh := archsimd.LoadFloat32x16Slice(dOut[i:]).Mul(archsimd.LoadFloat32x16Slice(gain[i:]))
+		dh.Sub(xh.Mul(b2)).MulAdd(rv, archsimd.LoadFloat32x16Slice(dx[i:])).StoreSlice(dx[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		dx[j] += r * (dOut[j]*gain[j] - x[j]*r*m2)
+	}
+}
+
+func rmsForward256(out, x, gain []float32, eps float64) float32 {
+	n := len(x)
+	v := n / 8 * 8
+	var s0 f8
+	for i := 0; i < v; i += 8 {
+		c := archsimd.LoadFloat32x8Slice(x[i:])
+		s0 = c.MulAdd(c, s0)
+	}
+	ss := hsum8(s0)
+	for _, t := range x[v:] {
+		ss += t * t
+	}
+	r := rmsRstd(ss, n, eps)
+	rv := b8(r)
+	for i := 0; i < v; i += 8 {
+		archsimd.LoadFloat32x8Slice(x[i:]).Mul(rv).Mul(archsimd.LoadFloat32x8Slice(gain[i:])).StoreSlice(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		out[j] = x[j] * r * gain[j]
+	}
+	return r
+}
+
+func rmsBackward256(dx, dGain, dOut, x, gain []float32, r float32) {
+	n := len(dOut)
+	v := n / 8 * 8
+	rv := b8(r)
+	var a2 f8
+	for i := 0; i < v; i += 8 {
+		g := archsimd.LoadFloat32x8Slice(dOut[i:])
+		xh := archsimd.LoadFloat32x8Slice(x[i:]).Mul(rv)
+		g.MulAdd(xh, archsimd.LoadFloat32x8Slice(dGain[i:])).StoreSlice(dGain[i:])
+		a2 = g.Mul(archsimd.LoadFloat32x8Slice(gain[i:])).MulAdd(xh, a2)
+	}
+	m2 := hsum8(a2)
+	for j := v; j < n; j++ {
+		g, xh := dOut[j], x[j]*r
+		dGain[j] += g * xh
+		m2 += g * gain[j] * xh
+	}
+	m2 /= float32(n)
+	b2 := b8(m2)
+	for i := 0; i < v; i += 8 {
+		xh := archsimd.LoadFloat32x8Slice(x[i:]).Mul(rv)
+		dh := archsimd.LoadFloat32x8Slice(dOut[i:]).Mul(archsimd.LoadFloat32x8Slice(gain[i:]))
+		dh.Sub(xh.Mul(b2)).MulAdd(rv, archsimd.LoadFloat32x8Slice(dx[i:])).StoreSlice(dx[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+	for j := v; j < n; j++ {
+		dx[j] += r * (dOut[j]*gain[j] - x[j]*r*m2)
+	}
+}
+
+// --- SwiGLU (swigluGeneric, swigluBackwardGeneric) with the vector exp:
+// s = 1/(1+exp(-g)). ---
+
+func sigmoid16(g f16) f16 { return b16(1).Div(b16(1).Add(exp16(g.Mul(b16(-1))))) }
+
+func sigmoid8(g f8) f8 { return b8(1).Div(b8(1).Add(exp8(g.Mul(b8(-1))))) }
+
+func swiglu512(out, gate, up []float32) {
+	gate, up = gate[:len(out)], up[:len(out)]
+	i := 0
+	for ; i+16 <= len(out); i += 16 {
+		g := archsimd.LoadFloat32x16Slice(gate[i:])
+		g.Mul(sigmoid16(g)).Mul(archsimd.LoadFloat32x16Slice(up[i:])).StoreSlice(out[i:])
+	}
+	if i < len(out) {
+		g := archsimd.LoadFloat32x16SlicePart(gate[i:])
+		g.Mul(sigmoid16(g)).Mul(archsimd.LoadFloat32x16SlicePart(up[i:])).StoreSlicePart(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// swigluGrad16 returns dGate and dUp for one vector.
+func swigluGrad16(d, g, u f16) (dg, du f16) {
+	s := sigmoid16(g)
+	one := b16(1)
+	du = d.Mul(g.Mul(s))
+	dg = d.Mul(u).Mul(s).Mul(g.Mul(one.Sub(s)).Add(one))
+	return dg, du
+}
+
+func swigluBackward512(dGate, dUp, dOut, gate, up []float32) {
+	n := len(dOut)
+	dGate, dUp, gate, up = dGate[:n], dUp[:n], gate[:n], up[:n]
+	i := 0
+	for ; i+16 <= n; i += 16 {
+		dg, du := swigluGrad16(archsimd.LoadFloat32x16Slice(dOut[i:]), archsimd.LoadFloat32x16Slice(gate[i:]), archsimd.LoadFloat32x16Slice(up[i:]))
+		dg.StoreSlice(dGate[i:])
+		du.StoreSlice(dUp[i:])
+	}
+	if i < n {
+		dg, du := swigluGrad16(archsimd.LoadFloat32x16SlicePart(dOut[i:]), archsimd.LoadFloat32x16SlicePart(gate[i:]), archsimd.LoadFloat32x16SlicePart(up[i:]))
+		dg.StoreSlicePart(dGate[i:])
+		du.StoreSlicePart(dUp[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func swiglu256(out, gate, up []float32) {
+	gate, up = gate[:len(out)], up[:len(out)]
+	tg, n := tail8(gate, 0) // scalar work first, see above
+	tu, _ := tail8(up, 0)
+	m := len(out) - n
+	for i := 0; i+8 <= m; i += 8 {
+		g := archsimd.LoadFloat32x8Slice(gate[i:])
+		g.Mul(sigmoid8(g)).Mul(archsimd.LoadFloat32x8Slice(up[i:])).StoreSlice(out[i:])
+	}
+	if n > 0 {
+		g := archsimd.LoadFloat32x8(&tg)
+		g.Mul(sigmoid8(g)).Mul(archsimd.LoadFloat32x8(&tu)).Store(&tg)
+	}
+	archsimd.ClearAVXUpperBits()
+	copy(out[m:], tg[:n])
+}
+
+func swigluGrad8(d, g, u f8) (dg, du f8) {
+	s := sigmoid8(g)
+	one := b8(1)
+	du = d.Mul(g.Mul(s))
+	dg = d.Mul(u).Mul(s).Mul(g.Mul(one.Sub(s)).Add(one))
+	return dg, du
+}
+
+func swigluBackward256(dGate, dUp, dOut, gate, up []float32) {
+	n := len(dOut)
+	dGate, dUp, gate, up = dGate[:n], dUp[:n], gate[:n], up[:n]
+	td, nt := tail8(dOut, 0) // scalar work first, see above
+	tg, _ := tail8(gate, 0)
+	tu, _ := tail8(up, 0)
+	m := n - nt
+	for i := 0; i+8 <= m; i += 8 {
+		dg, du := swigluGrad8(archsimd.LoadFloat32x8Slice(dOut[i:]), archsimd.LoadFloat32x8Slice(gate[i:]), archsimd.LoadFloat32x8Slice(up[i:]))
+		dg.StoreSlice(dGate[i:])
+		du.StoreSlice(dUp[i:])
+	}
+	if nt > 0 {
+		dg, du := swigluGrad8(archsimd.LoadFloat32x8(&td), archsimd.LoadFloat32x8(&tg), archsimd.LoadFloat32x8(&tu))
+		dg.Store(&tg)
+		du.Store(&tu)
+	}
+	archsimd.ClearAVXUpperBits()
+	copy(dGate[m:], tg[:nt])
+	copy(dUp[m:], tu[:nt])
 }

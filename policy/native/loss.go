@@ -20,6 +20,27 @@ func (m *Model) CrossEntropyBackward(idx, targets []int32, weights []float32) (f
 	return m.crossEntropy(idx, targets, weights, true)
 }
 
+// ceChunkFloats bounds the logits CrossEntropy holds at once: positions
+// are taken in chunks of a multiple of ceChunkAlign rows with at most
+// this many logits (at least ceChunkAlign rows), so that a 150k-id
+// vocabulary at a thousand positions does not hold a gigabyte of logits
+// (and their gradient) at once. Chunks start at multiples of
+// ceChunkAlign positions, a multiple of both GEMMs' k blocks (gemmKC;
+// gemmBF16KP pairs): the LM head's weight gradient then sums the
+// positions in the same order as one product over all of them would, bit
+// for bit. The last chunk takes the rest (up to twice a chunk), so that
+// no chunk is small enough to take another product path.
+const (
+	ceChunkAlign  = 2 * gemmBF16KP
+	ceChunkFloats = 1 << 26
+)
+
+// ceChunkRows is the number of positions per chunk for a vocabulary of v
+// ids (a variable for tests).
+var ceChunkRows = func(v int) int {
+	return max(ceChunkAlign, ceChunkFloats/v/ceChunkAlign*ceChunkAlign)
+}
+
 func (m *Model) crossEntropy(idx, targets []int32, weights []float32, backward bool) (float64, error) {
 	c, hs := m.Config, &m.head
 	k, d, v := len(idx), c.DModel, c.Vocab
@@ -34,8 +55,6 @@ func (m *Model) crossEntropy(idx, targets []int32, weights []float32, backward b
 	if err := m.headsInput(idx); err != nil {
 		return 0, err
 	}
-	hs.logits = grow(hs.logits, k*v)
-	denseForward(m.p, m.bf16, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
 	wsum := 0.0
 	for i := range k {
 		wsum += float64(weightAt(weights, i))
@@ -45,29 +64,48 @@ func (m *Model) crossEntropy(idx, targets []int32, weights []float32, backward b
 		inv = float32(1 / wsum)
 	}
 	hs.nll = grow(hs.nll, k)
-	m.p.chunks(k, 16, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			z := hs.logits[i*v : (i+1)*v]
-			w := weightAt(weights, i)
-			if w == 0 {
-				hs.nll[i] = 0
-				if backward {
-					clear(z)
-				}
-				continue
-			}
-			t := targets[i]
-			zt := z[t]
-			mx := kern.max(z)
-			s := kern.expShift(z, mx, 1) // z = exp(z - mx)
-			hs.nll[i] = float32(math.Log(float64(s))) + mx - zt
-			if backward {
-				coef := w * inv
-				kern.scale(z, coef/s)
-				z[t] -= coef
-			}
+	if backward {
+		hs.dh = grow(hs.dh, k*d)
+		clear(hs.dh)
+	}
+	rows := ceChunkRows(v)
+	chunks := max(1, k/rows)
+	for ch := range chunks {
+		i0, i1 := ch*rows, (ch+1)*rows
+		if ch == chunks-1 {
+			i1 = k
 		}
-	})
+		kc := i1 - i0
+		hs.logits = grow(hs.logits, kc*v)
+		m.lmForward(hs.logits, hs.h[i0*d:], kc, m.bf16, nil)
+		m.p.chunks(kc, 16, func(_, lo, hi int) {
+			for j := lo; j < hi; j++ {
+				i := i0 + j
+				z := hs.logits[j*v : (j+1)*v]
+				w := weightAt(weights, i)
+				if w == 0 {
+					hs.nll[i] = 0
+					if backward {
+						clear(z)
+					}
+					continue
+				}
+				t := targets[i]
+				zt := z[t]
+				mx := kern.max(z)
+				s := kern.expShift(z, mx, 1) // z = exp(z - mx)
+				hs.nll[i] = float32(math.Log(float64(s))) + mx - zt
+				if backward {
+					coef := w * inv
+					kern.scale(z, coef/s)
+					z[t] -= coef
+				}
+			}
+		})
+		if backward {
+			m.lmBackward(hs.dh[i0*d:], hs.logits, hs.h[i0*d:], kc)
+		}
+	}
 	loss := 0.0
 	for i := range k {
 		loss += float64(weightAt(weights, i)) * float64(hs.nll[i])
@@ -76,7 +114,7 @@ func (m *Model) crossEntropy(idx, targets []int32, weights []float32, backward b
 		loss /= wsum
 	}
 	if backward {
-		m.backwardHeads(hs.logits, nil)
+		m.backwardHeads(nil)
 		m.backwardTrunk()
 	}
 	return loss, nil

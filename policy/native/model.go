@@ -3,27 +3,45 @@ package native
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
-// Model is the transformer: its parameters and gradients as two flat
-// arrays with named views (w, g), and the activations of the last Forward
-// kept for Heads and Backward. A Model is not safe for concurrent use.
+// Model is the transformer: its parameters and gradients as flat arrays
+// with named views (w, g), and the activations of the last Forward kept
+// for Heads and Backward. A Model is not safe for concurrent use.
 type Model struct {
-	Config Config // resolved: FFN and RoPEBase filled in
+	Config Config // resolved: FFN, RoPEBase, KVHeads, HeadSize, Norm, NormEps and FFNKind filled in
 	// DetachValue keeps the value head's gradient out of the trunk (and
-	// the final LayerNorm): only the value head learns from dValues.
+	// the final norm): only the value head learns from dValues.
 	DetachValue bool
+	// Recompute keeps only each block's input during Forward; the
+	// backward pass recomputes a block's activations from it just before
+	// the block's own backward (bit for bit the same ones: the gradients
+	// do not change). Set it before Forward; Options.Recompute sets it at
+	// New.
+	Recompute bool
 
 	// bf16 rounds the inputs of the dense layers' and (heads of at least
 	// attnBF16MinHead values) the attention's training products to
 	// bfloat16 (SetMatmul; bf16.go). Decoding is float32 either way.
 	bf16 bool
 
-	data, grad []float32 // every parameter, then every gradient, in Params order
-	w, g       weights   // named views into data and grad
+	// data and grad hold every trainable parameter and its gradient, in
+	// Params order; frozen and half the frozen ones (a LoRA model's base),
+	// in float32 and bfloat16.
+	data, grad []float32
+	frozen     []float32
+	half       []uint16
+	w, g       weights // named views into the storage and into grad
 	table      []paramField
 	gtable     []paramField
+	byName     map[string]int
 	cos, sin   []float32 // RoPE tables [Ctx, HeadDim/2]
+
+	lora     loraSet
+	seed     uint64 // New's: dropout masks are drawn from it
+	training bool   // SetTraining: dropout on
+	forwards uint64 // training Forwards so far: each draws its own masks
 
 	p    *pool
 	ln1  bf16Input // a layer's ln1 converted once for its q, k and v products (bf16)
@@ -34,8 +52,17 @@ type Model struct {
 }
 
 // New builds a model with deterministic initial weights drawn from seed
-// (weights N(0, 0.02²), biases 0, LayerNorm gain 1 and offset 0).
+// (weights N(0, 0.02²), biases 0, norm gains 1 and offsets 0), every
+// weight trainable.
 func New(cfg Config, seed uint64) (*Model, error) {
+	return NewWithOptions(cfg, Options{}, seed)
+}
+
+// NewWithOptions is New with adapters, a frozen base's storage and
+// recomputation chosen by opt. The base's initial weights are the same
+// as New's for the same seed; adapters' A are drawn after them and their
+// B are zero.
+func NewWithOptions(cfg Config, opt Options, seed uint64) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -43,28 +70,60 @@ func New(cfg Config, seed uint64) (*Model, error) {
 		return nil, err
 	}
 	cfg = cfg.resolved()
-	m := &Model{Config: cfg, p: workers()}
-	n, _ := bind(cfg, &m.w, nil)
-	m.data, m.grad = make([]float32, n), make([]float32, n)
-	_, m.table = bind(cfg, &m.w, m.data)
-	_, m.gtable = bind(cfg, &m.g, m.grad)
+	lo, err := resolveLoRA(cfg, opt.LoRA)
+	if err != nil {
+		return nil, err
+	}
+	half, err := resolveBaseStorage(opt.BaseStorage, lo.Rank > 0)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Config: cfg, p: workers(), lora: lo, seed: seed, Recompute: opt.Recompute, byName: map[string]int{}}
+	m.table = paramTable(cfg, lo, &m.w)
+	m.gtable = paramTable(cfg, lo, &m.g)
+	st := allocate(m.table, m.gtable, lo.Rank > 0, half)
+	m.data, m.grad, m.frozen, m.half = st.data, st.grad, st.frozen, st.half
+	for i, f := range m.table {
+		m.byName[f.name] = i
+	}
 	initParams(m.table, seed)
-	m.cos, m.sin = ropeTables(cfg.Ctx, cfg.HeadDim(), cfg.RoPEBase)
+	m.cos, m.sin = ropeTables(cfg)
+	if half {
+		// A bfloat16 base is meant for bf16 products; float32 ones would
+		// widen every weight at every product.
+		m.bf16 = true
+	}
 	return m, nil
 }
 
-// Params lists every parameter tensor in the canonical order, as views
-// into the model (load weights by writing Data).
-func (m *Model) Params() []Param {
-	ps := make([]Param, len(m.table))
-	for i, f := range m.table {
-		ps[i] = Param{Name: f.name, Shape: append([]int(nil), f.shape...), Data: *f.dst, Grad: *m.gtable[i].dst}
+// resolveBaseStorage reports whether a base is stored in bfloat16, for
+// mode (Options.BaseStorage) and whether the base is frozen.
+func resolveBaseStorage(mode string, frozen bool) (bool, error) {
+	r, err := ResolveMatmul(mode)
+	if err != nil {
+		return false, fmt.Errorf("native: base storage: %w", err)
 	}
-	return ps
+	if r == MatmulBF16 && !frozen && strings.TrimSpace(mode) != "" && !strings.EqualFold(strings.TrimSpace(mode), MatmulAuto) {
+		return false, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters): a trained weight keeps float32", mode)
+	}
+	return r == MatmulBF16 && frozen, nil
 }
 
-// NumParams is the number of scalar parameters.
-func (m *Model) NumParams() int { return len(m.data) }
+// BaseStorage reports how the model keeps its base matrices: "bf16" or
+// "fp32".
+func (m *Model) BaseStorage() string {
+	if len(m.half) > 0 {
+		return MatmulBF16
+	}
+	return MatmulFP32
+}
+
+// NumParams is the number of scalar parameters, frozen ones included.
+func (m *Model) NumParams() int { return len(m.data) + len(m.frozen) + len(m.half) }
+
+// NumTrainable is the number of trainable scalar parameters (all of them
+// without adapters): the size of the gradient and of each AdamW moment.
+func (m *Model) NumTrainable() int { return len(m.data) }
 
 // ZeroGrad clears every gradient.
 func (m *Model) ZeroGrad() { clear(m.grad) }
@@ -101,17 +160,26 @@ type activations struct {
 	famBuf   []int32
 	packs    prefixPacks // scratch for attention: the prefixes' keys, then values, packed
 	x        [][]float32 // Layers+1 residual streams [n, D]; x[l] enters block l
-	blocks   []blockActs
+	// blocks holds each block's activations, or with recompute one
+	// block's (the one being recomputed).
+	blocks    []blockActs
+	recompute bool   // the Forward's Model.Recompute
+	drop      bool   // the Forward applied dropout (training, Dropout > 0)
+	step      uint64 // its dropout masks' step (dropKey)
 }
 
 type blockActs struct {
-	ln1, ln1Mean, ln1Rstd []float32 // LayerNorm before attention
-	q, k, v               []float32 // [n, D], q and k after RoPE
-	att                   []float32 // attention output before the out projection
+	ln1, ln1Mean, ln1Rstd []float32 // norm before attention (mean: LayerNorm only)
+	q, k, v               []float32 // [n, QDim], [n, KVDim] x 2; q and k after q/k norm and RoPE
+	qPre, kPre            []float32 // QKNorm: q and k before their norm
+	qRstd, kRstd          []float32 // QKNorm: per row and head
+	att                   []float32 // [n, QDim] attention output before the out projection
 	probs                 []float32 // softmax weights per group and head
 	mid                   []float32 // x + attention
-	ln2, ln2Mean, ln2Rstd []float32 // LayerNorm before the FFN
-	pre, act              []float32 // [n, F] FFN hidden before and after GELU
+	ln2, ln2Mean, ln2Rstd []float32 // norm before the FFN
+	pre, act              []float32 // [n, F] GELU's input and output; SwiGLU's gate and silu(gate)·up
+	up                    []float32 // [n, F] SwiGLU's up
+	lora                  [numTargets]loraActs
 }
 
 // Forward runs the trunk (embedding and blocks) on b, keeping the
@@ -120,27 +188,103 @@ func (m *Model) Forward(b Batch) error {
 	if err := m.layout(b); err != nil {
 		return err
 	}
-	c, a, p := m.Config, &m.acts, m.p
-	n, d, f, dh := a.n, c.DModel, c.FFN, c.HeadDim()
-	embeddingForward(a.x[0], m.w.embed, a.tokens, d)
+	c, a := m.Config, &m.acts
+	a.drop = m.training && m.lora.Rank > 0 && m.lora.Dropout > 0
+	if a.drop {
+		a.step = m.forwards
+		m.forwards++
+	}
+	m.embed(a.x[0], a.tokens)
 	for l := range c.Layers {
-		w, ba := &m.w.blocks[l], &a.blocks[l]
-		x := a.x[l]
-		layerNormForward(p, ba.ln1, ba.ln1Mean, ba.ln1Rstd, x, w.lnAttnGain, w.lnAttnOffset, n, d)
-		xa := shareBF16A(p, &m.ln1, m.bf16, false, ba.ln1, d, n, d)
-		denseShared(p, m.bf16, xa, ba.q, ba.ln1, w.qW, w.qB, n, d, d)
-		denseShared(p, m.bf16, xa, ba.k, ba.ln1, w.kW, w.kB, n, d, d)
-		denseShared(p, m.bf16, xa, ba.v, ba.ln1, w.vW, w.vB, n, d, d)
-		ropeForward(p, ba.q, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
-		ropeForward(p, ba.k, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
-		attentionForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, dh, m.bf16)
-		denseForward(p, m.bf16, ba.mid, ba.att, w.outW, w.outB, x, n, d, d)
-		layerNormForward(p, ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.mid, w.lnFFNGain, w.lnFFNOffset, n, d)
-		denseForward(p, m.bf16, ba.pre, ba.ln2, w.ffnInW, w.ffnInB, nil, n, d, f)
-		geluForward(p, ba.act, ba.pre)
-		denseForward(p, m.bf16, a.x[l+1], ba.act, w.ffnOutW, w.ffnOutB, ba.mid, n, f, d)
+		m.blockForward(l, m.blockActs(l), a.x[l], a.x[l+1])
 	}
 	return nil
+}
+
+// embed sets x to the embeddings of tokens.
+func (m *Model) embed(x []float32, tokens []int32) {
+	d := m.Config.DModel
+	if m.w.embed != nil {
+		embeddingForward(x, m.w.embed, tokens, d)
+		return
+	}
+	for i, t := range tokens {
+		row := m.w.embedH[int(t)*d : int(t)*d+d]
+		for j, h := range row {
+			x[i*d+j] = fromBF16(h)
+		}
+	}
+}
+
+// blockActs is where block l's activations go: its own, or with
+// recompute the one shared scratch.
+func (m *Model) blockActs(l int) *blockActs {
+	if m.acts.recompute {
+		return &m.acts.blocks[0]
+	}
+	return &m.acts.blocks[l]
+}
+
+// blockForward runs block l on x (the Forward's batch layout) into out,
+// keeping its activations in ba. out nil skips the last product (a
+// recomputation for the backward pass, which does not need the block's
+// output again).
+func (m *Model) blockForward(l int, ba *blockActs, x, out []float32) {
+	c, a, p := m.Config, &m.acts, m.p
+	n, d, dh := a.n, c.DModel, c.HeadDim()
+	w := &m.w.blocks[l]
+	m.normForward(ba.ln1, ba.ln1Mean, ba.ln1Rstd, x, w.lnAttnGain, w.lnAttnOffset, n)
+	xa := shareBF16A(p, &m.ln1, m.bf16, false, ba.ln1, d, n, d)
+	q, k := ba.q, ba.k
+	if c.QKNorm {
+		q, k = ba.qPre, ba.kPre
+	}
+	m.linearForward(l, tQ, q, ba.ln1, xa, nil, n, &ba.lora[tQ], m.bf16, nil, a.drop)
+	m.linearForward(l, tK, k, ba.ln1, xa, nil, n, &ba.lora[tK], m.bf16, nil, a.drop)
+	m.linearForward(l, tV, ba.v, ba.ln1, xa, nil, n, &ba.lora[tV], m.bf16, nil, a.drop)
+	if c.QKNorm {
+		headNormForward(p, ba.q, ba.qRstd, ba.qPre, w.qNorm, n, c.Heads, dh, c.NormEps)
+		headNormForward(p, ba.k, ba.kRstd, ba.kPre, w.kNorm, n, c.KVHeads, dh, c.NormEps)
+	}
+	ropeForward(p, ba.q, a.pos, n, c.Heads, dh, m.cos, m.sin, false)
+	ropeForward(p, ba.k, a.pos, n, c.KVHeads, dh, m.cos, m.sin, false)
+	attentionGQAForward(p, ba.att, ba.probs, ba.q, ba.k, ba.v, a.groups, a.prefixPacks(), c.Heads, c.KVHeads, dh, m.bf16)
+	m.linearForward(l, tOut, ba.mid, ba.att, nil, x, n, &ba.lora[tOut], m.bf16, nil, a.drop)
+	m.normForward(ba.ln2, ba.ln2Mean, ba.ln2Rstd, ba.mid, w.lnFFNGain, w.lnFFNOffset, n)
+	if c.swiglu() {
+		xa := shareBF16A(p, &m.ln1, m.bf16, false, ba.ln2, d, n, d)
+		m.linearForward(l, tFFNIn, ba.pre, ba.ln2, xa, nil, n, &ba.lora[tFFNIn], m.bf16, nil, a.drop)
+		m.linearForward(l, tFFNUp, ba.up, ba.ln2, xa, nil, n, &ba.lora[tFFNUp], m.bf16, nil, a.drop)
+		swigluForward(p, ba.act, ba.pre, ba.up)
+	} else {
+		m.linearForward(l, tFFNIn, ba.pre, ba.ln2, nil, nil, n, &ba.lora[tFFNIn], m.bf16, nil, a.drop)
+		geluForward(p, ba.act, ba.pre)
+	}
+	// Without out (a recomputation) only the output layer's adapter
+	// activation is needed.
+	m.linearForward(l, tFFNOut, out, ba.act, nil, ba.mid, n, &ba.lora[tFFNOut], m.bf16, nil, a.drop)
+}
+
+// normForward applies the model's norm (LayerNorm, or RMSNorm: no mean,
+// no offset) to the n rows of x.
+func (m *Model) normForward(out, mean, rstd, x, gain, offset []float32, n int) {
+	c := m.Config
+	if c.rms() {
+		rmsNormForward(m.p, out, rstd, x, gain, n, c.DModel, c.NormEps)
+		return
+	}
+	layerNormForward(m.p, out, mean, rstd, x, gain, offset, n, c.DModel)
+}
+
+// normBackward is normForward's backward pass: it adds the input's
+// gradient to dx and the gain's and offset's to dGain and dOffset (nil:
+// frozen).
+func (m *Model) normBackward(dx, dGain, dOffset, dOut, x, mean, rstd, gain []float32, n int, part []float32) []float32 {
+	c := m.Config
+	if c.rms() {
+		return rmsNormBackward(m.p, dx, dGain, dOut, x, rstd, gain, n, c.DModel, part)
+	}
+	return layerNormBackward(m.p, dx, dGain, dOffset, dOut, x, mean, rstd, gain, n, c.DModel, part)
 }
 
 // layout checks b and lays its real tokens out compactly, each example
@@ -228,22 +372,43 @@ func (m *Model) layout(b Batch) error {
 	}
 	m.buildFamilies()
 	n, d, f := len(a.tokens), c.DModel, c.FFN
+	qd, kvd := c.QDim(), c.KVDim()
 	a.n = n
+	a.recompute = m.Recompute
+	nb := c.Layers
+	if a.recompute {
+		nb = 1
+	}
 	if len(a.x) != c.Layers+1 {
-		a.x, a.blocks = make([][]float32, c.Layers+1), make([]blockActs, c.Layers)
+		a.x = make([][]float32, c.Layers+1)
+	}
+	if len(a.blocks) != nb {
+		a.blocks = make([]blockActs, nb) // the other layout's buffers go to the GC
 	}
 	for l := range a.x {
 		a.x[l] = grow(a.x[l], n*d)
 	}
 	for l := range a.blocks {
 		ba := &a.blocks[l]
-		for _, s := range []*[]float32{&ba.ln1, &ba.q, &ba.k, &ba.v, &ba.att, &ba.mid, &ba.ln2} {
+		for _, s := range []*[]float32{&ba.ln1, &ba.mid, &ba.ln2} {
 			*s = grow(*s, n*d)
 		}
-		for _, s := range []*[]float32{&ba.ln1Mean, &ba.ln1Rstd, &ba.ln2Mean, &ba.ln2Rstd} {
+		ba.q, ba.att = grow(ba.q, n*qd), grow(ba.att, n*qd)
+		ba.k, ba.v = grow(ba.k, n*kvd), grow(ba.v, n*kvd)
+		for _, s := range []*[]float32{&ba.ln1Rstd, &ba.ln2Rstd} {
 			*s = grow(*s, n)
 		}
+		if !c.rms() {
+			ba.ln1Mean, ba.ln2Mean = grow(ba.ln1Mean, n), grow(ba.ln2Mean, n)
+		}
+		if c.QKNorm {
+			ba.qPre, ba.kPre = grow(ba.qPre, n*qd), grow(ba.kPre, n*kvd)
+			ba.qRstd, ba.kRstd = grow(ba.qRstd, n*c.Heads), grow(ba.kRstd, n*c.KVHeads)
+		}
 		ba.pre, ba.act = grow(ba.pre, n*f), grow(ba.act, n*f)
+		if c.swiglu() {
+			ba.up = grow(ba.up, n*f)
+		}
 		ba.probs = grow(ba.probs, probs)
 	}
 	return nil
@@ -282,7 +447,7 @@ func (m *Model) buildFamilies() {
 	for _, fam := range a.families {
 		if len(fam) > 1 {
 			a.packs.offs[fam[0]] = off
-			off += m.Config.Heads * packSize(a.groups[fam[0]], m.Config.HeadDim())
+			off += m.Config.KVHeads * packSize(a.groups[fam[0]], m.Config.HeadDim())
 		}
 	}
 }
@@ -328,7 +493,7 @@ type headState struct {
 }
 
 // headsInput gathers the final residual rows at flat positions idx and
-// applies the final LayerNorm.
+// applies the final norm.
 func (m *Model) headsInput(idx []int32) error {
 	a, hs, d := &m.acts, &m.head, m.Config.DModel
 	if a.n == 0 && len(a.slot) == 0 {
@@ -348,14 +513,14 @@ func (m *Model) headsInput(idx []int32) error {
 	for i, r := range hs.rows {
 		copy(hs.in[i*d:(i+1)*d], x[int(r)*d:])
 	}
-	layerNormForward(m.p, hs.h, hs.mean, hs.rstd, hs.in, m.w.lnFinalGain, m.w.lnFinalOffset, k, d)
+	m.normForward(hs.h, hs.mean, hs.rstd, hs.in, m.w.lnFinalGain, m.w.lnFinalOffset, k)
 	return nil
 }
 
-// Heads applies the final LayerNorm, the LM head and the value head at
-// flat positions idx (into the last Forward's B*S; each must be a real
-// token). It returns logits [len(idx)*Vocab] and values [len(idx)], owned
-// by the model and valid until the next call of Heads, CrossEntropy or
+// Heads applies the final norm, the LM head and the value head at flat
+// positions idx (into the last Forward's B*S; each must be a real token).
+// It returns logits [len(idx)*Vocab] and values [len(idx)], owned by the
+// model and valid until the next call of Heads, CrossEntropy or
 // Backward.
 func (m *Model) Heads(idx []int32) (logits, values []float32, err error) {
 	if err := m.headsInput(idx); err != nil {
@@ -364,7 +529,7 @@ func (m *Model) Heads(idx []int32) (logits, values []float32, err error) {
 	hs, c := &m.head, m.Config
 	k, d, v := len(idx), c.DModel, c.Vocab
 	hs.logits = grow(hs.logits, k*v)
-	denseForward(m.p, m.bf16, hs.logits, hs.h, m.w.lmW, m.w.lmB, nil, k, d, v)
+	m.lmForward(hs.logits, hs.h, k, m.bf16, nil)
 	hs.values = grow(hs.values, k)
 	for i := range k {
 		hs.values[i] = kern.dot(hs.h[i*d:(i+1)*d], m.w.valueW) + m.w.valueB[0]
@@ -372,18 +537,52 @@ func (m *Model) Heads(idx []int32) (logits, values []float32, err error) {
 	return hs.logits, hs.values, nil
 }
 
+// lmForward sets logits [k, Vocab] to the LM head of h [k, D]: h·W + b,
+// or with tied embeddings h·Eᵀ. packed, when not nil, is W (or Eᵀ) in
+// gemm's panels (PackWeights).
+func (m *Model) lmForward(logits, h []float32, k int, bf16 bool, packed []float32) {
+	c := m.Config
+	d, v := c.DModel, c.Vocab
+	if c.TiedEmbed {
+		gemm(m.p, gemmOp{tb: true, m: k, n: v, k: d, a: h, lda: d, b: m.w.embed, bh: m.w.embedH, ldb: d, c: logits, ldc: v, bf16: bf16, packed: packed})
+		return
+	}
+	gemm(m.p, gemmOp{m: k, n: v, k: d, a: h, lda: d, b: m.w.lmW, bh: m.w.lmH, ldb: v, c: logits, ldc: v, bias: m.w.lmB, bf16: bf16, packed: packed})
+}
+
+// lmBackward sets dh [k, D] from dLogits [k, Vocab] through the LM head
+// and adds the head's gradients (the embedding's, when tied; none when
+// frozen).
+func (m *Model) lmBackward(dh, dLogits, h []float32, k int) {
+	c := m.Config
+	d, v := c.DModel, c.Vocab
+	if c.TiedEmbed {
+		if m.g.embed != nil {
+			gemm(m.p, gemmOp{ta: true, m: v, n: d, k: k, a: dLogits, lda: v, b: h, ldb: d, c: m.g.embed, ldc: d, acc: true, bf16: m.bf16})
+		}
+		gemm(m.p, gemmOp{m: k, n: d, k: v, a: dLogits, lda: v, b: m.w.embed, bh: m.w.embedH, ldb: d, c: dh, ldc: d, bf16: m.bf16})
+		return
+	}
+	denseBackward(m.p, m.bf16, nil, dh, m.g.lmW, m.g.lmB, dLogits, h, m.w.lmW, m.w.lmH, k, d, v, false)
+}
+
 // backState holds the gradient buffers of Backward.
 type backState struct {
 	dx                    []float32 // [n, D] gradient of the current residual stream
-	dLn, dAtt, dq, dk, dv []float32 // [n, D]
-	dAct                  []float32 // [n, F]
+	dLn, dAtt, dq, dk, dv []float32 // [n, D], [n, QDim], [n, QDim], [n, KVDim] x 2
+	dqPre, dkPre          []float32 // QKNorm: the gradients before the norm
+	dAct, dGate           []float32 // [n, F]
 	part                  []float32
+	// loraDU, loraTmp and dropX are the adapters' scratch: dU [n, r],
+	// dU·Aᵀ [n, in] and the dropped-out input [n, in].
+	loraDU, loraTmp, dropX []float32
 }
 
-// Backward adds to every parameter's gradient the gradient of a loss
-// whose derivatives with respect to the heads' outputs at idx are dLogits
-// [len(idx)*Vocab] and dValues [len(idx)] (either may be nil: zero). It
-// uses the activations of the last Forward; idx may repeat positions.
+// Backward adds to every trainable parameter's gradient the gradient of
+// a loss whose derivatives with respect to the heads' outputs at idx are
+// dLogits [len(idx)*Vocab] and dValues [len(idx)] (either may be nil:
+// zero). It uses the activations of the last Forward; idx may repeat
+// positions.
 func (m *Model) Backward(idx []int32, dLogits, dValues []float32) error {
 	c := m.Config
 	k := len(idx)
@@ -396,22 +595,24 @@ func (m *Model) Backward(idx []int32, dLogits, dValues []float32) error {
 	if err := m.headsInput(idx); err != nil {
 		return err
 	}
-	m.backwardHeads(dLogits, dValues)
+	hs, d := &m.head, c.DModel
+	hs.dh = grow(hs.dh, k*d)
+	clear(hs.dh)
+	if dLogits != nil {
+		m.lmBackward(hs.dh, dLogits, hs.h, k)
+	}
+	m.backwardHeads(dValues)
 	m.backwardTrunk()
 	return nil
 }
 
-// backwardHeads runs the heads backward from dLogits and dValues (for the
-// rows gathered by headsInput) and leaves the gradient of the final
-// residual stream in m.back.dx.
-func (m *Model) backwardHeads(dLogits, dValues []float32) {
+// backwardHeads adds the value head's part of dValues (nil: none) to
+// m.head.dh, the gradient of the final norm's output (set by the caller
+// from the LM head), runs the final norm backward and leaves the gradient
+// of the final residual stream in m.back.dx.
+func (m *Model) backwardHeads(dValues []float32) {
 	c, hs, bs, a := m.Config, &m.head, &m.back, &m.acts
-	k, d, v := len(hs.rows), c.DModel, c.Vocab
-	hs.dh = grow(hs.dh, k*d)
-	clear(hs.dh)
-	if dLogits != nil {
-		denseBackward(m.p, m.bf16, hs.dh, m.g.lmW, m.g.lmB, dLogits, hs.h, m.w.lmW, k, d, v, false)
-	}
+	k, d := len(hs.rows), c.DModel
 	if dValues != nil {
 		for i, g := range dValues {
 			if !m.DetachValue {
@@ -423,7 +624,7 @@ func (m *Model) backwardHeads(dLogits, dValues []float32) {
 	}
 	hs.dIn = grow(hs.dIn, k*d)
 	clear(hs.dIn)
-	hs.part = layerNormBackward(m.p, hs.dIn, m.g.lnFinalGain, m.g.lnFinalOffset, hs.dh, hs.in, hs.mean, hs.rstd, m.w.lnFinalGain, k, d, hs.part)
+	hs.part = m.normBackward(hs.dIn, m.g.lnFinalGain, m.g.lnFinalOffset, hs.dh, hs.in, hs.mean, hs.rstd, m.w.lnFinalGain, k, hs.part)
 	bs.dx = grow(bs.dx, a.n*d)
 	clear(bs.dx)
 	for i, r := range hs.rows {
@@ -432,34 +633,146 @@ func (m *Model) backwardHeads(dLogits, dValues []float32) {
 }
 
 // backwardTrunk runs the blocks backward (last to first) and the
-// embedding, from the gradient of the final residual stream in m.back.dx.
+// embedding, from the gradient of the final residual stream in m.back.dx;
+// with recompute, each block's activations are recomputed first.
 func (m *Model) backwardTrunk() {
-	c, a, bs, p := m.Config, &m.acts, &m.back, m.p
-	n, d, f, dh := a.n, c.DModel, c.FFN, c.HeadDim()
-	for _, s := range []*[]float32{&bs.dLn, &bs.dAtt, &bs.dq, &bs.dk, &bs.dv} {
-		*s = grow(*s, n*d)
+	c, a, bs := m.Config, &m.acts, &m.back
+	n, d, f := a.n, c.DModel, c.FFN
+	bs.dLn = grow(bs.dLn, n*d)
+	bs.dAtt, bs.dq = grow(bs.dAtt, n*c.QDim()), grow(bs.dq, n*c.QDim())
+	bs.dk, bs.dv = grow(bs.dk, n*c.KVDim()), grow(bs.dv, n*c.KVDim())
+	if c.QKNorm {
+		bs.dqPre, bs.dkPre = grow(bs.dqPre, n*c.QDim()), grow(bs.dkPre, n*c.KVDim())
 	}
 	bs.dAct = grow(bs.dAct, n*f)
-	dx := bs.dx
-	for l := c.Layers - 1; l >= 0; l-- {
-		w, g, ba := &m.w.blocks[l], &m.g.blocks[l], &a.blocks[l]
-		// FFN: x_out = mid + gelu(ln2(mid)·W_in + b_in)·W_out + b_out.
-		denseBackward(p, m.bf16, bs.dAct, g.ffnOutW, g.ffnOutB, dx, ba.act, w.ffnOutW, n, f, d, false)
-		geluBackward(p, bs.dAct, bs.dAct, ba.pre)
-		denseBackward(p, m.bf16, bs.dLn, g.ffnInW, g.ffnInB, bs.dAct, ba.ln2, w.ffnInW, n, d, f, false)
-		bs.part = layerNormBackward(p, dx, g.lnFFNGain, g.lnFFNOffset, bs.dLn, ba.mid, ba.ln2Mean, ba.ln2Rstd, w.lnFFNGain, n, d, bs.part)
-		// Attention: mid = x + attn(ln1(x))·W_out + b_out.
-		denseBackward(p, m.bf16, bs.dAtt, g.outW, g.outB, dx, ba.att, w.outW, n, d, d, false)
-		attentionBackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, dh, n, m.bf16)
-		ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
-		ropeForward(p, bs.dk, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
-		xta := shareBF16A(p, &m.ln1, m.bf16, true, ba.ln1, d, d, n)
-		denseBackwardShared(p, m.bf16, xta, bs.dLn, g.qW, g.qB, bs.dq, ba.ln1, w.qW, n, d, d, false)
-		denseBackwardShared(p, m.bf16, xta, bs.dLn, g.kW, g.kB, bs.dk, ba.ln1, w.kW, n, d, d, true)
-		denseBackwardShared(p, m.bf16, xta, bs.dLn, g.vW, g.vB, bs.dv, ba.ln1, w.vW, n, d, d, true)
-		bs.part = layerNormBackward(p, dx, g.lnAttnGain, g.lnAttnOffset, bs.dLn, a.x[l], ba.ln1Mean, ba.ln1Rstd, w.lnAttnGain, n, d, bs.part)
+	if c.swiglu() {
+		bs.dGate = grow(bs.dGate, n*f)
 	}
-	embeddingBackward(m.g.embed, dx, a.tokens, d)
+	for l := c.Layers - 1; l >= 0; l-- {
+		ba := m.blockActs(l)
+		if a.recompute {
+			m.blockForward(l, ba, a.x[l], nil)
+		}
+		m.blockBackward(l, ba, a.x[l], bs.dx)
+	}
+	if m.g.embed != nil {
+		embeddingBackward(m.g.embed, bs.dx, a.tokens, d)
+	}
+}
+
+// blockBackward runs block l backward: dx holds the gradient of the
+// block's output and is left holding that of its input x; ba holds the
+// block's activations.
+func (m *Model) blockBackward(l int, ba *blockActs, x, dx []float32) {
+	c, a, bs, p := m.Config, &m.acts, &m.back, m.p
+	n, d, dh := a.n, c.DModel, c.HeadDim()
+	w, g := &m.w.blocks[l], &m.g.blocks[l]
+	// FFN: x_out = mid + ffn(norm2(mid)).
+	m.linearBackward(l, tFFNOut, bs.dAct, dx, ba.act, nil, n, &ba.lora[tFFNOut], false)
+	if c.swiglu() {
+		swigluBackward(p, bs.dGate, bs.dAct, bs.dAct, ba.pre, ba.up)
+		xta := shareBF16A(p, &m.ln1, m.bf16, true, ba.ln2, d, d, n)
+		m.linearBackward(l, tFFNIn, bs.dLn, bs.dGate, ba.ln2, xta, n, &ba.lora[tFFNIn], false)
+		m.linearBackward(l, tFFNUp, bs.dLn, bs.dAct, ba.ln2, xta, n, &ba.lora[tFFNUp], true)
+	} else {
+		geluBackward(p, bs.dAct, bs.dAct, ba.pre)
+		m.linearBackward(l, tFFNIn, bs.dLn, bs.dAct, ba.ln2, nil, n, &ba.lora[tFFNIn], false)
+	}
+	bs.part = m.normBackward(dx, g.lnFFNGain, g.lnFFNOffset, bs.dLn, ba.mid, ba.ln2Mean, ba.ln2Rstd, w.lnFFNGain, n, bs.part)
+	// Attention: mid = x + attn(norm1(x))·W_out + b_out.
+	m.linearBackward(l, tOut, bs.dAtt, dx, ba.att, nil, n, &ba.lora[tOut], false)
+	attentionGQABackward(p, bs.dq, bs.dk, bs.dv, bs.dAtt, ba.probs, ba.q, ba.k, ba.v, a.groups, a.families, a.prefixPacks(), c.Heads, c.KVHeads, dh, n, m.bf16)
+	ropeForward(p, bs.dq, a.pos, n, c.Heads, dh, m.cos, m.sin, true)
+	ropeForward(p, bs.dk, a.pos, n, c.KVHeads, dh, m.cos, m.sin, true)
+	dq, dk := bs.dq, bs.dk
+	if c.QKNorm {
+		bs.part = headNormBackward(p, bs.dqPre, g.qNorm, bs.dq, ba.qPre, ba.qRstd, w.qNorm, n, c.Heads, dh, bs.part)
+		bs.part = headNormBackward(p, bs.dkPre, g.kNorm, bs.dk, ba.kPre, ba.kRstd, w.kNorm, n, c.KVHeads, dh, bs.part)
+		dq, dk = bs.dqPre, bs.dkPre
+	}
+	xta := shareBF16A(p, &m.ln1, m.bf16, true, ba.ln1, d, d, n)
+	m.linearBackward(l, tQ, bs.dLn, dq, ba.ln1, xta, n, &ba.lora[tQ], false)
+	m.linearBackward(l, tK, bs.dLn, dk, ba.ln1, xta, n, &ba.lora[tK], true)
+	m.linearBackward(l, tV, bs.dLn, bs.dv, ba.ln1, xta, n, &ba.lora[tV], true)
+	bs.part = m.normBackward(dx, g.lnAttnGain, g.lnAttnOffset, bs.dLn, x, ba.ln1Mean, ba.ln1Rstd, w.lnAttnGain, n, bs.part)
+}
+
+// linearForward computes block l's dense layer t: out = x·W + b (+ res
+// when not nil; out may be res) + scale·(dropout(x)·A)·B when the layer
+// has an adapter, keeping scale·dropout(x)·A in la for the backward
+// pass. xa is x converted for bf16 products (shareBF16A) or nil; packed
+// is W in gemm's panels (decoding, PackWeights) or nil. drop applies the
+// adapter's dropout (a training Forward's, m.acts.drop; never decoding).
+func (m *Model) linearForward(l int, t target, out, x []float32, xa *bf16Input, res []float32, n int, la *loraActs, bf16 bool, packed []float32, drop bool) {
+	ln := m.w.blocks[l].lin(m.Config, t)
+	if out != nil {
+		gemm(m.p, gemmOp{m: n, n: ln.out, k: ln.in, a: x, lda: ln.in, b: ln.w, bh: ln.h, ldb: ln.out, c: out, ldc: ln.out,
+			bias: ln.b, res: res, bf16: bf16, bf16A: xa, packed: packed})
+	}
+	if ln.lora.a != nil {
+		m.loraForward(l, t, ln, out, x, xa, n, la, bf16, drop)
+	}
+}
+
+// loraForward adds layer t's adapter to out: scale·(dropout(x)·A)·B,
+// keeping the first product (scaled) in la. out nil only computes la (a
+// recomputation that needs the adapter's activation, not the layer's
+// output).
+func (m *Model) loraForward(l int, t target, ln linear, out, x []float32, xa *bf16Input, n int, la *loraActs, bf16, drop bool) {
+	p, r := m.p, m.lora.Rank
+	xd, xda := x, xa
+	if drop {
+		m.back.dropX = grow(m.back.dropX, n*ln.in)
+		xd, xda = m.back.dropX, nil
+		dropout(p, xd, x, dropKey(m.seed, m.acts.step, l, t), m.lora.Dropout, n, ln.in)
+	}
+	la.us = grow(la.us, n*r)
+	gemm(p, gemmOp{m: n, n: r, k: ln.in, a: xd, lda: ln.in, b: ln.lora.a, ldb: r, c: la.us, ldc: r, bf16: bf16, bf16A: xda})
+	p.chunks(n*r, 1<<14, func(_, lo, hi int) { kern.scale(la.us[lo:hi], m.lora.scale) })
+	if out != nil {
+		gemm(p, gemmOp{m: n, n: ln.out, k: r, a: la.us, lda: r, b: ln.lora.b, ldb: ln.out, c: out, ldc: ln.out, acc: true, bf16: bf16})
+	}
+}
+
+// linearBackward is linearForward's backward pass for block l's layer t,
+// from dOut [n, out] and the layer's input x [n, in]: it adds the weight's
+// and bias's gradients (none when frozen) and the adapter's, and sets dx
+// (adds to it when accDx) to the input's gradient. xta is xᵀ converted
+// for bf16 products, or nil.
+func (m *Model) linearBackward(l int, t target, dx, dOut, x []float32, xta *bf16Input, n int, la *loraActs, accDx bool) {
+	c, p, bs := m.Config, m.p, &m.back
+	ln, lg := m.w.blocks[l].lin(c, t), m.g.blocks[l].lin(c, t)
+	denseBackward(p, m.bf16, xta, dx, lg.w, lg.b, dOut, x, ln.w, ln.h, n, ln.in, ln.out, accDx)
+	if ln.lora.a == nil {
+		return
+	}
+	r, in, out := m.lora.Rank, ln.in, ln.out
+	drop := m.acts.drop
+	// y += us·B, us = scale·xd·A: dB += usᵀ·dY; dU = scale·dY·Bᵀ; dA +=
+	// xdᵀ·dU; dx += (dU·Aᵀ) through the dropout.
+	gemm(p, gemmOp{ta: true, m: r, n: out, k: n, a: la.us, lda: r, b: dOut, ldb: out, c: lg.lora.b, ldc: out, acc: true, bf16: m.bf16})
+	bs.loraDU = grow(bs.loraDU, n*r)
+	du := bs.loraDU
+	gemm(p, gemmOp{tb: true, m: n, n: r, k: out, a: dOut, lda: out, b: ln.lora.b, ldb: out, c: du, ldc: r, bf16: m.bf16})
+	p.chunks(n*r, 1<<14, func(_, lo, hi int) { kern.scale(du[lo:hi], m.lora.scale) })
+	xd, xdta := x, xta
+	key := dropKey(m.seed, m.acts.step, l, t)
+	if drop {
+		bs.dropX = grow(bs.dropX, n*in)
+		xd, xdta = bs.dropX, nil
+		dropout(p, xd, x, key, m.lora.Dropout, n, in)
+	}
+	gemm(p, gemmOp{ta: true, m: in, n: r, k: n, a: xd, lda: in, b: du, ldb: r, c: lg.lora.a, ldc: r, acc: true, bf16: m.bf16, bf16A: xdta})
+	if !drop {
+		gemm(p, gemmOp{tb: true, m: n, n: in, k: r, a: du, lda: r, b: ln.lora.a, ldb: r, c: dx, ldc: in, acc: true, bf16: m.bf16})
+		return
+	}
+	bs.loraTmp = grow(bs.loraTmp, n*in)
+	gemm(p, gemmOp{tb: true, m: n, n: in, k: r, a: du, lda: r, b: ln.lora.a, ldb: r, c: bs.loraTmp, ldc: in, bf16: m.bf16})
+	// The dropped-out input's gradient is the mask's: dropout of a
+	// vector of ones is that mask scaled, so reuse dropout on loraTmp.
+	dropout(p, bs.loraTmp, bs.loraTmp, key, m.lora.Dropout, n, in)
+	p.chunks(n, rowGrain, func(_, lo, hi int) { kern.axpy(dx[lo*in:hi*in], 1, bs.loraTmp[lo*in:]) })
 }
 
 func sqrt(x float64) float64 { return math.Sqrt(x) }

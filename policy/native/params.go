@@ -2,17 +2,25 @@ package native
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 )
 
 // Param is one named parameter tensor: views into the model's flat
-// parameter and gradient arrays (row-major). Names are the checkpoint
-// paths of the GoMLX engine, e.g. "/block_0/q/dense/weights".
+// arrays (row-major). Names are the checkpoint paths of the GoMLX engine,
+// e.g. "/block_0/q/dense/weights", and for the Hugging Face architectures
+// their extensions (doc.go maps them to Hugging Face's names).
+//
+// A trainable parameter has Data and Grad. A frozen one (the base of a
+// LoRA model) has no Grad; one stored in bfloat16 (a frozen base on a CPU
+// with AVX512_BF16, Options.BaseStorage) has BF16 instead of Data: write
+// it through Model.SetParam.
 type Param struct {
 	Name  string
 	Shape []int
 	Data  []float32 // the weights; writes change the model
-	Grad  []float32 // accumulated by Backward, cleared by ZeroGrad
+	Grad  []float32 // accumulated by Backward, cleared by ZeroGrad; nil when frozen
+	BF16  []uint16  // the weights rounded to bfloat16, when stored so (Data is then nil)
 }
 
 // Size is the number of elements of Shape.
@@ -24,32 +32,122 @@ func (p Param) Size() int {
 	return n
 }
 
+// Trainable reports whether the parameter has a gradient (and AdamW
+// moments).
+func (p Param) Trainable() bool { return p.Grad != nil }
+
 // weights names the slices of one flat array (the parameters, or their
-// gradients) in the canonical order listed by paramTable.
+// gradients) in the canonical order listed by paramTable. A slice is nil
+// where the architecture has no such parameter, and in the gradients
+// where the parameter is frozen; the ...H slices hold frozen matrices
+// stored in bfloat16 (their float32 slice is then nil).
 type weights struct {
 	embed                      []float32 // [V, D]
+	embedH                     []uint16
 	blocks                     []blockWeights
 	lnFinalGain, lnFinalOffset []float32 // [D]
-	lmW, lmB                   []float32 // [D, V], [V]
+	lmW, lmB                   []float32 // [D, V], [V]; nil when tied
+	lmH                        []uint16
 	valueW, valueB             []float32 // [D, 1], [1]
 }
 
+// blockWeights is one block's tensors. The attention's projections map D
+// to QDim (q) or KVDim (k, v) and QDim back to D (out). The FFN's first
+// matrix is ffnIn (GELU's input, SwiGLU's gate), ffnUp is SwiGLU's up
+// projection, ffnOut the last (GELU's output, SwiGLU's down).
 type blockWeights struct {
-	lnAttnGain, lnAttnOffset []float32 // [D]
-	qW, qB                   []float32 // [D, D], [D]
-	kW, kB                   []float32
+	lnAttnGain, lnAttnOffset []float32 // [D]; no offset with RMSNorm
+	qW, qB                   []float32 // [D, QDim], [QDim]
+	kW, kB                   []float32 // [D, KVDim], [KVDim]
 	vW, vB                   []float32
-	outW, outB               []float32
+	qNorm, kNorm             []float32 // [HeadDim] (QKNorm)
+	outW, outB               []float32 // [QDim, D], [D]
 	lnFFNGain, lnFFNOffset   []float32 // [D]
 	ffnInW, ffnInB           []float32 // [D, F], [F]
+	ffnUpW, ffnUpB           []float32 // [D, F], [F] (SwiGLU)
 	ffnOutW, ffnOutB         []float32 // [F, D], [D]
+	half                     [numTargets][]uint16
+	lora                     [numTargets]loraWeights
 }
+
+// target names a block's dense layers, the places an adapter can go.
+type target int
+
+const (
+	tQ target = iota
+	tK
+	tV
+	tOut
+	tFFNIn // GELU's input, SwiGLU's gate
+	tFFNUp // SwiGLU's up
+	tFFNOut
+	numTargets
+)
+
+// targetNames are the targets' names in parameter paths; a SwiGLU FFN's
+// are swigluNames.
+var (
+	targetNames = [numTargets]string{"q", "k", "v", "out", "ffn_in", "ffn_up", "ffn_out"}
+	swigluNames = [numTargets]string{"q", "k", "v", "out", "ffn_gate", "ffn_up", "ffn_down"}
+)
+
+// targetName is t's name in c's parameter paths.
+func targetName(c Config, t target) string {
+	if c.swiglu() {
+		return swigluNames[t]
+	}
+	return targetNames[t]
+}
+
+// linear is one dense layer's tensors: y = x·w + b (+ the adapter).
+type linear struct {
+	w       []float32 // [in, out]; nil when stored in h (or frozen, in gradients)
+	h       []uint16  // the frozen w in bfloat16
+	b       []float32 // [out] or nil
+	lora    loraWeights
+	in, out int
+}
+
+// lin returns block b's dense layer t with its shapes from c.
+func (b *blockWeights) lin(c Config, t target) linear {
+	d, f, qd, kvd := c.DModel, c.FFN, c.QDim(), c.KVDim()
+	l := linear{h: b.half[t], lora: b.lora[t]}
+	switch t {
+	case tQ:
+		l.w, l.b, l.in, l.out = b.qW, b.qB, d, qd
+	case tK:
+		l.w, l.b, l.in, l.out = b.kW, b.kB, d, kvd
+	case tV:
+		l.w, l.b, l.in, l.out = b.vW, b.vB, d, kvd
+	case tOut:
+		l.w, l.b, l.in, l.out = b.outW, b.outB, qd, d
+	case tFFNIn:
+		l.w, l.b, l.in, l.out = b.ffnInW, b.ffnInB, d, f
+	case tFFNUp:
+		l.w, l.b, l.in, l.out = b.ffnUpW, b.ffnUpB, d, f
+	case tFFNOut:
+		l.w, l.b, l.in, l.out = b.ffnOutW, b.ffnOutB, f, d
+	}
+	return l
+}
+
+// paramRole tells what a parameter is to training: the base model
+// (frozen under LoRA), an adapter, or the value head (always trained).
+type paramRole int
+
+const (
+	roleBase paramRole = iota
+	roleAdapter
+	roleValue
+)
 
 type paramField struct {
 	name  string
 	shape []int
 	dst   *[]float32
+	half  *[]uint16 // where a frozen copy in bfloat16 goes (matrices only), else nil
 	init  paramInit
+	role  paramRole
 }
 
 type paramInit int
@@ -58,70 +156,150 @@ const (
 	initNormal paramInit = iota // N(0, 0.02²)
 	initZero
 	initOne
+	initKaiming // U(-1/sqrt(fan in), 1/sqrt(fan in)): PEFT's lora_A
 )
 
+func (p paramField) size() int {
+	n := 1
+	for _, s := range p.shape {
+		n *= s
+	}
+	return n
+}
+
 // paramTable lists the parameters in their canonical order (the order of
-// the flat arrays and of Params), each with the slice of w it binds.
-func paramTable(c Config, w *weights) []paramField {
+// Params and, among the trainable ones, of the flat arrays), each with
+// the slice of w it binds. mlerl's own model lists exactly the tensors it
+// always had, in the same order; adapters come last.
+func paramTable(c Config, lo loraSet, w *weights) []paramField {
 	d, f, v := c.DModel, c.FFN, c.Vocab
+	qd, kvd, dh := c.QDim(), c.KVDim(), c.HeadDim()
 	w.blocks = make([]blockWeights, c.Layers)
-	t := []paramField{{"/token_embed/embeddings", []int{v, d}, &w.embed, initNormal}}
+	t := []paramField{{"/token_embed/embeddings", []int{v, d}, &w.embed, &w.embedH, initNormal, roleBase}}
+	norm := func(prefix string, g, o *[]float32, width int) {
+		if c.rms() {
+			t = append(t, paramField{prefix + "/rms_normalization/gain", []int{width}, g, nil, initOne, roleBase})
+			return
+		}
+		t = append(t,
+			paramField{prefix + "/layer_normalization/gain", []int{width}, g, nil, initOne, roleBase},
+			paramField{prefix + "/layer_normalization/offset", []int{width}, o, nil, initZero, roleBase})
+	}
 	for l := range c.Layers {
 		b := &w.blocks[l]
 		p := fmt.Sprintf("/block_%d/", l)
-		dense := func(name string, in, out int, wt, bs *[]float32) {
-			t = append(t,
-				paramField{p + name + "/dense/weights", []int{in, out}, wt, initNormal},
-				paramField{p + name + "/dense/biases", []int{out}, bs, initZero})
+		dense := func(tg target, in, out int, wt, bs *[]float32, bias bool) {
+			t = append(t, paramField{p + targetName(c, tg) + "/dense/weights", []int{in, out}, wt, &b.half[tg], initNormal, roleBase})
+			if bias {
+				t = append(t, paramField{p + targetName(c, tg) + "/dense/biases", []int{out}, bs, nil, initZero, roleBase})
+			}
 		}
-		norm := func(name string, g, o *[]float32) {
+		norm(p+"ln_attn", &b.lnAttnGain, &b.lnAttnOffset, d)
+		dense(tQ, d, qd, &b.qW, &b.qB, !c.NoQKVBias)
+		dense(tK, d, kvd, &b.kW, &b.kB, !c.NoQKVBias)
+		dense(tV, d, kvd, &b.vW, &b.vB, !c.NoQKVBias)
+		if c.QKNorm {
 			t = append(t,
-				paramField{p + name + "/layer_normalization/gain", []int{d}, g, initOne},
-				paramField{p + name + "/layer_normalization/offset", []int{d}, o, initZero})
+				paramField{p + "q_norm/rms_normalization/gain", []int{dh}, &b.qNorm, nil, initOne, roleBase},
+				paramField{p + "k_norm/rms_normalization/gain", []int{dh}, &b.kNorm, nil, initOne, roleBase})
 		}
-		norm("ln_attn", &b.lnAttnGain, &b.lnAttnOffset)
-		dense("q", d, d, &b.qW, &b.qB)
-		dense("k", d, d, &b.kW, &b.kB)
-		dense("v", d, d, &b.vW, &b.vB)
-		dense("out", d, d, &b.outW, &b.outB)
-		norm("ln_ffn", &b.lnFFNGain, &b.lnFFNOffset)
-		dense("ffn_in", d, f, &b.ffnInW, &b.ffnInB)
-		dense("ffn_out", f, d, &b.ffnOutW, &b.ffnOutB)
+		dense(tOut, qd, d, &b.outW, &b.outB, !c.NoOutBias)
+		norm(p+"ln_ffn", &b.lnFFNGain, &b.lnFFNOffset, d)
+		dense(tFFNIn, d, f, &b.ffnInW, &b.ffnInB, !c.NoFFNBias)
+		if c.swiglu() {
+			dense(tFFNUp, d, f, &b.ffnUpW, &b.ffnUpB, !c.NoFFNBias)
+		}
+		dense(tFFNOut, f, d, &b.ffnOutW, &b.ffnOutB, !c.NoFFNBias)
 	}
-	return append(t,
-		paramField{"/ln_final/layer_normalization/gain", []int{d}, &w.lnFinalGain, initOne},
-		paramField{"/ln_final/layer_normalization/offset", []int{d}, &w.lnFinalOffset, initZero},
-		paramField{"/lm_head/dense/weights", []int{d, v}, &w.lmW, initNormal},
-		paramField{"/lm_head/dense/biases", []int{v}, &w.lmB, initZero},
-		paramField{"/value_head/dense/weights", []int{d, 1}, &w.valueW, initNormal},
-		paramField{"/value_head/dense/biases", []int{1}, &w.valueB, initZero},
+	norm("/ln_final", &w.lnFinalGain, &w.lnFinalOffset, d)
+	if !c.TiedEmbed {
+		t = append(t, paramField{"/lm_head/dense/weights", []int{d, v}, &w.lmW, &w.lmH, initNormal, roleBase})
+		if !c.NoLMBias {
+			t = append(t, paramField{"/lm_head/dense/biases", []int{v}, &w.lmB, nil, initZero, roleBase})
+		}
+	}
+	t = append(t,
+		paramField{"/value_head/dense/weights", []int{d, 1}, &w.valueW, nil, initNormal, roleValue},
+		paramField{"/value_head/dense/biases", []int{1}, &w.valueB, nil, initZero, roleValue},
 	)
+	if lo.Rank > 0 {
+		for l := range c.Layers {
+			b := &w.blocks[l]
+			for tg := range numTargets {
+				if !lo.has(tg) {
+					continue
+				}
+				ln := b.lin(c, tg)
+				p := fmt.Sprintf("/block_%d/%s/", l, targetName(c, tg))
+				a := &b.lora[tg]
+				t = append(t,
+					paramField{p + "lora_a", []int{ln.in, lo.Rank}, &a.a, nil, initKaiming, roleAdapter},
+					paramField{p + "lora_b", []int{lo.Rank, ln.out}, &a.b, nil, initZero, roleAdapter})
+			}
+		}
+	}
+	return t
 }
 
-// bind points the slices of w into flat, in table order, and returns the
-// total size (flat may be nil to only count).
-func bind(c Config, w *weights, flat []float32) (int, []paramField) {
-	t := paramTable(c, w)
-	off := 0
+// storage is where a model keeps its parameters: the trainable ones (with
+// their gradients) in data and grad, in table order; the frozen ones in
+// frozen (float32) and half (bfloat16).
+type storage struct {
+	data, grad, frozen []float32
+	half               []uint16
+}
+
+// allocate lays the parameters of table t (bound to w) and gt (bound to
+// g, the gradients' views) out in new storage: trainable ones (all of
+// them when frozenBase is false) in data and grad, frozen ones in frozen,
+// or in half when halfBase (matrices only).
+func allocate(t, gt []paramField, frozenBase, halfBase bool) storage {
+	var nTrain, nFrozen, nHalf int
+	frozen := func(p paramField) bool { return frozenBase && p.role == roleBase }
 	for _, p := range t {
-		n := 1
-		for _, s := range p.shape {
-			n *= s
+		switch {
+		case !frozen(p):
+			nTrain += p.size()
+		case halfBase && p.half != nil:
+			nHalf += p.size()
+		default:
+			nFrozen += p.size()
 		}
-		if flat != nil {
-			*p.dst = flat[off : off+n : off+n]
-		}
-		off += n
 	}
-	return off, t
+	s := storage{data: make([]float32, nTrain), grad: make([]float32, nTrain), frozen: make([]float32, nFrozen), half: make([]uint16, nHalf)}
+	var at, fat, hat int
+	for i, p := range t {
+		n := p.size()
+		switch {
+		case !frozen(p):
+			*p.dst = s.data[at : at+n : at+n]
+			*gt[i].dst = s.grad[at : at+n : at+n]
+			at += n
+		case halfBase && p.half != nil:
+			*p.half = s.half[hat : hat+n : hat+n]
+			hat += n
+		default:
+			*p.dst = s.frozen[fat : fat+n : fat+n]
+			fat += n
+		}
+	}
+	return s
 }
 
 // initParams fills the parameters deterministically from seed: weights
-// N(0, 0.02²), biases and LayerNorm offsets 0, LayerNorm gains 1.
+// N(0, 0.02²), biases and LayerNorm offsets 0, norm gains 1, LoRA's A
+// uniform in ±1/sqrt(fan in) and B 0. Every parameter draws its values in
+// table order whatever its storage (a bfloat16 one is rounded), so a
+// model's base is the same with and without adapters.
 func initParams(t []paramField, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x6d6c65726c))
+	var tmp []float32
 	for _, p := range t {
 		s := *p.dst
+		if s == nil {
+			tmp = grow(tmp, p.size())
+			s = tmp
+		}
 		switch p.init {
 		case initNormal:
 			for i := range s {
@@ -132,6 +310,127 @@ func initParams(t []paramField, seed uint64) {
 		case initOne:
 			for i := range s {
 				s[i] = 1
+			}
+		case initKaiming:
+			bound := 1 / math.Sqrt(float64(p.shape[0]))
+			for i := range s {
+				s[i] = float32(bound * (2*r.Float64() - 1))
+			}
+		}
+		if *p.dst == nil {
+			cvtBF16Generic(*p.half, s)
+		}
+	}
+}
+
+// Params lists every parameter tensor in the canonical order, as views
+// into the model (load weights by writing Data, or through SetParam).
+func (m *Model) Params() []Param {
+	ps := make([]Param, len(m.table))
+	for i, f := range m.table {
+		ps[i] = Param{Name: f.name, Shape: append([]int(nil), f.shape...), Data: *f.dst, Grad: *m.gtable[i].dst}
+		if f.half != nil {
+			ps[i].BF16 = *f.half
+		}
+	}
+	return ps
+}
+
+// field returns the table entry of the parameter named name.
+func (m *Model) field(name string) (int, error) {
+	if i, ok := m.byName[name]; ok {
+		return i, nil
+	}
+	return 0, fmt.Errorf("native: no parameter %q in this model", name)
+}
+
+// SetParam writes data, in the model's layout (row-major over the
+// parameter's Shape: a dense weight is [in, out]), into the parameter
+// named name; a parameter stored in bfloat16 takes data rounded to
+// nearest even.
+func (m *Model) SetParam(name string, data []float32) error {
+	i, err := m.field(name)
+	if err != nil {
+		return err
+	}
+	f := m.table[i]
+	if len(data) != f.size() {
+		return fmt.Errorf("native: parameter %s has shape %v (%d values), got %d values", name, f.shape, f.size(), len(data))
+	}
+	if *f.dst != nil {
+		copy(*f.dst, data)
+		return nil
+	}
+	cvtBF16Generic(*f.half, data)
+	return nil
+}
+
+// SetParamOutIn is SetParam for a matrix given as [out, in] (row-major),
+// the layout of a Hugging Face (PyTorch) Linear weight: it is transposed
+// into the model's [in, out] once, here.
+func (m *Model) SetParamOutIn(name string, data []float32) error {
+	i, err := m.field(name)
+	if err != nil {
+		return err
+	}
+	f := m.table[i]
+	if len(f.shape) != 2 {
+		return fmt.Errorf("native: parameter %s has shape %v, not a matrix to transpose", name, f.shape)
+	}
+	if len(data) != f.size() {
+		return fmt.Errorf("native: parameter %s has shape %v (%d values), got %d values", name, f.shape, f.size(), len(data))
+	}
+	in, out := f.shape[0], f.shape[1]
+	t := make([]float32, len(data))
+	transposeF32(t, data, out, in)
+	return m.SetParam(name, t)
+}
+
+// ParamValues returns a copy of the parameter named name in the model's
+// layout, as float32 (widened from bfloat16 where stored so).
+func (m *Model) ParamValues(name string) ([]float32, error) {
+	i, err := m.field(name)
+	if err != nil {
+		return nil, err
+	}
+	f := m.table[i]
+	out := make([]float32, f.size())
+	if *f.dst != nil {
+		copy(out, *f.dst)
+		return out, nil
+	}
+	for j, h := range *f.half {
+		out[j] = fromBF16(h)
+	}
+	return out, nil
+}
+
+// ParamOutIn returns a copy of the matrix named name transposed to [out,
+// in], the layout of a Hugging Face Linear weight (for saving).
+func (m *Model) ParamOutIn(name string) ([]float32, error) {
+	v, err := m.ParamValues(name)
+	if err != nil {
+		return nil, err
+	}
+	f := m.table[m.byName[name]]
+	if len(f.shape) != 2 {
+		return nil, fmt.Errorf("native: parameter %s has shape %v, not a matrix to transpose", name, f.shape)
+	}
+	t := make([]float32, len(v))
+	transposeF32(t, v, f.shape[0], f.shape[1])
+	return t, nil
+}
+
+// transposeF32 sets dst (cols x rows) to the transpose of src (rows x
+// cols), in blocks that keep both sides' lines in cache.
+func transposeF32(dst, src []float32, rows, cols int) {
+	const blk = 32
+	for r0 := 0; r0 < rows; r0 += blk {
+		for c0 := 0; c0 < cols; c0 += blk {
+			for r := r0; r < min(rows, r0+blk); r++ {
+				for c := c0; c < min(cols, c0+blk); c++ {
+					dst[c*rows+r] = src[r*cols+c]
+				}
 			}
 		}
 	}

@@ -89,6 +89,10 @@ const lnEps = 1e-5
 // LM head with its bias.
 func Export(m *native.Model) (Graphs, error) {
 	c := m.Config
+	if !c.Standard() {
+		return Graphs{}, fmt.Errorf("onnxpeer: only mlerl's own architecture exports (this model has norm %s, ffn %s, %d kv heads of %d, tied %v)",
+			c.Norm, c.FFNKind, c.KVHeads, c.HeadDim(), c.TiedEmbed)
+	}
 	w, err := collect(m)
 	if err != nil {
 		return Graphs{}, err

@@ -1,0 +1,442 @@
+package native
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// allTargets adapts every dense layer of a block.
+var allTargets = []string{"q", "k", "v", "o", "gate", "up", "down"}
+
+// loraCases are the architectures the adapter tests run on: a SwiGLU
+// family (every target) and mlerl's own model (its FFN's up and down).
+func loraCases() []struct {
+	name string
+	cfg  Config
+	lo   LoRAConfig
+} {
+	return []struct {
+		name string
+		cfg  Config
+		lo   LoRAConfig
+	}{
+		{"llama", variantConfigs()[0].cfg, LoRAConfig{Rank: 2, Alpha: 3, Targets: allTargets}},
+		{"qwen3", variantConfigs()[2].cfg, LoRAConfig{Rank: 3, Targets: []string{"q_proj", "v_proj", "down_proj"}}},
+		{"mlerl", tinyConfig(), LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q", "k", "v", "o", "up", "down"}}},
+	}
+}
+
+// TestLoRAParams: adapters are listed after the base with PEFT's shapes
+// in the model's layout (A [in, r], B [r, out]); the base is frozen (no
+// gradient), adapters and the value head train, and A starts within
+// ±1/sqrt(in), B at zero.
+func TestLoRAParams(t *testing.T) {
+	cfg := variantConfigs()[0].cfg
+	m, err := NewWithOptions(cfg, Options{LoRA: LoRAConfig{Rank: 2, Targets: []string{"q", "down"}}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainable := 0
+	names := map[string]Param{}
+	for _, p := range m.Params() {
+		names[p.Name] = p
+		frozen := !strings.Contains(p.Name, "lora_") && !strings.Contains(p.Name, "value_head")
+		if p.Trainable() == frozen {
+			t.Errorf("%s: trainable %v", p.Name, p.Trainable())
+		}
+		if p.Trainable() {
+			trainable += p.Size()
+		}
+	}
+	if trainable != m.NumTrainable() {
+		t.Errorf("trainable sizes sum to %d, NumTrainable %d", trainable, m.NumTrainable())
+	}
+	a, b := names["/block_1/q/lora_a"], names["/block_1/ffn_down/lora_b"]
+	if len(a.Shape) != 2 || a.Shape[0] != 8 || a.Shape[1] != 2 || b.Shape[0] != 2 || b.Shape[1] != 8 {
+		t.Fatalf("lora shapes %v, %v; want [8 2], [2 8]", a.Shape, b.Shape)
+	}
+	bound := float32(1 / math.Sqrt(8))
+	nonzero := false
+	for _, v := range a.Data {
+		if v < -bound || v > bound {
+			t.Errorf("A value %v outside ±%v", v, bound)
+		}
+		nonzero = nonzero || v != 0
+	}
+	for _, v := range b.Data {
+		if v != 0 {
+			t.Fatalf("B starts at %v, want 0", v)
+		}
+	}
+	if !nonzero {
+		t.Error("A is all zero")
+	}
+	if _, ok := names["/block_0/k/lora_a"]; ok {
+		t.Error("k is adapted though not a target")
+	}
+	for _, tc := range []struct {
+		lo  LoRAConfig
+		err string
+	}{
+		{LoRAConfig{Rank: 2}, "no targets"},
+		{LoRAConfig{Rank: 2, Targets: []string{"gate_proj"}}, ""},
+		{LoRAConfig{Rank: 2, Targets: []string{"lm_head"}}, "lora target"},
+		{LoRAConfig{Rank: 2, Targets: []string{"q"}, Dropout: 1}, "dropout"},
+		{LoRAConfig{Rank: -1, Targets: []string{"q"}}, "rank"},
+	} {
+		_, err := NewWithOptions(cfg, Options{LoRA: tc.lo}, 1)
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%+v: got %v, want an error containing %q", tc.lo, err, tc.err)
+		}
+	}
+	if _, err := NewWithOptions(tinyConfig(), Options{LoRA: LoRAConfig{Rank: 1, Targets: []string{"gate"}}}, 1); err == nil {
+		t.Error("a gate adapter on a GELU FFN: got no error")
+	}
+}
+
+// TestLoRAGradientsMatchFiniteDifferences: with the base frozen, the
+// adapters' and the value head's gradients (B non-zero, so every term
+// carries weight) match central differences of the reference, which also
+// shows the input gradient flows through every frozen layer; with
+// dropout on, the same holds for the mask the step drew.
+func TestLoRAGradientsMatchFiniteDifferences(t *testing.T) {
+	for _, tc := range loraCases() {
+		for _, dropout := range []float64{0, 0.3} {
+			name := tc.name
+			if dropout > 0 {
+				name += "/dropout"
+			}
+			t.Run(name, func(t *testing.T) {
+				lo := tc.lo
+				lo.Dropout = dropout
+				m := newVariantModel(t, tc.cfg, Options{LoRA: lo}, 3)
+				b := testBatch()
+				r := rand.New(rand.NewPCG(7, 8))
+				idx, targets, w, c := lossSetup(r, tc.cfg.Vocab)
+				if err := m.Forward(b); err != nil { // the batch's compact rows, for the masks
+					t.Fatal(err)
+				}
+				ref := newRef(m)
+				if dropout > 0 {
+					ref.drop = &refDropout{seed: m.seed, p: dropout, slot: append([]int32(nil), m.acts.slot...)}
+				}
+				var names []string
+				for _, p := range m.Params() {
+					if p.Trainable() {
+						names = append(names, p.Name)
+					}
+				}
+				forEachKernel(t, func(t *testing.T) {
+					m.SetTraining(dropout > 0)
+					if ref.drop != nil {
+						ref.drop.step = m.forwards
+					}
+					want := fdGradients(ref, names, b, idx, targets, w, c)
+					headGrads(t, m, b, idx, targets, w, c)
+					m.SetTraining(false)
+					for _, p := range m.Params() {
+						if !p.Trainable() {
+							continue
+						}
+						if d := maxRelDiff(p.Grad, want[p.Name], 1e-3); d > 2e-5 {
+							t.Errorf("%s: gradient differs from finite differences by %.2g", p.Name, d)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestLoRAZeroBEqualsBase: fresh adapters (B = 0) leave the model's
+// logits and values bit for bit those of the base without adapters, in
+// Forward and in decoding.
+func TestLoRAZeroBEqualsBase(t *testing.T) {
+	for _, tc := range loraCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			base := newVariantModel(t, tc.cfg, Options{}, 5)
+			m, err := NewWithOptions(tc.cfg, Options{LoRA: tc.lo}, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range base.Params() {
+				if err := m.SetParam(p.Name, p.Data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b := testBatch()
+			idx := realPositions(b)
+			forEachKernel(t, func(t *testing.T) {
+				want := forwardHeads(t, base, b, idx)
+				got := forwardHeads(t, m, b, idx)
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("head output %d: %v with fresh adapters, %v without", i, got[i], want[i])
+					}
+				}
+				r := rand.New(rand.NewPCG(9, 9))
+				seq := randTokens(r, 12, tc.cfg.Vocab)
+				if a, b := decodeLast(t, base, seq), decodeLast(t, m, seq); maxRelDiff(a, toF64(b), 1) != 0 {
+					t.Errorf("decoding with fresh adapters differs from the base")
+				}
+			})
+		})
+	}
+}
+
+// forwardHeads returns a copy of the logits and then the values at idx.
+func forwardHeads(t *testing.T, m *Model, b Batch, idx []int32) []float32 {
+	t.Helper()
+	if err := m.Forward(b); err != nil {
+		t.Fatal(err)
+	}
+	l, v, err := m.Heads(idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(append([]float32(nil), l...), v...)
+}
+
+// decodeLast prefills seq in a fresh cache and returns the logits after
+// it.
+func decodeLast(t *testing.T, m *Model, seq []int32) []float32 {
+	t.Helper()
+	c, err := m.NewCache(1, len(seq))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Extend(c, []int{0}, [][]int32{seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), l...)
+}
+
+// TestLoRAMerge: merging folds scale·A·B into each base weight (checked
+// against a float64 product), zeroes B, and leaves the logits as they
+// were (to float32 rounding).
+func TestLoRAMerge(t *testing.T) {
+	for _, tc := range loraCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newVariantModel(t, tc.cfg, Options{LoRA: tc.lo}, 6)
+			b := testBatch()
+			idx := realPositions(b)
+			before := forwardHeads(t, m, b, idx)
+			name := "/block_1/v"
+			w0, _ := m.ParamValues(name + "/dense/weights")
+			a, _ := m.ParamValues(name + "/lora_a")
+			bb, _ := m.ParamValues(name + "/lora_b")
+			if err := m.MergeLoRA(); err != nil {
+				t.Fatal(err)
+			}
+			after := forwardHeads(t, m, b, idx)
+			if d := maxRelDiff(after, toF64(before), 1); d > 2e-6 {
+				t.Errorf("merged logits differ by %.2g", d)
+			}
+			w1, _ := m.ParamValues(name + "/dense/weights")
+			rank, out := tc.lo.Rank, len(bb)/tc.lo.Rank
+			want := make([]float64, len(w0))
+			for i := range len(w0) / out {
+				for j := range out {
+					s := 0.0
+					for k := range rank {
+						s += float64(a[i*rank+k]) * float64(bb[k*out+j])
+					}
+					want[i*out+j] = float64(w0[i*out+j]) + float64(m.lora.scale)*s
+				}
+			}
+			if d := maxRelDiff(w1, want, 1e-3); d > 1e-6 {
+				t.Errorf("merged weight differs from W + scale·A·B by %.2g", d)
+			}
+			bb, _ = m.ParamValues(name + "/lora_b")
+			for _, v := range bb {
+				if v != 0 {
+					t.Fatal("B not zero after merging")
+				}
+			}
+		})
+	}
+}
+
+// TestLoRADropout: dropout acts only in training Forwards: with training
+// off (and in decoding) a model with dropout computes what one without
+// computes, bit for bit; with it on, each Forward draws a new mask.
+func TestLoRADropout(t *testing.T) {
+	tc := loraCases()[0]
+	lo := tc.lo
+	plain := newVariantModel(t, tc.cfg, Options{LoRA: lo}, 8)
+	lo.Dropout = 0.5
+	m := newVariantModel(t, tc.cfg, Options{LoRA: lo}, 8)
+	b := testBatch()
+	idx := realPositions(b)
+	want := forwardHeads(t, plain, b, idx)
+	same := func(x, y []float32) bool {
+		for i := range x {
+			if x[i] != y[i] {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(forwardHeads(t, m, b, idx), want) {
+		t.Error("dropout acted with training off")
+	}
+	seq := randTokens(rand.New(rand.NewPCG(1, 1)), 10, tc.cfg.Vocab)
+	if !same(decodeLast(t, m, seq), decodeLast(t, plain, seq)) {
+		t.Error("dropout acted in decoding")
+	}
+	m.SetTraining(true)
+	t1, t2 := forwardHeads(t, m, b, idx), forwardHeads(t, m, b, idx)
+	if m.DropoutStep() != 2 {
+		t.Errorf("dropout step %d after two training Forwards", m.DropoutStep())
+	}
+	m.SetDropoutStep(1) // a resumed run: the second step's masks again
+	if !same(forwardHeads(t, m, b, idx), t2) {
+		t.Error("SetDropoutStep(1) does not draw the second Forward's masks")
+	}
+	m.SetTraining(false)
+	if same(t1, want) || same(t1, t2) {
+		t.Errorf("training Forwards: same as eval %v, same as each other %v; want neither", same(t1, want), same(t1, t2))
+	}
+	if !same(forwardHeads(t, m, b, idx), want) {
+		t.Error("eval after training differs")
+	}
+}
+
+// TestLoRATrainsOnlyAdapters: AdamW holds moments for the adapters and
+// the value head only, and a step moves them while the frozen base keeps
+// every bit.
+func TestLoRATrainsOnlyAdapters(t *testing.T) {
+	tc := loraCases()[0]
+	m := newVariantModel(t, tc.cfg, Options{LoRA: tc.lo}, 9)
+	opt := NewAdamW(m, DefaultAdamWConfig())
+	for _, s := range opt.State() {
+		if !strings.Contains(s.Name, "lora_") && !strings.Contains(s.Name, "value_head") && s.Name != "/native_adamw/step" {
+			t.Errorf("optimiser state for %s", s.Name)
+		}
+	}
+	frozen := append([]float32(nil), m.frozen...)
+	adapters := append([]float32(nil), m.data...)
+	b := testBatch()
+	idx := realPositions(b)
+	m.ZeroGrad()
+	if err := m.Forward(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CrossEntropyBackward(idx, make([]int32, len(idx)), nil); err != nil {
+		t.Fatal(err)
+	}
+	opt.Step(m, 1e-2)
+	for i := range frozen {
+		if m.frozen[i] != frozen[i] {
+			t.Fatalf("frozen value %d moved", i)
+		}
+	}
+	moved := 0
+	for i := range adapters {
+		if m.data[i] != adapters[i] {
+			moved++
+		}
+	}
+	if moved < len(adapters)/2 {
+		t.Errorf("%d of %d trainable values moved", moved, len(adapters))
+	}
+}
+
+// TestRecomputeSameGradients: recomputing each block's activations in
+// the backward pass gives the same logits, loss and gradients as keeping
+// them, bit for bit (the recomputation runs the same kernels on the same
+// inputs, dropout masks included), for mlerl's model, the families, LoRA
+// with dropout and shared prompts.
+func TestRecomputeSameGradients(t *testing.T) {
+	type run struct {
+		name string
+		cfg  Config
+		opt  Options
+	}
+	runs := []run{{"mlerl", tinyConfig(), Options{}}}
+	for _, v := range variantConfigs() {
+		runs = append(runs, run{v.name, v.cfg, Options{}})
+	}
+	for _, l := range loraCases() {
+		lo := l.lo
+		lo.Dropout = 0.2
+		runs = append(runs, run{"lora-" + l.name, l.cfg, Options{LoRA: lo}})
+	}
+	for _, tc := range runs {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(50, 51))
+			b, heads := packTrees(40, true, []tree{randTrees(r, 12, 9, 4, 6)}, []tree{randTrees(r, 12, 5, 3), randTrees(r, 12, 7, 8)})
+			idx := flatten(heads)
+			targets := randTokens(r, len(idx), tc.cfg.Vocab)
+			forEachKernel(t, func(t *testing.T) {
+				for _, mode := range []string{MatmulFP32, MatmulBF16} {
+					recomputeSame(t, tc.cfg, tc.opt, mode, b, idx, targets)
+				}
+			})
+		})
+	}
+}
+
+// recomputeSame compares one step with and without recomputation.
+func recomputeSame(t *testing.T, cfg Config, opt Options, mode string, b Batch, idx, targets []int32) {
+	t.Helper()
+	var grads [2][]float32
+	var losses [2]float64
+	for i, rec := range []bool{false, true} {
+		m := newVariantModel(t, cfg, opt, 52)
+		if _, err := m.SetMatmul(mode); err != nil {
+			t.Fatal(err)
+		}
+		m.Recompute = rec
+		m.SetTraining(true)
+		m.ZeroGrad()
+		if err := m.Forward(b); err != nil {
+			t.Fatal(err)
+		}
+		loss, err := m.CrossEntropyBackward(idx, targets, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads[i], losses[i] = append([]float32(nil), m.grad...), loss
+		if rec && len(m.acts.blocks) != 1 {
+			t.Errorf("recompute kept %d blocks' activations", len(m.acts.blocks))
+		}
+	}
+	if losses[0] != losses[1] {
+		t.Errorf("%s: loss %v kept, %v recomputed", mode, losses[0], losses[1])
+	}
+	for i := range grads[0] {
+		if grads[0][i] != grads[1][i] {
+			t.Fatalf("%s: gradient %d: %v kept, %v recomputed", mode, i, grads[0][i], grads[1][i])
+		}
+	}
+}
+
+// TestDropoutMask: dropout's mask is dropped's, element by element,
+// whatever the chunk boundaries, and drops about p of the values.
+func TestDropoutMask(t *testing.T) {
+	const n, in, p = 300, 37, 0.3
+	x := make([]float32, n*in)
+	for i := range x {
+		x[i] = 1
+	}
+	xd := make([]float32, n*in)
+	dropout(workers(), xd, x, 12345, p, n, in)
+	drops := 0
+	for i, v := range xd {
+		want := float32(1 / (1 - p))
+		if dropped(12345, i, dropThreshold(p)) {
+			want = 0
+			drops++
+		}
+		if v != want {
+			t.Fatalf("element %d: %v, want %v", i, v, want)
+		}
+	}
+	if frac := float64(drops) / (n * in); math.Abs(frac-p) > 0.02 {
+		t.Errorf("dropped %.3f of the values, want about %.1f", frac, p)
+	}
+}

@@ -1,0 +1,450 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mlerl/mlerl/policy/hf"
+	"github.com/mlerl/mlerl/policy/native"
+)
+
+// A Hugging Face checkpoint folder as a policy. policy/hf reads the folder
+// (config.json per family: hf/llama.go, hf/qwen2.go, hf/qwen3.go; the
+// tokenizer, the chat format, PEFT adapters), policy/native runs the
+// shared layers; this file maps one onto the other: config.json's
+// architecture onto Config, tensor names onto native's (policy/native's
+// doc.go table), and adapters both ways.
+
+// SystemPrompt is the system message of every chat-rendered prompt. The
+// compact prompt already holds the task, the scores, the script and the
+// answer's form, and the action grammar enforces the form, so the system
+// message only says whose turn it is; it replaces the template's own
+// default persona ("You are Qwen, created by Alibaba Cloud..."), which
+// would take as many tokens and describe the wrong job. It is recorded in
+// policy.json, so a checkpoint keeps the prompts it was trained on.
+const SystemPrompt = "You are a machine-learning engineering agent. You improve a task's train.py one action at a time and answer in the format the user asks for."
+
+// Source is what a Hugging Face policy's checkpoints record of where it
+// came from (policy.json): the base folder and the hashes that tie the
+// checkpoint to it, and how prompts were rendered.
+type Source struct {
+	Kind string `json:"kind"`
+	// Base is the checkpoint folder, absolute; ConfigSHA256 and
+	// TokenizerSHA256 are its config.json's and tokenizer.json's, checked
+	// whenever the checkpoint is loaded again.
+	Base            string `json:"base"`
+	Architecture    string `json:"architecture"`
+	ConfigSHA256    string `json:"config_sha256"`
+	TokenizerSHA256 string `json:"tokenizer_sha256"`
+	// Chat is the chat format's kind, ChatDate the date Llama 3.1's
+	// system header was rendered with (pinned at the first run, so that
+	// prompts do not change with the day), System the system message.
+	Chat     string `json:"chat"`
+	ChatDate string `json:"chat_date,omitempty"`
+	System   string `json:"system"`
+	// Adapter is the PEFT adapter the run started from (--adapter), with
+	// its adapter_model.safetensors' hash; empty: fresh adapters.
+	Adapter       string `json:"adapter,omitempty"`
+	AdapterSHA256 string `json:"adapter_sha256,omitempty"`
+}
+
+// OpenHF opens the Hugging Face checkpoint folder dir as a policy: its
+// architecture and tensors (checked by hf.Load), tokenizer, chat format
+// and stop ids; budgets gives Ctx, PromptTokens and ResponseTokens, and
+// tuning how the weights train. adapter, when not empty, is a PEFT LoRA
+// adapter folder the policy starts from (its rank, alpha, dropout and
+// targets replace tuning's). Every refusal is one line naming the file or
+// key and the fix; nothing is written.
+func OpenHF(dir string, budgets Config, tuning Tuning, adapter string) (*Policy, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("policy hf:%s: %w", dir, err)
+	}
+	ck, err := hf.Load(abs)
+	if err != nil {
+		return nil, fmt.Errorf("policy hf:%s: %w", dir, err)
+	}
+	p, err := newHF(ck, budgets, tuning)
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("policy hf:%s: %w", dir, err)
+	}
+	if ck.Chat.DateToday {
+		p.Source.ChatDate = time.Now().Format("02 Jan 2006")
+	}
+	p.pinChat()
+	if adapter != "" {
+		if err := p.useAdapter(adapter, tuning); err != nil {
+			ck.Close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// newHF builds the policy of an opened checkpoint.
+func newHF(ck *hf.Checkpoint, budgets Config, tuning Tuning) (*Policy, error) {
+	a := ck.Arch
+	cfg := Config{Vocab: a.VocabSize, DModel: a.HiddenSize, Heads: a.NumHeads, Layers: a.NumLayers, FFN: a.IntermediateSize,
+		RoPEBase: a.RopeTheta, Ctx: budgets.Ctx, PromptTokens: budgets.PromptTokens, ResponseTokens: budgets.ResponseTokens,
+		KVHeads: a.NumKVHeads, HeadSize: a.HeadDim, Norm: native.NormRMS, NormEps: a.RMSNormEps, FFNKind: native.FFNSwiGLU,
+		NoQKVBias: !a.QKVBias, NoOutBias: true, NoFFNBias: true, NoLMBias: true, QKNorm: a.QKNorm, TiedEmbed: a.TieWordEmbeddings}
+	if a.RopeScaling != nil {
+		cfg.InvFreq = hf.InvFreq(a) // Llama 3's rescaled frequencies
+	}
+	if a.MaxPositionEmbeddings > 0 && cfg.Ctx > a.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("model.ctx %d exceeds config.json's max_position_embeddings %d: lower model.ctx and the budgets", cfg.Ctx, a.MaxPositionEmbeddings)
+	}
+	tuning.apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	src := &Source{Kind: KindHF, Base: ck.Dir, Architecture: a.Architecture, Chat: ck.Chat.Kind, System: SystemPrompt}
+	var err error
+	if src.ConfigSHA256, err = fileSHA256(filepath.Join(ck.Dir, "config.json")); err != nil {
+		return nil, err
+	}
+	if src.TokenizerSHA256, err = fileSHA256(filepath.Join(ck.Dir, "tokenizer.json")); err != nil {
+		return nil, err
+	}
+	eot, ok := ck.Tokenizer.ID(ck.Chat.EndOfTurn)
+	if !ok {
+		return nil, fmt.Errorf("%s: the chat format's end of turn %q is not a token of tokenizer.json", ck.Chat.Source, ck.Chat.EndOfTurn)
+	}
+	p := &Policy{Model: cfg, Source: src, tok: ck.Tokenizer, hf: ck, eos: int32(eot)}
+	p.setStops(ck.StopIDs())
+	return p, nil
+}
+
+// setStops sets the stop ids (the end of turn among them) and the free
+// decoding mask: the ids with text and the stops.
+func (p *Policy) setStops(ids []int) {
+	p.stops = []int32{p.eos}
+	for _, id := range ids {
+		p.stops = append(p.stops, int32(id))
+	}
+	slices.Sort(p.stops)
+	p.stops = slices.Compact(p.stops)
+	p.free = NewBitset(p.Model.Vocab)
+	for id := range int32(min(p.hf.Tokenizer.VocabSize(), p.Model.Vocab)) {
+		if p.TokenBytes(id) != nil {
+			p.free.Set(id)
+		}
+	}
+	for _, id := range p.stops {
+		p.free.Set(id)
+	}
+}
+
+// pinChat makes the chat format render Source's date: a template that
+// writes today's date would otherwise give another prompt every day.
+func (p *Policy) pinChat() {
+	chat := *p.hf.Chat
+	if chat.DateToday {
+		chat.DateToday, chat.Date = false, p.Source.ChatDate
+	}
+	p.hf.Chat = &chat
+}
+
+// useAdapter makes the policy start from the PEFT adapter in dir: its
+// shape replaces the tuning's LoRA.
+func (p *Policy) useAdapter(dir string, tuning Tuning) error {
+	if tuning.FullFinetune {
+		return fmt.Errorf("adapter %s: full_finetune trains every weight of the base, the adapter trains LoRA: drop one of --adapter and --full_finetune", dir)
+	}
+	ad, err := hf.ReadAdapter(dir, p.hf.Arch)
+	if err != nil {
+		return fmt.Errorf("adapter %s: %w (the adapter must be made for %s)", dir, err, p.Source.Base)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	lo := LoRAConfig{Rank: ad.R, Alpha: ad.Alpha, Dropout: ad.Dropout, Targets: ad.Targets}.normalized()
+	p.Model.LoRA, p.adapter = &lo, ad
+	p.Source.Adapter = abs
+	p.Source.AdapterSHA256, err = fileSHA256(filepath.Join(abs, hf.AdapterWeightsFile))
+	return err
+}
+
+// openSource reopens the base of a checkpoint's policy: the folder
+// policy.json names, checked against its hashes, with model.json's
+// config.
+func openSource(src *Source, model Config) (*Policy, error) {
+	if src.Kind != KindHF {
+		return nil, fmt.Errorf("policy.json: kind %q: want %s", src.Kind, KindHF)
+	}
+	ck, err := hf.Load(src.Base)
+	if err != nil {
+		return nil, fmt.Errorf("the policy's base hf:%s: %w (policy.json names it; restore the folder there)", src.Base, err)
+	}
+	fail := func(err error) (*Policy, error) {
+		ck.Close()
+		return nil, err
+	}
+	for _, f := range []struct{ file, want string }{{"config.json", src.ConfigSHA256}, {"tokenizer.json", src.TokenizerSHA256}} {
+		got, err := fileSHA256(filepath.Join(src.Base, f.file))
+		if err != nil {
+			return fail(err)
+		}
+		if got != f.want {
+			return fail(fmt.Errorf("%s has changed since the checkpoint was trained on it (sha256 %.12s, policy.json records %.12s): restore the base the policy was trained from", filepath.Join(src.Base, f.file), got, f.want))
+		}
+	}
+	p, err := newHF(ck, model, Tuning{FullFinetune: model.LoRA == nil, BaseStorage: MatmulAuto})
+	if err != nil {
+		return fail(err)
+	}
+	// model.json is what the checkpoint's tensors were trained as.
+	p.Model = model
+	p.Source.ChatDate, p.Source.System = src.ChatDate, src.System
+	p.Source.Adapter, p.Source.AdapterSHA256 = src.Adapter, src.AdapterSHA256
+	p.pinChat()
+	return p, nil
+}
+
+// Close closes the base's weight files (nothing for mlerl's model).
+func (p *Policy) Close() error {
+	if p.hf != nil {
+		return p.hf.Close()
+	}
+	return nil
+}
+
+// chatPrompt renders content as the user turn after the system message,
+// then the assistant's generation prompt; Qwen3's prompt ends with an
+// empty think block, as its template writes it with enable_thinking
+// false (the policy answers without reasoning).
+func (p *Policy) chatPrompt(content string) ([]int32, error) {
+	ids, err := p.hf.EncodeChat([]hf.Message{{Role: "system", Content: p.Source.System}, {Role: "user", Content: content}}, true)
+	if err != nil {
+		return nil, err
+	}
+	if p.hf.Chat.Kind == hf.ChatMLQwen3 {
+		t := p.hf.Tokenizer
+		open, _ := t.ID("<think>")
+		close, _ := t.ID("</think>")
+		nl := t.EncodeOrdinary("\n\n")
+		ids = append(append(append(append(ids, open), nl...), close), nl...)
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hfNames maps Hugging Face tensor names onto native's (doc.go's table);
+// transpose marks Linear weights, [out, in] there and [in, out] here.
+// The families share it: Qwen2's q/k/v biases and Qwen3's q/k norms are
+// the rows only their checkpoints have.
+var hfNames = []struct {
+	re        *regexp.Regexp
+	native    string
+	transpose bool
+}{
+	{regexp.MustCompile(`^model\.embed_tokens\.weight$`), "/token_embed/embeddings", false},
+	{regexp.MustCompile(`^model\.norm\.weight$`), "/ln_final/rms_normalization/gain", false},
+	{regexp.MustCompile(`^lm_head\.weight$`), "/lm_head/dense/weights", true},
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.input_layernorm\.weight$`), "/block_$1/ln_attn/rms_normalization/gain", false},
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.post_attention_layernorm\.weight$`), "/block_$1/ln_ffn/rms_normalization/gain", false},
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.self_attn\.([qkv])_proj\.weight$`), "/block_$1/$2/dense/weights", true},
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.self_attn\.([qkv])_proj\.bias$`), "/block_$1/$2/dense/biases", false}, // Qwen2
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.self_attn\.o_proj\.weight$`), "/block_$1/out/dense/weights", true},
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.self_attn\.([qk])_norm\.weight$`), "/block_${1}/${2}_norm/rms_normalization/gain", false}, // Qwen3
+	{regexp.MustCompile(`^model\.layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight$`), "/block_$1/ffn_$2/dense/weights", true},
+}
+
+// rotaryBuffer is a tensor some saves carry that nothing reads (RoPE's
+// inverse frequencies, recomputed from config.json).
+var rotaryBuffer = regexp.MustCompile(`rotary_emb\.inv_freq$`)
+
+// nativeName maps a Hugging Face tensor name; ok is false for a name
+// outside the table.
+func nativeName(name string) (n string, transpose, ok bool) {
+	for _, m := range hfNames {
+		if m.re.MatchString(name) {
+			return m.re.ReplaceAllString(name, m.native), m.transpose, true
+		}
+	}
+	return "", false, false
+}
+
+// transposed returns the [cols, rows] transpose of the [rows, cols] v.
+func transposed(v []float32, rows, cols int) []float32 {
+	t := make([]float32, len(v))
+	for r := range rows {
+		for c := range cols {
+			t[c*rows+r] = v[r*cols+c]
+		}
+	}
+	return t
+}
+
+// loadBase streams the base's tensors, one at a time in native's names and
+// layout (a Linear transposed once, here), into set, then the starting
+// adapter's when there is one: the engine holds one copy of the base, in
+// its own storage.
+func (p *Policy) loadBase(set func(Tensor) error) error {
+	w := p.hf.Weights
+	for _, name := range w.Names() {
+		if rotaryBuffer.MatchString(name) {
+			continue
+		}
+		n, tr, ok := nativeName(name)
+		if !ok {
+			return fmt.Errorf("%s: tensor %s has no counterpart in the native engine", p.Source.Base, name)
+		}
+		v, info, err := w.Float32(name)
+		if err != nil {
+			return err
+		}
+		shape := slices.Clone(info.Shape)
+		if tr {
+			v, shape = transposed(v, shape[0], shape[1]), []int{shape[1], shape[0]}
+		}
+		if err := set(Tensor{Name: n, Shape: shape, F32: v}); err != nil {
+			return fmt.Errorf("%s: tensor %s: %w", p.Source.Base, name, err)
+		}
+	}
+	if p.adapter != nil {
+		for _, t := range adapterTensors(p.adapter) {
+			if err := set(t); err != nil {
+				return fmt.Errorf("adapter %s: %w", p.Source.Adapter, err)
+			}
+		}
+	}
+	return nil
+}
+
+// peftModules maps native's target names to PEFT's module names.
+var peftModules = map[string]string{"q": "q_proj", "k": "k_proj", "v": "v_proj", "out": "o_proj", "ffn_gate": "gate_proj", "ffn_up": "up_proj", "ffn_down": "down_proj"}
+
+// nativeTarget is the native target name of a PEFT module name.
+func nativeTarget(module string) string {
+	for n, m := range peftModules {
+		if m == module {
+			return n
+		}
+	}
+	return ""
+}
+
+var modulePath = regexp.MustCompile(`^model\.layers\.(\d+)\.(?:self_attn|mlp)\.([a-z_]+)$`)
+
+// adapterTensors are ad's A and B as native's lora_a [in, r] and lora_b
+// [r, out] (PEFT's A [r, in] and B [out, r], transposed).
+func adapterTensors(ad *hf.Adapter) []Tensor {
+	var out []Tensor
+	paths := make([]string, 0, len(ad.Modules))
+	for path := range ad.Modules {
+		paths = append(paths, path)
+	}
+	slices.Sort(paths)
+	for _, path := range paths {
+		m := ad.Modules[path]
+		sm := modulePath.FindStringSubmatch(path)
+		prefix := "/block_" + sm[1] + "/" + nativeTarget(sm[2]) + "/"
+		out = append(out,
+			Tensor{Name: prefix + "lora_a", Shape: []int{m.In, ad.R}, F32: transposed(m.A, ad.R, m.In)},
+			Tensor{Name: prefix + "lora_b", Shape: []int{ad.R, m.Out}, F32: transposed(m.B, m.Out, ad.R)})
+	}
+	return out
+}
+
+// Adapter builds the PEFT adapter held in ws (an engine's weights, by
+// native name) for this policy's base: base_model_name_or_path is the
+// base folder. Nil without adapters (full fine-tuning).
+func (p *Policy) Adapter(ws []Tensor) (*hf.Adapter, error) {
+	lo := p.Model.LoRA
+	if lo == nil || p.hf == nil {
+		return nil, nil
+	}
+	var targets []string
+	for _, t := range lo.Targets {
+		targets = append(targets, t+"_proj")
+	}
+	ad, err := hf.NewAdapter(p.hf.Arch, lo.Rank, lo.Alpha, targets)
+	if err != nil {
+		return nil, err
+	}
+	ad.Dropout, ad.BaseModel = lo.Dropout, p.Source.Base
+	byName := map[string]Tensor{}
+	for _, t := range ws {
+		byName[t.Name] = t
+	}
+	for path, m := range ad.Modules {
+		sm := modulePath.FindStringSubmatch(path)
+		l, _ := strconv.Atoi(sm[1])
+		prefix := fmt.Sprintf("/block_%d/%s/", l, nativeTarget(sm[2]))
+		a, b := byName[prefix+"lora_a"], byName[prefix+"lora_b"]
+		if len(a.F32) != len(m.A) || len(b.F32) != len(m.B) {
+			return nil, fmt.Errorf("policy: the engine's weights hold no adapter %s of rank %d", strings.TrimSuffix(prefix, "/"), lo.Rank)
+		}
+		m.A, m.B = transposed(a.F32, m.In, lo.Rank), transposed(b.F32, lo.Rank, m.Out)
+	}
+	return ad, nil
+}
+
+// WriteMerged writes the policy with the weights ws (an engine's, by
+// native name) as a Hugging Face folder in the local folder dir, which
+// must not exist or be empty: the base with the adapters merged in
+// (W + alpha/r·B·A), or a fully fine-tuned model's own weights, in the
+// base's dtype, with its config, tokenizer and generation files:
+// transformers and vLLM load it as they load the base.
+func (p *Policy) WriteMerged(dir string, ws []Tensor) error {
+	if p.hf == nil {
+		return fmt.Errorf("save_merged: mlerl's own model has no Hugging Face form; it needs a Hugging Face policy (--policy hf:DIR)")
+	}
+	dtype := p.hf.Arch.DType
+	if dtype.Size() == 0 {
+		dtype = hf.F32
+	}
+	if p.Model.LoRA != nil {
+		ad, err := p.Adapter(ws)
+		if err != nil {
+			return err
+		}
+		return hf.WriteMerged(dir, p.hf, ad, dtype)
+	}
+	byName := map[string]Tensor{}
+	for _, t := range ws {
+		byName[t.Name] = t
+	}
+	return hf.WriteModel(dir, p.hf, func(name string, stored []float32) ([]float32, error) {
+		n, tr, ok := nativeName(name)
+		if !ok {
+			return nil, fmt.Errorf("tensor %s has no counterpart in the native engine", name)
+		}
+		t, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("the engine's weights have no %s (for %s)", n, name)
+		}
+		if tr {
+			return transposed(t.F32, t.Shape[0], t.Shape[1]), nil
+		}
+		return t.F32, nil
+	}, dtype)
+}
