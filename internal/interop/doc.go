@@ -18,9 +18,9 @@
 //     row and trains on exactly the checkpoint's chat template of it
 //     (TestLlamaFactoryReadsExport); llamafactory-cli trains a LoRA on the
 //     unedited export, and policy/hf reads the adapter it wrote and applies
-//     it as PEFT does (TestLlamaFactoryTrainsLoRA); mlerl evaluate runs
-//     that adapter (TestEvaluateLlamaFactoryAdapter, skipped until evaluate
-//     takes --policy hf:).
+//     it as PEFT does (TestLlamaFactoryTrainsLoRA); mlerl evaluate loads
+//     that adapter on its base as it is and writes an evaluation row of a
+//     held-out task (TestEvaluateLlamaFactoryAdapter).
 //   - verl_test.go: verl's RLHFDataset reads both Parquet files and keeps
 //     exactly the rows mlerl's stats say fit a max_prompt_length
 //     (TestVerlLoadsExport); verl's reward worker scores the expert's

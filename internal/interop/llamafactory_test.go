@@ -17,6 +17,7 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy/hf"
+	"github.com/mlerl/mlerl/schemas"
 )
 
 // TestLlamaFactoryReadsExport proves that LLaMA-Factory 0.9.5, given the
@@ -173,29 +174,25 @@ bf16: false
 }
 
 // TestEvaluateLlamaFactoryAdapter proves that mlerl evaluates the adapter
-// LLaMA-Factory wrote on the tiny base: `mlerl evaluate --policy hf:BASE
-// --adapter DIR --only TASK` on one held-out task writes evaluation rows
-// for it. It skips until evaluate takes --policy hf: (issue 48).
+// LLaMA-Factory wrote on the tiny base as it is, with no conversion:
+// `mlerl evaluate --methods policy --policy hf:BASE --adapter DIR --only
+// TASK` loads it (policy/hf reads LLaMA-Factory's adapter_config.json and
+// tensors, checked against the base) and writes one eval_results row of
+// method policy for the held-out task, with at least one step taken. The
+// tiny random model learns nothing in three steps: the row's score and
+// actions are reported, not judged.
 func TestEvaluateLlamaFactoryAdapter(t *testing.T) {
 	python(t)
 	data := demoData(t)
 	bin := mlerlBin(t)
-	help, err := exec.Command(bin, "evaluate", "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("mlerl evaluate --help: %v\n%s", err, help)
-	}
-	if !strings.Contains(string(help), "--policy") || !strings.Contains(string(help), "--adapter") {
-		t.Skip("skipped: mlerl evaluate has no --policy hf: yet (and --adapter); issue 48 adds them")
-	}
 	lora := loraDir(data)
 	if _, err := os.Stat(filepath.Join(lora, hf.AdapterConfigFile)); err != nil {
 		t.Skipf("skipped: no LLaMA-Factory adapter at %s (TestLlamaFactoryTrainsLoRA writes it)", lora)
 	}
 	task := heldOutTask(t, data)
-	report := t.TempDir()
-	cmd := exec.Command(bin, "evaluate", "--data", data, "--policy", "hf:"+checkpoint(), "--adapter", lora,
-		"--only", task, "--per_task", "1", "--env.max_steps", "3", "--max_new_tokens", "64",
-		"--out", "eval_interop", "--report", report)
+	cmd := exec.Command(bin, "evaluate", "--data", data, "--methods", "policy", "--policy", "hf:"+checkpoint(), "--adapter", lora,
+		"--only", task, "--per_task", "1", "--env.max_steps", "3", "--max_new_tokens", "64", "--workers", "1",
+		"--out", "eval_interop", "--report", t.TempDir())
 	if log, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, tail(log, 30))
 	}
@@ -208,10 +205,19 @@ func TestEvaluateLlamaFactoryAdapter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("evaluate wrote no eval_interop dataset: %v", err)
 	}
-	if m.Rows == 0 {
-		t.Fatalf("eval_interop v%d has no rows", m.Version)
+	rows, err := datasets.ReadAll[schemas.EvalResult](ctx, st, m, schemas.EvalResults)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("summary: mlerl evaluate ran the LLaMA-Factory adapter on %s: eval_interop v%d, %d rows", task, m.Version, m.Rows)
+	if len(rows) != 1 {
+		t.Fatalf("eval_interop v%d has %d rows, want 1 (one trajectory of one task)", m.Version, len(rows))
+	}
+	r := rows[0]
+	if r.Method != "policy" || r.TaskID != task || r.Steps < 1 || len(r.Actions) != int(r.Steps) {
+		t.Fatalf("row: method %q, task %q, %d steps, %d actions; want policy, %s, at least one step, one action per step", r.Method, r.TaskID, r.Steps, len(r.Actions), task)
+	}
+	t.Logf("summary: mlerl evaluate ran the tiny base with LLaMA-Factory's adapter on %s: eval_interop v%d, 1 row, %s %.4f -> %.4f in %d steps (%s)",
+		task, m.Version, r.Metric, r.MInit, r.FinalScore, r.Steps, strings.Join(r.Actions, ", "))
 }
 
 // heldOutTask is the first held-out task of the demo's verl validation
