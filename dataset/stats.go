@@ -116,7 +116,7 @@ func (e ExportStats) Warning() string {
 	}
 	fix := fmt.Sprintf("raise data.max_prompt_length to %.0f or more", e.PromptTokens.Max)
 	if e.Prompt == PromptFull {
-		fix += " or export the compact prompt (verl_prompt: compact)"
+		fix += " or export the policy's prompt (verl_prompt: policy)"
 	}
 	return fmt.Sprintf("warning: %d of %d prompts of %s are longer than verl's data.max_prompt_length %d tokens (longest %.0f): verl drops them (filter_overlong_prompts) or stops (truncation: error); %s",
 		e.OverLimit, e.Rows, e.File, e.MaxPromptLength, e.PromptTokens.Max, fix)
@@ -235,8 +235,11 @@ func (s Stats) WriteMarkdown(w io.Writer) error {
 // writeExport renders an export's section: what its prompts are, their
 // token lengths, and the check against the trainer's limit.
 func writeExport(b *strings.Builder, e ExportStats) {
-	shape := "compact, one user message (the policy's input)"
-	if e.Prompt == PromptFull {
+	shape := "compact, one user message"
+	switch e.Prompt {
+	case PromptPolicy:
+		shape = "policy, mlerl's system message and the compact prompt as the user message: what mlerl prompts a Hugging Face policy with (its model.prompt_tokens must cover the longest prompt below, or mlerl shortens the prompt the policy reads)"
+	case PromptFull:
 		shape = "full, a system message (role, tools, answer format) and a user message (the state)"
 	}
 	if e.Format == "sharegpt" {

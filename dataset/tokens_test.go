@@ -29,24 +29,29 @@ func tinyQwen2(t *testing.T) *hf.Checkpoint {
 
 // goldenExports are the export rows whose lengths were measured by the
 // trainers themselves (transformers 5.5.4, llamafactory 0.9.5, verl 0.9.1
-// in scripts/setup_interop.sh's venv, 2026-12-05) on the tiny Qwen2
-// checkpoint: the ShareGPT records of sftRows with the first one's full
-// prompt as the renderer writes it, and rlRows' first state in both
-// prompt forms.
-func goldenExports(t *testing.T, count ChatCounter) (sharegpt *ShareGPTWriter, verl map[PromptForm]*VerlWriter) {
+// in scripts/setup_interop.sh's venv, 2026-12-05; LLaMA-Factory read the
+// policy's prompt through dataset_info.json's mlerl_sft_policy) on the
+// tiny Qwen2 checkpoint: the ShareGPT records of sftRows with the first
+// one's full prompt as the renderer writes it, in the full and the
+// policy's prompt form, and rlRows' first state in every prompt form.
+func goldenExports(t *testing.T, count ChatCounter) (sharegpt map[PromptForm]*ShareGPTWriter, verl map[PromptForm]*VerlWriter) {
 	t.Helper()
 	rows := sftRows()
 	rows[0].FullPrompt = renderedFull("Research Problem (digits): improve accuracy.\nStep 1:\nAction: List Files")
-	opts := DefaultShareGPTOptions()
-	opts.Count = count
-	sharegpt = NewShareGPTWriter(io.Discard, opts)
-	if err := sharegpt.Write(rows...); err != nil {
-		t.Fatal(err)
+	sharegpt = map[PromptForm]*ShareGPTWriter{}
+	for _, form := range []PromptForm{PromptFull, PromptPolicy} {
+		opts := DefaultShareGPTOptions()
+		opts.Prompt, opts.Count = form, count
+		sw := NewShareGPTWriter(io.Discard, opts)
+		if err := sw.Write(rows...); err != nil {
+			t.Fatal(err)
+		}
+		sharegpt[form] = sw
 	}
 	st := rlRows()[:1]
 	st[0].FullPrompt = renderedFull("Research Problem (digits): improve accuracy.\nStep 2:")
 	verl = map[PromptForm]*VerlWriter{}
-	for _, form := range []PromptForm{PromptCompact, PromptFull} {
+	for _, form := range []PromptForm{PromptCompact, PromptFull, PromptPolicy} {
 		o := DefaultVerlOptions()
 		o.Prompt, o.Count = form, count
 		vw := NewVerlWriter(io.Discard, o)
@@ -79,8 +84,11 @@ func TestCheckpointChatMatchesTrainers(t *testing.T) {
 	}{
 		{"verl compact prompt (the template's default system prompt added)", vw[PromptCompact].PromptTokens(), []int{71}},
 		{"verl full prompt", vw[PromptFull].PromptTokens(), []int{1342}},
-		{"sharegpt prompts", sw.PromptTokens(), []int{1352, 107}},
-		{"sharegpt whole examples, as LLaMA-Factory tokenizes them", sw.ExampleTokens(), []int{1397, 153}},
+		{"verl policy prompt (mlerl's system message instead of the default one)", vw[PromptPolicy].PromptTokens(), []int{91}},
+		{"sharegpt prompts", sw[PromptFull].PromptTokens(), []int{1352, 107}},
+		{"sharegpt whole examples, as LLaMA-Factory tokenizes them", sw[PromptFull].ExampleTokens(), []int{1397, 153}},
+		{"sharegpt policy prompts", sw[PromptPolicy].PromptTokens(), []int{102, 109}},
+		{"sharegpt policy whole examples, as LLaMA-Factory tokenizes them", sw[PromptPolicy].ExampleTokens(), []int{147, 155}},
 	}
 	for _, c := range checks {
 		if !slices.Equal(c.got, c.want) {
@@ -88,8 +96,8 @@ func TestCheckpointChatMatchesTrainers(t *testing.T) {
 		}
 	}
 	qsw, _ := goldenExports(t, QwenChat(func(s string) int { return len(strings.Fields(s)) }))
-	if slices.Equal(qsw.PromptTokens(), sw.PromptTokens()) {
-		t.Errorf("the default counter gives the checkpoint's counts %v: the check above proves nothing", sw.PromptTokens())
+	if slices.Equal(qsw[PromptFull].PromptTokens(), sw[PromptFull].PromptTokens()) {
+		t.Errorf("the default counter gives the checkpoint's counts %v: the check above proves nothing", sw[PromptFull].PromptTokens())
 	}
 }
 
@@ -109,9 +117,9 @@ func TestShareGPTCutoff(t *testing.T) {
 		{"no check", 0, 0, "n 2, min 153, mean 775.0, p50 153, p90 1397, max 1397"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			es := NewExportStats(ShareGPTFile, "sharegpt", PromptFull, sw.PromptTokens(), 0, "the held-in examples")
+			es := NewExportStats(ShareGPTFile, "sharegpt", PromptFull, sw[PromptFull].PromptTokens(), 0, "the held-in examples")
 			es.Tokenizer = "ckpt/qwen2"
-			es.SetExamples(sw.ExampleTokens(), c.cutoff)
+			es.SetExamples(sw[PromptFull].ExampleTokens(), c.cutoff)
 			if es.OverCutoff != c.over {
 				t.Errorf("over cutoff: got %d want %d", es.OverCutoff, c.over)
 			}
