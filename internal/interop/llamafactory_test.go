@@ -16,32 +16,50 @@ import (
 	"github.com/mlerl/mlerl/dataset"
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/policy/hf"
 	"github.com/mlerl/mlerl/schemas"
 )
 
 // TestLlamaFactoryReadsExport proves that LLaMA-Factory 0.9.5, given the
 // export folder as its dataset_dir (dataset_info.json as mlerl wrote it),
-// keeps every row of both registered entries, and that for mlerl_sft the
-// tokens it trains on are the checkpoint's own chat template of the
-// system column and human turn followed by the gpt turn and its end of
-// turn, token for token: no role dropped or renamed, no system prompt
-// lost or replaced, nothing truncated at the cutoff_len mlerl's stats
-// declare (the longest whole example, which must also be LLaMA-Factory's
-// longest). For mlerl_sft_tools (tool_format default) it proves every tool
+// keeps every row of every registered entry, and that for mlerl_sft_policy
+// and mlerl_sft the tokens it trains on are the checkpoint's own chat
+// template of the system column and human turn followed by the gpt turn
+// and its end of turn, token for token: no role dropped or renamed, no
+// system prompt lost or replaced, nothing truncated at the cutoff_len
+// mlerl's stats declare (each file's longest whole example, which must
+// also be LLaMA-Factory's longest). For mlerl_sft_policy it proves more:
+// the prompt LLaMA-Factory trains on is, token for token, the prompt
+// mlerl's Hugging Face policy reads for the same state (policy.OpenHF on
+// the checkpoint, EncodePrompt of the compact prompt), so an adapter
+// trained on it is evaluated by `mlerl evaluate --policy hf:` on what it
+// learned. For mlerl_sft_tools (tool_format default) it proves every tool
 // of the tools column reaches the prompt.
 func TestLlamaFactoryReadsExport(t *testing.T) {
 	python(t)
 	data := demoData(t)
-	ex := exportOf(t, data, "sft_examples", dataset.ShareGPTFile)
-	if ex.Stats.ExampleTokens == nil {
-		t.Fatalf("%s: the stats have no whole-example lengths: rebuild with this binary", ex.Path)
+	full := exportOf(t, data, "sft_examples", dataset.ShareGPTFile)
+	pol := exportOf(t, data, "sft_examples", dataset.ShareGPTPolicyFile)
+	for _, ex := range []exported{full, pol} {
+		if ex.Stats.ExampleTokens == nil {
+			t.Fatalf("%s: the stats have no whole-example lengths: rebuild with this binary", ex.Path)
+		}
 	}
-	cutoff := int(ex.Stats.ExampleTokens.Max)
-	out := runPy(t, nil, "lf_dataset.py", checkpoint(), "qwen", ex.Dir, fmt.Sprint(cutoff), "default")
+	policyName := dataset.LlamaFactoryName + dataset.PolicySuffix
+	var prompts []string
+	for i, r := range shareGPTRecords(t, pol.Path) {
+		if r.System != policy.SystemPrompt {
+			t.Fatalf("%s line %d: system %q, want policy.SystemPrompt", pol.Path, i+1, r.System)
+		}
+		prompts = append(prompts, r.Conversations[0].Value)
+	}
+	cutoff := map[string]int{dataset.LlamaFactoryName: int(full.Stats.ExampleTokens.Max), policyName: int(pol.Stats.ExampleTokens.Max)}
+	spec := map[string]any{"tool_format": "default", "cutoff_len": cutoff, "policy_prompts": map[string]any{policyName: policyPrompts(t, prompts)}}
+	out := runPy(t, nil, "lf_dataset.py", checkpoint(), "qwen", full.Dir, jsonFile(t, spec))
 	var got struct {
-		Rows     int
 		Datasets map[string]struct {
+			FileRows      int `json:"file_rows"`
 			Rows          int
 			LongestTokens int `json:"longest_tokens"`
 		}
@@ -49,16 +67,68 @@ func TestLlamaFactoryReadsExport(t *testing.T) {
 	if err := json.Unmarshal(lastLine(out), &got); err != nil {
 		t.Fatalf("lf_dataset.py printed %q: %v", out, err)
 	}
-	for _, name := range []string{dataset.LlamaFactoryName, dataset.LlamaFactoryName + "_tools"} {
-		if d, ok := got.Datasets[name]; !ok || d.Rows != ex.Stats.Rows {
-			t.Errorf("%s: LLaMA-Factory kept %d rows (registered: %v), the export has %d", name, d.Rows, ok, ex.Stats.Rows)
+	for name, ex := range map[string]exported{dataset.LlamaFactoryName: full, dataset.LlamaFactoryName + "_tools": full, policyName: pol} {
+		if d, ok := got.Datasets[name]; !ok || d.Rows != ex.Stats.Rows || d.FileRows != ex.Stats.Rows {
+			t.Errorf("%s: LLaMA-Factory kept %d of %d rows (registered: %v), the export has %d", name, d.Rows, d.FileRows, ok, ex.Stats.Rows)
 		}
 	}
-	if l := got.Datasets[dataset.LlamaFactoryName].LongestTokens; l != cutoff {
-		t.Errorf("LLaMA-Factory's longest example is %d tokens, mlerl's stats say %d", l, cutoff)
+	for name, c := range cutoff {
+		if l := got.Datasets[name].LongestTokens; l != c {
+			t.Errorf("%s: LLaMA-Factory's longest example is %d tokens, mlerl's stats say %d", name, l, c)
+		}
 	}
-	t.Logf("summary: LLaMA-Factory kept all %d rows of %s and %s_tools; prompts equal the checkpoint's chat template, the loss covers the answers; longest %d tokens = the cutoff_len mlerl declares",
-		got.Rows, dataset.LlamaFactoryName, dataset.LlamaFactoryName, got.Datasets[dataset.LlamaFactoryName].LongestTokens)
+	t.Logf("summary: LLaMA-Factory kept all %d rows of %s, %s and %s_tools; prompts equal the checkpoint's chat template, %s's also mlerl's policy prompt; the loss covers the answers; longest %d and %d tokens = the cutoff_len mlerl declares",
+		pol.Stats.Rows, policyName, dataset.LlamaFactoryName, dataset.LlamaFactoryName, policyName, cutoff[policyName], cutoff[dataset.LlamaFactoryName])
+}
+
+// policyPrompts returns, for each compact prompt, the token ids mlerl's
+// Hugging Face policy on the tiny checkpoint reads (policy.EncodePrompt:
+// the system message and the prompt through the checkpoint's chat
+// template, with the generation prompt), with a prompt budget no demo
+// prompt reaches, so that none is shortened.
+func policyPrompts(t *testing.T, prompts []string) [][]int32 {
+	t.Helper()
+	p, err := policy.OpenHF(checkpoint(), policy.Config{Ctx: 4096, PromptTokens: 4000, ResponseTokens: 64}, policy.DefaultTuning(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out := make([][]int32, len(prompts))
+	for i, s := range prompts {
+		if out[i], err = p.EncodePrompt(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// shareGPTRecords reads a ShareGPT export.
+func shareGPTRecords(t *testing.T, path string) []dataset.ShareGPTRecord {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dataset.ShareGPTRecord
+	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r dataset.ShareGPTRecord
+		if err := json.Unmarshal(line, &r); err != nil || len(r.Conversations) != 2 {
+			t.Fatalf("%s line %d: %v (%d turns)", path, i+1, err, len(r.Conversations))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// jsonFile writes v as JSON to a file of the test's temporary folder and
+// returns its path.
+func jsonFile(t *testing.T, v any) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spec.json")
+	if err := os.WriteFile(path, []byte(jsonText(v)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // loraDir is where TestLlamaFactoryTrainsLoRA leaves the adapter
@@ -67,7 +137,8 @@ func loraDir(data string) string { return filepath.Join(data, "interop", "llamaf
 
 // TestLlamaFactoryTrainsLoRA proves that `llamafactory-cli train` runs
 // supervised LoRA training on CPU on the unedited export (its folder as
-// dataset_dir, dataset mlerl_sft, cutoff_len from mlerl's stats) for
+// dataset_dir, dataset mlerl_sft_policy, the prompt mlerl gives the
+// policy, cutoff_len from mlerl's stats) for
 // three steps with finite losses, and that the adapter it wrote is one
 // mlerl reads: policy/hf's ReadAdapter accepts it for the base checkpoint,
 // it is not the untrained zero update, and the Reference forward pass with
@@ -76,7 +147,7 @@ func loraDir(data string) string { return filepath.Join(data, "interop", "llamaf
 func TestLlamaFactoryTrainsLoRA(t *testing.T) {
 	py := python(t)
 	data := demoData(t)
-	ex := exportOf(t, data, "sft_examples", dataset.ShareGPTFile)
+	ex := exportOf(t, data, "sft_examples", dataset.ShareGPTPolicyFile)
 	out := loraDir(data)
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
@@ -103,7 +174,7 @@ logging_steps: 1
 save_strategy: "no"
 report_to: none
 bf16: false
-`, checkpoint(), dataset.LlamaFactoryName, ex.Dir, int(ex.Stats.ExampleTokens.Max), out)
+`, checkpoint(), dataset.LlamaFactoryName+dataset.PolicySuffix, ex.Dir, int(ex.Stats.ExampleTokens.Max), out)
 	yaml := filepath.Join(t.TempDir(), "lora.yaml")
 	if err := os.WriteFile(yaml, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -170,7 +241,7 @@ bf16: false
 		t.Fatalf("logits with the adapter: max |mlerl - PEFT| %.3g (want <= 1e-4); without it %.3g (want far more: the adapter must matter)", agree, moved)
 	}
 	t.Logf("summary: llamafactory-cli trained LoRA r%d on %s for 3 steps (loss %.3f -> %.3f); policy/hf reads the adapter, logits equal PEFT's within %.1g (the adapter moves them %.2g)",
-		ad.R, dataset.LlamaFactoryName, losses[0], losses[2], agree, moved)
+		ad.R, dataset.LlamaFactoryName+dataset.PolicySuffix, losses[0], losses[2], agree, moved)
 }
 
 // TestEvaluateLlamaFactoryAdapter proves that mlerl evaluates the adapter
@@ -178,7 +249,11 @@ bf16: false
 // `mlerl evaluate --methods policy --policy hf:BASE --adapter DIR --only
 // TASK` loads it (policy/hf reads LLaMA-Factory's adapter_config.json and
 // tensors, checked against the base) and writes one eval_results row of
-// method policy for the held-out task, with at least one step taken. The
+// method policy for the held-out task, with at least one step taken. Its
+// model.prompt_tokens covers twice the longest prompt of the verl
+// validation file (the held-out tasks' states in the policy's prompt,
+// counted with this checkpoint), so the policy reads its prompts whole,
+// as LLaMA-Factory trained it on them (TestLlamaFactoryReadsExport). The
 // tiny random model learns nothing in three steps: the row's score and
 // actions are reported, not judged.
 func TestEvaluateLlamaFactoryAdapter(t *testing.T) {
@@ -190,8 +265,13 @@ func TestEvaluateLlamaFactoryAdapter(t *testing.T) {
 		t.Skipf("skipped: no LLaMA-Factory adapter at %s (TestLlamaFactoryTrainsLoRA writes it)", lora)
 	}
 	task := heldOutTask(t, data)
+	const promptTokens, responseTokens = 2048, 64
+	if val := exportOf(t, data, "rl_states", dataset.VerlValFile).Stats; val.Prompt != dataset.PromptPolicy || 2*int(val.PromptTokens.Max) > promptTokens {
+		t.Fatalf("%s: prompt form %s, longest prompt %.0f tokens: want the policy's, at most half of model.prompt_tokens %d", dataset.VerlValFile, val.Prompt, val.PromptTokens.Max, promptTokens)
+	}
 	cmd := exec.Command(bin, "evaluate", "--data", data, "--methods", "policy", "--policy", "hf:"+checkpoint(), "--adapter", lora,
 		"--only", task, "--per_task", "1", "--env.max_steps", "3", "--max_new_tokens", "64", "--workers", "1",
+		"--model.prompt_tokens", fmt.Sprint(promptTokens), "--model.response_tokens", fmt.Sprint(responseTokens), "--model.ctx", fmt.Sprint(promptTokens+responseTokens+1),
 		"--out", "eval_interop", "--report", t.TempDir())
 	if log, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, tail(log, 30))

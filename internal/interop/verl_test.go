@@ -33,6 +33,7 @@ import (
 	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/internal/llm"
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/serve"
 )
 
@@ -43,7 +44,12 @@ import (
 // extra_info on unchanged, and measures the prompts as mlerl's stats do:
 // at the max_prompt_length mlerl declares it keeps exactly the rows the
 // stats do not flag, at the stats' longest prompt it keeps all, one token
-// less and it drops some.
+// less and it drops some. And that the prompt verl's rollout sends the
+// model for each row (its agent loop's Continuous Token builder) is, token
+// for token, the prompt mlerl's Hugging Face policy reads for that state
+// (policy.EncodePrompt): the export's default prompt form is the
+// policy's, so a model verl trains is evaluated by mlerl on what it
+// learned.
 func TestVerlLoadsExport(t *testing.T) {
 	python(t)
 	data := demoData(t)
@@ -52,11 +58,19 @@ func TestVerlLoadsExport(t *testing.T) {
 		ex := exportOf(t, data, "rl_states", file)
 		es := ex.Stats
 		longest := int(es.PromptTokens.Max)
-		out := runPy(t, nil, "verl_dataset.py", checkpoint(), ex.Path, fmt.Sprintf("%d,%d,%d", es.MaxPromptLength, longest, longest-1))
+		var prompts []string
+		for i, r := range verlRows(t, ex.Path) {
+			if len(r.Prompt) != 2 || r.Prompt[0] != (dataset.ChatMessage{Role: "system", Content: policy.SystemPrompt}) || r.Prompt[1].Role != "user" {
+				t.Fatalf("%s row %d: prompt %.200v: want the policy's (verl_prompt: policy, the default): rebuild with this binary", file, i, r.Prompt)
+			}
+			prompts = append(prompts, r.Prompt[1].Content)
+		}
+		out := runPy(t, nil, "verl_dataset.py", checkpoint(), ex.Path, fmt.Sprintf("%d,%d,%d", es.MaxPromptLength, longest, longest-1), jsonFile(t, policyPrompts(t, prompts)))
 		var got struct {
 			Rows    int
 			Kept    map[string]int
 			Longest int
+			Same    int `json:"policy_prompts_equal"`
 		}
 		if err := json.Unmarshal(lastLine(out), &got); err != nil {
 			t.Fatalf("verl_dataset.py printed %q: %v", out, err)
@@ -71,8 +85,10 @@ func TestVerlLoadsExport(t *testing.T) {
 			t.Errorf("%s: at data.max_prompt_length %d verl kept %d rows; mlerl's stats flag %d of %d as longer", file, es.MaxPromptLength, kept(es.MaxPromptLength), es.OverLimit, es.Rows)
 		case kept(longest) != es.Rows || kept(longest-1) >= es.Rows:
 			t.Errorf("%s: verl kept %d rows at %d and %d at %d, want all and fewer", file, kept(longest), longest, kept(longest-1), longest-1)
+		case got.Same != es.Rows:
+			t.Errorf("%s: %d of %d rollout prompts equal mlerl's policy prompt", file, got.Same, es.Rows)
 		}
-		lines = append(lines, fmt.Sprintf("%s %d rows: verl kept %d at the declared %d (mlerl flags %d), all at mlerl's longest %d, %d at %d",
+		lines = append(lines, fmt.Sprintf("%s %d rows: verl kept %d at the declared %d (mlerl flags %d), all at mlerl's longest %d, %d at %d; rollout prompts = mlerl's policy prompts",
 			file, got.Rows, kept(es.MaxPromptLength), es.MaxPromptLength, es.OverLimit, longest, kept(longest-1), longest-1))
 	}
 	t.Logf("summary: RLHFDataset loaded both files; %s", strings.Join(lines, "; "))

@@ -1,10 +1,10 @@
 """LLaMA-Factory reads mlerl's ShareGPT export as mlerl means it.
 
 Run by internal/interop's TestLlamaFactoryReadsExport in the interop
-venv (scripts/setup_interop.sh). Loads the export through the
+venv (scripts/setup_interop.sh). Loads every entry of the
 dataset_info.json `mlerl dataset` wrote, unedited, with LLaMA-Factory's
 own loader, converter, template and supervised processor, then checks
-every row:
+every row of its file:
 
   - no row is skipped (a wrong role tag or turn order makes LLaMA-Factory
     drop a row with only a warning);
@@ -15,16 +15,24 @@ every row:
   - the loss covers exactly the gpt turn and its end of turn, and
     nothing follows it;
   - with the *_tools entry, every tool of the tools column appears in
-    the system prompt LLaMA-Factory renders.
+    the system prompt LLaMA-Factory renders;
+  - for the entries SPEC's policy_prompts names (mlerl_sft_policy), the
+    prompt LLaMA-Factory trains on is also, token for token, the prompt
+    mlerl's Hugging Face policy reads for the same state (the ids the Go
+    test computed with policy.EncodePrompt), so that the adapter is
+    evaluated in mlerl on what it learned.
 
-A row LLaMA-Factory truncated at CUTOFF_LEN fails the prompt check (it
-keeps the prompt's start and cuts the rest), so passing the longest
-example mlerl's stats declare as CUTOFF_LEN checks that declaration.
+A row LLaMA-Factory truncated at an entry's cutoff_len fails the prompt
+check (it keeps the prompt's start and cuts the rest), so passing the
+longest example mlerl's stats declare as the entry's cutoff_len checks
+that declaration.
 
-Usage: lf_dataset.py CHECKPOINT TEMPLATE DATASET_DIR CUTOFF_LEN [TOOL_FORMAT]
-Prints one JSON object: rows and, per dataset_info.json entry, the rows
-kept and the longest example in tokens; exits 1 with a message on the
-first mismatch.
+Usage: lf_dataset.py CHECKPOINT TEMPLATE DATASET_DIR SPEC
+SPEC is a JSON file: {"tool_format": "default", "cutoff_len": {ENTRY: N},
+"policy_prompts": {ENTRY: [[id, ...] per row]}} (an entry without a
+cutoff_len gets no cutoff). Prints one JSON object: per dataset_info.json
+entry, its file's rows, the rows kept and the longest example in tokens;
+exits 1 with a message on the first mismatch.
 """
 
 import json
@@ -39,29 +47,36 @@ def fail(msg):
 
 
 def main():
-    ckpt, template_name, dataset_dir, cutoff = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    tool_format = sys.argv[5] if len(sys.argv) > 5 else None
+    ckpt, template_name, dataset_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(sys.argv[4]) as f:
+        spec = json.load(f)
+    tool_format = spec.get("tool_format")
     from llamafactory.data import get_dataset, get_template_and_fix_tokenizer
     from llamafactory.hparams import get_train_args
     from llamafactory.model import load_tokenizer
     from transformers import AutoTokenizer
 
     with open(os.path.join(dataset_dir, "dataset_info.json")) as f:
-        names = list(json.load(f))
-    with open(os.path.join(dataset_dir, "sharegpt.jsonl")) as f:
-        records = [json.loads(line) for line in f]
+        info = json.load(f)
     # The checkpoint's own tokenizer and template, untouched by
     # LLaMA-Factory's fix_special_tokens: the reference.
     ref = AutoTokenizer.from_pretrained(ckpt)
-    out = {"rows": len(records), "datasets": {}}
-    for name in names:
+    out = {"datasets": {}}
+    for name, entry in info.items():
+        with open(os.path.join(dataset_dir, entry["file_name"])) as f:
+            records = [json.loads(line) for line in f]
+        cutoff = spec.get("cutoff_len", {}).get(name, 1 << 20)
+        policy_prompts = spec.get("policy_prompts", {}).get(name)
+        if policy_prompts is not None and len(policy_prompts) != len(records):
+            fail(f"{name}: {len(policy_prompts)} policy prompts for {len(records)} rows")
         work = tempfile.mkdtemp(prefix="lf-")
         args = {
             "model_name_or_path": ckpt, "stage": "sft", "do_train": True, "finetuning_type": "lora",
             "dataset": name, "dataset_dir": dataset_dir, "template": template_name,
-            # The tools entry renders the tools into the system prompt a
-            # second time, past what mlerl counts: no cutoff there.
-            "cutoff_len": (1 << 20) if name.endswith("_tools") else cutoff,
+            # An entry SPEC gives no cutoff_len gets none (the tools entry
+            # renders the tools into the system prompt a second time, past
+            # what mlerl counts).
+            "cutoff_len": cutoff,
             "overwrite_cache": True, "preprocessing_num_workers": 1,
             "output_dir": work, "report_to": "none",
         }
@@ -99,11 +114,16 @@ def main():
                 cut = f" (the example is {len(ids)} tokens, cutoff_len {cutoff}: LLaMA-Factory cut it)" if len(ids) >= cutoff else ""
                 fail(f"{name} row {i}: the prompt LLaMA-Factory trains on differs from the checkpoint's chat template at char {k}{cut}: "
                      f"LLaMA-Factory {a[max(0, k-60):k+60]!r} vs template {b[max(0, k-60):k+60]!r}")
+            if policy_prompts is not None and list(ids[:first]) != policy_prompts[i]:
+                a, b = tok.decode(ids[:first]), ref.decode(policy_prompts[i])
+                k = next((j for j in range(min(len(a), len(b))) if a[j] != b[j]), min(len(a), len(b)))
+                fail(f"{name} row {i}: the prompt LLaMA-Factory trains on differs from the one mlerl's policy reads at char {k}: "
+                     f"LLaMA-Factory {a[max(0, k-60):k+60]!r} vs mlerl {b[max(0, k-60):k+60]!r}")
             answer = list(labels[first:])
             want_answer = ref(conv[1]["value"], add_special_tokens=False)["input_ids"]
             if answer != list(ids[first:]) or answer[: len(want_answer)] != want_answer or tok.decode(answer[len(want_answer):]).strip() != "<|im_end|>":
                 fail(f"{name} row {i}: the loss covers {tok.decode(answer)[:120]!r}..., not the whole answer and its end of turn")
-        out["datasets"][name] = {"rows": len(ds), "longest_tokens": longest}
+        out["datasets"][name] = {"file_rows": len(records), "rows": len(ds), "longest_tokens": longest}
     print(json.dumps(out))
 
 
