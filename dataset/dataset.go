@@ -18,6 +18,7 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/policy/hf"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -38,8 +39,10 @@ type Config struct {
 	Seed       int64 `yaml:"seed" help:"RL: seed of the per-stratum sample"`
 	// Outputs.
 	Exports             bool   `yaml:"exports" help:"write the ShareGPT (sft) and verl (rl_states) exports under exports/<name>/v<N>/"`
-	VerlPrompt          string `yaml:"verl_prompt" help:"verl export's prompt: compact (the policy's input, one user message) or full (system: role, tools, answer format; user: the state)"`
+	VerlPrompt          string `yaml:"verl_prompt" help:"verl export's prompt: policy (as mlerl prompts a Hugging Face policy: system, mlerl's system message; user, the compact prompt), compact (the compact prompt alone, one user message; the chat template adds its default system message) or full (system: role, tools, answer format; user: the state)"`
 	VerlMaxPromptLength int    `yaml:"verl_max_prompt_length" help:"warn when a verl export prompt is longer than this many tokens: verl's data.max_prompt_length (0: no check)"`
+	SharegptCutoffLen   int    `yaml:"sharegpt_cutoff_len" help:"warn when a ShareGPT export example (prompt and answer) is longer than this many tokens: LLaMA-Factory's cutoff_len, which cuts longer prompts without a word (0: no check)"`
+	ExportTokenizer     string `yaml:"export_tokenizer" help:"Hugging Face checkpoint folder whose tokenizer and chat template count the exports' tokens, as verl and LLaMA-Factory count them when they train that model (empty: Qwen3's tokenizer and template)"`
 	ValPerTask          int    `yaml:"val_per_task" help:"verl validation file: initial states (one per sampled plan) of each held-out task the rollout did not visit"`
 	Workers             int    `yaml:"workers" help:"tokenizer goroutines (0: one per core)"`
 }
@@ -47,16 +50,18 @@ type Config struct {
 // DefaultConfig returns the embedded default: every expert step becomes an
 // SFT example (refused slips and format errors dropped, at most 1024
 // tokens), every expert edit also 4 plan variants (sharing its weight),
-// and every step an RL state; exports on, verl's with the compact prompt,
+// and every step an RL state; exports on, verl's with the policy's prompt,
 // checked against verl's default max_prompt_length (512), and 4 initial
-// states per held-out task in its validation file.
+// states per held-out task in its validation file; the ShareGPT examples
+// checked against LLaMA-Factory's default cutoff_len (2048); tokens
+// counted as Qwen3's tokenizer and template count them.
 func DefaultConfig() Config {
 	sft, rl := DefaultSFTOptions(), DefaultRLOptions()
 	return Config{
 		Data: "./data", Steps: schemas.Steps.Name, SFT: schemas.SFTExamples.Name, RLStates: schemas.RLStates.Name,
 		ErrorSteps: sft.ErrorSteps, MaxTokens: sft.MaxTokens, HeldOutValidation: sft.HeldOutValidation, PlanVariants: 4,
 		PerStratum: rl.PerStratum, Seed: rl.Seed, Exports: true,
-		VerlPrompt: string(PromptCompact), VerlMaxPromptLength: 512, ValPerTask: 4,
+		VerlPrompt: string(PromptPolicy), VerlMaxPromptLength: 512, SharegptCutoffLen: 2048, ValPerTask: 4,
 	}
 }
 
@@ -89,10 +94,12 @@ func (c *Config) Validate() error {
 		return config.Errorf("workers", c.Workers, "must not be negative (0: one per core)")
 	case c.VerlMaxPromptLength < 0:
 		return config.Errorf("verl_max_prompt_length", c.VerlMaxPromptLength, "must not be negative (0: no warning)")
+	case c.SharegptCutoffLen < 0:
+		return config.Errorf("sharegpt_cutoff_len", c.SharegptCutoffLen, "must not be negative (0: no warning)")
 	case c.ValPerTask < 0:
 		return config.Errorf("val_per_task", c.ValPerTask, "must not be negative")
 	}
-	if _, err := ParsePromptForm(c.VerlPrompt, PromptCompact); err != nil {
+	if _, err := ParsePromptForm(c.VerlPrompt, PromptPolicy); err != nil {
 		return config.Errorf("verl_prompt", c.VerlPrompt, "%v", err)
 	}
 	return nil
@@ -233,8 +240,19 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		stat: func(e schemas.SFTExample) StatRow { return statRow(e.ExampleID, e.TaskID, e.Split) },
 		task: func(e schemas.SFTExample) (string, string) { return e.TaskID, e.Split },
 	}
-	form, _ := ParsePromptForm(cfg.VerlPrompt, PromptCompact) // checked by Validate
-	exp := exportConfig{count: tok.Count, verlPrompt: form, maxPromptLength: cfg.VerlMaxPromptLength, log: log}
+	form, _ := ParsePromptForm(cfg.VerlPrompt, PromptPolicy) // checked by Validate
+	exp := exportConfig{count: QwenChat(tok.Count), tokenizer: TokenizerQwen3, verlPrompt: form,
+		maxPromptLength: cfg.VerlMaxPromptLength, cutoffLen: cfg.SharegptCutoffLen, log: log}
+	if cfg.Exports && cfg.ExportTokenizer != "" {
+		// The trainers count with the model's own tokenizer and template;
+		// a tiny or foreign vocabulary can double Qwen3's counts.
+		c, err := hf.Load(cfg.ExportTokenizer)
+		if err != nil {
+			return fmt.Errorf("dataset: export_tokenizer: %w", err)
+		}
+		defer c.Close()
+		exp.count, exp.tokenizer = CheckpointChat(c), cfg.ExportTokenizer
+	}
 	if cfg.Exports {
 		sftOut.exports = exp.sft
 	}
@@ -331,11 +349,16 @@ func lineage(ctx context.Context, st store.Store, stepsM, tasksM *datasets.Manif
 }
 
 // runKey identifies a run: the inputs' versions and every setting that
-// changes the rows (not the data root or the worker count).
+// changes the rows (not the data root or the worker count), and with
+// exports on the version of what they write (exportFormat).
 func runKey(cfg Config, stepsM, tasksM *datasets.Manifest) string {
 	c := cfg
 	c.Data, c.Workers = "", 0
-	return shortHash(fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.Canonical(c))
+	parts := []string{fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.Canonical(c)}
+	if cfg.Exports {
+		parts = append(parts, fmt.Sprintf("exports v%d", exportFormat))
+	}
+	return shortHash(parts...)
 }
 
 // CheckNoLeak fails when a held-out task could reach training: an RL

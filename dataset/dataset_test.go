@@ -371,7 +371,7 @@ func TestRunLeak(t *testing.T) {
 				t.Errorf("%s attachment %s: checksum does not match the object (%v)", m.Name, a.Key, err)
 			}
 		}
-		if want := map[string]int{"sft_examples": 3, "rl_states": 3}[m.Name]; len(atts) != want {
+		if want := map[string]int{"sft_examples": 4, "rl_states": 3}[m.Name]; len(atts) != want {
 			t.Errorf("%s: got %d attachments want %d", m.Name, len(atts), want)
 		}
 		md := string(read(datasets.Dir(m.Name, m.Version) + "/stats.md"))

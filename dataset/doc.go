@@ -44,21 +44,36 @@
 //
 // # Prompts in the exports
 //
-// verl's file carries the compact prompt by default (verl_prompt:
-// compact), the policy's own input in one user message, which fits
-// verl's default data.max_prompt_length of 512; verl_prompt: full gives
-// the MLAgentBench prompt (4-8k tokens) as a system message (role, tool
-// list, answer format) and a user message (the state). The ShareGPT file
-// always carries the full prompt so split, with the tools also as JSON.
-// stats.md reports each export's prompt token lengths as a Qwen3 chat
-// template counts them ([ChatTokens]), and the stage warns when verl
-// prompts exceed verl_max_prompt_length.
+// The exports hand a trainer the prompt mlerl gives a Hugging Face
+// policy (prompt form policy, [PromptPolicy]): mlerl's system message
+// (policy.SystemPrompt) and the compact prompt as the user turn, the
+// messages policy.PromptMessages returns, so that the trainer's chat
+// template renders the tokens the policy reads when mlerl evaluates or
+// fine-tunes it (`--policy hf:DIR --adapter DIR`). verl's file carries it
+// by default (verl_prompt: policy); verl_prompt: compact drops the
+// system message (a template then adds its default one), verl_prompt:
+// full gives the MLAgentBench prompt (4-8k tokens) as a system message
+// (role, tool list, answer format) and a user message (the state). The
+// SFT examples go out twice: sharegpt_policy.jsonl with the policy's
+// prompt (dataset_info.json's mlerl_sft_policy) and sharegpt.jsonl with
+// the full prompt so split and the tools also as JSON (mlerl_sft,
+// mlerl_sft_tools). A change to what the exports write bumps
+// exportFormat, part of the run key, so a rerun never finds a version
+// whose exports differ from what the code writes.
+// stats.md reports each export's prompt token lengths (and the ShareGPT
+// examples' whole lengths, prompt and answer) as a chat template counts
+// them: Qwen3's by default ([QwenChat]), or the model's own with
+// export_tokenizer ([CheckpointChat]; a small or foreign vocabulary
+// counts very differently). The stage warns when verl prompts exceed
+// verl_max_prompt_length (verl drops them) and when ShareGPT examples
+// exceed sharegpt_cutoff_len (LLaMA-Factory's cutoff_len, which cuts the
+// end of a prompt without a word).
 //
 // # Layout in a data root
 //
 //	sft_examples/v<N>/part-00000.parquet, stats.md, _MANIFEST.json
 //	rl_states/v<N>/part-00000.parquet, stats.md, _MANIFEST.json
-//	exports/sft_examples/v<N>/sharegpt.jsonl, dataset_info.json
+//	exports/sft_examples/v<N>/sharegpt_policy.jsonl, sharegpt.jsonl, dataset_info.json
 //	exports/rl_states/v<N>/verl_train.parquet, verl_val.parquet
 //
 // Each manifest lists stats.md and the exports with their sha256 under

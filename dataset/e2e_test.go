@@ -21,6 +21,7 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/rollout"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -131,7 +132,7 @@ func TestDatasetEndToEnd(t *testing.T) {
 	if len(rl) > heldInSteps {
 		t.Errorf("%d rl states from %d held-in steps", len(rl), heldInSteps)
 	}
-	for _, key := range []string{"exports/sft_examples/v1/" + ShareGPTFile, "exports/sft_examples/v1/" + DatasetInfoFile, "exports/rl_states/v1/" + VerlTrainFile, "sft_examples/v1/stats.md", "rl_states/v1/stats.md"} {
+	for _, key := range []string{"exports/sft_examples/v1/" + ShareGPTPolicyFile, "exports/sft_examples/v1/" + ShareGPTFile, "exports/sft_examples/v1/" + DatasetInfoFile, "exports/rl_states/v1/" + VerlTrainFile, "sft_examples/v1/stats.md", "rl_states/v1/stats.md"} {
 		if ok, err := store.Exists(ctx, st, key); err != nil || !ok {
 			t.Errorf("%s not written (%v)", key, err)
 		}
@@ -139,7 +140,7 @@ func TestDatasetEndToEnd(t *testing.T) {
 	if !strings.Contains(report.String(), "| election-vote | held-out |") {
 		t.Errorf("report lacks the held-out validation rows:\n%s", report.String())
 	}
-	checkExports(t, st, tok, PromptCompact, 1, rl)
+	checkExports(t, st, tok, PromptPolicy, 1, rl)
 	checkInitialStates(t, st, steps)
 
 	// The full prompt on request: 4-8k tokens, over verl's default
@@ -199,7 +200,10 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 		for _, m := range msgs {
 			b.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
 		}
-		return tok.Count(b.String() + "<|im_start|>assistant\n")
+		if msgs[len(msgs)-1].Role != "assistant" { // a prompt: the answer starts after it
+			b.WriteString("<|im_start|>assistant\n")
+		}
+		return tok.Count(b.String())
 	}
 	tools, format := agents.FullInstructions()
 	reported := func(m *datasets.Manifest, file string) ExportStats {
@@ -216,10 +220,14 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 		t.Fatalf("%s v%d: no stats for %s", m.Name, m.Version, file)
 		return ExportStats{}
 	}
-	checkLengths := func(m *datasets.Manifest, file string, form PromptForm, lengths []int, maxLen int) {
+	checkLengths := func(m *datasets.Manifest, file string, form PromptForm, lengths, examples []int, maxLen int) {
 		t.Helper()
 		got := reported(m, file)
 		want := NewExportStats(file, got.Format, form, lengths, maxLen, got.Note)
+		want.Tokenizer = TokenizerQwen3
+		if examples != nil {
+			want.SetExamples(examples, 2048)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: reported prompt lengths %+v\nre-tokenized %+v", file, got, want)
 		}
@@ -263,6 +271,12 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 				t.Errorf("%s row %d: state_id %q", f.file, i, r.ExtraInfo.StateID)
 			}
 			switch {
+			case form == PromptPolicy && (len(r.Prompt) != 2 || r.Prompt[0] != (ChatMessage{Role: "system", Content: policy.SystemPrompt}) || r.Prompt[1].Role != "user" || !strings.HasPrefix(r.Prompt[1].Content, "Task: ")):
+				t.Errorf("%s row %d: prompt %+v, want the policy's: mlerl's system message, the compact prompt as the user turn", f.file, i, r.Prompt)
+			case form == PromptPolicy && f.split == schemas.HeldIn && !slices.ContainsFunc(rl, func(s schemas.RLState) bool {
+				return s.StateID == r.ExtraInfo.StateID && s.Prompt == r.Prompt[1].Content
+			}):
+				t.Errorf("%s row %d: the user turn is not the compact prompt of state %s", f.file, i, r.ExtraInfo.StateID)
 			case form == PromptCompact && (len(r.Prompt) != 1 || r.Prompt[0].Role != "user" || !strings.HasPrefix(r.Prompt[0].Content, "Task: ")):
 				t.Errorf("%s row %d: prompt %+v, want one user message, the compact prompt", f.file, i, r.Prompt)
 			case form == PromptFull && (len(r.Prompt) != 2 || r.Prompt[0].Role != "system" || !strings.Contains(r.Prompt[0].Content, "Edit Script (AI)") ||
@@ -271,7 +285,7 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 			}
 			lengths = append(lengths, chatTokens(r.Prompt))
 		}
-		checkLengths(rlM, f.file, form, lengths, 512)
+		checkLengths(rlM, f.file, form, lengths, nil, 512)
 	}
 
 	// LLaMA-Factory: the ShareGPT lines and their registration.
@@ -279,19 +293,46 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := readShareGPT(t, read(fmt.Sprintf("exports/sft_examples/v%d/%s", v, ShareGPTFile)))
-	if len(recs) == 0 {
-		t.Fatal("sharegpt export is empty")
+	// The policy's prompt: mlerl's system message, each held-in expert
+	// example's compact prompt and answer (plan variants stay out).
+	sft, err := datasets.ReadAll[schemas.SFTExample](ctx, st, sftM, schemas.SFTExamples)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var lengths []int
+	sft = slices.DeleteFunc(sft, func(e schemas.SFTExample) bool {
+		_, variant := variantSource(e.TrajectoryID)
+		return e.Split != schemas.HeldIn || variant
+	})
+	recs := readShareGPT(t, read(fmt.Sprintf("exports/sft_examples/v%d/%s", v, ShareGPTPolicyFile)))
+	if len(recs) == 0 || len(recs) != len(sft) {
+		t.Fatalf("%s has %d lines, want the %d held-in expert examples", ShareGPTPolicyFile, len(recs), len(sft))
+	}
+	var lengths, examples []int
+	for i, r := range recs {
+		if r.System != policy.SystemPrompt || r.Conversations[0].Value != sft[i].Prompt || r.Conversations[1].Value != sft[i].Response || r.Tools != "" {
+			t.Errorf("%s line %d: system %q\nhuman %q\ngpt %q\ntools %q\nwant policy.SystemPrompt, example %s's compact prompt and answer, no tools", ShareGPTPolicyFile, i+1, r.System, r.Conversations[0].Value, r.Conversations[1].Value, r.Tools, sft[i].ExampleID)
+		}
+		prompt := []ChatMessage{{Role: "system", Content: r.System}, {Role: "user", Content: r.Conversations[0].Value}}
+		lengths = append(lengths, chatTokens(prompt))
+		examples = append(examples, chatTokens(append(prompt, ChatMessage{Role: "assistant", Content: r.Conversations[1].Value})))
+	}
+	checkLengths(sftM, ShareGPTPolicyFile, PromptPolicy, lengths, examples, 0)
+	// The full prompt, with the tools.
+	recs = readShareGPT(t, read(fmt.Sprintf("exports/sft_examples/v%d/%s", v, ShareGPTFile)))
+	if len(recs) != len(sft) {
+		t.Fatalf("%s has %d lines, want %d", ShareGPTFile, len(recs), len(sft))
+	}
+	lengths, examples = nil, nil
 	for i, r := range recs {
 		if !strings.HasPrefix(r.System, strings.TrimRight(tools, "\n")) || !strings.HasSuffix(r.System, strings.TrimSpace(format)) ||
-			!strings.HasPrefix(r.Conversations[0].Value, "Research Problem (wine-cultivar") || strings.Contains(r.Conversations[0].Value, "Always respond in this format") {
+			!strings.HasPrefix(r.Conversations[0].Value, "Research Problem (wine-cultivar") || strings.Contains(r.Conversations[0].Value, "Always respond in this format") || r.Tools == "" {
 			t.Errorf("sharegpt line %d: system %q\nhuman %q\nwant the instructions and tools in system, the state alone in the human turn", i+1, r.System, r.Conversations[0].Value)
 		}
-		lengths = append(lengths, chatTokens([]ChatMessage{{Role: "system", Content: r.System}, {Role: "user", Content: r.Conversations[0].Value}}))
+		prompt := []ChatMessage{{Role: "system", Content: r.System}, {Role: "user", Content: r.Conversations[0].Value}}
+		lengths = append(lengths, chatTokens(prompt))
+		examples = append(examples, chatTokens(append(prompt, ChatMessage{Role: "assistant", Content: r.Conversations[1].Value})))
 	}
-	checkLengths(sftM, ShareGPTFile, PromptFull, lengths, 0) // always the full prompt
+	checkLengths(sftM, ShareGPTFile, PromptFull, lengths, examples, 0) // always the full prompt
 	var info map[string]LlamaFactoryDataset
 	if err := json.Unmarshal(read(fmt.Sprintf("exports/sft_examples/v%d/%s", v, DatasetInfoFile)), &info); err != nil {
 		t.Fatal(err)
@@ -299,6 +340,9 @@ func checkExports(t *testing.T, st store.Store, tok *tokenizer.Tokenizer, form P
 	if e := info[LlamaFactoryName]; e.FileName != ShareGPTFile || e.Formatting != "sharegpt" || e.Columns["messages"] != "conversations" || e.Columns["system"] != "system" ||
 		e.Tags.UserTag != RoleHuman || e.Tags.AssistantTag != RoleGPT || info[LlamaFactoryName+"_tools"].Columns["tools"] != "tools" {
 		t.Errorf("dataset_info.json = %+v, want %s (and %s_tools) over %s with the system (and tools) columns", info, LlamaFactoryName, LlamaFactoryName, ShareGPTFile)
+	}
+	if e := info[LlamaFactoryName+PolicySuffix]; e.FileName != ShareGPTPolicyFile || !reflect.DeepEqual(e.Columns, info[LlamaFactoryName].Columns) || e.Tags != info[LlamaFactoryName].Tags {
+		t.Errorf("dataset_info.json's %s%s = %+v, want %s's columns and tags over %s", LlamaFactoryName, PolicySuffix, e, LlamaFactoryName, ShareGPTPolicyFile)
 	}
 }
 

@@ -4,22 +4,33 @@ package dataset
 //
 //   - SFT examples as ShareGPT JSON Lines, the layout LLaMA-Factory reads
 //     with "formatting": "sharegpt" (WriteShareGPT; WriteDatasetInfo writes
-//     the dataset_info.json entries that register the file): the
-//     conversation (human: the state, gpt: the expert's answer), the
-//     system prompt (the role, the tool list and the answer format) and
-//     the tools as JSON;
+//     the dataset_info.json entries that register the files), in two
+//     files: sharegpt_policy.jsonl with the prompt mlerl gives a Hugging
+//     Face policy (system: policy.SystemPrompt, human: the compact
+//     prompt), so that a model LLaMA-Factory trains on it is evaluated by
+//     mlerl on the prompt it learned; and sharegpt.jsonl with the full
+//     prompt (system: the role, the tool list and the answer format;
+//     human: the state) and the tools as JSON. In both the gpt turn is
+//     the expert's answer;
 //   - RL states as verl's RL Parquet layout (WriteVerl), one file of
 //     held-in states for training and one of held-out states for
 //     validation: data_source, prompt (chat messages), ability,
 //     reward_model{style, ground_truth}, extra_info{state_id, task_id,
 //     split, index, ...}.
 //
-// Both carry the prompt as chat messages in one of two forms
-// ([PromptForm]): the compact prompt the small policy reads, as one user
-// message, or the full MLAgentBench-style prompt split into a system
-// message (its fixed parts) and a user message (the state). [ChatTokens]
-// counts a prompt as a Qwen3 chat template does, the length verl's
-// max_prompt_length filter measures.
+// Both carry the prompt as chat messages in one of three forms
+// ([PromptForm]): the policy's (policy.PromptMessages: mlerl's system
+// message and the compact prompt as the user turn), the compact prompt
+// alone as one user message, or the full MLAgentBench-style prompt split
+// into a system message (its fixed parts) and a user message (the
+// state). A
+// [ChatCounter] counts them as a model's chat template renders them: the
+// prompt with the generation prompt (what verl's max_prompt_length filter
+// measures) and, for the ShareGPT file, the whole conversation (what
+// LLaMA-Factory's cutoff_len truncates). [QwenChat] counts as Qwen3's
+// template does, [CheckpointChat] as a Hugging Face checkpoint's own
+// tokenizer and template do: the counts only mean something for the
+// model being trained (`mlerl dataset --export_tokenizer DIR`).
 //
 // Writers take an io.Writer, so the same code writes a local file, a
 // buffer or an object-store upload. Rows of held-out tasks are refused by
@@ -41,6 +52,8 @@ import (
 	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/internal/tokenizer"
+	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/policy/hf"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -74,8 +87,16 @@ var errEmpty = errors.New("empty; re-run `mlerl dataset` so the prompt renderer 
 type PromptForm string
 
 const (
-	// PromptCompact is the compact prompt, as the small policy reads it,
-	// in one user message.
+	// PromptPolicy is the prompt mlerl gives a Hugging Face policy
+	// (policy.PromptMessages): a system message, policy.SystemPrompt, and
+	// the compact prompt as the user turn. A trainer's chat template
+	// renders it as the policy's own (the same template) renders it, so a
+	// model trained on it elsewhere is evaluated and fine-tuned in mlerl
+	// on the tokens it learned from (Qwen3: with enable_thinking false,
+	// whose empty think block mlerl's prompt ends with too).
+	PromptPolicy PromptForm = "policy"
+	// PromptCompact is the compact prompt alone, in one user message (a
+	// chat template adds its own default system message, if it has one).
 	PromptCompact PromptForm = "compact"
 	// PromptFull is the full MLAgentBench-style prompt split in two: a
 	// system message with its fixed parts (the role and tool list it
@@ -89,24 +110,34 @@ func ParsePromptForm(s string, def PromptForm) (PromptForm, error) {
 	switch f := PromptForm(s); f {
 	case "":
 		return def, nil
-	case PromptCompact, PromptFull:
+	case PromptPolicy, PromptCompact, PromptFull:
 		return f, nil
 	}
-	return "", fmt.Errorf("prompt form %q: want %s or %s", s, PromptCompact, PromptFull)
+	return "", fmt.Errorf("prompt form %q: want %s, %s or %s", s, PromptPolicy, PromptCompact, PromptFull)
 }
 
 // Messages returns the chat messages of a state's prompt in form. system,
-// when not empty, opens the system message. A full prompt that is not
-// made of the renderer's fixed parts (written by an older renderer) stays
-// whole in the user message. field names the column the prompt came from
-// (for errors about an empty one).
+// when not empty, opens the system message (not with PromptPolicy, whose
+// system message is the policy's). A full prompt that is not made of the
+// renderer's fixed parts (written by an older renderer) stays whole in
+// the user message. field names the column the prompt came from (for
+// errors about an empty one).
 func Messages(compact, full string, form PromptForm, system string) (msgs []ChatMessage, field string, err error) {
 	prompt, field := full, "full_prompt"
-	if form == PromptCompact {
+	if form == PromptCompact || form == PromptPolicy {
 		prompt, field = compact, "prompt"
 	}
 	if prompt == "" {
 		return nil, field, errEmpty
+	}
+	if form == PromptPolicy {
+		if system != "" {
+			return nil, "system", fmt.Errorf("the %s prompt form's system message is the policy's (policy.SystemPrompt): give no other", PromptPolicy)
+		}
+		for _, m := range policy.PromptMessages(policy.SystemPrompt, prompt) {
+			msgs = append(msgs, ChatMessage{Role: m.Role, Content: m.Content})
+		}
+		return msgs, field, nil
 	}
 	user := prompt
 	if form == PromptFull {
@@ -120,6 +151,42 @@ func Messages(compact, full string, form PromptForm, system string) (msgs []Chat
 		msgs = append(msgs, ChatMessage{Role: "system", Content: system})
 	}
 	return append(msgs, ChatMessage{Role: "user", Content: user}), field, nil
+}
+
+// A ChatCounter counts the tokens of chat messages as a model's chat
+// template renders them: with gen, followed by the generation prompt
+// (apply_chat_template(msgs, add_generation_prompt=True), the prompt a
+// trainer's length filter measures); without, as a whole conversation
+// ending with the assistant's answer (what a trainer's cutoff measures).
+type ChatCounter func(msgs []ChatMessage, gen bool) (int, error)
+
+// QwenChat counts with count (the Qwen3 tokenizer's, internal/tokenizer)
+// the text [ChatText] renders: Qwen3's template for system, user and
+// assistant messages, without the <think> block its template puts in
+// front of the last answer (4 tokens).
+func QwenChat(count func(string) int) ChatCounter {
+	return func(msgs []ChatMessage, gen bool) (int, error) {
+		m := make([]tokenizer.Message, len(msgs))
+		for i, c := range msgs {
+			m[i] = tokenizer.Message{Role: c.Role, Content: c.Content}
+		}
+		return count(tokenizer.FormatChat(m, gen)), nil
+	}
+}
+
+// CheckpointChat counts with a Hugging Face checkpoint's own tokenizer
+// and chat template ([hf.Checkpoint.EncodeChat]): the lengths verl and
+// LLaMA-Factory measure when they train that checkpoint, a default
+// system prompt its template adds included (Qwen2.5's).
+func CheckpointChat(c *hf.Checkpoint) ChatCounter {
+	return func(msgs []ChatMessage, gen bool) (int, error) {
+		m := make([]hf.Message, len(msgs))
+		for i, c := range msgs {
+			m[i] = hf.Message{Role: c.Role, Content: c.Content}
+		}
+		ids, err := c.EncodeChat(m, gen)
+		return len(ids), err
+	}
 }
 
 // ChatTokens counts the tokens of a prompt as a Qwen3 chat template
@@ -165,14 +232,16 @@ type ShareGPTRecord struct {
 	// Conversations is the human turn (the state) and the gpt turn (the
 	// expert's answer).
 	Conversations []ShareGPTTurn `json:"conversations"`
-	// System is the system prompt: with the full prompt, its role, tool
-	// list and answer format; empty with the compact prompt (unless
-	// options give one).
+	// System is the system prompt: with the policy's prompt,
+	// policy.SystemPrompt; with the full prompt, its role, tool list and
+	// answer format; empty with the compact prompt (unless options give
+	// one).
 	System string `json:"system"`
 	// Tools is the JSON text of the actions as functions ([agents.Tools]:
 	// name, description, parameters JSON Schema), for tool-aware training
-	// (see [DatasetInfo]).
-	Tools string `json:"tools"`
+	// (see [DatasetInfo]). Absent with the policy's prompt, which names
+	// its actions itself.
+	Tools string `json:"tools,omitempty"`
 }
 
 // toolsJSON is the tools column: the same text in every record.
@@ -187,30 +256,33 @@ var toolsJSON = sync.OnceValue(func() string {
 // ShareGPTOptions configure [WriteShareGPT]. Start from
 // [DefaultShareGPTOptions].
 type ShareGPTOptions struct {
-	// Prompt is the prompt form. Default (and when empty) PromptFull:
-	// LLaMA-Factory trains large models, which read the full prompt.
+	// Prompt is the prompt form. Default (and when empty) PromptFull,
+	// the file registered as mlerl_sft; `mlerl dataset` also writes one
+	// with PromptPolicy (mlerl_sft_policy).
 	Prompt PromptForm
 	// System, when not empty, opens the system prompt. Default none.
 	System string
 	// AllowHeldOut lets rows of held-out tasks through (an evaluation
 	// export). Default false: they are an error wrapping ErrHeldOut.
 	AllowHeldOut bool
-	// Count, when set, counts each record's prompt tokens as [ChatTokens]
-	// does (system and human turn), for [ShareGPTWriter.PromptTokens].
-	// Default nil: not counted.
-	Count func(string) int
+	// Count, when set, counts each record's prompt (system and human
+	// turn, with the generation prompt) and whole conversation (the gpt
+	// turn too), for [ShareGPTWriter.PromptTokens] and
+	// [ShareGPTWriter.ExampleTokens]. Default nil: not counted.
+	Count ChatCounter
 }
 
 // DefaultShareGPTOptions returns the options of `mlerl dataset`'s export
-// (which sets Count to the Qwen3 tokenizer's).
+// (which sets Count: [QwenChat], or the export_tokenizer's).
 func DefaultShareGPTOptions() ShareGPTOptions { return ShareGPTOptions{Prompt: PromptFull} }
 
 // ShareGPTWriter streams SFT examples as ShareGPT JSON Lines.
 type ShareGPTWriter struct {
-	enc    *json.Encoder
-	opts   ShareGPTOptions
-	rows   int
-	tokens []int
+	enc      *json.Encoder
+	opts     ShareGPTOptions
+	rows     int
+	tokens   []int
+	examples []int
 }
 
 // NewShareGPTWriter returns a writer of JSON lines to w. It buffers
@@ -233,11 +305,19 @@ func (sw *ShareGPTWriter) Write(rows ...schemas.SFTExample) error {
 			}
 			return err
 		}
+		if sw.opts.Count != nil {
+			prompt, err := sw.opts.Count(rec.PromptMessages(), true)
+			if err != nil {
+				return &RowError{Export: "sharegpt", Row: sw.rows, ID: rows[i].ExampleID, Field: "prompt", Err: fmt.Errorf("count tokens: %w", err)}
+			}
+			whole, err := sw.opts.Count(append(rec.PromptMessages(), ChatMessage{Role: "assistant", Content: rows[i].Response}), false)
+			if err != nil {
+				return &RowError{Export: "sharegpt", Row: sw.rows, ID: rows[i].ExampleID, Field: "response", Err: fmt.Errorf("count tokens: %w", err)}
+			}
+			sw.tokens, sw.examples = append(sw.tokens, prompt), append(sw.examples, whole)
+		}
 		if err := sw.enc.Encode(rec); err != nil {
 			return fmt.Errorf("sharegpt export: write row %d: %w", sw.rows, err)
-		}
-		if sw.opts.Count != nil {
-			sw.tokens = append(sw.tokens, ChatTokens(rec.PromptMessages(), sw.opts.Count))
 		}
 		sw.rows++
 	}
@@ -251,6 +331,13 @@ func (sw *ShareGPTWriter) Rows() int { return sw.rows }
 // in order (nil without ShareGPTOptions.Count). The caller must not
 // modify it.
 func (sw *ShareGPTWriter) PromptTokens() []int { return sw.tokens }
+
+// ExampleTokens returns the token count of every record's whole
+// conversation (prompt, answer and its end of turn: the sequence a
+// supervised trainer trains on and LLaMA-Factory's cutoff_len limits), in
+// order (nil without ShareGPTOptions.Count). The caller must not modify
+// it.
+func (sw *ShareGPTWriter) ExampleTokens() []int { return sw.examples }
 
 // PromptMessages returns the record's prompt as chat messages: the
 // system prompt (when not empty) and the human turn, as a chat template
@@ -295,7 +382,10 @@ func ShareGPT(ex schemas.SFTExample, opts ShareGPTOptions) (ShareGPTRecord, erro
 	if ex.Response == "" {
 		return ShareGPTRecord{}, bad("response", errors.New("empty: an SFT example needs the expert's action text"))
 	}
-	rec := ShareGPTRecord{Tools: toolsJSON()}
+	var rec ShareGPTRecord
+	if form != PromptPolicy {
+		rec.Tools = toolsJSON()
+	}
 	if msgs[0].Role == "system" {
 		rec.System, msgs = msgs[0].Content, msgs[1:]
 	}
@@ -304,10 +394,26 @@ func ShareGPT(ex schemas.SFTExample, opts ShareGPTOptions) (ShareGPTRecord, erro
 }
 
 // LlamaFactoryDataset is one entry of LLaMA-Factory's dataset_info.json.
-// For the ShareGPT export WriteDatasetInfo registers two names over the
-// same file:
+// For the ShareGPT exports WriteDatasetInfo registers three names, one
+// over the policy's file and two over the full prompt's:
 //
-//	"mlerl_sft": {
+//	"mlerl_sft_policy": {
+//	  "file_name": "sharegpt_policy.jsonl",
+//	  "formatting": "sharegpt",
+//	  "columns": {"messages": "conversations", "system": "system"},
+//	  "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human",
+//	           "assistant_tag": "gpt", "system_tag": "system"}
+//	},
+//	"mlerl_sft": { ... the same over "sharegpt.jsonl" },
+//	"mlerl_sft_tools": { ... the same, and "tools": "tools" in columns }
+//
+// Train with `dataset: mlerl_sft_policy` to evaluate the model with mlerl
+// afterwards (`mlerl evaluate --policy hf:DIR --adapter DIR`): its system
+// column and human turn are the messages mlerl prompts a Hugging Face
+// policy with (policy.PromptMessages), so the template renders the
+// tokens the policy reads in mlerl. mlerl_sft trains on the full prompt
+// instead, which mlerl never prompts its policies with:
+//
 //	  "file_name": "sharegpt.jsonl",
 //	  "formatting": "sharegpt",
 //	  "columns": {"messages": "conversations", "system": "system"},
@@ -316,10 +422,9 @@ func ShareGPT(ex schemas.SFTExample, opts ShareGPTOptions) (ShareGPTRecord, erro
 //	},
 //	"mlerl_sft_tools": { ... the same, and "tools": "tools" in columns }
 //
-// Put dataset_info.json and the JSONL file in LLaMA-Factory's dataset_dir
-// and train with `dataset: mlerl_sft`: the template places the system
-// column as its system prompt, which already lists the tools in the
-// MLAgentBench format the answers use ("Action: ... Action Input: {...}").
+// its template places the system column as its system prompt, which
+// lists the tools in the MLAgentBench format the answers use ("Action:
+// ... Action Input: {...}").
 // mlerl_sft_tools also hands LLaMA-Factory the tools column, which its
 // template then renders into the system prompt a second time in its own
 // tool format; use it with `tool_format: default`, whose format is the
@@ -360,15 +465,20 @@ func DatasetInfo(fileName string, tools bool) LlamaFactoryDataset {
 	}
 }
 
-// WriteDatasetInfo writes a whole dataset_info.json registering one
-// ShareGPT export as name (the `dataset:` value in LLaMA-Factory's
-// training config; system prompt, no tools column) and as name+"_tools"
-// (with the tools column).
-func WriteDatasetInfo(w io.Writer, name, fileName string) error {
+// WriteDatasetInfo writes a whole dataset_info.json registering the
+// ShareGPT export of the full prompt, fileName, as name (the `dataset:`
+// value in LLaMA-Factory's training config; system prompt, no tools
+// column) and as name+"_tools" (with the tools column), and the one of
+// the policy's prompt, policyFile, as name+"_policy" (when not empty).
+func WriteDatasetInfo(w io.Writer, name, fileName, policyFile string) error {
 	if name == "" || fileName == "" {
 		return errors.New("dataset_info.json: the dataset name and file name must not be empty")
 	}
-	b, err := json.MarshalIndent(map[string]LlamaFactoryDataset{name: DatasetInfo(fileName, false), name + "_tools": DatasetInfo(fileName, true)}, "", "  ")
+	entries := map[string]LlamaFactoryDataset{name: DatasetInfo(fileName, false), name + "_tools": DatasetInfo(fileName, true)}
+	if policyFile != "" {
+		entries[name+PolicySuffix] = DatasetInfo(policyFile, false)
+	}
+	b, err := json.MarshalIndent(entries, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -444,9 +554,11 @@ type VerlOptions struct {
 	// Ability tags the task family. Default (and when empty)
 	// "ml-engineering".
 	Ability string
-	// Prompt is the prompt form. Default (and when empty) PromptCompact:
-	// the policy's own input, which fits verl's default
-	// max_prompt_length; PromptFull for large policies.
+	// Prompt is the prompt form. Default (and when empty) PromptPolicy:
+	// the messages mlerl prompts a Hugging Face policy with, so that a
+	// model verl trains is evaluated in mlerl on the tokens it learned
+	// from; PromptCompact drops the system message (a template then adds
+	// its default one), PromptFull is the full prompt.
 	Prompt PromptForm
 	// System, when not empty, opens the system message. Default none.
 	System string
@@ -455,16 +567,16 @@ type VerlOptions struct {
 	// wrapping ErrHeldOut; held-out for the validation file, where a
 	// held-in row is an error wrapping ErrHeldIn.
 	Split string
-	// Count, when set, counts each row's prompt tokens with
-	// [ChatTokens], for [VerlWriter.PromptTokens]. Default nil: not
+	// Count, when set, counts each row's prompt tokens (with the
+	// generation prompt), for [VerlWriter.PromptTokens]. Default nil: not
 	// counted.
-	Count func(string) int
+	Count ChatCounter
 }
 
 // DefaultVerlOptions returns the options of `mlerl dataset`'s training
-// file (which sets Count to the Qwen3 tokenizer's).
+// file (which sets Count: [QwenChat], or the export_tokenizer's).
 func DefaultVerlOptions() VerlOptions {
-	return VerlOptions{DataSource: "mlerl", Ability: "ml-engineering", Prompt: PromptCompact, Split: schemas.HeldIn}
+	return VerlOptions{DataSource: "mlerl", Ability: "ml-engineering", Prompt: PromptPolicy, Split: schemas.HeldIn}
 }
 
 // Verl converts one RL state to a verl row; index is its row number.
@@ -566,8 +678,12 @@ func (vw *VerlWriter) Write(rows ...schemas.RLState) error {
 		return fmt.Errorf("verl export: write rows %d-%d: %w", vw.rows, vw.rows+int64(len(rows))-1, err)
 	}
 	if vw.opts.Count != nil {
-		for _, r := range vw.buf {
-			vw.tokens = append(vw.tokens, ChatTokens(r.Prompt, vw.opts.Count))
+		for i, r := range vw.buf {
+			n, err := vw.opts.Count(r.Prompt, true)
+			if err != nil {
+				return &RowError{Export: "verl", Row: int(vw.rows) + i, ID: rows[i].StateID, Field: "prompt", Err: fmt.Errorf("count tokens: %w", err)}
+			}
+			vw.tokens = append(vw.tokens, n)
 		}
 	}
 	vw.rows += int64(len(rows))
@@ -577,7 +693,7 @@ func (vw *VerlWriter) Write(rows ...schemas.RLState) error {
 // Rows returns how many states were written.
 func (vw *VerlWriter) Rows() int64 { return vw.rows }
 
-// PromptTokens returns the prompt token count ([ChatTokens]) of every
+// PromptTokens returns the prompt token count (VerlOptions.Count) of every
 // row written, in order (nil without VerlOptions.Count). The caller must
 // not modify it.
 func (vw *VerlWriter) PromptTokens() []int { return vw.tokens }
@@ -602,14 +718,27 @@ func WriteVerl(w io.Writer, rows []schemas.RLState, opts VerlOptions) error {
 
 // Export file names under exports/<name>/v<N>/.
 const (
-	ShareGPTFile    = "sharegpt.jsonl"
-	DatasetInfoFile = "dataset_info.json"
-	VerlTrainFile   = "verl_train.parquet"
-	VerlValFile     = "verl_val.parquet"
+	// ShareGPTPolicyFile holds the SFT examples with the policy's prompt
+	// (PromptPolicy), ShareGPTFile with the full prompt.
+	ShareGPTPolicyFile = "sharegpt_policy.jsonl"
+	ShareGPTFile       = "sharegpt.jsonl"
+	DatasetInfoFile    = "dataset_info.json"
+	VerlTrainFile      = "verl_train.parquet"
+	VerlValFile        = "verl_val.parquet"
 	// LlamaFactoryName is the dataset name dataset_info.json registers
-	// (and, with "_tools", the entry that declares the tools column).
+	// for ShareGPTFile (and, with "_tools", the entry that declares the
+	// tools column); with PolicySuffix, for ShareGPTPolicyFile.
 	LlamaFactoryName = "mlerl_sft"
+	PolicySuffix     = "_policy"
 )
+
+// exportFormat is the version of what the exports write, part of the
+// stage's run key when exports are on: bump it whenever a file changes
+// or is added, so that a rerun with an unchanged config writes a new
+// version instead of finding one whose exports differ from what this
+// code writes. 2: sharegpt_policy.jsonl (mlerl_sft_policy) and verl's
+// policy prompt form.
+const exportFormat = 2
 
 // valSnapshotRefsKey lists, in an rl_states manifest's Extra["exports"],
 // the snapshots of the verl validation file.
@@ -626,42 +755,61 @@ func heldIn[T any](rows []T, split func(T) string) []T {
 	return out
 }
 
-// exportConfig is what the stage's exports need: the tokenizer's count,
-// the verl prompt form and limit, and where warnings go.
+// exportConfig is what the stage's exports need: the token counter and
+// its name, the verl prompt form and limit, LLaMA-Factory's cutoff, and
+// where warnings go.
 type exportConfig struct {
-	count           func(string) int
+	count           ChatCounter
+	tokenizer       string
 	verlPrompt      PromptForm
 	maxPromptLength int
+	cutoffLen       int
 	log             io.Writer
 }
 
-// sft writes the held-in examples as ShareGPT JSON Lines with the full
-// prompt, and LLaMA-Factory's dataset_info.json registering them. Plan
-// variants stay out: they are a training aid of the small policy (an LLM
-// copies from its plan without them), and the export has no weights.
+// sft writes the held-in examples as ShareGPT JSON Lines, once with the
+// policy's prompt and once with the full prompt, and LLaMA-Factory's
+// dataset_info.json registering them. Plan variants stay out: they are a
+// training aid of the small policy (an LLM copies from its plan without
+// them), and the export has no weights.
 func (x exportConfig) sft(ctx context.Context, st store.Store, dir string, rows []schemas.SFTExample) ([]Attachment, map[string]any, []ExportStats, error) {
 	train := slices.DeleteFunc(heldIn(rows, func(e schemas.SFTExample) string { return e.Split }), func(e schemas.SFTExample) bool {
 		_, variant := variantSource(e.TrajectoryID)
 		return variant
 	})
-	opts := DefaultShareGPTOptions()
-	opts.Count = x.count
-	var sw *ShareGPTWriter
-	a, err := writeAttachment(ctx, st, dir+"/"+ShareGPTFile, func(w io.Writer) error {
-		sw = NewShareGPTWriter(w, opts)
-		return sw.Write(train...)
-	})
-	if err != nil {
-		return nil, nil, nil, err
+	var atts []Attachment
+	var stats []ExportStats
+	info := map[string]any{"sharegpt_rows": len(train)}
+	for _, f := range []struct {
+		file, key string
+		form      PromptForm
+	}{{ShareGPTPolicyFile, "sharegpt_policy", PromptPolicy}, {ShareGPTFile, "sharegpt", PromptFull}} {
+		opts := DefaultShareGPTOptions()
+		opts.Prompt, opts.Count = f.form, x.count
+		var sw *ShareGPTWriter
+		a, err := writeAttachment(ctx, st, dir+"/"+f.file, func(w io.Writer) error {
+			sw = NewShareGPTWriter(w, opts)
+			return sw.Write(train...)
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		es := NewExportStats(f.file, "sharegpt", opts.Prompt, sw.PromptTokens(), 0, "the held-in examples")
+		es.Tokenizer = x.tokenizer
+		es.SetExamples(sw.ExampleTokens(), x.cutoffLen)
+		if w := es.Warning(); w != "" {
+			fmt.Fprintf(x.log, "dataset: %s\n", w)
+		}
+		atts, stats, info[f.key] = append(atts, a), append(stats, es), st.URI(a.Key)
 	}
 	b, err := writeAttachment(ctx, st, dir+"/"+DatasetInfoFile, func(w io.Writer) error {
-		return WriteDatasetInfo(w, LlamaFactoryName, ShareGPTFile)
+		return WriteDatasetInfo(w, LlamaFactoryName, ShareGPTFile, ShareGPTPolicyFile)
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	es := NewExportStats(ShareGPTFile, "sharegpt", opts.Prompt, sw.PromptTokens(), 0, "the held-in examples")
-	return []Attachment{a, b}, map[string]any{"sharegpt": st.URI(a.Key), "dataset_info": st.URI(b.Key), "sharegpt_rows": len(train)}, []ExportStats{es}, nil
+	info["dataset_info"] = st.URI(b.Key)
+	return append(atts, b), info, stats, nil
 }
 
 // rl writes the held-in states as verl's training file and val, the
@@ -693,6 +841,7 @@ func (x exportConfig) rl(ctx context.Context, st store.Store, dir string, rows, 
 			return nil, nil, nil, err
 		}
 		es := NewExportStats(f.name, "verl", opts.Prompt, vw.PromptTokens(), x.maxPromptLength, f.note)
+		es.Tokenizer = x.tokenizer
 		if w := es.Warning(); w != "" {
 			fmt.Fprintf(x.log, "dataset: %s\n", w)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/env/agents"
+	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -115,9 +116,10 @@ func readShareGPT(t *testing.T, b []byte) []ShareGPTRecord {
 		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
 			t.Fatalf("line %d is not a JSON object: %v", n, err)
 		}
+		// The policy's prompt names its actions itself: no tools column.
 		keys := slices.Sorted(maps.Keys(raw))
-		if !slices.Equal(keys, []string{"conversations", "system", "tools"}) {
-			t.Fatalf("line %d has columns %v, want conversations, system and tools", n, keys)
+		if !slices.Equal(keys, []string{"conversations", "system", "tools"}) && !slices.Equal(keys, []string{"conversations", "system"}) {
+			t.Fatalf("line %d has columns %v, want conversations, system and (but for the policy's prompt) tools", n, keys)
 		}
 		var rec ShareGPTRecord
 		var turns []map[string]string
@@ -135,6 +137,10 @@ func readShareGPT(t *testing.T, b []byte) []ShareGPTRecord {
 		}
 		if err := json.Unmarshal(raw["system"], &rec.System); err != nil {
 			t.Fatalf("line %d: system is not a string: %v", n, err)
+		}
+		if _, ok := raw["tools"]; !ok {
+			out = append(out, rec)
+			continue
 		}
 		if err := json.Unmarshal(raw["tools"], &rec.Tools); err != nil {
 			t.Fatalf("line %d: tools is not a string (LLaMA-Factory reads a JSON text): %v", n, err)
@@ -205,16 +211,16 @@ func TestShareGPTErrors(t *testing.T) {
 
 func TestDatasetInfo(t *testing.T) {
 	var buf bytes.Buffer
-	if err := WriteDatasetInfo(&buf, "mlerl_sft", "sft.sharegpt.jsonl"); err != nil {
+	if err := WriteDatasetInfo(&buf, "mlerl_sft", "sft.sharegpt.jsonl", "policy.jsonl"); err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
 		t.Fatalf("dataset_info.json is not JSON: %v", err)
 	}
-	entry := func(cols map[string]any) map[string]any {
+	entry := func(file string, cols map[string]any) map[string]any {
 		return map[string]any{
-			"file_name":  "sft.sharegpt.jsonl",
+			"file_name":  file,
 			"formatting": "sharegpt",
 			"columns":    cols,
 			"tags": map[string]any{
@@ -224,13 +230,14 @@ func TestDatasetInfo(t *testing.T) {
 		}
 	}
 	want := map[string]map[string]any{
-		"mlerl_sft":       entry(map[string]any{"messages": "conversations", "system": "system"}),
-		"mlerl_sft_tools": entry(map[string]any{"messages": "conversations", "system": "system", "tools": "tools"}),
+		"mlerl_sft":        entry("sft.sharegpt.jsonl", map[string]any{"messages": "conversations", "system": "system"}),
+		"mlerl_sft_tools":  entry("sft.sharegpt.jsonl", map[string]any{"messages": "conversations", "system": "system", "tools": "tools"}),
+		"mlerl_sft_policy": entry("policy.jsonl", map[string]any{"messages": "conversations", "system": "system"}),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("dataset_info.json = %v\nwant %v", got, want)
 	}
-	if err := WriteDatasetInfo(&buf, "", "x.jsonl"); err == nil {
+	if err := WriteDatasetInfo(&buf, "", "x.jsonl", ""); err == nil {
 		t.Errorf("empty dataset name: got nil error")
 	}
 }
@@ -274,7 +281,9 @@ func TestVerlRow(t *testing.T) {
 	}
 	want := VerlRow{
 		DataSource: "mlerl",
-		Prompt:     []ChatMessage{{Role: "user", Content: "compact 0"}}, // compact by default
+		// The policy's prompt by default: mlerl's system message, the
+		// compact prompt as the user turn.
+		Prompt: []ChatMessage{{Role: "system", Content: policy.SystemPrompt}, {Role: "user", Content: "compact 0"}},
 
 		Ability:     "ml-engineering",
 		RewardModel: VerlRewardModel{Style: "rule", GroundTruth: r.RewardModel.GroundTruth},
@@ -290,7 +299,7 @@ func TestVerlRow(t *testing.T) {
 	if gt.SnapshotRef != "sha256:aa" || gt.MetricPrev == nil || *gt.MetricPrev != 0.93 || gt.Direction != "higher" || gt.MBest != 0.98 {
 		t.Errorf("ground_truth = %+v, want the state's snapshot and metrics", gt)
 	}
-	compact, err := Verl(rlRows()[1], 0, VerlOptions{System: "sys"})
+	compact, err := Verl(rlRows()[1], 0, VerlOptions{Prompt: PromptCompact, System: "sys"})
 	if err != nil {
 		t.Fatal(err)
 	}

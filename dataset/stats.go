@@ -56,6 +56,35 @@ type ExportStats struct {
 	// rows longer than it.
 	MaxPromptLength int `json:"max_prompt_length,omitempty"`
 	OverLimit       int `json:"over_limit"`
+	// Tokenizer names what counted the tokens: TokenizerQwen3, or the
+	// export_tokenizer checkpoint folder.
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// ExampleTokens (ShareGPT only) are the whole conversations' lengths:
+	// prompt, answer and its end of turn, the sequence LLaMA-Factory
+	// trains on and cuts at its cutoff_len; CutoffLen is the cutoff they
+	// were checked against (0: none) and OverCutoff the rows longer.
+	ExampleTokens *Dist `json:"example_tokens,omitempty"`
+	CutoffLen     int   `json:"cutoff_len,omitempty"`
+	OverCutoff    int   `json:"over_cutoff,omitempty"`
+}
+
+// TokenizerQwen3 names the default counter, [QwenChat] with the Qwen3
+// tokenizer (internal/tokenizer).
+const TokenizerQwen3 = "qwen3"
+
+// SetExamples records the whole conversations' token counts and checks
+// them against cutoff (0: no check).
+func (e *ExportStats) SetExamples(tokens []int, cutoff int) {
+	xs := make([]float64, len(tokens))
+	e.CutoffLen, e.OverCutoff = cutoff, 0
+	for i, n := range tokens {
+		xs[i] = float64(n)
+		if cutoff > 0 && n > cutoff {
+			e.OverCutoff++
+		}
+	}
+	d := NewDist(xs, tokenEdges)
+	e.ExampleTokens = &d
 }
 
 // NewExportStats summarises an export's prompt token counts and checks
@@ -73,15 +102,21 @@ func NewExportStats(file, format string, form PromptForm, tokens []int, maxLen i
 	return e
 }
 
-// Warning is the line to print when prompts exceed MaxPromptLength (""
-// when none does).
+// Warning is the line to print when prompts exceed MaxPromptLength, or
+// conversations CutoffLen ("" when none does).
 func (e ExportStats) Warning() string {
+	if e.OverCutoff > 0 && e.ExampleTokens != nil {
+		// LLaMA-Factory keeps the start of an overlong prompt and cuts the
+		// rest, the state's end with the generation prompt, without a word.
+		return fmt.Sprintf("warning: %d of %d examples of %s are longer than LLaMA-Factory's cutoff_len %d tokens (longest %.0f, prompt and answer): it cuts the end of their prompts without a warning; set cutoff_len to %.0f or more",
+			e.OverCutoff, e.Rows, e.File, e.CutoffLen, e.ExampleTokens.Max, e.ExampleTokens.Max)
+	}
 	if e.OverLimit == 0 {
 		return ""
 	}
 	fix := fmt.Sprintf("raise data.max_prompt_length to %.0f or more", e.PromptTokens.Max)
 	if e.Prompt == PromptFull {
-		fix += " or export the compact prompt (verl_prompt: compact)"
+		fix += " or export the policy's prompt (verl_prompt: policy)"
 	}
 	return fmt.Sprintf("warning: %d of %d prompts of %s are longer than verl's data.max_prompt_length %d tokens (longest %.0f): verl drops them (filter_overlong_prompts) or stops (truncation: error); %s",
 		e.OverLimit, e.Rows, e.File, e.MaxPromptLength, e.PromptTokens.Max, fix)
@@ -200,8 +235,11 @@ func (s Stats) WriteMarkdown(w io.Writer) error {
 // writeExport renders an export's section: what its prompts are, their
 // token lengths, and the check against the trainer's limit.
 func writeExport(b *strings.Builder, e ExportStats) {
-	shape := "compact, one user message (the policy's input)"
-	if e.Prompt == PromptFull {
+	shape := "compact, one user message"
+	switch e.Prompt {
+	case PromptPolicy:
+		shape = "policy, mlerl's system message and the compact prompt as the user message: what mlerl prompts a Hugging Face policy with (its model.prompt_tokens must cover the longest prompt below, or mlerl shortens the prompt the policy reads)"
+	case PromptFull:
 		shape = "full, a system message (role, tools, answer format) and a user message (the state)"
 	}
 	if e.Format == "sharegpt" {
@@ -213,7 +251,11 @@ func writeExport(b *strings.Builder, e ExportStats) {
 		fmt.Fprintf(b, " (%s)", e.Note)
 	}
 	fmt.Fprintf(b, ". Prompt: %s. ", shape)
-	b.WriteString("Tokens: Qwen3's, of the messages in ChatML with the generation prompt (`<|im_start|>role\\n...<|im_end|>\\n` per message, then `<|im_start|>assistant\\n`), as `apply_chat_template(prompt, add_generation_prompt=True)` counts them.\n\n")
+	if e.Tokenizer == "" || e.Tokenizer == TokenizerQwen3 {
+		b.WriteString("Tokens: Qwen3's, of the messages in ChatML with the generation prompt (`<|im_start|>role\\n...<|im_end|>\\n` per message, then `<|im_start|>assistant\\n`), as `apply_chat_template(prompt, add_generation_prompt=True)` counts them; another model's tokenizer counts differently (`mlerl dataset --export_tokenizer DIR` counts with its own).\n\n")
+	} else {
+		fmt.Fprintf(b, "Tokens: those of the checkpoint %s, its tokenizer and chat template with the generation prompt, as `apply_chat_template(prompt, add_generation_prompt=True)` counts them.\n\n", e.Tokenizer)
+	}
 	if e.MaxPromptLength > 0 {
 		if w := e.Warning(); w != "" {
 			fmt.Fprintf(b, "**%s**\n\n", strings.TrimPrefix(w, "warning: "))
@@ -222,6 +264,17 @@ func writeExport(b *strings.Builder, e ExportStats) {
 		}
 	}
 	writeDistBody(b, e.PromptTokens, "%.0f")
+	if e.ExampleTokens != nil {
+		b.WriteString("Whole examples (prompt, answer and its end of turn: what LLaMA-Factory trains on; set its cutoff_len to at least the longest):\n\n")
+		if e.CutoffLen > 0 && e.Rows > 0 {
+			if e.OverCutoff > 0 {
+				fmt.Fprintf(b, "**%s**\n\n", strings.TrimPrefix(e.Warning(), "warning: "))
+			} else {
+				fmt.Fprintf(b, "Every example fits LLaMA-Factory's cutoff_len %d.\n\n", e.CutoffLen)
+			}
+		}
+		writeDistBody(b, *e.ExampleTokens, "%.0f")
+	}
 }
 
 func writeDist(b *strings.Builder, title string, d Dist, f string) {

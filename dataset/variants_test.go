@@ -154,7 +154,7 @@ func TestShareGPTLeavesVariantsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, extra, _, err := exportConfig{count: wordCount, log: io.Discard}.sft(ctx, st, "exports/sft_examples/v1", exs)
+	_, extra, _, err := exportConfig{count: QwenChat(wordCount), log: io.Discard}.sft(ctx, st, "exports/sft_examples/v1", exs)
 	if err != nil {
 		t.Fatal(err)
 	}

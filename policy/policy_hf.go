@@ -220,12 +220,23 @@ func (p *Policy) Close() error {
 	return nil
 }
 
-// chatPrompt renders content as the user turn after the system message,
-// then the assistant's generation prompt; Qwen3's prompt ends with an
-// empty think block, as its template writes it with enable_thinking
-// false (the policy answers without reasoning).
+// PromptMessages are a Hugging Face policy's prompt as chat messages:
+// the system message (SystemPrompt, or the one a checkpoint's
+// policy.json recorded) and the compact prompt as the user turn. The
+// policy renders them with its checkpoint's chat template
+// ([Policy.EncodePrompt]); the exports hand the same messages to
+// LLaMA-Factory and verl (package dataset's policy prompt form), whose
+// templates then render the tokens the policy reads in mlerl.
+func PromptMessages(system, prompt string) []hf.Message {
+	return []hf.Message{{Role: "system", Content: system}, {Role: "user", Content: prompt}}
+}
+
+// chatPrompt renders content as the user turn after the system message
+// (PromptMessages), then the assistant's generation prompt; Qwen3's
+// prompt ends with an empty think block, as its template writes it with
+// enable_thinking false (the policy answers without reasoning).
 func (p *Policy) chatPrompt(content string) ([]int32, error) {
-	ids, err := p.hf.EncodeChat([]hf.Message{{Role: "system", Content: p.Source.System}, {Role: "user", Content: content}}, true)
+	ids, err := p.hf.EncodeChat(PromptMessages(p.Source.System, content), true)
 	if err != nil {
 		return nil, err
 	}

@@ -14,20 +14,32 @@ the snapshot_ref) and the validation file verl_val.parquet beside it
 dataset, so this adapter sends the ground truth's snapshot_ref, which
 serve-env accepts with or without --rl_states):
 
-    mlerl serve-env --data gs://bucket/data --rl_states rl_states/vN --addr :8080
+    mlerl serve-env --data gs://bucket/data --rl_states rl_states/vN --addr :8080 --token_file token
     python3 -m verl.trainer.main_ppo \\
         data.train_files=.../exports/rl_states/vN/verl_train.parquet \\
         data.val_files=.../exports/rl_states/vN/verl_val.parquet \\
         data.max_prompt_length=512 \\
-        custom_reward_function.path=scripts/verl_reward.py \\
-        custom_reward_function.name=compute_score ...
+        reward.custom_reward_function.path=scripts/verl_reward.py \\
+        reward.custom_reward_function.name=compute_score ...
+
+(verl 0.9 reads reward.custom_reward_function; the top-level
+custom_reward_function of earlier versions is still migrated there.)
 
 The prompt column holds the compact prompt (one user message) unless the
 dataset stage ran with verl_prompt: full (a system and a user message,
 4-8k tokens); rl_states/vN/stats.md gives each file's prompt lengths as
-a Qwen3 chat template counts them: set data.max_prompt_length to at
-least the longest, or verl drops (filter_overlong_prompts) or refuses
-(truncation: error) the longer rows.
+a Qwen3 chat template counts them (the policy's own tokenizer and
+template with `mlerl dataset --export_tokenizer DIR`): set
+data.max_prompt_length to at least the longest, or verl drops
+(filter_overlong_prompts) or refuses (truncation: error) the longer rows.
+
+The action is what follows a leading reasoning block: a Qwen3 policy
+trained with thinking on answers "<think>\\n\\n</think>\\n\\nReflection: ...",
+and a template that opens the block in the generation prompt leaves
+"...</think>" at the start of the answer; the environment reads the
+MLAgentBench fields alone, so the adapter drops everything up to the
+first </think> when no Reflection field comes before it. A block that
+never closes is sent whole (a format error).
 
 Settings (environment variables of the verl reward workers):
   MLERL_ENV_URL      serve-env's base URL (default http://127.0.0.1:8080;
@@ -180,11 +192,19 @@ def _snapshot_ref(ground_truth):
     return None
 
 
+def action_text(solution_str):
+    """The answer without a leading reasoning block (see the module doc)."""
+    end = solution_str.find("</think>")
+    if end < 0 or "Reflection:" in solution_str[:end]:
+        return solution_str
+    return solution_str[end + len("</think>"):].lstrip("\n")
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """verl's custom reward function: the environment's reward (a float)
     for the policy's answer solution_str from the state of this row."""
     state_id = (extra_info or {}).get("state_id")
-    answer = step(solution_str, state_id=state_id, snapshot_ref=_snapshot_ref(ground_truth))
+    answer = step(action_text(solution_str), state_id=state_id, snapshot_ref=_snapshot_ref(ground_truth))
     return float(answer["reward"])
 
 

@@ -65,6 +65,17 @@ func TestVerlAdapter(t *testing.T) {
 		{name: "state id and snapshot", action: action, gt: string(gt), extra: extra, want: direct.Reward},
 		{name: "snapshot only", action: action, gt: string(gt), want: direct.Reward},
 		{name: "malformed answer", action: "no action here", gt: string(gt), extra: extra, want: -1},
+		// What a Qwen3 policy trained with thinking on (LLaMA-Factory's
+		// default for its qwen3 template) answers: verl decodes the empty
+		// block too (<think> is no special token), and the action after
+		// it is the one scored.
+		{name: "empty think block first", action: "<think>\n\n</think>\n\n" + action, gt: string(gt), extra: extra, want: direct.Reward},
+		// A template that opens the block in the generation prompt.
+		{name: "reasoning closed in the answer", action: "The script has not run yet.\n</think>\n\n" + action, gt: string(gt), extra: extra, want: direct.Reward},
+		{name: "reasoning never closed", action: "<think>\nrun it first\n" + action, gt: string(gt), extra: extra, want: -1},
+		// A </think> after the Reflection field is the answer's own text:
+		// cutting there would lose the fields.
+		{name: "think inside the fields", action: strings.Replace(action, "Thought: t", "Thought: <think>x</think> t", 1), gt: string(gt), extra: extra, want: direct.Reward},
 		{name: "unknown state", action: action, gt: "", extra: `{"state_id": "nope"}`, wantErr: `HTTP 404: unknown state_id "nope"`},
 		{name: "ground truth not JSON", action: action, gt: "42", extra: "", wantErr: "no state"},
 		{name: "no state", action: action, gt: "", extra: "", wantErr: "no state"},
