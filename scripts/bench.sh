@@ -244,12 +244,15 @@ if [ "$HF" != only ]; then
 fi
 
 echo
-echo "# native: go test -c ./policy/native, then native.test -test.run '^\$' -test.bench '<name>' -test.benchtime <n>x with GOMAXPROCS $PROCS"
-echo "#   SFT rows $SFT_GO (after 5 warm-up steps), PPO $PPO_GO, generation batch 1 $GEN1_GO, batch 8 $GEN8_GO, 32 shared $GEN32_GO"
-echo "# PyTorch: threads $TORCH_THREADS; modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE); one process per row and thread count"
-echo "#   SFT $SFT_PY steps, PPO $PPO_PY, generation $GEN_PY, each mode stopping after ${PY_S} s; warm-up before each mode's timing"
+if [ "$HF" != only ]; then
+	echo "# native: go test -c ./policy/native, then native.test -test.run '^\$' -test.bench '<name>' -test.benchtime <n>x with GOMAXPROCS $PROCS"
+	echo "#   SFT rows $SFT_GO (after 5 warm-up steps), PPO $PPO_GO, generation batch 1 $GEN1_GO, batch 8 $GEN8_GO, 32 shared $GEN32_GO"
+	echo "# PyTorch: threads $TORCH_THREADS; modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE); one process per row and thread count"
+	echo "#   SFT $SFT_PY steps, PPO $PPO_PY, generation $GEN_PY, each mode stopping after ${PY_S} s; warm-up before each mode's timing"
+fi
 if [ "$HF" != 0 ]; then
-	echo "# Hugging Face shapes: $HF_SHAPES; cases $HF_CASES; native GOMAXPROCS $HF_PROCS, PyTorch threads $TORCH_THREADS (eager modes only);"
+	echo "# Hugging Face shapes: $HF_SHAPES; cases $HF_CASES; native (native.test, MLERL_BIG=1) GOMAXPROCS $HF_PROCS;"
+	echo "#   PyTorch threads $TORCH_THREADS, modes $TORCH_MODES (bf16: $TORCH_BF16; torch.compile not measured on these shapes), one process per case and thread count;"
 	echo "#   $HF_GEN timed generations a side, LoRA $HF_ROWS rows with recomputation, $HF_STEPS timed steps a side, each after one warm-up"
 fi
 

@@ -34,7 +34,7 @@ ROWS = [("sft-full", "SFT, bench shape, LM head at every position (real tokens)"
 HF_SHAPES = [("smollm2-135m", "SmolLM2-135M"), ("qwen2.5-0.5b", "Qwen2.5-0.5B"), ("qwen3-0.6b", "Qwen3-0.6B")]
 HF_CASES = [("gen-b1", "generation, batch 1: 300-token prompt, 128 new tokens (new tokens, prefill included)"),
             ("gen-b32", "generation, 32 rows on 4 shared 300-token prompts, 64 new tokens (new tokens, prefill included)"),
-            ("lora", "LoRA SFT, 4 rows of 609 tokens, recomputation (real tokens)")]
+            ("lora", "LoRA SFT, rows of 609 tokens (BENCH_HF_ROWS, default 4), recomputation (real tokens)")]
 
 
 def record(cond, results, notes, mem=None):
