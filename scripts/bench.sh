@@ -52,6 +52,34 @@
 # threads, without spinning, and without spinning decoding in place; idle
 # only; skipped when `make setup` has not installed the library).
 #
+# The Hugging Face shapes (issue 48; BENCH_HF=1 adds them to the idle
+# half, BENCH_HF=only runs them alone; off by default and in BENCH_QUICK
+# unless set): SmolLM2-135M and Qwen2.5-0.5B with random weights, against
+# PyTorch + transformers (+ PEFT), eager float32 and bf16 autocast (the
+# latter where the CPU has AVX512_BF16; their torch.compile is not
+# measured):
+#
+#   - hf-SHAPE-gen-b1: one 300-token prompt, 128 new tokens, greedy
+#     (native BenchmarkGenerateBig batch=1, scripts/bench_torch_hf_generate.py
+#     --batch 1; transformers' forward with its DynamicCache);
+#   - hf-SHAPE-gen-b32: 4 prompts of 300 tokens, each prefilled once, 8
+#     rows per prompt (native Cache.Share; PyTorch copies the cache rows),
+#     64 new tokens (batch=32, --batch 32);
+#   - hf-SHAPE-lora: LoRA SFT (rank 16 on every projection, rows of BOS +
+#     448 + 160 tokens, LM head at the responses, AdamW), 4 rows with
+#     recomputation (gradient checkpointing) (BenchmarkLoRASFTBig,
+#     scripts/bench_torch_lora.py): real tokens/s.
+#
+# Each side also reports its process's peak resident memory (VmHWM).
+# Knobs: BENCH_HF_SHAPES (default "smollm2-135m qwen2.5-0.5b"),
+# BENCH_HF_CASES (default "gen-b1 gen-b32 lora"; "SHAPE:CASE" entries
+# skip one case of one shape, e.g. "-qwen2.5-0.5b:gen-b32"), BENCH_HF_ROWS
+# (LoRA rows, default 4), BENCH_HF_PROCS (native GOMAXPROCS, default as
+# the other rows), BENCH_HF_GEN (generations per side, default 2; quick
+# 1) and BENCH_HF_STEPS (LoRA steps per side after the warm-up one,
+# default 2; quick 1). An estimated 30-40 minutes per thread count on
+# two cores for both shapes.
+#
 # Everything is measured twice: on the machine as it is ("idle": nothing
 # of ours running besides the benchmark) and with one core kept busy by a
 # `yes > /dev/null` pinned to CPU 0 that the script starts and kills
@@ -62,6 +90,7 @@
 #   scripts/bench.sh                      # everything; an estimated 1-2 hours on 2 idle cores, much of it compiling
 #   BENCH_QUICK=1 scripts/bench.sh        # short: fewer steps, PyTorch 1 thread only, no GOMAXPROCS=1 (33 min on the busy 2-core machine)
 #   BENCH_CONTENTION=0 scripts/bench.sh   # skip the contended half
+#   BENCH_HF=only BENCH_TORCH_THREADS=1 BENCH_HF_PROCS=1 scripts/bench.sh   # the Hugging Face shapes only, one thread a side
 #
 # PyTorch knobs: PY (the interpreter, default .deps/pyref/bin/python),
 # BENCH_TORCH_MODES (comma-separated subset of eager-fp32,eager-bf16,
@@ -87,6 +116,7 @@ export MLERL_DEPS="${MLERL_DEPS:-$PWD/.deps}"
 GO="${GO:-go}"
 PY="${PY:-$PWD/.deps/pyref/bin/python}"
 QUICK="${BENCH_QUICK:-0}"
+HF="${BENCH_HF:-0}"
 CONTENTION="${BENCH_CONTENTION:-1}"
 GENERIC=0
 ENGINES=1
@@ -126,8 +156,13 @@ except Exception:
 isa = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else "?"
 cxx = shutil.which("g++") or shutil.which("c++")
 cxxv = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0] if cxx else "none (torch.compile will fail)"
+try:
+    import importlib.metadata as md
+    hf = f"; transformers {md.version('transformers')}, peft {md.version('peft')}"
+except Exception:
+    hf = "; transformers/peft not installed"
 print(f"{torch.__version__}; get_cpu_capability() {isa}; oneDNN {dnn.group(1) if dnn else '?'} (bf16 products: {bf16}); "
-      f"MKL {mkl.group(1) if mkl else 'no'}; torch.compile's C++ compiler: {cxxv}")
+      f"MKL {mkl.group(1) if mkl else 'no'}; torch.compile's C++ compiler: {cxxv}{hf}")
 EOF
 )"
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown; }
@@ -141,7 +176,7 @@ echo "# go:       $($GO version | cut -d' ' -f3-) GOEXPERIMENT=$GOEXPERIMENT"
 echo "# torch:    $torch"
 echo "# python:   $PY"
 echo "# revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)"
-echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES}${BENCH_TORCH_MODES:+ BENCH_TORCH_MODES=$BENCH_TORCH_MODES}${BENCH_TORCH_THREADS:+ BENCH_TORCH_THREADS=\"$BENCH_TORCH_THREADS\"}${BENCH_TORCH_BF16:+ BENCH_TORCH_BF16=$BENCH_TORCH_BF16}${BENCH_TORCH_COMPILE_MODE:+ BENCH_TORCH_COMPILE_MODE=$BENCH_TORCH_COMPILE_MODE} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
+echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION BENCH_HF=$HF${BENCH_HF_SHAPES:+ BENCH_HF_SHAPES=\"$BENCH_HF_SHAPES\"}${BENCH_HF_CASES:+ BENCH_HF_CASES=\"$BENCH_HF_CASES\"}${BENCH_HF_PROCS:+ BENCH_HF_PROCS=\"$BENCH_HF_PROCS\"}${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES}${BENCH_TORCH_MODES:+ BENCH_TORCH_MODES=$BENCH_TORCH_MODES}${BENCH_TORCH_THREADS:+ BENCH_TORCH_THREADS=\"$BENCH_TORCH_THREADS\"}${BENCH_TORCH_BF16:+ BENCH_TORCH_BF16=$BENCH_TORCH_BF16}${BENCH_TORCH_COMPILE_MODE:+ BENCH_TORCH_COMPILE_MODE=$BENCH_TORCH_COMPILE_MODE} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
 
 # --- any Go benchmarks (BENCH / PKGS) ---------------------------------------
 if [ "$GENERIC" = 1 ]; then
@@ -162,10 +197,16 @@ fi
 if [ "$QUICK" = 1 ]; then
 	SFT_GO=3x SFT_PY=3 GEN1_GO=1x GEN8_GO=1x GEN32_GO=1x GEN_PY=1 PY_S=3 PROCS="2" PEAK_GO=3x PEAK_PY=3 PPO_GO=1x PPO_PY=1 PEER_GO=1x
 	TORCH_THREADS="${BENCH_TORCH_THREADS:-1}"
+	HF_GEN="${BENCH_HF_GEN:-1}" HF_STEPS="${BENCH_HF_STEPS:-1}"
 else
 	SFT_GO=20x SFT_PY=20 GEN1_GO=6x GEN8_GO=2x GEN32_GO=2x GEN_PY=3 PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 PPO_GO=3x PPO_PY=3 PEER_GO=2x
 	TORCH_THREADS="${BENCH_TORCH_THREADS:-1 2}"
+	HF_GEN="${BENCH_HF_GEN:-2}" HF_STEPS="${BENCH_HF_STEPS:-2}"
 fi
+HF_SHAPES="${BENCH_HF_SHAPES:-smollm2-135m qwen2.5-0.5b}"
+HF_CASES="${BENCH_HF_CASES:-gen-b1 gen-b32 lora}"
+HF_ROWS="${BENCH_HF_ROWS:-4}"
+HF_PROCS="${BENCH_HF_PROCS:-$PROCS}"
 TORCH_MODES="${BENCH_TORCH_MODES:-eager-fp32,eager-bf16,compile-fp32,compile-bf16}"
 TORCH_BF16="${BENCH_TORCH_BF16:-auto}"
 TORCH_COMPILE_MODE="${BENCH_TORCH_COMPILE_MODE:-default}"
@@ -186,23 +227,34 @@ trap cleanup EXIT
 # ones, whatever ran before on the machine.
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$tmp/inductor}"
 "$GO" test -c -o "$tmp/native.test" ./policy/native
-"$GO" test -c -o "$tmp/peer.test" ./policy/onnxpeer
 results="$tmp/results.tsv" # COND BENCH IMPL THREADS TOK_S TOK_CPU_S
 flops="$tmp/flops.tsv"     # BENCH FLOP_PER_TOKEN
 notes="$tmp/notes.tsv"     # COND BENCH IMPL THREADS COMPILE_S RECOMPILES ERROR (PyTorch)
+mem="$tmp/mem.tsv"         # COND BENCH IMPL THREADS PEAK_RSS_GIB (the Hugging Face shapes)
 : >"$results"
 : >"$flops"
 : >"$notes"
-# The batches both sides train on: BenchmarkSFTStep's (written when it
-# runs with MLERL_BENCH_DATA) and BenchmarkPPOLearner's.
-MLERL_BENCH_DATA="$tmp/sft.bin" "$tmp/native.test" -test.run '^$' -test.bench 'SFTStep$/.*/head=targets$' -test.benchtime 1x >/dev/null
-MLERL_BENCH_PPO_DATA="$tmp/ppo.bin" "$tmp/native.test" -test.run '^TestWritePPOBenchData$' >/dev/null
+: >"$mem"
+if [ "$HF" != only ]; then
+	"$GO" test -c -o "$tmp/peer.test" ./policy/onnxpeer
+	# The batches both sides train on: BenchmarkSFTStep's (written when it
+	# runs with MLERL_BENCH_DATA) and BenchmarkPPOLearner's.
+	MLERL_BENCH_DATA="$tmp/sft.bin" "$tmp/native.test" -test.run '^$' -test.bench 'SFTStep$/.*/head=targets$' -test.benchtime 1x >/dev/null
+	MLERL_BENCH_PPO_DATA="$tmp/ppo.bin" "$tmp/native.test" -test.run '^TestWritePPOBenchData$' >/dev/null
+fi
 
 echo
-echo "# native: go test -c ./policy/native, then native.test -test.run '^\$' -test.bench '<name>' -test.benchtime <n>x with GOMAXPROCS $PROCS"
-echo "#   SFT rows $SFT_GO (after 5 warm-up steps), PPO $PPO_GO, generation batch 1 $GEN1_GO, batch 8 $GEN8_GO, 32 shared $GEN32_GO"
-echo "# PyTorch: threads $TORCH_THREADS; modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE); one process per row and thread count"
-echo "#   SFT $SFT_PY steps, PPO $PPO_PY, generation $GEN_PY, each mode stopping after ${PY_S} s; warm-up before each mode's timing"
+if [ "$HF" != only ]; then
+	echo "# native: go test -c ./policy/native, then native.test -test.run '^\$' -test.bench '<name>' -test.benchtime <n>x with GOMAXPROCS $PROCS"
+	echo "#   SFT rows $SFT_GO (after 5 warm-up steps), PPO $PPO_GO, generation batch 1 $GEN1_GO, batch 8 $GEN8_GO, 32 shared $GEN32_GO"
+	echo "# PyTorch: threads $TORCH_THREADS; modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE); one process per row and thread count"
+	echo "#   SFT $SFT_PY steps, PPO $PPO_PY, generation $GEN_PY, each mode stopping after ${PY_S} s; warm-up before each mode's timing"
+fi
+if [ "$HF" != 0 ]; then
+	echo "# Hugging Face shapes: $HF_SHAPES; cases $HF_CASES; native (native.test, MLERL_BIG=1) GOMAXPROCS $HF_PROCS;"
+	echo "#   PyTorch threads $TORCH_THREADS, modes $TORCH_MODES (bf16: $TORCH_BF16; torch.compile not measured on these shapes), one process per case and thread count;"
+	echo "#   $HF_GEN timed generations a side, LoRA $HF_ROWS rows with recomputation, $HF_STEPS timed steps a side, each after one warm-up"
+fi
 
 # metric UNIT: the value before UNIT on a `go test -bench` line.
 metric() { awk -v u="$1" '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) == u) print $i }'; }
@@ -296,7 +348,7 @@ torch() { # torch COND THREADS SCRIPT ARGS...: one row's PyTorch modes in one pr
 	# MKL and OpenMP read their thread counts at start; the script sets
 	# torch's too.
 	if ! out="$(OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads "$PY" "$@" --threads "$threads" --modes "$TORCH_MODES" \
-		--bf16 "$TORCH_BF16" --compile-mode "$TORCH_COMPILE_MODE" --max-seconds "$PY_S" 2>"$tmp/torch.err")"; then
+		--bf16 "$TORCH_BF16" --compile-mode "$TORCH_COMPILE_MODE" --max-seconds "${TORCH_MAX_S:-$PY_S}" 2>"$tmp/torch.err")"; then
 		echo "  [$cond] $* with $threads threads failed; its last lines:"
 		tail -5 "$tmp/torch.err" | sed 's/^/    /'
 	fi
@@ -307,7 +359,7 @@ torch() { # torch COND THREADS SCRIPT ARGS...: one row's PyTorch modes in one pr
 	fi
 	# Each mode's line: its rate into results, its compile time and error
 	# into notes. PPO rows count sample tokens (what the step represents).
-	echo "$out" | "$PY" scripts/bench_report.py record "$cond" "$results" "$notes"
+	echo "$out" | "$PY" scripts/bench_report.py record "$cond" "$results" "$notes" "$mem"
 }
 torchrows() { # torchrows COND ROW SCRIPT ARGS...: torch() at each thread count
 	local cond="$1" t
@@ -362,12 +414,68 @@ measure() { # measure COND: every row, native then PyTorch
 	torchrows "$cond" scripts/bench_torch_generate.py --shared --reps "$GEN_PY"
 }
 
+hf() { # hf COND: the Hugging Face shapes, native then PyTorch, one process per case
+	local cond="$1" shape c b out procs impl name
+	echo
+	echo "## Hugging Face shapes, $cond (load before: $(load))"
+	# The native engine's LoRA step uses bf16 products on a bf16 base where
+	# the CPU has AVX512_BF16 (base storage auto), float32 otherwise.
+	impl=native-fp32
+	[ "$BF16" = 1 ] && impl=native-bf16
+	# The PyTorch side's timed loop is bounded by its counts, not by PY_S.
+	TORCH_MAX_S=100000
+	for shape in $HF_SHAPES; do
+		for c in $HF_CASES; do
+			case "$c" in -*) continue ;; esac
+			case " $HF_CASES " in *" -$shape:$c "*) echo "  [$cond] $shape $c: skipped (BENCH_HF_CASES)"; continue ;; esac
+			name="hf-$shape-$c"
+			case "$c" in
+			gen-b1 | gen-b32)
+				b="${c#gen-b}"
+				for procs in $HF_PROCS; do
+					out="$(MLERL_BIG=1 MLERL_BIG_SHAPES="$shape" gotest "$procs" "GenerateBig/$shape/batch=$b\$" "${HF_GEN}x")"
+					echo "$out" | show "$cond" "$procs"
+					record "$cond" "$name" native-fp32 "$procs" "$(echo "$out" | metric new_tok/s)" "$(echo "$out" | metric new_tok/cpu-s)"
+					printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "$name" native-fp32 "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+				done
+				torchrows "$cond" scripts/bench_torch_hf_generate.py "$shape" --batch "$b" --reps "$HF_GEN"
+				;;
+			lora)
+				for procs in $HF_PROCS; do
+					out="$(MLERL_BIG=1 MLERL_BIG_SHAPES="$shape" MLERL_BIG_ROWS="$HF_ROWS" MLERL_BIG_RECOMPUTE=true \
+						gotest "$procs" "LoRASFTBig/$shape/rows=$HF_ROWS/recompute=true\$" "${HF_STEPS}x")"
+					echo "$out" | show "$cond" "$procs"
+					record "$cond" "$name" "$impl" "$procs" "$(echo "$out" | metric tok/s)" "$(echo "$out" | metric tok/cpu-s)"
+					printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "$name" "$impl" "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+				done
+				torchrows "$cond" scripts/bench_torch_lora.py "$shape" "$HF_ROWS" recompute --steps "$HF_STEPS"
+				;;
+			*)
+				echo "bench.sh: unknown BENCH_HF_CASES entry $c (want gen-b1, gen-b32, lora or -SHAPE:CASE)" >&2
+				exit 1
+				;;
+			esac
+		done
+	done
+	unset TORCH_MAX_S
+}
+
 start=$(date +%s)
+if [ "$HF" = only ]; then
+	hf idle
+	echo
+	echo "# load after: $(load); $(($(date +%s) - start)) s of measurements"
+	"$PY" scripts/bench_report.py "$results" "$flops" "$notes" "$mem"
+	exit 0
+fi
 echo
 echo "## the machine's peaks and the ONNX Runtime peer (load before: $(load))"
 peak idle
 peer idle
 measure idle
+if [ "$HF" != 0 ]; then
+	hf idle
+fi
 if [ "$CONTENTION" = 1 ]; then
 	taskset -c 0 yes >/dev/null &
 	busy=$!
@@ -380,4 +488,4 @@ fi
 
 echo
 echo "# load after: $(load); $(($(date +%s) - start)) s of measurements"
-"$PY" scripts/bench_report.py "$results" "$flops" "$notes"
+"$PY" scripts/bench_report.py "$results" "$flops" "$notes" "$mem"

@@ -2,14 +2,17 @@
 """The tables of scripts/bench.sh, from the rows it recorded; standard
 library only.
 
-    bench_report.py record COND RESULTS NOTES < lines   # one PyTorch process's JSON lines into RESULTS and NOTES
-    bench_report.py RESULTS FLOPS NOTES                 # every table, as markdown, on stdout
+    bench_report.py record COND RESULTS NOTES [MEM] < lines   # one PyTorch process's JSON lines into RESULTS, NOTES (and MEM)
+    bench_report.py RESULTS FLOPS NOTES [MEM]                 # every table, as markdown, on stdout
 
 RESULTS: COND BENCH IMPL THREADS TOK_S TOK_CPU_S per line (tab-separated;
 IMPL native-fp32, native-bf16, native-copy, torch-<mode>, or for the
 peaks native / torch). FLOPS: BENCH and model FLOPs per token (from the
 native benchmarks). NOTES: COND BENCH IMPL THREADS COMPILE_S RECOMPILES
-ERROR for every PyTorch mode that ran or was skipped.
+ERROR for every PyTorch mode that ran or was skipped. MEM: COND BENCH
+IMPL THREADS PEAK_RSS_GIB, the process's peak resident memory, for the
+Hugging Face shapes' rows (hf-SHAPE-gen-b1, hf-SHAPE-gen-b32,
+hf-SHAPE-lora; scripts/bench.sh BENCH_HF).
 """
 import collections
 import json
@@ -28,23 +31,29 @@ ROWS = [("sft-full", "SFT, bench shape, LM head at every position (real tokens)"
         ("gen-b1", "generation, batch 1 (new tokens, prefill included)"),
         ("gen-b8", "generation, batch 8 (new tokens, prefill included)"),
         ("gen-b32", "generation, 32 rows on 8 shared prompts (new tokens, prefill included)")]
+HF_SHAPES = [("smollm2-135m", "SmolLM2-135M"), ("qwen2.5-0.5b", "Qwen2.5-0.5B"), ("qwen3-0.6b", "Qwen3-0.6B")]
+HF_CASES = [("gen-b1", "generation, batch 1: 300-token prompt, 128 new tokens (new tokens, prefill included)"),
+            ("gen-b32", "generation, 32 rows on 4 shared 300-token prompts, 64 new tokens (new tokens, prefill included)"),
+            ("lora", "LoRA SFT, rows of 609 tokens (BENCH_HF_ROWS, default 4), recomputation (real tokens)")]
 
 
-def record(cond, results, notes):
-    """Appends each JSON line on stdin (bench_torch*.py) to the two files.
+def record(cond, results, notes, mem=None):
+    """Appends each JSON line on stdin (bench_torch*.py) to the files.
     PPO rows count sample tokens, what the step represents."""
-    with open(results, "a") as res, open(notes, "a") as nts:
+    with open(results, "a") as res, open(notes, "a") as nts, open(mem or "/dev/null", "a") as mm:
         for line in sys.stdin:
             if not line.startswith("{"):
                 continue
             j = json.loads(line)
             name = j["bench"]
-            unit = "new" if name.startswith("gen") else "real"
+            unit = "new" if name.startswith("gen") or "-gen-" in name else "real"
             if name.startswith("ppo"):
                 name, unit = name + "-sample", "sample"
             impl, t = "torch-" + j["mode"], j["threads"]
             if "error" not in j:
                 res.write(f"{cond}\t{name}\t{impl}\t{t}\t{j[unit + '_tok_per_s']}\t{j[unit + '_tok_per_cpu_s']}\n")
+            if "peak_rss_gib" in j:
+                mm.write(f"{cond}\t{name}\t{impl}\t{t}\t{j['peak_rss_gib']}\n")
             err = j.get("error", "")
             if j.get("forced_bf16"):
                 err += "bf16 forced without avx512_bf16: checking only"
@@ -52,7 +61,7 @@ def record(cond, results, notes):
 
 
 class Data:
-    def __init__(self, results, flops, notes):
+    def __init__(self, results, flops, notes, mem=None):
         self.rows = collections.OrderedDict()
         for line in open(results):
             cond, name, impl, threads, tok, cpu = line.rstrip("\n").split("\t")
@@ -67,6 +76,10 @@ class Data:
             cond, name, impl, threads, comp, recomp, err = line.rstrip("\n").split("\t")
             self.notes[(cond, name, impl, int(threads))] = (comp, recomp, err)
         self.conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in dict(ROWS) for k in self.rows)]
+        self.mem = {}
+        for line in open(mem) if mem else ():
+            cond, name, impl, threads, gib = line.rstrip("\n").split("\t")
+            self.mem[(cond, name, impl, int(threads))] = float(gib or "nan")
 
     def get(self, cond, name, impl, t):
         return self.rows.get((cond, name, impl, t), (NAN, NAN))
@@ -338,13 +351,89 @@ def report(d):
                 print(f"| {name} | best PyTorch (idle: {where(ai, at)}; contended: {where(bi, bt)}) | {num(a)} | {num(b)} | {ratio(a, b)} |")
 
 
-def main():
-    if len(sys.argv) == 5 and sys.argv[1] == "record":
-        record(*sys.argv[2:])
-    elif len(sys.argv) == 4:
-        report(Data(*sys.argv[1:]))
+def hf_report(d):
+    """The Hugging Face shapes' tables (issue 48): each side's best
+    configuration (native: its better GOMAXPROCS; PyTorch: its best mode
+    and thread count), per wall second and per CPU-second, with the peak
+    resident memory of the process that gave it."""
+    rows = [(f"hf-{s}-{c}", f"{sl}, {cl}") for s, sl in HF_SHAPES for c, cl in HF_CASES
+            if any(k[1] == f"hf-{s}-{c}" for k in d.rows)]
+    if not rows:
+        return
+    conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in dict(rows) for k in d.rows)]
+
+    def gib(cond, name, impl, t):
+        v = d.mem.get((cond, name, impl, t), NAN)
+        return f"{v:.2f} GiB" if v == v and v > 0 else "-"
+
+    def native(cond, name, i):
+        top = (NAN, None, None)
+        for (c, n, impl, t), v in d.rows.items():
+            if c == cond and n == name and impl.startswith("native") and v[i] == v[i] and not (top[0] >= v[i]):
+                top = (v[i], impl, t)
+        return top
+
+    below = []
+    for cond in conds:
+        print()
+        print(f"### Hugging Face shapes (random weights), native / PyTorch 2.x + transformers (+ PEFT), {cond}")
+        print()
+        print("Each side at its better thread count (native GOMAXPROCS, PyTorch threads, in brackets) and, for PyTorch, its best configuration "
+              "(eager fp32 or eager bf16 autocast; torch.compile not measured on these shapes). Peak memory: the peak resident memory "
+              "(VmHWM) of the process that gave the per-CPU-second figure, the Python interpreter and its libraries included on the PyTorch side.")
+        print()
+        print("| benchmark | native tok/s | PyTorch tok/s | **native / PyTorch** | native tok/CPU-s | PyTorch tok/CPU-s | **native / PyTorch per CPU-s** | peak memory native | PyTorch |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for name, label in rows:
+            cells, mem = [], []
+            for i in (0, 1):
+                nv, ni, nt = native(cond, name, i)
+                b, bi, bt = d.best(cond, {name}, i)
+                nlab = f"{ni[len('native-'):]}, {nt}" if ni else "-"
+                cells.append(f"{num2(nv)} ({nlab}) | {num2(b)} ({where(bi, bt)}) | **{ratio(nv, b)}**")
+                if nv == nv and b == b and nv < b:
+                    below.append(f"{label}, {cond}{', per CPU-second' if i else ', wall'}: {nv / b:.2f}x")
+                if i == 1:
+                    mem = [gib(cond, name, ni, nt), gib(cond, name, bi, bt)]
+            print(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(mem) + " |")
+    print()
+    if below:
+        print("Hugging Face rows below 1.0x the best PyTorch configuration:")
+        print()
+        for b in below:
+            print(f"- {b}")
     else:
-        sys.exit("usage: bench_report.py record COND RESULTS NOTES < lines | bench_report.py RESULTS FLOPS NOTES")
+        print("Every Hugging Face row is at or above 1.0x the best PyTorch configuration, per wall second and per CPU-second.")
+    errs = collections.OrderedDict()
+    for (c, n, m, t), (_, _, e) in d.notes.items():
+        if e and n in dict(rows):
+            errs.setdefault(e, []).append(f"{n} {LABEL.get(m, m)} ({c}, {t} thread{'s' if t != 1 else ''})")
+    if errs:
+        print()
+        print("PyTorch configurations of these rows that did not run or failed:")
+        print()
+        for e, at in errs.items():
+            print(f"- {e}: " + ", ".join(at[:4]) + (f" and {len(at) - 4} more" if len(at) > 4 else ""))
+
+
+def num2(v):
+    """A rate with three significant figures at least (the big shapes run a
+    few tokens per second)."""
+    if v != v:
+        return "-"
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def main():
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "record":
+        record(*sys.argv[2:])
+    elif len(sys.argv) in (4, 5):
+        d = Data(*sys.argv[1:])
+        if d.conds or any(k[1] == "gemm" for k in d.rows):
+            report(d)
+        hf_report(d)
+    else:
+        sys.exit("usage: bench_report.py record COND RESULTS NOTES [MEM] < lines | bench_report.py RESULTS FLOPS NOTES [MEM]")
 
 
 if __name__ == "__main__":

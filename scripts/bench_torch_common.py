@@ -82,6 +82,14 @@ def skip_reason(mode, args):
     return None
 
 
+def eager_only(mode):
+    """run_modes' skip for the Hugging Face shapes' scripts: their compiled
+    configurations are not measured (see bench_torch_hf_generate.py)."""
+    if mode.startswith("compile"):
+        return "torch.compile not measured on the Hugging Face shapes: not run"
+    return None
+
+
 def autocast(mode):
     if mode.endswith("bf16"):
         return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
@@ -103,16 +111,18 @@ def graphs_compiled():
         return 0
 
 
-def run_modes(args, bench, one):
+def run_modes(args, bench, one, skip=None):
     """Runs one(mode) for each requested mode and prints one JSON line per
-    mode: the common fields, then what one returned (rates, compile_s)."""
+    mode: the common fields, then what one returned (rates, compile_s).
+    skip(mode), where given, returns why a mode does not run in this
+    script (ending "not run"), or None."""
     torch.set_num_threads(args.threads)
     for mode in args.modes.split(","):
         if mode not in MODES:
             sys.exit(f"bench_torch: unknown mode {mode!r}; want some of {','.join(MODES)}")
         line = {"bench": bench, "mode": mode, "threads": torch.get_num_threads(), "torch": torch.__version__,
                 "isa": torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else "?"}
-        why = skip_reason(mode, args)
+        why = (skip and skip(mode)) or skip_reason(mode, args)
         if why:
             line["error"] = why
         else:

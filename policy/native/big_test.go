@@ -14,7 +14,8 @@ import (
 )
 
 // Hugging Face model shapes for the memory and time measurements of
-// BenchmarkLoRASFTBig (random weights: only the shapes matter).
+// BenchmarkLoRASFTBig and BenchmarkGenerateBig (random weights: only the
+// shapes matter).
 func hfShape(name string) (Config, bool) {
 	switch name {
 	case "qwen2.5-0.5b":
@@ -81,7 +82,13 @@ func BenchmarkLoRASFTBig(b *testing.B) {
 			}
 			for _, rec := range list("MLERL_BIG_RECOMPUTE", "true,false") {
 				name := fmt.Sprintf("%s/rows=%d/recompute=%s", shape, nr, rec)
-				b.Run(name, func(b *testing.B) { benchLoRABig(b, cfg, nr, rec == "true") })
+				var step func(*testing.B) // built once per case, not again for each b.N
+				b.Run(name, func(b *testing.B) {
+					if step == nil {
+						step = newLoRABig(b, cfg, nr, rec == "true")
+					}
+					benchLoRABig(b, step, nr)
+				})
 			}
 		}
 	}
@@ -94,7 +101,10 @@ func envOr(name, def string) string {
 	return def
 }
 
-func benchLoRABig(b *testing.B, cfg Config, rows int, recompute bool) {
+// newLoRABig builds a LoRA model of shape cfg and its optimizer, and
+// returns its SFT step on rows rows of the demo recipe, warmed up (the
+// step reports a failure on the b it is given).
+func newLoRABig(b *testing.B, cfg Config, rows int, recompute bool) func(*testing.B) {
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	t0 := time.Now()
@@ -109,7 +119,7 @@ func benchLoRABig(b *testing.B, cfg Config, rows int, recompute bool) {
 	batch, idx, targets := demoRecipeBatch(rows, cfg.Vocab)
 	m.SetTraining(true)
 	b.Logf("%d params (%d trainable), base in %s, built in %.1fs, RSS %.2f GiB", m.NumParams(), m.NumTrainable(), m.BaseStorage(), time.Since(t0).Seconds(), rssGiB("VmRSS"))
-	step := func() {
+	step := func(b *testing.B) {
 		m.ZeroGrad()
 		if err := m.Forward(batch); err != nil {
 			b.Fatal(err)
@@ -120,19 +130,25 @@ func benchLoRABig(b *testing.B, cfg Config, rows int, recompute bool) {
 		opt.Step(m, 1e-4)
 	}
 	t1 := time.Now()
-	step() // warm-up: buffers grow to size
+	step(b) // warm-up: buffers grow to size
 	b.Logf("first step %.1fs", time.Since(t1).Seconds())
+	return step
+}
+
+func benchLoRABig(b *testing.B, step func(*testing.B), rows int) {
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuSeconds()
 	for range b.N {
-		step()
+		step(b)
 	}
 	secs := time.Since(start).Seconds() / float64(b.N)
+	cpu := (cpuSeconds() - cpu0) / float64(b.N)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(secs, "s/step")
-	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/step")
+	b.ReportMetric(cpu, "cpu-s/step")
 	b.ReportMetric(float64(rows*(1+448+160))/secs, "tok/s")
+	b.ReportMetric(float64(rows*(1+448+160))/cpu, "tok/cpu-s")
 	b.ReportMetric(rssGiB("VmHWM"), "peak_RSS_GiB")
 	b.ReportMetric(float64(ms.HeapSys)/(1<<30), "heap_sys_GiB")
 }
@@ -157,4 +173,112 @@ func rssGiB(field string) float64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkGenerateBig measures greedy generation with a KV cache on the
+// Hugging Face shapes (New: random weights, float32, no adapters), the
+// counterpart of scripts/bench_torch_hf_generate.py:
+//
+//   - batch=1: one 300-token prompt, then 128 new tokens;
+//   - batch=32: 4 prompts of 300 tokens, each prefilled once, 8 rows
+//     per prompt continuing from it (Cache.Share, as step-wise PPO
+//     generates), 64 new tokens per row.
+//
+// Before the timed generations, one warm-up (the prefill and 4 decode
+// steps) grows the buffers. new_tok/s counts the new tokens over the
+// whole time, prefill included; new_tok/cpu-s over the process's CPU
+// time (getrusage); decode_tok/s over the decode steps only;
+// peak_RSS_GiB is the process's peak resident memory (VmHWM, reset
+// before the model is built). Like BenchmarkLoRASFTBig it needs
+// MLERL_BIG=1 and is meant to run one case per process:
+//
+//	MLERL_BIG=1 GOEXPERIMENT=simd go test -run '^$' -bench 'GenerateBig/smollm2-135m/batch=1$' -benchtime 1x ./policy/native/
+//
+// MLERL_BIG_SHAPES narrows the shapes.
+func BenchmarkGenerateBig(b *testing.B) {
+	if os.Getenv("MLERL_BIG") != "1" {
+		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized generations (minutes each)")
+	}
+	for _, shape := range strings.Split(envOr("MLERL_BIG_SHAPES", "qwen2.5-0.5b,smollm2-135m,qwen3-0.6b"), ",") {
+		cfg, ok := hfShape(shape)
+		if !ok {
+			b.Fatalf("unknown shape %q", shape)
+		}
+		for _, g := range []bigGen{{prompts: 1, perPrompt: 1, newTokens: 128}, {prompts: 4, perPrompt: 8, newTokens: 64}} {
+			var m *Model // built once per case, not again for each b.N
+			b.Run(fmt.Sprintf("%s/batch=%d", shape, g.prompts*g.perPrompt), func(b *testing.B) {
+				if m == nil {
+					debug.FreeOSMemory()
+					resetPeakRSS()
+					var err error
+					if m, err = New(cfg, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				benchGenerateBig(b, m, g)
+			})
+		}
+	}
+}
+
+// bigGen is one case of BenchmarkGenerateBig: prompts prompts of
+// bigPromptLen tokens, perPrompt rows continuing from each.
+type bigGen struct{ prompts, perPrompt, newTokens int }
+
+const bigPromptLen = 300
+
+func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
+	cfg := m.Config
+	r := rand.New(rand.NewPCG(7, 8))
+	prompts, firsts := make([][]int32, g.prompts), make([]int, g.prompts)
+	for i := range prompts {
+		prompts[i] = randTokens(r, bigPromptLen, cfg.Vocab)
+		firsts[i] = i * g.perPrompt
+	}
+	rows := g.prompts * g.perPrompt
+	all := make([]int, rows)
+	for i := range all {
+		all[i] = i
+	}
+	c, err := m.NewCache(rows, bigPromptLen+g.newTokens)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logits := make([]float32, rows*cfg.Vocab)
+	// generate prefills each prompt once, lets its rows share it, and
+	// decodes n tokens; it returns the decode steps' wall seconds.
+	generate := func(n int) float64 {
+		for i := range rows {
+			c.Reset(i)
+		}
+		m.PackWeights(c) // once per prefill, as the policy's decoder does (engine_native.go)
+		first, err := m.Extend(c, firsts, prompts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for s, src := range firsts {
+			for j := range g.perPrompt {
+				if j > 0 {
+					if err := c.Share(src+j, src); err != nil {
+						b.Fatal(err)
+					}
+				}
+				copy(logits[(src+j)*cfg.Vocab:(src+j+1)*cfg.Vocab], first[s*cfg.Vocab:(s+1)*cfg.Vocab])
+			}
+		}
+		return decodeGreedy(b, m, c, all, logits, n)
+	}
+	generate(4) // warm-up: buffers grow to size
+	var decodeSecs float64
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuSeconds()
+	for range b.N {
+		decodeSecs += generate(g.newTokens)
+	}
+	secs, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
+	n := float64(b.N * rows * g.newTokens)
+	b.ReportMetric(n/secs, "new_tok/s")
+	b.ReportMetric(n/cpu, "new_tok/cpu-s")
+	b.ReportMetric(n/decodeSecs, "decode_tok/s")
+	b.ReportMetric(rssGiB("VmHWM"), "peak_RSS_GiB")
 }
