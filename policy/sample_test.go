@@ -248,6 +248,8 @@ func BenchmarkSampleToken(b *testing.B) {
 				b.Run(name+"/impl=reference", func(b *testing.B) {
 					var s refSampler
 					rng := rand.New(rand.NewPCG(3, 4))
+					s.prepare(c.logits, c.mask, mode.opts) // its buffers, as Generate's pooled samplers have them
+					b.ResetTimer()
 					for range b.N {
 						s.prepare(c.logits, c.mask, mode.opts)
 						s.draw(rng)
@@ -256,11 +258,52 @@ func BenchmarkSampleToken(b *testing.B) {
 				b.Run(name+"/impl=sampler", func(b *testing.B) {
 					var s sampler
 					rng := rand.New(rand.NewPCG(3, 4))
+					s.prepare(c.logits, c.mask, mode.opts) // its buffers, as Generate's pooled samplers have them
+					b.ResetTimer()
 					for range b.N {
 						s.prepare(c.logits, c.mask, mode.opts)
 						s.draw(rng)
 					}
 				})
+			}
+		}
+	}
+}
+
+// TestExpSub: expSub is math.Exp bit for bit, in and out of its fast
+// range, at every slice length's tail.
+func TestExpSub(t *testing.T) {
+	t.Logf("exp_amd64.s's algorithm in Go: %v", exactExp())
+	r := rand.New(rand.NewPCG(9, 10))
+	n := 1 << 21
+	if testing.Short() {
+		n = 1 << 16
+	}
+	x := make([]float64, n)
+	for k := range x {
+		switch k % 4 {
+		case 0:
+			x[k] = -r.ExpFloat64() * 30
+		case 1:
+			x[k] = (r.Float64()*2 - 1) * 800
+		case 2:
+			x[k] = r.NormFloat64() * 3
+		default:
+			x[k] = float64(float32(r.NormFloat64() * 5))
+		}
+	}
+	for k, v := range []float64{math.Inf(-1), math.Inf(1), math.NaN(), 0, math.Copysign(0, -1), -700, 700, -700.0000001, 709.8, -745.2, -1e300, 1e-300} {
+		x[k*5] = v
+	}
+	got := make([]float64, n)
+	for _, c := range []float64{0, 1.5, -3} {
+		for _, m := range []int{n, n - 1, 3, 1} {
+			clear(got)
+			expSub(got[:m], x[:m], c)
+			for k, v := range x[:m] {
+				if want := math.Exp(v - c); math.Float64bits(got[k]) != math.Float64bits(want) {
+					t.Fatalf("exp(%v - %v) = %v, math.Exp %v", v, c, got[k], want)
+				}
 			}
 		}
 	}
