@@ -211,7 +211,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 			masks[i], frees[i] = mask, free
 			pending = append(pending, i)
 		}
-		eachRow(pending, func(i int) { smp[i].prepare(logits[i*v:(i+1)*v], masks[i], opts) })
+		eachRow(pending, min(4, 1+4096/v), func(i int) { smp[i].prepare(logits[i*v:(i+1)*v], masks[i], opts) })
 		for _, i := range pending {
 			s := &samples[i]
 			tok, lp := smp[i].draw(rowRNG(i))
@@ -260,10 +260,13 @@ var samplerPool = sync.Pool{New: func() any { return new([]sampler) }}
 // the two).
 var sampleSerial = false
 
-// eachRow calls f for every row, split over GOMAXPROCS goroutines when
-// there are enough rows; f must only touch its row's state.
-func eachRow(rows []int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), len(rows)/4)
+// eachRow calls f for every row, split over GOMAXPROCS goroutines with
+// at least minRows rows each; f must only touch its row's state. The
+// sampler asks for 4 rows per goroutine over mlerl's ~1,000 ids (tens of
+// microseconds a row) and 1 over a Hugging Face vocabulary (a
+// millisecond a row over Qwen3's 151,936 ids).
+func eachRow(rows []int, minRows int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), len(rows)/minRows)
 	if sampleSerial || workers < 2 {
 		for _, i := range rows {
 			f(i)
