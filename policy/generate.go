@@ -1,12 +1,13 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 )
 
@@ -155,7 +156,12 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 	// draws and the constraints' updates in row order, so the random
 	// numbers go to the rows in the same order as one row at a time.
 	smps := samplerPool.Get().(*[]sampler)
-	defer samplerPool.Put(smps)
+	defer func() {
+		for i := range *smps {
+			(*smps)[i].logits = nil // the decoder's, not the pool's to keep
+		}
+		samplerPool.Put(smps)
+	}()
 	if len(*smps) < n {
 		*smps = append(*smps, make([]sampler, n-len(*smps))...)
 	}
@@ -205,7 +211,7 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 			masks[i], frees[i] = mask, free
 			pending = append(pending, i)
 		}
-		eachRow(pending, func(i int) { smp[i].prepare(logits[i*v:(i+1)*v], masks[i], opts) })
+		eachRow(pending, min(4, 1+4096/v), func(i int) { smp[i].prepare(logits[i*v:(i+1)*v], masks[i], opts) })
 		for _, i := range pending {
 			s := &samples[i]
 			tok, lp := smp[i].draw(rowRNG(i))
@@ -254,10 +260,13 @@ var samplerPool = sync.Pool{New: func() any { return new([]sampler) }}
 // the two).
 var sampleSerial = false
 
-// eachRow calls f for every row, split over GOMAXPROCS goroutines when
-// there are enough rows; f must only touch its row's state.
-func eachRow(rows []int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), len(rows)/4)
+// eachRow calls f for every row, split over GOMAXPROCS goroutines with
+// at least minRows rows each; f must only touch its row's state. The
+// sampler asks for 4 rows per goroutine over mlerl's ~1,000 ids (tens of
+// microseconds a row) and 1 over a Hugging Face vocabulary (a
+// millisecond a row over Qwen3's 151,936 ids).
+func eachRow(rows []int, minRows int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), len(rows)/minRows)
 	if sampleSerial || workers < 2 {
 		for _, i := range rows {
 			f(i)
@@ -340,76 +349,219 @@ func sampleToken(logits []float32, mask Bitset, opts GenerateOptions, rng *rand.
 // sampler is sampleToken in two parts, prepare (the row's distribution:
 // no random numbers, so rows can be prepared in parallel) and draw, with
 // its buffers kept from one token to the next.
+//
+// It computes what LogProbs computes, bit for bit, but only what draw
+// needs: the allowed ids are gathered once (a mask's set bits, not a test
+// of every id), LogProbs's normaliser at temperature 1 (the same max, the
+// same exp-sum in id order, the same log) gives the chosen token's
+// log-probability alone, and the probabilities are exp(logit/T - lse_T)
+// as exp(LogProbs(logits, mask, T)) has them, in id order, so the draw's
+// total and walk are those of the whole distribution. Greedy needs the
+// argmax and the normaliser, no probability. (Reusing the normaliser's
+// exp(logit - max) / sum as the probabilities would save one exponential
+// per id but round differently.) sample_test.go keeps the computation
+// over every id as the reference and checks the two agree.
 type sampler struct {
-	logp, probs []float64
-	idx         []int // the ids draw walks (top-p's nucleus, or all allowed)
-	total       float64
-	best        int // greedy: the argmax
-	greedy      bool
+	ids    []int32   // the allowed ids in id order; then the ids draw walks
+	x, xt  []float64 // their logits in float64; divided by the temperature
+	p      []float64 // exponentials; then the probabilities draw walks
+	logits []float32 // the row, for the chosen token's log-probability
+	lse    float64   // LogProbs's normaliser at temperature 1: max + log(sum)
+	total  float64   // the sum of p, in draw's order
+	choice int32     // greedy's argmax, or a row that cannot be normalised's
+	lp     float32   // choice's log-probability
+	fixed  bool      // draw returns choice
+	greedy bool      // draw uses no random number
+	cand   []probID  // top-p's candidates
 }
 
 func (s *sampler) prepare(logits []float32, mask Bitset, opts GenerateOptions) {
-	s.logp = logProbsInto(s.logp, logits, mask, 1)
-	s.greedy = opts.Temperature <= 0
+	m1, best := s.gather(logits, mask)
+	ids, x, temp := s.ids, s.x, opts.Temperature
+	p := s.p[:len(x)]
+	s.logits, s.lse = logits, lse(p, x, m1)
+	s.greedy = temp <= 0
 	if s.greedy {
-		best := -1
+		s.choice, s.lp, s.fixed = ids[best], float32(x[best]-s.lse), true
+		return
+	}
+	xt, lseT := x, s.lse
+	if temp != 1 {
+		xt = s.xt[:len(x)]
+		mT := math.Inf(-1)
+		for k, v := range x {
+			xt[k] = v / temp
+			mT = max(mT, xt[k])
+		}
+		lseT = lse(p, xt, mT)
+	}
+	if math.IsNaN(lseT) || math.IsInf(lseT, -1) {
+		// A NaN or +Inf logit, or no allowed id above -Inf: LogProbs is NaN
+		// at every id, masked or not, and the draw falls through to the
+		// last id.
+		last := len(logits) - 1
+		l := math.Inf(-1)
+		if mask == nil || mask.Has(int32(last)) {
+			l = float64(logits[last])
+		}
+		s.choice, s.lp, s.fixed = int32(last), float32(l-s.lse), true
+		return
+	}
+	s.fixed = false
+	// exp(LogProbs at temp), the ids at -Inf left out.
+	expSub(p, xt, lseT)
+	n, total := 0, 0.0
+	for k, v := range xt {
+		if math.IsInf(v-lseT, -1) {
+			continue
+		}
+		ids[n], p[n] = ids[k], p[k]
+		total += p[k]
+		n++
+	}
+	s.ids, s.p, s.total = ids[:n], p[:n], total
+	if opts.TopP > 0 && opts.TopP < 1 {
+		s.nucleus(opts.TopP)
+	}
+}
+
+// lse is logProbsInto's normaliser of x (whose max is m): m + log of the
+// sum of exp(x - m) in order, the values at -Inf left out. buf is scratch
+// of x's length.
+func lse(buf, x []float64, m float64) float64 {
+	expSub(buf, x, m)
+	sum := 0.0
+	for k, v := range x {
+		if !math.IsInf(v, -1) {
+			sum += buf[k]
+		}
+	}
+	return m + math.Log(sum)
+}
+
+// gather puts the allowed ids of the row (all when mask is nil; a
+// mask's bits past the row are ignored) and their logits into s.ids and
+// s.x, in id order, and returns the logits' max (LogProbs's, at
+// temperature 1) and the index in s.ids of the first largest logit.
+func (s *sampler) gather(logits []float32, mask Bitset) (float64, int) {
+	n := len(logits)
+	if cap(s.ids) < n {
+		s.ids, s.x, s.xt, s.p = make([]int32, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	}
+	ids, x := s.ids[:n], s.x[:n]
+	m, best, k := math.Inf(-1), -1, 0
+	if mask == nil {
 		for j, l := range logits {
-			if (mask == nil || mask.Has(int32(j))) && (best < 0 || l > logits[best]) {
+			v := float64(l)
+			ids[j], x[j] = int32(j), v
+			m = max(m, v)
+			if best < 0 || v > x[best] {
 				best = j
 			}
 		}
-		s.best = best
-		return
-	}
-	if opts.Temperature == 1 {
-		s.probs = append(s.probs[:0], s.logp...) // the same computation
+		k = n
 	} else {
-		s.probs = logProbsInto(s.probs, logits, mask, opts.Temperature)
-	}
-	probs, idx := s.probs, s.idx[:0]
-	for j := range probs {
-		if !math.IsInf(probs[j], -1) {
-			probs[j] = math.Exp(probs[j])
-			idx = append(idx, j)
-		} else {
-			probs[j] = 0
-		}
-	}
-	if opts.TopP > 0 && opts.TopP < 1 {
-		// Stable sort: ties keep id order, so sampling stays deterministic.
-		sort.SliceStable(idx, func(a, b int) bool { return probs[idx[a]] > probs[idx[b]] })
-		cum := 0.0
-		for k, j := range idx {
-			cum += probs[j]
-			if cum >= opts.TopP {
-				idx = idx[:k+1]
-				break
+		for w, word := range mask[:min(len(mask), (n+63)/64)] {
+			for ; word != 0; word &= word - 1 {
+				j := w*64 + bits.TrailingZeros64(word)
+				if j >= n {
+					break
+				}
+				v := float64(logits[j])
+				ids[k], x[k] = int32(j), v
+				m = max(m, v)
+				if best < 0 || v > x[best] {
+					best = k
+				}
+				k++
 			}
 		}
 	}
-	total := 0.0
-	for _, j := range idx {
-		total += probs[j]
+	s.ids, s.x = ids[:k], x[:k]
+	return m, best
+}
+
+// nucleus keeps top-p's nucleus of the prepared distribution, in draw's
+// order: the probabilities from largest down (ties in id order, as a
+// stable sort of the ids has them), up to the first whose running sum
+// reaches topP (all of them if none does). Only the candidates are
+// sorted: the ids at or above a probability whose mass from the top
+// reaches topP (a histogram by binary exponent), all of them when the
+// running sum does not reach topP among them. The nucleus is the same as
+// sorting all: every id left out is below every candidate, so the sorted
+// candidates are the sorted order's start and the running sums the same.
+func (s *sampler) nucleus(topP float64) {
+	var mass [2048]float64
+	for _, q := range s.p {
+		mass[math.Float64bits(q)>>52] += q
 	}
-	s.idx, s.total = idx, total
+	cut := 0.0
+	for e, cum := len(mass)-1, 0.0; e > 0; e-- {
+		// The margin covers the rounding of the histogram's sums.
+		if cum += mass[e]; cum >= topP+1e-9 {
+			cut = math.Float64frombits(uint64(e) << 52)
+			break
+		}
+	}
+	for {
+		cand := s.cand[:0]
+		for k, q := range s.p {
+			if q >= cut {
+				cand = append(cand, probID{q, s.ids[k]})
+			}
+		}
+		slices.SortFunc(cand, func(a, b probID) int {
+			if a.p != b.p {
+				return cmp.Compare(b.p, a.p)
+			}
+			return cmp.Compare(a.id, b.id)
+		})
+		s.cand = cand
+		n, cum, reached := len(cand), 0.0, false
+		for k, c := range cand {
+			if cum += c.p; cum >= topP {
+				n, reached = k+1, true
+				break
+			}
+		}
+		if !reached && len(cand) < len(s.p) {
+			cut = 0 // not reached among the candidates: sort all
+			continue
+		}
+		total := 0.0
+		for k, c := range cand[:n] {
+			s.ids[k], s.p[k] = c.id, c.p
+			total += c.p
+		}
+		s.ids, s.p, s.total = s.ids[:n], s.p[:n], total
+		return
+	}
+}
+
+// probID is an id and its probability, for top-p's sort.
+type probID struct {
+	p  float64
+	id int32
 }
 
 // draw picks the token from the prepared distribution (one random number
 // unless greedy) and returns it with its temperature-1 log-probability.
 func (s *sampler) draw(rng *rand.Rand) (int32, float32) {
-	if s.greedy {
-		return int32(s.best), float32(s.logp[s.best])
-	}
-	u := rng.Float64() * s.total
-	choice := s.idx[len(s.idx)-1]
-	for _, j := range s.idx {
-		u -= s.probs[j]
-		if u < 0 {
-			choice = j
-			break
+	if !s.greedy {
+		u := rng.Float64() * s.total
+		if !s.fixed {
+			s.choice = s.ids[len(s.ids)-1]
+			for k, q := range s.p {
+				u -= q
+				if u < 0 {
+					s.choice = s.ids[k]
+					break
+				}
+			}
+			s.lp = float32(float64(s.logits[s.choice]) - s.lse)
 		}
 	}
-	return int32(choice), float32(s.logp[choice])
+	return s.choice, s.lp
 }
 
 // LogProbs returns log softmax(logits / temperature) in float64,
