@@ -47,10 +47,11 @@ for l in sys.stdin:
         print(json.dumps(r))" > "$out/rows.jsonl"
 	echo "run16: seed $s ends ($(date -u +%H:%M:%S)), $(wc -l < "$out/rows.jsonl") rows"
 }
-# Two seeds at a time: a seed starts whenever fewer than two run.
-seed 61 & seed 62 & wait -n
-seed 63 & wait -n
-seed 64 & wait -n
-seed 65 & wait
+# JOBS seeds at a time (2 unless told): a seed starts whenever fewer run.
+JOBS=${JOBS:-2}
+for s in 61 62 63 64 65; do
+	while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+	seed "$s" &
+done
 wait
 echo "run16: all five seeds in ($(date -u +%H:%M:%S))"
