@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -611,5 +613,29 @@ func TestAcrossGroups(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("acrossGroups(%v, %d) = %v, want %v", tc.live, tc.k, got, tc.want)
 		}
+	}
+}
+
+// TestPPOSaveMergedNeedsAHuggingFacePolicy: save_merged writes a Hugging
+// Face folder, which mlerl's own model has no form for. A PPO run from
+// an SFT checkpoint of mlerl's own model refuses it before any update,
+// naming the key, and leaves the folder and the run's checkpoints alone.
+func TestPPOSaveMergedNeedsAHuggingFacePolicy(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	setupPPO(t, root)
+	cfg := tinyPPOConfig(root)
+	cfg.Updates = 1
+	cfg.SaveMerged = filepath.Join(t.TempDir(), "merged")
+	err := RunPPOWith(ctx, cfg, pickD, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "save_merged") || !strings.Contains(err.Error(), "mlerl's own model") {
+		t.Fatalf("got %v, want a refusal naming save_merged and mlerl's own model", err)
+	}
+	if _, err := os.Stat(cfg.SaveMerged); !os.IsNotExist(err) {
+		t.Errorf("the refused run touched %s (%v)", cfg.SaveMerged, err)
+	}
+	st, _ := store.Open(ctx, root)
+	if latest, err := policy.LatestCheckpoint(ctx, st, cfg.Out); err == nil && latest != "" {
+		t.Errorf("the refused run wrote checkpoint %s", latest)
 	}
 }
