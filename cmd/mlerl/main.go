@@ -17,6 +17,7 @@ import (
 
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/progress"
+	"github.com/mlerl/mlerl/policy/native"
 )
 
 // commands holds the constructors of the subcommands; each file of this
@@ -40,11 +41,30 @@ func newRootCommand() *cobra.Command {
 		Short:         "Train machine-learning-engineering agents with reinforcement learning",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if runsThePolicy(cmd) {
+				if note := native.SlowBuild(); note != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), note)
+				}
+			}
+		},
 	}
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
 	return root
+}
+
+// runsThePolicy: the commands that train or run the policy, whose log
+// names a binary built without its vector kernels.
+func runsThePolicy(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "train", "evaluate", "experiment", "gpu-check":
+			return true
+		}
+	}
+	return false
 }
 
 func main() {

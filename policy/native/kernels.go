@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/cpu"
 )
 
 // kernels is one implementation of the inner loops everything else is
@@ -318,3 +321,19 @@ const (
 	erfcC8 = -0.82215223
 	erfcC9 = 0.17087277
 )
+
+// SlowBuild returns one line when this process runs the portable kernels
+// on a CPU the vector kernels would run on because the binary was built
+// without them (a plain `go build`, without the GOEXPERIMENT=simd that
+// `make build` sets): training and generation are then many times slower
+// with the same results in float32. It returns "" otherwise, also when
+// MLERL_NATIVE_KERNEL chose the portable kernels on purpose.
+func SlowBuild() string {
+	if KernelName() != genericKernels.name || len(simdKernels) > 0 || os.Getenv(KernelEnv) != "" {
+		return ""
+	}
+	if runtime.GOARCH != "amd64" || !cpu.X86.HasAVX2 || !cpu.X86.HasFMA {
+		return ""
+	}
+	return "native: this binary was built without GOEXPERIMENT=simd, so the CPU's AVX2 kernels are left out and the portable Go kernels run (tens of times slower here); build it with `make build` or `GOEXPERIMENT=simd go build ./cmd/mlerl`"
+}
