@@ -6,6 +6,13 @@
 #   docs/run16/chain.sh /work/data/run16/mlerl-<rev>
 set -euo pipefail
 BIN=${1:?usage: chain.sh BINARY}
+# The declared binary was built with the Makefile's GOEXPERIMENT=simd; a
+# plain go build runs the portable kernels (same floats, tens of times
+# slower), which is how the second restart first went wrong.
+if ! go version -m "$BIN" | grep -q 'GOEXPERIMENT=simd'; then
+	echo "run16: $BIN was built without GOEXPERIMENT=simd: rebuild it (git worktree add DIR f17f1de; cd DIR; GOEXPERIMENT=simd go build -o BINARY ./cmd/mlerl)" >&2
+	exit 2
+fi
 ROOT=/work/data/run16/root
 DOCS=$(cd "$(dirname "$0")" && pwd)
 LOGS=/work/data/run16/logs
