@@ -33,10 +33,12 @@ func tinyCheckpoint(name string) string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "policy", "hf", "testdata", "ckpt", name)
 }
 
-// byomRoot makes a tiny data root: two built-in tasks (one held-in, one
+// tinyRoot makes a tiny data root: two built-in tasks (one held-in, one
 // held-out), their ideas, one scripted-expert trajectory of 4 steps on
-// the held-in task, and the dataset stage's examples and states.
-func byomRoot(t *testing.T) string {
+// the held-in task, and the dataset stage's examples and states, with
+// planVariants edit variants per expert edit. It skips the test where
+// the task runtime or the tokenizer is missing.
+func tinyRoot(t *testing.T, planVariants int) string {
 	t.Helper()
 	if _, err := sandbox.FindPython(""); err != nil {
 		t.Skipf("no task runtime: %v", err)
@@ -64,7 +66,7 @@ func byomRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	dc := dataset.DefaultConfig()
-	dc.Data, dc.Exports, dc.PlanVariants = root, false, 0
+	dc.Data, dc.Exports, dc.PlanVariants = root, false, planVariants
 	if err := dataset.Run(ctx, dc); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestBringYourOwnModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains and evaluates three policies")
 	}
-	root := byomRoot(t)
+	root := tinyRoot(t, 0)
 	ctx := context.Background()
 	st := store.NewLocal(root)
 	for _, arch := range []string{"llama", "qwen2", "qwen3"} {
@@ -348,7 +350,7 @@ func TestBringYourOwnModelRunRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("makes a data root")
 	}
-	root := byomRoot(t)
+	root := tinyRoot(t, 0)
 	mistral := filepath.Join(t.TempDir(), "mistral")
 	if err := os.CopyFS(mistral, os.DirFS(tinyCheckpoint("qwen2"))); err != nil {
 		t.Fatal(err)

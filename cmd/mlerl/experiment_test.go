@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -13,12 +12,8 @@ import (
 
 	"github.com/mlerl/mlerl/dataset"
 	"github.com/mlerl/mlerl/experiment"
-	"github.com/mlerl/mlerl/ingest"
 	"github.com/mlerl/mlerl/internal/datasets"
-	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
-	"github.com/mlerl/mlerl/internal/tokenizer"
-	"github.com/mlerl/mlerl/rollout"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -34,38 +29,8 @@ func TestExperimentGrid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains and evaluates policies")
 	}
-	if _, err := sandbox.FindPython(""); err != nil {
-		t.Skipf("no task runtime: %v", err)
-	}
-	if _, err := tokenizer.Default(); err != nil {
-		t.Skipf("no tokenizer: %v", err)
-	}
 	ctx := context.Background()
-	root := t.TempDir()
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Join(filepath.Dir(file), "..", "..")
-
-	tc := ingest.DefaultTasksConfig()
-	tc.Data, tc.Suite, tc.Only = root, filepath.Join(repo, "tasks"), []string{"wine-cultivar", "election-vote"}
-	if err := ingest.RunTasks(ctx, tc); err != nil {
-		t.Fatal(err)
-	}
-	ic := ingest.DefaultIdeasConfig()
-	ic.Data, ic.K = root, 3
-	if err := ingest.RunIdeas(ctx, ic); err != nil {
-		t.Fatal(err)
-	}
-	rc := rollout.DefaultConfig()
-	rc.Data, rc.Split, rc.PerTask, rc.Workers = root, schemas.HeldIn, 1, 2
-	rc.Env.MaxSteps = 4
-	if err := rollout.Run(ctx, rc); err != nil {
-		t.Fatal(err)
-	}
-	dc := dataset.DefaultConfig()
-	dc.Data, dc.Exports = root, false
-	if err := dataset.Run(ctx, dc); err != nil {
-		t.Fatal(err)
-	}
+	root := tinyRoot(t, dataset.DefaultConfig().PlanVariants)
 
 	exe, err := os.Executable()
 	if err != nil {
