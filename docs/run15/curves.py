@@ -4,6 +4,7 @@ at updates 1, 20 and 40 the mean return, approx_kl, clipfrac, decision-token
 entropy and KL to the SFT policy (train ppo's metrics.jsonl in run 14's data
 root, checkpoints/xp-run15-s<S>/s<S>/sft+ppo/).
     python3 docs/run15/curves.py /work/data/run14/root/checkpoints
+Another run's seeds: curves.py CHECKPOINTS RUN SEED... (e.g. run16 63 64 65).
 """
 import json
 import sys
@@ -11,10 +12,10 @@ import sys
 KEYS = ("charts/return_mean", "losses/approx_kl", "losses/clipfrac", "losses/entropy", "losses/kl_ref")
 
 
-def main(root):
+def main(root, run="run15", seeds=(51, 52, 53, 54, 55)):
     print("seed  updates  samples/update  " + "  ".join(f"{k.split('/')[-1]} (1 / 20 / 40)" for k in KEYS))
-    for s in (51, 52, 53, 54, 55):
-        rows = [json.loads(l) for l in open(f"{root}/xp-run15-s{s}/s{s}/sft+ppo/metrics.jsonl")]
+    for s in seeds:
+        rows = [json.loads(l) for l in open(f"{root}/xp-{run}-s{s}/s{s}/sft+ppo/metrics.jsonl")]
         ups = [r for r in rows if "charts/samples" in r]
         n = [r["charts/samples"] for r in ups]
         cols = []
@@ -25,4 +26,7 @@ def main(root):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) > 2:
+        main(sys.argv[1], sys.argv[2], [int(a) for a in sys.argv[3:]])
+    else:
+        main(sys.argv[1])
