@@ -20,6 +20,12 @@ type kernels struct {
 	name string
 	// mr x nr is the register tile of micro.
 	mr, nr int
+	// kc is the k block of the products through micro: each tile of C is
+	// summed over kc values of k at a time, from zero in the registers,
+	// then added to C (so the bits of a product depend on kc, and a
+	// kernel's kc is fixed). The generic and AVX-512 kernels use 128;
+	// the AVX2 one 256 (kernels_simd_amd64.go).
+	kc int
 	// micro computes an mr x nr tile: C = A·B (+ C when acc), A(i, k) at
 	// a[i*ars + k*aks], B kc rows of nr values with stride ldb.
 	micro func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool)
@@ -74,7 +80,7 @@ type kernels struct {
 }
 
 var genericKernels = &kernels{
-	name: "generic", mr: 4, nr: 8,
+	name: "generic", mr: 4, nr: 8, kc: 128,
 	micro: microGeneric, gemv: gemvGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
 	max: maxGeneric, expShift: expShiftGeneric,
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,

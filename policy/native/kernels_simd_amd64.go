@@ -28,7 +28,7 @@ import (
 func init() {
 	if archsimd.X86.AVX512() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx512", mr: 8, nr: 32, mrw: 4, nrw: 64,
+			name: "avx512", mr: 8, nr: 32, kc: 128, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
 			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512, softmaxGrad: softmaxGrad512,
@@ -37,7 +37,7 @@ func init() {
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx2", mr: 6, nr: 16, mrw: 2, nrw: 32,
+			name: "avx2", mr: 6, nr: 16, kc: avx2KC, mrw: 2, nrw: 32,
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
 			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256, softmaxGrad: softmaxGrad256,
@@ -45,6 +45,15 @@ func init() {
 		})
 	}
 }
+
+// avx2KC is the AVX2 kernel's k block: with 128 (the others'), the
+// 2,048^3 product ran at 75-80 GFLOP per second on a Zen 3 core, 256
+// gave 81-90, and the products of an SFT step with k >= 256 gained 3-6%
+// (BENCHMARKS.md, issue 51): at 128 each 6 x 16 tile of C is read and
+// written once per 128 steps of 12 FMAs, and the B strip of 8 KB is
+// fetched for 10 tiles' worth of work. A strip of 256 rows is 16 KB,
+// half the L1 of the Zen 3 and Intel cores this kernel runs on.
+const avx2KC = 256
 
 type (
 	f16 = archsimd.Float32x16

@@ -25,7 +25,7 @@ func (m *Model) CrossEntropyBackward(idx, targets []int32, weights []float32) (f
 // this many logits (at least ceChunkAlign rows), so that a 150k-id
 // vocabulary at a thousand positions does not hold a gigabyte of logits
 // (and their gradient) at once. Chunks start at multiples of
-// ceChunkAlign positions, a multiple of both GEMMs' k blocks (gemmKC;
+// ceChunkAlign positions, a multiple of both GEMMs' k blocks (kernels.kc;
 // gemmBF16KP pairs): the LM head's weight gradient then sums the
 // positions in the same order as one product over all of them would, bit
 // for bit. The last chunk takes the rest (up to twice a chunk), so that
