@@ -72,6 +72,10 @@ type gemmOp struct {
 	// pairs its values as they are; a float32 one widens them (exactly)
 	// into packed panels first.
 	bh []uint16
+	// packTiles: B (as stored, not transposed) is packed by each tile,
+	// kc rows of its columns at a time, right before the micro-kernel
+	// reads them (gemmFusedB), instead of all of it once per product.
+	packTiles bool
 }
 
 // inBF16 reports whether op runs as a bf16 product: asked for, more than
@@ -154,6 +158,10 @@ func gemm(p *pool, op gemmOp) {
 		p.run(1, func(w, _ int) { gemmSerial(&p.ws[w], op) })
 		return
 	}
+	if op.m > gemmSmallM && op.m <= gemmFusedMaxM && !op.tb && op.packed == nil && op.bh == nil {
+		gemmFusedB(p, op, work)
+		return
+	}
 	mr := kern.mr
 	mc, nc, mt, nt := op.m, 128, 1, (op.n+127)/128
 	if op.m > gemmSmallM {
@@ -168,6 +176,33 @@ func gemm(p *pool, op gemmOp) {
 	p.runWork(mt*nt, work, func(w, t int) {
 		i0, j0 := (t/nt)*mc, (t%nt)*nc
 		gemmTile(&p.ws[w], op, i0, min(op.m, i0+mc), j0, min(op.n, j0+nc))
+	})
+}
+
+// gemmFusedMaxM is the most rows a product packs its B tile by tile for
+// (gemmFusedB).
+const gemmFusedMaxM = 256
+
+// gemmFusedB runs a product of few rows (at most gemmFusedMaxM) with B as
+// stored: the weight gradients dW = Xᵀ·dY, whose B (dY, tokens x outputs)
+// is the large operand. Packed once for the product, B was written to
+// memory and read back for a few row blocks of tiles, and the products
+// ran at 59-75 GFLOP per second where the others reach 85-95 (Zen 3, one
+// thread); here each tile covers all the rows and nc columns and packs
+// kc rows of its own columns of B just before it uses them, from L2:
+// 79-82 (BENCHMARKS.md, issue 51). Every B value is still packed once,
+// and the sums are those of the other path.
+func gemmFusedB(p *pool, op gemmOp, work int) {
+	nc := gemmNC
+	nt := (op.n + nc - 1) / nc
+	for nt < gemmMinTasks && nc > 64 {
+		nc /= 2
+		nt = (op.n + nc - 1) / nc
+	}
+	op.packTiles = true
+	p.runWork(nt, work, func(w, t int) {
+		j0 := t * nc
+		gemmTile(&p.ws[w], op, 0, op.m, j0, min(op.n, j0+nc))
 	})
 }
 
@@ -255,13 +290,18 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 			// or more), and packing took 13% of a weight gradient's
 			// product (1,024 x 2,048 B, Zen 3) instead of 8.6%.
 			const packRows = 16
+			full := min(hi, op.n/nr) // panels [lo, full) have nr columns
 			for k0 := 0; k0 < op.k; k0 += packRows {
-				for jp := lo; jp < hi; jp++ {
+				rows := min(packRows, op.k-k0)
+				if full > lo {
+					kern.packStrips(dst[lo*nr*op.k+k0*nr:], nr*op.k, op.b[k0*op.ldb+lo*nr:], op.ldb, rows, full-lo)
+				}
+				for jp := max(lo, full); jp < hi; jp++ {
 					panel := dst[jp*nr*op.k : (jp+1)*nr*op.k]
-					w := min(nr, op.n-jp*nr)
-					for kk := k0; kk < min(op.k, k0+packRows); kk++ {
+					w := op.n - jp*nr
+					for kk := k0; kk < k0+rows; kk++ {
 						row := panel[kk*nr : kk*nr+nr]
-						copyRun(row, op.b[kk*op.ldb+jp*nr:], w)
+						copy(row, op.b[kk*op.ldb+jp*nr:kk*op.ldb+op.n])
 						clear(row[w:])
 					}
 				}
@@ -292,19 +332,44 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 	return dst
 }
 
-// copyRun copies the first n values of src to dst: a row of a B panel
-// (nr values of one kernel or another), which copy would send through a
-// call to memmove each.
-func copyRun(dst, src []float32, n int) {
-	switch n {
-	case 8:
-		*(*[8]float32)(dst) = *(*[8]float32)(src)
-	case 16:
-		*(*[16]float32)(dst) = *(*[16]float32)(src)
-	case 32:
-		*(*[32]float32)(dst) = *(*[32]float32)(src)
-	default:
-		copy(dst[:n], src)
+// packTileB packs rows [p0, p0+kb) x columns [j0, j1) of B (as stored)
+// into dst: strips of nr columns, kb rows of nr values each, zero-padded.
+func packTileB(dst []float32, op gemmOp, p0, kb, j0, j1, nr int) {
+	full := (j1 - j0) / nr
+	if full > 0 {
+		kern.packStrips(dst, kb*nr, op.b[p0*op.ldb+j0:], op.ldb, kb, full)
+	}
+	if j := j0 + full*nr; j < j1 {
+		w := j1 - j
+		for kk := range kb {
+			row := dst[(j-j0)*kb+kk*nr : (j-j0)*kb+kk*nr+nr]
+			copy(row, op.b[(p0+kk)*op.ldb+j:(p0+kk)*op.ldb+j1])
+			clear(row[w:])
+		}
+	}
+}
+
+// packStrips8 and packStrips32 are kernels.packStrips for nr = 8 and 32
+// (the generic and AVX-512 kernels).
+func packStrips8(dst []float32, stride int, src []float32, ld, rows, strips int) {
+	packStripsN(dst, stride, src, ld, rows, strips, 8)
+}
+
+func packStrips32(dst []float32, stride int, src []float32, ld, rows, strips int) {
+	packStripsN(dst, stride, src, ld, rows, strips, 32)
+}
+
+func packStripsN(dst []float32, stride int, src []float32, ld, rows, strips, nr int) {
+	for kk := range rows {
+		s := src[kk*ld : kk*ld+strips*nr]
+		for st := range strips {
+			d := dst[st*stride+kk*nr : st*stride+kk*nr+nr]
+			for i := 0; i < nr; i += 4 {
+				// [4]float32 moves are one 16-byte load and store; larger
+				// arrays would go through memmove.
+				*(*[4]float32)(d[i:]) = *(*[4]float32)(s[st*nr+i:])
+			}
+		}
 	}
 }
 
@@ -343,6 +408,10 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 	for p0 := 0; p0 < op.k; p0 += kc {
 		kb := min(kc, op.k-p0)
 		acc := op.acc || p0 > 0 || op.starts()
+		if op.packTiles {
+			ws.tileB = grow(ws.tileB, (j1-j0+nr-1)/nr*nr*kb)
+			packTileB(ws.tileB, op, p0, kb, j0, j1, nr)
+		}
 		edgeA := false // ragged last rows packed in ws.packA for this p0
 		for j := j0; j < j1; j += nr {
 			w := min(nr, j1-j)
@@ -350,6 +419,8 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 			var bs []float32
 			ldb := nr
 			switch {
+			case op.packTiles:
+				bs = ws.tileB[(j-j0)*kb:]
 			case op.packed != nil:
 				bs = op.packed[(j/nr)*nr*op.k+p0*nr:]
 			case w == nr:

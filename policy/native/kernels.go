@@ -26,6 +26,10 @@ type kernels struct {
 	// kernel's kc is fixed). The generic and AVX-512 kernels use 128;
 	// the AVX2 one 256 (kernels_simd_amd64.go).
 	kc int
+	// packStrips copies rows rows of strips*nr values of src (row stride
+	// ld) into strips of nr columns in dst: strip s at dst[s*stride:],
+	// row kk at kk*nr within it (packing B for micro).
+	packStrips func(dst []float32, stride int, src []float32, ld, rows, strips int)
 	// micro computes an mr x nr tile: C = A·B (+ C when acc), A(i, k) at
 	// a[i*ars + k*aks], B kc rows of nr values with stride ldb.
 	micro func(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float32, ldc int, acc bool)
@@ -80,7 +84,7 @@ type kernels struct {
 }
 
 var genericKernels = &kernels{
-	name: "generic", mr: 4, nr: 8, kc: 128,
+	name: "generic", mr: 4, nr: 8, kc: 128, packStrips: packStrips8,
 	micro: microGeneric, gemv: gemvGeneric, dot: dotGeneric, axpy: axpyGeneric, scale: scaleGeneric,
 	max: maxGeneric, expShift: expShiftGeneric,
 	gelu: geluGeneric, geluBackward: geluBackwardGeneric, adamw: adamwGeneric,

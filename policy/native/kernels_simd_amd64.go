@@ -28,7 +28,7 @@ import (
 func init() {
 	if archsimd.X86.AVX512() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx512", mr: 8, nr: 32, kc: 128, mrw: 4, nrw: 64,
+			name: "avx512", mr: 8, nr: 32, kc: 128, packStrips: packStrips32, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
 			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512, softmaxGrad: softmaxGrad512,
@@ -37,7 +37,7 @@ func init() {
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
-			name: "avx2", mr: 6, nr: 16, kc: avx2KC, mrw: 2, nrw: 32,
+			name: "avx2", mr: 6, nr: 16, kc: avx2KC, packStrips: packStrips16, mrw: 2, nrw: 32,
 			micro: micro256, wide: wide256, gemv: gemvRows256, dot: dot256, axpy: axpy256, scale: scale256, max: max256,
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
 			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256, softmaxGrad: softmaxGrad256,
@@ -114,6 +114,20 @@ func wide256(kc int, a []float32, ars, aks int, b []float32, ldb int, c []float3
 	checkMicro(kc, a, ars, aks, b, ldb, c, ldc, 2, 32)
 	micro2x32asm(kc, &a[0], ars, aks, &b[0], ldb, &c[0], ldc, acc)
 }
+
+// packStrips16 is kernels.packStrips for nr = 16 (packStrips16asm).
+func packStrips16(dst []float32, stride int, src []float32, ld, rows, strips int) {
+	if rows <= 0 || strips <= 0 {
+		return
+	}
+	if ld < 0 || stride < 0 || len(src) < (rows-1)*ld+strips*16 || len(dst) < (strips-1)*stride+rows*16 {
+		panic("native: packStrips out of range")
+	}
+	packStrips16asm(&dst[0], &src[0], ld*4, rows, strips, stride*4)
+}
+
+//go:noescape
+func packStrips16asm(dst, src *float32, ld, rows, strips, stride int)
 
 //go:noescape
 func micro4x64asm(kc int, a *float32, ars, aks int, b *float32, ldb int, c *float32, ldc int, acc bool)

@@ -617,3 +617,37 @@ func TestSoftmaxGradKernels(t *testing.T) {
 		}
 	})
 }
+
+// TestPackStrips: every kernel's packStrips (the AVX2 one in assembly)
+// copies each row's strips where packStripsN does, and writes nothing
+// else of dst.
+func TestPackStrips(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	forEachKernel(t, func(t *testing.T) {
+		nr := kern.nr
+		for _, sz := range [][3]int{{1, 1, 0}, {3, 2, 5}, {16, 5, 1}, {37, 9, 3}} {
+			rows, strips, pad := sz[0], sz[1], sz[2]
+			ld := strips*nr + pad
+			stride := rows*nr + pad
+			src := randSlice(r, (rows-1)*ld+strips*nr)
+			got := randSlice(r, (strips-1)*stride+rows*nr+pad)
+			want := append([]float32(nil), got...)
+			kern.packStrips(got, stride, src, ld, rows, strips)
+			packStripsN(want, stride, src, ld, rows, strips, nr)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("rows %d strips %d: dst[%d] = %g, want %g", rows, strips, i, got[i], want[i])
+				}
+			}
+			for s := range strips {
+				for kk := range rows {
+					for j := range nr {
+						if got[s*stride+kk*nr+j] != src[kk*ld+s*nr+j] {
+							t.Fatalf("rows %d strips %d: strip %d row %d col %d not copied", rows, strips, s, kk, j)
+						}
+					}
+				}
+			}
+		}
+	})
+}

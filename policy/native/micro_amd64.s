@@ -434,3 +434,42 @@ storew256:
 	VMOVUPS Y7, 96(DI)
 	VZEROUPPER
 	RET
+
+// func packStrips16asm(dst, src *float32, ld, rows, strips, stride int)
+//
+// AVX2 packing of B: for each of rows rows of src (ld bytes apart), its
+// first strips*16 values go to strips of 16 (stride bytes apart), row kk
+// at 64*kk bytes into each. Each row's line 4 rows ahead is prefetched as
+// the row is read: B's rows are often pages apart, where the hardware
+// prefetchers, which stay within a page, do not follow.
+TEXT ·packStrips16asm(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	MOVQ rows+24(FP), CX
+	MOVQ strips+32(FP), DX
+	MOVQ stride+40(FP), R9
+	LEAQ (R8*4), R10 // 4 rows ahead
+
+packrow:
+	MOVQ SI, AX
+	MOVQ DI, BX
+	MOVQ DX, R11
+
+packstrip:
+	PREFETCHT0 (AX)(R10*1)
+	VMOVUPS    (AX), Y0
+	VMOVUPS    32(AX), Y1
+	VMOVUPS    Y0, (BX)
+	VMOVUPS    Y1, 32(BX)
+	ADDQ       $64, AX
+	ADDQ       R9, BX
+	DECQ       R11
+	JNZ        packstrip
+
+	ADDQ R8, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  packrow
+	VZEROUPPER
+	RET

@@ -141,6 +141,7 @@ func (p *pool) chunks(n, grain int, fn func(w, lo, hi int)) {
 type workspace struct {
 	packA, packB []float32  // GEMM: ragged rows of A, transposed B
 	edgeB        []float32  // GEMM: ragged columns of B
+	tileB        []float32  // GEMM: a tile's own packed B (gemmFusedB)
 	tile         []float32  // GEMM edge tile
 	buf          []float32  // attention scores, softmax rows, ...
 	bf16Row      []uint32   // gemmBF16: a panel's rows of a transposed B, converted, before their transpose
