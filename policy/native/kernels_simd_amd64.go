@@ -623,11 +623,78 @@ func erfc8(z f8) f8 {
 	return b8(2).Sub(y).Merge(y, z.Less(a)) // z < |z|: z < 0
 }
 
+// exp8x2 and erfc8x2 are exp8 and erfc8 on two vectors at once, the same
+// operations lane for lane: their polynomials are chains of dependent
+// FMAs, and one vector at a time (a call each) left the FMA units idle
+// for most of each chain's latency.
+func exp8x2(x0, x1 f8) (f8, f8) {
+	lo, hi := b8(expMin), b8(expMax)
+	xc0, xc1 := x0.Max(lo).Min(hi), x1.Max(lo).Min(hi)
+	l2e := b8(log2e)
+	n0, n1 := xc0.Mul(l2e).RoundToEven(), xc1.Mul(l2e).RoundToEven()
+	c := b8(-ln2Hi)
+	r0, r1 := n0.MulAdd(c, xc0), n1.MulAdd(c, xc1)
+	c = b8(-ln2Lo)
+	r0, r1 = n0.MulAdd(c, r0), n1.MulAdd(c, r1)
+	// Constants stay literal in b8 (a broadcast from memory): a float32
+	// variable would be loaded with a legacy-SSE MOVSS (see zero16).
+	p0, p1 := b8(expP0), b8(expP0)
+	c = b8(expP1)
+	p0, p1 = p0.MulAdd(r0, c), p1.MulAdd(r1, c)
+	c = b8(expP2)
+	p0, p1 = p0.MulAdd(r0, c), p1.MulAdd(r1, c)
+	c = b8(expP3)
+	p0, p1 = p0.MulAdd(r0, c), p1.MulAdd(r1, c)
+	c = b8(expP4)
+	p0, p1 = p0.MulAdd(r0, c), p1.MulAdd(r1, c)
+	c = b8(expP5)
+	p0, p1 = p0.MulAdd(r0, c), p1.MulAdd(r1, c)
+	one := b8(1)
+	p0, p1 = p0.MulAdd(r0.Mul(r0), r0).Add(one), p1.MulAdd(r1.Mul(r1), r1).Add(one)
+	bias := archsimd.BroadcastInt32x8(127)
+	ni0, ni1 := n0.ConvertToInt32(), n1.ConvertToInt32()
+	h0, h1 := ni0.ShiftAllRight(1), ni1.ShiftAllRight(1)
+	y0 := p0.Mul(h0.Add(bias).ShiftAllLeft(23).AsFloat32x8()).Mul(ni0.Sub(h0).Add(bias).ShiftAllLeft(23).AsFloat32x8())
+	y1 := p1.Mul(h1.Add(bias).ShiftAllLeft(23).AsFloat32x8()).Mul(ni1.Sub(h1).Add(bias).ShiftAllLeft(23).AsFloat32x8())
+	inf := b8(float32(math.Inf(1)))
+	y0, y1 = inf.Merge(y0, x0.Greater(hi)), inf.Merge(y1, x1.Greater(hi))
+	return zero8(x0.Less(lo), y0), zero8(x1.Less(lo), y1)
+}
+
+func erfc8x2(z0, z1 f8) (f8, f8) {
+	m1, one := b8(-1), b8(1)
+	a0, a1 := z0.Max(z0.Mul(m1)), z1.Max(z1.Mul(m1))
+	half := b8(0.5)
+	t0, t1 := one.Div(a0.MulAdd(half, one)), one.Div(a1.MulAdd(half, one))
+	p0, p1 := b8(erfcC9), b8(erfcC9)
+	p0, p1 = p0.MulAdd(t0, b8(erfcC8)), p1.MulAdd(t1, b8(erfcC8))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC7)), p1.MulAdd(t1, b8(erfcC7))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC6)), p1.MulAdd(t1, b8(erfcC6))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC5)), p1.MulAdd(t1, b8(erfcC5))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC4)), p1.MulAdd(t1, b8(erfcC4))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC3)), p1.MulAdd(t1, b8(erfcC3))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC2)), p1.MulAdd(t1, b8(erfcC2))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC1)), p1.MulAdd(t1, b8(erfcC1))
+	p0, p1 = p0.MulAdd(t0, b8(erfcC0)), p1.MulAdd(t1, b8(erfcC0))
+	e0, e1 := exp8x2(a0.Mul(a0).Mul(m1).Add(p0), a1.Mul(a1).Mul(m1).Add(p1))
+	y0, y1 := t0.Mul(e0), t1.Mul(e1)
+	two := b8(2)
+	return two.Sub(y0).Merge(y0, z0.Less(a0)), two.Sub(y1).Merge(y1, z1.Less(a1))
+}
+
 func gelu256(out, in []float32) {
 	in = in[:len(out)]
 	t, n := tail8(in, 0) // scalar work first, see above
 	m := len(out) - n
-	for i := 0; i+8 <= m; i += 8 {
+	i := 0
+	for ; i+16 <= m; i += 16 {
+		x0, x1 := archsimd.LoadFloat32x8Slice(in[i:]), archsimd.LoadFloat32x8Slice(in[i+8:])
+		s := b8(-invSqrt2)
+		e0, e1 := erfc8x2(x0.Mul(s), x1.Mul(s))
+		x0.Mul(b8(0.5)).Mul(e0).StoreSlice(out[i:])
+		x1.Mul(b8(0.5)).Mul(e1).StoreSlice(out[i+8:])
+	}
+	for ; i+8 <= m; i += 8 {
 		x := archsimd.LoadFloat32x8Slice(in[i:])
 		x.Mul(b8(0.5)).Mul(erfc8(x.Mul(b8(-invSqrt2)))).StoreSlice(out[i:])
 	}
@@ -644,12 +711,30 @@ func geluGrad8(x f8) f8 {
 	return erfc8(x.Mul(b8(-invSqrt2))).Mul(b8(0.5)).Add(x.Mul(phi))
 }
 
+// geluGrad8x2 is geluGrad8 on two vectors (see exp8x2).
+func geluGrad8x2(x0, x1 f8) (f8, f8) {
+	mh := b8(-0.5)
+	q0, q1 := exp8x2(x0.Mul(x0).Mul(mh), x1.Mul(x1).Mul(mh))
+	c := b8(invSqrt2Pi)
+	phi0, phi1 := q0.Mul(c), q1.Mul(c)
+	s := b8(-invSqrt2)
+	e0, e1 := erfc8x2(x0.Mul(s), x1.Mul(s))
+	half := b8(0.5)
+	return e0.Mul(half).Add(x0.Mul(phi0)), e1.Mul(half).Add(x1.Mul(phi1))
+}
+
 func geluBackward256(dIn, dOut, in []float32) {
 	dOut, in = dOut[:len(dIn)], in[:len(dIn)]
 	t, n := tail8(in, 0) // scalar work first, see above
 	g, _ := tail8(dOut, 0)
 	m := len(dIn) - n
-	for i := 0; i+8 <= m; i += 8 {
+	i := 0
+	for ; i+16 <= m; i += 16 {
+		g0, g1 := geluGrad8x2(archsimd.LoadFloat32x8Slice(in[i:]), archsimd.LoadFloat32x8Slice(in[i+8:]))
+		g0.Mul(archsimd.LoadFloat32x8Slice(dOut[i:])).StoreSlice(dIn[i:])
+		g1.Mul(archsimd.LoadFloat32x8Slice(dOut[i+8:])).StoreSlice(dIn[i+8:])
+	}
+	for ; i+8 <= m; i += 8 {
 		x := archsimd.LoadFloat32x8Slice(in[i:])
 		geluGrad8(x).Mul(archsimd.LoadFloat32x8Slice(dOut[i:])).StoreSlice(dIn[i:])
 	}
