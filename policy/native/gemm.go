@@ -9,8 +9,13 @@ package native
 // columns once per call: always when it is transposed, and for large
 // products also when it is not, because reading a strip in place with a
 // large power-of-two row stride (a 4,096-wide LM head) maps every row to
-// the same few L1 sets and runs at a third of the speed. A is copied only
-// for its ragged last rows.
+// the same few L1 sets and runs at a third of the speed; a product of at
+// most gemmFusedMaxM rows with B as stored (the weight gradients) packs
+// it tile by tile instead (gemmFusedB). A is copied only for its ragged
+// last rows: packing all of it was slower on the products measured (issue
+// 51, Zen 3: a tile reading A in place, either layout, ran at 87-91
+// GFLOP/s against the micro-kernel's 94-100 with everything in L1, and
+// the copy cost more than the difference).
 
 // Block sizes: a kc x nr strip of B (16 KB at kc=128, nr=32; kc is the
 // kernel's, kernels.kc) stays in L1 while the micro-kernel sweeps mc rows
@@ -159,8 +164,12 @@ func gemm(p *pool, op gemmOp) {
 		return
 	}
 	if op.m > gemmSmallM && op.m <= gemmFusedMaxM && !op.tb && op.packed == nil && op.bh == nil {
-		gemmFusedB(p, op, work)
-		return
+		// Tiles over the columns only: taken where they are enough tasks
+		// for the pool (else tileSplit's row blocks keep the workers busy).
+		if nc, nt := fusedSplit(op.n); nt >= max(8, 2*p.workers) {
+			gemmFusedB(p, op, work, nc, nt)
+			return
+		}
 	}
 	mr := kern.mr
 	mc, nc, mt, nt := op.m, 128, 1, (op.n+127)/128
@@ -192,18 +201,24 @@ const gemmFusedMaxM = 256
 // kc rows of its own columns of B just before it uses them, from L2:
 // 79-82 (BENCHMARKS.md, issue 51). Every B value is still packed once,
 // and the sums are those of the other path.
-func gemmFusedB(p *pool, op gemmOp, work int) {
-	nc := gemmNC
-	nt := (op.n + nc - 1) / nc
-	for nt < gemmMinTasks && nc > 64 {
-		nc /= 2
-		nt = (op.n + nc - 1) / nc
-	}
+func gemmFusedB(p *pool, op gemmOp, work, nc, nt int) {
 	op.packTiles = true
 	p.runWork(nt, work, func(w, t int) {
 		j0 := t * nc
 		gemmTile(&p.ws[w], op, 0, op.m, j0, min(op.n, j0+nc))
 	})
+}
+
+// fusedSplit is gemmFusedB's cut of n columns into nt tiles of nc: about
+// gemmNC columns, halved down to 64 until there are gemmMinTasks tiles.
+func fusedSplit(n int) (nc, nt int) {
+	nc = gemmNC
+	nt = (n + nc - 1) / nc
+	for nt < gemmMinTasks && nc > 64 {
+		nc /= 2
+		nt = (n + nc - 1) / nc
+	}
+	return nc, nt
 }
 
 // tileSplit is how a product of m > gemmSmallM rows is cut into mt x nt
@@ -287,8 +302,8 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 			// B as stored is read a band of packRows rows at a time, each
 			// row across the panels: going down one panel's columns
 			// instead touches a new page per row (B's stride is often 4 KB
-			// or more), and packing took 13% of a weight gradient's
-			// product (1,024 x 2,048 B, Zen 3) instead of 8.6%.
+			// or more): packing took 13% of a weight gradient's product
+			// (a 2,048 x 1,024 B, Zen 3) that way, 8.6% this way.
 			const packRows = 16
 			full := min(hi, op.n/nr) // panels [lo, full) have nr columns
 			for k0 := 0; k0 < op.k; k0 += packRows {

@@ -138,11 +138,12 @@ func testTileKernel(t *testing.T, r *rand.Rand, name string, micro func(kc int, 
 // TestGemmTilesKeepBits checks that the parallel split (at least
 // gemmMinTasks tiles, smaller than the serial 64 x 256 ones for products
 // with few rows or columns, like the weight gradients) gives exactly the
-// serial result: tiles must not change the order of any sum.
+// serial result: tiles must not change the order of any sum. So does
+// gemmFusedB, whose tiles pack their own B.
 func TestGemmTilesKeepBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	forEachKernel(t, func(t *testing.T) {
-		for _, sz := range [][3]int{{128, 128, 700}, {40, 520, 300}, {520, 40, 300}} {
+		for _, sz := range [][3]int{{128, 128, 700}, {40, 520, 300}, {520, 40, 300}, {200, 45, 530}} {
 			for _, ta := range []bool{false, true} {
 				for _, tb := range []bool{false, true} {
 					m, n, k := sz[0], sz[1], sz[2]
@@ -162,6 +163,19 @@ func TestGemmTilesKeepBits(t *testing.T) {
 						for i := range c {
 							if c[i] != want[i] {
 								t.Fatalf("%dx%dx%d ta=%v tb=%v, %d workers: element %d is %v, serial %v", m, n, k, ta, tb, p.workers, i, c[i], want[i])
+							}
+						}
+					}
+					if !tb && m > gemmSmallM && m <= gemmFusedMaxM {
+						// gemmFusedB directly: gemm takes it only where its
+						// tiles are enough tasks for the pool.
+						c := make([]float32, m*n)
+						op := gemmOp{ta: ta, m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: n}
+						nc, nt := fusedSplit(n)
+						gemmFusedB(newPool(3), op, m*n*k, nc, nt)
+						for i := range c {
+							if c[i] != want[i] {
+								t.Fatalf("%dx%dx%d ta=%v, B packed tile by tile: element %d is %v, serial %v", m, n, k, ta, i, c[i], want[i])
 							}
 						}
 					}
