@@ -41,7 +41,10 @@
 # its bf16 dot-product peak where the CPU has AVX512_BF16
 # (BenchmarkBF16Peak), and its matrix-product peak (GFLOP/s of one
 # 2,048^3 float32 product, 1 and 2 threads, native BenchmarkGemmPeak and
-# scripts/bench_torch_gemm.py); every row's model FLOP utilisation is
+# scripts/bench_torch_gemm.py), and the SFT step's products one by one
+# against MKL, one thread a side (BenchmarkGemm float32 against
+# `bench_torch_gemm.py shapes`: where a training row is GEMM-bound, which
+# product loses); every row's model FLOP utilisation is
 # printed against the FMA peak (float32) or the bf16 peak (bf16). Also:
 # bf16 against float32 in the native engine with the steps interleaved
 # (BenchmarkSFTStepPair), the PPO learner step against the SFT step of the
@@ -195,11 +198,11 @@ if ! "$PY" -c 'import torch' 2>/dev/null; then
 	exit 1
 fi
 if [ "$QUICK" = 1 ]; then
-	SFT_GO=3x SFT_PY=3 GEN1_GO=1x GEN8_GO=1x GEN32_GO=1x GEN_PY=1 PY_S=3 PROCS="2" PEAK_GO=3x PEAK_PY=3 PPO_GO=1x PPO_PY=1 PEER_GO=1x
+	SFT_GO=3x SFT_PY=3 GEN1_GO=1x GEN8_GO=1x GEN32_GO=1x GEN_PY=1 PY_S=3 PROCS="2" PEAK_GO=3x PEAK_PY=3 SHAPES_GO=3x SHAPES_PY=0.1 PPO_GO=1x PPO_PY=1 PEER_GO=1x
 	TORCH_THREADS="${BENCH_TORCH_THREADS:-1}"
 	HF_GEN="${BENCH_HF_GEN:-1}" HF_STEPS="${BENCH_HF_STEPS:-1}"
 else
-	SFT_GO=20x SFT_PY=20 GEN1_GO=6x GEN8_GO=2x GEN32_GO=2x GEN_PY=3 PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 PPO_GO=3x PPO_PY=3 PEER_GO=2x
+	SFT_GO=20x SFT_PY=20 GEN1_GO=6x GEN8_GO=2x GEN32_GO=2x GEN_PY=3 PY_S=20 PROCS="2 1" PEAK_GO=10x PEAK_PY=10 SHAPES_GO=10x SHAPES_PY=0.3 PPO_GO=3x PPO_PY=3 PEER_GO=2x
 	TORCH_THREADS="${BENCH_TORCH_THREADS:-1 2}"
 	HF_GEN="${BENCH_HF_GEN:-2}" HF_STEPS="${BENCH_HF_STEPS:-2}"
 fi
@@ -301,6 +304,17 @@ peak() { # peak COND: the FMA peak (register-only loop), bf16 peak and GEMM GFLO
 		out="$(OMP_NUM_THREADS=$t MKL_NUM_THREADS=$t "$PY" scripts/bench_torch_gemm.py "$t" "$PEAK_PY" 20)"
 		echo "  [$cond, load $(load)] $out"
 		record "$cond" gemm torch "$t" "$(echo "$out" | jfield gflop_per_s)" "$(echo "$out" | jfield gflop_per_cpu_s)"
+	done
+	# The SFT step's products one by one, one thread a side: BenchmarkGemm
+	# (float32) against torch.mm (MKL) on the same shapes.
+	out="$(gotest 1 'Gemm$' "$SHAPES_GO")"
+	echo "$out" | show "$cond" 1
+	echo "$out" | awk '/^BenchmarkGemm\/[^ ]*\/fp32[ \t]/ { split($1, p, "/"); w = c = ""; for (i = 2; i < NF; i++) { if ($(i + 1) == "GFLOP/s") w = $i; if ($(i + 1) == "GFLOP/cpu-s") c = $i } printf "gemm:%s\t%s\t%s\n", p[3], w, c }' |
+		while IFS=$'\t' read -r name w c; do record "$cond" "$name" native 1 "$w" "$c"; done
+	out="$(OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$PY" scripts/bench_torch_gemm.py shapes 1 "$SHAPES_PY")"
+	echo "$out" | sed "s/^/  [$cond, load $(load)] /"
+	echo "$out" | while read -r line; do
+		record "$cond" "gemm:$(echo "$line" | jfield key)" torch 1 "$(echo "$line" | jfield gflop_per_s)" "$(echo "$line" | jfield gflop_per_cpu_s)"
 	done
 }
 ppo() { # ppo COND: BenchmarkPPOLearner (native), real and sample tokens

@@ -138,6 +138,17 @@ def report(d):
         gemm[t] = max(n[0], p[0])
         print(f"| {t} | {n[0]:,.1f} ({n[1]:,.1f}) | {p[0]:,.1f} ({p[1]:,.1f}) | {gemm[t]:,.1f} ({max(n[1], p[1]):,.1f}) |")
 
+    shapes = list(dict.fromkeys(n for (c, n, impl, t) in d.rows if n.startswith("gemm:") and impl == "native"))
+    for cond in [c for c in ("idle", "contended") if any(k[0] == c and k[1] in shapes for k in d.rows)]:
+        print()
+        print(f"### the SFT step's products one by one, {cond}, 1 thread a side: native (BenchmarkGemm, float32) / PyTorch (torch.mm, MKL); GFLOP/s, per CPU-second in brackets")
+        print()
+        print("| product (policy/native BenchmarkGemm) | native | PyTorch | **native / PyTorch per CPU-s** |")
+        print("|---|---:|---:|---:|")
+        for n in shapes:
+            a, b = get(cond, n, "native", 1), get(cond, n, "torch", 1)
+            print(f"| {n[len('gemm:'):].replace('_', ' ')} | {a[0]:,.1f} ({a[1]:,.1f}) | {b[0]:,.1f} ({b[1]:,.1f}) | **{ratio(a[1], b[1])}** |")
+
     print()
     print("### the machine's FMA peak (register-only float32 fused multiply-adds, the widest vectors the CPU has; GFLOP/s, per CPU-second in brackets), and the GEMM peak as a share of it")
     print()
