@@ -47,12 +47,12 @@ func init() {
 }
 
 // avx2KC is the AVX2 kernel's k block: with 128 (the others'), the
-// 2,048^3 product ran at 75-80 GFLOP per second on a Zen 3 core, 256
-// gave 81-90, and the products of an SFT step with k >= 256 gained 3-6%
+// 2,048^3 product ran at 77-82 GFLOP per second on a Zen 3 core, 256
+// at 82-90, and most products of an SFT step with k >= 256 gained 3-8%
 // (BENCHMARKS.md, issue 51): at 128 each 6 x 16 tile of C is read and
 // written once per 128 steps of 12 FMAs, and the B strip of 8 KB is
 // fetched for 10 tiles' worth of work. A strip of 256 rows is 16 KB,
-// half the L1 of the Zen 3 and Intel cores this kernel runs on.
+// half a Zen 3 core's L1.
 const avx2KC = 256
 
 type (
