@@ -305,21 +305,8 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 			// or more): packing took 13% of a weight gradient's product
 			// (a 2,048 x 1,024 B, Zen 3) that way, 8.6% this way.
 			const packRows = 16
-			full := min(hi, op.n/nr) // panels [lo, full) have nr columns
 			for k0 := 0; k0 < op.k; k0 += packRows {
-				rows := min(packRows, op.k-k0)
-				if full > lo {
-					kern.packStrips(dst[lo*nr*op.k+k0*nr:], nr*op.k, op.b[k0*op.ldb+lo*nr:], op.ldb, rows, full-lo)
-				}
-				for jp := max(lo, full); jp < hi; jp++ {
-					panel := dst[jp*nr*op.k : (jp+1)*nr*op.k]
-					w := op.n - jp*nr
-					for kk := k0; kk < k0+rows; kk++ {
-						row := panel[kk*nr : kk*nr+nr]
-						copy(row, op.b[kk*op.ldb+jp*nr:kk*op.ldb+op.n])
-						clear(row[w:])
-					}
-				}
+				packBRows(dst[lo*nr*op.k+k0*nr:], nr*op.k, op, k0, min(packRows, op.k-k0), lo*nr, min(op.n, hi*nr), nr)
 			}
 		default:
 			for jp := lo; jp < hi; jp++ {
@@ -347,19 +334,22 @@ func packB(p *pool, op gemmOp, dst []float32, parallel bool) []float32 {
 	return dst
 }
 
-// packTileB packs rows [p0, p0+kb) x columns [j0, j1) of B (as stored)
-// into dst: strips of nr columns, kb rows of nr values each, zero-padded.
-func packTileB(dst []float32, op gemmOp, p0, kb, j0, j1, nr int) {
+// packBRows packs rows [p0, p0+rows) x columns [j0, j1) of B (as stored)
+// into strips of nr columns: strip s at dst[s*stride:], row kk of it at
+// kk*nr, the last strip's missing columns zero. packB's panels (stride
+// nr*k), a tile's own strips (gemmFusedB: stride nr*kb) and a ragged
+// strip read in place (gemmTile) are all this layout.
+func packBRows(dst []float32, stride int, op gemmOp, p0, rows, j0, j1, nr int) {
 	full := (j1 - j0) / nr
 	if full > 0 {
-		kern.packStrips(dst, kb*nr, op.b[p0*op.ldb+j0:], op.ldb, kb, full)
+		kern.packStrips(dst, stride, op.b[p0*op.ldb+j0:], op.ldb, rows, full)
 	}
 	if j := j0 + full*nr; j < j1 {
-		w := j1 - j
-		for kk := range kb {
-			row := dst[(j-j0)*kb+kk*nr : (j-j0)*kb+kk*nr+nr]
+		strip := dst[full*stride:]
+		for kk := range rows {
+			row := strip[kk*nr : kk*nr+nr]
 			copy(row, op.b[(p0+kk)*op.ldb+j:(p0+kk)*op.ldb+j1])
-			clear(row[w:])
+			clear(row[j1-j:])
 		}
 	}
 }
@@ -425,7 +415,7 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 		acc := op.acc || p0 > 0 || op.starts()
 		if op.packTiles {
 			ws.tileB = grow(ws.tileB, (j1-j0+nr-1)/nr*nr*kb)
-			packTileB(ws.tileB, op, p0, kb, j0, j1, nr)
+			packBRows(ws.tileB, nr*kb, op, p0, kb, j0, j1, nr)
 		}
 		edgeA := false // ragged last rows packed in ws.packA for this p0
 		for j := j0; j < j1; j += nr {
@@ -442,11 +432,7 @@ func gemmTile(ws *workspace, op gemmOp, i0, i1, j0, j1 int) {
 				bs, ldb = op.b[p0*op.ldb+j:], op.ldb
 			default:
 				bs = ws.edgeB
-				for kk := range kb {
-					row := bs[kk*nr : kk*nr+nr]
-					copy(row[:w], op.b[(p0+kk)*op.ldb+j:])
-					clear(row[w:])
-				}
+				packBRows(bs, nr*kb, op, p0, kb, j, j+w, nr)
 			}
 			for i := i0; i < i1; i += mr {
 				h := min(mr, i1-i)

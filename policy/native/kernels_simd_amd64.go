@@ -607,20 +607,11 @@ func expShift256(x []float32, shift, mul float32) float32 {
 	return total
 }
 
+// erfc8 and geluGrad8 serve the GELU loops' last vector: erfc8x2 and
+// geluGrad8x2 with it twice.
 func erfc8(z f8) f8 {
-	a := z.Max(z.Mul(b8(-1)))
-	t := b8(1).Div(a.MulAdd(b8(0.5), b8(1)))
-	p := b8(erfcC9).MulAdd(t, b8(erfcC8))
-	p = p.MulAdd(t, b8(erfcC7))
-	p = p.MulAdd(t, b8(erfcC6))
-	p = p.MulAdd(t, b8(erfcC5))
-	p = p.MulAdd(t, b8(erfcC4))
-	p = p.MulAdd(t, b8(erfcC3))
-	p = p.MulAdd(t, b8(erfcC2))
-	p = p.MulAdd(t, b8(erfcC1))
-	p = p.MulAdd(t, b8(erfcC0))
-	y := t.Mul(exp8(a.Mul(a).Mul(b8(-1)).Add(p)))
-	return b8(2).Sub(y).Merge(y, z.Less(a)) // z < |z|: z < 0
+	y, _ := erfc8x2(z, z)
+	return y
 }
 
 // exp8x2 and erfc8x2 are exp8 and erfc8 on two vectors at once, the same
@@ -707,8 +698,8 @@ func gelu256(out, in []float32) {
 }
 
 func geluGrad8(x f8) f8 {
-	phi := exp8(x.Mul(x).Mul(b8(-0.5))).Mul(b8(invSqrt2Pi))
-	return erfc8(x.Mul(b8(-invSqrt2))).Mul(b8(0.5)).Add(x.Mul(phi))
+	g, _ := geluGrad8x2(x, x)
+	return g
 }
 
 // geluGrad8x2 is geluGrad8 on two vectors (see exp8x2).
