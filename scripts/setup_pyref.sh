@@ -23,6 +23,7 @@ pins=(
   safetensors==0.8.0
   numpy==2.4.6
   jinja2==3.1.6        # apply_chat_template renders with it
+  gguf==0.19.0         # transformers' GGUF loader and the GGUF references (policy/gguf)
 )
 
 check() { # prints nothing and succeeds when the venv has every pin
@@ -55,4 +56,4 @@ if ! check; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "${pins[@]}"
   check || { echo "setup_pyref: $VENV still lacks a pinned version after pip install" >&2; exit 1; }
 fi
-echo "setup_pyref: ready: $VENV/bin/python ($("$VENV/bin/python" -c 'import torch, transformers, peft, tokenizers; print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, tokenizers {tokenizers.__version__}")'))"
+echo "setup_pyref: ready: $VENV/bin/python ($("$VENV/bin/python" -c 'import torch, transformers, peft, tokenizers, gguf; print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, tokenizers {tokenizers.__version__}, gguf {gguf.__version__}")'))"
