@@ -30,7 +30,7 @@ type SFTConfig struct {
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning policy.Tuning `yaml:",inline"`
 	// SaveMerged writes the trained policy as a Hugging Face folder.
-	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end (or where max_steps stops the run: a resumed run replaces it), adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
 	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
@@ -255,7 +255,13 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 					return err
 				}
 				fmt.Fprintf(log, "train sft: stopped at max_steps %d; run again to resume\n", cfg.MaxSteps)
-				return nil
+				// The merged folder holds the model as it stands: a user who
+				// stops at max_steps asked for this model, and a resumed run
+				// replaces the folder with its own (mergedTargetFree).
+				if cfg.SaveMerged != "" {
+					fmt.Fprintf(log, "train sft: save_merged: writing the model at update %d of %d (a resumed run replaces it)\n", state.Step, total)
+				}
+				return s.saveMerged(pol, eng, cfg.SaveMerged, cfg.Out)
 			}
 			b := batches[state.Batch]
 			idx, targets, weights := b.targets()
