@@ -31,6 +31,15 @@ type GenerateOptions struct {
 	// Constrain, when set, returns the grammar constraint of row i
 	// (constrained decoding; see Constraint). Nil: free decoding.
 	Constrain func(row int) Constraint
+	// AnyID makes free decoding draw from every model id, the embedding's
+	// padding rows and control tokens included, as transformers'
+	// generate() does: `mlerl generate` prints its greedy answer token for
+	// token. Without it free decoding keeps to the policy's FreeMask.
+	AnyID bool
+	// OnTokens, when set, is called with a row and the ids just appended
+	// to it (a draw and what the grammar forced after it), in order, as
+	// they come: streaming.
+	OnTokens func(row int, ids []int32)
 }
 
 // Sample is one generated response.
@@ -189,6 +198,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					if err := s.force(cons[i], forced, v, pol); err != nil {
 						return nil, fmt.Errorf("generate: row %d: %w", i, err)
 					}
+					if opts.OnTokens != nil {
+						opts.OnTokens(i, forced)
+					}
 					if s.finished(maxNew, pol) {
 						done[i] = true
 						continue
@@ -198,6 +210,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 				}
 			}
 			mask := pol.FreeMask()
+			if opts.AnyID {
+				mask = nil
+			}
 			if cons[i] != nil {
 				mask = NewBitset(v)
 				if err := cons[i].Allowed(mask, maxNew-len(s.Tokens)); err != nil {
@@ -232,6 +247,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
 				add = append(add, forced...)
+			}
+			if opts.OnTokens != nil {
+				opts.OnTokens(i, add)
 			}
 			if s.finished(maxNew, pol) {
 				done[i] = true

@@ -60,7 +60,7 @@ func newRootCommand() *cobra.Command {
 func runsThePolicy(cmd *cobra.Command) bool {
 	for c := cmd; c != nil; c = c.Parent() {
 		switch c.Name() {
-		case "train", "evaluate", "experiment", "gpu-check":
+		case "train", "evaluate", "experiment", "generate", "gpu-check":
 			return true
 		}
 	}
