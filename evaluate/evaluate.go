@@ -121,14 +121,6 @@ func (c *Config) Validate() error {
 	case c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree:
 		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	}
-	if c.Policy != "" {
-		switch kind, _, err := policy.ParseSpec(c.Policy); {
-		case err != nil:
-			return config.Errorf("policy", c.Policy, "%v", err)
-		case kind == policy.KindMLERL:
-			return config.Errorf("policy", c.Policy, "names mlerl's own model, which is evaluated from its checkpoints (methods sft, sft+ppo): method %s prompts a pretrained model as it is (hf:DIR)", MethodPolicy)
-		}
-	}
 	for i, s := range c.Splits {
 		if s != schemas.HeldOut && s != schemas.HeldIn {
 			return config.Errorf("splits", c.Splits, "item %d %q is not %s or %s", i+1, s, schemas.HeldOut, schemas.HeldIn)
@@ -159,6 +151,10 @@ func (c *Config) Validate() error {
 		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
 	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
 		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
+	case c.Policy != "" && !strings.HasPrefix(c.Policy, policy.KindHF+":"):
+		return config.Errorf("policy", c.Policy, "want hf:DIR, a Hugging Face checkpoint folder (mlerl's own policies are evaluated from their checkpoints: sft, ppo)")
+	case c.Policy != "" && strings.TrimSpace(strings.TrimPrefix(c.Policy, policy.KindHF+":")) == "":
+		return config.Errorf("policy", c.Policy, "names no folder: want hf:DIR")
 	case c.Policy != "" && !slices.Contains(c.Methods, MethodPolicy):
 		return config.Errorf("policy", c.Policy, "is evaluated as method %s: add it to methods (e.g. --methods initial,%s)", MethodPolicy, MethodPolicy)
 	case c.Policy == "" && slices.Contains(c.Methods, MethodPolicy):
@@ -540,7 +536,8 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			}
 			out = append(out, m)
 		case MethodPolicy:
-			a, err := policy.OpenAgent(name, cfg.Policy, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
+			_, dir, _ := policy.ParseSpec(cfg.Policy)
+			a, err := policy.OpenHFAgent(name, dir, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
 				policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)

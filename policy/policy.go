@@ -238,15 +238,6 @@ func ParseSpec(s string) (kind, dir string, err error) {
 	return "", "", fmt.Errorf("want %s (mlerl's own model) or hf:DIR (a Hugging Face checkpoint folder)", KindMLERL)
 }
 
-// Pretrained reports whether spec is a valid spec of a pretrained model
-// (every kind ParseSpec reads but mlerl's own model, which only its
-// checkpoints hold): what stages fine-tune from, and evaluate and
-// experiment prompt as it is.
-func Pretrained(spec string) bool {
-	kind, _, err := ParseSpec(spec)
-	return err == nil && kind != KindMLERL
-}
-
 // tablesKey identifies the grammar's token tables of the policy: one per
 // vocabulary mapping (mlerl) or tokenizer (Hugging Face), shared by every
 // constraint and generator built on it.

@@ -325,7 +325,7 @@ func TestBringYourOwnModelRefusals(t *testing.T) {
 		{"evaluate's policy without its method", []string{"evaluate", "--policy", qwen}, "--policy \"" + qwen + "\": is evaluated as method policy: add it to methods"},
 		{"method policy without a policy", []string{"evaluate", "--methods=policy"}, "method policy evaluates the Hugging Face folder the policy key names: give --policy hf:DIR"},
 		{"evaluate's adapter without a policy", []string{"evaluate", "--adapter", "x"}, "--adapter \"x\": is a PEFT adapter of a Hugging Face model"},
-		{"evaluate's mlerl policy", []string{"evaluate", "--policy", "mlerl", "--methods=policy"}, "--policy \"mlerl\": names mlerl's own model, which is evaluated from its checkpoints"},
+		{"evaluate's mlerl policy", []string{"evaluate", "--policy", "mlerl", "--methods=policy"}, "--policy \"mlerl\": want hf:DIR"},
 		{"experiment's adapter without a policy", []string{"experiment", "--adapter", "x"}, "--adapter \"x\": is a PEFT adapter of a Hugging Face model"},
 	}
 	for _, tt := range tests {

@@ -242,9 +242,14 @@ func readPrompt(cfg generateConfig, stdin io.Reader) (string, error) {
 // (Policy.FitContext). source names it in messages.
 func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy, build func() (policy.Engine, error), source string, err error) {
 	if cfg.Policy != "" {
-		// The context is sized for the prompt later; these budgets only
-		// pass OpenSpec's checks.
-		pol, err := policy.OpenSpec(cfg.Policy, policy.Config{Ctx: 32, PromptTokens: 16, ResponseTokens: 8}, policy.DefaultTuning(), cfg.Adapter)
+		// Validate refused mlerl's own model; every other kind is a
+		// pretrained model, opened through the Hugging Face code path. The
+		// context is sized for the prompt later: these budgets only pass
+		// the opening's checks.
+		_, path, _ := policy.ParseSpec(cfg.Policy)
+		tu := policy.DefaultTuning()
+		tu.BaseStorage = policy.MatmulFP32 // what ForInference stores, below
+		pol, err := policy.OpenHF(path, policy.Config{Ctx: 32, PromptTokens: 16, ResponseTokens: 8}, tu, cfg.Adapter)
 		if err != nil {
 			return nil, nil, "", err
 		}
@@ -252,7 +257,7 @@ func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy,
 			pol.Model.LoRA = nil // the model as it is
 		}
 		pol.ForInference()
-		source = pol.SpecOf()
+		source = pol.Source.Kind + ":" + pol.Source.Base
 		if cfg.Adapter != "" {
 			source += " + adapter " + pol.Source.Adapter
 		}
