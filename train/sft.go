@@ -30,7 +30,7 @@ type SFTConfig struct {
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning policy.Tuning `yaml:",inline"`
 	// SaveMerged writes the trained policy as a Hugging Face folder.
-	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end (or where max_steps stops the run: a resumed run replaces it), adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
 	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
@@ -43,7 +43,7 @@ type SFTConfig struct {
 	Seed          int64              `yaml:"seed" help:"seed for initialisation and data order"`
 	// CheckpointEvery 0 saves at the end of every epoch only.
 	CheckpointEvery int  `yaml:"checkpoint_every" help:"save a checkpoint every N updates (0: each epoch)"`
-	MaxSteps        int  `yaml:"max_steps" help:"stop after N updates in total (0: run every epoch); a later run resumes"`
+	MaxSteps        int  `yaml:"max_steps" help:"stop after N updates in total (0: run every epoch); a later run resumes (save_merged is written with the model it stopped at)"`
 	Resume          bool `yaml:"resume" help:"continue from the latest checkpoint in out when there is one"`
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
