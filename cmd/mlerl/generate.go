@@ -35,7 +35,8 @@ func init() {
 type generateConfig struct {
 	Policy     string `yaml:"policy" help:"the model: hf:DIR, a Hugging Face checkpoint folder (or give checkpoint instead)"`
 	Adapter    string `yaml:"adapter" help:"with policy: a PEFT LoRA adapter folder on it (empty: the model as it is)"`
-	Checkpoint string `yaml:"checkpoint" help:"instead of policy: a checkpoint folder of mlerl train in the data root (checkpoints/sft, checkpoints/ppo: the checkpoint the run selected, else its latest; or one step-<N> folder)"`
+	Checkpoint string `yaml:"checkpoint" help:"instead of policy: a checkpoint folder of mlerl train in the data root (checkpoints/sft, checkpoints/ppo: the checkpoint which names; or one step-<N> folder)"`
+	Which      string `yaml:"which" help:"with checkpoint: selected (the one train ppo selected by its rule; the latest otherwise) or last"`
 	Data       string `yaml:"data" help:"data root of checkpoint: a local folder or gs://bucket/prefix"`
 	Prompt     string `yaml:"prompt" help:"the prompt's text (or prompt_file)"`
 	PromptFile string `yaml:"prompt_file" help:"a file holding the prompt's text (- reads standard input)"`
@@ -50,7 +51,7 @@ type generateConfig struct {
 }
 
 func defaultGenerateConfig() generateConfig {
-	return generateConfig{Data: "./data", Chat: true, MaxNewTokens: 256, TopP: 1, Seed: 1, Engine: policy.EngineNative}
+	return generateConfig{Data: "./data", Which: policy.CheckpointSelected, Chat: true, MaxNewTokens: 256, TopP: 1, Seed: 1, Engine: policy.EngineNative}
 }
 
 // maxPromptBytes bounds a prompt file: a prompt is read whole, and a
@@ -79,6 +80,8 @@ func (c *generateConfig) Validate() error {
 		return config.Errorf("top_p", c.TopP, "must be in (0, 1] (1: every token)")
 	case c.Engine != policy.EngineNative && c.Engine != policy.EngineGoMLX:
 		return config.Errorf("engine", c.Engine, "want %s or %s", policy.EngineNative, policy.EngineGoMLX)
+	case c.Which != policy.CheckpointSelected && c.Which != policy.CheckpointLast:
+		return config.Errorf("which", c.Which, "want %s or %s", policy.CheckpointSelected, policy.CheckpointLast)
 	case c.Checkpoint != "" && c.Data == "":
 		return config.Errorf("data", c.Data, "must name the data root checkpoint is in")
 	}
@@ -268,7 +271,7 @@ func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy,
 		return nil, nil, "", err
 	}
 	key := strings.Trim(cfg.Checkpoint, "/")
-	tr, err := policy.OpenTrained(ctx, st, key, policy.CheckpointSelected)
+	tr, err := policy.OpenTrained(ctx, st, key, cfg.Which)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("checkpoint %s: %w", cfg.Checkpoint, err)
 	}

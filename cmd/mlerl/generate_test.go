@@ -233,6 +233,7 @@ func TestGenerateRefusals(t *testing.T) {
 		{"no new tokens", []string{"--policy", llama, "--prompt", "hi", "--max_new_tokens", "0"}, "--max_new_tokens 0: must be at least 1"},
 		{"negative temperature", []string{"--policy", llama, "--prompt", "hi", "--temperature", "-1"}, "--temperature -1: must be a number >= 0"},
 		{"top_p 0", []string{"--policy", llama, "--prompt", "hi", "--top_p", "0"}, "--top_p 0: must be in (0, 1]"},
+		{"bad which", []string{"--data", dir, "--checkpoint", "checkpoints/sft", "--which", "best", "--prompt", "hi"}, "--which \"best\": want selected or last"},
 		{"bad engine", []string{"--policy", llama, "--prompt", "hi", "--engine", "torch"}, "--engine \"torch\": want native or gomlx"},
 		{"missing folder", []string{"--policy", "hf:" + filepath.Join(dir, "nope"), "--prompt", "hi"}, "no such file or directory"},
 		{"missing prompt file", []string{"--policy", llama, "--prompt_file", filepath.Join(dir, "nope.txt")}, "prompt_file: stat"},
