@@ -16,17 +16,23 @@
 # files, else as the Hugging Face folder $MLERL_DEPS/smollm2-hf), or any
 # spec the stages take (hf:DIR, gguf:FILE).
 #
-# Budgets (environment variables; the defaults aim at half an hour on 2
-# cores, docs/real-model.md has the measured stage times):
+# Budgets (environment variables; the defaults aim at well under an hour on
+# 2 cores; docs/real-model.md has the measured stage times):
 #   ROLLOUT_PER_TASK  expert trajectories per held-in task        (2)
 #   MAX_STEPS         steps per rollout trajectory                (8)
 #   SFT_STEPS         LoRA SFT updates                            (16)
 #   SFT_BATCH_ROWS    packed rows of model.ctx tokens per update  (2)
 #   PPO_UPDATES       PPO updates                                 (2)
 #   PPO_BATCH         samples per PPO update, 4 per state         (8)
+#   OVERSAMPLE        dynamic sampling: states drawn per update at most
+#                     OVERSAMPLE x those wanted until groups with a signal
+#                     fill the batch (4: a briefly fine-tuned SmolLM2 often
+#                     answers a state four times alike, a group without a
+#                     signal; with 1, both updates were skipped in a trial)
 #   EVAL_PER_TASK     trajectories per held-out task, baselines   (2)
 #   POLICY_PER_TASK   of those, for the three policies            (1)
-#   EVAL_STEPS        steps per evaluation trajectory             (4)
+#   EVAL_STEPS        steps per evaluation trajectory             (8: in 4
+#                     the scripted expert never reaches an edit)
 #   MAX_NEW_TOKENS    longest policy answer, PPO and evaluation   (96)
 #   CTX, PROMPT_TOKENS, RESPONSE_TOKENS  the policy's token budgets
 #                     (800, 600, 160: SmolLM2's tokenizer and ChatML
@@ -44,9 +50,10 @@ SFT_STEPS="${SFT_STEPS:-16}"
 SFT_BATCH_ROWS="${SFT_BATCH_ROWS:-2}"
 PPO_UPDATES="${PPO_UPDATES:-2}"
 PPO_BATCH="${PPO_BATCH:-8}"
+OVERSAMPLE="${OVERSAMPLE:-4}"
 EVAL_PER_TASK="${EVAL_PER_TASK:-2}"
 POLICY_PER_TASK="${POLICY_PER_TASK:-1}"
-EVAL_STEPS="${EVAL_STEPS:-4}"
+EVAL_STEPS="${EVAL_STEPS:-8}"
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-96}"
 CTX="${CTX:-800}"
 PROMPT_TOKENS="${PROMPT_TOKENS:-600}"
@@ -123,7 +130,7 @@ stage dataset "$BIN" dataset --data "$DATA"
 stage train-sft "$BIN" train sft --data "$DATA" --policy "$SPEC" "${BUDGETS[@]}" \
 	--max_steps "$SFT_STEPS" --batch_rows "$SFT_BATCH_ROWS" --epochs 1 --resume=false
 stage train-ppo "$BIN" train ppo --data "$DATA" --updates "$PPO_UPDATES" --batch_size "$PPO_BATCH" --gen_batch "$PPO_BATCH" \
-	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false --oversample 1 --select.rule last
+	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false --oversample "$OVERSAMPLE" --select.rule last
 stage evaluate "$BIN" evaluate --data "$DATA" --splits held-out --per_task "$EVAL_PER_TASK" --policy_per_task "$POLICY_PER_TASK" \
 	--env.max_steps "$EVAL_STEPS" --max_new_tokens "$MAX_NEW_TOKENS" "${BUDGETS[@]}" \
 	--methods initial,expert,policy,sft,sft+ppo --policy "$SPEC"
@@ -140,4 +147,6 @@ echo "    $POLICY_PER_TASK for the policies: policy = $SPEC prompted as it is, n
 echo "    sft = LoRA SFT on the expert's steps; sft+ppo = then step-wise PPO. delta_r = relative gain of the final score over the initial script)"
 sed -n '/^HELD-OUT/,$p' "$LOGS/evaluate.log" | grep -v '^evaluate[: ]'
 echo
-echo "In short: a real pretrained model through every stage at a budget of minutes; with one seed, $POLICY_PER_TASK trajectory per task and $PPO_UPDATES PPO updates the differences above are this demo's, not a result (SCIENCE.md holds the pre-declared runs)."
+skipped=$(grep -c '"skipped":true' "$DATA/checkpoints/ppo/metrics.jsonl" 2>/dev/null || true)
+echo "In short: a real pretrained model through every stage at a budget of minutes. PPO ran $PPO_UPDATES updates, ${skipped:-0} of them skipped for want of any group with a signal (a skipped update leaves the weights as they were: sft+ppo is then the SFT policy sampled again)."
+echo "With one seed, $POLICY_PER_TASK trajectory per task and $PPO_UPDATES PPO updates the differences above are this demo's, not a result (SCIENCE.md holds the pre-declared runs)."
