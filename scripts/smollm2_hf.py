@@ -12,7 +12,10 @@ gets what `from_pretrained(dir, gguf_file=...)` then `save_pretrained`
 write: config.json, generation_config.json, model.safetensors (the Q4_1
 weights dequantized to float32), tokenizer.json, tokenizer_config.json,
 chat_template.jinja; plus SOURCE.json naming the GGUF's sha256 and the
-versions. The GGUF's sha256 is checked first.
+versions, with transformers' chat-template ids and 16 greedy tokens for
+two conversations (what policy/hf's TestLoadSmolLM2Folder compares with
+when MLERL_SMOLLM2_HF names the folder). The GGUF's sha256 is checked
+first.
 
 Two things to know about the folder (measured, docs/tokenizer.md):
 
@@ -81,8 +84,43 @@ def convert(gguf, out, tokenizer_only=False):
         "script": "scripts/smollm2_hf.py",
         "tokenizer_json_sha256": sha256(out / "tokenizer.json"),
     }
+    if not tokenizer_only:
+        source["reference"] = reference(out)
     (out / "SOURCE.json").write_text(json.dumps(source, indent=1) + "\n")
     return source
+
+
+# Conversations whose chat-template ids and greedy continuation the folder's
+# SOURCE.json records (policy/hf's TestLoadSmolLM2Folder compares mlerl's
+# rendering with them when MLERL_SMOLLM2_HF points at the folder).
+CONVERSATIONS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "system", "content": "You improve ML scripts."},
+     {"role": "user", "content": "Score: initial 0.8125, best 0.8570.\n\n  42 steps\tleft; caf\u00e9 \u00bd"}],
+]
+
+
+def reference(out):
+    """transformers on the saved folder, as a user loads it: each
+    conversation's apply_chat_template ids (with the generation prompt) and
+    16 greedy tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    model.eval()
+    refs = []
+    for msgs in CONVERSATIONS:
+        enc = tok.apply_chat_template(msgs, add_generation_prompt=True, return_dict=True, return_tensors="pt")
+        ids = enc["input_ids"]
+        with torch.no_grad():
+            gen = model.generate(**enc, max_new_tokens=16, do_sample=False)
+        new = gen[0, ids.shape[1]:].tolist()
+        refs.append({"messages": msgs, "prompt_ids": ids[0].tolist(), "greedy_ids": new,
+                     "greedy_text": tok.decode(new, skip_special_tokens=False)})
+    return refs
 
 
 def main():
