@@ -339,11 +339,19 @@ func Read(r io.Reader) (*Tokenizer, error) {
 
 	// The vocabulary, then added tokens on top (their ids follow it, or,
 	// as in SmolLM2's file, repeat vocabulary entries).
-	size := 0
-	for _, id := range vocab {
+	// Ids index a table: one far past the number of entries is refused
+	// rather than allocated (real files number from 0 without gaps).
+	size, limit := 0, 4*(len(vocab)+len(f.AddedTokens))+1024
+	for s, id := range vocab {
+		if id >= limit {
+			return nil, fmt.Errorf("model.vocab[%q]: id %d is far past the %d entries: number the vocabulary from 0", s, id, len(vocab))
+		}
 		size = max(size, id+1)
 	}
-	for _, a := range f.AddedTokens {
+	for i, a := range f.AddedTokens {
+		if a.ID >= limit {
+			return nil, fmt.Errorf("added_tokens[%d] %q: id %d is far past the %d vocabulary entries", i, a.Content, a.ID, len(vocab))
+		}
 		size = max(size, a.ID+1)
 	}
 	t.tokens = make([]string, size)

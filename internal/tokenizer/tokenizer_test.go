@@ -501,6 +501,10 @@ func TestReadErrors(t *testing.T) {
 			delete(model(m)["vocab"].(map[string]any), string(byteToRune[0xff]))
 			model(m)["unk_token"] = "<unk>"
 		}, "unk_token"},
+		{"huge vocab id", func(m map[string]any) { model(m)["vocab"].(map[string]any)["zz"] = 1 << 40 }, "far past"},
+		{"huge added id", func(m map[string]any) {
+			m["added_tokens"] = []any{map[string]any{"id": 1 << 40, "content": "<|x|>"}}
+		}, "far past"},
 		{"added id collides", func(m map[string]any) {
 			v := model(m)["vocab"].(map[string]any)
 			delete(v, "ab")
