@@ -122,6 +122,7 @@ echo
 # result), the project's pre-declared result, where the report is.
 skipped=$(grep -c '"skipped":true' "$DATA/checkpoints/ppo/metrics.jsonl" 2>/dev/null || true)
 selected=$(sed -n 's/.*"reason": "\(.*\)".*/\1/p' "$DATA/checkpoints/ppo/selection.json" 2>/dev/null | head -1)
+selected_update=$(sed -n 's/.*"selected_update": \([0-9]*\).*/\1/p' "$DATA/checkpoints/ppo/selection.json" 2>/dev/null | head -1)
 report=$(sed -n 's/^report: //p' "$LOGS/evaluate.log" | tail -1)
 ntasks=$("$BIN" inspect --json "$DATA/tasks" 2>/dev/null | python3 -c 'import json, sys; print(json.load(sys.stdin)["rows"])' 2>/dev/null || echo "the demo")
 # Each split's delta_r of SFT+PPO, SFT and the expert, from the
@@ -141,8 +142,10 @@ fi
 {
 	printf 'In short: the demo ran every stage once on %s tasks of the built-in demo suite in %ss on %s cores: the scripted expert'"'"'s %s trajectories per held-in task, SFT of %s updates, PPO of %s updates (%s skipped for want of any group with a signal; the checkpoint evaluated as SFT+PPO was chosen on the held-in learning curve: %s), then %s trajectories per task and method (%s for SFT and SFT+PPO). ' \
 		"$ntasks" "$TOTAL" "$(nproc)" "$ROLLOUT_PER_TASK" "$SFT_STEPS" "$PPO_UPDATES" "${skipped:-0}" "${selected:-no selection recorded}" "$EVAL_PER_TASK" "$POLICY_PER_TASK"
-	if [ -n "$scores" ]; then
-		printf 'The trained policy (SFT+PPO) reached delta_r %s. ' "$scores"
+	if [ -n "$scores" ] && [ "$selected_update" = 0 ]; then
+		printf 'The policy evaluated as SFT+PPO, the SFT weights here (PPO'"'"'s curve kept them), reached delta_r %s. ' "$scores"
+	elif [ -n "$scores" ]; then
+		printf 'The trained policy (SFT+PPO, update %s) reached delta_r %s. ' "$selected_update" "$scores"
 	else
 		printf 'The trained policy'"'"'s delta_r is in the tables above (the evaluation'"'"'s manifest could not be read). '
 	fi
