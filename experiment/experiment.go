@@ -21,7 +21,10 @@ import (
 
 // Config is the config of `mlerl experiment`: a grid of arms x seeds.
 type Config struct {
-	Data string `yaml:"data" help:"data root with tasks, ideas, rl_states and sft_examples (make ingest rollout dataset)"`
+	// Data, in a --config file, is taken from the file's folder when
+	// relative, so that a committed run config (docs/run16/run16.yaml)
+	// works from any clone; --data is taken as typed and wins.
+	Data string `yaml:"data" path:"from-config" help:"data root with tasks, ideas, rl_states and sft_examples (make ingest rollout dataset); a relative data: in the --config file is taken from the file's folder, --data from the working directory (and wins over the file)"`
 	Name string `yaml:"name" help:"grid name: prefix of its checkpoints, eval datasets and report"`
 	Out  string `yaml:"out" help:"dataset the grid's rows are written to"`
 	// Budget picks the training and evaluation sizes (see Budgets).

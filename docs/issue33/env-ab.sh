@@ -9,8 +9,10 @@
 # runs' checkpoints and logs: a fifth session's gen-ab used genab.)
 set -euo pipefail
 N=${3:-envab}
-W=/work/data/run13z5
-export GOEXPERIMENT=simd MLERL_DEPS=/work/main/.deps
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+RUNS=${RUNS:-$REPO/data} # the folder of the runs' data roots and binaries
+W=$RUNS/run13z5
+export GOEXPERIMENT=simd MLERL_DEPS=${MLERL_DEPS:-$REPO/.deps}
 cd $W
 lscpu | grep -E "Model name|^Flags" | cut -c1-200
 run() { # binary tag

@@ -1,16 +1,18 @@
 #!/bin/bash
 # Issue 33, a sixth session: episodes that act again once their own step
-# is back (playSteps) against the lockstep schedule, one binary ($1,
-# /work/data/run13z5/mlerl-REV), the same samples by construction. Ten
+# is back (playSteps) against the lockstep schedule, one binary
+# ($RUNS/run13z5/mlerl-REV for $1 = REV), the same samples by construction. Ten
 # updates of train ppo from the third Zen 5 seed's SFT checkpoint (seed
 # 41, run 13's PPO flags, no learning curve, as env-ab.sh), in the order
 # lockstep, free, free, lockstep, alone on the machine.
 #   docs/issue33/overlap-ab.sh REV [NAME]
 set -euo pipefail
 N=${2:-overlap}
-W=/work/data/run13z5
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+RUNS=${RUNS:-$REPO/data} # the folder of the runs' data roots and binaries
+W=$RUNS/run13z5
 B=$W/mlerl-$1
-export GOEXPERIMENT=simd MLERL_DEPS=/work/main/.deps
+export GOEXPERIMENT=simd MLERL_DEPS=${MLERL_DEPS:-$REPO/.deps}
 cd $W
 lscpu | grep -E "Model name|^Flags" | cut -c1-200
 run() { # tag flags...

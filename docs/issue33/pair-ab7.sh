@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 33, a seventh session: the bf16 / float32 pair with the session
-# start's binary ($1, e.g. /tmp/pair-532d2e6.test) and this session's ($2)
+# start's binary ($1, e.g. pair-532d2e6.test) and this session's ($2)
 # alternated A B B A A B B A, 120 interleaved step pairs each, demo shape,
 # head at the targets then at every position. Built with
 # `GOEXPERIMENT=simd go test -c -o <file> ./policy/native` at each commit.

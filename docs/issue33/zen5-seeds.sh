@@ -6,10 +6,12 @@
 # command, run13-replay.yaml (--env.exec_cache_timeouts in train ppo and
 # evaluate). The data root is built first with cc699e0, as run 13's was.
 set -euo pipefail
-W=/work/data/run13z5
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+RUNS=${RUNS:-$REPO/data} # the folder of the runs' data roots and binaries
+W=$RUNS/run13z5
 BEFORE=$W/mlerl-cc699e0
 AFTER=$1
-export GOEXPERIMENT=simd MLERL_DEPS=/work/main/.deps
+export GOEXPERIMENT=simd MLERL_DEPS=${MLERL_DEPS:-$REPO/.deps}
 cd $W
 lscpu | grep -E "Model name|^Flags" | cut -c1-200
 if [ ! -e root/rl_states ]; then
@@ -22,10 +24,10 @@ if [ ! -e root/rl_states ]; then
 fi
 [ "${DATA_ONLY:-0}" = 1 ] && exit 0
 for side in before after; do
-	B=$BEFORE; C=run13.yaml
-	[ $side = after ] && B=$AFTER && C=run13-replay.yaml
+	B=$BEFORE; C=$REPO/docs/run13/run13.yaml
+	[ $side = after ] && B=$AFTER && C=$REPO/docs/issue33/run13-replay.yaml
 	echo "$(date -u) start $side: $B $C, load $(cut -d' ' -f1-3 /proc/loadavg)"
-	/usr/bin/time -v $B experiment --config $C --name zen5-$side --out zen5-$side --seeds 41 > $side.log 2> $side.time || { echo "$side failed"; tail -20 $side.log; exit 1; }
+	/usr/bin/time -v $B experiment --config "$C" --data "$W/root" --name zen5-$side --out zen5-$side --seeds 41 > $side.log 2> $side.time || { echo "$side failed"; tail -20 $side.log; exit 1; }
 	echo "$(date -u) end $side, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	grep -E "Elapsed|User time|System time" $side.time
 done

@@ -3,7 +3,7 @@
 at updates 1, 20 and 40 the mean return, approx_kl, clipfrac, decision-token
 entropy and KL to the SFT policy (train ppo's metrics.jsonl in run 14's data
 root, checkpoints/xp-run15-s<S>/s<S>/sft+ppo/).
-    python3 docs/run15/curves.py /work/data/run14/root/checkpoints
+    python3 docs/run15/curves.py $RUNS/run14/root/checkpoints
 Another run's seeds: curves.py CHECKPOINTS RUN SEED... (e.g. run16 63 64 65).
 """
 import json

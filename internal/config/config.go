@@ -11,6 +11,12 @@
 // typed, or the file and line). Errors in the file itself (syntax, types,
 // unknown or repeated keys) name the file, the line and the key.
 //
+// A string field tagged `path:"from-config"` holds a local path that a
+// config file gives relative to its own folder: `data: ../data` in
+// runs/a.yaml means runs/../data wherever the command runs from, so a
+// committed config works from any checkout ([FromConfig]). A flag's
+// value is taken as typed (relative to the working directory), and wins.
+//
 // Start with [Bind] (in the command's setup) and [Resolve] (when it runs).
 package config
 
@@ -19,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -46,8 +53,9 @@ var durationType = reflect.TypeOf(time.Duration(0))
 // values as defaults. A name with an underscore also gets a hidden
 // kebab-case alias (--llm.base-url for --llm.base_url).
 func Bind(fs *pflag.FlagSet, cfg any) {
-	walk(reflect.ValueOf(cfg).Elem(), "", func(name, help string, v reflect.Value) {
+	walk(reflect.ValueOf(cfg).Elem(), "", func(name string, tag reflect.StructTag, v reflect.Value) {
 		p := v.Addr().Interface()
+		help := tag.Get("help")
 		switch ptr := p.(type) {
 		case *string:
 			fs.StringVar(ptr, name, *ptr, help)
@@ -86,8 +94,8 @@ func Bind(fs *pflag.FlagSet, cfg any) {
 	})
 }
 
-// walk visits every leaf field with its flag name and help.
-func walk(v reflect.Value, prefix string, fn func(name, help string, v reflect.Value)) {
+// walk visits every leaf field with its flag name and struct tag.
+func walk(v reflect.Value, prefix string, fn func(name string, tag reflect.StructTag, v reflect.Value)) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -110,7 +118,7 @@ func walk(v reflect.Value, prefix string, fn func(name, help string, v reflect.V
 			walk(fv, name+".", fn)
 			continue
 		}
-		fn(name, f.Tag.Get("help"), fv)
+		fn(name, f.Tag, fv)
 	}
 }
 
@@ -119,7 +127,8 @@ func walk(v reflect.Value, prefix string, fn func(name, help string, v reflect.V
 // line and the full dotted key ("llm.base_ulr"), and lists the valid keys
 // at that level. A value of the wrong type is a *[FieldError] with the
 // file, line and key; a syntax error names the line at fault. An empty
-// file changes nothing.
+// file changes nothing. A relative path in a field tagged
+// path:"from-config" is resolved against the file's folder ([FromConfig]).
 func LoadFile(path string, cfg any) error {
 	_, err := loadFile(path, cfg)
 	return err
@@ -151,7 +160,31 @@ func loadFile(path string, cfg any) (map[string]int, error) {
 		}
 		return nil, fmt.Errorf("config %s %w", path, err)
 	}
+	// Paths the file gives relative to its folder (fields tagged
+	// path:"from-config"), now that the file is known to be valid.
+	walk(reflect.ValueOf(cfg).Elem(), "", func(name string, tag reflect.StructTag, v reflect.Value) {
+		if _, set := lines[name]; set && tag.Get("path") == "from-config" && v.Kind() == reflect.String {
+			v.SetString(FromConfig(path, v.String()))
+		}
+	})
 	return lines, nil
+}
+
+// FromConfig resolves a local path p that the config file at path gives
+// relative to its own folder: an absolute path, a URL (gs://bucket/x,
+// file:///x) and "" are returned as they are; a relative one is joined to
+// the file's folder and made absolute, so that the value does not depend
+// on the folder the command runs from (a grid's identity includes its
+// data root: the same config must resume the same grid from anywhere).
+func FromConfig(path, p string) string {
+	if p == "" || filepath.IsAbs(p) || strings.Contains(p, "://") {
+		return p
+	}
+	joined := filepath.Join(filepath.Dir(path), p)
+	if abs, err := filepath.Abs(joined); err == nil {
+		return abs
+	}
+	return joined
 }
 
 // decodeMapping sets the fields of struct v from the mapping n, key by
@@ -315,7 +348,7 @@ func Resolve[T any](fs *pflag.FlagSet, path string, defaults func() T) (T, error
 	}
 	var ferr error
 	typed := map[string]string{} // key -> the flag as the user typed it
-	walk(reflect.ValueOf(&cfg).Elem(), "", func(name, _ string, v reflect.Value) {
+	walk(reflect.ValueOf(&cfg).Elem(), "", func(name string, _ reflect.StructTag, v reflect.Value) {
 		fl := fs.Lookup(name)
 		if fl == nil || ferr != nil {
 			return

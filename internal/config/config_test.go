@@ -393,3 +393,71 @@ func TestYAMLListComments(t *testing.T) {
 		t.Errorf("Canonical has comments:\n%s", Canonical(c))
 	}
 }
+
+// pathsConfig has a path the config file gives relative to its folder,
+// nested and inline like a stage's, beside an untagged one.
+type pathsConfig struct {
+	Root  string `yaml:"root" path:"from-config" help:"a folder"`
+	Plain string `yaml:"plain" help:"not a path"`
+	Sub   struct {
+		Dir string `yaml:"dir" path:"from-config" help:"a nested folder"`
+	} `yaml:"sub"`
+}
+
+// TestPathsFromConfig: a relative path tagged path:"from-config" in a
+// config file is taken from the file's folder whatever the working
+// directory; absolute paths, URLs, untagged keys and defaults are kept as
+// they are; a flag is taken as typed and wins over the file.
+func TestPathsFromConfig(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "runs", "r1")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sub, "r1.yaml")
+	def := func() pathsConfig { c := pathsConfig{Root: "./default", Plain: "p"}; c.Sub.Dir = "./d"; return c }
+	run := func(yamlText string, args ...string) pathsConfig {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yamlText), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		bound := def()
+		Bind(fs, &bound)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		// A relative --config path, from another working directory.
+		t.Chdir(dir)
+		c, err := Resolve(fs, filepath.Join("runs", "r1", "r1.yaml"), def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := run("root: ../../data/r1\nplain: ../x\nsub:\n  dir: out\n")
+	if want := filepath.Join(dir, "data", "r1"); c.Root != want {
+		t.Errorf("root %q, want %q (from the file's folder)", c.Root, want)
+	}
+	if want := filepath.Join(sub, "out"); c.Sub.Dir != want {
+		t.Errorf("sub.dir %q, want %q", c.Sub.Dir, want)
+	}
+	if c.Plain != "../x" {
+		t.Errorf("untagged plain %q changed", c.Plain)
+	}
+	c = run("plain: y\n")
+	if c.Root != "./default" || c.Sub.Dir != "./d" {
+		t.Errorf("defaults changed to %q, %q though the file does not set them", c.Root, c.Sub.Dir)
+	}
+	for _, v := range []string{"/abs/data", "gs://bucket/prefix", "file:///tmp/d"} {
+		if c = run("root: " + v + "\n"); c.Root != v {
+			t.Errorf("root %q became %q", v, c.Root)
+		}
+	}
+	if c = run("root: ../../data/r1\n", "--root=mine"); c.Root != "mine" {
+		t.Errorf("--root=mine gave %q, want the flag as typed", c.Root)
+	}
+	if got := FromConfig("a/b.yaml", ""); got != "" {
+		t.Errorf("FromConfig of an empty path: %q", got)
+	}
+}
