@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -40,6 +41,9 @@ type GenerateOptions struct {
 	// to it (a draw and what the grammar forced after it), in order, as
 	// they come: streaming.
 	OnTokens func(row int, ids []int32)
+	// Context, when set, stops generation between two tokens once it is
+	// done (an interrupted `mlerl generate`), with its error.
+	Context context.Context
 }
 
 // Sample is one generated response.
@@ -178,6 +182,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 	masks, frees := make([]Bitset, n), make([]bool, n)
 	var pending []int
 	for step := 0; ; step++ {
+		if opts.Context != nil && opts.Context.Err() != nil {
+			return nil, fmt.Errorf("generate: %w", opts.Context.Err())
+		}
 		appends := make([][]int32, n)
 		active := false
 		pending = pending[:0]

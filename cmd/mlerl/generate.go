@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mlerl/mlerl/internal/config"
+	"github.com/mlerl/mlerl/internal/progress"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
 )
@@ -169,15 +170,20 @@ func runGenerate(ctx context.Context, cfg generateConfig, stdin io.Reader, out, 
 	defer eng.Close()
 	loaded := time.Since(start)
 
-	var s streamer
-	opts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens,
-		Seed: uint64(cfg.Seed), AnyID: true}
-	if !cfg.JSON {
-		s = streamer{pol: pol, out: out}
-		opts.OnTokens = func(_ int, ids []int32) { s.add(ids) }
+	if ctx.Err() != nil { // a signal while the model loaded
+		return interrupted(ctx, 0, cfg.MaxNewTokens)
 	}
+	s := streamer{pol: pol, out: out, quiet: cfg.JSON}
+	opts := policy.GenerateOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens,
+		Seed: uint64(cfg.Seed), AnyID: true, Context: ctx, OnTokens: func(_ int, ids []int32) { s.add(ids) }}
 	start = time.Now()
 	samples, err := policy.Generator{Engine: eng, Policy: pol}.Generate([][]int32{prompt}, opts)
+	if ctx.Err() != nil {
+		if !cfg.JSON && len(s.written) > 0 {
+			fmt.Fprintln(out)
+		}
+		return interrupted(ctx, len(s.ids), cfg.MaxNewTokens)
+	}
 	if err != nil {
 		return fmt.Errorf("generate: %s: %w", source, err)
 	}
@@ -195,6 +201,12 @@ func runGenerate(ctx context.Context, cfg generateConfig, stdin io.Reader, out, 
 		return err
 	}
 	return s.finish(answer)
+}
+
+// interrupted is the one line of a generation a signal stopped.
+func interrupted(ctx context.Context, done, maxNew int) error {
+	return &progress.InterruptedError{Label: "mlerl generate", Unit: "new tokens", Done: done, Total: maxNew,
+		Rerun: "nothing was written; rerun the same command to generate again", Err: ctx.Err()}
 }
 
 func stopNote(s policy.Sample, maxNew int) string {
@@ -285,6 +297,7 @@ func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy,
 type streamer struct {
 	pol     *policy.Policy
 	out     io.Writer
+	quiet   bool // --json: count the tokens only
 	ids     []int32
 	written string
 	err     error
@@ -292,6 +305,9 @@ type streamer struct {
 
 func (s *streamer) add(ids []int32) {
 	s.ids = append(s.ids, ids...)
+	if s.quiet {
+		return
+	}
 	text := s.pol.Decode(s.ids)
 	if !strings.HasPrefix(text, s.written) {
 		return // finish writes what is left

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -147,11 +149,6 @@ func TestGenerateRealModel(t *testing.T) {
 			t.Run(strings.SplitN(spec, ":", 2)[0]+"/"+strconv.Itoa(i), func(t *testing.T) {
 				args := []string{"generate", "--json", "--policy", spec, "--prompt", ref.Prompt, "--max_new_tokens", strconv.Itoa(refs.MaxNew), "--chat=" + strconv.FormatBool(ref.Chat)}
 				out, err := run(t, args...)
-				if err != nil && strings.Contains(err.Error(), "not a byte-level vocabulary") {
-					// Until internal/tokenizer reads vocabularies without a
-					// symbol for every byte (issue 58's first item).
-					t.Skipf("SmolLM2's vocabulary does not load yet: %v", err)
-				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -278,4 +275,37 @@ func perByteValid(s string) string {
 		i += size
 	}
 	return b.String()
+}
+
+// TestGenerateInterrupted: a signal (the context cancelled) stops a
+// generation between two tokens with the interrupted line, which says
+// how far it got and that nothing was written.
+func TestGenerateInterrupted(t *testing.T) {
+	cfg := defaultGenerateConfig()
+	cfg.Policy, cfg.Prompt, cfg.MaxNewTokens = "hf:"+hfTestdataPath("ckpt", "llama"), "hi", 20
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, log strings.Builder
+	w := cancelAfter{Writer: &out, n: 1, cancel: cancel}
+	err := runGenerate(ctx, cfg, nil, &w, &log)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "mlerl generate: interrupted after ") ||
+		!strings.Contains(err.Error(), "/20 new tokens; nothing was written") {
+		t.Fatalf("got %v, want the interrupted line", err)
+	}
+	if strings.Contains(err.Error(), "after 20/20") {
+		t.Errorf("%v: the generation ran to its end", err)
+	}
+}
+
+// cancelAfter cancels its context once n writes went through.
+type cancelAfter struct {
+	io.Writer
+	n      int
+	cancel func()
+}
+
+func (c *cancelAfter) Write(p []byte) (int, error) {
+	if c.n--; c.n <= 0 {
+		c.cancel()
+	}
+	return c.Writer.Write(p)
 }
