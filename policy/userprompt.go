@@ -71,6 +71,19 @@ func (p *Policy) FitContext(promptLen, maxNew int) error {
 	return nil
 }
 
+// MaxPositions is the longest sequence the policy can read: a Hugging
+// Face model's max_position_embeddings (1<<20 when its config.json sets
+// none), mlerl's own model's context.
+func (p *Policy) MaxPositions() int {
+	if p.hf == nil {
+		return p.Model.Ctx
+	}
+	if n := p.hf.Arch.MaxPositionEmbeddings; n > 0 {
+		return n
+	}
+	return 1 << 20
+}
+
 func toInt32(ids []int) []int32 {
 	out := make([]int32, len(ids))
 	for i, id := range ids {

@@ -42,6 +42,9 @@ type generateConfig struct {
 	Prompt     string `yaml:"prompt" help:"the prompt's text (or prompt_file)"`
 	PromptFile string `yaml:"prompt_file" help:"a file holding the prompt's text (- reads standard input)"`
 	Chat       bool   `yaml:"chat" help:"render the prompt as one user turn in the model's own chat format, as apply_chat_template does (false: the raw text, control tokens written in it read as theirs, nothing added)"`
+	// StagePrompt shows a model a state as the stages show it, to see
+	// what a checkpoint does there.
+	StagePrompt bool `yaml:"stage_prompt" help:"render the prompt as SFT, PPO and evaluation render a state's compact prompt: after the system message the policy was trained with (mlerl's, or the one its checkpoint records), fitted to its prompt budget"`
 	// The sampling.
 	MaxNewTokens int     `yaml:"max_new_tokens" help:"longest answer in tokens"`
 	Temperature  float64 `yaml:"temperature" help:"sampling temperature (0: greedy, transformers' generate(do_sample=False) token for token)"`
@@ -83,6 +86,8 @@ func (c *generateConfig) Validate() error {
 		return config.Errorf("engine", c.Engine, "want %s or %s", policy.EngineNative, policy.EngineGoMLX)
 	case c.Which != policy.CheckpointSelected && c.Which != policy.CheckpointLast:
 		return config.Errorf("which", c.Which, "want %s or %s", policy.CheckpointSelected, policy.CheckpointLast)
+	case c.StagePrompt && !c.Chat:
+		return config.Errorf("stage_prompt", c.StagePrompt, "renders the prompt in the chat format: drop --chat=false")
 	case c.Checkpoint != "" && c.Data == "":
 		return config.Errorf("data", c.Data, "must name the data root checkpoint is in")
 	}
@@ -153,8 +158,16 @@ func runGenerate(ctx context.Context, cfg generateConfig, stdin io.Reader, out, 
 	}
 	defer pol.Close()
 	encode, rendering := pol.UserTurn, "chat"
-	if !cfg.Chat {
+	switch {
+	case !cfg.Chat:
 		encode, rendering = pol.RawPrompt, "raw"
+	case cfg.StagePrompt:
+		encode, rendering = pol.EncodePrompt, "as the stages render a state"
+		if pol.Kind() != policy.KindMLERL && cfg.Policy != "" {
+			// A pretrained model has no prompt budget of its own: its
+			// positions, less the answer's.
+			pol.Model.PromptTokens = pol.MaxPositions() - cfg.MaxNewTokens - 1
+		}
 	}
 	prompt, err := encode(text)
 	if err != nil {
