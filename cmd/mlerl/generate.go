@@ -203,7 +203,7 @@ func runGenerate(ctx context.Context, cfg generateConfig, stdin io.Reader, out, 
 	secs := time.Since(start).Seconds()
 	smp := samples[0]
 	answer := pol.Decode(smp.Tokens)
-	fmt.Fprintf(log, "generate: %s: %d prompt tokens (%s), %d new tokens in %.1f s (%.1f tokens/s; loading took %.1f s)%s\n",
+	defer fmt.Fprintf(log, "generate: %s: %d prompt tokens (%s), %d new tokens in %.1f s (%.1f tokens/s; loading took %.1f s)%s\n",
 		source, len(prompt), rendering, len(smp.Tokens), secs, float64(len(smp.Tokens))/secs, loaded.Seconds(), stopNote(smp, cfg.MaxNewTokens))
 	if cfg.JSON {
 		b, err := json.Marshal(generated{Model: source, Prompt: prompt, IDs: smp.Tokens, Text: answer, Stopped: smp.Stopped, Seconds: secs, Rendering: rendering})

@@ -231,6 +231,7 @@ func TestGenerateRefusals(t *testing.T) {
 		{"negative temperature", []string{"--policy", llama, "--prompt", "hi", "--temperature", "-1"}, "--temperature -1: must be a number >= 0"},
 		{"top_p 0", []string{"--policy", llama, "--prompt", "hi", "--top_p", "0"}, "--top_p 0: must be in (0, 1]"},
 		{"bad which", []string{"--data", dir, "--checkpoint", "checkpoints/sft", "--which", "best", "--prompt", "hi"}, "--which \"best\": want selected or last"},
+		{"stage prompt raw", []string{"--policy", llama, "--prompt", "hi", "--stage_prompt", "--chat=false"}, "--stage_prompt true: renders the prompt in the chat format"},
 		{"bad engine", []string{"--policy", llama, "--prompt", "hi", "--engine", "torch"}, "--engine \"torch\": want native or gomlx"},
 		{"missing folder", []string{"--policy", "hf:" + filepath.Join(dir, "nope"), "--prompt", "hi"}, "no such file or directory"},
 		{"missing prompt file", []string{"--policy", llama, "--prompt_file", filepath.Join(dir, "nope.txt")}, "prompt_file: stat"},
@@ -308,4 +309,31 @@ func (c *cancelAfter) Write(p []byte) (int, error) {
 		c.cancel()
 	}
 	return c.Writer.Write(p)
+}
+
+// TestGenerateStagePrompt: --stage_prompt renders the prompt as the
+// stages render a state's compact prompt (Policy.EncodePrompt: mlerl's
+// system message before the user turn), not as one bare user turn.
+func TestGenerateStagePrompt(t *testing.T) {
+	dir := hfTestdataPath("ckpt", "llama")
+	text := "Task: wine-cultivar. Improve train.py."
+	g := generateJSON(t, "--policy", "hf:"+dir, "--prompt", text, "--max_new_tokens", "4", "--stage_prompt")
+	pol, err := policy.OpenHF(dir, policy.Config{Ctx: 2048, PromptTokens: 2000, ResponseTokens: 8}, policy.DefaultTuning(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pol.Close()
+	want, err := pol.EncodePrompt(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(g.Prompt, want) {
+		t.Errorf("--stage_prompt's prompt ids are not EncodePrompt's:\n got  %v\n want %v", g.Prompt, want)
+	}
+	if bare, _ := pol.UserTurn(text); slices.Equal(g.Prompt, bare) {
+		t.Error("--stage_prompt rendered a bare user turn")
+	}
+	if !strings.Contains(pol.Decode(g.Prompt), policy.SystemPrompt) {
+		t.Errorf("the prompt %q lacks mlerl's system message", pol.Decode(g.Prompt))
+	}
 }
