@@ -20,8 +20,13 @@
 # 2 cores; docs/real-model.md has the measured stage times):
 #   ROLLOUT_PER_TASK  expert trajectories per held-in task        (2)
 #   MAX_STEPS         steps per rollout trajectory                (8)
-#   SFT_STEPS         LoRA SFT updates                            (16)
+#   SFT_EPOCHS        LoRA SFT epochs over the expert's steps     (1: about
+#                     75 updates; after 16 a trial's policy answered every
+#                     state with the same action, after one epoch it
+#                     chose by the state)
+#   SFT_STEPS         cap on the SFT updates (0: the epochs')      (0)
 #   SFT_BATCH_ROWS    packed rows of model.ctx tokens per update  (2)
+#   SFT_LR            LoRA SFT peak learning rate (4 warmup steps) (2e-3)
 #   PPO_UPDATES       PPO updates                                 (2)
 #   PPO_BATCH         samples per PPO update, 4 per state         (8)
 #   OVERSAMPLE        dynamic sampling: states drawn per update at most
@@ -46,8 +51,10 @@ BIN="${MLERL_BIN:-bin/mlerl}"
 POLICY="${POLICY:-smollm2}"
 ROLLOUT_PER_TASK="${ROLLOUT_PER_TASK:-2}"
 MAX_STEPS="${MAX_STEPS:-8}"
-SFT_STEPS="${SFT_STEPS:-16}"
+SFT_EPOCHS="${SFT_EPOCHS:-1}"
+SFT_STEPS="${SFT_STEPS:-0}"
 SFT_BATCH_ROWS="${SFT_BATCH_ROWS:-2}"
+SFT_LR="${SFT_LR:-2e-3}"
 PPO_UPDATES="${PPO_UPDATES:-2}"
 PPO_BATCH="${PPO_BATCH:-8}"
 OVERSAMPLE="${OVERSAMPLE:-4}"
@@ -90,7 +97,7 @@ fi
 
 echo "mlerl demo with a real model: $SPEC"
 echo "data root $DATA, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min) at start"
-echo "budgets: rollout $ROLLOUT_PER_TASK trajectories x $MAX_STEPS steps per held-in task; LoRA SFT $SFT_STEPS updates x $SFT_BATCH_ROWS rows of $CTX tokens;"
+echo "budgets: rollout $ROLLOUT_PER_TASK trajectories x $MAX_STEPS steps per held-in task; LoRA SFT $SFT_EPOCHS epoch(s) of $SFT_BATCH_ROWS rows of $CTX tokens per update;"
 echo "         step-wise PPO $PPO_UPDATES updates x $PPO_BATCH samples (4 actions per state); evaluation on the held-out tasks,"
 echo "         $EVAL_PER_TASK trajectories x $EVAL_STEPS steps per task for the baselines, $POLICY_PER_TASK for the three policies"
 echo
@@ -128,7 +135,7 @@ stage ingest-ideas "$BIN" ingest ideas --data "$DATA" --source catalog
 stage rollout "$BIN" rollout --data "$DATA" --split held-in --per_task "$ROLLOUT_PER_TASK" --env.max_steps "$MAX_STEPS"
 stage dataset "$BIN" dataset --data "$DATA"
 stage train-sft "$BIN" train sft --data "$DATA" --policy "$SPEC" "${BUDGETS[@]}" \
-	--max_steps "$SFT_STEPS" --batch_rows "$SFT_BATCH_ROWS" --epochs 1 --resume=false
+	--max_steps "$SFT_STEPS" --batch_rows "$SFT_BATCH_ROWS" --epochs "$SFT_EPOCHS" --optim.lr "$SFT_LR" --optim.warmup_steps 4 --resume=false
 stage train-ppo "$BIN" train ppo --data "$DATA" --updates "$PPO_UPDATES" --batch_size "$PPO_BATCH" --gen_batch "$PPO_BATCH" \
 	--max_new_tokens "$MAX_NEW_TOKENS" --workers 2 --checkpoint_every "$PPO_UPDATES" --resume=false --oversample "$OVERSAMPLE" --select.rule last
 stage evaluate "$BIN" evaluate --data "$DATA" --splits held-out --per_task "$EVAL_PER_TASK" --policy_per_task "$POLICY_PER_TASK" \
