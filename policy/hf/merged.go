@@ -51,7 +51,7 @@ func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []flo
 	if dtype.Size() == 0 {
 		return fmt.Errorf("merged dtype %q: want F32, BF16 or F16", dtype)
 	}
-	cfg, err := mergedConfig(filepath.Join(c.Dir, "config.json"), dtype)
+	cfg, err := mergedConfig(c, dtype)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []flo
 			return err
 		}
 		for _, f := range filesCopied {
-			b, err := os.ReadFile(filepath.Join(c.Dir, f))
+			b, err := c.file(f)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -95,10 +95,11 @@ func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []flo
 	})
 }
 
-// mergedConfig is config.json with its dtype (and torch_dtype, where the
+// mergedConfig is c's config.json with its dtype (and torch_dtype, where the
 // file has that older key) set to dtype; other fields are kept as written.
-func mergedConfig(path string, dtype DType) ([]byte, error) {
-	b, err := os.ReadFile(path)
+func mergedConfig(c *Checkpoint, dtype DType) ([]byte, error) {
+	path := c.where("config.json")
+	b, err := c.file("config.json")
 	if err != nil {
 		return nil, err
 	}
