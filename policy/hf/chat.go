@@ -59,6 +59,8 @@ type ChatFormat struct {
 	DateToday bool
 	// EndOfTurn is the token that closes a turn: <|im_end|> or <|eot_id|>.
 	EndOfTurn string
+	// Template is the Jinja source as read (written into exported files).
+	Template string
 }
 
 var (
@@ -167,6 +169,14 @@ func (c *Checkpoint) tokenizerConfig() (tokenizerConfig, error) {
 // ParseChatTemplate recognises a chat template's source (src names the
 // file in errors); bos is the tokenizer's bos_token text.
 func ParseChatTemplate(src, tmpl, bos string) (*ChatFormat, error) {
+	f, err := parseChatTemplate(src, tmpl, bos)
+	if f != nil {
+		f.Template = tmpl
+	}
+	return f, err
+}
+
+func parseChatTemplate(src, tmpl, bos string) (*ChatFormat, error) {
 	switch {
 	case chatmlMarker.MatchString(tmpl):
 		f := &ChatFormat{Kind: ChatML, Source: src, EndOfTurn: "<|im_end|>"}

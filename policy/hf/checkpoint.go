@@ -96,8 +96,10 @@ func Assemble(name string, files map[string][]byte, w Tensors) (*Checkpoint, err
 	return c, nil
 }
 
-// file reads one of the checkpoint's small files: from Files for a
-// checkpoint made in memory, else from the folder.
+// ReadFile reads one of the checkpoint's small files (tokenizer.json...):
+// from Files for a checkpoint made in memory, else from the folder.
+func (c *Checkpoint) ReadFile(name string) ([]byte, error) { return c.file(name) }
+
 func (c *Checkpoint) file(name string) ([]byte, error) {
 	if c.Files != nil {
 		b, ok := c.Files[name]

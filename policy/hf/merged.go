@@ -25,12 +25,24 @@ var filesCopied = []string{
 // runs in float64 from the stored values, then rounds once. A failure
 // leaves nothing behind.
 func WriteMerged(dir string, c *Checkpoint, ad *Adapter, dtype DType) error {
+	merge, err := MergeFunc(c, ad)
+	if err != nil {
+		return err
+	}
+	return WriteModel(dir, c, merge, dtype)
+}
+
+// MergeFunc is WriteMerged's weight function, for [WriteModel] or another
+// writer (policy/gguf's): a tensor by its Hugging Face name with ad's
+// update added (W + alpha/r B A, in float64 from the stored values,
+// rounded once); other tensors, and every one when ad is nil, unchanged.
+func MergeFunc(c *Checkpoint, ad *Adapter) (func(name string, stored []float32) ([]float32, error), error) {
 	if ad != nil {
 		if err := ad.Check(c.Arch); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return WriteModel(dir, c, func(n string, v []float32) ([]float32, error) {
+	return func(n string, v []float32) ([]float32, error) {
 		if ad != nil {
 			if m, ok := ad.Modules[strings.TrimSuffix(n, ".weight")]; ok {
 				d := m.scaledDelta(ad.R, ad.Scale())
@@ -40,7 +52,7 @@ func WriteMerged(dir string, c *Checkpoint, ad *Adapter, dtype DType) error {
 			}
 		}
 		return v, nil
-	}, dtype)
+	}, nil
 }
 
 // WriteModel writes c as a Hugging Face folder in dir, as WriteMerged
