@@ -3,6 +3,7 @@ package gguf
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"regexp"
@@ -190,6 +191,12 @@ func config(f *File, arch string, fam family, w *Weights) (map[string]any, *voca
 	if err != nil {
 		return nil, nil, err
 	}
+	emb, _ := f.Tensor("token_embd.weight")
+	shape := emb.Shape()
+	if len(shape) != 2 || shape[1] != hidden {
+		return nil, nil, fmt.Errorf("%s: tensor \"token_embd.weight\" has shape %v but %s is %d: the metadata does not belong to these weights", f.Path, shape, key("embedding_length"), hidden)
+	}
+	vocab := shape[0]
 	layers, err := need("block_count")
 	if err != nil {
 		return nil, nil, err
@@ -263,13 +270,7 @@ func config(f *File, arch string, fam family, w *Weights) (map[string]any, *voca
 		ctx = int(min(n, math.MaxInt32))
 	}
 
-	// The tensors' shapes against the keys.
-	emb, _ := f.Tensor("token_embd.weight")
-	shape := emb.Shape()
-	if len(shape) != 2 || shape[1] != hidden {
-		return nil, nil, fmt.Errorf("%s: tensor \"token_embd.weight\" has shape %v but %s is %d: the metadata does not belong to these weights", f.Path, shape, key("embedding_length"), hidden)
-	}
-	vocab := shape[0]
+	// The tensors against the keys.
 	if n, ok, err := f.Int(key("vocab_size")); err != nil {
 		return nil, nil, err
 	} else if ok && int(n) != vocab {
@@ -287,6 +288,20 @@ func config(f *File, arch string, fam family, w *Weights) (map[string]any, *voca
 	}
 	if maxLayer+1 != layers {
 		return nil, nil, bad(key("block_count"), fmt.Sprintf("is %d but the tensors hold blocks 0..%d", layers, maxLayer))
+	}
+	for l := range layers {
+		for _, table := range []map[string]string{layerTensors, fam.layerTensors} {
+			// Sorted, so that a file missing several names the same one
+			// every run.
+			for _, g := range slices.Sorted(maps.Keys(table)) {
+				if n := fmt.Sprintf("blk.%d.%s", l, g); !hasTensor(f, n) {
+					return nil, nil, fmt.Errorf("%s: tensor %q is missing: not a complete %s model file", f.Path, n, arch)
+				}
+			}
+		}
+	}
+	if !hasTensor(f, "output_norm.weight") {
+		return nil, nil, fmt.Errorf("%s: tensor \"output_norm.weight\" is missing: not a complete %s model file", f.Path, arch)
 	}
 	if fam.permuted {
 		for l := range layers {
@@ -323,6 +338,11 @@ func config(f *File, arch string, fam family, w *Weights) (map[string]any, *voca
 		}
 	}
 	return cfg, v, nil
+}
+
+func hasTensor(f *File, name string) bool {
+	_, ok := f.Tensor(name)
+	return ok
 }
 
 func torchName(d hf.DType) string {

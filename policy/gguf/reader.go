@@ -473,7 +473,7 @@ func (p *parser) array(depth int) (Value, error) {
 		return Value{}, fmt.Errorf("%s: array of unknown value type %d: corrupt, or a GGUF newer than this reader", p.what, et)
 	}
 	if left := p.size - p.pos; n > uint64(left/least) {
-		return Value{}, fmt.Errorf("%s: an array of %d %s cannot fit in the %d bytes left in the file: truncated or corrupt", p.what, n, elem, left)
+		return Value{}, fmt.Errorf("truncated or corrupt: %s is an array of %d elements of type %s, which cannot fit in the %d bytes left in the file", p.what, n, elem, left)
 	}
 	v := Value{Type: TypeArray, Elem: elem}
 	count := int(n)
