@@ -66,7 +66,7 @@ type Config struct {
 	// rule (its selection.json), or the last one.
 	PPOCheckpoint string `yaml:"ppo_checkpoint" help:"which PPO checkpoint: selected (the one train ppo selected by its rule, select.rule in its config; the latest when the run selected none) or last"`
 	// Policy is a Hugging Face policy evaluated as it is (method policy).
-	Policy  string         `yaml:"policy" help:"method policy: the Hugging Face checkpoint folder to evaluate, hf:DIR (a base model, or with adapter one fine-tuned elsewhere); sft and sft+ppo checkpoints of a Hugging Face policy need no key (their policy.json names the base)"`
+	Policy  string         `yaml:"policy" help:"method policy: the Hugging Face checkpoint folder or GGUF model file to evaluate, hf:DIR or gguf:FILE (a base model, or with adapter one fine-tuned elsewhere); sft and sft+ppo checkpoints of a Hugging Face policy need no key (their policy.json names the base)"`
 	Adapter string         `yaml:"adapter" help:"method policy: a PEFT LoRA adapter folder on the policy's base (e.g. one LLaMA-Factory or mlerl trained; empty: the base as it is)"`
 	Budgets policy.Budgets `yaml:"model"`
 	// The policies' sampling.
@@ -151,16 +151,20 @@ func (c *Config) Validate() error {
 		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
 	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
 		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
-	case c.Policy != "" && !strings.HasPrefix(c.Policy, policy.KindHF+":"):
-		return config.Errorf("policy", c.Policy, "want hf:DIR, a Hugging Face checkpoint folder (mlerl's own policies are evaluated from their checkpoints: sft, ppo)")
-	case c.Policy != "" && strings.TrimSpace(strings.TrimPrefix(c.Policy, policy.KindHF+":")) == "":
-		return config.Errorf("policy", c.Policy, "names no folder: want hf:DIR")
+	case c.Policy != "" && !strings.HasPrefix(c.Policy, policy.KindHF+":") && !strings.HasPrefix(c.Policy, policy.KindGGUF+":"):
+		return config.Errorf("policy", c.Policy, "want hf:DIR, a Hugging Face checkpoint folder, or gguf:FILE, a GGUF model file (mlerl's own policies are evaluated from their checkpoints: sft, ppo)")
+	case c.Policy != "":
+		if _, _, err := policy.ParseSpec(c.Policy); err != nil {
+			return config.Errorf("policy", c.Policy, "%v", err)
+		}
+	}
+	switch {
 	case c.Policy != "" && !slices.Contains(c.Methods, MethodPolicy):
 		return config.Errorf("policy", c.Policy, "is evaluated as method %s: add it to methods (e.g. --methods initial,%s)", MethodPolicy, MethodPolicy)
 	case c.Policy == "" && slices.Contains(c.Methods, MethodPolicy):
-		return config.Errorf("methods", c.Methods, "method %s evaluates the Hugging Face folder the policy key names: give --policy hf:DIR", MethodPolicy)
+		return config.Errorf("methods", c.Methods, "method %s evaluates the Hugging Face folder or GGUF file the policy key names: give --policy hf:DIR or gguf:FILE", MethodPolicy)
 	case c.Adapter != "" && c.Policy == "":
-		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
+		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR or gguf:FILE, its base")
 	case c.PPOCheckpoint != policy.CheckpointSelected && c.PPOCheckpoint != policy.CheckpointLast:
 		return config.Errorf("ppo_checkpoint", c.PPOCheckpoint, "want %s or %s", policy.CheckpointSelected, policy.CheckpointLast)
 	case !(c.Temperature >= 0) || !finite(c.Temperature):
@@ -536,8 +540,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			}
 			out = append(out, m)
 		case MethodPolicy:
-			_, dir, _ := policy.ParseSpec(cfg.Policy)
-			a, err := policy.OpenHFAgent(name, dir, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
+			a, err := policy.OpenHFAgent(name, cfg.Policy, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
 				policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)

@@ -6,6 +6,7 @@ Run from the repository root with the pinned venv (scripts/setup_pyref.sh):
     .deps/pyref/bin/python scripts/gguf_reference.py              # write references
     .deps/pyref/bin/python scripts/gguf_reference.py smollm2 FILE # the real model's
     .deps/pyref/bin/python scripts/gguf_reference.py check DIR    # read Go's output
+    .deps/pyref/bin/python scripts/gguf_reference.py check-policy DIR
 
 The first form (re)writes, deterministically (fixed seeds, one CPU thread),
 policy/gguf/testdata/:
@@ -42,6 +43,12 @@ The third form reads what Go's TestWriteGGUFForPython wrote into DIR
 (MLERL_GGUF_ROUNDTRIP_DIR=DIR): each .gguf with gguf's GGUFReader, checks
 the tensors against Go's dequantized values, and transformers' logits on
 it against Go's logits, and prints one line per file.
+
+The fourth form reads what policy's TestGGUFCheckpointRoundTrip wrote into
+DIR (MLERL_POLICY_GGUF_ROUNDTRIP_DIR=DIR) after training the tiny llama
+GGUF: the checkpoint's PEFT adapter loaded by PEFT on the GGUF base, the
+merged Hugging Face folder and the merged GGUF files loaded by
+transformers, each against the engine's logits.
 """
 import hashlib
 import json
@@ -450,11 +457,39 @@ def check(dirname):
               f"tensors equal Go's: {worst == 0}, transformers vs Go logits max |diff| {diff:.3e} (scale {np.abs(go).max():.2f})")
 
 
+def check_policy(dirname):
+    """What TestGGUFCheckpointRoundTrip wrote (MLERL_POLICY_GGUF_ROUNDTRIP_DIR):
+    the PEFT adapter on the GGUF base, the merged folder and the merged GGUF
+    files, each loaded by transformers (and PEFT), against Go's logits."""
+    from peft import PeftModel
+    d = Path(dirname)
+    go = json.loads((d / "go_logits.json").read_text())
+    ids = torch.tensor([go["input_ids"]])
+    want = np.array(go["logits"], dtype=np.float32)
+
+    def report(what, model):
+        with torch.no_grad():
+            got = model(ids).logits[0].float().numpy()
+        print(f"{what}: transformers vs Go logits max |diff| {np.abs(got - want).max():.3e} (scale {np.abs(want).max():.2f})")
+
+    base = AutoModelForCausalLM.from_pretrained(str(d), gguf_file="base.gguf", dtype=torch.float32).eval()
+    report("PEFT adapter on the GGUF base", PeftModel.from_pretrained(base, str(d / "adapter")).eval())
+    report("merged folder", AutoModelForCausalLM.from_pretrained(str(d / "merged"), dtype=torch.float32).eval())
+    tok = AutoTokenizer.from_pretrained(str(d / "merged"))
+    text = "<|im_start|>user\nTrain 3 models in 12 minutes, then report.<|im_end|>"
+    print(f"merged folder's tokenizer: {tok.__class__.__name__}, chat template {'set' if tok.chat_template else 'missing'}, "
+          f"ids of a test string {tok.encode(text, add_special_tokens=False)[:12]}...")
+    for f in ("merged-f32.gguf", "merged-q8_0.gguf"):
+        report(f, AutoModelForCausalLM.from_pretrained(str(d), gguf_file=f, dtype=torch.float32).eval())
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "smollm2":
         smollm2(sys.argv[2])
     elif len(sys.argv) > 1 and sys.argv[1] == "check":
         check(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "check-policy":
+        check_policy(sys.argv[2])
     else:
         OUT.mkdir(parents=True, exist_ok=True)
         quant_files()
