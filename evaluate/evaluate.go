@@ -121,6 +121,14 @@ func (c *Config) Validate() error {
 	case c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree:
 		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	}
+	if c.Policy != "" {
+		switch kind, _, err := policy.ParseSpec(c.Policy); {
+		case err != nil:
+			return config.Errorf("policy", c.Policy, "%v", err)
+		case kind == policy.KindMLERL:
+			return config.Errorf("policy", c.Policy, "names mlerl's own model, which is evaluated from its checkpoints (methods sft, sft+ppo): method %s prompts a pretrained model as it is (hf:DIR)", MethodPolicy)
+		}
+	}
 	for i, s := range c.Splits {
 		if s != schemas.HeldOut && s != schemas.HeldIn {
 			return config.Errorf("splits", c.Splits, "item %d %q is not %s or %s", i+1, s, schemas.HeldOut, schemas.HeldIn)
@@ -151,20 +159,12 @@ func (c *Config) Validate() error {
 		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
 	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
 		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
-	case c.Policy != "" && !strings.HasPrefix(c.Policy, policy.KindHF+":") && !strings.HasPrefix(c.Policy, policy.KindGGUF+":"):
-		return config.Errorf("policy", c.Policy, "want hf:DIR, a Hugging Face checkpoint folder, or gguf:FILE, a GGUF model file (mlerl's own policies are evaluated from their checkpoints: sft, ppo)")
-	case c.Policy != "":
-		if _, _, err := policy.ParseSpec(c.Policy); err != nil {
-			return config.Errorf("policy", c.Policy, "%v", err)
-		}
-	}
-	switch {
 	case c.Policy != "" && !slices.Contains(c.Methods, MethodPolicy):
 		return config.Errorf("policy", c.Policy, "is evaluated as method %s: add it to methods (e.g. --methods initial,%s)", MethodPolicy, MethodPolicy)
 	case c.Policy == "" && slices.Contains(c.Methods, MethodPolicy):
-		return config.Errorf("methods", c.Methods, "method %s evaluates the Hugging Face folder or GGUF file the policy key names: give --policy hf:DIR or gguf:FILE", MethodPolicy)
+		return config.Errorf("methods", c.Methods, "method %s evaluates the Hugging Face folder the policy key names: give --policy hf:DIR", MethodPolicy)
 	case c.Adapter != "" && c.Policy == "":
-		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR or gguf:FILE, its base")
+		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
 	case c.PPOCheckpoint != policy.CheckpointSelected && c.PPOCheckpoint != policy.CheckpointLast:
 		return config.Errorf("ppo_checkpoint", c.PPOCheckpoint, "want %s or %s", policy.CheckpointSelected, policy.CheckpointLast)
 	case !(c.Temperature >= 0) || !finite(c.Temperature):
@@ -540,7 +540,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			}
 			out = append(out, m)
 		case MethodPolicy:
-			a, err := policy.OpenHFAgent(name, cfg.Policy, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
+			a, err := policy.OpenAgent(name, cfg.Policy, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
 				policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)

@@ -160,7 +160,7 @@ func (c Config) arms() ([]Arm, error) {
 		return nil, config.Errorf("preset", c.Preset, "want one of %s", presetNames())
 	}
 	out := slices.Clone(p.Arms)
-	if kind, _, _ := policy.ParseSpec(c.Policy); policy.Pretrained(kind) {
+	if policy.Pretrained(c.Policy) {
 		// The folder as it is, after the preset's baselines.
 		at := 0
 		for at < len(out) && out[at].Kind == KindBaseline {
@@ -220,8 +220,8 @@ func (c Config) Validate() error {
 	switch {
 	case err != nil:
 		return config.Errorf("policy", c.Policy, "%v", err)
-	case c.Adapter != "" && !policy.Pretrained(kind):
-		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR or gguf:FILE, its base")
+	case c.Adapter != "" && kind == policy.KindMLERL:
+		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
 	}
 	for i, seed := range c.Seeds {
 		if slices.Index(c.Seeds, seed) < i {
@@ -245,8 +245,8 @@ func (c Config) Validate() error {
 			return config.Errorf(key+".kind", a.Kind, "want baseline, sft or ppo")
 		case a.Kind == KindBaseline && !slices.Contains([]string{"initial", "random", "expert", "policy"}, a.Method):
 			return config.Errorf(key+".method", a.Method, "want initial, random, expert or policy for a baseline")
-		case a.Method == "policy" && !policy.Pretrained(kind):
-			return config.Errorf(key+".method", a.Method, "evaluates a Hugging Face folder or GGUF file: give the grid policy hf:DIR or gguf:FILE")
+		case a.Method == "policy" && kind == policy.KindMLERL:
+			return config.Errorf(key+".method", a.Method, "evaluates a Hugging Face folder: give the grid policy hf:DIR")
 		case a.Kind != KindPPO && len(a.Flags) > 0:
 			return config.Errorf(key+".flags", a.Flags, "only ppo arms take train ppo flags")
 		case a.Kind == KindBaseline && len(a.EvalFlags) > 0:
@@ -392,7 +392,7 @@ func runKey(cfg Config) string {
 	if p, _ := presetNamed(cfg.Preset); p.Name != PresetMain { // main's grids keep the key they had before presets
 		fmt.Fprintf(h, "|preset %s %q %d %q", p.Name, p.EvalFlags, p.CurvePoints, b.Curve)
 	}
-	if kind, _, _ := policy.ParseSpec(cfg.Policy); policy.Pretrained(kind) { // mlerl's grids keep their key
+	if policy.Pretrained(cfg.Policy) { // mlerl's grids keep their key
 		fmt.Fprintf(h, "|policy %s %s", cfg.Policy, cfg.Adapter)
 	}
 	arms, _ := cfg.arms()

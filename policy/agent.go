@@ -117,24 +117,16 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 	return a, nil
 }
 
-// OpenHFAgent is the pretrained model spec names (hf:DIR, a Hugging Face
-// checkpoint folder, or gguf:FILE, a GGUF file), with the PEFT adapter in
-// the folder adapter when not empty, as an agent named name on the named
-// engine: a model fine-tuned elsewhere (LLaMA-Factory, TRL), or the base
-// itself, evaluated as it is. budgets are the prompt and response budgets
-// of its prompts.
-func OpenHFAgent(name, spec, adapter string, budgets Config, engine string, opts AgentOptions) (*PolicyAgent, error) {
+// OpenAgent is the pretrained policy spec names (OpenSpec: a Hugging
+// Face folder hf:DIR), with the PEFT adapter in the folder adapter when
+// not empty, as an agent named name on the named engine: a model
+// fine-tuned elsewhere (LLaMA-Factory, TRL), or the base itself prompted
+// as it is. budgets are the prompt and response budgets of its prompts.
+func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts AgentOptions) (*PolicyAgent, error) {
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
-	kind, path, err := ParseSpec(spec)
-	if err == nil && !Pretrained(kind) {
-		err = fmt.Errorf("want hf:DIR or gguf:FILE")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: policy %q: %w", name, spec, err)
-	}
-	pol, err := OpenPretrained(kind, path, budgets, DefaultTuning(), adapter)
+	pol, err := OpenSpec(spec, budgets, DefaultTuning(), adapter)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
@@ -150,7 +142,7 @@ func OpenHFAgent(name, spec, adapter string, budgets Config, engine string, opts
 	if err != nil {
 		return nil, err
 	}
-	a.Source = pol.Source.Spec()
+	a.Source = pol.SpecOf()
 	if adapter != "" {
 		a.Source += " + adapter " + pol.Source.Adapter
 	}

@@ -25,19 +25,6 @@ const (
 	KindGGUF = "gguf"
 )
 
-// Pretrained reports whether a parsed spec's kind is a pretrained model
-// (hf:DIR or gguf:FILE), which runs as a Hugging Face policy.
-func Pretrained(kind string) bool { return kind == KindHF || kind == KindGGUF }
-
-// OpenPretrained opens the pretrained model a parsed spec names
-// (ParseSpec): OpenHF for hf:DIR, OpenGGUF for gguf:FILE.
-func OpenPretrained(kind, path string, budgets Config, tuning Tuning, adapter string) (*Policy, error) {
-	if kind == KindGGUF {
-		return OpenGGUF(path, budgets, tuning, adapter)
-	}
-	return OpenHF(path, budgets, tuning, adapter)
-}
-
 // Policy is one thing that says everything a stage needs of the model it
 // trains or runs: its tokenizer, its vocabulary (what model ids mean), its
 // chat format and its architecture (Model). SFT, PPO, the learning curve,
@@ -262,6 +249,15 @@ func ParseSpec(s string) (kind, dir string, err error) {
 		return KindGGUF, file, nil
 	}
 	return "", "", fmt.Errorf("want %s (mlerl's own model), hf:DIR (a Hugging Face checkpoint folder) or gguf:FILE (a GGUF model file)", KindMLERL)
+}
+
+// Pretrained reports whether spec is a valid spec of a pretrained model
+// (every kind ParseSpec reads but mlerl's own model, which only its
+// checkpoints hold): what stages fine-tune from, and evaluate and
+// experiment prompt as it is.
+func Pretrained(spec string) bool {
+	kind, _, err := ParseSpec(spec)
+	return err == nil && kind != KindMLERL
 }
 
 // tablesKey identifies the grammar's token tables of the policy: one per

@@ -304,7 +304,7 @@ func TestGGUFCheckpointRoundTrip(t *testing.T) {
 // TestParseSpecGGUF: gguf:FILE, and its refusals.
 func TestParseSpecGGUF(t *testing.T) {
 	kind, path, err := ParseSpec("gguf:/m/SmolLM2.gguf")
-	if err != nil || kind != KindGGUF || path != "/m/SmolLM2.gguf" || !Pretrained(kind) {
+	if err != nil || kind != KindGGUF || path != "/m/SmolLM2.gguf" || !Pretrained("gguf:/m/SmolLM2.gguf") {
 		t.Errorf("gguf:/m/SmolLM2.gguf: %s %s %v", kind, path, err)
 	}
 	if _, _, err := ParseSpec("gguf:"); err == nil || !strings.Contains(err.Error(), "gguf:FILE") {
@@ -314,8 +314,7 @@ func TestParseSpecGGUF(t *testing.T) {
 		t.Errorf("ggml:x: %v", err)
 	}
 	for _, bad := range []string{"gguf:" + ggufTestdata("missing.gguf"), "gguf:" + ggufTestdata("")} {
-		_, path, _ := ParseSpec(bad)
-		if _, err := OpenPretrained(KindGGUF, path, hfBudgets(), DefaultTuning(), ""); err == nil || !strings.HasPrefix(err.Error(), "policy gguf:") || strings.Contains(err.Error(), "\n") {
+		if _, err := OpenSpec(bad, hfBudgets(), DefaultTuning(), ""); err == nil || !strings.HasPrefix(err.Error(), "policy gguf:") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v", bad, err)
 		}
 	}

@@ -83,6 +83,36 @@ func OpenHF(dir string, budgets Config, tuning Tuning, adapter string) (*Policy,
 	return openCheckpoint(KindHF, dir, ck, budgets, tuning, adapter)
 }
 
+// OpenSpec opens the pretrained policy a stage's policy key names
+// (ParseSpec): every kind but mlerl's own model, whose weights exist only
+// in its training checkpoints, opens through the Hugging Face code path
+// (OpenHF's arguments and refusals; a GGUF file through OpenGGUF). New
+// code that takes a pretrained policy comes here rather than to OpenHF, so
+// that a new kind of spec is one case of ParseSpec and of this switch.
+func OpenSpec(spec string, budgets Config, tuning Tuning, adapter string) (*Policy, error) {
+	kind, path, err := ParseSpec(spec)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", spec, err)
+	}
+	switch kind {
+	case KindMLERL:
+		return nil, fmt.Errorf("policy %q: mlerl's own model has no weights outside its training checkpoints: name a pretrained model (hf:DIR or gguf:FILE) or a checkpoint of `mlerl train`", spec)
+	case KindGGUF:
+		return OpenGGUF(path, budgets, tuning, adapter)
+	}
+	return OpenHF(path, budgets, tuning, adapter)
+}
+
+// SpecOf is the spec a Hugging Face policy was opened from, as
+// ParseSpec reads it (its kind and absolute base); "mlerl" for mlerl's
+// own model.
+func (p *Policy) SpecOf() string {
+	if p.Source == nil {
+		return KindMLERL
+	}
+	return p.Source.Kind + ":" + p.Source.Base
+}
+
 // OpenGGUF opens the GGUF file path as a policy: policy/gguf reads it as
 // the Hugging Face checkpoint it converts to (architecture, tensors
 // dequantized, tokenizer and chat template from its metadata), which the

@@ -231,7 +231,7 @@ def hf_model(spec, tok):
     ids = lambda s: None if s is None else tok.token_to_id(s)
     common = dict(vocab_size=spec["vocab"], hidden_size=spec["hidden"], intermediate_size=spec["ffn"],
                   num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"], num_key_value_heads=spec["kv"],
-                  max_position_embeddings=512, rms_norm_eps=spec["eps"], rope_theta=spec["rope_theta"],
+                  max_position_embeddings=4096, rms_norm_eps=spec["eps"], rope_theta=spec["rope_theta"],
                   tie_word_embeddings=spec["tied"], bos_token_id=ids(spec["bos"]), eos_token_id=ids(spec["eos"]),
                   initializer_range=0.15)
     if "head_dim" in spec:  # Qwen3's own head width (transformers' GGUF loader keeps Qwen3Config's 128)
@@ -290,7 +290,7 @@ def write_model(name, spec):
     arch = spec["arch"]
     w = GGUFWriter(str(path), arch)
     w.add_string("general.name", f"mlerl tiny {name}")
-    w.add_context_length(512)
+    w.add_context_length(4096)
     w.add_embedding_length(spec["hidden"])
     w.add_block_count(spec["layers"])
     w.add_feed_forward_length(spec["ffn"])

@@ -130,10 +130,10 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 // the ratio starts at exactly 1.
 func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 	cfg, s := r.cfg, r.s
-	kind, dir, _ := policy.ParseSpec(cfg.Policy)
+	kind, _, _ := policy.ParseSpec(cfg.Policy)
 	var start *policy.Checkpoint
-	if policy.Pretrained(kind) {
-		pol, err := policy.OpenPretrained(kind, dir, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
+	if kind != policy.KindMLERL {
+		pol, err := policy.OpenSpec(cfg.Policy, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
 		if err != nil {
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}

@@ -113,7 +113,7 @@ func (c SFTConfig) Validate() error {
 	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning, false); err != nil {
 		return err
 	}
-	if kind, _, _ := policy.ParseSpec(c.Policy); policy.Pretrained(kind) {
+	if policy.Pretrained(c.Policy) {
 		if err := hfShapeUnset(c.Model, DefaultSFTConfig().Model); err != nil {
 			return err
 		}
@@ -330,8 +330,8 @@ func sftStart(ctx context.Context, s *stage, cfg SFTConfig, train []schemas.SFTE
 		fmt.Fprintf(s.log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
 		return pol, ck, nil
 	}
-	if policy.Pretrained(kind) {
-		pol, err := policy.OpenPretrained(kind, dir, cfg.Model, cfg.Tuning, cfg.Adapter)
+	if kind != policy.KindMLERL {
+		pol, err := policy.OpenSpec(cfg.Policy, cfg.Model, cfg.Tuning, cfg.Adapter)
 		if err != nil {
 			return nil, nil, fmt.Errorf("train sft: %w", err)
 		}

@@ -133,15 +133,15 @@ func (s *stage) interrupted(ctx context.Context, what, dir string) error {
 // ppo, whose policy is the SFT checkpoint's unless hf:DIR or gguf:FILE names one: it
 // is checked once that checkpoint is read), and the tuning.
 func validatePolicy(spec, adapter, saveMerged string, t policy.Tuning, fromCheckpoint bool) error {
-	kind, _, err := policy.ParseSpec(spec)
+	_, _, err := policy.ParseSpec(spec)
 	switch {
 	case err != nil:
 		return config.Errorf("policy", spec, "%v", err)
-	case adapter != "" && !policy.Pretrained(kind):
+	case adapter != "" && !policy.Pretrained(spec):
 		return config.Errorf("adapter", adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR or gguf:FILE, its base")
-	case saveMerged != "" && !policy.Pretrained(kind) && !fromCheckpoint:
+	case saveMerged != "" && !policy.Pretrained(spec) && !fromCheckpoint:
 		return config.Errorf("save_merged", saveMerged, "writes a Hugging Face folder: it needs policy hf:DIR or gguf:FILE (mlerl's own model has no Hugging Face form)")
-	case policy.Pretrained(kind) || fromCheckpoint:
+	case policy.Pretrained(spec) || fromCheckpoint:
 		return t.Validate()
 	}
 	return nil
@@ -172,7 +172,7 @@ func resumedPolicy(s *stage, ck *policy.Checkpoint, kind, dir, tokenizer string)
 		was = ck.Source.Spec()
 	}
 	want := kind
-	if policy.Pretrained(kind) {
+	if kind != policy.KindMLERL {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return nil, err
