@@ -22,11 +22,14 @@ import (
 // padding entries ([PAD151665], type unused) left out as the original's
 // padding rows are.
 //
-// transformers' own GGUF loader builds GPT-2's pre-tokenizer for names it
-// does not list, smollm among them, where SmolLM2's tokenizer.json (and
-// llama.cpp) split digits one by one first. The two agree on every text
-// for SmolLM2's vocabulary, which was trained with the digits split and so
-// holds no token that joins a digit to anything.
+// transformers 5.25's own GGUF loader reads the same metadata
+// differently: for smollm a lone ByteLevel (no Digits step, which
+// SmolLM2's tokenizer.json and llama.cpp have), for qwen2 no NFC, for
+// llama-bpe no ignore_merges. Text where that matters (for SmolLM2, a run
+// of spaces before a digit) tokenizes differently from transformers
+// loading the same file; everything else, the suite's prompts among it,
+// the same. (Branch tokenizer's internal/tokenizer.GGUFPreTokenizer holds
+// the same table; once both are merged this one should use it.)
 
 // The Split regexes of the original tokenizer.json files (data, as the
 // models publish them).
@@ -38,7 +41,7 @@ const (
 // preTokenizer is one of llama.cpp's pre-tokenizer names as tokenizer.json
 // parts.
 type preTokenizer struct {
-	// names are tokenizer.ggml.pre's values for it; the first is written.
+	// names are tokenizer.ggml.pre's values for it.
 	names        []string
 	pre          string // pre_tokenizer JSON
 	normalizer   string // normalizer JSON
@@ -54,9 +57,11 @@ const gpt2ByteLevel = `{"type":"ByteLevel","add_prefix_space":false,"trim_offset
 
 var preTokenizers = []preTokenizer{
 	{names: []string{"llama-bpe", "llama3", "llama-v3"}, pre: splitThenByteLevel(llama3Split), normalizer: "null", ignoreMerges: true},
-	{names: []string{"qwen2", "deepseek-r1-qwen"}, pre: splitThenByteLevel(qwen2Split), normalizer: `{"type":"NFC"}`},
+	{names: []string{"qwen2", "deepseek-r1-qwen"}, pre: splitThenByteLevel(qwen2Split), normalizer: `{"type":"NFC"}`}, // Qwen2, 2.5 and 3
 	{names: []string{"smollm"}, pre: `{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},` + gpt2ByteLevel + `]}`, normalizer: "null"},
-	{names: []string{"gpt2", "default", ""}, pre: gpt2ByteLevel, normalizer: "null"},
+	// GPT-2's own regex. (llama.cpp's "default", also what an absent
+	// tokenizer.ggml.pre means, is another set of regexes, not known here.)
+	{names: []string{"gpt2"}, pre: gpt2ByteLevel, normalizer: "null"},
 }
 
 func findPre(name string) *preTokenizer {
@@ -71,11 +76,7 @@ func findPre(name string) *preTokenizer {
 func knownPres() string {
 	var n []string
 	for _, p := range preTokenizers {
-		for _, s := range p.names {
-			if s != "" {
-				n = append(n, s)
-			}
-		}
+		n = append(n, p.names...)
 	}
 	return strings.Join(n, ", ")
 }
@@ -138,8 +139,12 @@ func readVocabulary(f *File, rows int) (*vocabulary, error) {
 			return nil, meta("tokenizer.ggml.merges", fmt.Sprintf("entry %d is %q: want two symbols separated by one space", i, m))
 		}
 	}
-	if v.preName, _, err = f.String("tokenizer.ggml.pre"); err != nil {
+	var hasPre bool
+	if v.preName, hasPre, err = f.String("tokenizer.ggml.pre"); err != nil {
 		return nil, err
+	}
+	if !hasPre {
+		return nil, meta("tokenizer.ggml.pre", fmt.Sprintf("is missing: llama.cpp then splits text with its default regexes, which mlerl does not reproduce (it knows %s)", knownPres()))
 	}
 	if v.pre = findPre(v.preName); v.pre == nil {
 		return nil, meta("tokenizer.ggml.pre", fmt.Sprintf("is %q: mlerl knows the pre-tokenizers %s", v.preName, knownPres()))
