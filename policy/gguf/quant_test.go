@@ -14,12 +14,18 @@ import (
 // f32SHA is the sha256 of float32 values' little-endian bytes, as
 // scripts/gguf_reference.py hashes gguf's dequantized arrays.
 func f32SHA(v []float32) string {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	h := sha256.New()
+	b := make([]byte, 4<<16)
+	for len(v) > 0 {
+		n := min(len(v), 1<<16)
+		for i, x := range v[:n] {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		clearVectorState()
+		h.Write(b[:4*n])
+		v = v[n:]
 	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // TestDequantizeMatchesGGUF reads one file per tensor type and compares

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -101,8 +102,10 @@ func TestSmolLM2(t *testing.T) {
 	}
 	t.Logf("reference model built (float64) in %v", time.Since(start))
 
+	var logits [][]float64
 	t.Run("logits", func(t *testing.T) {
-		logits, err := r.Logits(ref.IDs)
+		var err error
+		logits, err = r.Logits(ref.IDs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,6 +144,65 @@ func TestSmolLM2(t *testing.T) {
 		}
 		if g := seq[len(ref.IDs):]; !slices.Equal(g, ref.Greedy) {
 			t.Errorf("greedy continuation %v, transformers' %v", g, ref.Greedy)
+		}
+	})
+
+	// The model written back as F16 and Q8_0 (from its dequantized
+	// weights): the logits move by the types' rounding, the answer's
+	// first token stays.
+	t.Run("export", func(t *testing.T) {
+		if logits == nil {
+			t.Skip("no logits")
+		}
+		ck, err := hf.Assemble(path, c.Files, c.Weights)
+		if err != nil {
+			t.Skipf("the tokenizer is refused (%v): export needs it", err)
+		}
+		same := func(_ string, v []float32) ([]float32, error) { return v, nil }
+		for _, typ := range []Type{F16, Q8_0} {
+			out := filepath.Join(t.TempDir(), "smollm2.gguf")
+			start := time.Now()
+			if err := Export(out, ck, same, typ, "SmolLM2-135M-Instruct"); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			st, _ := os.Stat(out)
+			g, err := Open(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gc, err := Convert(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ga, err := hf.ParseConfig(out, gc.Files["config.json"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			gr, err := hf.NewReference(ga, gc.Weights, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := gr.Logits(ref.IDs)
+			g.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst := 0.0
+			for p := range got {
+				for i := range got[p] {
+					worst = max(worst, math.Abs(got[p][i]-logits[p][i]))
+				}
+			}
+			last := got[len(got)-1]
+			if topIDs(last, 1)[0] != ref.Greedy[0] {
+				t.Errorf("%s: the answer's first token is %d, want %d", typ, topIDs(last, 1)[0], ref.Greedy[0])
+			}
+			tol := map[Type]float64{F16: 0.05, Q8_0: 0.5}[typ]
+			if worst > tol {
+				t.Errorf("%s: logits moved by up to %.3g, over %g", typ, worst, tol)
+			}
+			t.Logf("%s: written in %v, %.1f MB; logits within %.3g of the Q4_1 file's (largest about 27)", typ, took.Round(time.Millisecond), float64(st.Size())/1e6, worst)
 		}
 	})
 
