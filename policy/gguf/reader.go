@@ -80,6 +80,13 @@ type File struct {
 
 // Open opens and checks a GGUF file. Close it when done.
 func Open(path string) (*File, error) {
+	// A FIFO or device is refused before it is opened (opening a FIFO
+	// waits for a writer); a symlink to a file is followed.
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file: give the .gguf model file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // rewrite reads a testdata file and writes it again to a temporary file
@@ -293,5 +295,31 @@ func TestReadValues(t *testing.T) {
 	}
 	if ti, _ := f.Tensor("t"); ti.Shape()[0] != 2 || ti.Shape()[1] != 32 || ti.Dims[0] != 32 {
 		t.Errorf("tensor t: %+v", ti)
+	}
+}
+
+// TestOpenNotAFile: a FIFO (which a plain open would wait on forever), a
+// folder and a missing path are refused at once.
+func TestOpenNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "model.gguf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Load(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("opening a FIFO blocked")
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("folder: %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.gguf")); err == nil {
+		t.Error("a missing file loaded")
 	}
 }

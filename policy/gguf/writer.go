@@ -59,8 +59,9 @@ func Encode(v []float32, t Type) ([]byte, error) {
 }
 
 // WriteFile writes a GGUF file at path through a temporary file in the
-// same folder, renamed into place once complete: a failure leaves nothing
-// behind, and path is never half written. An existing path is refused.
+// same folder, linked into place once complete: a failure leaves nothing
+// behind, path is never half written, and an existing path (even one made
+// while the file was being written) is refused, never replaced.
 func WriteFile(path string, meta []KV, tensors []Tensor) error {
 	if _, err := os.Lstat(path); err == nil {
 		return fmt.Errorf("%s exists: name a new file", path)
@@ -88,11 +89,13 @@ func WriteFile(path string, meta []KV, tensors []Tensor) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	// A hard link fails where path exists, which a rename would replace.
+	err = os.Link(tmp.Name(), path)
+	os.Remove(tmp.Name())
+	if os.IsExist(err) {
+		return fmt.Errorf("%s exists: name a new file", path)
 	}
-	return nil
+	return err
 }
 
 // Write writes a GGUF version 3 file: the header, meta in the order given,
