@@ -7,6 +7,7 @@ Run from the repository root with the pinned venv (scripts/setup_pyref.sh):
     .deps/pyref/bin/python scripts/gguf_reference.py smollm2 FILE # the real model's
     .deps/pyref/bin/python scripts/gguf_reference.py check DIR    # read Go's output
     .deps/pyref/bin/python scripts/gguf_reference.py check-policy DIR
+    .deps/pyref/bin/python scripts/gguf_reference.py generate FILE...
 
 The first form (re)writes, deterministically (fixed seeds, one CPU thread),
 policy/gguf/testdata/:
@@ -49,6 +50,9 @@ DIR (MLERL_POLICY_GGUF_ROUNDTRIP_DIR=DIR) after training the tiny llama
 GGUF: the checkpoint's PEFT adapter loaded by PEFT on the GGUF base, the
 merged Hugging Face folder and the merged GGUF files loaded by
 transformers, each against the engine's logits.
+
+The fifth form prints gguf's reading and transformers' greedy answer to one
+question for each file (e.g. `mlerl export gguf`'s output).
 """
 import hashlib
 import json
@@ -483,6 +487,22 @@ def check_policy(dirname):
         report(f, AutoModelForCausalLM.from_pretrained(str(d), gguf_file=f, dtype=torch.float32).eval())
 
 
+def generate(files):
+    """Greedy answers of GGUF files (e.g. what `mlerl export gguf` wrote from
+    the real SmolLM2 file) with gguf's reader and transformers."""
+    for f in files:
+        f = Path(f)
+        r = GGUFReader(str(f))
+        tok = AutoTokenizer.from_pretrained(str(f.parent), gguf_file=f.name)
+        m = AutoModelForCausalLM.from_pretrained(str(f.parent), gguf_file=f.name, dtype=torch.float32).eval()
+        ids = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True,
+                                      return_tensors="pt", return_dict=True)["input_ids"]
+        with torch.no_grad():
+            out = m.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
+        print(f"{f.name}: GGUFReader {len(r.tensors)} tensors {sorted({t.tensor_type.name for t in r.tensors})}; "
+              f"transformers' greedy answer {out} {tok.decode(out)!r}")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "smollm2":
         smollm2(sys.argv[2])
@@ -490,6 +510,8 @@ if __name__ == "__main__":
         check(sys.argv[2])
     elif len(sys.argv) > 1 and sys.argv[1] == "check-policy":
         check_policy(sys.argv[2])
+    elif len(sys.argv) > 1 and sys.argv[1] == "generate":
+        generate(sys.argv[2:])
     else:
         OUT.mkdir(parents=True, exist_ok=True)
         quant_files()
