@@ -779,6 +779,12 @@ type grammarTables struct {
 	bytes [][]byte
 	trie  *byteTrie
 	free  [numFreeKinds]freeTables
+	// single marks the bytes that have a one-byte token: text made of
+	// them can always be written. A Hugging Face vocabulary may lack some
+	// (SmolLM2's has no token for 0x04, 0xf1 and 19 more); tokenizer.Read
+	// requires tab, newline, carriage return and printable ASCII, which
+	// covers every byte the action format itself writes.
+	single [256]bool
 }
 
 var tablesCache sync.Map // Policy.tablesKey() -> *grammarTables
@@ -801,6 +807,9 @@ func (p *Policy) tables() *grammarTables {
 		if b := p.TokenBytes(m); len(b) > 0 {
 			t.bytes[m] = b
 			all = append(all, tokenBytes{m, b})
+			if len(b) == 1 {
+				t.single[b[0]] = true
+			}
 		}
 	}
 	t.trie = newByteTrie(all)
@@ -870,10 +879,38 @@ func (c *actionConstraint) jumpMargin() int {
 	return m + longest + 4
 }
 
-// ActionGrammar returns the constraint of one response under gc.
+// ActionGrammar returns the constraint of one response under gc. Values
+// the policy's vocabulary cannot write (a file or idea holding a byte that
+// has no token, as JSON writes it) are not offered: a response could
+// never complete them.
 func (gen Generator) ActionGrammar(gc GrammarContext) Constraint {
-	g := newGrammar(gc)
-	return &actionConstraint{p: gen.Policy, g: g, t: gen.Policy.tables(), s: g.initial(), cache: map[[3]int32]Bitset{}}
+	t := gen.Policy.tables()
+	g := newGrammar(writable(gc, &t.single))
+	return &actionConstraint{p: gen.Policy, g: g, t: t, s: g.initial(), cache: map[[3]int32]Bitset{}}
+}
+
+// writable returns gc without the files, ideas and undoable scripts whose
+// JSON-quoted bytes are not all in single (a list emptied stays non-nil:
+// none to offer, not any).
+func writable(gc GrammarContext, single *[256]bool) GrammarContext {
+	keep := func(opts []string) []string {
+		if opts == nil {
+			return nil
+		}
+		out := make([]string, 0, len(opts))
+		for _, o := range opts {
+			ok := true
+			for _, c := range []byte(jsonQuote(o)) {
+				ok = ok && single[c]
+			}
+			if ok {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	gc.Files, gc.Ideas, gc.Undoable = keep(gc.Files), keep(gc.Ideas), keep(gc.Undoable)
+	return gc
 }
 
 // freeState says whether s is inside free text past its opening (a line,

@@ -9,13 +9,16 @@ import (
 // Tokenizer is what the policy needs from a tokenizer: the Qwen3 BPE of
 // internal/tokenizer, or [ByteTokenizer] (tests, and running without the
 // Qwen files). Both are byte-level, so any text can be spelled with
-// single-byte tokens (the vocabulary's byte fallback).
+// single-byte tokens (the vocabulary's byte fallback), less the bytes a
+// vocabulary has no token for (none in Qwen's; 21 in SmolLM2's), which
+// Encode leaves out as Hugging Face's tokenizers does.
 type Tokenizer interface {
 	Encode(text string) []int
 	Decode(ids []int) string
 	// TokenBytes returns the bytes an id stands for (nil: unknown id).
 	TokenBytes(id int) []byte
-	// ByteTokens returns, for each byte, the id of its one-byte token.
+	// ByteTokens returns, for each byte that has one, the id of its
+	// one-byte token (bytes without one are left out).
 	ByteTokens(b []byte) []int
 }
 

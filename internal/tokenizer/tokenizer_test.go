@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -145,11 +146,14 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // referenceBPE is the slow, obvious merge loop: rescan every adjacent pair,
-// apply the lowest-ranked (leftmost on ties), repeat.
+// apply the lowest-ranked (leftmost on ties), repeat. Bytes without a
+// symbol are left out first.
 func referenceBPE(t *Tokenizer, word string) []int {
-	syms := make([]int32, len(word))
+	var syms []int32
 	for i := range len(word) {
-		syms[i] = t.byteIDs[word[i]]
+		if id := t.byteIDs[word[i]]; id >= 0 {
+			syms = append(syms, id)
+		}
 	}
 	for {
 		best, at := uint64(0), -1
@@ -409,6 +413,8 @@ func TestReadLayouts(t *testing.T) {
 				v[k] = id
 			}
 			m["model"].(map[string]any)["merges"] = merges
+			// tokenizers numbers the added token after the vocabulary's entries.
+			m["added_tokens"].([]any)[0].(map[string]any)["id"] = len(v)
 		}
 	}
 	tests := []struct {
@@ -488,9 +494,23 @@ func TestReadErrors(t *testing.T) {
 		{"nothing splits", func(m map[string]any) {
 			m["pre_tokenizer"] = map[string]any{"type": "ByteLevel", "use_regex": false}
 		}, "no splitting step"},
-		{"normalized added token", func(m map[string]any) {
-			m["added_tokens"] = []any{map[string]any{"id": 257, "content": "<|x|>", "normalized": true}}
-		}, "normalized true"},
+		{"decoder", func(m map[string]any) { m["decoder"] = map[string]any{"type": "Metaspace"} }, `decoder.type is "Metaspace"`},
+		{"dropout", func(m map[string]any) { model(m)["dropout"] = 0.1 }, "dropout"},
+		{"missing ascii byte", func(m map[string]any) { delete(model(m)["vocab"].(map[string]any), "A") }, "byte 0x41"},
+		{"unk with a missing byte", func(m map[string]any) {
+			delete(model(m)["vocab"].(map[string]any), string(byteToRune[0xff]))
+			model(m)["unk_token"] = "<unk>"
+		}, "unk_token"},
+		{"huge vocab id", func(m map[string]any) { model(m)["vocab"].(map[string]any)["zz"] = 1 << 40 }, "far past"},
+		{"huge added id", func(m map[string]any) {
+			m["added_tokens"] = []any{map[string]any{"id": 1 << 40, "content": "<|x|>"}}
+		}, "far past"},
+		{"added id collides", func(m map[string]any) {
+			v := model(m)["vocab"].(map[string]any)
+			delete(v, "ab")
+			v["zz"] = 258
+			m["added_tokens"] = []any{map[string]any{"id": 257, "content": "<|x|>"}, map[string]any{"id": 258, "content": "<|y|>"}}
+		}, "renumber"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -609,8 +629,8 @@ func BenchmarkLoad(b *testing.B) {
 	b.ReportMetric(float64(heap)/(1<<20), "MB-kept")
 }
 
-// TestByteTokens: every byte has a one-byte token, and byte tokens and
-// TokenBytes round-trip through Decode.
+// TestByteTokens: every byte has a one-byte token in Qwen's vocabulary,
+// and byte tokens and TokenBytes round-trip through DecodeBytes.
 func TestByteTokens(t *testing.T) {
 	tok := qwen(t)
 	all := make([]byte, 256)
@@ -618,8 +638,8 @@ func TestByteTokens(t *testing.T) {
 		all[i] = byte(i)
 	}
 	ids := tok.ByteTokens(all)
-	if got := tok.Decode(ids); got != string(all) {
-		t.Fatalf("Decode(ByteTokens(all bytes)) lost bytes: got %d bytes", len(got))
+	if got := tok.DecodeBytes(ids); string(got) != string(all) {
+		t.Fatalf("DecodeBytes(ByteTokens(all bytes)) lost bytes: got %d bytes", len(got))
 	}
 	for _, id := range tok.Encode("def train(model):\n    return 'héllo' ✓") {
 		if got, want := string(tok.TokenBytes(id)), tok.Decode([]int{id}); got != want {
@@ -628,5 +648,92 @@ func TestByteTokens(t *testing.T) {
 	}
 	if tok.TokenBytes(-1) != nil || tok.TokenBytes(1<<30) != nil {
 		t.Error("TokenBytes of an unknown id: want nil")
+	}
+}
+
+// TestTiny runs testdata/hf/tiny.jsonl: small files that pin what
+// Hugging Face's tokenizers does where the real files never go (normalized
+// added tokens matched after the raw ones, in their normalised form; bytes
+// without a symbol left out with their neighbours merging across; added
+// tokens outside the byte alphabet decoded as written), and the files whose
+// added-token ids tokenizers would renumber, which Read refuses naming the
+// id tokenizers gives.
+func TestTiny(t *testing.T) {
+	type tinyRow struct {
+		Name       string          `json:"name"`
+		JSON       json.RawMessage `json:"json"`
+		Text       string          `json:"text"`
+		IDs        []int           `json:"ids"`
+		Decoded    string          `json:"decoded"`
+		Renumbered map[string]int  `json:"renumbered"`
+	}
+	b, err := os.ReadFile("testdata/hf/tiny.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		var r tinyRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		t.Run(r.Name, func(t *testing.T) {
+			tok, err := Read(strings.NewReader(string(r.JSON)))
+			if r.Renumbered != nil {
+				if err == nil {
+					t.Fatalf("Read accepted a file whose added-token ids tokenizers renumbers to %v", r.Renumbered)
+				}
+				found := false
+				for _, id := range r.Renumbered {
+					found = found || strings.Contains(err.Error(), fmt.Sprintf("gives it id %d", id))
+				}
+				if !found {
+					t.Fatalf("Read error %q does not name the id tokenizers gives (%v)", err, r.Renumbered)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tok.Encode(r.Text)
+			if !slices.Equal(got, r.IDs) {
+				t.Errorf("Encode(%q) = %v, want %v", r.Text, got, r.IDs)
+			}
+			if d := tok.Decode(got); d != r.Decoded {
+				t.Errorf("Decode(%v) = %q, want %q", got, d, r.Decoded)
+			}
+		})
+	}
+	if n < 10 {
+		t.Fatalf("tiny.jsonl has %d cases", n)
+	}
+}
+
+// TestLossy checks the U+FFFD replacement of ill-formed UTF-8 against
+// the maximal-subpart examples of the Unicode standard (Table 3-8) and
+// Python's bytes.decode("utf-8", "replace").
+func TestLossy(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{"abc", "abc"},
+		{"\xe6\x97", "\uFFFD"},
+		{"\xe6\x97a", "\uFFFDa"},
+		{"\xe6\x97\xa5", "日"},
+		{"\xc0\xaf", "\uFFFD\uFFFD"},
+		{"\xe0\x80\x80", "\uFFFD\uFFFD\uFFFD"},
+		{"\xed\xa0\x80", "\uFFFD\uFFFD\uFFFD"},
+		{"\xf4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"},
+		{"\xf0\x9f\x98", "\uFFFD"},
+		{"\xf0\x9f\x98\xf0\x9f\x98\x80", "\uFFFD😀"},
+		{"\x80\x80", "\uFFFD\uFFFD"},
+		{"\xff\xfe", "\uFFFD\uFFFD"},
+		{"\xc3\xc3\xa9", "\uFFFDé"},
+		// Table 3-8: "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"
+		{"a\xf1\x80\x80\xe1\x80\xc2b\x80c\x80\xbfd", "a\uFFFD\uFFFD\uFFFDb\uFFFDc\uFFFD\uFFFDd"},
+	} {
+		if got := lossyString(tt.in); got != tt.want {
+			t.Errorf("lossyString(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }

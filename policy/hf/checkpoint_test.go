@@ -171,14 +171,14 @@ func TestLoadBadInput(t *testing.T) {
 			editJSON(t, filepath.Join(d, "tokenizer_config.json"), func(m map[string]any) {
 				m["chat_template"] = "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
 			})
+			// Renamed rather than removed: the added tokens after it keep
+			// their ids (tokenizers numbers them in the order listed).
 			editJSON(t, filepath.Join(d, "tokenizer.json"), func(m map[string]any) {
-				var kept []any
 				for _, a := range m["added_tokens"].([]any) {
-					if a.(map[string]any)["content"] != "<|im_end|>" {
-						kept = append(kept, a)
+					if a.(map[string]any)["content"] == "<|im_end|>" {
+						a.(map[string]any)["content"] = "<|im_end_renamed|>"
 					}
 				}
-				m["added_tokens"] = kept
 			})
 		}, `the chat format writes "<|im_end|>", which is not an added token`},
 	}
