@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mlerl/mlerl/internal/tokenizer"
 	"github.com/mlerl/mlerl/policy/hf"
 )
 
@@ -322,17 +323,45 @@ func mergeStrings(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
-// preName is llama.cpp's name of a tokenizer.json pre_tokenizer: one of
-// those tokenizer.go writes, compared by their parts.
+// preNames are the tokenizer.ggml.pre values the exporter writes, in the
+// order tried (llama.cpp's converter writes llama-bpe for Llama 3).
+var preNames = []string{"llama-bpe", "qwen2", "smollm", "gpt2"}
+
+// preName is llama.cpp's name of a tokenizer.json pre_tokenizer: the one
+// whose pre-tokenizer (internal/tokenizer.GGUFPreTokenizer's) splits text
+// as it does, compared by the steps' types, regexes and flags.
 func preName(raw json.RawMessage) (string, error) {
+	want, err := splitKey(raw)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range preNames {
+		p, err := tokenizer.GGUFPreTokenizer(n)
+		if err != nil {
+			return "", err
+		}
+		if k, err := splitKey(p.PreTokenizer); err == nil && k == want {
+			return n, nil
+		}
+	}
+	return "", fmt.Errorf("pre_tokenizer is not one llama.cpp names (%s): llama.cpp would split text differently", strings.Join(preNames, ", "))
+}
+
+// splitKey is what decides a pre_tokenizer's splitting: each step's type,
+// regex, individual_digits, use_regex (true when absent) and
+// add_prefix_space; trim_offsets, which only moves offsets, is left out.
+func splitKey(raw json.RawMessage) (string, error) {
 	type step struct {
 		Type    string `json:"type"`
 		Pattern *struct {
-			Regex string `json:"Regex"`
+			Regex  string `json:"Regex"`
+			String string `json:"String"`
 		} `json:"pattern"`
-		IndividualDigits bool  `json:"individual_digits"`
-		UseRegex         *bool `json:"use_regex"`
-		AddPrefixSpace   bool  `json:"add_prefix_space"`
+		Behavior         string `json:"behavior"`
+		Invert           bool   `json:"invert"`
+		IndividualDigits bool   `json:"individual_digits"`
+		UseRegex         *bool  `json:"use_regex"`
+		AddPrefixSpace   bool   `json:"add_prefix_space"`
 	}
 	var top struct {
 		step
@@ -345,23 +374,13 @@ func preName(raw json.RawMessage) (string, error) {
 	if top.Type == "Sequence" {
 		steps = top.PreTokenizers
 	}
-	regexOn := func(s step) bool { return s.UseRegex == nil || *s.UseRegex }
-	last := len(steps) - 1
-	if last < 0 || steps[last].Type != "ByteLevel" || steps[last].AddPrefixSpace {
-		return "", fmt.Errorf("pre_tokenizer is not a byte-level one llama.cpp names (llama-bpe, qwen2, smollm, gpt2)")
-	}
-	switch {
-	case len(steps) == 1 && regexOn(steps[0]):
-		return "gpt2", nil
-	case len(steps) == 2 && steps[0].Type == "Digits" && steps[0].IndividualDigits && regexOn(steps[1]):
-		return "smollm", nil
-	case len(steps) == 2 && steps[0].Type == "Split" && steps[0].Pattern != nil && !regexOn(steps[1]):
-		switch steps[0].Pattern.Regex {
-		case llama3Split:
-			return "llama-bpe", nil
-		case qwen2Split:
-			return "qwen2", nil
+	var b strings.Builder
+	for _, s := range steps {
+		re, str := "", ""
+		if s.Pattern != nil {
+			re, str = s.Pattern.Regex, s.Pattern.String
 		}
+		fmt.Fprintf(&b, "%s|%q|%q|%s|%t|%t|%t|%t;", s.Type, re, str, s.Behavior, s.Invert, s.IndividualDigits, s.UseRegex == nil || *s.UseRegex, s.AddPrefixSpace)
 	}
-	return "", fmt.Errorf("pre_tokenizer is not one llama.cpp names (llama-bpe, qwen2, smollm, gpt2): llama.cpp would split text differently")
+	return b.String(), nil
 }

@@ -207,7 +207,7 @@ func TestRefusals(t *testing.T) {
 			return rewrite(t, tiny, func(m []KV, ts []Tensor) ([]KV, []Tensor) {
 				return set(m, "tokenizer.ggml.pre", String("deepseek-llm")), ts
 			})
-		}, `"tokenizer.ggml.pre" is "deepseek-llm"`},
+		}, `tokenizer.ggml.pre "deepseek-llm" is not a pre-tokenizer mlerl knows`},
 		{"missing chat template", func(t *testing.T) string {
 			return rewrite(t, tiny, func(m []KV, ts []Tensor) ([]KV, []Tensor) { return without(m, "tokenizer.chat_template"), ts })
 		}, `"tokenizer.chat_template" is missing`},

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
+
+	"github.com/mlerl/mlerl/internal/tokenizer"
 )
 
 // A GGUF file carries its tokenizer as metadata (tokenizer.ggml.*): the
@@ -22,71 +23,18 @@ import (
 // padding entries ([PAD151665], type unused) left out as the original's
 // padding rows are.
 //
-// transformers 5.25's own GGUF loader reads the same metadata
-// differently: for smollm a lone ByteLevel (no Digits step, which
-// SmolLM2's tokenizer.json and llama.cpp have), for qwen2 no NFC, for
-// llama-bpe no ignore_merges. Text where that matters (for SmolLM2, a run
-// of spaces before a digit) tokenizes differently from transformers
-// loading the same file; everything else, the suite's prompts among it,
-// the same. (Branch tokenizer's internal/tokenizer.GGUFPreTokenizer holds
-// the same table; once both are merged this one should use it.)
-
-// The Split regexes of the original tokenizer.json files (data, as the
-// models publish them).
-const (
-	llama3Split = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-	qwen2Split  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-)
-
-// preTokenizer is one of llama.cpp's pre-tokenizer names as tokenizer.json
-// parts.
-type preTokenizer struct {
-	// names are tokenizer.ggml.pre's values for it.
-	names        []string
-	pre          string // pre_tokenizer JSON
-	normalizer   string // normalizer JSON
-	ignoreMerges bool   // Llama 3's model.ignore_merges
-}
-
-func splitThenByteLevel(re string) string {
-	b, _ := json.Marshal(re)
-	return `{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":` + string(b) + `},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":false}]}`
-}
-
-const gpt2ByteLevel = `{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true}`
-
-var preTokenizers = []preTokenizer{
-	{names: []string{"llama-bpe", "llama3", "llama-v3"}, pre: splitThenByteLevel(llama3Split), normalizer: "null", ignoreMerges: true},
-	{names: []string{"qwen2", "deepseek-r1-qwen"}, pre: splitThenByteLevel(qwen2Split), normalizer: `{"type":"NFC"}`}, // Qwen2, 2.5 and 3
-	{names: []string{"smollm"}, pre: `{"type":"Sequence","pretokenizers":[{"type":"Digits","individual_digits":true},` + gpt2ByteLevel + `]}`, normalizer: "null"},
-	// GPT-2's own regex. (llama.cpp's "default", also what an absent
-	// tokenizer.ggml.pre means, is another set of regexes, not known here.)
-	{names: []string{"gpt2"}, pre: gpt2ByteLevel, normalizer: "null"},
-}
-
-func findPre(name string) *preTokenizer {
-	for i := range preTokenizers {
-		if slices.Contains(preTokenizers[i].names, name) {
-			return &preTokenizers[i]
-		}
-	}
-	return nil
-}
-
-func knownPres() string {
-	var n []string
-	for _, p := range preTokenizers {
-		n = append(n, p.names...)
-	}
-	return strings.Join(n, ", ")
-}
+// The parts the metadata only names (the normalizer, pre-tokenizer and
+// ignore_merges of tokenizer.ggml.pre's family) come from
+// internal/tokenizer.GGUFPreTokenizer, which docs/tokenizer.md describes
+// with where transformers' GGUF loader differs (for SmolLM2, a run of
+// spaces before a digit tokenizes differently there).
 
 // vocabulary is a GGUF file's tokenizer, read and checked.
 type vocabulary struct {
 	tokens  []string
 	types   []int64 // nil when the file has none (every token normal)
 	merges  []string
-	pre     *preTokenizer
+	pre     tokenizer.GGUFPre
 	preName string
 	// Special ids; -1 when absent.
 	bos, eos, pad int
@@ -144,10 +92,10 @@ func readVocabulary(f *File, rows int) (*vocabulary, error) {
 		return nil, err
 	}
 	if !hasPre {
-		return nil, meta("tokenizer.ggml.pre", fmt.Sprintf("is missing: llama.cpp then splits text with its default regexes, which mlerl does not reproduce (it knows %s)", knownPres()))
+		return nil, meta("tokenizer.ggml.pre", "is missing: llama.cpp then splits text with its default regexes, which mlerl does not reproduce")
 	}
-	if v.pre = findPre(v.preName); v.pre == nil {
-		return nil, meta("tokenizer.ggml.pre", fmt.Sprintf("is %q: mlerl knows the pre-tokenizers %s", v.preName, knownPres()))
+	if v.pre, err = tokenizer.GGUFPreTokenizer(v.preName); err != nil {
+		return nil, fmt.Errorf("%s: %v", f.Path, err)
 	}
 	for _, id := range []struct {
 		key string
@@ -210,7 +158,7 @@ func (v *vocabulary) tokenizerJSON() []byte {
 		str(s)
 		fmt.Fprintf(&b, `,"single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":%t}`, typ == tokenControl)
 	}
-	b.WriteString(`],"normalizer":` + v.pre.normalizer + `,"pre_tokenizer":` + v.pre.pre + `,"post_processor":`)
+	b.WriteString(`],"normalizer":` + string(v.pre.Normalizer) + `,"pre_tokenizer":` + string(v.pre.PreTokenizer) + `,"post_processor":`)
 	if v.addBOS && v.bos >= 0 {
 		bos, _ := json.Marshal(v.tokens[v.bos])
 		fmt.Fprintf(&b, `{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":%s,"type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"pair":[{"SpecialToken":{"id":%s,"type_id":0}},{"Sequence":{"id":"A","type_id":0}},{"SpecialToken":{"id":%s,"type_id":1}},{"Sequence":{"id":"B","type_id":1}}],"special_tokens":{%s:{"id":%s,"ids":[%d],"tokens":[%s]}}}`,
@@ -219,7 +167,7 @@ func (v *vocabulary) tokenizerJSON() []byte {
 		b.WriteString(`null`)
 	}
 	b.WriteString(`,"decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true},`)
-	fmt.Fprintf(&b, `"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":%t,"vocab":{`, v.pre.ignoreMerges)
+	fmt.Fprintf(&b, `"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":%t,"vocab":{`, v.pre.IgnoreMerges)
 	seen := map[string]bool{}
 	first = true
 	for id, s := range v.tokens {
