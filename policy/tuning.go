@@ -154,9 +154,9 @@ func count(n int) string {
 // checkpoint that records them (train ppo, evaluate): the model keys of
 // train sft that apply to such a policy.
 type Budgets struct {
-	Ctx            int `yaml:"ctx" help:"with policy hf:DIR: context length in tokens (prompt_tokens + response_tokens + 1 must fit; at most the model's max_position_embeddings)"`
-	PromptTokens   int `yaml:"prompt_tokens" help:"with policy hf:DIR: the chat-rendered prompt's budget in tokens (longer prompts drop their oldest history lines)"`
-	ResponseTokens int `yaml:"response_tokens" help:"with policy hf:DIR: longest response in tokens, its end of turn included"`
+	Ctx            int `yaml:"ctx" help:"with policy hf:DIR or gguf:FILE: context length in tokens (prompt_tokens + response_tokens + 1 must fit; at most the model's max_position_embeddings)"`
+	PromptTokens   int `yaml:"prompt_tokens" help:"with policy hf:DIR or gguf:FILE: the chat-rendered prompt's budget in tokens (longer prompts drop their oldest history lines)"`
+	ResponseTokens int `yaml:"response_tokens" help:"with policy hf:DIR or gguf:FILE: longest response in tokens, its end of turn included"`
 }
 
 // DefaultBudgets are the demo recipe's: a 448-token prompt and a

@@ -48,11 +48,11 @@ type PPOConfig struct {
 	SFT    string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step is the start and the KL reference; mlerl's model or a Hugging Face policy, as its checkpoint records)"`
 	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
 	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
-	// Policy, when a Hugging Face folder, is the start and the KL
+	// Policy, when a Hugging Face folder or GGUF file, is the start and the KL
 	// reference instead of the SFT checkpoint (policy.ParseSpec).
-	Policy string `yaml:"policy" help:"empty: start from the sft checkpoint, whatever policy it trained (mlerl's model or a Hugging Face one); hf:DIR: start from this Hugging Face checkpoint folder instead (with adapter when given), which is then the KL reference, and sft is not read"`
+	Policy string `yaml:"policy" help:"empty: start from the sft checkpoint, whatever policy it trained (mlerl's model or a Hugging Face one); hf:DIR or gguf:FILE: start from this Hugging Face checkpoint folder or GGUF model file instead (with adapter when given), which is then the KL reference, and sft is not read"`
 	// Adapter is a PEFT adapter the Hugging Face policy starts from.
-	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder to start from (e.g. one LLaMA-Factory trained; empty: fresh adapters, the base itself)"`
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR or gguf:FILE: a PEFT LoRA adapter folder to start from (e.g. one LLaMA-Factory trained; empty: fresh adapters, the base itself)"`
 	// Budgets are a Hugging Face policy's token budgets when it starts
 	// from its folder (an SFT checkpoint has its own).
 	Budgets policy.Budgets `yaml:"model"`

@@ -130,10 +130,10 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 // the ratio starts at exactly 1.
 func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 	cfg, s := r.cfg, r.s
-	kind, dir, _ := policy.ParseSpec(cfg.Policy)
+	kind, _, _ := policy.ParseSpec(cfg.Policy)
 	var start *policy.Checkpoint
-	if kind == policy.KindHF {
-		pol, err := policy.OpenHF(dir, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
+	if kind != policy.KindMLERL {
+		pol, err := policy.OpenSpec(cfg.Policy, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
 		if err != nil {
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}
@@ -144,7 +144,7 @@ func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}
 		if sftDir == "" {
-			return nil, fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first (or start from a Hugging Face folder with --policy hf:DIR)", s.st.URI(cfg.SFT))
+			return nil, fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first (or start from a Hugging Face folder or GGUF file with --policy hf:DIR or gguf:FILE)", s.st.URI(cfg.SFT))
 		}
 		var sftCfg SFTConfig
 		if start, err = policy.LoadCheckpoint(ctx, s.st, sftDir, &sftCfg, nil); err != nil {
@@ -185,7 +185,7 @@ func samePolicy(ck, start *policy.Checkpoint) error {
 		if c.Source == nil {
 			return policy.KindMLERL
 		}
-		return policy.KindHF + ":" + c.Source.Base
+		return c.Source.Spec()
 	}
 	if base(ck) != base(start) {
 		return fmt.Errorf("holds a PPO run of policy %s but this run starts from %s: use another out folder or resume=false", base(ck), base(start))

@@ -23,14 +23,15 @@ type SFTConfig struct {
 	Examples string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
 	Out      string `yaml:"out" help:"checkpoint folder inside the data root"`
 	// Policy is what trains: mlerl's own model from scratch, or a
-	// Hugging Face checkpoint folder fine-tuned (policy.ParseSpec).
-	Policy string `yaml:"policy" help:"the policy to train: mlerl (mlerl's own model, from scratch on a trimmed vocabulary) or hf:DIR (a Hugging Face checkpoint folder of a Llama, Qwen2 or Qwen3 model: its tokenizer, chat format and weights, fine-tuned with LoRA unless full_finetune)"`
+	// Hugging Face checkpoint folder or GGUF file fine-tuned
+	// (policy.ParseSpec).
+	Policy string `yaml:"policy" help:"the policy to train: mlerl (mlerl's own model, from scratch on a trimmed vocabulary) hf:DIR (a Hugging Face checkpoint folder of a Llama, Qwen2 or Qwen3 model: its tokenizer, chat format and weights, fine-tuned with LoRA unless full_finetune) or gguf:FILE (a GGUF model file of one, e.g. SmolLM2's, run as the Hugging Face model it converts to)"`
 	// Adapter is a PEFT adapter a Hugging Face policy starts from.
-	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to start from, e.g. one LLaMA-Factory trained (empty: fresh adapters)"`
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR or gguf:FILE: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to start from, e.g. one LLaMA-Factory trained (empty: fresh adapters)"`
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning policy.Tuning `yaml:",inline"`
 	// SaveMerged writes the trained policy as a Hugging Face folder.
-	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR or gguf:FILE: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way; mlerl export gguf writes a GGUF file)"`
 	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
@@ -112,7 +113,7 @@ func (c SFTConfig) Validate() error {
 	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning, false); err != nil {
 		return err
 	}
-	if kind, _, _ := policy.ParseSpec(c.Policy); kind == policy.KindHF {
+	if policy.Pretrained(c.Policy) {
 		if err := hfShapeUnset(c.Model, DefaultSFTConfig().Model); err != nil {
 			return err
 		}
@@ -329,8 +330,8 @@ func sftStart(ctx context.Context, s *stage, cfg SFTConfig, train []schemas.SFTE
 		fmt.Fprintf(s.log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
 		return pol, ck, nil
 	}
-	if kind == policy.KindHF {
-		pol, err := policy.OpenHF(dir, cfg.Model, cfg.Tuning, cfg.Adapter)
+	if kind != policy.KindMLERL {
+		pol, err := policy.OpenSpec(cfg.Policy, cfg.Model, cfg.Tuning, cfg.Adapter)
 		if err != nil {
 			return nil, nil, fmt.Errorf("train sft: %w", err)
 		}

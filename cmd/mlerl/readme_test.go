@@ -11,7 +11,7 @@ import (
 )
 
 // The documents whose command lines TestDocumentedCommands runs.
-var documents = []string{"README.md", "tasks/README.md", "scripts/RUNBOOK.md"}
+var documents = []string{"README.md", "tasks/README.md", "scripts/RUNBOOK.md", "docs/gguf.md"}
 
 // Where a documented command starts: at the start of a code text, after a
 // shell separator (; & | && || or an opening parenthesis), or after a shell
