@@ -126,7 +126,9 @@ func OpenHFAgent(name, dir, adapter string, budgets Config, engine string, opts 
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
-	pol, err := OpenHF(dir, budgets, DefaultTuning(), adapter)
+	tu := DefaultTuning()
+	tu.BaseStorage = MatmulFP32 // what ForInference stores, below: nothing to resolve
+	pol, err := OpenHF(dir, budgets, tu, adapter)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
