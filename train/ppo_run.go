@@ -609,9 +609,9 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 	mbGroups := (len(groups) + cfg.Minibatches - 1) / cfg.Minibatches
 	// The reference's log-probabilities do not change within an update:
 	// one forward per minibatch of groups, before the epochs.
-	var refLogp map[*sample][]float32
+	var refLogp map[*sample][]float64
 	if coefs.KLCoef > 0 {
-		refLogp = map[*sample][]float32{}
+		refLogp = map[*sample][]float64{}
 		for start := 0; start < len(groups); start += mbGroups {
 			var ss []*sample
 			for _, g := range groups[start:min(start+mbGroups, len(groups))] {
