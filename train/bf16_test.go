@@ -82,80 +82,8 @@ func TestSFTOnBF16Base(t *testing.T) {
 			ck.Model.BaseStorage, saved.Tuning.BaseStorage, saved.Matmul)
 	}
 
-	// The trained engine, as it trained (bf16 base, bf16 products), and
-	// the same adapters on a float32 base with float32 products.
-	engine := func(storage string) policy.Engine {
-		pol, err := ck.OpenPolicy("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pol.Close() })
-		pol.Model.BaseStorage = storage
-		e, _, err := ck.Engine(pol, policy.EngineNative, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := policy.SetMatmul(e, storage); err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	// 24 positions: more than native's 8-row cut-off, so the products run
-	// in bf16 as in training.
-	toks := []int32{601, 453, 301, 198, 82, 66, 262, 68, 280, 518, 602, 198, 601, 463, 596, 365, 47, 75, 365, 529, 16, 13, 260, 81}
-	ids := make([]int, len(toks))
-	for i, id := range toks {
-		ids[i] = int(id)
-	}
-	logits := func(e policy.Engine) [][]float64 {
-		n := len(toks)
-		b := policy.Batch{B: 1, S: n, Tokens: toks, Positions: make([]int32, n), Segments: make([]int32, n)}
-		idx := make([]int32, n)
-		for i := range n {
-			b.Positions[i], b.Segments[i], idx[i] = int32(i), 1, int32(i)
-		}
-		got, _, err := e.Logits(b, idx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := len(got) / n
-		out := make([][]float64, n)
-		for i := range out {
-			for _, x := range got[i*v : (i+1)*v] {
-				out[i] = append(out[i], float64(x))
-			}
-		}
-		return out
-	}
-	reference := func(dir string) [][]float64 {
-		c, err := hf.Load(dir)
-		if err != nil {
-			t.Fatalf("%s: %v", dir, err)
-		}
-		defer c.Close()
-		ref, err := hf.NewReference(c.Arch, c.Weights, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := ref.Logits(ids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	// relDiff is max |a - b| / max(max |b|, 1).
-	relDiff := func(a, b [][]float64) float64 {
-		worst, scale := 0.0, 1.0
-		for i := range b {
-			for j, w := range b[i] {
-				worst, scale = max(worst, math.Abs(a[i][j]-w)), max(scale, math.Abs(w))
-			}
-		}
-		return worst / scale
-	}
-	half, full := logits(engine(policy.MatmulBF16)), logits(engine(policy.MatmulFP32))
-	want := reference(merged)
-	moved := relDiff(reference(tinyHF("qwen2")), want)
+	ids, half, full, want := mergedLogits(t, ck, merged)
+	moved := relDiff(folderLogits(t, tinyHF("qwen2"), ids), want)
 	dFull, dHalf := relDiff(full, want), relDiff(half, want)
 	tol := native.BF16Tolerance(tinyHFDepth)
 	t.Logf("merged folder vs the adapters on a float32 base %.3g, vs the bf16 engine that trained them %.3g (allowed %.3g); the adapters moved the logits by %.3g",
@@ -192,7 +120,8 @@ func TestSFTOnBF16Base(t *testing.T) {
 // with fresh adapters on a bfloat16 base: the policy and the frozen
 // reference are built alike from the resolved config (logged, and
 // recorded in the checkpoint), so before the first update moves the
-// policy its KL to the reference is exactly 0.
+// policy its KL to the reference is exactly 0; its --save_merged folder
+// is merged from the folder's float32 weights, as train sft's.
 func TestPPOOnBF16BaseKLStartsAtZero(t *testing.T) {
 	root := t.TempDir()
 	setupPPO(t, root)
@@ -204,6 +133,7 @@ func TestPPOOnBF16BaseKLStartsAtZero(t *testing.T) {
 	// the step that moves the policy.
 	cfg.Updates, cfg.Minibatches, cfg.UpdateEpochs = 1, 1, 1
 	cfg.KLCoef, cfg.Optim.LR, cfg.MaxNewTokens = 0.1, 1e-12, 4
+	cfg.SaveMerged = filepath.Join(t.TempDir(), "merged")
 	var log bytes.Buffer
 	if err := RunPPOWith(context.Background(), cfg, pickD, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -228,4 +158,95 @@ func TestPPOOnBF16BaseKLStartsAtZero(t *testing.T) {
 	if ck.Model.BaseStorage != policy.MatmulBF16 || saved.Tuning.BaseStorage != policy.MatmulBF16 {
 		t.Errorf("model.json base storage %q, config.json base_storage %q; want bf16", ck.Model.BaseStorage, saved.Tuning.BaseStorage)
 	}
+	// --save_merged from a bf16 base, as train sft's (TestSFTOnBF16Base).
+	_, half, full, want := mergedLogits(t, ck, cfg.SaveMerged)
+	tol := native.BF16Tolerance(tinyHFDepth)
+	if d := relDiff(full, want); d > 1e-4 {
+		t.Errorf("ppo's merged folder differs from its adapters on a float32 base by %.3g", d)
+	}
+	if d := relDiff(half, want); d > tol {
+		t.Errorf("ppo's merged folder differs from its bf16 engine by %.3g, more than bf16's %.3g", d, tol)
+	}
+}
+
+// hfToks are 24 token ids of the tiny checkpoints: more positions than
+// native's 8-row cut-off, so a bf16 engine's products run in bf16 as in
+// training.
+var hfToks = []int32{601, 453, 301, 198, 82, 66, 262, 68, 280, 518, 602, 198, 601, 463, 596, 365, 47, 75, 365, 529, 16, 13, 260, 81}
+
+// mergedLogits returns hfToks as ids and the logits at each of them of:
+// the checkpoint ck's adapters on its base stored in bf16 with bf16
+// products (as a bf16 run trained them), the same on a float32 base with
+// float32 products, and the reference forward of the merged folder.
+func mergedLogits(t *testing.T, ck *policy.Checkpoint, merged string) (ids []int, half, full, ref [][]float64) {
+	t.Helper()
+	for _, id := range hfToks {
+		ids = append(ids, int(id))
+	}
+	engine := func(storage string) [][]float64 {
+		pol, err := ck.OpenPolicy("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pol.Close()
+		pol.Model.BaseStorage = storage
+		e, _, err := ck.Engine(pol, policy.EngineNative, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		if _, err := policy.SetMatmul(e, storage); err != nil {
+			t.Fatal(err)
+		}
+		n := len(hfToks)
+		b := policy.Batch{B: 1, S: n, Tokens: hfToks, Positions: make([]int32, n), Segments: make([]int32, n)}
+		idx := make([]int32, n)
+		for i := range n {
+			b.Positions[i], b.Segments[i], idx[i] = int32(i), 1, int32(i)
+		}
+		got, _, err := e.Logits(b, idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := len(got) / n
+		out := make([][]float64, n)
+		for i := range out {
+			for _, x := range got[i*v : (i+1)*v] {
+				out[i] = append(out[i], float64(x))
+			}
+		}
+		return out
+	}
+	return ids, engine(policy.MatmulBF16), engine(policy.MatmulFP32), folderLogits(t, merged, ids)
+}
+
+// folderLogits is the reference forward's logits of the Hugging Face
+// folder dir at each position of ids.
+func folderLogits(t *testing.T, dir string, ids []int) [][]float64 {
+	t.Helper()
+	c, err := hf.Load(dir)
+	if err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	defer c.Close()
+	ref, err := hf.NewReference(c.Arch, c.Weights, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ref.Logits(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// relDiff is max |a - b| / max(max |b|, 1).
+func relDiff(a, b [][]float64) float64 {
+	worst, scale := 0.0, 1.0
+	for i := range b {
+		for j, w := range b[i] {
+			worst, scale = max(worst, math.Abs(a[i][j]-w)), max(scale, math.Abs(w))
+		}
+	}
+	return worst / scale
 }
