@@ -38,7 +38,8 @@ const tinyHFDepth = 8*2 + 1
 
 // TestSFTOnBF16Base: train sft of a Hugging Face policy with LoRA on a
 // bfloat16 base and bf16 products logs and records them (the checkpoint's
-// model.json and config.json), and --save_merged writes the merged folder
+// model.json and config.json; a resumed run keeps them, whatever its
+// base_storage says), and --save_merged writes the merged folder
 // from the base folder's own float32 weights plus the trained adapters'
 // update: the reference forward on it gives the logits of the trained
 // adapters on a float32 base to float32 rounding, and the logits of the
@@ -57,8 +58,14 @@ func TestSFTOnBF16Base(t *testing.T) {
 	cfg.Tuning.LoRA.Rank, cfg.Tuning.LoRA.Alpha = 4, 8
 	cfg.Tuning.BaseStorage, cfg.Matmul = policy.MatmulBF16, policy.MatmulBF16
 	cfg.Optim.LR, cfg.Optim.WarmupSteps = 2e-2, 0
-	cfg.Epochs, cfg.BatchRows, cfg.SaveMerged = 1, 2, merged
+	cfg.Epochs, cfg.BatchRows, cfg.SaveMerged, cfg.MaxSteps = 1, 2, merged, 1
 	var log bytes.Buffer
+	if err := runSFT(ctx, cfg, &log); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	// Resumed with base_storage fp32 asked for, the run keeps the storage
+	// its checkpoint's model.json recorded, and its config.json says so.
+	cfg.MaxSteps, cfg.Tuning.BaseStorage = 0, policy.MatmulFP32
 	if err := runSFT(ctx, cfg, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

@@ -231,6 +231,11 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	cfg.Matmul = matmul // resolved above: the checkpoints record what ran, fp32 or bf16
 	cfg.Model = eng.Config()
 	pol.Model = cfg.Model
+	if cfg.Model.LoRA != nil {
+		// A resumed run keeps the storage its model.json recorded,
+		// whatever auto means on this machine: config.json says so too.
+		cfg.Tuning.BaseStorage = cfg.Model.BaseStorage
+	}
 
 	encode := func(rs []schemas.SFTExample) ([]encoded, int, error) {
 		return encodeExamples(pol, s.input.URI, rs)
