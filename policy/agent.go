@@ -118,7 +118,7 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 }
 
 // OpenAgent is the pretrained policy spec names (OpenSpec: a Hugging
-// Face folder hf:DIR), with the PEFT adapter in the folder adapter when
+// Face folder hf:DIR or a GGUF file gguf:FILE), with the PEFT adapter in the folder adapter when
 // not empty, as an agent named name on the named engine: a model
 // fine-tuned elsewhere (LLaMA-Factory, TRL), or the base itself prompted
 // as it is. budgets are the prompt and response budgets of its prompts.
@@ -126,7 +126,9 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
-	pol, err := OpenSpec(spec, budgets, DefaultTuning(), adapter)
+	tu := DefaultTuning()
+	tu.BaseStorage = MatmulFP32 // what ForInference stores, below: nothing to resolve
+	pol, err := OpenSpec(spec, budgets, tu, adapter)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}

@@ -263,6 +263,16 @@ func LoadCheckpoint(ctx context.Context, st store.Store, sub string, config, sta
 	if err := ck.Model.ValidateWithVocab(); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: model.json: %w", st.URI(sub), err)
 	}
+	if ck.Model.LoRA != nil && (ck.Model.BaseStorage == MatmulAuto || ck.Model.BaseStorage == "") {
+		// Written before the stages resolved base_storage: auto meant
+		// what the machine that builds the engine decides, as it still
+		// does, here where the checkpoint is read.
+		r, err := ResolvePrecision(ck.Model.BaseStorage)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: model.json: base storage: %w", st.URI(sub), err)
+		}
+		ck.Model.BaseStorage = r
+	}
 	if ck.Source == nil && ck.Model.Vocab != ck.Vocab.Size() {
 		return nil, fmt.Errorf("checkpoint %s: model.json says vocab %d but vocab.json has %d ids", st.URI(sub), ck.Model.Vocab, ck.Vocab.Size())
 	}

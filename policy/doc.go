@@ -18,4 +18,6 @@
 // SFT, PPO and evaluation share (prompt.go), batched generation with a KV
 // cache (generate.go), the MLAB action grammar that constrains decoding
 // (grammar.go), and the policy as an env/agents.Agent (agent.go).
+// precision.go is the one place where `auto` (base_storage, matmul)
+// becomes bf16 or fp32 from the CPU, once per stage (docs/precision.md).
 package policy

@@ -161,7 +161,9 @@ func newHF(kind string, ck *hf.Checkpoint, budgets Config, tuning Tuning) (*Poli
 	if a.MaxPositionEmbeddings > 0 && cfg.Ctx > a.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("model.ctx %d exceeds config.json's max_position_embeddings %d: lower model.ctx and the budgets", cfg.Ctx, a.MaxPositionEmbeddings)
 	}
-	tuning.apply(&cfg)
+	if err := tuning.apply(&cfg); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -271,7 +273,7 @@ func openSource(src *Source, model Config) (*Policy, error) {
 			return fail(fmt.Errorf("%s has changed since the checkpoint was trained on it (sha256 %.12s, policy.json records %.12s): restore the base the policy was trained from", f.file, got, f.want))
 		}
 	}
-	p, err := newHF(src.Kind, ck, model, Tuning{FullFinetune: model.LoRA == nil, BaseStorage: MatmulAuto})
+	p, err := newHF(src.Kind, ck, model, Tuning{FullFinetune: model.LoRA == nil, BaseStorage: MatmulFP32})
 	if err != nil {
 		return fail(err)
 	}

@@ -171,6 +171,24 @@ func DefaultPPOConfig() PPOConfig {
 	}
 }
 
+// Derive resolves base_storage auto to what it means on this machine
+// (config.Deriver; policy.ResolvePrecision), so that the config the stage
+// prints and every checkpoint's config.json say which storage ran. A
+// value that does not resolve is left for Validate, and the run, to
+// refuse.
+func (c *PPOConfig) Derive() { _ = c.resolvePrecision() }
+
+// resolvePrecision resolves the tuning's base_storage (policy.Tuning's
+// Resolved): the one place train ppo decides it.
+func (c *PPOConfig) resolvePrecision() error {
+	t, err := c.Tuning.Resolved()
+	if err != nil {
+		return err
+	}
+	c.Tuning = t
+	return nil
+}
+
 // Validate checks the config, each failure one line naming the key.
 func (c PPOConfig) Validate() error {
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -49,7 +49,7 @@ type SFTConfig struct {
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
 	// Matmul is the precision of the training products (policy.SetMatmul).
-	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU has AVX512_BF16, else fp32), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
+	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU has AVX512_BF16, else fp32; the printed config shows what it resolved to), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
 }
 
 // DefaultSFTConfig is the CPU demo: the demo model on the native engine,
@@ -76,6 +76,28 @@ func DefaultSFTConfig() SFTConfig {
 		Resume:    true,
 		Response:  policy.ResponseTerse,
 	}
+}
+
+// Derive resolves the keys whose auto depends on the CPU, matmul and
+// base_storage, to what they mean on this machine (config.Deriver;
+// policy.ResolveMatmul, policy.ResolvePrecision), so that the config the
+// stage prints and every checkpoint's config.json say what ran. A value
+// that does not resolve is left for Validate, and the run, to refuse.
+func (c *SFTConfig) Derive() { _ = c.resolvePrecision() }
+
+// resolvePrecision resolves matmul (for the engine) and the tuning's
+// base_storage: the one place train sft decides them.
+func (c *SFTConfig) resolvePrecision() error {
+	t, terr := c.Tuning.Resolved()
+	if terr == nil {
+		c.Tuning = t
+	}
+	mm, err := policy.ResolveMatmul(c.Engine, c.Matmul)
+	if err != nil {
+		return config.Errorf("matmul", c.Matmul, "%v", err)
+	}
+	c.Matmul = mm
+	return terr
 }
 
 // Validate checks the config, each failure one line naming the key.
@@ -174,6 +196,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
+	if err := cfg.resolvePrecision(); err != nil {
+		return fmt.Errorf("train sft: %w", err)
+	}
 	s, train, val, err := openStage(ctx, "train sft", cfg.Data, cfg.Examples, schemas.SFTExamples,
 		func(r schemas.SFTExample) string { return r.Split }, log)
 	if err != nil {
@@ -204,9 +229,14 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
-	cfg.Matmul = matmul // the checkpoints record what ran: fp32 or bf16
+	cfg.Matmul = matmul // resolved above: the checkpoints record what ran, fp32 or bf16
 	cfg.Model = eng.Config()
 	pol.Model = cfg.Model
+	if cfg.Model.LoRA != nil {
+		// A resumed run keeps the storage its model.json recorded,
+		// whatever auto means on this machine: config.json says so too.
+		cfg.Tuning.BaseStorage = cfg.Model.BaseStorage
+	}
 
 	encode := func(rs []schemas.SFTExample) ([]encoded, int, error) {
 		return encodeExamples(pol, s.input.URI, rs)
