@@ -168,8 +168,6 @@ func anchors(doc string) map[string]bool {
 // branch is merged (the test logs when a listed file exists).
 var pendingDocs = map[string]string{
 	"docs/design/sandbox.md": "branch sandbox (issue 59)",
-	"docs/gguf.md":           "branch gguf",
-	"docs/precision.md":      "branch bf16 (issue 57)",
 }
 
 // TestMarkdownLinks: every relative link of every committed Markdown file
