@@ -122,21 +122,28 @@ func TestHostileScripts(t *testing.T) {
 		outcomes     []Outcome // any of these
 		markers      []string
 		noCredit     bool   // the credit check refuses it: no markers, the observation says why
-		observation  string // part of the observation
+		observation  string // part of the observation (alternatives split by "|")
+		// refusable: the kernel may refuse the script space before it is
+		// measured over its quota (its workspace is a tmpfs of its own:
+		// sandbox.KernelQuota); it then fails on ENOSPC, which is as good.
+		refusable bool
 	}{
 		// The disk: what the issue saw (ten files of 1 GiB), at 1/250 scale.
 		{name: "ten files", script: "import os\nfor i in range(10):\n    open('f%d.bin' % i, 'wb').write(b'x' * (4 << 20))\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "quota: more than 20 MiB"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "quota: more than 20 MiB", refusable: true},
 		{name: "file flood", script: "import os\nos.mkdir('flood')\nfor i in range(150000):\n    open('flood/%d' % i, 'w').close()\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files and folders"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files and folders", refusable: true},
+		// Its 500th folder meets the files quota (or, in a tmpfs of its
+		// own, the kernel's inode limit) or its 65th level the depth limit
+		// first, whichever a measurement sees first.
 		{name: "deep tree", script: "import os\nfor i in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "nested more than 64 deep"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "nested more than 64 deep|more than 500 files and folders", refusable: true},
 		{name: "sparse files", script: "import os\nfor i in range(3):\n    with open('s%d' % i, 'wb') as f:\n        f.truncate(15 << 20)\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 20 MiB"},
 		{name: "hard links", script: "import os\nopen('a', 'w').write('x')\nfor i in range(2000):\n    os.link('a', 'l%d' % i)\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files"},
 		{name: "deleted files held open", script: "import os, time\nfs = []\nfor i in range(3):\n    f = open('h%d' % i, 'wb')\n    os.unlink('h%d' % i)\n    f.write(b'x' * (10 << 20))\n    f.flush()\n    fs.append(f)\ntime.sleep(20)\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota", refusable: true},
 		{name: "a child writes after the parent exits", script: "import os, time\nif os.fork() == 0:\n    os.setsid()\n    for i in range(60):\n        open('c%d.bin' % i, 'wb').write(b'x' * (1 << 20))\n    os._exit(0)\ntime.sleep(0.5)\n",
 			outcomes: []Outcome{OutcomeKilled, OutcomeInvalidSubmission}, markers: []string{MarkerImportsDone}},
 		{name: "/dev/shm and /tmp stay bounded", script: "import os\nf = open('/dev/shm/big', 'wb')\nfor i in range(700):\n    f.write(b'x' * (1 << 20))\n",
@@ -175,8 +182,12 @@ func TestHostileScripts(t *testing.T) {
 			e, root := hostileEnv(t)
 			r := runHostile(t, e, tc.script)
 			t.Logf("%s, reward %+.2f, markers %v: %s", r.Outcome, r.Reward.Total, r.Markers, r.Detail)
-			if !contains(tc.outcomes, r.Outcome) {
-				t.Errorf("outcome %s, want one of %v:\n%s", r.Outcome, tc.outcomes, r.Observation)
+			want, obs := tc.outcomes, tc.observation
+			if tc.refusable && r.Outcome == OutcomeScriptError && strings.Contains(r.Observation, "No space left on device") {
+				want, obs = []Outcome{OutcomeScriptError}, "No space left on device"
+			}
+			if !contains(want, r.Outcome) {
+				t.Errorf("outcome %s, want one of %v:\n%s", r.Outcome, want, r.Observation)
 			}
 			if !reflect.DeepEqual(r.Markers, tc.markers) {
 				t.Errorf("markers: got %v want %v\n%s", r.Markers, tc.markers, r.Observation)
@@ -188,8 +199,8 @@ func TestHostileScripts(t *testing.T) {
 			if got := strings.Contains(r.Observation, "No partial credit"); got != tc.noCredit {
 				t.Errorf("no-credit note: got %v want %v:\n%s", got, tc.noCredit, r.Observation)
 			}
-			if !strings.Contains(r.Observation, tc.observation) {
-				t.Errorf("the observation lacks %q:\n%s", tc.observation, r.Observation)
+			if !containsAny(r.Observation, strings.Split(obs, "|")) {
+				t.Errorf("the observation lacks %q:\n%s", obs, r.Observation)
 			}
 			if m := markerTextRe.FindString(r.Observation); m != "" && !strings.Contains(tc.name, "guessed") {
 				t.Errorf("the observation shows a marker line %q:\n%s", m, r.Observation)
@@ -244,6 +255,15 @@ const deadStages = "df = pd.read_csv('train.csv')\nmodel = Model()\nmodel.fit(df
 
 // markerTextRe matches a marker line.
 var markerTextRe = regexp.MustCompile(`@@MLERL [0-9a-f]{32} \w+@@`)
+
+func containsAny(s string, parts []string) bool {
+	for _, p := range parts {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
 
 func contains[T comparable](list []T, v T) bool {
 	for _, x := range list {
