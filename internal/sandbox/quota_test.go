@@ -530,3 +530,38 @@ func TestCopyBack(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryCgroup: a run's processes together are held to its memory
+// cgroup (MemoryBytes + the tmpfs sizes + memSlack, about 1.5 GiB here)
+// where the runner makes one: ten children of 180 MiB each, each within
+// RLIMIT_AS, pass it together, and the kernel ends some of them (the
+// script sees them killed) or the script itself (outcome killed, with a
+// reason naming the limit).
+func TestMemoryCgroup(t *testing.T) {
+	r := runners(t)["cold"].(*coldRunner) // a warm child maps more than 256 MiB already
+	if !r.h.cg.has(func(h *hierarchy) bool { return h.mem }) {
+		t.Skip("no memory cgroup here")
+	}
+	ws, _ := workspace(t, `import os, time
+kids = []
+for i in range(10):
+    pid = os.fork()
+    if pid == 0:
+        b = bytearray(180 << 20)
+        for j in range(0, len(b), 4096):
+            b[j] = 1
+        time.sleep(1)
+        os._exit(0)
+    kids.append(pid)
+print('killed', sum(os.WIFSIGNALED(os.waitpid(pid, 0)[1]) for pid in kids))
+`)
+	res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 60 * time.Second, MemoryBytes: 256 << 20, WorkspaceBytes: 20 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s %q: %s", res.Outcome, res.Stdout, res.Reason)
+	if !(res.Outcome == Success && strings.HasPrefix(res.Stdout, "killed ") && res.Stdout != "killed 0\n") &&
+		!(res.Outcome == Killed && strings.Contains(res.Reason, "memory limit")) {
+		t.Errorf("got %s %q %q: the children's 1.8 GiB passed the run's limit", res.Outcome, res.Stdout, res.Reason)
+	}
+}
