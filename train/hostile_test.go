@@ -74,7 +74,7 @@ func TestPPOPastADeepPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	priv, err := blobs.PutTree(ctx, st, blobs.Files{
-		"grade.py": {Data: []byte("import csv, json, sys\nsub = {r['id']: r['y'] for r in csv.DictReader(open(sys.argv[1]))}\nans = {r['id']: r['y'] for r in csv.DictReader(open(sys.argv[2]))}\nprint(json.dumps({'valid': True, 'score': sum(sub.get(k) == v for k, v in ans.items()) / len(ans)}))\n"), Mode: 0o644},
+		"grade.py":    {Data: []byte("import csv, json, sys\nsub = {r['id']: r['y'] for r in csv.DictReader(open(sys.argv[1]))}\nans = {r['id']: r['y'] for r in csv.DictReader(open(sys.argv[2]))}\nprint(json.dumps({'valid': True, 'score': sum(sub.get(k) == v for k, v in ans.items()) / len(ans)}))\n"), Mode: 0o644},
 		"answers.csv": {Data: []byte("id,y\na,1\nb,0\n"), Mode: 0o644},
 	}, nil)
 	if err != nil {
