@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 )
@@ -72,11 +74,47 @@ func treeBytes(dir string) int64 {
 	return n
 }
 
+// hostFree is the free space of the file system holding dir.
+func hostFree(t *testing.T, dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// runHostile runs script as attack.py, and fails the test when the free
+// space of the disk under the workspace fell by more than 256 MiB during
+// the step (well above a 20 MiB quota, well below the gigabytes the
+// scripts try for; other processes share the disk).
 func runHostile(t *testing.T, e *Env, script string) StepResult {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(e.Dir(), "attack.py"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	free := hostFree(t, e.Dir())
+	low := free
+	stop := make(chan struct{})
+	var sampled sync.WaitGroup
+	sampled.Add(1)
+	go func() {
+		defer sampled.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				low = min(low, hostFree(t, e.Dir()))
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		sampled.Wait()
+		if free-low > 256<<20 {
+			t.Errorf("the host's free space fell by %d MiB during the step", (free-low)>>20)
+		}
+	}()
 	done := make(chan StepResult, 1)
 	go func() {
 		r, err := e.Step(context.Background(), act(ExecuteScript, "attack.py"))
@@ -146,6 +184,16 @@ func TestHostileScripts(t *testing.T) {
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota", refusable: true},
 		{name: "a child writes after the parent exits", script: "import os, time\nif os.fork() == 0:\n    os.setsid()\n    for i in range(60):\n        open('c%d.bin' % i, 'wb').write(b'x' * (1 << 20))\n    os._exit(0)\ntime.sleep(0.5)\n",
 			outcomes: []Outcome{OutcomeKilled, OutcomeInvalidSubmission}, markers: []string{MarkerImportsDone}},
+		// What no walk of the workspace sees: deleted files whose
+		// descriptors are in flight in a socket's queue, and space reserved
+		// past the files' sizes (FALLOC_FL_KEEP_SIZE, which the per-file
+		// size limit does not bound; ctypes: no partial credit), 2 GiB
+		// tried for, what is got kept while waiting. The host's disk is
+		// checked by runHostile.
+		{name: "deleted files in a socket's queue", script: "import os, socket, time\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\ntry:\n    for i in range(128):\n        fd = os.open('q%d' % i, os.O_CREAT | os.O_RDWR)\n        os.unlink('q%d' % i)\n        socket.send_fds(a, [b'x'], [fd])\n        for j in range(16):\n            os.write(fd, b'x' * (1 << 20))\n        os.close(fd)\nexcept OSError:\n    pass\ntime.sleep(20)\n",
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota", refusable: true},
+		{name: "reservations past the file size", script: "import ctypes, os, time\nlibc = ctypes.CDLL(None)\nlibc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]\nfor i in range(2048):\n    fd = os.open('r%d' % i, os.O_CREAT | os.O_RDWR)\n    if libc.fallocate(fd, 1, 0, 1 << 20) != 0:\n        break\ntime.sleep(20)\n",
+			outcomes: []Outcome{OutcomeKilled}, noCredit: true, observation: "grew past its quota"},
 		{name: "/dev/shm and /tmp stay bounded", script: "import os\nf = open('/dev/shm/big', 'wb')\nfor i in range(700):\n    f.write(b'x' * (1 << 20))\n",
 			outcomes: []Outcome{OutcomeScriptError}, markers: []string{MarkerImportsDone}},
 		// Partial credit: the forger, which finds the markers in its
@@ -171,6 +219,13 @@ func TestHostileScripts(t *testing.T) {
 			outcomes: []Outcome{OutcomeScriptError}},
 		{name: "the instrumented text from disk", script: "import re, os\nsrc = ''.join(open(f).read() for f in os.listdir('.') if f.endswith('.py'))\nprint(re.findall(r'@@MLERL \\w+ \\w+@@', src), re.findall('mlerl' + '_mark', src))\nraise SystemExit(1)\n",
 			outcomes: []Outcome{OutcomeScriptError}, markers: []string{MarkerImportsDone}, observation: "[] []"},
+		// The forger: a data-frame query with a constant
+		// expression resolves @names in the frame level= names, the
+		// runner's own above the script's; the names it finds there are
+		// the markers' sockets, not their lines (the old bootstrap kept
+		// the lines there: all six markers, -0.4).
+		{name: "a query reads the runner's frames", script: "import re\nimport pandas as pd\ndf = pd.DataFrame({'a': [1]})\nfound = set()\nfor lvl in range(1, 12):\n    try:\n        df.query('@marks', level=lvl)\n    except Exception as e:\n        found.update(re.findall(r'@@MLERL \\w+ \\w+@@', str(e)))\n    try:\n        df.query('@cfg', level=lvl)\n    except Exception as e:\n        found.update(re.findall(r'@@MLERL \\w+ \\w+@@', str(e)))\nfor f in sorted(found):\n    print(f)\nif len(found) < 9:\n    raise SystemExit(1)\n" + deadStages,
+			outcomes: []Outcome{OutcomeScriptError}, markers: []string{MarkerImportsDone}},
 		{name: "its own memory, path computed", script: "import os\np = '/pr' + 'oc/' + str(os.getpid()) + '/m' + 'em'\nf = open(p, 'rb')\nprint(f.read(1))\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "stopped the script: open /proc/"},
 	}
