@@ -122,7 +122,10 @@ def overlay_workspace(cfg, root, mode):
         # no metadata-only copies: the upper layer holds whole files,
         # whiteouts and opaque folders only, all the runner reads.
         opts += ",userxattr" if mode == "userns" else ",redirect_dir=off,index=off,metacopy=off,xino=off"
-        mount("overlay", root + d, "overlay", MS_NOSUID | MS_NODEV, opts)
+        try:
+            mount("overlay", root + d, "overlay", MS_NOSUID | MS_NODEV, opts)
+        except OSError as e:
+            raise OSError(e.errno, "the workspace %s cannot be the lower layer of an overlay (%s): keep workspaces (env.work_dir) on a local file system such as ext4, xfs, btrfs or tmpfs" % (d, e.strerror))
     finally:
         for fd in fds:
             os.close(fd)

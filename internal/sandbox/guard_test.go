@@ -208,3 +208,35 @@ func TestGuardOffByDefault(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardLevels: the markers' sockets work at every isolation level the
+// machine has (the listeners are made in the run's network namespace,
+// the host's under IsolateNone), cold and warm alike.
+func TestGuardLevels(t *testing.T) {
+	py := python(t)
+	levels := []string{IsolateNone}
+	if probe(py, IsolateUserNS, false) == nil {
+		levels = append(levels, IsolateUserNS)
+	}
+	src := guarded("import json\n", "print(json.dumps(late()))\n")
+	for _, level := range levels {
+		t.Run(level, func(t *testing.T) {
+			h, err := newHost(py)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.isolation = level
+			h.space = h.space && level != IsolateNone
+			r := &coldRunner{h: h}
+			defer r.Close()
+			ws, _ := workspace(t, "x = 1\n")
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Source: []byte(src), Marks: guardMarks, Limits: Limits{Timeout: 60 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "T0-f1a2b3\nT1-c4d5e6\n1\n"; res.Stdout != want || res.Outcome != ScriptError {
+				t.Errorf("got %s %q want exit 1 and %q\n%s", res.Outcome, res.Stdout, want, res.Stderr)
+			}
+		})
+	}
+}

@@ -652,8 +652,11 @@ func (p *prepared) finishWorkspace(res *Result, watchReason string) error {
 func (p *prepared) finishSpace(res *Result, watchReason string) error {
 	sp := p.ctl.runSpace()
 	if sp == nil {
-		// The child never handed its tmpfs over: its setup failed, and
-		// the run is an error already, or it ran nothing.
+		// The child never handed its tmpfs over: its setup failed (the
+		// run is an error already), or the sandbox lost it.
+		if res.Outcome != "" {
+			res.Outcome, res.Reason = Killed, "the sandbox lost the run's workspace (a fault of the sandbox, not of the script); what it wrote was not kept"
+		}
 		return nil
 	}
 	q := p.limits.quota()
