@@ -54,11 +54,10 @@ const (
 	// uid/gid of its own (one of 1000 per runner, above 1,000,000, so that
 	// concurrent runs cannot see or ptrace each other), so it cannot undo
 	// the mounts; the runner hands the workspace to that uid for the run and
-	// back to the workspace's owner afterwards.
+	// back to the workspace's owner afterwards. Its workspace is an
+	// overlay on a tmpfs of the run's own, whose size the kernel enforces
+	// (space.go).
 	IsolateRoot = "root"
-	// Its workspace is an overlay on a tmpfs of the run's own, whose size
-	// the kernel enforces (space.go).
-	//
 	// IsolateUserNS: not root, but unprivileged user namespaces work: the
 	// same network and filesystem view inside a user namespace, keeping the caller's
 	// uid, without /proc (mounting one needs a pid namespace; binding the
