@@ -400,10 +400,10 @@ func TestSymlinkedSubmissionEarnsNothing(t *testing.T) {
 }
 
 // TestStepFeedbackNone: under env.feedback none a run's response carries
-// no score (metric_before, metric_after), only its reward and outcome;
-// under the default both are there.
+// no score (metric_before, metric_after), only its reward and outcome
+// (TestStep checks them there under the default).
 func TestStepFeedbackNone(t *testing.T) {
-	for _, fb := range []string{env.FeedbackPublic, env.FeedbackNone} {
+	for _, fb := range []string{env.FeedbackNone} {
 		t.Run(fb, func(t *testing.T) {
 			_, ts, _ := testServer(t, func(c *Config) { c.Env.Feedback = fb })
 			resp, err := http.Post(ts.URL+"/v1/step", "application/json", strings.NewReader(mustJSON(t, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")})))
