@@ -166,9 +166,7 @@ func anchors(doc string) map[string]bool {
 // checked as any other once it exists. Only a whole file is excused: an
 // #anchor into a missing document still fails. Remove an entry once its
 // branch is merged (the test logs when a listed file exists).
-var pendingDocs = map[string]string{
-	"docs/design/sandbox.md": "branch sandbox (issue 59)",
-}
+var pendingDocs = map[string]string{}
 
 // TestMarkdownLinks: every relative link of every committed Markdown file
 // (inline links and images, reference definitions, HTML href and src)
