@@ -34,7 +34,7 @@ func init() {
 
 // generateConfig is the config of `mlerl generate`.
 type generateConfig struct {
-	Policy     string `yaml:"policy" help:"the model: hf:DIR, a Hugging Face checkpoint folder (or give checkpoint instead)"`
+	Policy     string `yaml:"policy" help:"the model: hf:DIR (a Hugging Face checkpoint folder) or gguf:FILE (a GGUF model file); or give checkpoint instead"`
 	Adapter    string `yaml:"adapter" help:"with policy: a PEFT LoRA adapter folder on it (empty: the model as it is)"`
 	Checkpoint string `yaml:"checkpoint" help:"instead of policy: a checkpoint folder of mlerl train in the data root (checkpoints/sft, checkpoints/ppo: the checkpoint which names; or one step-<N> folder)"`
 	Which      string `yaml:"which" help:"with checkpoint: selected (the one train ppo selected by its rule; the latest otherwise) or last"`
@@ -67,7 +67,7 @@ const maxPromptBytes = 4 << 20
 func (c *generateConfig) Validate() error {
 	switch {
 	case c.Policy == "" && c.Checkpoint == "":
-		return config.Errorf("policy", c.Policy, "is empty: name the model (hf:DIR), or give checkpoint (a folder of mlerl train)")
+		return config.Errorf("policy", c.Policy, "is empty: name the model (hf:DIR or gguf:FILE), or give checkpoint (a folder of mlerl train)")
 	case c.Policy != "" && c.Checkpoint != "":
 		return config.Errorf("checkpoint", c.Checkpoint, "names a model, and so does policy %q: give one of them", c.Policy)
 	case c.Adapter != "" && c.Policy == "":
@@ -107,7 +107,7 @@ func generateCommand() *cobra.Command {
 	bound := defaultGenerateConfig()
 	cmd := &cobra.Command{
 		Use:   "generate",
-		Short: "One answer of a model to one prompt: a pretrained model (--policy hf:DIR) or a checkpoint of mlerl train (--checkpoint)",
+		Short: "One answer of a model to one prompt: a pretrained model (--policy hf:DIR or gguf:FILE) or a checkpoint of mlerl train (--checkpoint)",
 		Long: `One answer of a model to one prompt, streamed to standard output.
 
 The prompt is one user turn in the model's own chat format, as
@@ -116,7 +116,7 @@ included when the template has one); --chat=false reads it as raw text.
 At --temperature 0 (the default) the answer is greedy: the tokens
 transformers' generate(do_sample=False) gives on the same folder.
 
-  mlerl generate --policy hf:DIR --prompt "What is the capital of France?"
+  mlerl generate --policy gguf:FILE --prompt "What is the capital of France?"
   mlerl generate --checkpoint checkpoints/ppo --data ./data --prompt_file state.txt --json
 
 Every flag is a config key (--config loads a YAML file; flags override
@@ -270,14 +270,12 @@ func readPrompt(cfg generateConfig, stdin io.Reader) (string, error) {
 // (Policy.FitContext). source names it in messages.
 func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy, build func() (policy.Engine, error), source string, err error) {
 	if cfg.Policy != "" {
-		// Validate refused mlerl's own model; every other kind is a
-		// pretrained model, opened through the Hugging Face code path. The
-		// context is sized for the prompt later: these budgets only pass
-		// the opening's checks.
-		_, path, _ := policy.ParseSpec(cfg.Policy)
+		// A pretrained model (Validate refused mlerl's own). The context is
+		// sized for the prompt later: these budgets only pass the
+		// opening's checks.
 		tu := policy.DefaultTuning()
 		tu.BaseStorage = policy.MatmulFP32 // what ForInference stores, below
-		pol, err := policy.OpenHF(path, policy.Config{Ctx: 32, PromptTokens: 16, ResponseTokens: 8}, tu, cfg.Adapter)
+		pol, err := policy.OpenSpec(cfg.Policy, policy.Config{Ctx: 32, PromptTokens: 16, ResponseTokens: 8}, tu, cfg.Adapter)
 		if err != nil {
 			return nil, nil, "", err
 		}
@@ -285,7 +283,7 @@ func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy,
 			pol.Model.LoRA = nil // the model as it is
 		}
 		pol.ForInference()
-		source = pol.Source.Kind + ":" + pol.Source.Base
+		source = pol.SpecOf()
 		if cfg.Adapter != "" {
 			source += " + adapter " + pol.Source.Adapter
 		}
