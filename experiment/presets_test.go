@@ -346,4 +346,17 @@ func TestPolicyGrid(t *testing.T) {
 	if err := mlerl.Validate(); err == nil || !strings.Contains(err.Error(), `"policy" is not a built-in arm`) {
 		t.Errorf("the policy arm without a policy: got %v", err)
 	}
+	// A GGUF file is a pretrained model like a folder: the prompted arm,
+	// and the file fine-tuned by train sft.
+	g := DefaultConfig()
+	g.Policy = "gguf:/models/smollm2.gguf"
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if arms, _ := g.arms(); !slices.ContainsFunc(arms, func(a Arm) bool { return a.Name == "policy" && a.Kind == KindBaseline && a.Method == "policy" }) {
+		t.Errorf("a GGUF grid's arms %v lack the prompted arm policy", arms)
+	}
+	if got := g.sftArgs(); !slices.Contains(got, "--policy=gguf:/models/smollm2.gguf") {
+		t.Errorf("a GGUF grid's sft args %q do not name the file", got)
+	}
 }

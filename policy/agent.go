@@ -68,52 +68,26 @@ type PolicyAgent struct {
 // "checkpoints/sft", as `mlerl train sft|ppo` writes it; the one
 // opts.Checkpoint names, by default the selected one) as an
 // agent named name, running on the named engine. The policy is the one
-// the checkpoint was trained as (Checkpoint.OpenPolicy): mlerl's model
-// with the tokenizer of its SFT config's `tokenizer` (found through a
-// PPO config's `sft` folder), or the Hugging Face base its policy.json
-// names with the checkpoint's adapters.
+// the checkpoint was trained as (OpenTrained).
 func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, opts AgentOptions) (*PolicyAgent, error) {
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
-	sub, how, err := PickCheckpoint(ctx, st, dir, opts.Checkpoint)
+	tr, err := OpenTrained(ctx, st, dir, opts.Checkpoint)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	if sub == "" {
-		return nil, fmt.Errorf("agent %s: no checkpoint in %s (run `mlerl train sft` / `mlerl train ppo` first)", name, st.URI(dir))
-	}
-	var cfg map[string]any
-	ck, err := LoadCheckpoint(ctx, st, sub, &cfg, nil)
+	tr.Policy.ForInference()
+	eng, err := tr.Engine(engine)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	tokName := ""
-	if ck.Source == nil {
-		if tokName, err = sftSetting(ctx, st, sub, cfg, "tokenizer"); err != nil {
-			return nil, fmt.Errorf("agent %s: %w", name, err)
-		}
-	}
-	response, _ := sftSetting(ctx, st, sub, cfg, "response")
-	pol, err := ck.OpenPolicy(tokName)
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: %w", name, err)
-	}
-	pol.ForInference()
-	eng, _, err := ck.Engine(pol, engine, false)
-	if err != nil {
-		return nil, fmt.Errorf("agent %s: %w", name, err)
-	}
-	opts.Terse = response == ResponseTerse
-	opts.DashThoughts = cfg["FreeText"] == "force"
-	a, err := NewPolicyAgent(name, Generator{Engine: eng, Policy: pol}, opts)
+	opts.Terse, opts.DashThoughts = tr.Terse, tr.DashThoughts
+	a, err := NewPolicyAgent(name, Generator{Engine: eng, Policy: tr.Policy}, opts)
 	if err != nil {
 		return nil, err
 	}
-	a.Source = st.URI(sub)
-	if how == "selected" {
-		a.Source += " (selected)"
-	}
+	a.Source = tr.Source
 	return a, nil
 }
 

@@ -15,8 +15,10 @@
 // checkpoints both engines read (checkpoint.go; a Hugging Face policy's
 // add policy.json and the PEFT adapter), the tokenizer and the trimmed
 // vocabulary with byte fallback (tokenizer.go, vocab.go), the one prompt-fitting rule that
-// SFT, PPO and evaluation share (prompt.go), batched generation with a KV
-// cache (generate.go), the MLAB action grammar that constrains decoding
+// SFT, PPO and evaluation share (prompt.go), a prompt as a person writes
+// it, one user turn in the model's own chat format (userprompt.go: mlerl
+// generate), checkpoints opened for inference (trained.go), batched
+// generation with a KV cache (generate.go), the MLAB action grammar that constrains decoding
 // (grammar.go), and the policy as an env/agents.Agent (agent.go).
 // precision.go is the one place where `auto` (base_storage, matmul)
 // becomes bf16 or fp32 from the CPU, once per stage (docs/precision.md).

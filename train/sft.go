@@ -44,7 +44,7 @@ type SFTConfig struct {
 	Seed          int64              `yaml:"seed" help:"seed for initialisation and data order"`
 	// CheckpointEvery 0 saves at the end of every epoch only.
 	CheckpointEvery int  `yaml:"checkpoint_every" help:"save a checkpoint every N updates (0: each epoch)"`
-	MaxSteps        int  `yaml:"max_steps" help:"stop after N updates in total (0: run every epoch); a later run resumes"`
+	MaxSteps        int  `yaml:"max_steps" help:"stop after N updates in total (0: run every epoch); a later run resumes (save_merged is written with the model it stopped at)"`
 	Resume          bool `yaml:"resume" help:"continue from the latest checkpoint in out when there is one"`
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
@@ -286,7 +286,13 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 					return err
 				}
 				fmt.Fprintf(log, "train sft: stopped at max_steps %d; run again to resume\n", cfg.MaxSteps)
-				return nil
+				// The merged folder holds the model as it stands: a user who
+				// stops at max_steps asked for this model, and a resumed run
+				// replaces the folder with its own (mergedTargetFree).
+				if cfg.SaveMerged != "" {
+					fmt.Fprintf(log, "train sft: save_merged: writing the model at update %d of %d (a resumed run replaces it)\n", state.Step, total)
+				}
+				return s.saveMerged(pol, eng, cfg.SaveMerged, cfg.Out)
 			}
 			b := batches[state.Batch]
 			idx, targets, weights := b.targets()

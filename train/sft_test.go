@@ -378,3 +378,44 @@ func TestExampleWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestSFTMaxStepsWritesMerged: a Hugging Face policy's SFT stopped at
+// max_steps writes save_merged's folder with the model it stopped with
+// (before, only the last epoch wrote it, silently), and the resumed run
+// replaces it with the finished model.
+func TestSFTMaxStepsWritesMerged(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	writeSFTExamples(t, root, 12)
+	cfg := DefaultSFTConfig()
+	cfg.Data, cfg.Response = root, policy.ResponseFull
+	cfg.Policy = "hf:" + filepath.Join("..", "policy", "hf", "testdata", "ckpt", "llama")
+	cfg.Model.Ctx, cfg.Model.PromptTokens, cfg.Model.ResponseTokens = 320, 256, 32
+	cfg.Tuning.LoRA.Rank, cfg.Tuning.LoRA.Alpha, cfg.Tuning.BaseStorage = 4, 8, policy.MatmulFP32
+	cfg.Optim.LR = 1e-2
+	cfg.BatchRows, cfg.Epochs, cfg.MaxSteps = 2, 3, 2
+	cfg.SaveMerged = filepath.Join(t.TempDir(), "merged")
+	var log bytes.Buffer
+	if err := runSFT(ctx, cfg, &log); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "save_merged: writing the model at update 2 of") {
+		t.Errorf("the log does not say which model the merged folder holds:\n%s", log.String())
+	}
+	weights := filepath.Join(cfg.SaveMerged, "model.safetensors")
+	early, err := os.ReadFile(weights)
+	if err != nil {
+		t.Fatalf("stopped at max_steps with save_merged: %v\nlog:\n%s", err, log.String())
+	}
+	cfg.MaxSteps = 0
+	if err := runSFT(ctx, cfg, &log); err != nil {
+		t.Fatalf("resuming into the run's own merged folder: %v", err)
+	}
+	done, err := os.ReadFile(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(early, done) {
+		t.Error("the resumed run left the merged folder of update 2 in place of the finished model")
+	}
+}

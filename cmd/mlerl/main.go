@@ -1,6 +1,7 @@
 // Command mlerl runs the stages of the mlerl pipeline and inspects the
 // datasets they write. Each stage is one subcommand (ingest, rollout,
-// dataset, train, evaluate); ls, inspect, head and verify read datasets.
+// dataset, train, evaluate); ls, inspect, head and verify read datasets;
+// generate prints one answer of a model to one prompt (generate.go).
 package main
 
 import (
@@ -60,7 +61,7 @@ func newRootCommand() *cobra.Command {
 func runsThePolicy(cmd *cobra.Command) bool {
 	for c := cmd; c != nil; c = c.Parent() {
 		switch c.Name() {
-		case "train", "evaluate", "experiment", "gpu-check":
+		case "train", "evaluate", "experiment", "generate", "gpu-check":
 			return true
 		}
 	}

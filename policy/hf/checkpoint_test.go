@@ -151,6 +151,17 @@ func TestLoadBadInput(t *testing.T) {
 		{"kv heads contradict k_proj", "qwen2", func(t *testing.T, d string) {
 			editJSON(t, filepath.Join(d, "config.json"), func(m map[string]any) { m["num_key_value_heads"] = 4 })
 		}, "num_key_value_heads 4 x head_dim 8"},
+		{"heads contradict q_proj", "llama", func(t *testing.T, d string) {
+			editJSON(t, filepath.Join(d, "config.json"), func(m map[string]any) { m["num_attention_heads"] = 4 })
+		}, "tensor model.layers.0.self_attn.q_proj.weight has shape [48 48], config.json implies [32 48] (num_attention_heads 4 x head_dim 8, hidden_size 48)"},
+		{"head_dim contradicts every projection", "qwen3", func(t *testing.T, d string) {
+			editJSON(t, filepath.Join(d, "config.json"), func(m map[string]any) { m["head_dim"] = 4 })
+		}, "tensor model.layers.0.self_attn.q_proj.weight has shape"},
+		{"o_proj contradicts the heads", "llama", func(t *testing.T, d string) {
+			patchHeader(t, st(d), func(h map[string]map[string]any) {
+				h["model.layers.1.self_attn.o_proj.weight"]["shape"] = []any{24, 96}
+			})
+		}, "tensor model.layers.1.self_attn.o_proj.weight has shape [24 96], config.json implies [48 48] (hidden_size 48, num_attention_heads 6 x head_dim 8)"},
 		{"sharded index names a missing shard", "qwen2-sharded", func(t *testing.T, d string) {
 			os.Remove(filepath.Join(d, "model-00002-of-00002.safetensors"))
 		}, "names shard model-00002-of-00002.safetensors, which is missing"},
@@ -194,6 +205,15 @@ func TestLoadBadInput(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Load error got %q, want one containing %q", err, tt.want)
+			}
+			// The same refusal every run (no map order in what it names).
+			for range 5 {
+				if c, again := Load(dir); again == nil || again.Error() != err.Error() {
+					if again == nil {
+						c.Close()
+					}
+					t.Fatalf("Load refused with %q, then with %v", err, again)
+				}
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)

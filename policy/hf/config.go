@@ -513,7 +513,8 @@ func (a *Arch) CheckTensors(w interface {
 		return fmt.Errorf("config.json says num_hidden_layers %d, but the weights hold layers 0..%d: the config does not belong to these weights", a.NumLayers, maxLayer)
 	}
 	var missing []string
-	for n, shape := range want {
+	for _, n := range modelOrder(want) {
+		shape := want[n]
 		t, ok := w.Info(n)
 		if !ok {
 			missing = append(missing, n)
@@ -543,16 +544,67 @@ func (a *Arch) CheckTensors(w interface {
 	return nil
 }
 
+// modelOrder lists want's tensor names in the order the model computes
+// with them (the embedding, then layer by layer: norm, q, k, v, their
+// biases and norms, o, norm, the MLP; then the final norm and the head),
+// so that a config contradicting several tensors is refused naming the
+// same one, the first the computation meets, on every run.
+func modelOrder(want map[string][]int) []string {
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	rank := func(n string) (layer, pos int) {
+		m := layerName.FindStringSubmatch(n)
+		switch {
+		case n == "model.embed_tokens.weight":
+			return -1, 0
+		case m == nil: // model.norm, lm_head
+			return math.MaxInt, 0
+		}
+		layer, _ = strconv.Atoi(m[1])
+		rest := n[len(m[0]):]
+		for i, p := range layerOrder {
+			if strings.HasPrefix(rest, p) {
+				return layer, i
+			}
+		}
+		return layer, len(layerOrder)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		li, pi := rank(names[i])
+		lj, pj := rank(names[j])
+		if li != lj {
+			return li < lj
+		}
+		if pi != pj {
+			return pi < pj
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// layerOrder is the order of a layer's tensors in modelOrder, by the
+// start of their names after "model.layers.N.".
+var layerOrder = []string{"input_layernorm.", "self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.", "self_attn.q_norm.", "self_attn.k_norm.",
+	"self_attn.o_proj.", "post_attention_layernorm.", "mlp.gate_proj.", "mlp.up_proj.", "mlp.down_proj."}
+
+// shapeWhy names the config fields a tensor's expected shape comes from.
 func (a *Arch) shapeWhy(name string) string {
 	switch {
 	case strings.Contains(name, "q_proj"):
 		return fmt.Sprintf("num_attention_heads %d x head_dim %d, hidden_size %d", a.NumHeads, a.HeadDim, a.HiddenSize)
 	case strings.Contains(name, "k_proj"), strings.Contains(name, "v_proj"):
 		return fmt.Sprintf("num_key_value_heads %d x head_dim %d, hidden_size %d", a.NumKVHeads, a.HeadDim, a.HiddenSize)
+	case strings.Contains(name, "o_proj"):
+		return fmt.Sprintf("hidden_size %d, num_attention_heads %d x head_dim %d", a.HiddenSize, a.NumHeads, a.HeadDim)
+	case strings.Contains(name, "q_norm"), strings.Contains(name, "k_norm"):
+		return fmt.Sprintf("head_dim %d", a.HeadDim)
 	case strings.Contains(name, "mlp"):
 		return fmt.Sprintf("intermediate_size %d, hidden_size %d", a.IntermediateSize, a.HiddenSize)
 	case strings.Contains(name, "norm"):
-		return fmt.Sprintf("hidden_size %d, head_dim %d", a.HiddenSize, a.HeadDim)
+		return fmt.Sprintf("hidden_size %d", a.HiddenSize)
 	}
 	return fmt.Sprintf("vocab_size %d, hidden_size %d", a.VocabSize, a.HiddenSize)
 }

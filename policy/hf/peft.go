@@ -106,10 +106,10 @@ func (ad *Adapter) Check(a *Arch) error {
 			p := modulePath(l, t)
 			m, ok := ad.Modules[p]
 			if !ok {
-				return fmt.Errorf("lora adapter has no module for %s", p)
+				return otherBase{fmt.Errorf("lora adapter has no module for %s: it covers fewer layers or targets than the base model has", p)}
 			}
 			if m.In != in || m.Out != out || len(m.A) != ad.R*in || len(m.B) != out*ad.R {
-				return fmt.Errorf("lora module %s is [%d <- %d] with r %d, the base model's Linear is [%d <- %d]: the adapter was made for another base model", p, m.Out, m.In, ad.R, out, in)
+				return otherBase{fmt.Errorf("lora module %s is [%d <- %d] with r %d, the base model's Linear is [%d <- %d]: the adapter was made for another base model", p, m.Out, m.In, ad.R, out, in)}
 			}
 			want++
 		}
@@ -201,6 +201,22 @@ func AdapterFiles(ad *Adapter) (map[string][]byte, error) {
 // key of Adapter.Modules.
 func ModulePath(l int, target string) string { return modulePath(l, target) }
 
+// otherBase marks a refusal of an adapter whose tensors do not fit the
+// base: its Linear shapes or layers are another model's.
+type otherBase struct{ error }
+
+func (e otherBase) Unwrap() error { return e.error }
+
+// IsOtherBase reports whether err (from [ReadAdapter] or [Adapter.Check])
+// refuses an adapter because it was made for another base model, as
+// opposed to one whose own files are malformed or use a PEFT option
+// mlerl does not implement: only the former is fixed by naming the right
+// base.
+func IsOtherBase(err error) bool {
+	var ob otherBase
+	return errors.As(err, &ob)
+}
+
 // ReadAdapter reads a PEFT LoRA adapter folder and checks it against the
 // base architecture a: peft_type LORA, plain LoRA (no DoRA, rsLoRA,
 // fan_in_fan_out, bias, modules_to_save, rank or alpha patterns), target
@@ -235,8 +251,11 @@ func ReadAdapter(dir string, a *Arch) (*Adapter, error) {
 		}
 		path, target, ab := m[1], m[3], m[4]
 		l, _ := strconv.Atoi(m[2])
-		if !slices.Contains(ad.Targets, target) || l >= a.NumLayers || modulePath(l, target) != path {
-			return nil, fmt.Errorf("%s: tensor %q is outside target_modules %v or the base model's %d layers", f.Path, n, ad.Targets, a.NumLayers)
+		if !slices.Contains(ad.Targets, target) || modulePath(l, target) != path {
+			return nil, fmt.Errorf("%s: tensor %q is outside target_modules %v", f.Path, n, ad.Targets)
+		}
+		if l >= a.NumLayers {
+			return nil, otherBase{fmt.Errorf("%s: tensor %q is past the base model's %d layers", f.Path, n, a.NumLayers)}
 		}
 		in, out := moduleDims(a, target)
 		want := []int{ad.R, in}
@@ -248,7 +267,12 @@ func ReadAdapter(dir string, a *Arch) (*Adapter, error) {
 			return nil, err
 		}
 		if !slicesEqual(info.Shape, want) {
-			return nil, fmt.Errorf("%s: tensor %q has shape %v, want %v (r %d and the base model's Linear [%d <- %d]): the adapter was made for another base model or rank", f.Path, n, info.Shape, want, ad.R, out, in)
+			// The Linear's side (A's columns, B's rows) is the base's; the
+			// other is the adapter's own rank.
+			if len(info.Shape) == 2 && (ab == "A" && info.Shape[1] == in || ab == "B" && info.Shape[0] == out) {
+				return nil, fmt.Errorf("%s: tensor %q has shape %v, want %v: its rank is not adapter_config.json's r %d (the adapter's files disagree)", f.Path, n, info.Shape, want, ad.R)
+			}
+			return nil, otherBase{fmt.Errorf("%s: tensor %q has shape %v, want %v (r %d and the base model's Linear [%d <- %d]): the adapter was made for another base model", f.Path, n, info.Shape, want, ad.R, out, in)}
 		}
 		mod := ad.Modules[path]
 		if mod == nil {

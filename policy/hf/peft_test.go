@@ -253,28 +253,37 @@ func TestReadAdapterRefusals(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, AdapterConfigFile), b, 0o644)
 		return dir
 	}
+	// otherBase: the refusal is the base's (IsOtherBase), which alone
+	// makes the policy name the base the adapter must be made for.
 	tests := []struct {
-		name string
-		edit func(cfg map[string]any)
-		arch *Arch
-		want string
+		name      string
+		edit      func(cfg map[string]any)
+		arch      *Arch
+		want      string
+		otherBase bool
 	}{
-		{"dora", func(m map[string]any) { m["use_dora"] = true }, c.Arch, `field "use_dora" is true`},
-		{"rslora", func(m map[string]any) { m["use_rslora"] = true }, c.Arch, `field "use_rslora" is true`},
-		{"fan_in_fan_out", func(m map[string]any) { m["fan_in_fan_out"] = true }, c.Arch, `"fan_in_fan_out"`},
-		{"regex targets", func(m map[string]any) { m["target_modules"] = ".*proj" }, c.Arch, "a regex string is not read"},
-		{"unknown target", func(m map[string]any) { m["target_modules"] = []string{"q_proj", "lm_head"} }, c.Arch, `"lm_head" is not one of`},
-		{"prefix tuning", func(m map[string]any) { m["peft_type"] = "PREFIX_TUNING" }, c.Arch, "only LORA"},
-		{"rank pattern", func(m map[string]any) { m["rank_pattern"] = map[string]any{"q_proj": 8} }, c.Arch, `field "rank_pattern"`},
-		{"wrong rank", func(m map[string]any) { m["r"] = 8 }, c.Arch, "has shape [4 64], want [8 64]"},
-		{"fewer targets", func(m map[string]any) { m["target_modules"] = []string{"q_proj"} }, c.Arch, "outside target_modules [q_proj]"},
-		{"other base", func(m map[string]any) {}, q3.Arch, "has shape [16 4], want [32 4]"},
+		{"dora", func(m map[string]any) { m["use_dora"] = true }, c.Arch, `field "use_dora" is true`, false},
+		{"rslora", func(m map[string]any) { m["use_rslora"] = true }, c.Arch, `field "use_rslora" is true`, false},
+		{"layers_to_transform", func(m map[string]any) { m["layers_to_transform"] = []int{0} }, c.Arch, `field "layers_to_transform" is [0]`, false},
+		{"fan_in_fan_out", func(m map[string]any) { m["fan_in_fan_out"] = true }, c.Arch, `"fan_in_fan_out"`, false},
+		{"regex targets", func(m map[string]any) { m["target_modules"] = ".*proj" }, c.Arch, "a regex string is not read", false},
+		{"unknown target", func(m map[string]any) { m["target_modules"] = []string{"q_proj", "lm_head"} }, c.Arch, `"lm_head" is not one of`, false},
+		{"prefix tuning", func(m map[string]any) { m["peft_type"] = "PREFIX_TUNING" }, c.Arch, "only LORA", false},
+		{"rank pattern", func(m map[string]any) { m["rank_pattern"] = map[string]any{"q_proj": 8} }, c.Arch, `field "rank_pattern"`, false},
+		{"wrong rank", func(m map[string]any) { m["r"] = 8 }, c.Arch, "has shape [4 64], want [8 64]: its rank is not adapter_config.json's r 8", false},
+		{"fewer targets", func(m map[string]any) { m["target_modules"] = []string{"q_proj"} }, c.Arch, "outside target_modules [q_proj]", false},
+		{"other base", func(m map[string]any) {}, q3.Arch, "has shape [16 4], want [32 4]", true},
+		{"fewer layers in the base", func(m map[string]any) {}, func() *Arch { a := *c.Arch; a.NumLayers = 1; return &a }(), "past the base model's 1 layers", true},
+		{"more layers in the base", func(m map[string]any) {}, func() *Arch { a := *c.Arch; a.NumLayers = 3; return &a }(), "has no module for model.layers.2", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ReadAdapter(copyAdapter(t, tt.edit), tt.arch)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ReadAdapter error got %v, want one containing %q", err, tt.want)
+			}
+			if IsOtherBase(err) != tt.otherBase {
+				t.Errorf("IsOtherBase(%q) = %v, want %v", err, !tt.otherBase, tt.otherBase)
 			}
 		})
 	}
