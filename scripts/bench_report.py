@@ -47,9 +47,18 @@ def record(cond, results, notes, mem=None):
             j = json.loads(line)
             name = j["bench"]
             unit = "new" if name.startswith("gen") or "-gen-" in name else "real"
-            if name.startswith("ppo"):
-                name, unit = name + "-sample", "sample"
             impl, t = "torch-" + j["mode"], j["threads"]
+            if name.startswith("llm-ppo") and "error" not in j:  # the real model's PPO row: real tokens too
+                res.write(f"{cond}\t{name}\t{impl}\t{t}\t{j['real_tok_per_s']}\t{j['real_tok_per_cpu_s']}\n")
+            if name.startswith("ppo") or name.startswith("llm-ppo"):
+                name, unit = name + "-sample", "sample"
+            if name.startswith("llm-gen-") and "error" not in j:
+                # Decode and prefill rates, per CPU-second by the run's CPU
+                # share (as for the native engine and llama.cpp).
+                share = j["new_tok_per_cpu_s"] / j["new_tok_per_s"]
+                for phase in ("decode", "prefill"):
+                    v = j[phase + "_tok_per_s"]
+                    res.write(f"{cond}\t{name.replace('-gen-', '-' + phase + '-')}\t{impl}\t{t}\t{v}\t{v * share}\n")
             if "error" not in j:
                 res.write(f"{cond}\t{name}\t{impl}\t{t}\t{j[unit + '_tok_per_s']}\t{j[unit + '_tok_per_cpu_s']}\n")
             if "peak_rss_gib" in j:
@@ -86,8 +95,9 @@ class Data:
 
     def native(self, cond, name, t=2):
         """The engine as the product runs it: bf16 training products where
-        measured (the CPU has AVX512_BF16), else float32."""
-        for impl in ("native-bf16", "native-fp32"):
+        measured (the CPU has AVX512_BF16) for SFT, else float32 (train
+        ppo computes in float32: its bf16 rows are the bf16 table's)."""
+        for impl in (("native-fp32",) if name.startswith("ppo") else ("native-bf16", "native-fp32")):
             v = self.get(cond, name, impl, t)
             if v[0] == v[0]:
                 return impl, v
@@ -231,6 +241,24 @@ def report(d):
                 for i in (0, 1):
                     b, bimpl, bt = d.best(cond, {name}, i, {"torch-eager-fp32", "torch-compile-fp32"})
                     cells.append(f"{ratio(nv[i], b)} ({where(bimpl, bt)})")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+
+    if any(k[2] == "native-bf16" for k in d.rows):
+        print()
+        print("### bf16 against bf16: native bf16 products / the best PyTorch bf16 autocast configuration (eager or compiled)")
+        print()
+        print("Native bf16: the dense layers' and the attention's products with bf16 inputs and float32 sums, GOMAXPROCS=2; "
+              "the engine decodes in float32, so the generation rows have no bf16 column.")
+        print()
+        print("| benchmark | " + " | ".join(heads) + " |")
+        print("|---|" + "---:|" * len(heads))
+        for name, label in rows:
+            cells = []
+            for cond in d.conds:
+                nv = d.get(cond, name, "native-bf16", 2)
+                for i in (0, 1):
+                    b, bimpl, bt = d.best(cond, {name}, i, {"torch-eager-bf16", "torch-compile-bf16"})
+                    cells.append(f"{ratio(nv[i], b)} ({where(bimpl, bt)})" if nv[i] == nv[i] else "- (float32 only)")
             print(f"| {label} | " + " | ".join(cells) + " |")
 
     comp = [(k, v) for k, v in d.notes.items() if k[2].startswith("torch-compile")]
@@ -427,6 +455,142 @@ def hf_report(d):
             print(f"- {e}: " + ", ".join(at[:4]) + (f" and {len(at) - 4} more" if len(at) > 4 else ""))
 
 
+LLM_ROWS = [("llm-gen-b1", "generation, batch 1: 448-token prompt, 160 new tokens (new tokens, prefill included)"),
+            ("llm-gen-b8", "generation, 8 rows on 2 prompts (4 each), 160 new tokens (new tokens, prefill included)"),
+            ("llm-gen-b32", "generation, 32 rows on 8 prompts (4 each), 160 new tokens (new tokens, prefill included)"),
+            ("llm-lora", "LoRA SFT, 4 rows of 609 tokens, recomputation (real tokens)"),
+            ("llm-ppo-shared-sample", "PPO learner, 4 states x 8 actions, shared prompts (sample tokens)")]
+LLM_NATIVE = [("native-fp32", "fp32"), ("native-bf16base", "bf16 base, fp32 products"), ("native-bf16", "bf16")]
+LLAMA = [("llamacpp-Q4_1", "Q4_1 (published)"), ("llamacpp-BF16", "BF16"), ("llamacpp-F16", "F16"), ("llamacpp-F32", "F32")]
+LLM_PHASES = [("llm-prefill-b1", "prefill, batch 1 (prompt tok/s)"), ("llm-decode-b1", "decode, batch 1"),
+              ("llm-decode-b8", "decode, 8 rows"), ("llm-decode-b32", "decode, 32 rows"),
+              ("llm-gen-b1", "whole generation, batch 1"), ("llm-gen-b32", "whole generation, 32 rows")]
+
+
+def llm_report(d):
+    """The real model's tables (issue 61): native / PyTorch 2.x + PEFT on
+    every row, each side and configuration at its better thread count,
+    with the peak memory; then decoding against llama.cpp on the same
+    weights in each storage."""
+    names = {n for n, _ in LLM_ROWS} | {n for n, _ in LLM_PHASES}
+    if not any(k[1] in names for k in d.rows):
+        return
+    conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in names for k in d.rows)]
+
+    def top(cond, name, impls, i):
+        """(value, impl, threads): the best of impls at any thread count."""
+        t0 = (NAN, None, None)
+        for (c, n, impl, t), v in d.rows.items():
+            if c == cond and n == name and impl in impls and v[i] == v[i] and not (t0[0] >= v[i]):
+                t0 = (v[i], impl, t)
+        return t0
+
+    def gib(cond, name, impl, t):
+        v = d.mem.get((cond, name, impl, t), NAN)
+        return f"{v:.2f}" if v == v and v > 0 else "-"
+
+    torch_all = [m for m, _ in MODES]
+    below = []
+    for cond in conds:
+        for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second")):
+            print()
+            print(f"### the real model (SmolLM2-135M-Instruct), native / PyTorch 2.x + transformers + PEFT, {cond}: {what}")
+            print()
+            print("Each cell at its better thread count (native GOMAXPROCS, PyTorch threads) in brackets. Native: float32 "
+                  "(generation always: the engine decodes in float32), bf16 base and products where the CPU has AVX512_BF16, "
+                  "and for PPO a bf16 base with float32 products (train ppo's today). The ratios: native's best / PyTorch's best, "
+                  "and float32 / float32.")
+            print()
+            print("| benchmark | native fp32 | native bf16 base, fp32 products | native bf16 | PyTorch eager fp32 | eager bf16 "
+                  "| compiled fp32 | compiled bf16 | **native / best PyTorch** | native fp32 / best PyTorch fp32 |")
+            print("|---|" + "---:|" * 9)
+            for name, label in LLM_ROWS:
+                if not any(k[0] == cond and k[1] == name for k in d.rows):
+                    continue
+                cells = []
+                for impl, _ in LLM_NATIVE:
+                    v, _, t = top(cond, name, {impl}, i)
+                    cells.append(f"{num2(v)} ({t})" if v == v else "-")
+                for m in torch_all:
+                    v, _, t = top(cond, name, {m}, i)
+                    cells.append(f"{num2(v)} ({t})" if v == v else d.why_missing(cond, name, m))
+                nv, ni, nt = top(cond, name, {m for m, _ in LLM_NATIVE}, i)
+                b, bi, bt = top(cond, name, set(torch_all), i)
+                n32 = top(cond, name, {"native-fp32"}, i)[0]
+                b32, bi32, bt32 = top(cond, name, {"torch-eager-fp32", "torch-compile-fp32"}, i)
+                if nv == nv and b == b and nv < b:
+                    below.append(f"{label}, {cond}, {what}: {nv / b:.2f}x (native {dict(LLM_NATIVE).get(ni, ni)}, {nt} / PyTorch {where(bi, bt)})")
+                print(f"| {label} | " + " | ".join(cells) + f" | **{ratio(nv, b)}** ({dict(LLM_NATIVE).get(ni, '-')} / {where(bi, bt)}) "
+                      f"| {ratio(n32, b32)} ({where(bi32, bt32)}) |")
+        print()
+        print(f"### the real model's peak memory, {cond}: peak resident memory (VmHWM, GiB) of the process behind each side's best per-CPU-second figure")
+        print()
+        print("| benchmark | native | PyTorch |")
+        print("|---|---:|---:|")
+        for name, label in LLM_ROWS:
+            nv, ni, nt = top(cond, name, {m for m, _ in LLM_NATIVE}, 1)
+            b, bi, bt = top(cond, name, set(torch_all), 1)
+            if nv == nv or b == b:
+                print(f"| {label} | {gib(cond, name, ni, nt)} ({dict(LLM_NATIVE).get(ni, '-')}, {nt}) | {gib(cond, name, bi, bt)} ({where(bi, bt)}) |")
+
+        if any(k[0] == cond and k[2].startswith("llamacpp-") for k in d.rows):
+            for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second (llama.cpp: its rate times its process's CPU share)")):
+                print()
+                print(f"### decoding the real model: native, PyTorch and llama.cpp on the same weights, {cond}: {what}")
+                print()
+                print("448-token prompts, 160 new tokens. Batch 1: llama-bench -p 448 (prefill) and -n 160 -d 448 (decode after the prompt); "
+                      "native and PyTorch: one prompt, prefill then 160 greedy steps. 8 and 32 rows: llama-batched-bench -pps (one prompt "
+                      "shared by every sequence); native and PyTorch: 2 and 8 prompts shared by 4 rows each (native shares the cache rows, "
+                      "PyTorch copies them). Decode-only rates; whole generation: new tokens over prefill and decode.")
+                print()
+                print("| engine, weights | threads | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
+                print("|---|---:|" + "---:|" * len(LLM_PHASES))
+                impls = [("native-fp32", "native, float32 (.deps/smollm2-hf)")] + [(m, f"PyTorch {LABEL[m]}") for m in torch_all] \
+                    + [(m, f"llama.cpp, {lab}") for m, lab in LLAMA]
+                for impl, lab in impls:
+                    for t in (1, 2):
+                        vals = [d.get(cond, n, impl, t)[i] for n, _ in LLM_PHASES]
+                        if any(v == v for v in vals):
+                            print(f"| {lab} | {t} | " + " | ".join(num2(v) for v in vals) + " |")
+            print()
+            print(f"### native float32 / llama.cpp, {cond}: each at its better thread count (per wall second; per CPU-second in brackets)")
+            print()
+            print("| llama.cpp weights | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
+            print("|---|" + "---:|" * len(LLM_PHASES))
+            for impl, lab in LLAMA:
+                cells = []
+                for n, plab in LLM_PHASES:
+                    r = []
+                    for i in (0, 1):
+                        a, b = top(cond, n, {"native-fp32"}, i)[0], top(cond, n, {impl}, i)[0]
+                        r.append(ratio(a, b))
+                        if a == a and b == b and a < b:
+                            below.append(f"{plab} vs llama.cpp {lab}, {cond}{', per CPU-second' if i else ', wall'}: {a / b:.2f}x")
+                    cells.append(f"**{r[0]}** ({r[1]})")
+                print(f"| {lab} | " + " | ".join(cells) + " |")
+    print()
+    if below:
+        print("The real model's rows below 1.0x:")
+        print()
+        for b in below:
+            print(f"- {b}")
+    errs = collections.OrderedDict()
+    for (c, n, m, t), (_, _, e) in d.notes.items():
+        if e and n.startswith("llm-"):
+            errs.setdefault(e, []).append(f"{n} {LABEL.get(m, m)} ({c}, {t} thread{'s' if t != 1 else ''})")
+    if errs:
+        print()
+        print("PyTorch configurations of the real model's rows that did not run or failed:")
+        print()
+        for e, at in errs.items():
+            print(f"- {e}: " + ", ".join(at[:4]) + (f" and {len(at) - 4} more" if len(at) > 4 else ""))
+    comp = [(k, v) for k, v in d.notes.items() if k[1].startswith("llm-") and k[2].startswith("torch-compile") and v[0]]
+    if comp:
+        print()
+        print("torch.compile on the real model's rows: compile time (s) and recompiles while timed: " +
+              "; ".join(f"{k[1]} {LABEL[k[2]]} {k[3]}t: {v[0]} s, {v[1] or 0}" for k, v in comp))
+
+
 def num2(v):
     """A rate with three significant figures at least (the big shapes run a
     few tokens per second)."""
@@ -443,6 +607,7 @@ def main():
         if d.conds or any(k[1] == "gemm" for k in d.rows):
             report(d)
         hf_report(d)
+        llm_report(d)
     else:
         sys.exit("usage: bench_report.py record COND RESULTS NOTES [MEM] < lines | bench_report.py RESULTS FLOPS NOTES [MEM]")
 
