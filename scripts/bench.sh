@@ -36,7 +36,8 @@
 # CPU-second (process CPU time on both sides: getrusage in Go,
 # time.process_time in Python).
 #
-# It also measures the machine's FMA peak (a register-only fused
+# It also measures the machine's memory read bandwidth (BenchmarkMemPeak:
+# the limit of a batch-1 decode step), its FMA peak (a register-only fused
 # multiply-add loop, policy/native BenchmarkFMAPeak: the physical limit),
 # its bf16 dot-product peak where the CPU has AVX512_BF16
 # (BenchmarkBF16Peak), and its matrix-product peak (GFLOP/s of one
@@ -322,7 +323,7 @@ if [ "$HF" != 0 ]; then
 	echo "#   $HF_GEN timed generations a side, LoRA $HF_ROWS rows with recomputation, $HF_STEPS timed steps a side, each after one warm-up"
 fi
 if [ "$LLM" != 0 ]; then
-	echo "# real model: $LLM_DIR (from $LLM_GGUF); cases $LLM_CASES; native (native.test, MLERL_LLM) GOMAXPROCS $LLM_PROCS;"
+	echo "# real model: ${LLM_DIR#"$PWD"/} (from ${LLM_GGUF#"$PWD"/}); cases $LLM_CASES; native (native.test, MLERL_LLM) GOMAXPROCS $LLM_PROCS;"
 	echo "#   PyTorch threads $TORCH_THREADS, modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE), one process per case and thread count;"
 	echo "#   $LLM_GEN timed generations a side, $LLM_STEPS timed training steps a side, each after one warm-up; llama.cpp $LLM_REPS repetitions (llama-bench -r) after its warm-up"
 fi
@@ -353,6 +354,14 @@ native() { # native COND BENCH IMPL PATTERN BENCHTIME UNIT CPU_UNIT
 		printf '%s\t%s\n' "$name" "$(echo "$out" | metric flop/tok)" >>"$flops"
 	done
 }
+mempeak() { # mempeak COND: the memory read bandwidth (BenchmarkMemPeak), 1 and 2 threads
+	local cond="$1" t out
+	for t in 1 2; do
+		out="$(gotest "$t" 'MemPeak' 5x)"
+		echo "$out" | show "$cond" "$t"
+		record "$cond" mem native "$t" "$(echo "$out" | metric GB/s)" "$(echo "$out" | metric GB/cpu-s)"
+	done
+}
 peak() { # peak COND: the FMA peak (register-only loop), bf16 peak and GEMM GFLOP/s, native and PyTorch, 1 and 2 threads
 	local cond="$1" t out
 	for t in 1 2; do
@@ -365,6 +374,7 @@ peak() { # peak COND: the FMA peak (register-only loop), bf16 peak and GEMM GFLO
 			record "$cond" bf16peak native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
 		fi
 	done
+	mempeak "$cond"
 	for t in 1 2; do
 		out="$(gotest "$t" 'GemmPeak' "$PEAK_GO")"
 		echo "$out" | show "$cond" "$t"
@@ -608,8 +618,10 @@ llamacpp() { # llamacpp COND: llama-bench and llama-batched-bench on each GGUF, 
 					continue
 				fi
 				line="$(grep '^{' "$tmp/llama.json" | tail -1)"
-				echo "  [$cond, load $(load), wall/cpu s $wc] llama-bench $kind $* -t $t: $(echo "$line" | llamashow n_prompt n_gen n_depth n_threads avg_ts stddev_ts samples_ts)"
+				echo "  [$cond, load $(load), wall/cpu s $wc] llama-bench $kind $* -t $t: $(echo "$line" | llamashow n_prompt n_gen n_depth n_threads avg_ts stddev_ts samples_ts model_size)"
 				llamarow "$cond" "$name" "llamacpp-$kind" "$t" "$wc" "$(echo "$line" | jfield avg_ts)"
+				# The bytes of weights a decode step streams: the model's.
+				record "$cond" llm-bytes "llamacpp-$kind" "$t" "$(echo "$line" | jfield model_size)" "$(echo "$line" | jfield model_size)"
 			done
 			# The whole generation at batch 1: the prompt's prefill, then
 			# the decode, each at its rate (per CPU-second: each at its own).
@@ -646,8 +658,11 @@ PYEOF
 llm() { # llm COND: the real model's rows, native then PyTorch, one process per case; llama.cpp
 	local cond="$1" c b out procs mode impl v
 	echo
-	echo "## the real model ($LLM_DIR), $cond (load before: $(load))"
+	echo "## the real model (${LLM_DIR#"$PWD"/}), $cond (load before: $(load))"
 	export MLERL_LLM="$LLM_DIR"
+	if [ "$ONLY" = 1 ]; then
+		mempeak "$cond" # the limit of batch-1 decoding (peak() measures it otherwise)
+	fi
 	# The PyTorch side's timed loop is bounded by its counts, not by PY_S.
 	TORCH_MAX_S=100000
 	for c in $LLM_CASES; do
@@ -666,6 +681,12 @@ llm() { # llm COND: the real model's rows, native then PyTorch, one process per 
 						"$(echo "$out" | awk -v u="${v}_tok/s" '/^Benchmark/ { for (i = 1; i < NF; i++) { if ($(i + 1) == u) r = $i; if ($(i + 1) == "new_tok/s") w = $i; if ($(i + 1) == "new_tok/cpu-s") c = $i } print r * c / w }')"
 				done
 				printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "llm-gen-b$b" native-fp32 "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+				# The bytes of weights a decode step streams: every float32
+				# weight once (the embedding as the tied LM head), as the
+				# folder stores them; PyTorch reads the same.
+				for v in native-fp32 torch-eager-fp32 torch-compile-fp32; do
+					record "$cond" llm-bytes "$v" "$procs" "$(stat -c %s "$LLM_DIR/model.safetensors")" "$(stat -c %s "$LLM_DIR/model.safetensors")"
+				done
 			done
 			torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" gen --batch "$b" --reps "$LLM_GEN"
 			;;

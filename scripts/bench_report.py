@@ -172,6 +172,8 @@ def report(d):
         hcell = f"{h[0]:,.1f} ({h[1]:,.1f})" if h[0] == h[0] else "- (no AVX512_BF16)"
         print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {gemm[t] / f[0] * 100:.0f}% | {hcell} |")
 
+    mem_table(d)
+
     rows = [(n, label) for n, label in ROWS if any(k[1] == n for k in d.rows)]
     for cond in d.conds:
         for i, what in ((0, "tokens/s"), (1, "tokens per CPU-second")):
@@ -390,6 +392,20 @@ def report(d):
                 print(f"| {name} | best PyTorch (idle: {where(ai, at)}; contended: {where(bi, bt)}) | {num(a)} | {num(b)} | {ratio(a, b)} |")
 
 
+def mem_table(d):
+    """The memory read bandwidth (BenchmarkMemPeak), where measured."""
+    if not any(k[1] == "mem" for k in d.rows):
+        return
+    print()
+    print("### the machine's memory read bandwidth (BenchmarkMemPeak: a vector loop over 256 MB of float32 per thread; GB/s, per CPU-second in brackets)")
+    print()
+    print("| threads | " + " | ".join(c for c in ("idle", "contended") if any(k[0] == c and k[1] == "mem" for k in d.rows)) + " |")
+    conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] == "mem" for k in d.rows)]
+    print("|---:|" + "---:|" * len(conds))
+    for t in (1, 2):
+        print(f"| {t} | " + " | ".join(f"{d.get(c, 'mem', 'native', t)[0]:,.1f} ({d.get(c, 'mem', 'native', t)[1]:,.1f})" for c in conds) + " |")
+
+
 def hf_report(d):
     """The Hugging Face shapes' tables (issue 48): each side's best
     configuration (native: its better GOMAXPROCS; PyTorch: its best mode
@@ -476,6 +492,8 @@ def llm_report(d):
     if not any(k[1] in names for k in d.rows):
         return
     conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in names for k in d.rows)]
+    if not d.conds:  # BENCH_LLM=only: the bandwidth was measured with these rows
+        mem_table(d)
 
     def top(cond, name, impls, i):
         """(value, impl, threads): the best of impls at any thread count."""
@@ -552,6 +570,22 @@ def llm_report(d):
                         vals = [d.get(cond, n, impl, t)[i] for n, _ in LLM_PHASES]
                         if any(v == v for v in vals):
                             print(f"| {lab} | {t} | " + " | ".join(num2(v) for v in vals) + " |")
+            bw = d.get(cond, "mem", "native", 1)
+            print()
+            print(f"### decode at batch 1 against the memory bandwidth, {cond}: the weights a step streams and their rate")
+            print()
+            print(f"A batch-1 decode step reads every weight once. The machine's read bandwidth (BenchmarkMemPeak, 1 thread): "
+                  f"{bw[0]:.1f} GB/s ({bw[1]:.1f} per CPU-second). Each engine at its better thread count per CPU-second.")
+            print()
+            print("| engine, weights | MB per token | decode tok/CPU-s | GB/s per CPU-second | share of the read bandwidth | tok/CPU-s at the bandwidth |")
+            print("|---|---:|---:|---:|---:|---:|")
+            for impl, lab in [("native-fp32", "native, float32"), ("torch-compile-fp32", "PyTorch compiled fp32"),
+                              ("torch-eager-fp32", "PyTorch eager fp32")] + [(m, f"llama.cpp, {lab}") for m, lab in LLAMA]:
+                v, _, t = top(cond, "llm-decode-b1", {impl}, 1)
+                nb = max((x[0] for (c, n, m, _), x in d.rows.items() if c == cond and n == "llm-bytes" and m == impl), default=NAN)
+                if v == v and nb == nb:
+                    gbs = v * nb / 1e9
+                    print(f"| {lab} | {nb / 1e6:,.0f} | {num2(v)} ({t}) | {gbs:.1f} | {gbs / bw[1] * 100:.0f}% | {bw[1] * 1e9 / nb:,.1f} |")
             print()
             print(f"### native float32 / llama.cpp, {cond}: each at its better thread count (per wall second; per CPU-second in brackets)")
             print()
