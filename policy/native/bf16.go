@@ -49,14 +49,18 @@ type bf16Kernels struct {
 	// cvtPanels is cvtPairs over panels of nr columns: the pairs of
 	// columns [p*nr, p*nr+nr) go to dst[p*stride:], p < panels.
 	cvtPanels func(panels int, r0, r1 []float32, dst []uint32, stride int)
-	// cvtPanelsA converts 2*mr columns of qn pairs of rows (a transposed
-	// A's: bf16Convert) into two panels of mr: for q < qn, the pairs of
+	// cvtPanelsA (nil with rowA) converts 2*mr columns of qn pairs of
+	// rows (a transposed A's: bf16Convert) into two panels of mr: for q < qn, the pairs of
 	// src's rows 2q and 2q+1 (row stride lda), columns [0, mr), go to
 	// dst[q*mr:] and columns [mr, 2*mr) to dst[stride+q*mr:].
 	cvtPanelsA func(qn int, src []float32, lda int, dst []uint32, stride int)
 	// transpose sets dst[c*ldd + r] = src[r*lds + c] for r < rows, c <
 	// cols.
 	transpose func(dst []uint32, ldd int, src []uint32, lds, rows, cols int)
+	// rowA: micro reads A row-major only (aks 1: a row's pairs adjacent,
+	// as AMX's tiles load it), so a transposed A is converted into rows,
+	// not panels (bf16ConvertA).
+	rowA bool
 }
 
 var bf16Generic = &bf16Kernels{name: "bf16-generic", mr: 4, nr: 8, micro: microBF16Generic, cvt: cvtBF16Generic, cvtPairs: cvtPairsBF16Generic,
@@ -78,9 +82,15 @@ func cvtPanelsAGeneric(mr int) func(qn int, src []float32, lda int, dst []uint32
 	}
 }
 
-// bf16Fast is the AVX512_BF16 implementation where the build and CPU
-// have it (bf16_amd64.go), else nil.
+// bf16Fast is the hardware implementation where the build and CPU have
+// one (bf16_amd64.go: AMX's tiles where Linux gives them, else
+// AVX512_BF16), else nil.
 var bf16Fast *bf16Kernels
+
+// bf16Others are the hardware implementations this CPU has besides
+// bf16Fast (the AVX512_BF16 one where AMX is in use): the tests run them
+// too.
+var bf16Others []*bf16Kernels
 
 // BF16Native reports whether this CPU and build have hardware bf16
 // products (AVX512_BF16), the kernel "auto" selects.
@@ -305,6 +315,9 @@ func bf16ConvertA(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) (_ []
 	mp := (m + mr - 1) / mr * mr
 	a = growU32(a, mp*kp)
 
+	if op.ta && bk.rowA {
+		return bf16RowsFromColumns(bk, op, a, run), kp, 1
+	}
 	if !op.ta {
 		ars, aks = kp, 1
 		run(mp, 32, func(_ *workspace, lo, hi int) {
@@ -367,6 +380,49 @@ func bf16ConvertA(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) (_ []
 		})
 	}
 	return a, ars, aks
+}
+
+// bf16RowsFromColumns converts a transposed A (A(i, kk) = op.a[kk*lda +
+// i]) into rows of pairs in a (mp rows of kp, rows past m zero), for a
+// kernel that reads A row-major (rowA): 16 rows at a time, pairs of
+// stored rows into a panel of 16 columns (cvtPairs), then transposed into
+// the rows.
+func bf16RowsFromColumns(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) []uint32 {
+	const w = 16
+	m, k := op.m, op.k
+	kp := (k + 1) / 2
+	mp := (m + bk.mr - 1) / bk.mr * bk.mr
+	run(mp/w, 1, func(ws *workspace, lo, hi int) {
+		ws.bf16Row = growU32(ws.bf16Row, w*kp)
+		panel := ws.bf16Row
+		for p := lo; p < hi; p++ {
+			i0 := p * w
+			if i0 >= m {
+				clear(a[i0*kp : (i0+w)*kp])
+				continue
+			}
+			for q := range kp {
+				d := panel[q*w : q*w+w]
+				r0 := op.a[2*q*op.lda:]
+				if i0+w <= m && 2*q+1 < k {
+					bk.cvtPairs(d, r0[i0:i0+w], op.a[(2*q+1)*op.lda+i0:(2*q+1)*op.lda+i0+w])
+					continue
+				}
+				for r := range w {
+					var v uint32
+					if i := i0 + r; i < m {
+						v = uint32(toBF16(r0[i]))
+						if 2*q+1 < k {
+							v |= uint32(toBF16(op.a[(2*q+1)*op.lda+i])) << 16
+						}
+					}
+					d[r] = v
+				}
+			}
+			bk.transpose(a[i0*kp:(i0+w)*kp], kp, panel, w, kp, w)
+		}
+	})
+	return a
 }
 
 // bf16ConvertB converts op's B into panels in b (grown as needed): from

@@ -13,10 +13,20 @@ import (
 
 func init() {
 	if archsimd.X86.AVX512() && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512BW {
-		bf16Fast = &bf16Kernels{name: "avx512-bf16", mr: 8, nr: 32, micro: microBF16x8x32, cvt: cvtBF16x16, cvtPairs: cvtPairsBF16x16, cvtPanels: cvtPanelsBF16x32,
+		bf16AVX512 = &bf16Kernels{name: "avx512-bf16", mr: 8, nr: 32, micro: microBF16x8x32, cvt: cvtBF16x16, cvtPairs: cvtPairsBF16x16, cvtPanels: cvtPanelsBF16x32,
 			cvtPanelsA: cvtPanelsBF16x8, transpose: transpose16}
+		bf16Fast = bf16AVX512
+		// The tiles, where the CPU and Linux give them: several times
+		// VDPBF16PS's rate (amx_linux_amd64.go).
+		if k := amxKernels(bf16AVX512); k != nil {
+			bf16Fast, bf16Others = k, []*bf16Kernels{bf16AVX512}
+		}
 	}
 }
+
+// bf16AVX512 is the AVX512_BF16 implementation, also where the AMX one
+// is in use (its last k step; the tests compare the two).
+var bf16AVX512 *bf16Kernels
 
 //go:noescape
 func microBF16x8x32asm(kp int, a *uint32, ars, aks int, b *uint32, ldb int, c *float32, ldc int, acc bool)
@@ -95,7 +105,7 @@ func cvtPanelsBF16x8(qn int, src []float32, lda int, dst []uint32, stride int) {
 // lanes (exact for small values: 16 lanes x 16 accumulators x n x 2 x
 // a x b); ok is false without AVX512_BF16.
 func DPBF16Loop(n int, a, b float32) (flops, sum float64, ok bool) {
-	if bf16Fast == nil {
+	if bf16AVX512 == nil {
 		return 0, 0, false
 	}
 	pa := uint32(toBF16(a)) * 0x10001
