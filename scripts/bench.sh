@@ -372,6 +372,12 @@ peak() { # peak COND: the FMA peak (register-only loop), bf16 peak and GEMM GFLO
 			out="$(gotest "$t" 'BF16Peak' 200x)"
 			echo "$out" | show "$cond" "$t"
 			record "$cond" bf16peak native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+			# AMX's tiles, where the engine uses them for its bf16 products.
+			out="$(gotest "$t" 'AMXPeak' 200x)"
+			echo "$out" | show "$cond" "$t"
+			if echo "$out" | grep -q '^BenchmarkAMXPeak/'; then
+				record "$cond" amxpeak native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+			fi
 		fi
 	done
 	mempeak "$cond"

@@ -72,6 +72,19 @@ func BenchmarkBF16Peak(b *testing.B) {
 	})
 }
 
+// BenchmarkAMXPeak is BenchmarkFMAPeak for AMX's tiles (four TDPBF16PS
+// of 16 x 16 x 32 an iteration, their tiles loaded from L1 as the
+// micro-kernel loads them): the limit of the bf16 products where the
+// tiles are in use (amx_linux_amd64.go).
+func BenchmarkAMXPeak(b *testing.B) {
+	if _, ok := AMXLoop(0); !ok {
+		b.Skip("AMX tiles not in use: " + amxUnavailable)
+	}
+	b.Run("isa=amx-bf16", func(b *testing.B) {
+		peakLoop(b, func(n int) float64 { f, _ := AMXLoop(n / 64); return f })
+	})
+}
+
 // peakLoop runs loop (n iterations, returning its FLOPs) on GOMAXPROCS
 // goroutines, each locked to its thread, b.N times, and reports GFLOP/s
 // over the wall time and per CPU-second.
