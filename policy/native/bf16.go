@@ -435,7 +435,7 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 	panels := (n + nr - 1) / nr
 	b = growU32(b, panels*kp*nr)
 	if op.bh != nil {
-		bf16PanelsHalf(op, b, nr, run)
+		bf16PanelsHalf(bk, op, b, nr, run)
 		return b
 	}
 	if !op.tb {
@@ -496,8 +496,12 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 }
 
 // bf16PanelsHalf is bf16ConvertB for a B stored in bfloat16 (op.bh): its
-// values are paired into the panels as they are, no rounding.
-func bf16PanelsHalf(op *gemmOp, b []uint32, nr int, run bf16Runner) {
+// values are paired into the panels as they are, no rounding. A whole
+// panel of a B stored as is pairs two rows' runs (pairsHalf); of a
+// transposed B stored with an even row length, each stored row already
+// holds its column's pairs as uint32s, and the panel is their transpose
+// (bk.transpose). Ragged panels go one value at a time.
+func bf16PanelsHalf(bk *bf16Kernels, op *gemmOp, b []uint32, nr int, run bf16Runner) {
 	n, k := op.n, op.k
 	kp := (k + 1) / 2
 	panels := (n + nr - 1) / nr
@@ -510,19 +514,39 @@ func bf16PanelsHalf(op *gemmOp, b []uint32, nr int, run bf16Runner) {
 		}
 		return uint32(op.bh[kk*op.ldb+j])
 	}
+	pairedRows := op.tb && k%2 == 0 && op.ldb%2 == 0
 	run(panels, 1, func(_ *workspace, lo, hi int) {
 		for jp := lo; jp < hi; jp++ {
-			w := min(nr, n-jp*nr)
+			j0 := jp * nr
+			w := min(nr, n-j0)
+			if w == nr && pairedRows {
+				rows := unsafe.Slice((*uint32)(unsafe.Pointer(&op.bh[j0*op.ldb])), (nr-1)*op.ldb/2+kp)
+				bk.transpose(b[jp*kp*nr:(jp+1)*kp*nr], nr, rows, op.ldb/2, nr, kp)
+				continue
+			}
 			for q := range kp {
 				dst := b[(jp*kp+q)*nr : (jp*kp+q)*nr+nr]
+				if w == nr && !op.tb && 2*q+1 < k {
+					pairsHalf(dst, op.bh[2*q*op.ldb+j0:2*q*op.ldb+j0+nr], op.bh[(2*q+1)*op.ldb+j0:(2*q+1)*op.ldb+j0+nr])
+					continue
+				}
 				for jj := range w {
-					j := jp*nr + jj
+					j := j0 + jj
 					dst[jj] = at(2*q, j) | at(2*q+1, j)<<16
 				}
 				clear(dst[w:])
 			}
 		}
 	})
+}
+
+// pairsHalf sets dst[i] = r0[i] | r1[i]<<16 for i < len(dst): two rows of
+// bfloat16 into pairs (a vector loop where the CPU has one:
+// bf16_amd64.go).
+var pairsHalf = func(dst []uint32, r0, r1 []uint16) {
+	for i := range dst {
+		dst[i] = uint32(r0[i]) | uint32(r1[i])<<16
+	}
 }
 
 // bf16Tile computes rows [i0,i1) x columns [j0,j1) of C from cv, in k

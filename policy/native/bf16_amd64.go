@@ -16,11 +16,32 @@ func init() {
 		bf16AVX512 = &bf16Kernels{name: "avx512-bf16", mr: 8, nr: 32, micro: microBF16x8x32, cvt: cvtBF16x16, cvtPairs: cvtPairsBF16x16, cvtPanels: cvtPanelsBF16x32,
 			cvtPanelsA: cvtPanelsBF16x8, transpose: transpose16}
 		bf16Fast = bf16AVX512
+		pairsHalf = pairsHalf32x512
 		// The tiles, where the CPU and Linux give them: several times
 		// VDPBF16PS's rate (amx_linux_amd64.go).
 		if k := amxKernels(bf16AVX512); k != nil {
 			bf16Fast, bf16Others = k, []*bf16Kernels{bf16AVX512}
 		}
+	}
+}
+
+// pairsHalf32x512 is pairsHalf 32 pairs at a time (AVX-512: zero-extend
+// each row's 16-bit values, shift the second's up by a vector of counts,
+// or them), the rest one at a time.
+func pairsHalf32x512(dst []uint32, r0, r1 []uint16) {
+	n := len(dst) &^ 31
+	if n > 0 {
+		_, _ = r0[n-1], r1[n-1]
+		s16 := archsimd.BroadcastUint32x16(16)
+		for i := 0; i < n; i += 32 {
+			a, c := archsimd.LoadUint16x32Slice(r0[i:]), archsimd.LoadUint16x32Slice(r1[i:])
+			a.GetLo().ExtendToUint32().Or(c.GetLo().ExtendToUint32().ShiftLeft(s16)).StoreSlice(dst[i:])
+			a.GetHi().ExtendToUint32().Or(c.GetHi().ExtendToUint32().ShiftLeft(s16)).StoreSlice(dst[i+16:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = uint32(r0[i]) | uint32(r1[i])<<16
 	}
 }
 
