@@ -49,7 +49,8 @@ func TestConfigValidate(t *testing.T) {
 // changed (sharegpt_policy.jsonl, verl's policy prompt) gets a new
 // version on a rerun with the same config instead of the old one being
 // found with files this code no longer writes; without exports the key
-// is what it was.
+// is what it was but for rl_states' scores (rlScores: the public part's
+// since version 2), which are in the key either way.
 func TestRunKeyExportFormat(t *testing.T) {
 	steps, tasks := &datasets.Manifest{Name: "steps", Version: 3}, &datasets.Manifest{Name: "tasks", Version: 1}
 	before := func(cfg Config) string { // the key before exportFormat
@@ -63,7 +64,12 @@ func TestRunKeyExportFormat(t *testing.T) {
 		t.Errorf("exports on: the run key is the one versions written before sharegpt_policy.jsonl have")
 	}
 	cfg.Exports = false
-	if runKey(cfg, steps, tasks) != before(cfg) {
-		t.Errorf("exports off: the run key changed")
+	if runKey(cfg, steps, tasks) == before(cfg) {
+		t.Errorf("exports off: the run key is the one rl_states with all answers' scores have")
+	}
+	c := cfg
+	c.Data, c.Workers = "", 0
+	if want := shortHash(fmt.Sprintf("%s v%d", steps.Name, steps.Version), fmt.Sprintf("%s v%d", tasks.Name, tasks.Version), config.Canonical(c), "rl_states scores v2"); runKey(cfg, steps, tasks) != want {
+		t.Errorf("exports off: the run key holds more than rl_states' scores version")
 	}
 }

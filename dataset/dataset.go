@@ -351,10 +351,17 @@ func lineage(ctx context.Context, st store.Store, stepsM, tasksM *datasets.Manif
 // runKey identifies a run: the inputs' versions and every setting that
 // changes the rows (not the data root or the worker count), and with
 // exports on the version of what they write (exportFormat).
+// rlScores is bumped when what rl_states' m_init and m_best hold changes,
+// so that a rerun rebuilds the datasets rather than finding the old ones.
+// 2: the public part's scores (schemas.Task.Public), as the environment's
+// rewards use them; 1 held the scores on all hidden answers.
+const rlScores = 2
+
 func runKey(cfg Config, stepsM, tasksM *datasets.Manifest) string {
 	c := cfg
 	c.Data, c.Workers = "", 0
-	parts := []string{fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.Canonical(c)}
+	parts := []string{fmt.Sprintf("%s v%d", stepsM.Name, stepsM.Version), fmt.Sprintf("%s v%d", tasksM.Name, tasksM.Version), config.Canonical(c),
+		fmt.Sprintf("rl_states scores v%d", rlScores)}
 	if cfg.Exports {
 		parts = append(parts, fmt.Sprintf("exports v%d", exportFormat))
 	}

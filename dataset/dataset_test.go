@@ -447,3 +447,46 @@ func TestRunRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestRLStatesScorePublicPart: a task ingested with a public and a
+// private part of its hidden answers gives its RL states, and the verl
+// export's ground truth built from them, the public part's m_init and
+// m_best (what the environment's rewards use), never the scores on all
+// answers: with the public ones, those would give away the private
+// part's to whoever trains on the export.
+func TestRLStatesScorePublicPart(t *testing.T) {
+	f := newFixture(t)
+	steps, tasks := f.steps(t)
+	ptr := func(v float64) *float64 { return &v }
+	for id, task := range tasks {
+		task.MInit, task.MInitTest, task.MBest = 0.61, 0.61, 0.95 // all hidden answers
+		task.MInitPublic, task.MInitPrivate, task.MBestPublic, task.MBestPrivate = ptr(0.52), ptr(0.70), ptr(0.9), ptr(1)
+		tasks[id] = task
+	}
+	rl, _, err := BuildRLStates(steps, tasks, DefaultRLOptions())
+	if err != nil || len(rl) == 0 {
+		t.Fatalf("%d states, %v", len(rl), err)
+	}
+	for _, s := range rl {
+		if s.MInit != 0.52 || s.MBest != 0.9 {
+			t.Errorf("state %s: m_init %v m_best %v, want the public part's 0.52 and 0.9", s.StateID, s.MInit, s.MBest)
+		}
+	}
+	var buf bytes.Buffer
+	if err := WriteVerl(&buf, rl, DefaultVerlOptions()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := parquet.Read[VerlRow](bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		var gt VerlGroundTruth
+		if err := json.Unmarshal([]byte(r.RewardModel.GroundTruth), &gt); err != nil {
+			t.Fatal(err)
+		}
+		if gt.MInit != 0.52 || gt.MBest != 0.9 || strings.Contains(r.RewardModel.GroundTruth, "0.61") || strings.Contains(r.RewardModel.GroundTruth, "0.95") {
+			t.Errorf("ground truth %s: want the public part's scores only", r.RewardModel.GroundTruth)
+		}
+	}
+}

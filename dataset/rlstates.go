@@ -40,7 +40,10 @@ type RLCounts struct {
 // state as any), deduplicated on (snapshot, compact prompt), optionally
 // capped per (task, step index). steps must be sorted (trajectory, step
 // index); the output is in that order and depends only on steps, tasks
-// and opts.
+// and opts. m_init and m_best are the public part's scores
+// (schemas.Task.Public), the ones the environment's rewards use: the
+// scores on all hidden answers would, with the public ones, give away the
+// private part's to whoever trains on rl_states or its verl export.
 func BuildRLStates(steps []schemas.Step, tasks map[string]schemas.Task, opts RLOptions) ([]schemas.RLState, RLCounts, error) {
 	var c RLCounts
 	type stratum struct {
@@ -73,13 +76,14 @@ func BuildRLStates(steps []schemas.Step, tasks map[string]schemas.Task, opts RLO
 			continue
 		}
 		seen[key] = true
+		mInit, mBest := t.Public()
 		st := stratum{s.TaskID, s.StepIndex}
 		byStratum[st] = append(byStratum[st], len(out))
 		out = append(out, schemas.RLState{
 			StateID: exampleID(s), TaskID: s.TaskID, Split: t.Split,
 			TrajectoryID: s.TrajectoryID, StepIndex: s.StepIndex,
 			Prompt: s.CompactState, FullPrompt: s.State, SnapshotRef: s.SnapshotRef,
-			Metric: t.Metric, Direction: t.Direction, MInit: rewardMInit(t), MBest: t.MBest,
+			Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: mBest,
 			MetricPrev:   s.MetricBefore,
 			ExpertAction: s.ActionText, ExpertReward: s.Reward, ExpertExecS: s.ExecS,
 		})
@@ -112,14 +116,4 @@ func BuildRLStates(steps []schemas.Step, tasks map[string]schemas.Task, opts RLO
 	}
 	c.Kept = len(out)
 	return out, c, nil
-}
-
-// rewardMInit is the m_init rewards compare against: the grader's score of
-// the initial submission (m_init_test) when the tasks row has it, as the
-// environment's spec takes it.
-func rewardMInit(t schemas.Task) float64 {
-	if t.MInitTest != 0 {
-		return t.MInitTest
-	}
-	return t.MInit
 }

@@ -115,11 +115,12 @@ func BuildValStates(ctx context.Context, st store.Store, steps []schemas.Step, t
 			continue
 		}
 		seen[key] = true
+		mInit, mBest := t.Public()
 		byTask[s.TaskID] = append(byTask[s.TaskID], schemas.RLState{
 			StateID: exampleID(s), TaskID: s.TaskID, Split: t.Split,
 			TrajectoryID: s.TrajectoryID, StepIndex: s.StepIndex,
 			Prompt: s.CompactState, FullPrompt: s.State, SnapshotRef: s.SnapshotRef,
-			Metric: t.Metric, Direction: t.Direction, MInit: rewardMInit(t), MBest: t.MBest,
+			Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: mBest,
 			MetricPrev:   s.MetricBefore,
 			ExpertAction: s.ActionText, ExpertReward: s.Reward, ExpertExecS: s.ExecS,
 		})
@@ -174,7 +175,7 @@ func InitialStates(ctx context.Context, st store.Store, t schemas.Task, n int, p
 	}
 	script, _ := e.ReadFile("train.py", 1<<20) // as agents.RunEpisode reads it
 	opts := agents.NewOptions(rs.FullBudget, rs.CompactBudget, rs.MaxSteps)
-	mInit := rewardMInit(t)
+	mInit, mBest := t.Public()
 	out := make([]schemas.RLState, n)
 	for i := range out {
 		id := fmt.Sprintf("%s-%04d", t.TaskID, i)
@@ -193,7 +194,7 @@ func InitialStates(ctx context.Context, st store.Store, t schemas.Task, n int, p
 		out[i] = schemas.RLState{
 			StateID: id + "/00", TaskID: t.TaskID, Split: t.Split,
 			Prompt: agents.Compact(s, opts.CompactBudget, opts.Count), FullPrompt: agents.Full(s, opts.FullBudget, opts.Count),
-			SnapshotRef: snap, Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: t.MBest, MetricPrev: &mInit,
+			SnapshotRef: snap, Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: mBest, MetricPrev: &mInit,
 		}
 	}
 	return out, nil

@@ -160,11 +160,20 @@ func anchors(doc string) map[string]bool {
 	return out
 }
 
+// pendingDocs are documents that other branches are writing and this
+// checkout's documents already link to, each with the branch that brings
+// it: a link to one passes while the file is missing (logged), and is
+// checked as any other once it exists. Only a whole file is excused: an
+// #anchor into a missing document still fails. Remove an entry once its
+// branch is merged (the test logs when a listed file exists).
+var pendingDocs = map[string]string{}
+
 // TestMarkdownLinks: every relative link of every committed Markdown file
 // (inline links and images, reference definitions, HTML href and src)
 // names a committed file or folder of the repository, and an anchor
 // (#heading) names a heading or an HTML id of the Markdown file it points
-// into. Links with a scheme (https:, mailto:) are not fetched.
+// into. Links with a scheme (https:, mailto:) are not fetched. A link to
+// one of pendingDocs passes while that file is missing.
 func TestMarkdownLinks(t *testing.T) {
 	files := committed(t)
 	exists := map[string]bool{"": true} // the root
@@ -172,6 +181,11 @@ func TestMarkdownLinks(t *testing.T) {
 		exists[f] = true
 		for d := path.Dir(f); d != "."; d = path.Dir(d) {
 			exists[d] = true
+		}
+	}
+	for f, branch := range pendingDocs {
+		if exists[f] {
+			t.Logf("%s (pending from %s) is in the repository now: remove it from pendingDocs", f, branch)
 		}
 	}
 	docs := map[string]string{}
@@ -213,6 +227,8 @@ func TestMarkdownLinks(t *testing.T) {
 			switch {
 			case dest == ".." || strings.HasPrefix(dest, "../"):
 				t.Errorf("%s: points outside the repository (a clone does not have it): link a copy or a page that describes it", where)
+			case !exists[strings.TrimSuffix(dest, "/")] && dest != "." && pendingDocs[dest] != "" && anchor == "":
+				t.Logf("%s: %s is not in the repository yet (pending from %s)", where, dest, pendingDocs[dest])
 			case !exists[strings.TrimSuffix(dest, "/")] && dest != ".":
 				t.Errorf("%s: %s is not in the repository", where, dest)
 			case anchor != "" && path.Ext(dest) == ".md" && !anchorsOf(dest)[anchor]:

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 )
@@ -72,11 +74,47 @@ func treeBytes(dir string) int64 {
 	return n
 }
 
+// hostFree is the free space of the file system holding dir.
+func hostFree(t *testing.T, dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// runHostile runs script as attack.py, and fails the test when the free
+// space of the disk under the workspace fell by more than 256 MiB during
+// the step (well above a 20 MiB quota, well below the gigabytes the
+// scripts try for; other processes share the disk).
 func runHostile(t *testing.T, e *Env, script string) StepResult {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(e.Dir(), "attack.py"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	free := hostFree(t, e.Dir())
+	low := free
+	stop := make(chan struct{})
+	var sampled sync.WaitGroup
+	sampled.Add(1)
+	go func() {
+		defer sampled.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				low = min(low, hostFree(t, e.Dir()))
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		sampled.Wait()
+		if free-low > 256<<20 {
+			t.Errorf("the host's free space fell by %d MiB during the step", (free-low)>>20)
+		}
+	}()
 	done := make(chan StepResult, 1)
 	go func() {
 		r, err := e.Step(context.Background(), act(ExecuteScript, "attack.py"))
@@ -122,23 +160,40 @@ func TestHostileScripts(t *testing.T) {
 		outcomes     []Outcome // any of these
 		markers      []string
 		noCredit     bool   // the credit check refuses it: no markers, the observation says why
-		observation  string // part of the observation
+		observation  string // part of the observation (alternatives split by "|")
+		// refusable: the kernel may refuse the script space before it is
+		// measured over its quota (its workspace is a tmpfs of its own:
+		// sandbox.KernelQuota); it then fails on ENOSPC, which is as good.
+		refusable bool
 	}{
 		// The disk: what the issue saw (ten files of 1 GiB), at 1/250 scale.
 		{name: "ten files", script: "import os\nfor i in range(10):\n    open('f%d.bin' % i, 'wb').write(b'x' * (4 << 20))\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "quota: more than 20 MiB"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "quota: more than 20 MiB", refusable: true},
 		{name: "file flood", script: "import os\nos.mkdir('flood')\nfor i in range(150000):\n    open('flood/%d' % i, 'w').close()\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files and folders"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files and folders", refusable: true},
+		// Its 500th folder meets the files quota (or, in a tmpfs of its
+		// own, the kernel's inode limit) or its 65th level the depth limit
+		// first, whichever a measurement sees first.
 		{name: "deep tree", script: "import os\nfor i in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "nested more than 64 deep"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "nested more than 64 deep|more than 500 files and folders", refusable: true},
 		{name: "sparse files", script: "import os\nfor i in range(3):\n    with open('s%d' % i, 'wb') as f:\n        f.truncate(15 << 20)\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 20 MiB"},
 		{name: "hard links", script: "import os\nopen('a', 'w').write('x')\nfor i in range(2000):\n    os.link('a', 'l%d' % i)\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "more than 500 files"},
 		{name: "deleted files held open", script: "import os, time\nfs = []\nfor i in range(3):\n    f = open('h%d' % i, 'wb')\n    os.unlink('h%d' % i)\n    f.write(b'x' * (10 << 20))\n    f.flush()\n    fs.append(f)\ntime.sleep(20)\n",
-			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota"},
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota", refusable: true},
 		{name: "a child writes after the parent exits", script: "import os, time\nif os.fork() == 0:\n    os.setsid()\n    for i in range(60):\n        open('c%d.bin' % i, 'wb').write(b'x' * (1 << 20))\n    os._exit(0)\ntime.sleep(0.5)\n",
 			outcomes: []Outcome{OutcomeKilled, OutcomeInvalidSubmission}, markers: []string{MarkerImportsDone}},
+		// What no walk of the workspace sees: deleted files whose
+		// descriptors are in flight in a socket's queue, and space reserved
+		// past the files' sizes (FALLOC_FL_KEEP_SIZE, which the per-file
+		// size limit does not bound; ctypes: no partial credit), 2 GiB
+		// tried for, what is got kept while waiting. The host's disk is
+		// checked by runHostile.
+		{name: "deleted files in a socket's queue", script: "import os, socket, time\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\ntry:\n    for i in range(128):\n        fd = os.open('q%d' % i, os.O_CREAT | os.O_RDWR)\n        os.unlink('q%d' % i)\n        socket.send_fds(a, [b'x'], [fd])\n        for j in range(16):\n            os.write(fd, b'x' * (1 << 20))\n        os.close(fd)\nexcept OSError:\n    pass\ntime.sleep(20)\n",
+			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "grew past its quota", refusable: true},
+		{name: "reservations past the file size", script: "import ctypes, os, time\nlibc = ctypes.CDLL(None)\nlibc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]\nfor i in range(2048):\n    fd = os.open('r%d' % i, os.O_CREAT | os.O_RDWR)\n    if libc.fallocate(fd, 1, 0, 1 << 20) != 0:\n        break\ntime.sleep(20)\n",
+			outcomes: []Outcome{OutcomeKilled}, noCredit: true, observation: "grew past its quota"},
 		{name: "/dev/shm and /tmp stay bounded", script: "import os\nf = open('/dev/shm/big', 'wb')\nfor i in range(700):\n    f.write(b'x' * (1 << 20))\n",
 			outcomes: []Outcome{OutcomeScriptError}, markers: []string{MarkerImportsDone}},
 		// Partial credit: the issue's forger, which finds the markers in its
@@ -164,6 +219,13 @@ func TestHostileScripts(t *testing.T) {
 			outcomes: []Outcome{OutcomeScriptError}},
 		{name: "the instrumented text from disk", script: "import re, os\nsrc = ''.join(open(f).read() for f in os.listdir('.') if f.endswith('.py'))\nprint(re.findall(r'@@MLERL \\w+ \\w+@@', src), re.findall('mlerl' + '_mark', src))\nraise SystemExit(1)\n",
 			outcomes: []Outcome{OutcomeScriptError}, markers: []string{MarkerImportsDone}, observation: "[] []"},
+		// The issue's forger: a data-frame query with a constant
+		// expression resolves @names in the frame level= names, the
+		// runner's own above the script's; the names it finds there are
+		// the markers' sockets, not their lines (the old bootstrap kept
+		// the lines there: all six markers, -0.4).
+		{name: "a query reads the runner's frames", script: "import re\nimport pandas as pd\ndf = pd.DataFrame({'a': [1]})\nfound = set()\nfor lvl in range(1, 12):\n    try:\n        df.query('@marks', level=lvl)\n    except Exception as e:\n        found.update(re.findall(r'@@MLERL \\w+ \\w+@@', str(e)))\n    try:\n        df.query('@cfg', level=lvl)\n    except Exception as e:\n        found.update(re.findall(r'@@MLERL \\w+ \\w+@@', str(e)))\nfor f in sorted(found):\n    print(f)\nif len(found) < 9:\n    raise SystemExit(1)\n" + deadStages,
+			outcomes: []Outcome{OutcomeScriptError}, markers: []string{MarkerImportsDone}},
 		{name: "its own memory, path computed", script: "import os\np = '/pr' + 'oc/' + str(os.getpid()) + '/m' + 'em'\nf = open(p, 'rb')\nprint(f.read(1))\n",
 			outcomes: []Outcome{OutcomeKilled}, markers: []string{MarkerImportsDone}, observation: "stopped the script: open /proc/"},
 	}
@@ -175,8 +237,12 @@ func TestHostileScripts(t *testing.T) {
 			e, root := hostileEnv(t)
 			r := runHostile(t, e, tc.script)
 			t.Logf("%s, reward %+.2f, markers %v: %s", r.Outcome, r.Reward.Total, r.Markers, r.Detail)
-			if !contains(tc.outcomes, r.Outcome) {
-				t.Errorf("outcome %s, want one of %v:\n%s", r.Outcome, tc.outcomes, r.Observation)
+			want, obs := tc.outcomes, tc.observation
+			if tc.refusable && r.Outcome == OutcomeScriptError && strings.Contains(r.Observation, "No space left on device") {
+				want, obs = []Outcome{OutcomeScriptError}, "No space left on device"
+			}
+			if !contains(want, r.Outcome) {
+				t.Errorf("outcome %s, want one of %v:\n%s", r.Outcome, want, r.Observation)
 			}
 			if !reflect.DeepEqual(r.Markers, tc.markers) {
 				t.Errorf("markers: got %v want %v\n%s", r.Markers, tc.markers, r.Observation)
@@ -188,8 +254,8 @@ func TestHostileScripts(t *testing.T) {
 			if got := strings.Contains(r.Observation, "No partial credit"); got != tc.noCredit {
 				t.Errorf("no-credit note: got %v want %v:\n%s", got, tc.noCredit, r.Observation)
 			}
-			if !strings.Contains(r.Observation, tc.observation) {
-				t.Errorf("the observation lacks %q:\n%s", tc.observation, r.Observation)
+			if !containsAny(r.Observation, strings.Split(obs, "|")) {
+				t.Errorf("the observation lacks %q:\n%s", obs, r.Observation)
 			}
 			if m := markerTextRe.FindString(r.Observation); m != "" && !strings.Contains(tc.name, "guessed") {
 				t.Errorf("the observation shows a marker line %q:\n%s", m, r.Observation)
@@ -244,6 +310,15 @@ const deadStages = "df = pd.read_csv('train.csv')\nmodel = Model()\nmodel.fit(df
 
 // markerTextRe matches a marker line.
 var markerTextRe = regexp.MustCompile(`@@MLERL [0-9a-f]{32} \w+@@`)
+
+func containsAny(s string, parts []string) bool {
+	for _, p := range parts {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
 
 func contains[T comparable](list []T, v T) bool {
 	for _, x := range list {

@@ -13,13 +13,23 @@ package env
 //     the nonce fresh per execution and never leaving the host: what one
 //     marker prints, in this run or an earlier one, says nothing of
 //     another's token.
-//   - No token is in the script's code. The inserted line is
-//     __mlerl_mark__(k); the sandbox (sandbox.Request.Marks) gives the
-//     process a function of that name that holds the marker lines and
-//     prints line k only when its caller is the instrumented code at
-//     marker k's line. Code objects, pickled functions and the source
-//     (on disk there is only the agent's copy) hold no token; a call from
-//     anywhere else stops the run.
+//   - No token is in the script's process before its marker line runs:
+//     not in its code, nor in any frame, local, closure, module, object,
+//     file descriptor, environment or file it can reach. The inserted line
+//     is __mlerl_mark__(k); the marker lines (sandbox.Request.Marks) stay
+//     in the runner, which holds one listening socket per marker (made in
+//     the run's network namespace under an abstract name, handed over
+//     before the script starts) and answers a connection to marker k's
+//     with line k, only when the connecting process is the script's
+//     (SO_PEERCRED). The process's __mlerl_mark__ connects and prints the
+//     answer only when its caller is the instrumented code at marker k's
+//     line; a call from anywhere else, a connection to a marker's socket
+//     from any other code (the sandbox's audit hook sees every connect
+//     the socket module makes) and a script that execs itself in place
+//     stop the run. What a library finds by reading frames (pandas'
+//     query and eval with level=, which reach the runner's own frames
+//     above the script's; inspect.stack), the garbage collector, /proc/self
+//     or the bootstrap's source is the sockets' names at most.
 //   - The sandbox stops the run (outcome killed) when the script's own
 //     code reads frames or code objects, walks the garbage collector,
 //     uses ctypes or marshal, or compiles code; when anything sets a trace
@@ -41,18 +51,31 @@ package env
 //   - A complete marker line with a wrong token (a guess) voids every
 //     marker of the run.
 //
-// What this does not stop: a way into the process's memory that neither
-// check knows (numpy builds an array over any address an object's
+// What this does not stop, and why it is bounded: a marker proves that
+// its line ran, which needs either the statements before it to run (no
+// jump: a trace function is stopped) or a connection to its socket that
+// the audit hook does not see. Only native code makes one: ctypes
+// (stopped when the script's own code calls it), or a C extension of an
+// allowed library that connects to a name the script chooses (none is
+// known); the runner answers no other process, so a child or another
+// program cannot. The tokens are then in the runner alone: under
+// IsolateRoot the script is another uid and the runner is root; under
+// IsolateUserNS it has no /proc and ptracing the runner (its caller's uid)
+// needs native code and a kernel that lets a process trace other than
+// its descendants (Yama's ptrace_scope 0); under sandbox.IsolateNone a
+// script runs as the host's uid, and a process it starts (no audit hook
+// there) can read the runner's memory where the kernel allows it (no
+// Yama). Reading the process's own memory finds no token before its
+// marker: the guard and the static check keep the script out of it
+// anyway (numpy builds an array over any address an object's
 // __array_interface__ names; the guard closes the dicts of scikit-learn
-// and scipy that serve their keys as attributes, but another object of an
+// and scipy that serve their keys as attributes, another object of an
 // allowed library whose attributes the script names at run time could
-// serve one), or a function of an allowed library that itself hands back
-// the insides of a frame or code object, or evaluates a string, while the
-// script's own code touches neither. Markers inside a function that runs in another
-// process (a joblib worker) print nothing there: the function travels
-// without the tokens. Under sandbox.IsolateNone a script runs as the
-// host's uid and, where the kernel lets a process read its parent's memory
-// (no Yama), can read the host's.
+// serve one). A marker's line reached through code that does the
+// stage's work badly (a model whose fit does nothing) earns its credit:
+// a marker says a line ran, not that the work was good. Markers inside a
+// function that runs in another process (a joblib worker) print nothing
+// there: the runner answers the script's process only.
 //
 // Where the markers go (instrument.py, through the task interpreter's own
 // ast and tokenize modules):

@@ -17,10 +17,25 @@ import (
 // so that the blob store never keeps a state larger than a workspace may
 // be.
 
+// ErrNotKept is wrapped by Snapshot's error when the workspace could not
+// be snapshotted: over its quota (ErrSnapshotTooLarge), a folder or file
+// that cannot be read, a file changing while it is read, a walk that
+// fails. The state is not kept: the caller goes on without a reference to
+// it (one line says so), and a stage never stops for it. Errors of the
+// blob store itself do not wrap it.
+var ErrNotKept = errors.New("the state is not kept")
+
 // ErrSnapshotTooLarge is wrapped by Snapshot's error when the state is
-// over the workspace quota: it is not kept (the caller goes on without a
-// reference to it).
-var ErrSnapshotTooLarge = errors.New("over the workspace quota")
+// over the workspace quota; it wraps ErrNotKept.
+var ErrSnapshotTooLarge = fmt.Errorf("over the workspace quota (%w)", ErrNotKept)
+
+// notKept wraps a snapshot failure the workspace caused as ErrNotKept.
+func notKept(err error) error {
+	if err == nil || errors.Is(err, ErrNotKept) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotKept, err)
+}
 
 // quota is the episode's workspace quota.
 func (e *Env) quota() sandbox.WorkspaceQuota {
@@ -71,21 +86,19 @@ func (e *Env) checkSnapshot(extra int64) error {
 	q := e.quota()
 	u, err := sandbox.MeasureWorkspace(e.dir, q)
 	if err != nil {
-		return err
+		return notKept(err)
 	}
 	u.Bytes += extra
 	if why := q.Exceeded(u); why != "" {
-		if e.cfg.Blobs != nil {
-			e.cfg.Blobs.refused.Add(1)
-		}
 		return fmt.Errorf("the workspace holds %s (%s): the state is not kept: %w", why, e.quotaKeys(), ErrSnapshotTooLarge)
 	}
 	return nil
 }
 
 // BlobMeter counts what a stage's snapshots add to the blob store: blobs
-// written (not those already there) and their bytes, and the states
-// refused for their size. Safe for concurrent use; nil counts nothing.
+// written (not those already there) and their bytes, and the states not
+// kept (ErrNotKept: over the quota, or a workspace that could not be
+// read). Safe for concurrent use; nil counts nothing.
 type BlobMeter struct {
 	blobs, bytes, refused atomic.Int64
 }
@@ -97,7 +110,7 @@ func (m *BlobMeter) add(n int) {
 	}
 }
 
-// Counts returns the blobs added, their bytes and the states refused.
+// Counts returns the blobs added, their bytes and the states not kept.
 func (m *BlobMeter) Counts() (blobs, bytes, refused int64) {
 	if m == nil {
 		return 0, 0, 0
@@ -106,13 +119,13 @@ func (m *BlobMeter) Counts() (blobs, bytes, refused int64) {
 }
 
 // String is a stage's closing line on the blob store: "snapshots added
-// 3.2 MiB to the blob store (41 new blobs)", with the states refused when
+// 3.2 MiB to the blob store (41 new blobs)", with the states not kept when
 // there were any.
 func (m *BlobMeter) String() string {
 	b, n, refused := m.Counts()
 	s := fmt.Sprintf("snapshots added %s to the blob store (%d new blobs)", safefile.Bytes(n), b)
 	if refused > 0 {
-		s += fmt.Sprintf("; %d states not kept, over the workspace quota", refused)
+		s += fmt.Sprintf("; %d states not kept (over the workspace quota, or not readable whole: see the lines above)", refused)
 	}
 	return s
 }

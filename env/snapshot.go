@@ -5,16 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"sort"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/sys/unix"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/safefile"
+	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 )
 
@@ -43,8 +43,21 @@ type snapshotMeta struct {
 // and blobs this Env has seen in the store are not re-uploaded: the blob
 // store must not be pruned while an Env lives. A state over the workspace
 // quota (its files and undo backups together) is refused, its error
-// wrapping [ErrSnapshotTooLarge], before anything is stored.
+// wrapping [ErrSnapshotTooLarge], before anything is stored. Any other
+// failure to read the workspace (a folder that cannot be opened, a file
+// that changes while it is read, an error of the walk) is not kept either
+// (the error wraps [ErrNotKept]): the workspace is walked by folder
+// handles, so paths of any length are snapshotted (and restored). Only
+// errors of the blob store are other errors.
 func (e *Env) Snapshot(ctx context.Context) (string, error) {
+	ref, err := e.snapshot(ctx)
+	if errors.Is(err, ErrNotKept) && e.cfg.Blobs != nil {
+		e.cfg.Blobs.refused.Add(1)
+	}
+	return ref, err
+}
+
+func (e *Env) snapshot(ctx context.Context) (string, error) {
 	var backupBytes int64
 	for _, stack := range e.s.Backups {
 		for _, b := range stack {
@@ -142,12 +155,14 @@ const (
 // putWorkspace stores the workspace's regular files as blobs and returns
 // their tree entries, sorted by path. Symlinks, other non-regular files
 // (which a script may create), files over maxSnapshotFileBytes and files
-// a script made unreadable are not part of a snapshot; files are read
-// through internal/safefile, so a file swapped for a link or a FIFO after
-// the walk is left out too, never followed or blocked on. Unchanged files
-// are neither re-read nor re-uploaded. The walk stops once the files, or
-// their bytes with extra, pass the workspace quota (files added since
-// checkSnapshot measured).
+// a script made unreadable are not part of a snapshot; the walk goes by
+// folder handles (no path is too long, no link is followed) and files are
+// read through internal/safefile, so a file swapped for a link or a FIFO
+// after the walk is left out too, never followed or blocked on. Unchanged
+// files are neither re-read nor re-uploaded. The walk stops once the
+// files, or their bytes with extra, pass the workspace quota (files added
+// since checkSnapshot measured). Whatever the workspace makes fail wraps
+// ErrNotKept; the store's errors do not.
 func (e *Env) putWorkspace(ctx context.Context, extra int64) ([]blobs.Entry, error) {
 	if e.stored == nil {
 		e.stored = map[string]bool{}
@@ -161,43 +176,27 @@ func (e *Env) putWorkspace(ctx context.Context, extra int64) ([]blobs.Entry, err
 	var toRead []int       // entries whose hash is not known
 	q := e.quota()
 	total := extra
-	err := filepath.WalkDir(e.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrPermission) && p != e.dir {
-				return nil // a folder a script made unreadable is left out
-			}
-			return err
-		}
-		if !d.Type().IsRegular() {
+	err := walkFiles(e.dir, func(rel string, st *unix.Stat_t) error {
+		size := st.Size
+		if size > maxSnapshotFileBytes {
 			return nil
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if info.Size() > maxSnapshotFileBytes {
-			return nil
-		}
-		rel, err := filepath.Rel(e.dir, p)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		en := blobs.Entry{Path: rel, Mode: uint32(info.Mode().Perm()), Size: info.Size()}
-		if total += info.Size(); total > q.Bytes || len(entries) >= q.Files {
+		mtime := time.Unix(st.Mtim.Sec, st.Mtim.Nsec)
+		en := blobs.Entry{Path: rel, Mode: st.Mode & 0o777, Size: size}
+		if total += size; total > q.Bytes || len(entries) >= q.Files {
 			return fmt.Errorf("the workspace grew past its quota while being snapshotted: %w", ErrSnapshotTooLarge)
 		}
-		if c, ok := e.hashes[rel]; ok && c.size == info.Size() && c.mtime.Equal(info.ModTime()) && now.Sub(c.mtime) > racyWindow && e.known(c.hash) {
+		if c, ok := e.hashes[rel]; ok && c.size == size && c.mtime.Equal(mtime) && now.Sub(c.mtime) > racyWindow && e.known(c.hash) {
 			en.Hash = c.hash
 		} else {
 			toRead = append(toRead, len(entries))
 		}
 		entries = append(entries, en)
-		mtimes = append(mtimes, info.ModTime())
+		mtimes = append(mtimes, mtime)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, notKept(err)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
@@ -217,10 +216,10 @@ func (e *Env) putWorkspace(ctx context.Context, extra int64) ([]blobs.Entry, err
 				return nil
 			}
 			if err != nil {
-				return err
+				return notKept(fmt.Errorf("%s: %w", rel, err))
 			}
 			if int64(len(b)) != entries[i].Size {
-				return fmt.Errorf("%s changed while being snapshotted", rel)
+				return notKept(fmt.Errorf("%s changed while being snapshotted", rel))
 			}
 			h, err := e.put(gctx, b)
 			entries[i].Hash = h
@@ -241,6 +240,98 @@ func (e *Env) putWorkspace(ctx context.Context, extra int64) ([]blobs.Entry, err
 	}
 	sort.Slice(kept, func(i, j int) bool { return kept[i].Path < kept[j].Path })
 	return kept, nil
+}
+
+// walkFiles calls each with the slash-separated path and the lstat of
+// every regular file under dir, walking by folder handles (openat): a path
+// of any length works and no link is followed. A folder that cannot be
+// opened for want of permission (a script made it unreadable) is left
+// out; one nested deeper than the quota allows, or any other failure, is
+// an error.
+func walkFiles(dir string, each func(rel string, st *unix.Stat_t) error) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the workspace: %w", err)
+	}
+	defer unix.Close(fd)
+	return walkFolder(fd, "", 1, each)
+}
+
+func walkFolder(fd int, rel string, depth int, each func(string, *unix.Stat_t) error) error {
+	if depth > sandbox.MaxWorkspaceDepth {
+		return fmt.Errorf("%s: folders nested more than %d deep", rel, sandbox.MaxWorkspaceDepth)
+	}
+	names, err := readDirNames(fd)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", orDot(rel), err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p := name
+		if rel != "" {
+			p = rel + "/" + name
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed since the listing
+			}
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			if err := each(p, &st); err != nil {
+				return err
+			}
+		case unix.S_IFDIR:
+			sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) {
+				continue // unreadable (left out), or removed
+			}
+			if err != nil {
+				return fmt.Errorf("folder %s: %w", p, err)
+			}
+			err = walkFolder(sub, p, depth+1, each)
+			unix.Close(sub)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readDirNames lists the folder fd (at most maxSnapshotNames names).
+func readDirNames(fd int) ([]string, error) {
+	buf := make([]byte, 32<<10)
+	var names []string
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		if len(names) > maxSnapshotNames {
+			return nil, fmt.Errorf("more than %d names in one folder", maxSnapshotNames)
+		}
+	}
+}
+
+// maxSnapshotNames bounds one folder's listing (the files quota bounds
+// the workspace's; this bounds the walk's memory before it is checked).
+const maxSnapshotNames = 1 << 20
+
+func orDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
 }
 
 // ErrNotSnapshot is wrapped by Restore's error when the reference names

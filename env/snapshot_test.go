@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+	"golang.org/x/sys/unix"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/store"
@@ -207,4 +208,109 @@ func TestSnapshotUnreadableFiles(t *testing.T) {
 	if err != nil || len(files) != 4 {
 		t.Fatalf("got %d files, %v; want the 4 readable ones", len(files), err)
 	}
+}
+
+// longPath makes levels nested folders of 200-byte names under dir
+// (through folder handles: the deepest path is longer than PATH_MAX) with
+// a file named name holding content at the bottom, and returns its path
+// relative to dir.
+func longPath(t *testing.T, dir string, levels int, name, content string) string {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rel []string
+	for i := 0; i < levels; i++ {
+		n := strings.Repeat(string(rune('a'+i%26)), 200)
+		if err := unix.Mkdirat(fd, n, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd, rel = next, append(rel, n)
+	}
+	defer unix.Close(fd)
+	wfd, err := unix.Openat(fd, name, unix.O_WRONLY|unix.O_CREAT, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(wfd, []byte(content))
+	unix.Close(wfd)
+	return strings.Join(append(rel, name), "/")
+}
+
+// TestSnapshotLongPaths: a path longer than PATH_MAX (nested long folder
+// names, within the quota) is snapshotted and restored: the walk and the
+// restore go by folder handles.
+func TestSnapshotLongPaths(t *testing.T) {
+	ctx := context.Background()
+	e, st := newTestEnv(t, false)
+	rel := longPath(t, e.Dir(), 25, "deep.txt", "at the bottom")
+	if len(rel) < 5000 {
+		t.Fatalf("path of %d bytes", len(rel))
+	}
+	ref, err := e.Snapshot(ctx)
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	r, err := Restore(ctx, testConfig(t), st, ref)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	defer r.Close()
+	if b, err := r.ReadFile(rel, 1<<10); err != nil || string(b) != "at the bottom" {
+		t.Errorf("restored %d-byte path: %q, %v", len(rel), b, err)
+	}
+}
+
+// TestSnapshotChangingFile: a file growing while the workspace is
+// snapshotted makes a state that is not kept (ErrNotKept, counted by the
+// meter), never another error.
+func TestSnapshotChangingFile(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newTestEnv(t, false)
+	meter := &BlobMeter{}
+	e.cfg.Blobs = meter
+	path := filepath.Join(e.Dir(), "growing.log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.Write([]byte("x"))
+			if i%4096 == 0 {
+				f.Truncate(0)
+			}
+		}
+	}()
+	notKeptN := 0
+	for i := 0; i < 200 && notKeptN == 0; i++ {
+		_, err := e.Snapshot(ctx)
+		switch {
+		case errors.Is(err, ErrNotKept):
+			notKeptN++
+		case err != nil:
+			t.Fatalf("snapshot %d: %v (want ErrNotKept or success)", i, err)
+		}
+	}
+	close(stop)
+	<-done
+	if _, _, n := meter.Counts(); int(n) != notKeptN {
+		t.Errorf("the meter counts %d states not kept, %d seen", n, notKeptN)
+	}
+	t.Logf("%d snapshots not kept while the file grew", notKeptN)
 }

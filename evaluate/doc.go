@@ -23,9 +23,11 @@
 //     checkpoint of the SFT and PPO folders (`mlerl train sft|ppo`):
 //     mlerl's own model or a Hugging Face policy, whichever the checkpoint
 //     holds (its policy.json names the base).
-//   - policy: a Hugging Face checkpoint folder (policy hf:DIR, with a PEFT
-//     adapter when adapter names one) evaluated as it is
-//     ([policy.OpenHFAgent]): a base model, or one fine-tuned elsewhere.
+//   - policy: a pretrained model the policy key names (a Hugging Face
+//     checkpoint folder hf:DIR, with a PEFT adapter when adapter names
+//     one) prompted as it is ([policy.OpenAgent]), its answers held to the
+//     action grammar like the trained policies': the base model before any
+//     training (the prompted baseline), or one fine-tuned elsewhere.
 //
 // Every method gets the same N trajectories per task (per_task, 8 by
 // default; policy_per_task may give the trained policies only the first

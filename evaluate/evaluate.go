@@ -66,7 +66,7 @@ type Config struct {
 	// rule (its selection.json), or the last one.
 	PPOCheckpoint string `yaml:"ppo_checkpoint" help:"which PPO checkpoint: selected (the one train ppo selected by its rule, select.rule in its config; the latest when the run selected none) or last"`
 	// Policy is a Hugging Face policy evaluated as it is (method policy).
-	Policy  string         `yaml:"policy" help:"method policy: the Hugging Face checkpoint folder to evaluate, hf:DIR (a base model, or with adapter one fine-tuned elsewhere); sft and sft+ppo checkpoints of a Hugging Face policy need no key (their policy.json names the base)"`
+	Policy  string         `yaml:"policy" help:"method policy: the Hugging Face checkpoint folder or GGUF model file to evaluate, hf:DIR or gguf:FILE (a base model, or with adapter one fine-tuned elsewhere); sft and sft+ppo checkpoints of a Hugging Face policy need no key (their policy.json names the base)"`
 	Adapter string         `yaml:"adapter" help:"method policy: a PEFT LoRA adapter folder on the policy's base (e.g. one LLaMA-Factory or mlerl trained; empty: the base as it is)"`
 	Budgets policy.Budgets `yaml:"model"`
 	// The policies' sampling.
@@ -121,6 +121,14 @@ func (c *Config) Validate() error {
 	case c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree:
 		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
 	}
+	if c.Policy != "" {
+		switch kind, _, err := policy.ParseSpec(c.Policy); {
+		case err != nil:
+			return config.Errorf("policy", c.Policy, "%v", err)
+		case kind == policy.KindMLERL:
+			return config.Errorf("policy", c.Policy, "names mlerl's own model, which is evaluated from its checkpoints (methods sft, sft+ppo): method %s prompts a pretrained model as it is (hf:DIR)", MethodPolicy)
+		}
+	}
 	for i, s := range c.Splits {
 		if s != schemas.HeldOut && s != schemas.HeldIn {
 			return config.Errorf("splits", c.Splits, "item %d %q is not %s or %s", i+1, s, schemas.HeldOut, schemas.HeldIn)
@@ -151,10 +159,6 @@ func (c *Config) Validate() error {
 		return config.Errorf("sft", c.SFT, "must name the SFT checkpoint folder (method %s is on)", MethodSFT)
 	case c.PPO == "" && slices.Contains(c.Methods, MethodPPO):
 		return config.Errorf("ppo", c.PPO, "must name the PPO checkpoint folder (method %s is on)", MethodPPO)
-	case c.Policy != "" && !strings.HasPrefix(c.Policy, policy.KindHF+":"):
-		return config.Errorf("policy", c.Policy, "want hf:DIR, a Hugging Face checkpoint folder (mlerl's own policies are evaluated from their checkpoints: sft, ppo)")
-	case c.Policy != "" && strings.TrimSpace(strings.TrimPrefix(c.Policy, policy.KindHF+":")) == "":
-		return config.Errorf("policy", c.Policy, "names no folder: want hf:DIR")
 	case c.Policy != "" && !slices.Contains(c.Methods, MethodPolicy):
 		return config.Errorf("policy", c.Policy, "is evaluated as method %s: add it to methods (e.g. --methods initial,%s)", MethodPolicy, MethodPolicy)
 	case c.Policy == "" && slices.Contains(c.Methods, MethodPolicy):
@@ -536,8 +540,7 @@ func openMethods(ctx context.Context, st store.Store, cfg Config) ([]*method, []
 			}
 			out = append(out, m)
 		case MethodPolicy:
-			_, dir, _ := policy.ParseSpec(cfg.Policy)
-			a, err := policy.OpenHFAgent(name, dir, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
+			a, err := policy.OpenAgent(name, cfg.Policy, cfg.Adapter, cfg.Budgets.Config(), cfg.Engine,
 				policy.AgentOptions{Temperature: cfg.Temperature, TopP: cfg.TopP, MaxNewTokens: cfg.MaxNewTokens, Decode: cfg.Decode})
 			if err != nil {
 				return nil, nil, fmt.Errorf("evaluate: %w", err)

@@ -467,6 +467,10 @@ func writeTranscripts(w io.Writer, rows []schemas.EvalResult) bool {
 		return methodRank(keys[i][1]) < methodRank(keys[j][1])
 	})
 	fmt.Fprintf(w, "# Transcripts\n\nThe first trajectory of every task and method: each step's answer as the agent wrote it, then the action, its outcome and the first line of the environment's reply.\n")
+	// A policy's answer may end inside a character (its last token a part
+	// of one: generation stops at max_new_tokens): bytes that are not
+	// UTF-8 are shown as U+FFFD, so that the file is valid UTF-8.
+	valid := func(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 	for _, k := range keys {
 		r := first[k]
 		fmt.Fprintf(w, "\n## %s (%s): %s, trajectory %d\n\n", r.TaskID, r.Split, r.Method, r.Trajectory)
@@ -481,9 +485,9 @@ func writeTranscripts(w io.Writer, rows []schemas.EvalResult) bool {
 				fmt.Fprintf(w, "**%s** -> %s", r.Actions[i], r.Outcomes[i])
 			}
 			if i < len(r.Feedback) && r.Feedback[i] != "" {
-				fmt.Fprintf(w, ": %s", codeSpan(r.Feedback[i]))
+				fmt.Fprintf(w, ": %s", codeSpan(valid(r.Feedback[i])))
 			}
-			fmt.Fprintf(w, "\n\n%s\n", fence(a))
+			fmt.Fprintf(w, "\n\n%s\n", fence(valid(a)))
 		}
 	}
 	return true

@@ -45,10 +45,10 @@ type Config struct {
 	PPOFlags  []string `yaml:"ppo_flags" help:"more flags of every train ppo run, after the budget's and the preset's, before the arm's"`
 	EvalFlags []string `yaml:"eval_flags" help:"more flags of every evaluate run, after the budget's and the preset's, before the arm's"`
 	Bin       string   `yaml:"bin" help:"the mlerl binary that runs each stage (empty: this one)"`
-	// Policy, a Hugging Face folder, is what the grid's SFT arms
+	// Policy, a Hugging Face folder or GGUF file, is what the grid's SFT arms
 	// fine-tune, and an arm of its own evaluated as it is.
-	Policy  string `yaml:"policy" help:"mlerl (the grid trains mlerl's own model) or hf:DIR: every SFT arm fine-tunes this Hugging Face checkpoint (PPO arms start from it through their SFT checkpoint), and the grid adds the baseline arm policy, the folder (with adapter) evaluated as it is"`
-	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder on it (trained elsewhere): the policy arm evaluates base + adapter, and SFT starts from it"`
+	Policy  string `yaml:"policy" help:"mlerl (the grid trains mlerl's own model), hf:DIR or gguf:FILE: every SFT arm fine-tunes this Hugging Face checkpoint or GGUF model (PPO arms start from it through their SFT checkpoint), and the grid adds the baseline arm policy, the model (with adapter) evaluated as it is"`
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR or gguf:FILE: a PEFT LoRA adapter folder on it (trained elsewhere): the policy arm evaluates base + adapter, and SFT starts from it"`
 	Report  string `yaml:"report" help:"local folder for report.md and its plots (empty: reports/experiment-<name>/ beside a local data root, else ./)"`
 }
 
@@ -163,7 +163,7 @@ func (c Config) arms() ([]Arm, error) {
 		return nil, config.Errorf("preset", c.Preset, "want one of %s", presetNames())
 	}
 	out := slices.Clone(p.Arms)
-	if kind, _, _ := policy.ParseSpec(c.Policy); kind == policy.KindHF {
+	if policy.Pretrained(c.Policy) {
 		// The folder as it is, after the preset's baselines.
 		at := 0
 		for at < len(out) && out[at].Kind == KindBaseline {
@@ -223,7 +223,7 @@ func (c Config) Validate() error {
 	switch {
 	case err != nil:
 		return config.Errorf("policy", c.Policy, "%v", err)
-	case c.Adapter != "" && kind != policy.KindHF:
+	case c.Adapter != "" && kind == policy.KindMLERL:
 		return config.Errorf("adapter", c.Adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
 	}
 	for i, seed := range c.Seeds {
@@ -248,7 +248,7 @@ func (c Config) Validate() error {
 			return config.Errorf(key+".kind", a.Kind, "want baseline, sft or ppo")
 		case a.Kind == KindBaseline && !slices.Contains([]string{"initial", "random", "expert", "policy"}, a.Method):
 			return config.Errorf(key+".method", a.Method, "want initial, random, expert or policy for a baseline")
-		case a.Method == "policy" && kind != policy.KindHF:
+		case a.Method == "policy" && kind == policy.KindMLERL:
 			return config.Errorf(key+".method", a.Method, "evaluates a Hugging Face folder: give the grid policy hf:DIR")
 		case a.Kind != KindPPO && len(a.Flags) > 0:
 			return config.Errorf(key+".flags", a.Flags, "only ppo arms take train ppo flags")
@@ -395,7 +395,7 @@ func runKey(cfg Config) string {
 	if p, _ := presetNamed(cfg.Preset); p.Name != PresetMain { // main's grids keep the key they had before presets
 		fmt.Fprintf(h, "|preset %s %q %d %q", p.Name, p.EvalFlags, p.CurvePoints, b.Curve)
 	}
-	if kind, _, _ := policy.ParseSpec(cfg.Policy); kind == policy.KindHF { // mlerl's grids keep their key
+	if policy.Pretrained(cfg.Policy) { // mlerl's grids keep their key
 		fmt.Fprintf(h, "|policy %s %s", cfg.Policy, cfg.Adapter)
 	}
 	arms, _ := cfg.arms()

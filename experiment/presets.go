@@ -135,7 +135,7 @@ func (c Config) sftArgs() []string {
 // for mlerl's own model): what train sft fine-tunes and the policy arm
 // evaluates.
 func (c Config) policyArgs() []string {
-	if kind, _, _ := policy.ParseSpec(c.Policy); kind != policy.KindHF {
+	if !policy.Pretrained(c.Policy) {
 		return nil
 	}
 	out := []string{"--policy=" + c.Policy}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -251,7 +252,14 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 		loaded   []*tasks.Task
 		failures []taskResult
 	)
-	loadOpts := tasks.LoadOptions{MeasureMissingMBest: cfg.MBest == tasks.MeasureMBest}
+	key, made, err := SplitKey(ctx, st)
+	if err != nil {
+		return err
+	}
+	if made {
+		fmt.Fprintf(log, "ingest tasks: made %s, the secret that cuts this data root's hidden answers into their public and private parts (keep it with the data root; a task's parts stay the same while it does)\n", st.URI(SplitKeyFile))
+	}
+	loadOpts := tasks.LoadOptions{MeasureMissingMBest: cfg.MBest == tasks.MeasureMBest, SplitKey: key}
 	if cfg.From != FromBuiltin {
 		imported, err := Import(cfg.From, cfg.Source, cfg.ImportTo, ImportOptions{MLEBenchData: cfg.MLEBenchData, MeasureMBest: loadOpts.MeasureMissingMBest, Grader: cfg.Grader, Initial: cfg.Initial})
 		if err != nil {
@@ -355,6 +363,46 @@ func runTasks(ctx context.Context, cfg TasksConfig, out, log io.Writer) error {
 	return nil
 }
 
+// SplitKeyFile is the data root's secret that keys the split of its tasks'
+// hidden answers (internal/tasks' SplitAnswersKeyed): 32 random bytes, hex.
+// Nothing in a workspace holds it, so no agent can tell its public test
+// rows from its private ones; it is made by the first ingest into the data
+// root and read by every later one, so that a task's parts stay the same.
+const SplitKeyFile = "_secrets/answer_split.key"
+
+// SplitKey reads the data root's split key, making it when there is none
+// (made reports that). Two ingests racing to make it agree on the first.
+func SplitKey(ctx context.Context, st store.Store) (key []byte, made bool, err error) {
+	read := func() ([]byte, error) {
+		b, err := store.ReadAll(ctx, st, SplitKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) < 16 {
+			return nil, fmt.Errorf("%s is not a split key (want at least 32 hex digits): restore it from a copy of the data root, or remove it to have a new one made, and then re-ingest (every task's public and private parts change)", st.URI(SplitKeyFile))
+		}
+		return k, nil
+	}
+	k, err := read()
+	if err == nil || !errors.Is(err, store.ErrNotFound) {
+		return k, false, err
+	}
+	k = make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, false, fmt.Errorf("make the split key: %w", err)
+	}
+	err = store.WriteAll(ctx, st, SplitKeyFile, []byte(hex.EncodeToString(k)+"\n"), store.CreateOptions{IfNotExists: true})
+	if errors.Is(err, store.ErrExists) {
+		k, err = read()
+		return k, false, err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("make the split key: %w", err)
+	}
+	return k, true, nil
+}
+
 // ingestOne measures and uploads one task: its baseline, and its m_best
 // when it is to be measured.
 func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade tasks.GradeFunc, t *tasks.Task, limits sandbox.Limits, cfg TasksConfig) taskResult {
@@ -380,6 +428,19 @@ func ingestOne(ctx context.Context, st store.Store, runner sandbox.Runner, grade
 	row.BaselineDurationS = base.Duration.Seconds()
 	row.WorkspaceTree, row.PrivateTree = ws, priv
 	row.Source = sourceOf(t)
+	if t.PartsKeyed && row.HasParts() && !t.MBestMeasure {
+		// task.yaml's per-part m_best belong to the reference split: both
+		// parts take m_best, which each part's m_init must be short of.
+		for _, p := range []struct {
+			name string
+			init float64
+		}{{"public", *row.MInitPublic}, {"private", *row.MInitPrivate}} {
+			if !tasks.Better(t.Direction, row.MBest, p.init) {
+				note += fmt.Sprintf("ingest tasks: %s: m_best %g does not beat the initial script's %g on the %s part of this data root's split: its headroom there is none; measure it (m_best: measure) for this data root\n", t.ID, row.MBest, p.init, p.name)
+			}
+		}
+		note = strings.TrimSuffix(note, "\n")
+	}
 	return taskResult{id: t.ID, row: row, note: note}
 }
 

@@ -117,16 +117,18 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 	return a, nil
 }
 
-// OpenHFAgent is the Hugging Face checkpoint folder dir, with the PEFT
-// adapter in the folder adapter when not empty, as an agent named name on
-// the named engine: a model fine-tuned elsewhere (LLaMA-Factory, TRL),
-// or the base itself, evaluated as it is. budgets are the prompt and
-// response budgets of its prompts.
-func OpenHFAgent(name, dir, adapter string, budgets Config, engine string, opts AgentOptions) (*PolicyAgent, error) {
+// OpenAgent is the pretrained policy spec names (OpenSpec: a Hugging
+// Face folder hf:DIR or a GGUF file gguf:FILE), with the PEFT adapter in the folder adapter when
+// not empty, as an agent named name on the named engine: a model
+// fine-tuned elsewhere (LLaMA-Factory, TRL), or the base itself prompted
+// as it is. budgets are the prompt and response budgets of its prompts.
+func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts AgentOptions) (*PolicyAgent, error) {
 	if opts.MaxNewTokens < 0 {
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
-	pol, err := OpenHF(dir, budgets, DefaultTuning(), adapter)
+	tu := DefaultTuning()
+	tu.BaseStorage = MatmulFP32 // what ForInference stores, below: nothing to resolve
+	pol, err := OpenSpec(spec, budgets, tu, adapter)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
@@ -142,7 +144,7 @@ func OpenHFAgent(name, dir, adapter string, budgets Config, engine string, opts 
 	if err != nil {
 		return nil, err
 	}
-	a.Source = "hf:" + pol.Source.Base
+	a.Source = pol.SpecOf()
 	if adapter != "" {
 		a.Source += " + adapter " + pol.Source.Adapter
 	}

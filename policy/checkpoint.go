@@ -32,9 +32,10 @@ import (
 // A Hugging Face policy's checkpoint has no vocab.json (model ids are its
 // tokenizer's) but
 //
-//	<dir>/step-<N>/policy.json    its Source: the base folder, the sha256
-//	                              of its config.json and tokenizer.json,
-//	                              the chat format and system message
+//	<dir>/step-<N>/policy.json    its Source: the base folder (or GGUF
+//	                              file), the sha256 of its config.json and
+//	                              tokenizer.json (of the GGUF file), the
+//	                              chat format and system message
 //	<dir>/step-<N>/adapter/       with LoRA, the adapter in PEFT's layout
 //	                              (adapter_config.json and
 //	                              adapter_model.safetensors), which PEFT
@@ -42,7 +43,7 @@ import (
 //
 // and its weights.bin holds only what trains (the adapters and the value
 // head, or every weight with full fine-tuning): the frozen base is read
-// from the folder policy.json names, checked against its hashes.
+// from the folder (or file) policy.json names, checked against its hashes.
 //
 // Weights are named by Config.Params (GoMLX variable paths), so either
 // engine loads what the other saved; optimiser state is engine-specific
@@ -261,6 +262,16 @@ func LoadCheckpoint(ctx context.Context, st store.Store, sub string, config, sta
 	}
 	if err := ck.Model.ValidateWithVocab(); err != nil {
 		return nil, fmt.Errorf("checkpoint %s: model.json: %w", st.URI(sub), err)
+	}
+	if ck.Model.LoRA != nil && (ck.Model.BaseStorage == MatmulAuto || ck.Model.BaseStorage == "") {
+		// Written before the stages resolved base_storage: auto meant
+		// what the machine that builds the engine decides, as it still
+		// does, here where the checkpoint is read.
+		r, err := ResolvePrecision(ck.Model.BaseStorage)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: model.json: base storage: %w", st.URI(sub), err)
+		}
+		ck.Model.BaseStorage = r
 	}
 	if ck.Source == nil && ck.Model.Vocab != ck.Vocab.Size() {
 		return nil, fmt.Errorf("checkpoint %s: model.json says vocab %d but vocab.json has %d ids", st.URI(sub), ck.Model.Vocab, ck.Vocab.Size())

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/mlerl/mlerl/internal/config"
-	"github.com/mlerl/mlerl/policy/native"
 )
 
 // Batch is a batch of B packed rows of S positions. Tokens are model ids;
@@ -213,28 +212,6 @@ type OptimConfig struct {
 	// value head learns on the trunk's features without moving them (PPO's
 	// critic, a separate head; set by the trainer, not a YAML key).
 	DetachValue bool `yaml:"-"`
-}
-
-// Matmul modes of training products (SetMatmul).
-const (
-	MatmulAuto = native.MatmulAuto
-	MatmulFP32 = native.MatmulFP32
-	MatmulBF16 = native.MatmulBF16
-)
-
-// SetMatmul sets the precision of e's training products and returns the
-// one it resolved to: on the native engine fp32 or bf16 ("auto": bf16
-// where the CPU has AVX512_BF16, policy/native/bf16.go); other engines
-// compute in their own precision and accept auto and fp32 only.
-func SetMatmul(e Engine, mode string) (string, error) {
-	if s, ok := e.(interface{ SetMatmul(string) (string, error) }); ok {
-		return s.SetMatmul(mode)
-	}
-	switch mode {
-	case MatmulAuto, MatmulFP32, "":
-		return MatmulFP32, nil
-	}
-	return "", fmt.Errorf("policy: matmul %q: the %s engine computes in its own precision (auto or fp32; bf16 products are the native engine's)", mode, e.Name())
 }
 
 // Validate checks the optimiser settings, each failure one line naming

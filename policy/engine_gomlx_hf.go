@@ -264,11 +264,11 @@ func newGomlxArch(cfg native.Config, lo native.LoRAConfig, opt GomlxArchOptions)
 	a := &gomlxArch{c: resolveArch(cfg), lora: lo}
 	a.lora.Targets = slices.Clone(lo.Targets)
 	switch strings.ToLower(strings.TrimSpace(opt.BaseStorage)) {
-	case "", native.MatmulAuto, native.MatmulFP32:
+	case "", MatmulAuto, native.MatmulFP32:
 	case native.MatmulBF16:
 		a.bf16Base = true
 	default:
-		return nil, fmt.Errorf("policy gomlx: base storage %q: want %q or %q (or %q, float32)", opt.BaseStorage, native.MatmulBF16, native.MatmulFP32, native.MatmulAuto)
+		return nil, fmt.Errorf("policy gomlx: base storage %q: want %q or %q (or %q, float32)", opt.BaseStorage, native.MatmulBF16, native.MatmulFP32, MatmulAuto)
 	}
 	if lo.Rank == 0 {
 		if a.bf16Base {

@@ -89,6 +89,11 @@ func newNativeArch(cfg Config, seed uint64, base weightSource, weights []Tensor)
 	opt := native.Options{BaseStorage: cfg.BaseStorage, Recompute: cfg.Recompute}
 	if cfg.LoRA != nil {
 		opt.LoRA = cfg.LoRA.Native()
+	} else if cfg.BaseStorage == MatmulBF16 {
+		// A base model stored as a LoRA model's is (frozen: only the
+		// value head trains), computing what such a model with fresh
+		// adapters computes.
+		opt.Frozen = true
 	}
 	m, err := native.NewWithOptions(cfg.Native(), opt, seed)
 	if err != nil {

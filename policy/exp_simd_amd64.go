@@ -59,3 +59,7 @@ func expSub4(dst, x []float64, c float64) int {
 	archsimd.ClearAVXUpperBits()
 	return k
 }
+
+// clearVectorState clears the vector registers' upper halves
+// (VZEROUPPER), before SSE code such as SHA-256's.
+func clearVectorState() { archsimd.ClearAVXUpperBits() }

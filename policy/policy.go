@@ -18,6 +18,11 @@ const (
 	KindMLERL = "mlerl"
 	// KindHF is a Hugging Face checkpoint folder (Llama, Qwen2, Qwen3).
 	KindHF = "hf"
+	// KindGGUF is a GGUF file (llama.cpp's format) of a Llama, Qwen2 or
+	// Qwen3 model, run as the Hugging Face checkpoint it converts to
+	// (policy/gguf): a policy opened from one is of kind KindHF, and its
+	// Source says KindGGUF.
+	KindGGUF = "gguf"
 )
 
 // Policy is one thing that says everything a stage needs of the model it
@@ -65,7 +70,8 @@ func NewMLERL(cfg Config, v *Vocab, tok Tokenizer) *Policy {
 	return &Policy{Model: cfg, tok: tok, vocab: v, eos: EosID, stops: []int32{EosID}}
 }
 
-// Kind is KindMLERL or KindHF.
+// Kind is KindMLERL or KindHF (a GGUF file's policy too: Source.Kind
+// tells them apart).
 func (p *Policy) Kind() string {
 	if p.Source != nil {
 		return KindHF
@@ -223,7 +229,8 @@ func (p *Policy) checkPrompt(ids []int32) error {
 }
 
 // ParseSpec reads a stage's `policy` key: "" or "mlerl" is mlerl's own
-// model, "hf:DIR" the Hugging Face checkpoint folder DIR.
+// model, "hf:DIR" the Hugging Face checkpoint folder DIR, "gguf:FILE" the
+// GGUF model file FILE.
 func ParseSpec(s string) (kind, dir string, err error) {
 	switch {
 	case s == "" || s == KindMLERL:
@@ -234,8 +241,23 @@ func ParseSpec(s string) (kind, dir string, err error) {
 			return "", "", fmt.Errorf("names no folder: want hf:DIR, the Hugging Face checkpoint folder that holds config.json")
 		}
 		return KindHF, dir, nil
+	case strings.HasPrefix(s, KindGGUF+":"):
+		file := strings.TrimPrefix(s, KindGGUF+":")
+		if strings.TrimSpace(file) == "" {
+			return "", "", fmt.Errorf("names no file: want gguf:FILE, a GGUF model file (llama.cpp's format)")
+		}
+		return KindGGUF, file, nil
 	}
-	return "", "", fmt.Errorf("want %s (mlerl's own model) or hf:DIR (a Hugging Face checkpoint folder)", KindMLERL)
+	return "", "", fmt.Errorf("want %s (mlerl's own model), hf:DIR (a Hugging Face checkpoint folder) or gguf:FILE (a GGUF model file)", KindMLERL)
+}
+
+// Pretrained reports whether spec is a valid spec of a pretrained model
+// (every kind ParseSpec reads but mlerl's own model, which only its
+// checkpoints hold): what stages fine-tune from, and evaluate and
+// experiment prompt as it is.
+func Pretrained(spec string) bool {
+	kind, _, err := ParseSpec(spec)
+	return err == nil && kind != KindMLERL
 }
 
 // tablesKey identifies the grammar's token tables of the policy: one per

@@ -77,7 +77,7 @@ type Tuning struct {
 	// and no adapter folder is written).
 	FullFinetune bool `yaml:"full_finetune" help:"Hugging Face policies: train every weight instead of LoRA adapters (checkpoints then hold the whole model)"`
 	// BaseStorage is native.Options.BaseStorage for the frozen base.
-	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (bf16 where the CPU has AVX512_BF16, else fp32), bf16 or fp32"`
+	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (bf16 where the CPU has AVX512_BF16, else fp32; the printed config shows what it resolved to), bf16 or fp32"`
 	// Recompute is native.Options.Recompute.
 	Recompute bool `yaml:"recompute" help:"Hugging Face policies: keep only each block's input in the forward pass and recompute its activations in the backward pass (a fraction of the memory for about one more forward of time; the native engine's: XLA plans GoMLX's memory itself)"`
 }
@@ -107,23 +107,41 @@ func (t Tuning) Validate() error {
 	return config.Nest("lora", t.LoRA.Validate())
 }
 
+// Resolved is t with base_storage resolved (ResolvePrecision): auto
+// becomes what it means on this machine, or fp32 with full_finetune
+// (every weight trains: nothing is stored in bf16). The stages resolve
+// their tuning once, as their config is loaded, so that the config they
+// print and record says which storage ran.
+func (t Tuning) Resolved() (Tuning, error) {
+	if t.FullFinetune && (t.BaseStorage == MatmulAuto || t.BaseStorage == "") {
+		t.BaseStorage = MatmulFP32
+		return t, nil
+	}
+	r, err := ResolvePrecision(t.BaseStorage)
+	if err != nil {
+		return t, config.Errorf("base_storage", t.BaseStorage, "%v", err)
+	}
+	t.BaseStorage = r
+	return t, nil
+}
+
 // apply sets c's training fields from t: the adapters (none with
-// full_finetune), the base's storage and recomputation.
-func (t Tuning) apply(c *Config) {
+// full_finetune), the base's storage (resolved: model.json records what
+// ran) and recomputation.
+func (t Tuning) apply(c *Config) error {
+	t, err := t.Resolved()
+	if err != nil {
+		return err
+	}
 	c.LoRA, c.BaseStorage, c.Recompute = nil, t.BaseStorage, t.Recompute
 	if !t.FullFinetune {
 		lo := t.LoRA.normalized()
 		c.LoRA = &lo
 	}
-	switch {
-	case c.LoRA == nil:
+	if c.LoRA == nil {
 		c.BaseStorage = MatmulFP32 // every weight trains: nothing to store in bf16
-	case c.BaseStorage == MatmulAuto:
-		// What this CPU stores: model.json records what ran.
-		if r, err := native.ResolveMatmul(c.BaseStorage); err == nil {
-			c.BaseStorage = r
-		}
 	}
+	return nil
 }
 
 // Describe says in a few words how c's weights train, for the stages'
@@ -154,9 +172,9 @@ func count(n int) string {
 // checkpoint that records them (train ppo, evaluate): the model keys of
 // train sft that apply to such a policy.
 type Budgets struct {
-	Ctx            int `yaml:"ctx" help:"with policy hf:DIR: context length in tokens (prompt_tokens + response_tokens + 1 must fit; at most the model's max_position_embeddings)"`
-	PromptTokens   int `yaml:"prompt_tokens" help:"with policy hf:DIR: the chat-rendered prompt's budget in tokens (longer prompts drop their oldest history lines)"`
-	ResponseTokens int `yaml:"response_tokens" help:"with policy hf:DIR: longest response in tokens, its end of turn included"`
+	Ctx            int `yaml:"ctx" help:"with policy hf:DIR or gguf:FILE: context length in tokens (prompt_tokens + response_tokens + 1 must fit; at most the model's max_position_embeddings)"`
+	PromptTokens   int `yaml:"prompt_tokens" help:"with policy hf:DIR or gguf:FILE: the chat-rendered prompt's budget in tokens (longer prompts drop their oldest history lines)"`
+	ResponseTokens int `yaml:"response_tokens" help:"with policy hf:DIR or gguf:FILE: longest response in tokens, its end of turn included"`
 }
 
 // DefaultBudgets are the demo recipe's: a 448-token prompt and a

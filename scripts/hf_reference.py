@@ -30,9 +30,12 @@ The first form (re)writes, deterministically (fixed seeds, one CPU thread):
   internal/tokenizer/testdata/golden.jsonl  the Qwen3 golden strings' ids,
       re-made with `tokenizers` (Rust), the reference the Go tokenizer follows.
 
-The second form loads what the Go test TestWriteRoundTrip wrote into DIR when
-run with MLERL_HF_ROUNDTRIP_DIR=DIR (an adapter in PEFT's layout and a merged
-folder) with PEFT and transformers, and compares their logits with Go's.
+The second form loads what a Go test wrote into DIR (an adapter in PEFT's
+layout, a merged folder and Go's logits) with PEFT and transformers, and
+compares their logits with Go's: TestWriteRoundTrip (policy/hf) with
+MLERL_HF_ROUNDTRIP_DIR=DIR, TestHFCheckpointRoundTrip (policy) with
+MLERL_POLICY_ROUNDTRIP_DIR=DIR, or TestSFTOnBF16Base (train: LoRA SFT on a
+bfloat16 base, its merged folder) with MLERL_SFT_ROUNDTRIP_DIR=DIR.
 """
 import hashlib
 import json
@@ -659,28 +662,43 @@ def make_chat_refs(toks):
 
 # ---------------------------------------------------------------- check mode
 def check(dirpath):
-    """Loads what Go wrote (TestWriteRoundTrip) with PEFT and transformers."""
+    """Loads what Go wrote (TestWriteRoundTrip, TestHFCheckpointRoundTrip,
+    train's TestSFTOnBF16Base) with PEFT and transformers.
+
+    go_logits.json holds the input ids and Go's logits; "tolerance" and
+    "merged_tolerance" (default 1e-4, float32) bound max |diff| / max |logit|
+    for the adapter and the merged folder: a bf16 engine's logits state bf16's
+    (native.BF16Tolerance). "logits_fp32", when there, are the same adapters'
+    logits on a float32 base, which the merged folder must give to 1e-4.
+    """
     d = Path(dirpath)
     meta = json.loads((d / "go_logits.json").read_text())
     ids = torch.tensor(meta["input_ids"])
     want = np.array(meta["logits"], dtype=np.float64)
+    tol, tolm = float(meta.get("tolerance", 1e-4)), float(meta.get("merged_tolerance", 1e-4))
     base = load_f32(ROOT / "policy" / "hf" / "testdata" / meta["checkpoint"])
     pm = PeftModel.from_pretrained(base, d / "adapter")
     pm.eval()
     with torch.no_grad():
         got = pm(ids).logits.double().numpy()
     rel = np.abs(got - want).max() / np.abs(want).max()
-    print(f"peft loaded Go's adapter: max |diff| / max |logit| = {rel:.3g}")
+    print(f"peft loaded Go's adapter: max |diff| / max |logit| = {rel:.3g} (allowed {tol:.3g})")
     merged = load_f32(d / "merged")
     with torch.no_grad():
         gotm = merged(ids).logits.double().numpy()
     relm = np.abs(gotm - want).max() / np.abs(want).max()
-    print(f"transformers loaded Go's merged folder ({json.loads((d / 'merged' / 'config.json').read_text()).get('dtype')}): max |diff| / max |logit| = {relm:.3g}")
+    print(f"transformers loaded Go's merged folder ({json.loads((d / 'merged' / 'config.json').read_text()).get('dtype')}): max |diff| / max |logit| = {relm:.3g} (allowed {tolm:.3g})")
+    ok = rel < tol and relm < tolm
+    if "logits_fp32" in meta:
+        w32 = np.array(meta["logits_fp32"], dtype=np.float64)
+        rel32 = np.abs(gotm - w32).max() / np.abs(w32).max()
+        rela32 = np.abs(got - w32).max() / np.abs(w32).max()
+        print(f"the same adapters on a float32 base in Go: merged folder {rel32:.3g}, peft {rela32:.3g} (allowed 1e-4)")
+        ok = ok and rel32 < 1e-4 and rela32 < 1e-4
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(d / "merged")
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     print(f"transformers loaded the merged folder's tokenizer ({len(tok)} ids) and chat template: {text!r}")
-    ok = rel < 1e-4 and relm < float(meta.get("merged_tolerance", 1e-4))
     print("check: ok" if ok else "check: FAILED")
     sys.exit(0 if ok else 1)
 

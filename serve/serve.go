@@ -141,11 +141,15 @@ type StepResponse struct {
 	Outcome string `json:"outcome"`
 	// DurationS is the execution time of the action (the dt of the
 	// duration-aware gradient); WallS the whole request.
-	DurationS    float64  `json:"duration_s"`
-	WallS        float64  `json:"wall_s"`
-	Observation  string   `json:"observation"`
-	ActionName   string   `json:"action_name,omitempty"`
-	MetricBefore float64  `json:"metric_before"`
+	DurationS   float64 `json:"duration_s"`
+	WallS       float64 `json:"wall_s"`
+	Observation string  `json:"observation"`
+	ActionName  string  `json:"action_name,omitempty"`
+	// MetricBefore and MetricAfter are the public part's score before the
+	// action and after a run (absent when no run scored). Under
+	// env.feedback none neither is sent: the observation does not show the
+	// score there, and nothing else a client hands the policy may.
+	MetricBefore *float64 `json:"metric_before,omitempty"`
 	MetricAfter  *float64 `json:"metric_after,omitempty"`
 	FormatError  bool     `json:"format_error"`
 	Done         bool     `json:"done"`
@@ -511,8 +515,11 @@ func (s *Server) step(ctx context.Context, ref, action string) (*StepResponse, e
 	}
 	resp := &StepResponse{
 		SnapshotRef: ref, Reward: r.Reward.Total, Terms: map[string]float64{}, Outcome: string(r.Outcome),
-		DurationS: r.ExecDuration.Seconds(), Observation: r.Observation,
-		MetricBefore: r.MetricBefore, MetricAfter: r.MetricAfter, FormatError: r.FormatError != nil, Done: r.Done,
+		DurationS: r.ExecDuration.Seconds(), Observation: r.Observation, FormatError: r.FormatError != nil, Done: r.Done,
+	}
+	if s.envCfg.Feedback != env.FeedbackNone {
+		before := r.MetricBefore
+		resp.MetricBefore, resp.MetricAfter = &before, r.MetricAfter
 	}
 	if r.Action != nil {
 		resp.ActionName = r.Action.Name

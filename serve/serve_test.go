@@ -82,7 +82,7 @@ func TestStep(t *testing.T) {
 	var a, b StepResponse
 	post(t, ts.URL, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")}, &a)
 	post(t, ts.URL, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")}, &b)
-	if a.Reward != b.Reward || a.Outcome != b.Outcome || a.MetricBefore != b.MetricBefore {
+	if a.Reward != b.Reward || a.Outcome != b.Outcome || a.MetricBefore == nil || b.MetricBefore == nil || *a.MetricBefore != *b.MetricBefore {
 		t.Errorf("same state and action twice: got %v/%s then %v/%s", a.Reward, a.Outcome, b.Reward, b.Outcome)
 	}
 
@@ -397,4 +397,41 @@ func TestSymlinkedSubmissionEarnsNothing(t *testing.T) {
 			t.Errorf("the observation does not say why: %s", got.Observation)
 		}
 	}
+}
+
+// TestStepFeedbackNone: under env.feedback none a run's response carries
+// no score (metric_before, metric_after), only its reward and outcome
+// (TestStep checks them there under the default).
+func TestStepFeedbackNone(t *testing.T) {
+	for _, fb := range []string{env.FeedbackNone} {
+		t.Run(fb, func(t *testing.T) {
+			_, ts, _ := testServer(t, func(c *Config) { c.Env.Feedback = fb })
+			resp, err := http.Post(ts.URL+"/v1/step", "application/json", strings.NewReader(mustJSON(t, StepRequest{StateID: state1.StateID, Action: act(env.ExecuteScript, "train.py")})))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var got StepResponse
+			if err := json.Unmarshal(body, &got); err != nil || got.Outcome != "success" {
+				t.Fatalf("%s %v", body, err)
+			}
+			hidden := fb == env.FeedbackNone
+			if has := strings.Contains(string(body), "metric_before") || strings.Contains(string(body), "metric_after"); has == hidden {
+				t.Errorf("feedback %s: the response %s metric_before/metric_after", fb, map[bool]string{true: "has", false: "lacks"}[has])
+			}
+			if hidden && !strings.Contains(got.Observation, "its score on the hidden test set is not shown") {
+				t.Errorf("feedback none: the observation does not say the score is hidden: %s", got.Observation)
+			}
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -26,8 +26,8 @@
 //     episode-wise baseline (mode episode).
 //
 // Which model trains is the `policy` key: mlerl's own (trained from
-// scratch) or a Hugging Face folder (hf:DIR, fine-tuned with LoRA by
-// default); both stages ask the policy.Policy for everything model-
+// scratch) or a Hugging Face folder or GGUF file (hf:DIR or gguf:FILE,
+// fine-tuned with LoRA by default); both stages ask the policy.Policy for everything model-
 // specific, so the loops above are the same for both. The model and its
 // engines live in policy/ (the native CPU engine in policy/native, GoMLX
 // for XLA); this package only drives them.

@@ -118,7 +118,7 @@ func (s *settler) settle(ctx context.Context, ref string) (string, error) {
 		return ref, err
 	}
 	settled, err := e.Snapshot(ctx)
-	if errors.Is(err, env.ErrSnapshotTooLarge) {
+	if errors.Is(err, env.ErrNotKept) {
 		return ref, nil // the settled state is not kept: the state as it was
 	}
 	return settled, err

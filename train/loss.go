@@ -43,7 +43,7 @@ func sftLoss(targets []int32, weights []float32, vocab int) policy.LossFunc {
 type ppoToken struct {
 	Target    int32
 	OldLogP   float32       // behaviour log-prob (under the mask)
-	RefLogP   float32       // the frozen SFT policy's log-prob (under the mask)
+	RefLogP   float64       // the frozen reference's log-prob (under the mask), as exact as the policy's: kl_ref reads 0 while they are equal
 	Advantage float32       // the sample's advantage
 	Weight    float32       // the sample's duration weight
 	Mask      policy.Bitset // allowed tokens under constrained decoding (nil: all)
@@ -144,7 +144,7 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 			}
 			dkl := 0.0
 			if c.KLCoef > 0 {
-				d := float64(tk.RefLogP) - logp
+				d := tk.RefLogP - logp
 				kl += (math.Exp(d) - d - 1) * inv
 				dkl = 1 - math.Exp(d)
 			}
@@ -195,10 +195,10 @@ func entropy(lp []float64) float64 {
 // tokenLogProbs returns log pi(target) under each token's mask at the
 // given logits (the frozen reference's log-probs, and the values a ratio
 // test checks).
-func tokenLogProbs(logits []float32, toks []ppoToken, vocab int) []float32 {
-	out := make([]float32, len(toks))
+func tokenLogProbs(logits []float32, toks []ppoToken, vocab int) []float64 {
+	out := make([]float64, len(toks))
 	for i, tk := range toks {
-		out[i] = float32(policy.LogProbs(logits[i*vocab:(i+1)*vocab], tk.Mask, 1)[tk.Target])
+		out[i] = policy.LogProbs(logits[i*vocab:(i+1)*vocab], tk.Mask, 1)[tk.Target]
 	}
 	return out
 }

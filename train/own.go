@@ -87,8 +87,8 @@ func (r *ppoRun) collectOwn(ctx context.Context, envs []*env.Env, plans [][]stri
 				continue
 			}
 			ref, err := envs[i].Snapshot(ctx)
-			if errors.Is(err, env.ErrSnapshotTooLarge) {
-				continue // not kept: the next episode of the group's, if any
+			if errors.Is(err, env.ErrNotKept) {
+				continue // not kept (over the quota, unreadable): the next episode of the group's, if any
 			}
 			if err != nil {
 				return fmt.Errorf("own state of %s: %w", g.State.StateID, err)

@@ -48,11 +48,11 @@ type PPOConfig struct {
 	SFT    string `yaml:"sft" help:"SFT checkpoint folder in the data root (its latest step is the start and the KL reference; mlerl's model or a Hugging Face policy, as its checkpoint records)"`
 	Out    string `yaml:"out" help:"PPO checkpoint folder in the data root"`
 	Reward string `yaml:"reward" help:"reward: env (sandboxed execution, agentic-ML reward) or format (format only, no execution)"`
-	// Policy, when a Hugging Face folder, is the start and the KL
+	// Policy, when a Hugging Face folder or GGUF file, is the start and the KL
 	// reference instead of the SFT checkpoint (policy.ParseSpec).
-	Policy string `yaml:"policy" help:"empty: start from the sft checkpoint, whatever policy it trained (mlerl's model or a Hugging Face one); hf:DIR: start from this Hugging Face checkpoint folder instead (with adapter when given), which is then the KL reference, and sft is not read"`
+	Policy string `yaml:"policy" help:"empty: start from the sft checkpoint, whatever policy it trained (mlerl's model or a Hugging Face one); hf:DIR or gguf:FILE: start from this Hugging Face checkpoint folder or GGUF model file instead (with adapter when given), which is then the KL reference, and sft is not read"`
 	// Adapter is a PEFT adapter the Hugging Face policy starts from.
-	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder to start from (e.g. one LLaMA-Factory trained; empty: fresh adapters, the base itself)"`
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR or gguf:FILE: a PEFT LoRA adapter folder to start from (e.g. one LLaMA-Factory trained; empty: fresh adapters, the base itself)"`
 	// Budgets are a Hugging Face policy's token budgets when it starts
 	// from its folder (an SFT checkpoint has its own).
 	Budgets policy.Budgets `yaml:"model"`
@@ -169,6 +169,24 @@ func DefaultPPOConfig() PPOConfig {
 		Temperature: 1, TopP: 1, GenBatch: 32, EpisodeSteps: 4, Seed: 1, Curve: DefaultCurveConfig(), CheckpointEvery: 5, Resume: true,
 		Oversample: 4, OwnStates: DefaultOwnStatesConfig(), Select: DefaultSelectConfig(),
 	}
+}
+
+// Derive resolves base_storage auto to what it means on this machine
+// (config.Deriver; policy.ResolvePrecision), so that the config the stage
+// prints and every checkpoint's config.json say which storage ran. A
+// value that does not resolve is left for Validate, and the run, to
+// refuse.
+func (c *PPOConfig) Derive() { _ = c.resolvePrecision() }
+
+// resolvePrecision resolves the tuning's base_storage (policy.Tuning's
+// Resolved): the one place train ppo decides it.
+func (c *PPOConfig) resolvePrecision() error {
+	t, err := c.Tuning.Resolved()
+	if err != nil {
+		return err
+	}
+	c.Tuning = t
+	return nil
 }
 
 // Validate checks the config, each failure one line naming the key.

@@ -354,7 +354,7 @@ func TestLearnerReadsTheSamplersLastStepMasks(t *testing.T) {
 			if !slices.Equal(tk.Mask, s.Masks[k]) {
 				t.Fatalf("sample %d token %d: the learner's mask is not the sampler's", j, k)
 			}
-			if d := math.Abs(float64(lps[mb.valueAt[j]+k] - s.LogP[k])); d > 1e-4 {
+			if d := math.Abs(lps[mb.valueAt[j]+k] - float64(s.LogP[k])); d > 1e-4 {
 				t.Errorf("sample %d token %d: the learner's log-probability differs from the sampler's by %.2g", j, k, d)
 			}
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/mlerl/mlerl/internal/sandbox"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
-	"github.com/mlerl/mlerl/policy/native"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -60,6 +59,9 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	if err := s.mergedTargetFree(cfg.SaveMerged, cfg.Out); err != nil {
+		return nil, fmt.Errorf("train ppo: %w", err)
+	}
+	if err := cfg.resolvePrecision(); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
 	r := &ppoRun{cfg: cfg, s: s, states: states}
@@ -130,10 +132,10 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 // the ratio starts at exactly 1.
 func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 	cfg, s := r.cfg, r.s
-	kind, dir, _ := policy.ParseSpec(cfg.Policy)
+	kind, _, _ := policy.ParseSpec(cfg.Policy)
 	var start *policy.Checkpoint
-	if kind == policy.KindHF {
-		pol, err := policy.OpenHF(dir, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
+	if kind != policy.KindMLERL {
+		pol, err := policy.OpenSpec(cfg.Policy, cfg.Budgets.Config(), cfg.Tuning, cfg.Adapter)
 		if err != nil {
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}
@@ -144,7 +146,7 @@ func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}
 		if sftDir == "" {
-			return nil, fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first (or start from a Hugging Face folder with --policy hf:DIR)", s.st.URI(cfg.SFT))
+			return nil, fmt.Errorf("train ppo: no SFT checkpoint in %s; run `mlerl train sft` first (or start from a Hugging Face folder or GGUF file with --policy hf:DIR or gguf:FILE)", s.st.URI(cfg.SFT))
 		}
 		var sftCfg SFTConfig
 		if start, err = policy.LoadCheckpoint(ctx, s.st, sftDir, &sftCfg, nil); err != nil {
@@ -164,12 +166,11 @@ func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 	}
 	if r.pol.Kind() == policy.KindHF {
 		m := &r.pol.Model
-		m.BaseStorage, m.Recompute = cfg.Tuning.BaseStorage, cfg.Tuning.Recompute
+		m.BaseStorage, m.Recompute = cfg.Tuning.BaseStorage, cfg.Tuning.Recompute // resolved (newPPORun)
 		if m.LoRA != nil {
 			lo := *m.LoRA
 			lo.Dropout = 0
 			m.LoRA = &lo
-			m.BaseStorage, _ = native.ResolveMatmul(m.BaseStorage) // what this CPU stores
 		} else {
 			m.BaseStorage = policy.MatmulFP32 // every weight trains
 		}
@@ -185,7 +186,7 @@ func samePolicy(ck, start *policy.Checkpoint) error {
 		if c.Source == nil {
 			return policy.KindMLERL
 		}
-		return policy.KindHF + ":" + c.Source.Base
+		return c.Source.Spec()
 	}
 	if base(ck) != base(start) {
 		return fmt.Errorf("holds a PPO run of policy %s but this run starts from %s: use another out folder or resume=false", base(ck), base(start))
@@ -608,9 +609,9 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 	mbGroups := (len(groups) + cfg.Minibatches - 1) / cfg.Minibatches
 	// The reference's log-probabilities do not change within an update:
 	// one forward per minibatch of groups, before the epochs.
-	var refLogp map[*sample][]float32
+	var refLogp map[*sample][]float64
 	if coefs.KLCoef > 0 {
-		refLogp = map[*sample][]float32{}
+		refLogp = map[*sample][]float64{}
 		for start := 0; start < len(groups); start += mbGroups {
 			var ss []*sample
 			for _, g := range groups[start:min(start+mbGroups, len(groups))] {

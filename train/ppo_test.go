@@ -420,7 +420,7 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 		}
 		worst := 0.0
 		for i, lp := range tokenLogProbs(logits, mb.toks, cfg.Vocab) {
-			worst = max(worst, math.Abs(math.Exp(float64(lp-mb.toks[i].OldLogP))-1))
+			worst = max(worst, math.Abs(math.Exp(lp-float64(mb.toks[i].OldLogP))-1))
 		}
 		if worst > 1e-4 {
 			t.Errorf("%s: the first minibatch's ratios differ from 1 by up to %.2g", engine, worst)
@@ -431,7 +431,7 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 			tk := mb.toks[i]
 			tk.Mask = nil
 			lp := tokenLogProbs(logits[i*cfg.Vocab:(i+1)*cfg.Vocab], []ppoToken{tk}, cfg.Vocab)[0]
-			free = max(free, math.Abs(math.Exp(float64(lp-tk.OldLogP))-1))
+			free = max(free, math.Abs(math.Exp(lp-float64(tk.OldLogP))-1))
 		}
 		if free < 0.1 {
 			t.Errorf("%s: ignoring the masks changes the ratios by only %.2g: the test does not test masks", engine, free)

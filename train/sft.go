@@ -23,14 +23,15 @@ type SFTConfig struct {
 	Examples string `yaml:"examples" help:"sft_examples dataset in the data root (name or name/v<N>)"`
 	Out      string `yaml:"out" help:"checkpoint folder inside the data root"`
 	// Policy is what trains: mlerl's own model from scratch, or a
-	// Hugging Face checkpoint folder fine-tuned (policy.ParseSpec).
-	Policy string `yaml:"policy" help:"the policy to train: mlerl (mlerl's own model, from scratch on a trimmed vocabulary) or hf:DIR (a Hugging Face checkpoint folder of a Llama, Qwen2 or Qwen3 model: its tokenizer, chat format and weights, fine-tuned with LoRA unless full_finetune)"`
+	// Hugging Face checkpoint folder or GGUF file fine-tuned
+	// (policy.ParseSpec).
+	Policy string `yaml:"policy" help:"the policy to train: mlerl (mlerl's own model, from scratch on a trimmed vocabulary) hf:DIR (a Hugging Face checkpoint folder of a Llama, Qwen2 or Qwen3 model: its tokenizer, chat format and weights, fine-tuned with LoRA unless full_finetune) or gguf:FILE (a GGUF model file of one, e.g. SmolLM2's, run as the Hugging Face model it converts to)"`
 	// Adapter is a PEFT adapter a Hugging Face policy starts from.
-	Adapter string `yaml:"adapter" help:"with policy hf:DIR: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to start from, e.g. one LLaMA-Factory trained (empty: fresh adapters)"`
+	Adapter string `yaml:"adapter" help:"with policy hf:DIR or gguf:FILE: a PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors) to start from, e.g. one LLaMA-Factory trained (empty: fresh adapters)"`
 	// Tuning: LoRA or full fine-tuning, base storage, recomputation.
 	Tuning policy.Tuning `yaml:",inline"`
 	// SaveMerged writes the trained policy as a Hugging Face folder.
-	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way)"`
+	SaveMerged string `yaml:"save_merged" help:"with policy hf:DIR or gguf:FILE: a local folder (new, empty, or this run's own from an earlier or resumed run) to write the trained model into at the end, adapters merged, as a Hugging Face checkpoint transformers and vLLM load (empty: none; every checkpoint holds the PEFT adapter either way; mlerl export gguf writes a GGUF file)"`
 	Tokenizer  string `yaml:"tokenizer" help:"mlerl's model: tokenizer qwen (Qwen3 BPE) or bytes (a Hugging Face policy uses its folder's tokenizer.json)"`
 	// VocabMinCount drops corpus ids seen fewer times (they are spelled
 	// with byte tokens instead).
@@ -48,7 +49,7 @@ type SFTConfig struct {
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
 	// Matmul is the precision of the training products (policy.SetMatmul).
-	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU has AVX512_BF16, else fp32), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
+	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU has AVX512_BF16, else fp32; the printed config shows what it resolved to), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
 }
 
 // DefaultSFTConfig is the CPU demo: the demo model on the native engine,
@@ -75,6 +76,28 @@ func DefaultSFTConfig() SFTConfig {
 		Resume:    true,
 		Response:  policy.ResponseTerse,
 	}
+}
+
+// Derive resolves the keys whose auto depends on the CPU, matmul and
+// base_storage, to what they mean on this machine (config.Deriver;
+// policy.ResolveMatmul, policy.ResolvePrecision), so that the config the
+// stage prints and every checkpoint's config.json say what ran. A value
+// that does not resolve is left for Validate, and the run, to refuse.
+func (c *SFTConfig) Derive() { _ = c.resolvePrecision() }
+
+// resolvePrecision resolves matmul (for the engine) and the tuning's
+// base_storage: the one place train sft decides them.
+func (c *SFTConfig) resolvePrecision() error {
+	t, terr := c.Tuning.Resolved()
+	if terr == nil {
+		c.Tuning = t
+	}
+	mm, err := policy.ResolveMatmul(c.Engine, c.Matmul)
+	if err != nil {
+		return config.Errorf("matmul", c.Matmul, "%v", err)
+	}
+	c.Matmul = mm
+	return terr
 }
 
 // Validate checks the config, each failure one line naming the key.
@@ -112,7 +135,7 @@ func (c SFTConfig) Validate() error {
 	if err := validatePolicy(c.Policy, c.Adapter, c.SaveMerged, c.Tuning, false); err != nil {
 		return err
 	}
-	if kind, _, _ := policy.ParseSpec(c.Policy); kind == policy.KindHF {
+	if policy.Pretrained(c.Policy) {
 		if err := hfShapeUnset(c.Model, DefaultSFTConfig().Model); err != nil {
 			return err
 		}
@@ -173,6 +196,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
+	if err := cfg.resolvePrecision(); err != nil {
+		return fmt.Errorf("train sft: %w", err)
+	}
 	s, train, val, err := openStage(ctx, "train sft", cfg.Data, cfg.Examples, schemas.SFTExamples,
 		func(r schemas.SFTExample) string { return r.Split }, log)
 	if err != nil {
@@ -203,9 +229,14 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("train sft: %w", err)
 	}
-	cfg.Matmul = matmul // the checkpoints record what ran: fp32 or bf16
+	cfg.Matmul = matmul // resolved above: the checkpoints record what ran, fp32 or bf16
 	cfg.Model = eng.Config()
 	pol.Model = cfg.Model
+	if cfg.Model.LoRA != nil {
+		// A resumed run keeps the storage its model.json recorded,
+		// whatever auto means on this machine: config.json says so too.
+		cfg.Tuning.BaseStorage = cfg.Model.BaseStorage
+	}
 
 	encode := func(rs []schemas.SFTExample) ([]encoded, int, error) {
 		return encodeExamples(pol, s.input.URI, rs)
@@ -329,8 +360,8 @@ func sftStart(ctx context.Context, s *stage, cfg SFTConfig, train []schemas.SFTE
 		fmt.Fprintf(s.log, "train sft: resuming from %s at step %d (epoch %d, batch %d)\n", s.st.URI(ck.Dir), state.Step, state.Epoch, state.Batch)
 		return pol, ck, nil
 	}
-	if kind == policy.KindHF {
-		pol, err := policy.OpenHF(dir, cfg.Model, cfg.Tuning, cfg.Adapter)
+	if kind != policy.KindMLERL {
+		pol, err := policy.OpenSpec(cfg.Policy, cfg.Model, cfg.Tuning, cfg.Adapter)
 		if err != nil {
 			return nil, nil, fmt.Errorf("train sft: %w", err)
 		}

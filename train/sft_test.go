@@ -19,7 +19,6 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
-	"github.com/mlerl/mlerl/policy/native"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -121,9 +120,14 @@ func TestSFTLearnsAndValidates(t *testing.T) {
 // TestSFTMatmulRecorded: --matmul bf16 trains (on the plain-Go bf16
 // kernel where the CPU lacks AVX512_BF16), the log says which products
 // ran, and every checkpoint's config records the resolved mode, not
-// "auto".
+// "auto": with auto left to the CPU (policy.AutoPrecision) and forced
+// each way (MLERL_AUTO_PRECISION).
 func TestSFTMatmulRecorded(t *testing.T) {
-	for _, mode := range []string{policy.MatmulBF16, policy.MatmulAuto} {
+	for _, tc := range []struct{ mode, forced string }{
+		{policy.MatmulBF16, ""}, {policy.MatmulAuto, ""}, {policy.MatmulAuto, policy.MatmulFP32}, {policy.MatmulAuto, policy.MatmulBF16},
+	} {
+		t.Setenv(policy.AutoPrecisionEnv, tc.forced)
+		mode := tc.mode
 		root := t.TempDir()
 		writeSFTExamples(t, root, 40)
 		cfg := tinySFTConfig(root)
@@ -133,8 +137,11 @@ func TestSFTMatmulRecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := policy.MatmulBF16
-		if mode == policy.MatmulAuto && !native.BF16Native() {
-			want = policy.MatmulFP32
+		if mode == policy.MatmulAuto {
+			want = tc.forced
+			if want == "" {
+				want, _ = policy.AutoPrecision()
+			}
 		}
 		if !strings.Contains(log.String(), "("+want+" products)") {
 			t.Errorf("matmul %s: the log does not say %q:\n%s", mode, "("+want+" products)", log.String())

@@ -128,20 +128,20 @@ func (s *stage) interrupted(ctx context.Context, what, dir string) error {
 }
 
 // validatePolicy checks the keys that choose and train the policy, the
-// same in train sft and train ppo: policy (mlerl or hf:DIR), adapter only
+// same in train sft and train ppo: policy (mlerl, hf:DIR or gguf:FILE), adapter only
 // with a Hugging Face policy, save_merged too unless fromCheckpoint (train
-// ppo, whose policy is the SFT checkpoint's unless hf:DIR names one: it
+// ppo, whose policy is the SFT checkpoint's unless hf:DIR or gguf:FILE names one: it
 // is checked once that checkpoint is read), and the tuning.
 func validatePolicy(spec, adapter, saveMerged string, t policy.Tuning, fromCheckpoint bool) error {
-	kind, _, err := policy.ParseSpec(spec)
+	_, _, err := policy.ParseSpec(spec)
 	switch {
 	case err != nil:
 		return config.Errorf("policy", spec, "%v", err)
-	case adapter != "" && kind != policy.KindHF:
-		return config.Errorf("adapter", adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base")
-	case saveMerged != "" && kind != policy.KindHF && !fromCheckpoint:
-		return config.Errorf("save_merged", saveMerged, "writes a Hugging Face folder: it needs policy hf:DIR (mlerl's own model has no Hugging Face form)")
-	case kind == policy.KindHF || fromCheckpoint:
+	case adapter != "" && !policy.Pretrained(spec):
+		return config.Errorf("adapter", adapter, "is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR or gguf:FILE, its base")
+	case saveMerged != "" && !policy.Pretrained(spec) && !fromCheckpoint:
+		return config.Errorf("save_merged", saveMerged, "writes a Hugging Face folder: it needs policy hf:DIR or gguf:FILE (mlerl's own model has no Hugging Face form)")
+	case policy.Pretrained(spec) || fromCheckpoint:
 		return t.Validate()
 	}
 	return nil
@@ -169,15 +169,15 @@ func hfShapeUnset(got, want policy.Config) error {
 func resumedPolicy(s *stage, ck *policy.Checkpoint, kind, dir, tokenizer string) (*policy.Policy, error) {
 	was := policy.KindMLERL
 	if ck.Source != nil {
-		was = policy.KindHF + ":" + ck.Source.Base
+		was = ck.Source.Spec()
 	}
 	want := kind
-	if kind == policy.KindHF {
+	if kind != policy.KindMLERL {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return nil, err
 		}
-		want = policy.KindHF + ":" + abs
+		want = kind + ":" + abs
 	}
 	if was != want {
 		return nil, fmt.Errorf("%s holds a checkpoint of policy %s but the config asks for %s; use another out folder or resume=false", s.st.URI(ck.Dir), was, want)
@@ -188,7 +188,7 @@ func resumedPolicy(s *stage, ck *policy.Checkpoint, kind, dir, tokenizer string)
 // describeModel is the policy's model in the stages' first log line.
 func describeModel(pol *policy.Policy) string {
 	if pol.Kind() == policy.KindHF {
-		return fmt.Sprintf("%s (hf:%s, %s chat format), %s", pol.Source.Architecture, pol.Source.Base, pol.Source.Chat, pol.Model.Describe())
+		return fmt.Sprintf("%s (%s, %s chat format), %s", pol.Source.Architecture, pol.Source.Spec(), pol.Source.Chat, pol.Model.Describe())
 	}
 	return fmt.Sprintf("%d params", pol.Model.NumParams())
 }

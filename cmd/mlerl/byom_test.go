@@ -314,8 +314,8 @@ func TestBringYourOwnModelRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"adapter without a Hugging Face policy", []string{"train", "sft", "--adapter", "x"}, "--adapter \"x\": is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR, its base"},
-		{"unknown policy", []string{"train", "ppo", "--policy", "gpt2:model"}, "--policy \"gpt2:model\": want mlerl (mlerl's own model) or hf:DIR (a Hugging Face checkpoint folder)"},
+		{"adapter without a Hugging Face policy", []string{"train", "sft", "--adapter", "x"}, "--adapter \"x\": is a PEFT adapter of a Hugging Face model: it needs policy hf:DIR or gguf:FILE, its base"},
+		{"unknown policy", []string{"train", "ppo", "--policy", "gpt2:model"}, "--policy \"gpt2:model\": want mlerl (mlerl's own model), hf:DIR (a Hugging Face checkpoint folder) or gguf:FILE (a GGUF model file)"},
 		{"hf: without a folder", []string{"train", "sft", "--policy", "hf:"}, "--policy \"hf:\": names no folder"},
 		{"a shape key with a Hugging Face policy", []string{"train", "sft", "--policy", qwen, "--model.layers=2"}, "--model.layers 2: is the shape of mlerl's own model"},
 		{"a tokenizer with a Hugging Face policy", []string{"train", "sft", "--policy", qwen, "--tokenizer=bytes"}, "--tokenizer \"bytes\": is mlerl's model's"},
@@ -325,7 +325,7 @@ func TestBringYourOwnModelRefusals(t *testing.T) {
 		{"evaluate's policy without its method", []string{"evaluate", "--policy", qwen}, "--policy \"" + qwen + "\": is evaluated as method policy: add it to methods"},
 		{"method policy without a policy", []string{"evaluate", "--methods=policy"}, "method policy evaluates the Hugging Face folder the policy key names: give --policy hf:DIR"},
 		{"evaluate's adapter without a policy", []string{"evaluate", "--adapter", "x"}, "--adapter \"x\": is a PEFT adapter of a Hugging Face model"},
-		{"evaluate's mlerl policy", []string{"evaluate", "--policy", "mlerl", "--methods=policy"}, "--policy \"mlerl\": want hf:DIR"},
+		{"evaluate's mlerl policy", []string{"evaluate", "--policy", "mlerl", "--methods=policy"}, "--policy \"mlerl\": names mlerl's own model, which is evaluated from its checkpoints"},
 		{"experiment's adapter without a policy", []string{"experiment", "--adapter", "x"}, "--adapter \"x\": is a PEFT adapter of a Hugging Face model"},
 	}
 	for _, tt := range tests {

@@ -261,11 +261,13 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 	return ep, nil
 }
 
-// snapshot snapshots e; a state over the workspace quota is not kept
-// (reference "", one line on stderr saying so) and the episode goes on.
+// snapshot snapshots e; a state that cannot be kept (over the workspace
+// quota, a workspace that cannot be read whole: env.ErrNotKept) is not
+// (reference "", one line on stderr naming the step and why) and the
+// episode goes on.
 func snapshot(ctx context.Context, e *env.Env, traj schemas.Trajectory) (string, error) {
 	snap, err := e.Snapshot(ctx)
-	if errors.Is(err, env.ErrSnapshotTooLarge) {
+	if errors.Is(err, env.ErrNotKept) {
 		fmt.Fprintf(os.Stderr, "task %s, trajectory %s, after step %d: %v\n", traj.TaskID, traj.TrajectoryID, e.Steps(), err)
 		return "", nil
 	}

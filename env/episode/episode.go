@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +77,9 @@ func Load(ctx context.Context, st store.Store, tasks, ideas string, splits, only
 	}
 	in.Pools = agents.BuildPools(rows)
 	in.Tasks = SelectTasks(all, splits, only)
+	if w := ReferenceSplitWarning(in.TasksM.URI, in.Tasks); w != "" {
+		fmt.Fprintln(os.Stderr, w)
+	}
 	if len(in.Tasks) == 0 {
 		what := "tasks"
 		if len(splits) > 0 {
@@ -84,6 +88,28 @@ func Load(ctx context.Context, st store.Store, tasks, ideas string, splits, only
 		return nil, fmt.Errorf("no %s in %s (only=%v)", what, in.TasksM.URI, only)
 	}
 	return in, nil
+}
+
+// ReferenceSplitWarning says, for tasks read from uri, which were cut
+// into their public and private parts by the reference split (task.yaml's
+// seed, public: an agent can recompute which of its test rows are public)
+// rather than by their data root's secret, and how to cut them again
+// (internal/tasks, split.go); "" when none was. Such a tasks dataset
+// (ingested before the data root had a split key) still works.
+func ReferenceSplitWarning(uri string, tasks []schemas.Task) string {
+	var ids []string
+	for _, t := range tasks {
+		if t.HasParts() && !strings.Contains(t.AnswerSplit, "keyed by the data root's secret") && !strings.HasPrefix(t.AnswerSplit, "given") {
+			ids = append(ids, t.TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	if len(ids) > 5 {
+		ids = append(ids[:5], fmt.Sprintf("and %d more", len(ids)-5))
+	}
+	return fmt.Sprintf("warning: %s: the hidden answers of %s are cut into their public and private parts by the reference split (task.yaml's seed, which is public): an agent can tell which of its test rows are public. Ingest the tasks again (mlerl ingest tasks with the same --data) to cut them with the data root's own secret; later stages then read the new tasks version", uri, strings.Join(ids, ", "))
 }
 
 // SelectTasks returns the tasks of splits (empty: every split) whose ids

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,5 +222,23 @@ func TestSetupEditor(t *testing.T) {
 	defer stop2()
 	if got.Editor != nil {
 		t.Errorf("offline: got editor %T, want none set (the environment's offline default)", got.Editor)
+	}
+}
+
+// TestReferenceSplitWarning: a tasks dataset cut by the reference split
+// (ingested before its data root had a split key) is named, with how to
+// cut it again; keyed, given and unsplit tasks are not.
+func TestReferenceSplitWarning(t *testing.T) {
+	v := 0.5
+	parts := func(id, desc string) schemas.Task {
+		return schemas.Task{TaskID: id, AnswerSplit: desc, MInitPublic: &v, MInitPrivate: &v, MBestPublic: &v, MBestPrivate: &v}
+	}
+	keyed := []schemas.Task{parts("a", "strata-hash-v1 keyed by the data root's secret: 9 public, 9 private"), parts("b", "given: 9 public, 9 private"), {TaskID: "c"}}
+	if w := ReferenceSplitWarning("data/tasks/v2", keyed); w != "" {
+		t.Errorf("keyed tasks: %s", w)
+	}
+	old := append(keyed, parts("d", "strata-hash-v1 seed mlerl-answers-v1: 9 public, 9 private"), parts("e", "time-v1: 10 public, 10 private"))
+	if w := ReferenceSplitWarning("data/tasks/v1", old); !strings.Contains(w, "data/tasks/v1") || !strings.Contains(w, "d, e") || !strings.Contains(w, "mlerl ingest tasks") {
+		t.Errorf("got %q", w)
 	}
 }

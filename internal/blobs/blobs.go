@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/mlerl/mlerl/internal/store"
 )
@@ -233,23 +234,69 @@ func ReadDir(dir string) (Files, error) {
 	return files, err
 }
 
-// WriteDir materialises files under dir (which should be empty).
+// WriteDir materialises files under dir (which should be empty; it is
+// made when missing). It writes through folder handles (openat), so that
+// paths of any length work and no link is followed below dir.
 func WriteDir(dir string, files Files) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write tree: %w", err)
+	}
+	root, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("write tree: %w", &fs.PathError{Op: "open", Path: dir, Err: err})
+	}
+	defer unix.Close(root)
 	for p, f := range files {
-		if strings.HasPrefix(p, "/") || strings.Contains("/"+p+"/", "/../") {
+		if err := writeAt(root, p, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeAt writes f at the slash-separated path p under the folder root,
+// making its folders (0755).
+func writeAt(root int, p string, f File) error {
+	parts := strings.Split(p, "/")
+	for _, c := range parts {
+		if c == "" || c == "." || c == ".." || strings.ContainsRune(c, 0) {
 			return fmt.Errorf("tree path %q escapes its folder", p)
 		}
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
+	}
+	fd := root
+	defer func() {
+		if fd != root {
+			unix.Close(fd)
 		}
-		mode := f.Mode.Perm()
-		if mode == 0 {
-			mode = 0o644
+	}()
+	for i, c := range parts[:len(parts)-1] {
+		if err := unix.Mkdirat(fd, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("write tree: %w", &fs.PathError{Op: "mkdir", Path: strings.Join(parts[:i+1], "/"), Err: err})
 		}
-		if err := os.WriteFile(full, f.Data, mode); err != nil {
-			return err
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("write tree: %w", &fs.PathError{Op: "open", Path: strings.Join(parts[:i+1], "/"), Err: err})
 		}
+		if fd != root {
+			unix.Close(fd)
+		}
+		fd = next
+	}
+	mode := f.Mode.Perm()
+	if mode == 0 {
+		mode = 0o644
+	}
+	wfd, err := unix.Openat(fd, parts[len(parts)-1], unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(mode))
+	if err != nil {
+		return fmt.Errorf("write tree: %w", &fs.PathError{Op: "open", Path: p, Err: err})
+	}
+	w := os.NewFile(uintptr(wfd), p)
+	_, err = w.Write(f.Data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write tree: %w", err)
 	}
 	return nil
 }

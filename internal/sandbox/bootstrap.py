@@ -5,7 +5,11 @@
 #   probe CONFIG  set up the sandbox and report which isolation worked
 # A child reports its setup on a status pipe: b"R" (ready, user code follows)
 # or b"E<message>" (setup failed, exit 125). User code cannot forge the status
-# because it only runs after the status pipe is closed.
+# because it only runs after the status pipe is closed. Before the status, a
+# child hands the runner, on its control socket (a SOCK_SEQPACKET socket the
+# runner made for this run), its pid and the file descriptors only the runner
+# may keep: the root of the run's own workspace tmpfs and the listening
+# sockets of the markers (see guard); then it closes them, and the socket.
 import sys
 
 if sys.path and sys.path[0] in ("", "."):
@@ -22,6 +26,7 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
+O_PATH = 0o10000000
 PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 38, 36, 4
 GUARD_EXIT = 111  # the exit status of a guarded run the guard stopped
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "arm64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
@@ -85,9 +90,68 @@ def loopback_up():
         s.close()
 
 
+def overlay_workspace(cfg, root, mode):
+    """Mounts the workspace at its own path in the new root as an overlay: the
+    workspace on the host is the read-only lower layer, and everything the run
+    writes goes to the upper layer, on a tmpfs of the run's own of size
+    ws_bytes and ws_inodes inodes (the kernel refuses more: ENOSPC), charged
+    to the run's memory cgroup. The tmpfs is mounted on the empty folder
+    cfg["scratch"] of the old root, which leaves the namespace with the old
+    root (one detach for both: each costs an RCU grace period, milliseconds):
+    the script never sees it. The returned descriptor of its root, handed to
+    the runner, keeps it alive after the run so that the runner can copy what
+    the run left back to the workspace (space.go)."""
+    d, ws, scratch = cfg["dir"], cfg["ws"], cfg["scratch"]
+    mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=%d,nr_inodes=%d" % (ws["bytes"], ws["inodes"]))
+    st = os.stat(d)
+    for sub in ("upper", "work"):
+        os.mkdir(scratch + "/" + sub, 0o700)
+    # The upper folder is the workspace folder the script sees: its owner
+    # and mode are the workspace's.
+    if mode == "root":
+        os.chown(scratch + "/upper", st.st_uid, st.st_gid)
+    os.chmod(scratch + "/upper", st.st_mode & 0o7777)
+    os.makedirs(root + d, exist_ok=True)
+    # Layers by descriptor: no path in the options, so no escaping and no
+    # length limit on the workspace's path.
+    fds = [os.open(x, O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for x in (d, scratch + "/upper", scratch + "/work")]
+    try:
+        opts = "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d" % tuple(fds)
+        # No redirects (renaming a folder that was in the workspace before
+        # the run fails with EXDEV, which shutil.move copes with), no index,
+        # no metadata-only copies: the upper layer holds whole files,
+        # whiteouts and opaque folders only, all the runner reads.
+        opts += ",userxattr" if mode == "userns" else ",redirect_dir=off,index=off,metacopy=off,xino=off"
+        try:
+            mount("overlay", root + d, "overlay", MS_NOSUID | MS_NODEV, opts)
+        except OSError as e:
+            raise OSError(e.errno, "the workspace %s cannot be the lower layer of an overlay (%s): keep workspaces (env.work_dir) on a local file system such as ext4, xfs, btrfs or tmpfs" % (d, e.strerror))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return os.open(scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def drop_capabilities():
+    """Drops every capability the process has in its user namespace (it made
+    the namespace, so it has them all there): without them the script cannot
+    unmount or remount what isolate set up, nor mount a tmpfs of its own."""
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    _check(libc().capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "drop capabilities")
+
+
 def isolate(cfg):
     """Give the process a private filesystem view: system directories read-only,
-    the workspace read-write at its own path, a fresh /tmp; nothing else."""
+    the workspace read-write at its own path (an overlay on a tmpfs of its own
+    when cfg has "ws"), a fresh /tmp; nothing else. Returns the workspace
+    tmpfs's descriptor, or -1."""
     mode = cfg["isolation"]
     uid, gid = os.getuid(), os.getgid()
     if mode == "userns":
@@ -127,7 +191,11 @@ def isolate(cfg):
     for d, size in (("/dev/shm", cfg["tmp_bytes"]), ("/tmp", cfg["tmp_bytes"])):
         os.makedirs(root + d, exist_ok=True)
         mount("tmpfs", root + d, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=%d" % size)
-    bind(cfg["dir"], root + cfg["dir"], False, strict)
+    ws_fd = -1
+    if cfg.get("ws"):
+        ws_fd = overlay_workspace(cfg, root, mode)
+    else:
+        bind(cfg["dir"], root + cfg["dir"], False, strict)
     if mode == "root":
         # A proc instance of our own (kernel >= 5.8: per-mount options) that
         # shows only the script's uid's processes: the run's own, since each
@@ -148,6 +216,9 @@ def isolate(cfg):
     _check(libc().umount2(b"/.old", MNT_DETACH), "umount old root")
     os.rmdir("/.old")
     mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None) if strict else None
+    if mode == "userns":
+        drop_capabilities()
+    return ws_fd
 
 
 def count_procs(uid):
@@ -162,9 +233,44 @@ def count_procs(uid):
     return n
 
 
-def setup(cfg, status_fd):
-    """Sandbox the current (fresh, single-threaded) process, then report on
-    status_fd. Never returns on failure."""
+def mark_listeners(n):
+    """The listening sockets of a guarded run's n markers, one each, in the
+    run's network namespace (abstract names: nothing on any filesystem). The
+    runner holds them; the process keeps only their names (see guard)."""
+    import socket
+    tag = os.urandom(8).hex()
+    socks, names = [], []
+    for k in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        name = ("\0mlerl-mark-%d-%s-%d" % (os.getpid(), tag, k)).encode()
+        s.bind(name)
+        s.listen(64)
+        socks.append(s)
+        names.append(name)
+    return socks, names
+
+
+def hand_over(ctl_fd, ws_fd, socks):
+    """Sends the runner this process's pid, the workspace tmpfs and the marker
+    sockets on the control socket, then closes them all here."""
+    import socket
+    fds = ([ws_fd] if ws_fd >= 0 else []) + [s.fileno() for s in socks]
+    msg = json.dumps({"pid": os.getpid(), "ws": ws_fd >= 0, "marks": len(socks)}).encode()
+    ctl = socket.socket(fileno=ctl_fd)
+    try:
+        socket.send_fds(ctl, [msg], fds)
+    finally:
+        ctl.close()
+        for s in socks:
+            s.close()
+        if ws_fd >= 0:
+            os.close(ws_fd)
+
+
+def setup(cfg, status_fd, ctl_fd):
+    """Sandbox the current (fresh, single-threaded) process, hand the runner
+    what it keeps (ctl_fd, when not -1), then report on status_fd. Returns the
+    marker sockets' names (see guard). Never returns on failure."""
     import resource
     try:
         for procs in cfg.get("cgroup_procs") or []:
@@ -176,8 +282,9 @@ def setup(cfg, status_fd):
         if cfg["max_procs"] > 0 and not cfg.get("pids_cgroup") and nproc_uid != 0:
             # RLIMIT_NPROC counts every process of the uid, not just ours.
             nproc = count_procs(nproc_uid) + cfg["max_procs"]
+        ws_fd = -1
         if cfg["isolation"] != "none":
-            isolate(cfg)
+            ws_fd = isolate(cfg)
         os.chdir(cfg["dir"])
         lim = cfg["limits"]
         if lim["memory_bytes"] > 0:
@@ -201,8 +308,14 @@ def setup(cfg, status_fd):
         os.environ.clear()
         os.environ.update(cfg["env"])
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        socks, names = mark_listeners(cfg.get("marks", 0))
+        if ctl_fd >= 0:
+            hand_over(ctl_fd, ws_fd, socks)
+        elif ws_fd >= 0:
+            os.close(ws_fd)
         os.write(status_fd, b"R")
         os.close(status_fd)
+        return names
     except BaseException as e:
         try:
             os.write(status_fd, ("E%s: %s" % (type(e).__name__, e)).encode())
@@ -238,21 +351,14 @@ def compile_source(source, path):
     return compile(tree, path, "exec", dont_inherit=True)
 
 
-def split_marks(source):
-    """A guarded run's source pipe starts with a JSON line: the marker lines
-    the script may print (see guard)."""
-    head, _, rest = source.partition(b"\n")
-    return [m.encode() for m in json.loads(head)], rest
-
-
-def run_user(cfg, source):
-    """Runs the script as __main__ and exits the process with its status."""
+def run_user(cfg, source, marks):
+    """Runs the script as __main__ and exits the process with its status;
+    marks are the marker sockets' names of a guarded run (None: unguarded)."""
     import io
     import traceback
     import types
-    marks = None
-    if cfg.get("guard"):
-        marks, source = split_marks(source)
+    if not cfg.get("guard"):
+        marks = None
     sys.stdin = open(os.devnull)
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=True)
@@ -299,12 +405,22 @@ def run_user(cfg, source):
 
 
 # The guard of an instrumented run (Request.Marks). A marker line in the
-# instrumented source is `__mlerl_mark__(k)`; __mlerl_mark__ prints marker
-# k's line, which carries a token of that marker alone, and only when
-# called by that very line of the instrumented code (its code object and
-# line). The tokens are not in the script's code, so nothing that reads
-# code objects, pickles functions or prints its own source finds them.
-# An audit hook (which nothing can remove) stops the run (exit GUARD_EXIT,
+# instrumented source is `__mlerl_mark__(k)`. No marker line, and no token in
+# one, is in this process before its marker runs: the runner holds them. Each
+# marker has a listening socket of its own (made in setup, in the run's
+# network namespace, under an abstract name: on no filesystem) that the
+# runner holds and this process does not; the runner answers a connection to
+# marker k's socket with marker k's line, and only when the connecting
+# process is the script's (SO_PEERCRED: not a child, not another process).
+# __mlerl_mark__(k) connects to socket k and writes the answer on stdout only
+# when called by that very line of the instrumented code (its code object
+# and line), once per marker; an audit hook stops the run when any other code
+# connects to a marker's socket, and when the script's process replaces
+# itself (exec: a new interpreter, same pid, no hook). So frames and their
+# locals (what pandas' query with level= reads), closures, modules, the
+# object graph (gc), the process's memory, its descriptors and the
+# bootstrap's source hold the sockets' names at most, never a token.
+# The hook (which nothing can remove) also stops the run (exit GUARD_EXIT,
 # one line on stderr) when the script's own code, or code it reaches
 # through an introspection wrapper (ctypes, dis, types), touches frames, code
 # objects, the garbage collector, ctypes, marshal or compiles code; when
@@ -348,9 +464,14 @@ def no_dunder_keys(module):
 
 
 def guard(cfg, path, compiled, source, marks, globs):
+    import _socket
     import _thread
     import importlib.machinery
-    getframe, write, exit_, get_ident = sys._getframe, os.write, os._exit, _thread.get_ident
+    getframe, write, exit_, get_ident, getpid = sys._getframe, os.write, os._exit, _thread.get_ident, os.getpid
+    me = getpid()
+    names = list(marks)
+    marker_sockets = frozenset(names)
+    marker_code = []  # Marker.__call__'s code, once defined
     lib = os.path.dirname(os.__file__) + "/"
     # Wrappers a script could reach introspection through, and that honest
     # code never needs (inspect is not one: scikit-learn and the catalog's
@@ -391,6 +512,30 @@ def guard(cfg, path, compiled, source, marks, globs):
             return
         if event == "pickle.find_class" and gadget(str(args[0]), str(args[1])):
             die("unpickling %s.%s" % (args[0], args[1]))
+        if event == "os.exec" and getpid() == me:
+            die("os.exec (a new interpreter in the script's process)")
+        if event == "socket.connect":
+            # Only exact str and bytes are compared: a bytearray could change
+            # between the connect and this check, a subclass could lie.
+            addr = args[1]
+            t = type(addr)
+            if t is tuple:
+                return
+            if t is str:
+                addr = str.encode(addr, "utf-8", "surrogateescape")
+            elif t is not bytes:
+                die("connecting a socket to an address of type %s" % t.__name__)
+            if addr not in marker_sockets:
+                return
+            tid = get_ident()
+            busy.add(tid)
+            try:
+                ok = getframe(1).f_code is marker_code[0]
+            finally:
+                busy.discard(tid)
+            if not ok:
+                die("connecting to a marker's socket from elsewhere than the marker")
+            return
         if event not in SENSITIVE and not event.startswith("ctypes."):
             return
         tid = get_ident()
@@ -425,6 +570,8 @@ def guard(cfg, path, compiled, source, marks, globs):
     allowed = {k: {(id(c), ln) for c in codes if "__mlerl_mark__" in c.co_names for ln in lns} for k, lns in want.items()}
     keep = codes  # the code objects must outlive their ids
 
+    printed = set()
+
     class Marker:
         __slots__ = ()
 
@@ -432,14 +579,34 @@ def guard(cfg, path, compiled, source, marks, globs):
             f = getframe(1)
             if (id(f.f_code), f.f_lineno) not in allowed.get(k, ()) or f.f_code not in keep:
                 die("a marker called from elsewhere than its own line")
-            write(1, marks[k])
+            # Another process (a forked worker) prints nothing: the runner
+            # would not answer it.
+            if k in printed or getpid() != me or not 0 <= k < len(names):
+                return
+            line = b""
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            try:
+                s.settimeout(30)
+                s.connect(names[k])
+                while len(line) < 4096:
+                    b = s.recv(4096)
+                    if not b:
+                        break
+                    line += b
+            except OSError:
+                line = b""
+            finally:
+                s.close()
+            if line:
+                printed.add(k)
+                write(1, line)
 
         def __reduce__(self):
-            # Pickled into another process (a pool's worker): a no-op there,
-            # so that no token leaves this process.
+            # Pickled into another process (a pool's worker): a no-op there.
             import functools
             return (functools.partial, (int,))
 
+    marker_code.append(Marker.__call__.__code__)
     globs["__mlerl_mark__"] = Marker()
     allowed_dirs = []
     writable = tuple(os.path.realpath(d) + "/" for d in (cfg["dir"], "/tmp", "/dev/shm", cfg["env"].get("TMPDIR", "/tmp")))
@@ -504,8 +671,8 @@ def read_all(fd):
 
 def cold(cfg):
     source = read_all(3)
-    setup(cfg, 4)
-    run_user(cfg, source)
+    marks = setup(cfg, 4, 5)
+    run_user(cfg, source, marks)
 
 
 def serve(cfg):
@@ -535,7 +702,7 @@ def serve(cfg):
         sock.send(json.dumps(obj).encode())
 
     def start(req, fds):
-        src_r, out_w, err_w = fds
+        src_r, out_w, err_w, ctl = fds
         st_r, st_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -557,13 +724,13 @@ def serve(cfg):
                 source = read_all(src_r)
             except BaseException:
                 os._exit(125)
-            setup(req, st_w)
-            run_user(req, source)
+            marks = setup(req, st_w, ctl)
+            run_user(req, source, marks)
         try:
             os.setpgid(pid, pid)
         except OSError:
             pass
-        for fd in (src_r, out_w, err_w, st_w):
+        for fd in (src_r, out_w, err_w, ctl, st_w):
             os.close(fd)
         running[pid] = req["id"]
         status = b""
@@ -626,10 +793,10 @@ def serve(cfg):
                 os._exit(0)
             req = json.loads(msg)
             if req["op"] == "run":
-                if len(fds) != 3:
+                if len(fds) != 4:
                     for fd in fds:
                         os.close(fd)
-                    send({"id": req["id"], "event": "started", "pid": 0, "ok": False, "error": "want 3 file descriptors, got %d" % len(fds)})
+                    send({"id": req["id"], "event": "started", "pid": 0, "ok": False, "error": "want 4 file descriptors, got %d" % len(fds)})
                     send({"id": req["id"], "event": "exit", "code": 125})
                     continue
                 start(req, fds)
@@ -646,7 +813,7 @@ def serve(cfg):
 
 
 def probe(cfg):
-    setup(cfg, 4)
+    setup(cfg, 4, -1)
     os._exit(0)
 
 

@@ -28,6 +28,14 @@ import (
 //   - accounting: the run's CPU time (v2 cpu.stat usage_usec, v1
 //     cpuacct.usage), every member counted, those that escaped the
 //     process group included.
+//   - memory: the run's processes and the pages of its tmpfs mounts (its
+//     workspace's, /tmp's and /dev/shm's: tmpfs pages are charged to the
+//     cgroup of the process that writes them) are charged together to the
+//     run's memory cgroup, limited (v2 memory.max, v1
+//     memory.limit_in_bytes) to what they may hold together: MemoryBytes
+//     plus the tmpfs sizes plus memSlack. Past it the kernel's OOM killer
+//     ends a process of the run (outcome killed, Result.Reason says so); a
+//     single process meets RLIMIT_AS (MemoryError) first.
 //
 // Each member list also lets the runner kill every process the script
 // left behind, even those that called setsid. A nil *cgroups (no writable
@@ -45,6 +53,7 @@ type hierarchy struct {
 	pids bool
 	cpu  bool
 	acct bool
+	mem  bool
 }
 
 // cpuPeriod is the CFS period of the CPU quota: the quota is CPUs x this
@@ -86,7 +95,7 @@ func newHierarchy(parent string, v2 bool) *hierarchy {
 		// Runs are children of dir: they get the controllers dir's
 		// subtree_control enables (each on its own: one refused must not
 		// lose the other).
-		for _, ctl := range []string{"+pids", "+cpu"} {
+		for _, ctl := range []string{"+pids", "+cpu", "+memory"} {
 			os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(ctl), 0)
 		}
 	}
@@ -97,9 +106,10 @@ func newHierarchy(parent string, v2 bool) *hierarchy {
 		h.cpu = writeCPUQuota(probe, v2, 1) == nil
 		_, err := readCPUUsage(probe, v2)
 		h.acct = err == nil
+		h.mem = writeMemoryLimit(probe, v2, 1<<30) == nil
 		os.Remove(probe)
 	}
-	if !h.pids && !h.cpu && !h.acct {
+	if !h.pids && !h.cpu && !h.acct && !h.mem {
 		os.Remove(dir)
 		return nil
 	}
@@ -139,7 +149,7 @@ func cgroupCandidates() [][]cgroupCandidate {
 		return nil
 	}
 	var out [][]cgroupCandidate
-	for _, ctl := range []string{"pids", "cpu", "cpuacct"} {
+	for _, ctl := range []string{"pids", "cpu", "cpuacct", "memory"} {
 		mount := filepath.Join("/sys/fs/cgroup", ctl)
 		if st, err := os.Stat(mount); err != nil || !st.IsDir() {
 			continue
@@ -165,6 +175,20 @@ func writeCPUQuota(dir string, v2 bool, cpus float64) error {
 	}
 	return os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(quota, 10)), 0)
 }
+
+// writeMemoryLimit limits the memory the members of the cgroup dir hold
+// together to n bytes.
+func writeMemoryLimit(dir string, v2 bool, n int64) error {
+	if v2 {
+		return os.WriteFile(filepath.Join(dir, "memory.max"), []byte(strconv.FormatInt(n, 10)), 0)
+	}
+	return os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), []byte(strconv.FormatInt(n, 10)), 0)
+}
+
+// memSlack is what a run's memory cgroup allows beyond MemoryBytes and
+// its tmpfs sizes: kernel memory charged to it (page tables, sockets,
+// folder entries) and the warm child's pages that copy on write.
+const memSlack = 256 << 20
 
 // readCPUUsage returns the CPU time the members of dir used, past and
 // present.
@@ -205,13 +229,16 @@ type runCgroup struct {
 	acctV2 bool
 	v2     []bool // per dirs: a v2 cgroup (cgroup.kill)
 	cpus   float64
+	mem    string // the one with the memory limit ("" none)
+	memV2  bool
+	memMax int64
 }
 
-// create makes a run's cgroups: pids.max = maxProcs and a quota of cpus
-// cores where the hierarchies allow. A hierarchy whose child cannot be
-// made or limited is left out of the run (its limit falls back: see the
-// package doc); create never fails.
-func (g *cgroups) create(maxProcs int, cpus float64) *runCgroup {
+// create makes a run's cgroups: pids.max = maxProcs, a quota of cpus
+// cores and a memory limit of memBytes where the hierarchies allow. A
+// hierarchy whose child cannot be made or limited is left out of the run
+// (its limit falls back: see the package doc); create never fails.
+func (g *cgroups) create(maxProcs int, cpus float64, memBytes int64) *runCgroup {
 	if g == nil {
 		return nil
 	}
@@ -231,6 +258,9 @@ func (g *cgroups) create(maxProcs int, cpus float64) *runCgroup {
 		}
 		if h.acct {
 			rc.acct, rc.acctV2, ok = dir, h.v2, true
+		}
+		if h.mem && writeMemoryLimit(dir, h.v2, memBytes) == nil {
+			rc.mem, rc.memV2, rc.memMax, ok = dir, h.v2, memBytes, true
 		}
 		if !ok {
 			os.Remove(dir)
@@ -293,6 +323,21 @@ func (rc *runCgroup) cpuTime() (time.Duration, bool) {
 	}
 	d, err := readCPUUsage(rc.acct, rc.acctV2)
 	return d, err == nil
+}
+
+// oomKills returns how many processes of the run the kernel's OOM killer
+// ended for its memory limit.
+func (rc *runCgroup) oomKills() int64 {
+	if rc == nil || rc.mem == "" {
+		return 0
+	}
+	var n int64
+	if rc.memV2 {
+		n, _ = readKey(filepath.Join(rc.mem, "memory.events"), "oom_kill")
+	} else {
+		n, _ = readKey(filepath.Join(rc.mem, "memory.oom_control"), "oom_kill")
+	}
+	return n
 }
 
 // forkFailures returns how many forks pids.max has refused the run so far.

@@ -57,6 +57,10 @@ func (c *coldRunner) Run(ctx context.Context, req Request) (Result, error) {
 }
 
 func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
+	if err := p.attempt(); err != nil {
+		return Result{}, err
+	}
+	defer p.ctl.close()
 	cfg, _ := json.Marshal(p.cfg)
 	srcR, srcW, err := os.Pipe()
 	if err != nil {
@@ -70,7 +74,10 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 	}
 	defer stR.Close()
 	cmd := newPythonCmd(python, "cold", string(cfg))
-	cmd.ExtraFiles = []*os.File{srcR, stW}
+	cmd.ExtraFiles = []*os.File{srcR, stW, p.ctl.child}
+	if p.runAs != nil {
+		cmd.SysProcAttr.Credential = p.runAs
+	}
 	var pgid int
 	var killOnce sync.Once
 	kill := func() {
@@ -93,6 +100,7 @@ func runCold(ctx context.Context, python string, p *prepared) (Result, error) {
 		srcW.Close()
 		return Result{}, fmt.Errorf("sandbox: start %s: %w", python, err)
 	}
+	p.ctl.start()
 	pgid = cmd.Process.Pid
 	p.ws.mainPid.Store(int64(pgid))
 	go func() {

@@ -127,6 +127,35 @@ var guardAttacks = []struct {
 	{"numpy over an address, through an OptimizeResult", "import numpy as np\nfrom scipy.optimize import OptimizeResult\n",
 		"x = np.frombuffer(b'SECRETS!', dtype=np.uint8).copy()\nb = OptimizeResult()\nb['__array_' + 'interface__'] = {'data': (x.__array_interface__['data'][0], True), 'shape': (8,), 'typestr': '|u1', 'version': 3}\nprint(np.asarray(b).tolist())\n", ""},
 	{"pickled function", "import pickle\nfrom joblib.externals import cloudpickle\n", "print(cloudpickle.dumps(late))\n", ""},
+	// Libraries that read their callers' frames: pandas' eval and query
+	// resolve @names in the frame level= names (the runner's own frames
+	// above the script's), inspect.stack hands out every frame. What they
+	// find of the guard is the markers' socket names, never a token; a
+	// connection to one from elsewhere than the marker stops the run.
+	{"pandas reads the runner's locals", "import pandas as pd\nimport socket\n", `df = pd.DataFrame({'a': [1]})
+found = []
+for lvl in range(10):
+    for expr in ('@marks', '@names', '@cfg', '@source', '@compiled'):
+        try:
+            found.append(df.eval(expr, level=lvl))
+        except Exception:
+            pass
+print(found)
+for v in found:
+    for n in (v if isinstance(v, list) else []):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(n)
+        print(s.recv(100))
+`, "connecting to a marker's socket from elsewhere"},
+	{"every frame's locals", "import inspect\n", "print([repr(f.frame.f_locals) for f in inspect.stack()])\n", ""},
+	{"a marker's socket from another process", "import subprocess, sys, inspect\n", `names = []
+for f in inspect.stack():
+    names += f.frame.f_locals.get('marks') or []
+code = 'import socket, sys\nfor n in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect(bytes.fromhex(n))\n    print("got", s.recv(100))'
+r = subprocess.run([sys.executable, '-c', code] + [n.hex() for n in names], capture_output=True, text=True)
+print(len(names), r.stdout, r.stderr)
+`, ""},
+	{"exec in place", "import os, sys\n", "os.execv(sys.executable, [sys.executable, '-c', 'print(1)'])\n", "os.exec"},
 }
 
 func TestGuardAttacks(t *testing.T) {
@@ -139,7 +168,7 @@ func TestGuardAttacks(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("%s %q", res.Outcome, res.Reason)
+				t.Logf("%s %q %q", res.Outcome, res.Reason, res.Stdout)
 				all := res.Stdout + res.Stderr
 				for _, m := range guardMarks[1:] {
 					if strings.Contains(all, strings.TrimSpace(m)) || strings.Contains(all, strings.TrimSpace(m)[3:]) {
@@ -175,6 +204,38 @@ func TestGuardOffByDefault(t *testing.T) {
 			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 60 * time.Second}})
 			if err != nil || res.Stdout != "42 <module>\n" {
 				t.Errorf("got %q %v\n%s", res.Stdout, err, res.Stderr)
+			}
+		})
+	}
+}
+
+// TestGuardLevels: the markers' sockets work at every isolation level the
+// machine has (the listeners are made in the run's network namespace,
+// the host's under IsolateNone), cold and warm alike.
+func TestGuardLevels(t *testing.T) {
+	py := python(t)
+	levels := []string{IsolateNone}
+	if probe(py, IsolateUserNS, false) == nil {
+		levels = append(levels, IsolateUserNS)
+	}
+	src := guarded("import json\n", "print(json.dumps(late()))\n")
+	for _, level := range levels {
+		t.Run(level, func(t *testing.T) {
+			h, err := newHost(py)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.isolation = level
+			h.space = h.space && level != IsolateNone
+			r := &coldRunner{h: h}
+			defer r.Close()
+			ws, _ := workspace(t, "x = 1\n")
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Source: []byte(src), Marks: guardMarks, Limits: Limits{Timeout: 60 * time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "T0-f1a2b3\nT1-c4d5e6\n1\n"; res.Stdout != want || res.Outcome != ScriptError {
+				t.Errorf("got %s %q want exit 1 and %q\n%s", res.Outcome, res.Stdout, want, res.Stderr)
 			}
 		})
 	}

@@ -4,46 +4,57 @@ package sandbox
 // may leave in its workspace (Limits.WorkspaceBytes, WorkspaceFiles), and
 // how deep its folders may nest (MaxWorkspaceDepth).
 //
-// No kernel limit is available wherever the sandbox runs (project quotas
-// need a file system mounted for them, a size-limited mount needs root and
-// copies the data), so the runner measures:
+// Where the run's namespaces allow it (KernelQuota: IsolateRoot, and
+// IsolateUserNS on Linux 6.6 or later), the kernel holds what a run
+// writes: its workspace is an overlay on a tmpfs of its own of the
+// quota's size (space.go), so that files it deleted but holds open (in a
+// descriptor, a mapping, a socket's queue), space it reserved
+// (fallocate, FALLOC_FL_KEEP_SIZE included) and every byte it writes are
+// refused past WorkspaceBytes + spaceSlack at the moment it asks, and
+// nothing reaches the workspace on the host until the run is over and
+// measured within its quota. On top of that, and alone under IsolateNone
+// (no mount namespace: nothing to mount a tmpfs in), the runner measures:
 //
 //   - before the run, the workspace is listed (the baseline); a workspace
 //     already over its quota is not run at all;
-//   - while the script runs, the workspace is measured every quotaPoll
-//     (more rarely when one measurement takes long: at most a fifth of
-//     the runner's time goes to it), together with the files the run's
-//     processes hold open after deleting them (which no listing shows),
-//     and the run is killed as soon as it is over (outcome killed, with a
-//     Reason naming the quota);
+//   - while the script runs, every quotaPoll (more rarely when one
+//     measurement takes long: at most a fifth of the runner's time goes
+//     to it), the workspace is measured (with a tmpfs: the tmpfs's use,
+//     one statfs, and the workspace seen through it; without: the
+//     workspace, and the files the run's processes hold open after
+//     deleting them, which no listing shows), and the run is killed as
+//     soon as it is over (outcome killed, with a Reason naming the quota);
 //   - after the run, once every process of it is dead, the workspace is
 //     measured again; a run over its quota then is classified the same
-//     way, and what it added is taken back: every file and folder that was
-//     not there before the run is removed, and files that grew are cut
-//     back to their size before it. The workspace a run leaves is thus
-//     never over its quota.
+//     way, and what it added is taken back: with a tmpfs nothing is copied
+//     back; without, every file and folder that was not there before the
+//     run is removed, and files that grew are cut back to their size
+//     before it. The workspace a run leaves is thus never over its quota.
 //
 // Sizes count each file once however many names (hard links) it has, as
 // the larger of its apparent size and the blocks it holds (a sparse file
-// of 1 TiB counts as 1 TiB: whoever reads it later reads that much).
+// of 1 TiB counts as 1 TiB: whoever reads it later reads that much; the
+// tmpfs holds its blocks, RLIMIT_FSIZE its size).
 // Every entry counts towards the files quota: files, folders, links,
 // FIFOs. Links are never followed; the walk goes through open folder
 // handles (openat), so neither a path of any length nor a link swapped in
 // mid-walk takes it elsewhere.
 //
-// Worst case while the script runs: what it writes in one poll interval
-// beyond the quota (its write rate, held to Limits.CPUs cores, times the
-// interval; each file is also capped at the quota by RLIMIT_FSIZE). A
-// script that keeps renaming its files from folders not yet listed to
-// folders already listed can hide them from a measurement; the one after
-// the run, with no process left to move anything, sees them all. The
-// runner cannot see into the memory-mapped files that the run deleted but
-// still maps (only into those it holds open), nor, when it is not root,
-// into any of the run's open files (its processes are not dumpable, so
-// their /proc/<pid>/fd is root's); without a cgroup it knows only the
-// script's own process. /tmp and /dev/shm are separate
-// tmpfs mounts of tmpBytes each under isolation (IsolateNone: the host's
-// temporary folder, unbounded).
+// Measured only (IsolateNone), the worst case while the script runs is
+// what it writes in one poll interval beyond the quota (its write rate,
+// held to Limits.CPUs cores, times the interval; each file is also capped
+// at the quota by RLIMIT_FSIZE). A script that keeps renaming its files
+// from folders not yet listed to folders already listed can hide them
+// from a measurement; the one after the run, with no process left to
+// move anything, sees them all. The runner cannot see into the
+// memory-mapped files that the run deleted but still maps (only into
+// those it holds open), into the deleted files whose descriptors are in
+// flight in a socket's queue, nor, when it is not root, into any of the
+// run's open files (its processes are not dumpable, so their
+// /proc/<pid>/fd is root's); without a cgroup it knows only the script's
+// own process. /tmp and /dev/shm are separate tmpfs mounts of tmpBytes
+// each under isolation (IsolateNone: the host's temporary folder,
+// unbounded).
 
 import (
 	"bufio"
@@ -569,7 +580,23 @@ func (p *prepared) watchWorkspace(kill func()) (stop func() string) {
 			case <-time.After(wait):
 			}
 			t0 := time.Now()
-			if r := p.ws.over(); r != "" {
+			r := ""
+			if sp := p.ctl.runSpace(); sp != nil {
+				r = sp.over(p.ws.q)
+				if r == "" {
+					// What the tmpfs's size cannot see: sparse sizes,
+					// links, folders' depth, the workspace's own files.
+					u, err := sp.measureMerged(p.ws.dir, p.ws.q)
+					if err != nil {
+						r = "its workspace could not be measured (" + err.Error() + ")"
+					} else {
+						r = p.ws.q.Exceeded(u)
+					}
+				}
+			} else if p.cfg.WS == nil {
+				r = p.ws.over()
+			}
+			if r != "" {
 				msg := "the script's workspace grew past its quota: " + r
 				reason.Store(&msg)
 				kill()
@@ -600,8 +627,12 @@ func (p *prepared) refuseOverQuota() (Result, bool) {
 
 // finishWorkspace checks the workspace once every process of the run is
 // dead; a run over its quota (now, or earlier: watchReason) is classified
-// killed and what it added is taken back.
+// killed and what it added is taken back. A run with a tmpfs of its own
+// (space.go) has its changes copied back only when it is within its quota.
 func (p *prepared) finishWorkspace(res *Result, watchReason string) error {
+	if p.cfg.WS != nil {
+		return p.finishSpace(res, watchReason)
+	}
 	reason := watchReason
 	if r := p.ws.over(); r != "" && reason == "" {
 		reason = "the script left its workspace over its quota: " + r
@@ -611,4 +642,45 @@ func (p *prepared) finishWorkspace(res *Result, watchReason string) error {
 	}
 	res.Outcome, res.Reason = Killed, reason+"; what it added was removed"
 	return rollback(p.cfg.Dir, p.baseline)
+}
+
+// finishSpace measures the workspace as the run left it in its tmpfs and
+// copies the run's changes back when it is within its quota; a run over it
+// is killed and leaves the workspace as it was. A copy that fails half-way
+// (the host's disk full, a file replaced meanwhile) is taken back to the
+// workspace as it was before the run, as far as rollback can.
+func (p *prepared) finishSpace(res *Result, watchReason string) error {
+	sp := p.ctl.runSpace()
+	if sp == nil {
+		// The child never handed its tmpfs over: its setup failed (the
+		// run is an error already), or the sandbox lost it.
+		if res.Outcome != "" {
+			res.Outcome, res.Reason = Killed, "the sandbox lost the run's workspace (a fault of the sandbox, not of the script); what it wrote was not kept"
+		}
+		return nil
+	}
+	q := p.limits.quota()
+	reason := watchReason
+	if reason == "" {
+		u, err := sp.measureMerged(p.cfg.Dir, q)
+		switch {
+		case err != nil:
+			reason = "its workspace could not be measured (" + err.Error() + ")"
+		case q.Exceeded(u) != "":
+			reason = "the script left its workspace over its quota: " + q.Exceeded(u)
+		}
+	}
+	if reason != "" {
+		res.Outcome, res.Reason = Killed, reason+"; what it wrote was not kept"
+		return nil
+	}
+	if err := sp.applyTo(p.cfg.Dir, q); err != nil {
+		res.Outcome, res.Reason = Killed, "its files could not be copied back to the workspace ("+err.Error()+"); what it wrote was not kept"
+		return rollback(p.cfg.Dir, p.baseline)
+	}
+	if r := p.ws.over(); r != "" {
+		res.Outcome, res.Reason = Killed, "the script left its workspace over its quota: "+r+"; what it added was removed"
+		return rollback(p.cfg.Dir, p.baseline)
+	}
+	return nil
 }

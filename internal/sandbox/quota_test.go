@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,8 +160,9 @@ func TestRollback(t *testing.T) {
 }
 
 // quotaScripts are hostile scripts against small quotas (20 MiB, 500
-// files): each must end killed with a reason naming the quota, and leave
-// the workspace as it was.
+// files): each must end killed with a reason naming the quota (held by
+// measurement only: that reason), or refused the space by the kernel (an
+// OSError naming it), and leave the workspace as it was.
 var quotaScripts = []struct {
 	name, script, reason string
 }{
@@ -175,12 +179,40 @@ var quotaScripts = []struct {
 	{"child keeps writing after the parent exits", "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(0.3)\n    for i in range(40):\n        open('c%d.bin' % i, 'wb').write(b'x' * (1 << 20))\n        time.sleep(0.01)\n    os._exit(0)\nopen('parent.txt', 'w').write('done')\n", ""},
 }
 
+// quotaRunners are the runners of the quota tests: the package's cold and
+// warm ones (a workspace tmpfs of their own where KernelQuota) and, where
+// that is so, a cold one held by measurement only, as under IsolateNone.
+func quotaRunners(t *testing.T) map[string]Runner {
+	t.Helper()
+	rs := runners(t)
+	if !KernelQuota(python(t)) {
+		return rs
+	}
+	h, err := newHost(python(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.space = false
+	m := &coldRunner{h: h}
+	t.Cleanup(func() { m.Close() })
+	rs["measured"] = m
+	return rs
+}
+
+// refused reports whether res is a run the kernel refused space: it
+// failed on ENOSPC.
+func refused(res Result) bool {
+	return res.Outcome == ScriptError && strings.Contains(res.Stderr, "No space left on device")
+}
+
 func TestWorkspaceQuota(t *testing.T) {
 	lim := Limits{Timeout: 60 * time.Second, WorkspaceBytes: 20 << 20, WorkspaceFiles: 500}
-	for rname, r := range runners(t) {
+	kernel := KernelQuota(python(t))
+	for rname, r := range quotaRunners(t) {
+		measured := rname == "measured" || !kernel
 		for _, tc := range quotaScripts {
 			t.Run(rname+"/"+tc.name, func(t *testing.T) {
-				if strings.HasPrefix(tc.name, "deleted") && os.Geteuid() != 0 {
+				if measured && strings.HasPrefix(tc.name, "deleted") && os.Geteuid() != 0 {
 					t.Skip("only root sees into a run's open files (its processes are not dumpable)")
 				}
 				ws, _ := workspace(t, tc.script)
@@ -192,8 +224,12 @@ func TestWorkspaceQuota(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("%s in %v: %s", res.Outcome, time.Since(start).Round(time.Millisecond), res.Reason)
-				if tc.reason != "" && (res.Outcome != Killed || !strings.Contains(res.Reason, "quota") || !strings.Contains(res.Reason, tc.reason)) {
+				switch {
+				case tc.reason == "":
+				case measured && (res.Outcome != Killed || !strings.Contains(res.Reason, "quota") || !strings.Contains(res.Reason, tc.reason)):
 					t.Errorf("got %s %q want killed with a reason naming %q\n%s", res.Outcome, res.Reason, tc.reason, res.Stderr)
+				case !measured && !refused(res) && (res.Outcome != Killed || !strings.Contains(res.Reason, "quota")):
+					t.Errorf("got %s %q want killed for its quota, or refused space\n%s", res.Outcome, res.Reason, res.Stderr)
 				}
 				// The child writes after the run ended: its work dies with
 				// the run where a cgroup holds it; elsewhere the check after
@@ -217,6 +253,132 @@ func TestWorkspaceQuota(t *testing.T) {
 	}
 }
 
+// spaceAttacks hold disk that no walk of the workspace sees, as much as
+// they can (2 GiB or more), then wait: deleted files whose descriptors
+// are in flight in a socket's queue (in no process's descriptor table),
+// deleted files kept by mappings grown a page at a time, and space
+// reserved past the files' sizes (FALLOC_FL_KEEP_SIZE, which RLIMIT_FSIZE
+// does not bound). Each catches the kernel's refusal and keeps what it got.
+var spaceAttacks = []struct{ name, script string }{
+	{"deleted files in a socket's queue", `import os, socket
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+held = 0
+try:
+    for i in range(128):
+        fd = os.open('h%d' % i, os.O_CREAT | os.O_RDWR)
+        os.unlink('h%d' % i)
+        socket.send_fds(a, [b'x'], [fd])
+        for j in range(16):
+            os.write(fd, b'x' * (1 << 20))
+            held += 1
+        os.close(fd)
+except OSError as e:
+    print('refused after', held, 'MiB:', e)
+import time
+time.sleep(30)
+`},
+	{"deleted files kept by mappings", `import mmap, os
+maps = []
+for i in range(128):
+    fd = os.open('m%d' % i, os.O_CREAT | os.O_RDWR)
+    os.ftruncate(fd, 16 << 20)
+    m = mmap.mmap(fd, 16 << 20)
+    os.close(fd)
+    os.unlink('m%d' % i)
+    maps.append(m)
+    for off in range(0, 16 << 20, 4096):
+        m[off] = 1
+import time
+time.sleep(30)
+`},
+	{"reservations past the file size", `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+fds, got = [], 0
+for i in range(4096):
+    fd = os.open('r%d' % i, os.O_CREAT | os.O_RDWR)
+    fds.append(fd)
+    if libc.fallocate(fd, 1, 0, 1 << 30) == 0:
+        got += 1 << 10
+    elif libc.fallocate(fd, 1, 0, 1 << 20) == 0:
+        got += 1
+    else:
+        print('refused after', got, 'MiB, errno', ctypes.get_errno())
+        break
+import time
+time.sleep(30)
+`},
+}
+
+// hostFree is the free space of the file system holding dir.
+func hostFree(t *testing.T, dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * st.Bsize
+}
+
+// TestKernelQuota: what a walk of the workspace cannot see is held by
+// the kernel: the run is killed (or refused space) within seconds, not
+// classified success, the host's disk under the workspace never loses
+// more than a fraction of what the script tried to hold, and the
+// workspace is left as it was.
+func TestKernelQuota(t *testing.T) {
+	py := python(t)
+	if !KernelQuota(py) {
+		t.Skip("no workspace tmpfs at this isolation level: the quota is measured only")
+	}
+	lim := Limits{Timeout: 60 * time.Second, WorkspaceBytes: 20 << 20, WorkspaceFiles: 500}
+	r := runners(t)["warm"]
+	for _, tc := range spaceAttacks {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, _ := workspace(t, tc.script)
+			before, _ := MeasureWorkspace(ws, WorkspaceQuota{})
+			free := hostFree(t, ws)
+			low := free
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(20 * time.Millisecond):
+						low = min(low, hostFree(t, ws))
+					}
+				}
+			}()
+			start := time.Now()
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: lim})
+			close(stop)
+			wg.Wait()
+			took := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s (signal %d) in %v: %s %s; host free space fell by %d MiB at most", res.Outcome, res.Signal, took.Round(time.Millisecond), res.Reason, strings.TrimSpace(res.Stdout), (free-low)>>20)
+			if res.Outcome != Killed && !refused(res) {
+				t.Errorf("got %s %q, want killed or refused space\n%s", res.Outcome, res.Reason, res.Stderr)
+			}
+			if took > 20*time.Second {
+				t.Errorf("the run took %v: nothing stopped it before its time limit", took)
+			}
+			// Other processes share the disk: a margin well below the 2 GiB
+			// the script tried for.
+			if free-low > 256<<20 {
+				t.Errorf("the host's free space fell by %d MiB during the run", (free-low)>>20)
+			}
+			after, _ := MeasureWorkspace(ws, WorkspaceQuota{})
+			if after.Entries != before.Entries || after.Bytes > before.Bytes+64<<10 {
+				t.Errorf("the workspace holds %+v after the run, %+v before", after, before)
+			}
+		})
+	}
+}
+
 // TestWorkspaceQuotaRespected: a run within its quota keeps what it wrote,
 // and one that starts over its quota does not run.
 func TestWorkspaceQuotaRespected(t *testing.T) {
@@ -237,5 +399,169 @@ func TestWorkspaceQuotaRespected(t *testing.T) {
 				t.Errorf("over the quota before: got %s %q %v", res.Outcome, res.Reason, err)
 			}
 		})
+	}
+}
+
+// copyBackScript changes a workspace in every way the copy-back must
+// carry over: files changed, appended, replaced, removed and renamed;
+// folders removed, replaced by files, made anew with the old name; files
+// replaced by folders; hard links (new, and one name of an old pair
+// rewritten: the other keeps the old content), symlinks, a FIFO, modes and
+// a modification time.
+const copyBackScript = `import os, shutil
+open('data/train.csv', 'a').write('3,4\n')
+open('keep.txt', 'w').write('rewritten')
+os.remove('gone.txt')
+os.rename('old.txt', 'renamed.txt')
+shutil.rmtree('olddir')
+os.remove('dir2file/x')
+os.rmdir('dir2file')
+open('dir2file', 'w').write('now a file')
+os.remove('file2dir')
+os.mkdir('file2dir')
+open('file2dir/inner', 'w').write('inner')
+shutil.rmtree('remade')
+os.mkdir('remade')
+open('remade/fresh', 'w').write('fresh')
+open('pair_a', 'w').write('new a')
+open('new.bin', 'wb').write(b'\0' * 5000)
+os.link('new.bin', 'new_link.bin')
+os.symlink('data/train.csv', 'link.csv')
+os.mkfifo('fifo')
+os.chmod('run.sh', 0o755)
+os.utime('keep.txt', ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+os.makedirs('a/b/c')
+open('a/b/c/deep.txt', 'w').write('deep')
+`
+
+// treeState describes every entry under dir: kind, mode, content or link
+// target, and which names share an inode.
+func treeState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	inodes := map[uint64]string{}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		desc := fmt.Sprintf("%o", st.Mode)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, _ := os.ReadFile(p)
+			desc += " " + string(b)
+			if st.Nlink > 1 {
+				if other, ok := inodes[st.Ino]; ok {
+					desc += " linked to " + other
+				}
+				inodes[st.Ino] = rel
+			}
+			if rel == "keep.txt" {
+				desc += fmt.Sprintf(" mtime %d", st.Mtim.Nano())
+			}
+		case unix.S_IFLNK:
+			target, _ := os.Readlink(p)
+			desc += " -> " + target
+		}
+		out[rel] = desc
+		return nil
+	})
+	return out
+}
+
+// TestCopyBack: the workspace after a run in its own tmpfs is what the
+// same script leaves when it runs directly on a copy of the workspace, but
+// for one difference of the overlay: a file that had several names before
+// the run gets a copy of its own at the name the run writes (the other
+// names keep the old content).
+func TestCopyBack(t *testing.T) {
+	py := python(t)
+	if !KernelQuota(py) {
+		t.Skip("no workspace tmpfs at this isolation level")
+	}
+	layout := func(dir string) {
+		for rel, content := range map[string]string{"data/train.csv": "1,2\n", "keep.txt": "keep", "gone.txt": "gone", "old.txt": "old",
+			"olddir/f": "f", "olddir/sub/g": "g", "dir2file/x": "x", "file2dir": "file", "remade/stale": "stale", "pair_a": "pair", "run.sh": "echo"} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, rel), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Link(filepath.Join(dir, "pair_a"), filepath.Join(dir, "pair_b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	direct := t.TempDir()
+	layout(direct)
+	if err := os.WriteFile(filepath.Join(direct, "train.py"), []byte(copyBackScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "train.py")
+	cmd.Dir = direct
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("direct run: %v %s", err, out)
+	}
+	for name, r := range runners(t) {
+		t.Run(name, func(t *testing.T) {
+			ws, _ := workspace(t, copyBackScript)
+			layout(ws)
+			res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 60 * time.Second}})
+			if err != nil || res.Outcome != Success {
+				t.Fatalf("got %s %v %s", res.Outcome, err, res.Stderr)
+			}
+			want, got := treeState(t, direct), treeState(t, ws)
+			want["pair_b"] = "100644 pair"
+			for rel, w := range want {
+				if got[rel] != w {
+					t.Errorf("%s: got %q want %q", rel, got[rel], w)
+				}
+			}
+			for rel, g := range got {
+				if _, ok := want[rel]; !ok {
+					t.Errorf("%s: %q should not be there", rel, g)
+				}
+			}
+		})
+	}
+}
+
+// TestMemoryCgroup: a run's processes together are held to its memory
+// cgroup (MemoryBytes + the tmpfs sizes + memSlack, about 1.5 GiB here)
+// where the runner makes one: ten children of 180 MiB each, each within
+// RLIMIT_AS, pass it together, and the kernel ends some of them (the
+// script sees them killed) or the script itself (outcome killed, with a
+// reason naming the limit).
+func TestMemoryCgroup(t *testing.T) {
+	r := runners(t)["cold"].(*coldRunner) // a warm child maps more than 256 MiB already
+	if !r.h.cg.has(func(h *hierarchy) bool { return h.mem }) {
+		t.Skip("no memory cgroup here")
+	}
+	ws, _ := workspace(t, `import os, time
+kids = []
+for i in range(10):
+    pid = os.fork()
+    if pid == 0:
+        b = bytearray(180 << 20)
+        for j in range(0, len(b), 4096):
+            b[j] = 1
+        time.sleep(1)
+        os._exit(0)
+    kids.append(pid)
+print('killed', sum(os.WIFSIGNALED(os.waitpid(pid, 0)[1]) for pid in kids))
+`)
+	res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: Limits{Timeout: 60 * time.Second, MemoryBytes: 256 << 20, WorkspaceBytes: 20 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s %q: %s", res.Outcome, res.Stdout, res.Reason)
+	if !(res.Outcome == Success && strings.HasPrefix(res.Stdout, "killed ") && res.Stdout != "killed 0\n") &&
+		!(res.Outcome == Killed && strings.Contains(res.Reason, "memory limit")) {
+		t.Errorf("got %s %q %q: the children's 1.8 GiB passed the run's limit", res.Outcome, res.Stdout, res.Reason)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +18,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mlerl/mlerl/internal/safefile"
 )
 
 // bootstrap is the Python side of both runners: it sandboxes a fresh
@@ -49,18 +54,27 @@ const (
 	// uid/gid of its own (one of 1000 per runner, above 1,000,000, so that
 	// concurrent runs cannot see or ptrace each other), so it cannot undo
 	// the mounts; the runner hands the workspace to that uid for the run and
-	// back to the workspace's owner afterwards.
+	// back to the workspace's owner afterwards. Its workspace is an
+	// overlay on a tmpfs of the run's own, whose size the kernel enforces
+	// (space.go).
 	IsolateRoot = "root"
 	// IsolateUserNS: not root, but unprivileged user namespaces work: the
 	// same network and filesystem view inside a user namespace, keeping the caller's
 	// uid, without /proc (mounting one needs a pid namespace; binding the
 	// host's would expose the caller's other processes), so process-based
 	// parallelism that reads /proc (joblib's loky backend) fails there.
+	// The workspace's tmpfs and overlay work there too (tmpfs mounts in a
+	// user namespace; overlay with userxattr, Linux 5.11 or later, and
+	// tmpfs's user xattrs, 6.6 or later): the same kernel-enforced
+	// workspace size, charged to the caller's own memory cgroup (the
+	// runner makes no memory cgroup of its own without root or a delegated
+	// cgroup v2 subtree).
 	IsolateUserNS = "userns"
 	// IsolateNone: neither works. Limits still apply, but the script sees
 	// the host filesystem and network: with the caller's permissions, or,
 	// when the caller is root, as an unprivileged uid of its own (which
-	// still reads world-readable files).
+	// still reads world-readable files). The workspace quota is measured
+	// only (quota.go), and /tmp is the host's.
 	IsolateNone = "none"
 )
 
@@ -128,11 +142,14 @@ const tmpBytes = 512 << 20
 // or one request message to the warm worker.
 type childConfig struct {
 	Op          string            `json:"op,omitempty"`
+	WS          *spaceConfig      `json:"ws,omitempty"`
+	Marks       int               `json:"marks,omitempty"`
 	ID          int64             `json:"id,omitempty"`
 	Dir         string            `json:"dir"`
 	Script      string            `json:"script"`
 	Isolation   string            `json:"isolation"`
 	Root        string            `json:"root"`
+	Scratch     string            `json:"scratch,omitempty"`
 	TmpBytes    int64             `json:"tmp_bytes"`
 	UID         int               `json:"uid"`
 	GID         int               `json:"gid"`
@@ -143,6 +160,18 @@ type childConfig struct {
 	Env         map[string]string `json:"env"`
 	Preload     []string          `json:"preload,omitempty"`
 	Guard       bool              `json:"guard,omitempty"`
+}
+
+// spaceConfig sizes a run's workspace tmpfs (space.go).
+type spaceConfig struct {
+	Bytes  int64 `json:"bytes"`
+	Inodes int   `json:"inodes"`
+}
+
+// space returns the tmpfs of a run held to q.
+func space(q WorkspaceQuota) *spaceConfig {
+	q = q.withDefaults()
+	return &spaceConfig{Bytes: q.Bytes + spaceSlack, Inodes: q.Files + spaceInodes}
 }
 
 type childLimits struct {
@@ -187,11 +216,20 @@ func envList(m map[string]string) []string {
 type host struct {
 	python    string
 	isolation string
-	root      string
-	cg        *cgroups
-	tmp       string // TMPDIR for IsolateNone
-	uidBase   int    // first sandbox uid (IsolateRoot)
-	runs      atomic.Int64
+	// scratch is the empty folder each run's workspace tmpfs is first
+	// mounted on, in the run's mount namespace (bootstrap.py).
+	scratch string
+	// space: runs get a workspace tmpfs of their own (the probe found
+	// that tmpfs and overlay mounts work at this isolation level).
+	space   bool
+	root    string
+	cg      *cgroups
+	tmp     string // TMPDIR for IsolateNone
+	uidBase int    // first sandbox uid (IsolateRoot)
+	runs    atomic.Int64
+	// runAs, when set, starts cold children as that user: what a non-root
+	// caller's children are (the tests of IsolateUserNS, run as root).
+	runAs *syscall.Credential
 }
 
 func newHost(python string) (*host, error) {
@@ -203,8 +241,13 @@ func newHost(python string) (*host, error) {
 	if err := os.Chmod(root, 0o755); err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	h := &host{python: python, root: root, cg: newCgroups(), tmp: os.TempDir(), uidBase: 1_000_000 + sandboxUIDs*mrand.IntN(1_000_000)}
-	h.isolation = IsolationLevel(python)
+	scratch, err := os.MkdirTemp("", fmt.Sprintf("mlerl-sandbox-root-%d-ws-", os.Getpid()))
+	if err != nil {
+		os.Remove(root)
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	h := &host{python: python, root: root, scratch: scratch, cg: newCgroups(), tmp: os.TempDir(), uidBase: 1_000_000 + sandboxUIDs*mrand.IntN(1_000_000)}
+	h.isolation, h.space = isolation(python)
 	return h, nil
 }
 
@@ -226,6 +269,7 @@ func removeStaleRoots() {
 
 func (h *host) close() {
 	os.Remove(h.root)
+	os.Remove(h.scratch)
 	h.cg.close()
 }
 
@@ -234,7 +278,11 @@ type prepared struct {
 	cfg     childConfig
 	limits  Limits
 	source  []byte
+	marks   []string   // the guarded run's marker lines: held here only
+	opaque  string     // the overlay's opaque xattr (space.go)
 	cg      *runCgroup // nil: none could be made
+	ctl     *control   // the current attempt's control socket
+	runAs   *syscall.Credential
 	cleanup func()
 	// ws measures the workspace; baseline is what it held before the run
 	// (what a run over its quota is taken back to); preOver says how it
@@ -264,22 +312,30 @@ func (h *host) prepare(req Request) (*prepared, error) {
 		tmp = h.tmp
 	}
 	cfg := childConfig{
-		Dir: dir, Script: script, Isolation: h.isolation, Root: h.root, TmpBytes: tmpBytes,
+		Dir: dir, Script: script, Isolation: h.isolation, Root: h.root, Scratch: h.scratch, TmpBytes: tmpBytes,
 		UID: -1, GID: -1, MaxProcs: lim.MaxProcs,
 		Limits: childLimits{MemoryBytes: lim.MemoryBytes, CPUSeconds: int64((lim.CPUTime + time.Second - 1) / time.Second), FileBytes: min(lim.MaxFileBytes, lim.WorkspaceBytes)},
 		Env:    baseEnv(dir, tmp),
 	}
 	if req.Marks != nil {
-		// The marker lines travel ahead of the source, on its pipe: never
-		// on a command line, which /proc shows to the script.
-		head, err := json.Marshal(req.Marks)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: marks: %w", err)
-		}
-		source = append(append(head, '\n'), source...)
-		cfg.Guard = true
+		// The marker lines stay in the runner, which answers each marker's
+		// socket with its line (control.go): they never enter the script's
+		// process before their marker runs.
+		cfg.Guard, cfg.Marks = true, len(req.Marks)
 	}
-	p := &prepared{cfg: cfg, limits: lim, source: source}
+	memBytes := lim.MemoryBytes + memSlack
+	if h.isolation != IsolateNone {
+		memBytes += 2 * tmpBytes
+	}
+	opaque := "trusted.overlay.opaque"
+	if h.isolation == IsolateUserNS {
+		opaque = "user.overlay.opaque"
+	}
+	if h.space {
+		cfg.WS = space(lim.quota())
+		memBytes += cfg.WS.Bytes
+	}
+	p := &prepared{cfg: cfg, limits: lim, source: source, marks: req.Marks, opaque: opaque, runAs: h.runAs}
 	base, over, err := workspaceBaseline(dir, lim.quota())
 	if err != nil {
 		return nil, err
@@ -296,7 +352,7 @@ func (h *host) prepare(req Request) (*prepared, error) {
 			f()
 		}
 	}
-	if rc := h.cg.create(lim.MaxProcs, lim.CPUs); rc != nil {
+	if rc := h.cg.create(lim.MaxProcs, lim.CPUs, memBytes); rc != nil {
 		p.cg = rc
 		p.cfg.CgroupProcs, p.cfg.PidsCgroup = rc.procs(), rc.pids != ""
 		cleanups = append(cleanups, rc.remove)
@@ -396,6 +452,7 @@ func (p *prepared) watchSpawn(kill func()) (stop func() string) {
 // quota.go), whatever else it did.
 func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason, quotaReason string) {
 	p.cg.kill()
+	p.ctl.stopMarks()
 	res.CPUTime = fallback
 	if d, ok := p.cg.cpuTime(); ok {
 		res.CPUTime = d
@@ -406,18 +463,37 @@ func (p *prepared) settle(res *Result, fallback time.Duration, spawnReason, quot
 	if spawnReason != "" && res.Outcome != OutputLimit {
 		res.Outcome, res.Reason = Killed, spawnReason
 	}
+	if n := p.cg.oomKills(); n > 0 && res.Outcome == Killed && res.Reason == "" {
+		res.Reason = fmt.Sprintf("the run's processes and files together passed its memory limit of %s (the kernel ended %d of its processes)", safefile.Bytes(p.cg.memMax), n)
+	}
 	p.guardStopped(res)
 	if err := p.finishWorkspace(res, quotaReason); err != nil {
 		res.Reason += " (not all of it: " + err.Error() + ")"
 	}
+	p.ctl.close()
 }
 
+// attempt makes the control socket of one attempt at the run (a warm
+// run whose worker died is attempted again cold).
+func (p *prepared) attempt() error {
+	p.ctl.close()
+	c, err := newControl(p.marks, p.limits.quota(), p.opaque)
+	if err != nil {
+		return err
+	}
+	p.ctl = c
+	return nil
+}
+
+// chownTree hands dir and everything in it to uid and gid, by folder
+// handles (paths of any length), never through a link.
 func chownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(path, uid, gid)
+	if err := os.Lchown(dir, uid, gid); err != nil {
+		return err
+	}
+	m := newMeasurer(WorkspaceQuota{Bytes: math.MaxInt64, Files: math.MaxInt})
+	return m.walkRoot(dir, func(dirfd int, _, name string, _ *unix.Stat_t) error {
+		return unix.Fchownat(dirfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 	})
 }
 
@@ -532,32 +608,58 @@ func lastLines(s string, n int) string {
 // this machine (IsolateRoot, IsolateUserNS or IsolateNone). It is probed
 // once per interpreter by sandboxing a throwaway process.
 func IsolationLevel(python string) string {
+	l, _ := isolation(python)
+	return l
+}
+
+// KernelQuota reports whether runs of python on this machine write to a
+// workspace tmpfs of their own whose size the kernel enforces (space.go):
+// under IsolateRoot and IsolateUserNS where tmpfs and overlay mounts work
+// in the run's namespaces. Otherwise the workspace quota is measured only.
+func KernelQuota(python string) bool {
+	_, s := isolation(python)
+	return s
+}
+
+// isolation probes the isolation level and whether the workspace tmpfs
+// works at it: a level without the tmpfs is still preferred to a weaker
+// one.
+func isolation(python string) (string, bool) {
 	isoMu.Lock()
 	defer isoMu.Unlock()
 	if l, ok := isoCache[python]; ok {
-		return l
+		return l.level, l.space
 	}
-	l := IsolateNone
+	l := isoResult{level: IsolateNone}
 	modes := []string{IsolateUserNS}
 	if os.Geteuid() == 0 {
 		modes = []string{IsolateRoot, IsolateUserNS}
 	}
 	for _, m := range modes {
-		if err := probe(python, m); err == nil {
-			l = m
+		if err := probe(python, m, true); err == nil {
+			l = isoResult{m, true}
+			break
+		}
+		if err := probe(python, m, false); err == nil {
+			l.level = m
 			break
 		}
 	}
 	isoCache[python] = l
-	return l
+	return l.level, l.space
+}
+
+type isoResult struct {
+	level string
+	space bool
 }
 
 var (
 	isoMu    sync.Mutex
-	isoCache = map[string]string{}
+	isoCache = map[string]isoResult{}
 )
 
-func probe(python, mode string) error {
+func probe(python, mode string, withSpace bool) error {
 	root, err := os.MkdirTemp("", "mlerl-sandbox-probe-")
 	if err != nil {
 		return err
@@ -565,12 +667,16 @@ func probe(python, mode string) error {
 	defer os.RemoveAll(root)
 	ws := filepath.Join(root, "ws")
 	nr := filepath.Join(root, "root")
-	for _, d := range []string{ws, nr} {
+	scratch := filepath.Join(root, "scratch")
+	for _, d := range []string{ws, nr, scratch} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return err
 		}
 	}
-	cfg := childConfig{Dir: ws, Script: "probe.py", Isolation: mode, Root: nr, TmpBytes: 1 << 20, UID: -1, GID: -1, Env: baseEnv(ws, "/tmp")}
+	cfg := childConfig{Dir: ws, Script: "probe.py", Isolation: mode, Root: nr, Scratch: scratch, TmpBytes: 1 << 20, UID: -1, GID: -1, Env: baseEnv(ws, "/tmp")}
+	if withSpace && mode != IsolateNone {
+		cfg.WS = &spaceConfig{Bytes: 1 << 20, Inodes: 64}
+	}
 	if mode == IsolateRoot {
 		cfg.UID, cfg.GID = 65534, 65534
 	}

@@ -45,13 +45,22 @@
 //     nor under a namespace view (no /sys); only a non-root runner with a
 //     delegated v2 subtree and IsolateNone runs scripts as the subtree's
 //     owner, and there the limits are advisory.
+//   - Memory together: a memory cgroup per run (root, or a delegated v2
+//     subtree) holds the run's processes and the pages of its tmpfs mounts
+//     to MemoryBytes + the tmpfs sizes + 256 MiB; past it the kernel ends
+//     one of them (outcome killed, Result.Reason says so).
 //   - Files: RLIMIT_FSIZE = the smaller of MaxFileBytes and WorkspaceBytes
 //     (the write fails with EFBIG).
 //   - Workspace: at most WorkspaceBytes and WorkspaceFiles files and
-//     folders, nested at most MaxWorkspaceDepth deep, measured while the
-//     script runs and after it (see quota.go): a run over its quota is
-//     killed (outcome killed, Result.Reason says so) and what it added to
-//     the workspace is removed.
+//     folders, nested at most MaxWorkspaceDepth deep. Under IsolateRoot
+//     and IsolateUserNS ([KernelQuota]) the script writes to a tmpfs of
+//     the run's own whose size the kernel enforces (space.go): what it
+//     holds there (deleted files still open, reserved space included) is
+//     refused past the quota (ENOSPC), and the run's changes reach the
+//     workspace only if it ends within its quota. The quota is also
+//     measured while the script runs and after it (see quota.go): a run
+//     over it is killed (outcome killed, Result.Reason says so) and what
+//     it added to the workspace is removed (never copied back).
 //   - Time: the runner SIGKILLs the script's process group (and cgroup) at
 //     Limits.Timeout (outcome timeout).
 //   - Output: stdout and stderr are drained continuously; the first and last
@@ -128,11 +137,13 @@ type Request struct {
 	Source []byte
 	// Marks, when not nil, guards the run for instrumentation markers: the
 	// call __mlerl_mark__(k) in Source writes Marks[k] to stdout, but only
-	// from the line of Source that makes it; the workspace is not on
+	// from the line of Source that makes it. Marks never enter the
+	// script's process before their marker runs: the runner answers the
+	// marker's socket with its line (control.go). The workspace is not on
 	// sys.path and nothing outside the interpreter's folders is imported;
 	// and the run is stopped (outcome killed) once the script reads
-	// frames, code objects or memory, traces, or compiles code. See
-	// bootstrap.py's guard.
+	// frames, code objects or memory, traces, compiles code, connects to a
+	// marker's socket or execs itself. See bootstrap.py's guard.
 	Marks  []string
 	Limits Limits
 }

@@ -587,7 +587,7 @@ func TestClassify(t *testing.T) {
 // namespaces work, root or not.
 func TestUserNamespaceView(t *testing.T) {
 	py := python(t)
-	if err := probe(py, IsolateUserNS); err != nil {
+	if err := probe(py, IsolateUserNS, false); err != nil {
 		t.Skipf("user namespaces unavailable here: %v", err)
 	}
 	h, err := newHost(py)
@@ -609,6 +609,63 @@ func TestUserNamespaceView(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "submission.csv")); err != nil || string(b) != "ok" {
 		t.Errorf("workspace not writable: %v", err)
+	}
+}
+
+// TestUserNamespaceSpace: under IsolateUserNS a child that is not root
+// (uid 65534, without cgroups: what a non-root caller's runs are) mounts
+// its workspace tmpfs and overlay in its user namespace; the kernel holds
+// it to its quota, and what a run within it wrote is copied back.
+func TestUserNamespaceSpace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs its child as another user: needs root (a non-root caller's own runs are the other tests)")
+	}
+	py := python(t)
+	h, err := newHost(py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.isolation, h.space, h.cg = IsolateUserNS, true, nil
+	h.runAs = &syscall.Credential{Uid: 65534, Gid: 65534}
+	r := &coldRunner{h: h}
+	defer r.Close()
+	lim := Limits{Timeout: 60 * time.Second, WorkspaceBytes: 20 << 20, WorkspaceFiles: 500}
+	run := func(script string) (string, Result) {
+		ws, _ := workspace(t, script)
+		mustWrite(t, filepath.Join(ws, "data", "train.csv"), 1000)
+		if err := chownTree(ws, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Dir(filepath.Dir(ws)), 0o755) // t.TempDir's own folder
+		res, err := r.Run(context.Background(), Request{Dir: ws, Script: "train.py", Limits: lim})
+		if err != nil {
+			t.Fatalf("%v (is overlay with userxattr on tmpfs available? Linux 6.6 or later)", err)
+		}
+		return ws, res
+	}
+	ws, res := run("import os, shutil\nprint(os.getuid())\nopen('out.bin', 'wb').write(b'x' * (1 << 20))\nshutil.rmtree('data')\nos.mkdir('data')\nopen('data/new.csv', 'w').write('a')\n")
+	if res.Outcome != Success || res.Stdout != "65534\n" {
+		t.Fatalf("got %s %q %q", res.Outcome, res.Stdout, res.Stderr)
+	}
+	var got []string
+	filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+		if rel, _ := filepath.Rel(ws, p); p != ws {
+			got = append(got, rel)
+		}
+		return nil
+	})
+	if want := "data data/new.csv out.bin train.py"; strings.Join(got, " ") != want {
+		t.Errorf("the workspace after the run: %v want %s", got, want)
+	}
+	// Its capabilities in its user namespace are gone: it cannot mount a
+	// tmpfs of its own over the workspace (EPERM), nor remount anything.
+	_, res = run("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nprint(libc.mount(b'tmpfs', os.getcwd().encode(), b'tmpfs', 0, None), ctypes.get_errno())\n")
+	if res.Outcome != Success || res.Stdout != "-1 1\n" {
+		t.Errorf("mounting a tmpfs over the workspace: got %s %q %q, want EPERM", res.Outcome, res.Stdout, res.Stderr)
+	}
+	_, res = run("import os\nfs = []\ntry:\n    for i in range(8):\n        f = open('h%d' % i, 'wb')\n        os.unlink('h%d' % i)\n        f.write(b'x' * (8 << 20))\n        f.flush()\n        fs.append(f)\nexcept OSError as e:\n    print(e)\nimport time\ntime.sleep(30)\n")
+	if res.Outcome != Killed || !strings.Contains(res.Reason, "quota") {
+		t.Errorf("holding 64 MiB of deleted files in a 20 MiB quota: got %s %q %q", res.Outcome, res.Reason, res.Stdout)
 	}
 }
 

@@ -300,17 +300,20 @@ func (w *worker) run(ctx context.Context, p *prepared) (Result, error) {
 	srcR, srcW, err1 := pipe()
 	outR, outW, err2 := pipe()
 	errR, errW, err3 := pipe()
-	if err := errors.Join(err1, err2, err3); err != nil {
+	err4 := p.attempt()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		closeAll()
 		return Result{}, fmt.Errorf("sandbox: %w", err)
 	}
+	defer p.ctl.close()
 	cfg := p.cfg
 	cfg.Op, cfg.ID = "run", id
 	start := time.Now()
-	err := w.send(cfg, []int{int(srcR.Fd()), int(outW.Fd()), int(errW.Fd())})
+	err := w.send(cfg, []int{int(srcR.Fd()), int(outW.Fd()), int(errW.Fd()), int(p.ctl.child.Fd())})
 	srcR.Close()
 	outW.Close()
 	errW.Close()
+	p.ctl.start()
 	if err != nil {
 		srcW.Close()
 		outR.Close()

@@ -42,6 +42,9 @@ type run struct {
 	valErr    error // no usable VAL_METRIC line
 	submitted bool  // the script wrote submission.csv
 	grade     Grade
+	// redraw grades the same submission on another draw of a keyed
+	// split (nil unless the task's parts are keyed).
+	redraw func(draw int) (Grade, error)
 }
 
 // runScript copies t's workspace into a fresh temporary folder, with
@@ -94,18 +97,89 @@ func runScript(ctx context.Context, runner sandbox.Runner, grade GradeFunc, t *T
 			return RunGraderIn(ctx, runner, privateDir, submission)
 		}
 	}
-	privateDir, cleanup, err := t.privateForGrading()
-	if err != nil {
+	gradeParts := func() (Grade, error) {
+		privateDir, cleanup, err := t.privateForGrading()
+		if err != nil {
+			return Grade{}, err
+		}
+		defer cleanup()
+		g, err := grade(ctx, privateDir, sub)
+		if err != nil {
+			return Grade{}, &Error{Task: t.ID, File: PrivateDir + "/" + GraderFile, Msg: err.Error()}
+		}
+		if t.Parts != nil && g.Valid && !g.HasParts() {
+			return Grade{}, &Error{Task: t.ID, File: PrivateDir + "/" + GraderFile, Msg: "gave no public and private scores for the hidden answers' parts: a grader called as grade.py <submission> <answers> <parts> must print them (see tasks/README.md, \"The public and the private part\")"}
+		}
+		return g, nil
+	}
+	if r.grade, err = gradeParts(); err != nil {
 		return run{}, err
 	}
-	defer cleanup()
-	if r.grade, err = grade(ctx, privateDir, sub); err != nil {
-		return run{}, &Error{Task: t.ID, File: PrivateDir + "/" + GraderFile, Msg: err.Error()}
-	}
-	if t.Parts != nil && r.grade.Valid && !r.grade.HasParts() {
-		return run{}, &Error{Task: t.ID, File: PrivateDir + "/" + GraderFile, Msg: "gave no public and private scores for the hidden answers' parts: a grader called as grade.py <submission> <answers> <parts> must print them (see tasks/README.md, \"The public and the private part\")"}
+	if t.PartsKeyed && script == nil {
+		// The submission stays until runScript returns: RunBaseline may
+		// grade it on another draw of the keyed split.
+		r.redraw = func(draw int) (Grade, error) {
+			if err := t.drawParts(draw); err != nil {
+				return Grade{}, err
+			}
+			return gradeParts()
+		}
+		g, err := r.redrawn(t)
+		if err != nil {
+			return run{}, err
+		}
+		r.grade = g
 	}
 	return r, nil
+}
+
+// redrawn draws the keyed split again (t.SplitDraw 1, 2... up to
+// SplitDraws) while the first draw leaves m_best, which both parts take,
+// not better than the initial script's score on a part: rewards and
+// reported headroom scale by that gap. It returns the grade on the draw
+// kept (the first that leaves both parts headroom, else the first).
+func (r *run) redrawn(t *Task) (Grade, error) {
+	g := r.grade
+	if t.MBest == nil || !g.Valid || !g.HasParts() {
+		return g, nil
+	}
+	lacks := func(g Grade) bool {
+		pub, priv := t.PartBests()
+		return !better(t.Direction, pub, *g.Public) || !better(t.Direction, priv, *g.Private)
+	}
+	for draw := 1; draw < SplitDraws && lacks(g); draw++ {
+		next, err := r.redraw(draw)
+		if err != nil {
+			return Grade{}, err
+		}
+		if !lacks(next) {
+			return next, nil
+		}
+	}
+	if lacks(g) && t.SplitDraw != 0 {
+		if err := t.drawParts(0); err != nil { // none does: the first, and its error
+			return Grade{}, err
+		}
+	}
+	return g, nil
+}
+
+// drawParts sets t's parts to draw of its keyed split.
+func (t *Task) drawParts(draw int) error {
+	answers, err := os.ReadFile(filepath.Join(t.PrivatePath(), AnswersFile))
+	if err != nil {
+		return &Error{Task: t.ID, File: PrivateDir + "/" + AnswersFile, Msg: err.Error()}
+	}
+	parts, err := SplitAnswersKeyed(answers, t.SplitRuleOrDefault(), t.ID, draw, t.splitKey, t.TaskType, t.Metric)
+	if err != nil {
+		return &Error{Task: t.ID, File: PrivateDir + "/" + AnswersFile, Field: "answer_split", Msg: err.Error()}
+	}
+	c, err := CountParts(answers, parts, t.Metric)
+	if err != nil {
+		return &Error{Task: t.ID, File: PrivateDir + "/" + PartsFile, Msg: err.Error()}
+	}
+	t.Parts, t.PartRows, t.SplitDraw = parts, c, draw
+	return nil
 }
 
 // privateForGrading returns a folder holding the task's private files as

@@ -139,3 +139,6 @@ func better(direction string, a, b float64) bool {
 	}
 	return a > b
 }
+
+// Better reports whether score a beats b in direction.
+func Better(direction string, a, b float64) bool { return better(direction, a, b) }

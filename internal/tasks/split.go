@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -53,12 +54,29 @@ const (
 	// answers are too few to cut, said so in its task.yaml.
 	SplitNone = "none"
 
-	// DefaultSplitSeed salts SplitStrataHash's hashes.
+	// DefaultSplitSeed salts SplitStrataHash's hashes of the reference
+	// split (see SplitKeyed).
 	DefaultSplitSeed = "mlerl-answers-v1"
 	// MinPartRows is the fewest rows a part may hold: a task with fewer
 	// than 2*MinPartRows hidden answers needs more test rows.
 	MinPartRows = 8
 )
+
+// The reference split and the keyed split. task.yaml's rule and seed, and
+// the parts.csv committed beside them, are public (the suite's folders are
+// in the repository): from them and the test ids in its workspace an agent
+// could tell its public rows from its private ones, and learn about the
+// private part from the public part's scores (score only its public rows
+// with probes, say). They are the reference split: what the suite's
+// per-part m_best were measured on (tasks/README.md). A data root's tasks
+// are cut by the keyed split instead ([SplitAnswersKeyed], ingest's
+// LoadOptions.SplitKey): the same rule, its hash keyed by a secret of the
+// data root that nothing in a workspace holds (HMAC-SHA256 of the task id
+// and the row id), and for forecasting (whose reference halves, earlier
+// and later, need no key to recompute) the horizon dealt in consecutive
+// pairs, one row of each pair public by the keyed hash: both parts span
+// the horizon alike. Without the key, no row's part can be told from
+// anything an agent reads.
 
 // DefaultSplitRule is the rule a task without task.yaml's answer_split
 // gets: SplitTime for forecasting, SplitStrataHash otherwise.
@@ -124,12 +142,51 @@ func answerRows(answers []byte) (header []string, rows [][]string, err error) {
 // saying how to fix it, when a part would hold fewer than MinPartRows
 // rows or, for roc_auc and log_loss, one class only.
 func SplitAnswers(answers []byte, rule, seed, taskType, metric string) ([]byte, error) {
+	if seed == "" {
+		seed = DefaultSplitSeed
+	}
+	return splitAnswers(answers, rule, false, func(id string) string {
+		h := sha256.Sum256([]byte(seed + "/" + id))
+		return hex.EncodeToString(h[:])
+	}, taskType, metric)
+}
+
+// SplitAnswersKeyed returns the parts.csv of task taskID's answers.csv by
+// rule keyed by key, a data root's secret (see the comment above
+// DefaultSplitRule), in its draw-th draw (0 first): for SplitStrataHash the
+// rows are ordered by HMAC-SHA256(key, taskID + "/" + id) (draw k > 0:
+// taskID + "#k/" + id); for SplitTime the horizon in time order is dealt
+// in consecutive pairs, the row of each pair with the smaller keyed hash
+// public (an odd last row private).
+func SplitAnswersKeyed(answers []byte, rule, taskID string, draw int, key []byte, taskType, metric string) ([]byte, error) {
+	if len(key) < 16 {
+		return nil, fmt.Errorf("the answer split key has %d bytes: want at least 16", len(key))
+	}
+	prefix := taskID + "/"
+	if draw > 0 {
+		prefix = fmt.Sprintf("%s#%d/", taskID, draw)
+	}
+	return splitAnswers(answers, rule, true, func(id string) string {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(prefix + id))
+		return hex.EncodeToString(m.Sum(nil))
+	}, taskType, metric)
+}
+
+// SplitDraws is how many draws of the keyed split ingest tries for a task
+// whose m_best (measured on all the hidden answers, taken by both parts)
+// does not beat the initial script's score on a part of the first: rewards
+// and reported headroom scale by that gap. The draws depend on the key,
+// the answers and the initial script's submission alone, so a task's parts
+// stay the same from one ingest to the next.
+const SplitDraws = 8
+
+// splitAnswers cuts answers by rule, hashing ids with hash; keyed deals
+// SplitTime's horizon in pairs rather than halves.
+func splitAnswers(answers []byte, rule string, keyed bool, hash func(id string) string, taskType, metric string) ([]byte, error) {
 	header, rows, err := answerRows(answers)
 	if err != nil {
 		return nil, fmt.Errorf("%s %w", AnswersFile, err)
-	}
-	if seed == "" {
-		seed = DefaultSplitSeed
 	}
 	n := len(rows)
 	if n < 2*MinPartRows {
@@ -153,16 +210,24 @@ func SplitAnswers(answers []byte, rule, seed, taskType, metric string) ([]byte, 
 		sort.SliceStable(order, func(a, b int) bool { return ts[order[a]] < ts[order[b]] })
 		for k, i := range order {
 			part[i] = PartPrivate
-			if k < n/2 {
+			if !keyed && k < n/2 {
 				part[i] = PartPublic
+			}
+		}
+		if keyed {
+			for k := 0; k+1 < n; k += 2 {
+				a, b := order[k], order[k+1]
+				if hash(strings.TrimSpace(rows[b][0])) < hash(strings.TrimSpace(rows[a][0])) {
+					a = b
+				}
+				part[a] = PartPublic
 			}
 		}
 	case SplitStrataHash:
 		strata := stratifies(taskType, len(header)-1)
 		keys := make([]string, n)
 		for i, rec := range rows {
-			h := sha256.Sum256([]byte(seed + "/" + strings.TrimSpace(rec[0])))
-			keys[i] = hex.EncodeToString(h[:])
+			keys[i] = hash(strings.TrimSpace(rec[0]))
 		}
 		sort.SliceStable(order, func(a, b int) bool {
 			i, j := order[a], order[b]

@@ -2,12 +2,15 @@ package tasks
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mlerl/mlerl/internal/sandbox"
 )
 
 // answersCSV builds an answers.csv of ids and labels.
@@ -313,5 +316,157 @@ func TestLoadParts(t *testing.T) {
 	_, err = Load(writeTask(t, t.TempDir(), "toy", map[string]string{SpecFile: spec}))
 	if err == nil || !strings.Contains(err.Error(), "answers.csv has 1 rows: each part of the hidden answers needs at least 8") || !strings.Contains(err.Error(), "answer_split: none") {
 		t.Errorf("got %v, want the too-few-rows error with its fixes", err)
+	}
+}
+
+// TestSplitAnswersKeyed: the keyed split keeps each rule's shape (each
+// class halved; the horizon dealt in pairs, one row of each public), is
+// the same for the same key and task, differs with the key and the task,
+// and is not the reference split that task.yaml's public seed gives.
+func TestSplitAnswersKeyed(t *testing.T) {
+	key1, key2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	n := 40
+	ids := seq(n, func(i int) string { return fmt.Sprint(1000 + i) })
+	labels := seq(n, func(i int) string { return []string{"a", "b"}[i%3%2] })
+	answers := answersCSV(ids, labels)
+	split := func(rule, task string, key []byte) map[string]string {
+		t.Helper()
+		p, err := SplitAnswersKeyed(answers, rule, task, 0, key, "binary-classification", "accuracy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return partOf(t, p)
+	}
+	same := func(a, b map[string]string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+	a := split(SplitStrataHash, "t1", key1)
+	if !same(a, split(SplitStrataHash, "t1", key1)) {
+		t.Error("the same key gave two splits")
+	}
+	if same(a, split(SplitStrataHash, "t1", key2)) || same(a, split(SplitStrataHash, "t2", key1)) {
+		t.Error("another key, or another task, gave the same split")
+	}
+	ref, err := SplitAnswers(answers, SplitStrataHash, DefaultSplitSeed, "binary-classification", "accuracy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same(a, partOf(t, ref)) {
+		t.Error("the keyed split is the reference split")
+	}
+	count := map[string]int{}
+	for i, id := range ids {
+		count[labels[i]+"/"+a[id]]++
+	}
+	for _, l := range []string{"a", "b"} {
+		if d := count[l+"/public"] - count[l+"/private"]; d < -1 || d > 1 {
+			t.Errorf("class %s: %d public, %d private: not halved", l, count[l+"/public"], count[l+"/private"])
+		}
+	}
+	// Forecasting: one row of each consecutive pair of the horizon public,
+	// whichever the key says; the earlier half is not the public part.
+	tm := split(SplitTime, "t1", key1)
+	pub := 0
+	for k := 0; k < n; k += 2 {
+		if (tm[ids[k]] == PartPublic) == (tm[ids[k+1]] == PartPublic) {
+			t.Errorf("pair %d,%d: %s and %s", k, k+1, tm[ids[k]], tm[ids[k+1]])
+		}
+		if tm[ids[k]] == PartPublic {
+			pub++
+		}
+	}
+	if pub == 0 || pub == n/2 {
+		t.Errorf("the first of every pair is always (or never) public: %d of %d", pub, n/2)
+	}
+	if _, err := SplitAnswersKeyed(answers, SplitStrataHash, "t1", 0, []byte("short"), "binary-classification", "accuracy"); err == nil {
+		t.Error("a 5-byte key was taken")
+	}
+}
+
+// TestLoadKeyedParts: with the data root's key a suite task's committed
+// parts.csv (the reference split) is set aside for the keyed split, whose
+// description names no seed, and task.yaml's per-part m_best (measured on
+// the reference split) no longer apply.
+func TestLoadKeyedParts(t *testing.T) {
+	dir := filepath.Join("..", "..", "tasks", "affairs-survey")
+	ref, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := LoadWith(dir, LoadOptions{SplitKey: bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !keyed.PartsKeyed || bytes.Equal(keyed.Parts, ref.Parts) || keyed.MBestPublic != nil || keyed.MBestPrivate != nil {
+		t.Errorf("keyed: parts keyed %v, same as the reference %v, m_best_public %v", keyed.PartsKeyed, bytes.Equal(keyed.Parts, ref.Parts), keyed.MBestPublic)
+	}
+	if d := keyed.SplitDescription(); !strings.Contains(d, "keyed by the data root's secret") || strings.Contains(d, DefaultSplitSeed) {
+		t.Errorf("description %q", d)
+	}
+	if row := keyed.Row(); *row.MBestPublic != row.MBest || *row.MBestPrivate != row.MBest {
+		t.Errorf("row's per-part m_best %v %v, want both m_best %v", *row.MBestPublic, *row.MBestPrivate, row.MBest)
+	}
+	files, err := keyed.PrivateFiles()
+	if err != nil || !bytes.Equal(files[PartsFile].Data, keyed.Parts) {
+		t.Errorf("the private tree's parts.csv is not the keyed split (%v)", err)
+	}
+}
+
+// TestKeyedSplitRedraws: a keyed split whose first draw leaves a part
+// without headroom (the initial script's score there not short of m_best,
+// which both parts take) is drawn again until one leaves both some; the
+// draw kept is in the description and the private tree. No draw that
+// does: the first, and RunBaseline's error naming the part.
+func TestKeyedSplitRedraws(t *testing.T) {
+	var ans strings.Builder
+	ans.WriteString("id,y\n")
+	for i := range 40 {
+		fmt.Fprintf(&ans, "%d,%d\n", i, i%2)
+	}
+	spec := strings.Replace(goodSpec, "answer_split: none", "answer_split: strata-hash-v1", 1)
+	dir := writeTask(t, t.TempDir(), "toy", map[string]string{SpecFile: spec, "private/answers.csv": ans.String()})
+	key := bytes.Repeat([]byte{9}, 32)
+	first, err := SplitAnswersKeyed([]byte(ans.String()), SplitStrataHash, "toy", 0, key, "binary-classification", "accuracy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The "grader": the public part scores 0.99 (over m_best 0.95) on the
+	// first draw, 0.6 on any other; the private part 0.6.
+	graded := 0
+	grade := func(_ context.Context, privateDir, _ string) (Grade, error) {
+		graded++
+		parts, err := os.ReadFile(filepath.Join(privateDir, PartsFile))
+		if err != nil {
+			return Grade{}, err
+		}
+		pub, priv := 0.6, 0.6
+		if bytes.Equal(parts, first) {
+			pub = 0.99
+		}
+		return Grade{Valid: true, Score: 0.7, Public: &pub, Private: &priv}, nil
+	}
+	tk, err := LoadWith(dir, LoadOptions{SplitKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := RunBaseline(context.Background(), copyRunner{}, grade, tk, sandbox.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.SplitDraw != 1 || *base.Public != 0.6 || graded != 2 || bytes.Equal(tk.Parts, first) || !strings.Contains(tk.SplitDescription(), "draw 2") {
+		t.Errorf("draw %d, public %v, graded %d times, description %q: want the second draw", tk.SplitDraw, *base.Public, graded, tk.SplitDescription())
+	}
+	files, _ := tk.PrivateFiles()
+	if !bytes.Equal(files[PartsFile].Data, tk.Parts) {
+		t.Error("the private tree's parts.csv is not the draw kept")
+	}
+	// Every draw leaves the public part at 0.99: the first is kept, and
+	// the baseline fails naming the public part.
+	always := func(_ context.Context, _, _ string) (Grade, error) {
+		pub, priv := 0.99, 0.6
+		return Grade{Valid: true, Score: 0.7, Public: &pub, Private: &priv}, nil
+	}
+	tk, _ = LoadWith(dir, LoadOptions{SplitKey: key})
+	_, err = RunBaseline(context.Background(), copyRunner{}, always, tk, sandbox.Limits{})
+	if err == nil || !strings.Contains(err.Error(), "public part") || tk.SplitDraw != 0 || !bytes.Equal(tk.Parts, first) {
+		t.Errorf("got %v, draw %d: want the first draw and an error naming the public part", err, tk.SplitDraw)
 	}
 }

@@ -132,6 +132,17 @@ type Task struct {
 	Parts []byte
 	// PartsComputed says Parts was computed, not read from the folder.
 	PartsComputed bool
+	// PartsKeyed says Parts is the keyed split of a data root's secret
+	// (LoadOptions.SplitKey), not the reference split of task.yaml's
+	// seed; task.yaml's m_best_public and m_best_private, measured on
+	// the reference split, then do not apply (both parts take m_best
+	// unless the ingest measures them).
+	PartsKeyed bool
+	// SplitDraw is the draw of the keyed split Parts is (0: the first;
+	// RunBaseline draws again while a part has no headroom).
+	SplitDraw int
+	// splitKey is the key of a keyed split.
+	splitKey []byte
 	// PartRows is how many hidden answers each part holds.
 	PartRows PartCounts
 }
@@ -177,6 +188,12 @@ type LoadOptions struct {
 	// MeasureMissingMBest takes a task.yaml without m_best as one saying
 	// `m_best: measure` (`mlerl ingest tasks --m_best measure`).
 	MeasureMissingMBest bool
+	// SplitKey, when set, is the data root's secret that cuts the hidden
+	// answers of a task with a computed rule (strata-hash-v1, time-v1):
+	// the keyed split (split.go), which no agent can recompute, rather
+	// than the reference split of task.yaml's seed and the folder's
+	// parts.csv. A task with answer_split given keeps its author's parts.
+	SplitKey []byte
 }
 
 // Load reads and checks the task folder dir: task.yaml's schema (required
@@ -246,7 +263,7 @@ func LoadWith(dir string, o LoadOptions) (*Task, error) {
 		return nil, fail(DescriptionFile, "", "empty: describe the task, its data files and the submission format")
 	}
 	t := &Task{Spec: *spec, Dir: abs, Description: string(desc)}
-	if err := t.loadParts(); err != nil {
+	if err := t.loadParts(o.SplitKey); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -254,7 +271,9 @@ func LoadWith(dir string, o LoadOptions) (*Task, error) {
 
 // loadParts reads private/parts.csv, or computes it from answers.csv by
 // the task's answer_split rule when the folder has none, and checks it.
-func (t *Task) loadParts() error {
+// With key, a computed rule's parts are the keyed split (whatever
+// parts.csv the folder holds: the reference split).
+func (t *Task) loadParts(key []byte) error {
 	rel := PrivateDir + "/" + PartsFile
 	answers, err := os.ReadFile(filepath.Join(t.PrivatePath(), AnswersFile))
 	if err != nil {
@@ -263,6 +282,12 @@ func (t *Task) loadParts() error {
 	rule := t.SplitRuleOrDefault()
 	parts, err := os.ReadFile(filepath.Join(t.PrivatePath(), PartsFile))
 	switch {
+	case key != nil && (rule == SplitStrataHash || rule == SplitTime):
+		if parts, err = SplitAnswersKeyed(answers, rule, t.ID, 0, key, t.TaskType, t.Metric); err != nil {
+			return &Error{Task: t.ID, File: PrivateDir + "/" + AnswersFile, Field: "answer_split", Msg: err.Error()}
+		}
+		t.PartsComputed, t.PartsKeyed, t.splitKey = true, true, key
+		t.MBestPublic, t.MBestPrivate = nil, nil // measured on the reference split
 	case rule == SplitNone && err == nil:
 		return &Error{Task: t.ID, File: rel, Msg: fmt.Sprintf("task.yaml says answer_split: %s, but there is a %s: delete it, or set answer_split: %s to use it", SplitNone, rel, SplitGiven)}
 	case rule == SplitNone:
@@ -313,8 +338,14 @@ func (s *Spec) splitSeed() string {
 // tasks dataset: the rule, its seed where it has one, and the parts' rows.
 func (t *Task) SplitDescription() string {
 	rule := t.SplitRuleOrDefault()
-	switch rule {
-	case SplitStrataHash:
+	how := ""
+	if rule == SplitTime {
+		how = "the horizon in pairs, "
+	}
+	switch {
+	case t.PartsKeyed:
+		return fmt.Sprintf("%s keyed by the data root's secret (%sdraw %d): %d public, %d private", rule, how, t.SplitDraw+1, t.PartRows.Public, t.PartRows.Private)
+	case rule == SplitStrataHash:
 		return fmt.Sprintf("%s seed %s: %d public, %d private", rule, t.splitSeed(), t.PartRows.Public, t.PartRows.Private)
 	default:
 		return fmt.Sprintf("%s: %d public, %d private", rule, t.PartRows.Public, t.PartRows.Private)

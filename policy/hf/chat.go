@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -60,6 +59,8 @@ type ChatFormat struct {
 	DateToday bool
 	// EndOfTurn is the token that closes a turn: <|im_end|> or <|eot_id|>.
 	EndOfTurn string
+	// Template is the Jinja source as read (written into exported files).
+	Template string
 }
 
 var (
@@ -79,16 +80,20 @@ var (
 // "default" entry is used). bos and eos are tokenizer_config.json's
 // bos_token and eos_token.
 func DetectChat(dir string) (*ChatFormat, error) {
-	src := filepath.Join(dir, "chat_template.jinja")
-	tmpl, err := os.ReadFile(src)
-	cfgPath := filepath.Join(dir, "tokenizer_config.json")
-	cfg, cerr := readTokenizerConfig(cfgPath)
+	return (&Checkpoint{Dir: dir}).detectChat()
+}
+
+func (c *Checkpoint) detectChat() (*ChatFormat, error) {
+	src := c.where("chat_template.jinja")
+	tmpl, err := c.file("chat_template.jinja")
+	cfgPath := c.where("tokenizer_config.json")
+	cfg, cerr := c.tokenizerConfig()
 	if cerr != nil && !errors.Is(cerr, os.ErrNotExist) {
 		return nil, cerr
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		if cerr != nil {
-			return nil, fmt.Errorf("%s is missing and there is no chat_template.jinja: copy the model's tokenizer_config.json (it holds the chat template) into %s", cfgPath, dir)
+			return nil, fmt.Errorf("%s is missing and there is no chat_template.jinja: copy the model's tokenizer_config.json (it holds the chat template) into %s", cfgPath, c.Dir)
 		}
 		src = cfgPath
 		tmpl = []byte(cfg.ChatTemplate)
@@ -108,9 +113,11 @@ type tokenizerConfig struct {
 	EOSToken     string
 }
 
-func readTokenizerConfig(path string) (tokenizerConfig, error) {
+// tokenizerConfig reads the checkpoint's tokenizer_config.json.
+func (c *Checkpoint) tokenizerConfig() (tokenizerConfig, error) {
 	var tc tokenizerConfig
-	b, err := os.ReadFile(path)
+	path := c.where("tokenizer_config.json")
+	b, err := c.file("tokenizer_config.json")
 	if err != nil {
 		return tc, err
 	}
@@ -162,6 +169,14 @@ func readTokenizerConfig(path string) (tokenizerConfig, error) {
 // ParseChatTemplate recognises a chat template's source (src names the
 // file in errors); bos is the tokenizer's bos_token text.
 func ParseChatTemplate(src, tmpl, bos string) (*ChatFormat, error) {
+	f, err := parseChatTemplate(src, tmpl, bos)
+	if f != nil {
+		f.Template = tmpl
+	}
+	return f, err
+}
+
+func parseChatTemplate(src, tmpl, bos string) (*ChatFormat, error) {
 	switch {
 	case chatmlMarker.MatchString(tmpl):
 		f := &ChatFormat{Kind: ChatML, Source: src, EndOfTurn: "<|im_end|>"}

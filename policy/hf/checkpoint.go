@@ -1,9 +1,11 @@
 package hf
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,9 +18,15 @@ import (
 // and generation settings. It is the one thing that says how to run, prompt
 // and stop the model. Close it when done.
 type Checkpoint struct {
-	Dir       string
+	// Dir is the folder; for a checkpoint made in memory ([Assemble]),
+	// the file it was made from.
+	Dir string
+	// Files, when not nil, holds the small files (config.json,
+	// tokenizer.json, tokenizer_config.json...) of a checkpoint made in
+	// memory, read instead of Dir's and written out with a merged model.
+	Files     map[string][]byte
 	Arch      *Arch
-	Weights   *Weights
+	Weights   Tensors
 	Tokenizer *tokenizer.Tokenizer
 	Chat      *ChatFormat
 	// BOSTokenID is generation_config.json's (else config.json's), nil when
@@ -65,26 +73,76 @@ func Load(dir string) (*Checkpoint, error) {
 	return c, nil
 }
 
+// Assemble makes a checkpoint of small files held in memory (config.json,
+// tokenizer.json, tokenizer_config.json and, when there,
+// generation_config.json, by file name) and weights read from elsewhere:
+// how policy/gguf presents a GGUF file as the Hugging Face checkpoint it
+// converts to. name, the file they were made from, is the checkpoint's
+// Dir and names it in errors. The checks are Load's; w is not closed on a
+// refusal.
+func Assemble(name string, files map[string][]byte, w Tensors) (*Checkpoint, error) {
+	c := &Checkpoint{Dir: name, Files: files, Weights: w}
+	raw, err := c.file("config.json")
+	if err != nil {
+		return nil, err
+	}
+	if c.Arch, err = ParseConfig(c.where("config.json"), raw); err != nil {
+		return nil, err
+	}
+	c.BOSTokenID, c.EOSTokenIDs = c.Arch.BOSTokenID, c.Arch.EOSTokenIDs
+	if err := c.load(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ReadFile reads one of the checkpoint's small files (tokenizer.json...):
+// from Files for a checkpoint made in memory, else from the folder.
+func (c *Checkpoint) ReadFile(name string) ([]byte, error) { return c.file(name) }
+
+func (c *Checkpoint) file(name string) ([]byte, error) {
+	if c.Files != nil {
+		b, ok := c.Files[name]
+		if !ok {
+			return nil, &fs.PathError{Op: "open", Path: c.where(name), Err: fs.ErrNotExist}
+		}
+		return b, nil
+	}
+	return os.ReadFile(filepath.Join(c.Dir, name))
+}
+
+// where names one of the checkpoint's files in errors.
+func (c *Checkpoint) where(name string) string {
+	if c.Files != nil {
+		return fmt.Sprintf("%s (as %s)", c.Dir, name)
+	}
+	return filepath.Join(c.Dir, name)
+}
+
 func (c *Checkpoint) load() error {
 	if err := c.Arch.CheckTensors(c.Weights); err != nil {
 		return fmt.Errorf("%s: %w", c.Dir, err)
 	}
-	tokPath := filepath.Join(c.Dir, "tokenizer.json")
-	if _, err := os.Stat(tokPath); errors.Is(err, os.ErrNotExist) {
+	tokPath := c.where("tokenizer.json")
+	raw, err := c.file("tokenizer.json")
+	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s is missing: copy the model's tokenizer.json (and tokenizer_config.json) into the checkpoint folder", tokPath)
 	}
-	tok, err := tokenizer.Load(tokPath)
 	if err != nil {
 		return err
+	}
+	tok, err := tokenizer.Read(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("tokenizer %s: %w", tokPath, err)
 	}
 	if tok.VocabSize() > c.Arch.VocabSize {
 		return fmt.Errorf("%s has %d ids but config.json's vocab_size is %d: the tokenizer does not belong to this model", tokPath, tok.VocabSize(), c.Arch.VocabSize)
 	}
 	c.Tokenizer = tok
-	if c.Chat, err = DetectChat(c.Dir); err != nil {
+	if c.Chat, err = c.detectChat(); err != nil {
 		return err
 	}
-	tc, err := readTokenizerConfig(filepath.Join(c.Dir, "tokenizer_config.json"))
+	tc, err := c.tokenizerConfig()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -123,8 +181,8 @@ func (c *Checkpoint) controlTokens() []string {
 // readGeneration takes bos/eos from generation_config.json when present:
 // it is what transformers' generate stops on.
 func (c *Checkpoint) readGeneration() error {
-	p := filepath.Join(c.Dir, "generation_config.json")
-	b, err := os.ReadFile(p)
+	p := c.where("generation_config.json")
+	b, err := c.file("generation_config.json")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -226,8 +226,8 @@ func TestWriteMergedRefusesAndLeavesNothing(t *testing.T) {
 	}
 	m := loadCkpt(t, dir)
 	for _, n := range c.Weights.Names() {
-		a, _, _ := c.Weights.Raw(n)
-		b, _, _ := m.Weights.Raw(n)
+		a, _, _ := c.Weights.(*Weights).Raw(n)
+		b, _, _ := m.Weights.(*Weights).Raw(n)
 		if string(a) != string(b) {
 			t.Errorf("%s changed in an F32 re-save", n)
 		}

@@ -4,14 +4,16 @@
 // adapters in PEFT's layout and merged folders transformers can load.
 //
 // Start with [Load], which opens a checkpoint folder into a [Checkpoint]
-// (its [Arch], lazily read [Weights], tokenizer, [ChatFormat] and stop
+// (its [Arch], lazily read [Tensors], tokenizer, [ChatFormat] and stop
 // ids) and refuses anything it cannot run in one line naming the file,
-// field and fix. [Reference] is the slow, obvious float64 forward pass that
+// field and fix. [Assemble] makes the same checks on a checkpoint whose
+// small files are made in memory and whose tensors come from elsewhere:
+// policy/gguf presents a GGUF file so. [Reference] is the slow, obvious float64 forward pass that
 // engines test against; [ReadAdapter] / [WriteAdapter] and [WriteMerged]
 // save what training made.
 //
 // Files by concept: safetensors.go (the format: reader with its checks,
-// writer), weights.go (one file or a sharded set), config.go (the shared
+// writer), weights.go (the Tensors interface; one file or a sharded set), config.go (the shared
 // architecture and its checks, RoPE frequencies), llama.go / qwen2.go /
 // qwen3.go (what each family adds), reference.go, chat.go, peft.go,
 // merged.go, checkpoint.go.

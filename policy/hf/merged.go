@@ -25,12 +25,24 @@ var filesCopied = []string{
 // runs in float64 from the stored values, then rounds once. A failure
 // leaves nothing behind.
 func WriteMerged(dir string, c *Checkpoint, ad *Adapter, dtype DType) error {
+	merge, err := MergeFunc(c, ad)
+	if err != nil {
+		return err
+	}
+	return WriteModel(dir, c, merge, dtype)
+}
+
+// MergeFunc is WriteMerged's weight function, for [WriteModel] or another
+// writer (policy/gguf's): a tensor by its Hugging Face name with ad's
+// update added (W + alpha/r B A, in float64 from the stored values,
+// rounded once); other tensors, and every one when ad is nil, unchanged.
+func MergeFunc(c *Checkpoint, ad *Adapter) (func(name string, stored []float32) ([]float32, error), error) {
 	if ad != nil {
 		if err := ad.Check(c.Arch); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return WriteModel(dir, c, func(n string, v []float32) ([]float32, error) {
+	return func(n string, v []float32) ([]float32, error) {
 		if ad != nil {
 			if m, ok := ad.Modules[strings.TrimSuffix(n, ".weight")]; ok {
 				d := m.scaledDelta(ad.R, ad.Scale())
@@ -40,7 +52,7 @@ func WriteMerged(dir string, c *Checkpoint, ad *Adapter, dtype DType) error {
 			}
 		}
 		return v, nil
-	}, dtype)
+	}, nil
 }
 
 // WriteModel writes c as a Hugging Face folder in dir, as WriteMerged
@@ -51,7 +63,7 @@ func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []flo
 	if dtype.Size() == 0 {
 		return fmt.Errorf("merged dtype %q: want F32, BF16 or F16", dtype)
 	}
-	cfg, err := mergedConfig(filepath.Join(c.Dir, "config.json"), dtype)
+	cfg, err := mergedConfig(c, dtype)
 	if err != nil {
 		return err
 	}
@@ -80,7 +92,7 @@ func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []flo
 			return err
 		}
 		for _, f := range filesCopied {
-			b, err := os.ReadFile(filepath.Join(c.Dir, f))
+			b, err := c.file(f)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -95,10 +107,11 @@ func WriteModel(dir string, c *Checkpoint, weight func(name string, stored []flo
 	})
 }
 
-// mergedConfig is config.json with its dtype (and torch_dtype, where the
+// mergedConfig is c's config.json with its dtype (and torch_dtype, where the
 // file has that older key) set to dtype; other fields are kept as written.
-func mergedConfig(path string, dtype DType) ([]byte, error) {
-	b, err := os.ReadFile(path)
+func mergedConfig(c *Checkpoint, dtype DType) ([]byte, error) {
+	path := c.where("config.json")
+	b, err := c.file("config.json")
 	if err != nil {
 		return nil, err
 	}

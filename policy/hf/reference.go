@@ -19,7 +19,7 @@ type Reference struct {
 // NewReference reads every tensor of w into float64 (exactly: bf16 and
 // f16 values are representable). ad, when not nil, is applied as
 // transformers+PEFT do: y = W x + (alpha/r) B (A x) on its target modules.
-func NewReference(a *Arch, w *Weights, ad *Adapter) (*Reference, error) {
+func NewReference(a *Arch, w Tensors, ad *Adapter) (*Reference, error) {
 	if err := a.CheckTensors(w); err != nil {
 		return nil, err
 	}

@@ -16,6 +16,19 @@ const (
 	indexFile  = "model.safetensors.index.json"
 )
 
+// Tensors are a checkpoint's weights by their Hugging Face names, in the
+// files' layout, read lazily: safetensors files ([Weights]), or a GGUF
+// file's tensors converted (policy/gguf). Close it when done.
+type Tensors interface {
+	// Names returns every tensor's name, sorted.
+	Names() []string
+	// Info describes a tensor: its shape as transformers holds it.
+	Info(name string) (TensorInfo, bool)
+	// Float32 returns a tensor as float32, row-major in Info's shape.
+	Float32(name string) ([]float32, TensorInfo, error)
+	Close() error
+}
+
 // Weights is a checkpoint's tensors: one model.safetensors, or the shards
 // that model.safetensors.index.json's weight_map names. Tensors are read
 // lazily. Close it when done.

@@ -117,35 +117,41 @@ func TestBF16Base(t *testing.T) {
 					}
 				}
 			})
-			if err := half.MergeLoRA(); err == nil || !strings.Contains(err.Error(), "bfloat16") {
-				t.Errorf("merging into a bf16 base: got %v", err)
-			}
 		})
 	}
 }
 
+// TestBaseStorageOptions: a base is stored in bfloat16 only when asked
+// (the zero value is float32) and only when frozen (adapters, or
+// Options.Frozen); "auto" is refused, for its caller to resolve, and so
+// is an unknown storage.
 func TestBaseStorageOptions(t *testing.T) {
 	cfg := variantConfigs()[0].cfg
 	lo := LoRAConfig{Rank: 1, Targets: []string{"q"}}
-	if _, err := NewWithOptions(cfg, Options{BaseStorage: MatmulBF16}, 1); err == nil || !strings.Contains(err.Error(), "frozen base") {
-		t.Errorf("a bf16 base without adapters: got %v", err)
-	}
-	if _, err := NewWithOptions(cfg, Options{LoRA: lo, BaseStorage: "fp8"}, 1); err == nil {
-		t.Error("base storage fp8: got no error")
-	}
-	m, err := NewWithOptions(cfg, Options{LoRA: lo}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := MatmulFP32
-	if BF16Native() {
-		want = MatmulBF16
-	}
-	if m.BaseStorage() != want {
-		t.Errorf("auto base storage is %s on this CPU, want %s", m.BaseStorage(), want)
-	}
-	full, _ := New(cfg, 1)
-	if full.BaseStorage() != MatmulFP32 {
-		t.Errorf("a fully trained model stores its base in %s", full.BaseStorage())
+	for _, tc := range []struct {
+		opt  Options
+		want string // the storage, or the error's text
+		err  bool
+	}{
+		{Options{BaseStorage: MatmulBF16}, "frozen base", true},
+		{Options{LoRA: lo, BaseStorage: "fp8"}, "want fp32 or bf16", true},
+		{Options{LoRA: lo, BaseStorage: "auto"}, "policy.ResolvePrecision", true},
+		{Options{LoRA: lo}, MatmulFP32, false},
+		{Options{LoRA: lo, BaseStorage: " BF16"}, MatmulBF16, false},
+		{Options{Frozen: true, BaseStorage: MatmulBF16}, MatmulBF16, false},
+		{Options{Frozen: true}, MatmulFP32, false},
+		{Options{}, MatmulFP32, false},
+	} {
+		m, err := NewWithOptions(cfg, tc.opt, 1)
+		switch {
+		case tc.err && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: got %v, want an error containing %q", tc.opt, err, tc.want)
+		case !tc.err && err != nil:
+			t.Errorf("%+v: %v", tc.opt, err)
+		case !tc.err && m.BaseStorage() != tc.want:
+			t.Errorf("%+v: base stored in %s, want %s", tc.opt, m.BaseStorage(), tc.want)
+		case !tc.err && m.Matmul() != tc.want:
+			t.Errorf("%+v: products in %s, want %s (a bfloat16 base's products default to bf16)", tc.opt, m.Matmul(), tc.want)
+		}
 	}
 }

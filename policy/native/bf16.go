@@ -25,13 +25,66 @@ import (
 // float32 (its behaviour log-probs come from the float32 sampler; a bf16
 // learner would move every ratio away from 1 before any update); train
 // sft takes bf16 where the CPU has AVX512_BF16 (--matmul auto).
+//
+// Which precision a model computes in is its caller's choice, never this
+// package's: SetMatmul and Options.BaseStorage take fp32 or bf16, and
+// "auto" (bf16 where the CPU has AVX512_BF16) is resolved once where a
+// stage or a test builds its model (policy.ResolvePrecision), printed and
+// recorded there. The CPU only picks which kernels compute the chosen
+// precision (bf16Kern: the same sums either way), so a test that names
+// its precision checks the same arithmetic on every machine.
 
-// Matmul modes of a model's training products (Model.SetMatmul).
+// Precisions of a model's training products (SetMatmul) and of a frozen
+// base's storage (Options.BaseStorage).
 const (
-	MatmulAuto = "auto" // bf16 where the CPU has AVX512_BF16 kernels, else fp32
 	MatmulFP32 = "fp32"
-	MatmulBF16 = "bf16" // bf16 everywhere: the plain-Go kernel where the CPU lacks AVX512_BF16
+	MatmulBF16 = "bf16" // the plain-Go kernel where the CPU lacks AVX512_BF16
 )
+
+// parsePrecision reports whether mode, a precision of what (for errors),
+// is bf16: "fp32" (or "", the zero value) or "bf16", in any case. "auto"
+// is an error here: what it means depends on the CPU, and the caller
+// resolves it where it builds the model (bf16.go's comment).
+func parsePrecision(what, mode string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(mode)) {
+	case MatmulFP32, "":
+		return false, nil
+	case MatmulBF16:
+		return true, nil
+	case "auto":
+		return false, fmt.Errorf("native: %s %q: resolve auto to %s or %s where the model is built (policy.ResolvePrecision); this package does not choose a precision from the CPU", what, mode, MatmulFP32, MatmulBF16)
+	}
+	return false, fmt.Errorf("native: %s %q: want %s or %s", what, mode, MatmulFP32, MatmulBF16)
+}
+
+// BF16Unit is bfloat16's unit roundoff: it keeps 8 significant bits (7
+// stored and the leading one), so rounding to nearest changes a value by
+// at most half a step, 2⁻⁸ of it.
+const BF16Unit = 0x1p-8
+
+// BF16Tolerance is the stated precision of a result computed with bf16
+// products against the same computation in float32 (or float64): the
+// largest difference allowed, relative to the scale of the results (the
+// largest magnitude among them), for a result that went through a chain
+// of depth bf16 products (its longest path from the input: each dense
+// layer, an adapter being two, each attention product run in bf16, the
+// LM head).
+//
+// The derivation: a bf16 product rounds both its inputs to nearest
+// bfloat16, so every term of its sum carries a relative error within
+// ±2·BF16Unit, the sum of two independent roundings each uniform within
+// ±BF16Unit: mean square 2·BF16Unit²/3. For terms of either sign the
+// sum's error then has a standard deviation of sqrt(2/3)·BF16Unit of the
+// sum's own size (the float32 accumulation adds 2¹⁶ times less). The
+// products along a chain err independently, and a transformer block
+// neither amplifies nor damps an error much (it adds to a residual
+// stream that the next norm rescales), so at the end of the chain the
+// standard deviation is sqrt(2·depth/3)·BF16Unit of the result's scale.
+// The tolerance is 6 of them, which one value exceeds with probability
+// 2e-9, so one of the tens of thousands a check compares with probability
+// below 1e-4. The checks against PEFT (TestHFReferenceLoRA) and of a
+// merged folder (train's TestSFTOnBF16Base) see a quarter of it or less.
+func BF16Tolerance(depth int) float64 { return 6 * math.Sqrt(2*float64(depth)/3) * BF16Unit }
 
 // bf16Kernels is one implementation of the bf16 product.
 type bf16Kernels struct {
@@ -93,36 +146,21 @@ var bf16Fast *bf16Kernels
 var bf16Others []*bf16Kernels
 
 // BF16Native reports whether this CPU and build have hardware bf16
-// products (AVX512_BF16), the kernel "auto" selects.
+// products (AVX512_BF16) and the float32 kernels in use are AVX-512: the
+// fact a caller resolving "auto" decides from (policy.ResolvePrecision).
+// Here it only picks the bf16 kernels (bf16Kern).
 func BF16Native() bool { return bf16Fast != nil && KernelName() == "avx512" }
 
-// ResolveMatmul returns the mode a model set to mode computes in: "fp32"
-// or "bf16". An unknown mode is an error that lists the valid ones.
-func ResolveMatmul(mode string) (string, error) {
-	switch strings.ToLower(strings.TrimSpace(mode)) {
-	case MatmulAuto, "":
-		if BF16Native() {
-			return MatmulBF16, nil
-		}
-		return MatmulFP32, nil
-	case MatmulFP32:
-		return MatmulFP32, nil
-	case MatmulBF16:
-		return MatmulBF16, nil
-	}
-	return "", fmt.Errorf("native: matmul %q: want auto, fp32 or bf16", mode)
-}
-
 // SetMatmul sets the precision of the model's training products (Forward
-// and the backward passes; decoding is always float32) and returns the
-// mode it resolved to.
+// and the backward passes; decoding is always float32), MatmulFP32 or
+// MatmulBF16, and returns it as the model records it.
 func (m *Model) SetMatmul(mode string) (string, error) {
-	r, err := ResolveMatmul(mode)
+	bf16, err := parsePrecision("matmul", mode)
 	if err != nil {
 		return "", err
 	}
-	m.bf16 = r == MatmulBF16
-	return r, nil
+	m.bf16 = bf16
+	return m.Matmul(), nil
 }
 
 // Matmul returns the model's product precision, "fp32" or "bf16".

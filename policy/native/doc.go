@@ -111,12 +111,23 @@
 // [Model.MergeLoRA] folds W += (alpha/r)·A·B for saving a merged model.
 // Without adapters every weight trains (full fine-tuning).
 //
-// A frozen base may be stored in bfloat16 (Options.BaseStorage; "auto"
-// does where the CPU has AVX512_BF16, float32 elsewhere): half the memory
-// of its matrices, read directly by the bf16 products (bf16.go; the model
-// is set to bf16 products). A float32 product on such a matrix (decoding,
-// or fewer than gemmSmallM rows) widens it as it packs it: exact, but a
-// bf16 base decodes more slowly than a float32 one.
+// A frozen base may be stored in bfloat16 (Options.BaseStorage bf16):
+// half the memory of its matrices, read directly by the bf16 products
+// (bf16.go; the model is set to bf16 products). A float32 product on such
+// a matrix (decoding, or fewer than gemmSmallM rows) widens it as it
+// packs it: exact, but a bf16 base decodes more slowly than a float32
+// one. [Options].Frozen freezes a base without adapters, so that a base
+// model can be built in the storage of a LoRA model: fresh adapters (B
+// zero) then change nothing, bit for bit, in either storage and
+// precision. MergeLoRA merges into a bfloat16 base with one rounding of
+// each merged weight (lora.go says how far).
+//
+// Precisions are given, not chosen here: BaseStorage and SetMatmul take
+// fp32 or bf16, and "auto" (bf16 where the CPU has AVX512_BF16) is
+// resolved by the caller where it builds the model (policy's
+// ResolvePrecision, which MLERL_AUTO_PRECISION can force), so that every
+// test names the arithmetic it checks and holds on every CPU; the CPU
+// picks only which kernels compute it.
 //
 // # Memory
 //

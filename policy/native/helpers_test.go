@@ -149,3 +149,17 @@ func refGemm(ta, tb bool, m, n, k int, a []float32, lda int, b []float32, ldb in
 	}
 	return want, bound
 }
+
+// bf16HalfStep is half the distance between the two bfloat16 values
+// around x: the most rounding x to nearest can change it (bfloat16 keeps
+// 8 significant bits: the step is 2⁻⁷ of x's power of two).
+func bf16HalfStep(x float64) float64 {
+	if x == 0 {
+		return 0
+	}
+	_, e := math.Frexp(math.Abs(x)) // |x| in [2^(e-1), 2^e)
+	return math.Ldexp(1, e-1-8)
+}
+
+// bf16Tolerance is BF16Tolerance.
+func bf16Tolerance(depth int) float64 { return BF16Tolerance(depth) }

@@ -34,13 +34,20 @@ type Options struct {
 	// LoRA adds adapters and freezes the base; the zero value trains every
 	// weight (full fine-tuning).
 	LoRA LoRAConfig
-	// BaseStorage is how a frozen base (LoRA) keeps its matrices (dense
-	// layers, embedding, LM head): MatmulBF16 in bfloat16 (half the
-	// memory; its training products then run in bf16, SetMatmul),
-	// MatmulFP32 in float32, MatmulAuto ("" too) bf16 where the CPU has
-	// AVX512_BF16 (BF16Native) and float32 elsewhere. Norm gains, biases,
-	// adapters and the value head stay float32.
+	// BaseStorage is how a frozen base (LoRA, or Frozen) keeps its
+	// matrices (dense layers, embedding, LM head): MatmulBF16 in bfloat16
+	// (half the memory; its training products then run in bf16 unless
+	// SetMatmul says otherwise), MatmulFP32 ("" too) in float32. Norm
+	// gains, biases, adapters and the value head stay float32. "auto" is
+	// refused: its caller resolves it (bf16.go).
 	BaseStorage string
+	// Frozen freezes the base of a model without adapters, as adapters
+	// do: only the value head trains. It makes a base model in the
+	// storage of a LoRA model (a bfloat16 one included) for inference or
+	// as a frozen reference: a LoRA model with fresh adapters (B zero)
+	// computes exactly what such a model computes, in the same storage
+	// and product precision.
+	Frozen bool
 	// Recompute keeps only each block's input during Forward and
 	// recomputes the block's activations during the backward pass (about
 	// one more forward's work for a fraction of the memory): see
@@ -218,29 +225,45 @@ func (m *Model) LoRA() LoRAConfig { return m.lora.LoRAConfig }
 
 // MergeLoRA folds every adapter into its base weight, W += (alpha/r)·A·B
 // (in the model's [in, out] layout), and sets B to zero, so that the
-// model computes the same function (to float32 rounding) with its merged
-// base: Params or ParamOutIn then give the weights of a merged model to
-// save. A bfloat16 base cannot take the update without rounding it away;
-// it is refused.
+// model computes the same function (to rounding) with its merged base:
+// Params or ParamOutIn then give the weights of a merged model.
+//
+// A float32 base takes the update with float32 rounding. A base stored in
+// bfloat16 is merged in float32 from its stored values and rounded back
+// to nearest even: each merged weight is within 2⁻⁸ of |W + ΔW| of the
+// exact sum (bfloat16 keeps 8 significant bits), and an update smaller
+// than half a bfloat16 step of its weight is lost. A merged model to save
+// should rather come from the base checkpoint's own float32 weights plus
+// the adapters' update, which never sees that rounding (policy/hf's
+// WriteMerged, what --save_merged writes).
 func (m *Model) MergeLoRA() error {
 	c := m.Config
 	if m.lora.Rank == 0 {
 		return nil
 	}
+	var wide []float32 // a bfloat16 base matrix, widened for the merge
 	for l := range c.Layers {
 		for t := range numTargets {
 			ln := m.w.blocks[l].lin(c, t)
 			if ln.lora.a == nil {
 				continue
 			}
-			if ln.w == nil {
-				return fmt.Errorf("native: merging lora into %s: the base is stored in bfloat16 (build the model with BaseStorage %q to merge)", targetName(c, t), MatmulFP32)
+			w := ln.w
+			if w == nil {
+				wide = grow(wide, len(ln.h))
+				w = wide
+				for i, h := range ln.h {
+					w[i] = fromBF16(h)
+				}
 			}
 			r := m.lora.Rank
 			as := make([]float32, len(ln.lora.a))
 			copy(as, ln.lora.a)
 			kern.scale(as, m.lora.scale)
-			gemm(m.p, gemmOp{m: ln.in, n: ln.out, k: r, a: as, lda: r, b: ln.lora.b, ldb: ln.out, c: ln.w, ldc: ln.out, acc: true})
+			gemm(m.p, gemmOp{m: ln.in, n: ln.out, k: r, a: as, lda: r, b: ln.lora.b, ldb: ln.out, c: w, ldc: ln.out, acc: true})
+			if ln.w == nil {
+				cvtBF16Generic(ln.h, w)
+			}
 			clear(ln.lora.b)
 		}
 	}

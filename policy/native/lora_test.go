@@ -100,7 +100,9 @@ func TestLoRAParams(t *testing.T) {
 // adapters' and the value head's gradients (B non-zero, so every term
 // carries weight) match central differences of the reference, which also
 // shows the input gradient flows through every frozen layer; with
-// dropout on, the same holds for the mask the step drew.
+// dropout on, the same holds for the mask the step drew. Float32
+// arithmetic: the base is stored in float32 and the products are
+// float32 (a bfloat16 base's arithmetic is TestBF16Base's).
 func TestLoRAGradientsMatchFiniteDifferences(t *testing.T) {
 	for _, tc := range loraCases() {
 		for _, dropout := range []float64{0, 0.3} {
@@ -111,7 +113,10 @@ func TestLoRAGradientsMatchFiniteDifferences(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				lo := tc.lo
 				lo.Dropout = dropout
-				m := newVariantModel(t, tc.cfg, Options{LoRA: lo}, 3)
+				m := newVariantModel(t, tc.cfg, Options{LoRA: lo, BaseStorage: MatmulFP32}, 3)
+				if m.BaseStorage() != MatmulFP32 || m.Matmul() != MatmulFP32 {
+					t.Fatalf("base %s, products %s; want fp32 and fp32", m.BaseStorage(), m.Matmul())
+				}
 				b := testBatch()
 				r := rand.New(rand.NewPCG(7, 8))
 				idx, targets, w, c := lossSetup(r, tc.cfg.Vocab)
@@ -150,41 +155,105 @@ func TestLoRAGradientsMatchFiniteDifferences(t *testing.T) {
 	}
 }
 
-// TestLoRAZeroBEqualsBase: fresh adapters (B = 0) leave the model's
-// logits and values bit for bit those of the base without adapters, in
-// Forward and in decoding.
+// TestLoRAZeroBEqualsBase: fresh adapters (B = 0) change nothing, in
+// every storage of the base and precision of the products: a LoRA model
+// computes bit for bit what the same base without adapters computes
+// (Options.Frozen: a base model in the LoRA model's storage) in Forward
+// (logits and values), in the SFT loss and the value head's gradient,
+// and in decoding (one row reading the weights in place, several rows
+// through packed weights), on every kernel tier. The adapter adds
+// (x·A)·0 = +0 to each output of its layer, which leaves every value as
+// it is (-0 would become +0, but no product ends at -0: every sum starts
+// from +0). A frozen float32 base also computes what the fully trainable
+// model does.
 func TestLoRAZeroBEqualsBase(t *testing.T) {
 	for _, tc := range loraCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			base := newVariantModel(t, tc.cfg, Options{}, 5)
-			m, err := NewWithOptions(tc.cfg, Options{LoRA: tc.lo}, 5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range base.Params() {
-				if err := m.SetParam(p.Name, p.Data); err != nil {
-					t.Fatal(err)
-				}
-			}
-			b := testBatch()
-			idx := realPositions(b)
-			forEachKernel(t, func(t *testing.T) {
-				want := forwardHeads(t, base, b, idx)
-				got := forwardHeads(t, m, b, idx)
-				for i := range want {
-					if got[i] != want[i] {
-						t.Fatalf("head output %d: %v with fresh adapters, %v without", i, got[i], want[i])
+		for _, storage := range []string{MatmulFP32, MatmulBF16} {
+			for _, matmul := range []string{MatmulFP32, MatmulBF16} {
+				t.Run(tc.name+"/base="+storage+"/matmul="+matmul, func(t *testing.T) {
+					base := newVariantModel(t, tc.cfg, Options{Frozen: true, BaseStorage: storage}, 5)
+					m, err := NewWithOptions(tc.cfg, Options{LoRA: tc.lo, BaseStorage: storage}, 5)
+					if err != nil {
+						t.Fatal(err)
 					}
-				}
-				r := rand.New(rand.NewPCG(9, 9))
-				seq := randTokens(r, 12, tc.cfg.Vocab)
-				if a, b := decodeLast(t, base, seq), decodeLast(t, m, seq); maxRelDiff(a, toF64(b), 1) != 0 {
-					t.Errorf("decoding with fresh adapters differs from the base")
-				}
-			})
-		})
+					for _, p := range base.Params() {
+						v, err := base.ParamValues(p.Name)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := m.SetParam(p.Name, v); err != nil {
+							t.Fatal(err)
+						}
+					}
+					models := []*Model{base, m}
+					if storage == MatmulFP32 {
+						full := newVariantModel(t, tc.cfg, Options{}, 5)
+						for _, p := range base.Params() {
+							v, _ := base.ParamValues(p.Name)
+							if err := full.SetParam(p.Name, v); err != nil {
+								t.Fatal(err)
+							}
+						}
+						models = append(models, full)
+					}
+					for _, x := range models {
+						if _, err := x.SetMatmul(matmul); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if base.BaseStorage() != storage || m.BaseStorage() != storage || base.NumTrainable() != cfgValueHead(tc.cfg) {
+						t.Fatalf("storage %s / %s, %d trainable values in the frozen base; want %s and the value head's %d",
+							base.BaseStorage(), m.BaseStorage(), base.NumTrainable(), storage, cfgValueHead(tc.cfg))
+					}
+					b := testBatch()
+					idx := realPositions(b)
+					targets := randTokens(rand.New(rand.NewPCG(3, 3)), len(idx), tc.cfg.Vocab)
+					seq := randTokens(rand.New(rand.NewPCG(9, 9)), 12, tc.cfg.Vocab)
+					forEachKernel(t, func(t *testing.T) {
+						var outs [][]float32
+						for _, x := range models {
+							out := forwardHeads(t, x, b, idx)
+							x.ZeroGrad()
+							if err := x.Forward(b); err != nil {
+								t.Fatal(err)
+							}
+							loss, err := x.CrossEntropyBackward(idx, targets, nil)
+							if err != nil {
+								t.Fatal(err)
+							}
+							out = append(out, float32(loss))
+							for _, p := range x.Params() {
+								if strings.HasPrefix(p.Name, "/value_head/") {
+									out = append(out, p.Grad...)
+								}
+							}
+							out = append(out, decodeLast(t, x, seq)...)
+							c := newCache(t, x, 10, 40)
+							x.PackWeights(c)
+							prompts, rows := make([][]int32, 10), make([]int, 10)
+							for i := range prompts {
+								rows[i], prompts[i] = i, seq[:2+i]
+							}
+							out = append(out, extendCopy(t, x, c, rows, prompts)...)
+							outs = append(outs, out)
+						}
+						for k, got := range outs[1:] {
+							for i, w := range outs[0] {
+								if math.Float32bits(got[i]) != math.Float32bits(w) {
+									t.Fatalf("model %d: output %d: %v (bits %#x), the frozen base without adapters %v (bits %#x)",
+										k+1, i, got[i], math.Float32bits(got[i]), w, math.Float32bits(w))
+								}
+							}
+						}
+					})
+				})
+			}
+		}
 	}
 }
+
+// cfgValueHead is the value head's size: DModel weights and a bias.
+func cfgValueHead(c Config) int { return c.DModel + 1 }
 
 // forwardHeads returns a copy of the logits and then the values at idx.
 func forwardHeads(t *testing.T, m *Model, b Batch, idx []int32) []float32 {
@@ -215,48 +284,65 @@ func decodeLast(t *testing.T, m *Model, seq []int32) []float32 {
 }
 
 // TestLoRAMerge: merging folds scale·A·B into each base weight (checked
-// against a float64 product), zeroes B, and leaves the logits as they
-// were (to float32 rounding).
+// against a float64 product) and zeroes B. A float32 base holds W +
+// scale·A·B to float32 rounding and the logits stay as they were (to
+// float32 rounding). A bfloat16 base holds that sum rounded to nearest
+// bfloat16: within half a bfloat16 step (bf16HalfStep) of the float64
+// sum, plus the float32 rounding of the sum the merge computes first.
 func TestLoRAMerge(t *testing.T) {
 	for _, tc := range loraCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			m := newVariantModel(t, tc.cfg, Options{LoRA: tc.lo}, 6)
-			b := testBatch()
-			idx := realPositions(b)
-			before := forwardHeads(t, m, b, idx)
-			name := "/block_1/v"
-			w0, _ := m.ParamValues(name + "/dense/weights")
-			a, _ := m.ParamValues(name + "/lora_a")
-			bb, _ := m.ParamValues(name + "/lora_b")
-			if err := m.MergeLoRA(); err != nil {
-				t.Fatal(err)
-			}
-			after := forwardHeads(t, m, b, idx)
-			if d := maxRelDiff(after, toF64(before), 1); d > 2e-6 {
-				t.Errorf("merged logits differ by %.2g", d)
-			}
-			w1, _ := m.ParamValues(name + "/dense/weights")
-			rank, out := tc.lo.Rank, len(bb)/tc.lo.Rank
-			want := make([]float64, len(w0))
-			for i := range len(w0) / out {
-				for j := range out {
-					s := 0.0
-					for k := range rank {
-						s += float64(a[i*rank+k]) * float64(bb[k*out+j])
+		for _, storage := range []string{MatmulFP32, MatmulBF16} {
+			t.Run(tc.name+"/base="+storage, func(t *testing.T) {
+				m := newVariantModel(t, tc.cfg, Options{LoRA: tc.lo, BaseStorage: storage}, 6)
+				if m.BaseStorage() != storage {
+					t.Fatalf("base stored in %s, want %s", m.BaseStorage(), storage)
+				}
+				b := testBatch()
+				idx := realPositions(b)
+				before := forwardHeads(t, m, b, idx)
+				name := "/block_1/v"
+				w0, _ := m.ParamValues(name + "/dense/weights")
+				a, _ := m.ParamValues(name + "/lora_a")
+				bb, _ := m.ParamValues(name + "/lora_b")
+				if err := m.MergeLoRA(); err != nil {
+					t.Fatal(err)
+				}
+				if storage == MatmulFP32 {
+					after := forwardHeads(t, m, b, idx)
+					if d := maxRelDiff(after, toF64(before), 1); d > 2e-6 {
+						t.Errorf("merged logits differ by %.2g", d)
 					}
-					want[i*out+j] = float64(w0[i*out+j]) + float64(m.lora.scale)*s
 				}
-			}
-			if d := maxRelDiff(w1, want, 1e-3); d > 1e-6 {
-				t.Errorf("merged weight differs from W + scale·A·B by %.2g", d)
-			}
-			bb, _ = m.ParamValues(name + "/lora_b")
-			for _, v := range bb {
-				if v != 0 {
-					t.Fatal("B not zero after merging")
+				w1, _ := m.ParamValues(name + "/dense/weights")
+				rank, out := tc.lo.Rank, len(bb)/tc.lo.Rank
+				for i := range len(w0) / out {
+					for j := range out {
+						s, mag := 0.0, math.Abs(float64(w0[i*out+j]))
+						for k := range rank {
+							p := float64(m.lora.scale) * float64(a[i*rank+k]) * float64(bb[k*out+j])
+							s += p
+							mag += math.Abs(p)
+						}
+						want := float64(w0[i*out+j]) + s
+						// Float32 products and sums of rank+1 terms: at
+						// most (rank+1)·2⁻²⁴ of their magnitudes.
+						tol := float64(rank+1) * 0x1p-24 * mag
+						if storage == MatmulBF16 {
+							tol += bf16HalfStep(math.Abs(want) + tol) // rounding the float32 sum, within tol of want
+						}
+						if d := math.Abs(float64(w1[i*out+j]) - want); d > tol {
+							t.Fatalf("merged weight (%d, %d) is %v, W + scale·A·B is %v: off by %.3g, allowed %.3g", i, j, w1[i*out+j], want, d, tol)
+						}
+					}
 				}
-			}
-		})
+				bb, _ = m.ParamValues(name + "/lora_b")
+				for _, v := range bb {
+					if v != 0 {
+						t.Fatal("B not zero after merging")
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package native
 import (
 	"fmt"
 	"math"
-	"strings"
 )
 
 // Model is the transformer: its parameters and gradients as flat arrays
@@ -74,14 +73,15 @@ func NewWithOptions(cfg Config, opt Options, seed uint64) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	half, err := resolveBaseStorage(opt.BaseStorage, lo.Rank > 0)
+	frozen := lo.Rank > 0 || opt.Frozen
+	half, err := resolveBaseStorage(opt.BaseStorage, frozen)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Config: cfg, p: workers(), lora: lo, seed: seed, Recompute: opt.Recompute, byName: map[string]int{}}
 	m.table = paramTable(cfg, lo, &m.w)
 	m.gtable = paramTable(cfg, lo, &m.g)
-	st := allocate(m.table, m.gtable, lo.Rank > 0, half)
+	st := allocate(m.table, m.gtable, frozen, half)
 	m.data, m.grad, m.frozen, m.half = st.data, st.grad, st.frozen, st.half
 	for i, f := range m.table {
 		m.byName[f.name] = i
@@ -97,16 +97,17 @@ func NewWithOptions(cfg Config, opt Options, seed uint64) (*Model, error) {
 }
 
 // resolveBaseStorage reports whether a base is stored in bfloat16, for
-// mode (Options.BaseStorage) and whether the base is frozen.
+// mode (Options.BaseStorage: fp32, bf16; "" is fp32) and whether the base
+// is frozen.
 func resolveBaseStorage(mode string, frozen bool) (bool, error) {
-	r, err := ResolveMatmul(mode)
+	half, err := parsePrecision("base storage", mode)
 	if err != nil {
-		return false, fmt.Errorf("native: base storage: %w", err)
+		return false, err
 	}
-	if r == MatmulBF16 && !frozen && strings.TrimSpace(mode) != "" && !strings.EqualFold(strings.TrimSpace(mode), MatmulAuto) {
-		return false, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters): a trained weight keeps float32", mode)
+	if half && !frozen {
+		return false, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters, or Options.Frozen): a trained weight keeps float32", mode)
 	}
-	return r == MatmulBF16 && frozen, nil
+	return half, nil
 }
 
 // BaseStorage reports how the model keeps its base matrices: "bf16" or

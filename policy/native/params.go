@@ -12,9 +12,9 @@ import (
 // their extensions (doc.go maps them to Hugging Face's names).
 //
 // A trainable parameter has Data and Grad. A frozen one (the base of a
-// LoRA model) has no Grad; one stored in bfloat16 (a frozen base on a CPU
-// with AVX512_BF16, Options.BaseStorage) has BF16 instead of Data: write
-// it through Model.SetParam.
+// LoRA model, or of Options.Frozen) has no Grad; one stored in bfloat16
+// (a frozen base's matrices with Options.BaseStorage bf16) has BF16
+// instead of Data: write it through Model.SetParam.
 type Param struct {
 	Name  string
 	Shape []int

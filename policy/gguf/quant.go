@@ -1,0 +1,189 @@
+package gguf
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/mlerl/mlerl/policy/hf"
+)
+
+// Dequantization of ggml's block types into float32, the engine's storage.
+// The layouts are those of ggml's ggml-common.h (block_q8_0, block_q4_K...)
+// and the arithmetic is that of ggml's dequantize_row_* in float32, with
+// each product rounded before the sum (the explicit float32 conversions
+// keep the compiler from fusing them into an FMA), so that the values
+// equal the gguf package's gguf.quants.dequantize bit for bit
+// (testdata/quants.json).
+//
+//	Q8_0  32 per block: f16 d, int8 q[32];                x = d*q
+//	Q4_0  32 per block: f16 d, u8 q[16] (two nibbles);    x = d*(q-8)
+//	Q4_1  32 per block: f16 d, f16 m, u8 q[16];           x = d*q + m
+//	      (low nibbles are elements 0..15, high nibbles 16..31)
+//	Q4_K 256 per block: f16 d, f16 dmin, u8 scales[12] (eight 6-bit
+//	      scale and min pairs), u8 q[128]; per 32: x = d*sc*q - dmin*m
+//	Q5_K as Q4_K with u8 qh[32] (the fifth bit) before q[128]
+//	Q6_K 256 per block: u8 ql[128], u8 qh[64], int8 scales[16], f16 d;
+//	      per 16: x = d*scale*(q-32), q of 6 bits
+
+// Dequantize converts n elements of type t stored in b to float32.
+func Dequantize(t Type, b []byte, n int) ([]float32, error) {
+	ti, ok := readable[t]
+	if !ok {
+		return nil, fmt.Errorf("type %s is not one mlerl dequantizes", t)
+	}
+	if n%ti.block != 0 || len(b) != n/ti.block*ti.size {
+		return nil, fmt.Errorf("%d bytes for %d elements of %s", len(b), n, t)
+	}
+	out := make([]float32, n)
+	le := binary.LittleEndian
+	switch t {
+	case F32:
+		for i := range out {
+			out[i] = math.Float32frombits(le.Uint32(b[4*i:]))
+		}
+		return out, nil
+	case F16:
+		for i := range out {
+			out[i] = hf.F16ToFloat32(le.Uint16(b[2*i:]))
+		}
+		return out, nil
+	case BF16:
+		for i := range out {
+			out[i] = math.Float32frombits(uint32(le.Uint16(b[2*i:])) << 16)
+		}
+		return out, nil
+	}
+	dq := map[Type]func(y []float32, blk []byte){
+		Q8_0: q8_0, Q4_0: q4_0, Q4_1: q4_1, Q4_K: q4K, Q5_K: q5K, Q6_K: q6K,
+	}[t]
+	for k := range n / ti.block {
+		dq(out[k*ti.block:(k+1)*ti.block], b[k*ti.size:(k+1)*ti.size])
+	}
+	return out, nil
+}
+
+func f16(b []byte) float32 { return hf.F16ToFloat32(binary.LittleEndian.Uint16(b)) }
+
+func q8_0(y []float32, b []byte) {
+	d := f16(b)
+	for i := range 32 {
+		y[i] = float32(int8(b[2+i])) * d
+	}
+}
+
+func q4_0(y []float32, b []byte) {
+	d := f16(b)
+	q := b[2:18]
+	for i := range 16 {
+		y[i] = d * float32(int(q[i]&0xf)-8)
+		y[i+16] = d * float32(int(q[i]>>4)-8)
+	}
+}
+
+func q4_1(y []float32, b []byte) {
+	d, m := f16(b), f16(b[2:])
+	q := b[4:20]
+	for i := range 16 {
+		y[i] = float32(d*float32(q[i]&0xf)) + m
+		y[i+16] = float32(d*float32(q[i]>>4)) + m
+	}
+}
+
+// scaleMinK4 unpacks the j-th 6-bit scale and min of a Q4_K/Q5_K block's
+// 12 scale bytes: the first four pairs are the low six bits of bytes 0-3
+// (scales) and 4-7 (mins); the last four take their low four bits from
+// bytes 8-11 and their top two from the spare bits of bytes 0-7.
+func scaleMinK4(j int, s []byte) (sc, m uint8) {
+	if j < 4 {
+		return s[j] & 63, s[j+4] & 63
+	}
+	return s[j+4]&0xf | (s[j-4]>>6)<<4, s[j+4]>>4 | (s[j]>>6)<<4
+}
+
+func q4K(y []float32, b []byte) {
+	d, dmin := f16(b), f16(b[2:])
+	scales, q := b[4:16], b[16:144]
+	// Four groups of 64: 32 bytes whose low nibbles are one sub-block and
+	// high nibbles the next.
+	for g := range 4 {
+		sc1, m1 := scaleMinK4(2*g, scales)
+		sc2, m2 := scaleMinK4(2*g+1, scales)
+		d1, min1 := d*float32(sc1), dmin*float32(m1)
+		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		qs := q[32*g : 32*g+32]
+		for l := range 32 {
+			y[64*g+l] = float32(d1*float32(qs[l]&0xf)) - min1
+			y[64*g+32+l] = float32(d2*float32(qs[l]>>4)) - min2
+		}
+	}
+}
+
+func q5K(y []float32, b []byte) {
+	d, dmin := f16(b), f16(b[2:])
+	scales, qh, q := b[4:16], b[16:48], b[48:176]
+	// As Q4_K; sub-block j's fifth bit is bit j of qh[l].
+	for g := range 4 {
+		sc1, m1 := scaleMinK4(2*g, scales)
+		sc2, m2 := scaleMinK4(2*g+1, scales)
+		d1, min1 := d*float32(sc1), dmin*float32(m1)
+		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		qs := q[32*g : 32*g+32]
+		lo, hi := uint(2*g), uint(2*g+1)
+		for l := range 32 {
+			v1 := qs[l]&0xf | (qh[l]>>lo&1)<<4
+			v2 := qs[l]>>4 | (qh[l]>>hi&1)<<4
+			y[64*g+l] = float32(d1*float32(v1)) - min1
+			y[64*g+32+l] = float32(d2*float32(v2)) - min2
+		}
+	}
+}
+
+func q6K(y []float32, b []byte) {
+	ql, qh, sc := b[0:128], b[128:192], b[192:208]
+	d := f16(b[208:])
+	// Two halves of 128: ql's 64 bytes give the low four bits of elements
+	// l, l+32 (low nibbles) and l+64, l+96 (high nibbles); qh's 32 bytes
+	// their top two bits, in pairs from bit 0 up.
+	for h := range 2 {
+		lq, hq, y := ql[64*h:], qh[32*h:], y[128*h:]
+		for l := range 32 {
+			q1 := int(lq[l]&0xf|(hq[l]>>0&3)<<4) - 32
+			q2 := int(lq[l+32]&0xf|(hq[l]>>2&3)<<4) - 32
+			q3 := int(lq[l]>>4|(hq[l]>>4&3)<<4) - 32
+			q4 := int(lq[l+32]>>4|(hq[l]>>6&3)<<4) - 32
+			for k, q := range [4]int{q1, q2, q3, q4} {
+				e := l + 32*k
+				s := d * float32(int8(sc[8*h+e/16]))
+				y[e] = s * float32(q)
+			}
+		}
+	}
+}
+
+// QuantizeQ8_0 quantizes float32 values (a multiple of 32) into Q8_0
+// blocks as ggml's quantize_row_q8_0_ref does: d = max|x|/127 stored as
+// f16, q = round(x/d) half away from zero with the unrounded d.
+func QuantizeQ8_0(x []float32) ([]byte, error) {
+	if len(x)%32 != 0 {
+		return nil, fmt.Errorf("Q8_0 needs a multiple of 32 values, got %d", len(x))
+	}
+	out := make([]byte, len(x)/32*34)
+	for k := range len(x) / 32 {
+		blk, o := x[32*k:32*k+32], out[34*k:34*k+34]
+		var amax float32
+		for _, v := range blk {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d := amax / 127
+		var id float32
+		if d != 0 {
+			id = 1 / d
+		}
+		binary.LittleEndian.PutUint16(o, hf.Float32ToF16(d))
+		for i, v := range blk {
+			o[2+i] = byte(int8(math.Round(float64(v * id))))
+		}
+	}
+	return out, nil
+}

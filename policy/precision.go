@@ -1,0 +1,92 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mlerl/mlerl/policy/native"
+)
+
+// Precisions: of the native engine's training products (train sft's
+// matmul) and of a LoRA model's frozen base (base_storage). The native
+// engine takes fp32 or bf16 only; auto is resolved here, once, where a
+// stage builds its model (the stages' configs resolve it as they are
+// loaded, so that the printed config and every checkpoint's config.json
+// and model.json say what ran), and nowhere below: policy/native never
+// chooses a precision from the CPU, and a test that builds a model names
+// the precision it checks.
+const (
+	MatmulAuto = "auto" // bf16 where the CPU has AVX512_BF16 (AutoPrecision), else fp32
+	MatmulFP32 = native.MatmulFP32
+	MatmulBF16 = native.MatmulBF16
+)
+
+// AutoPrecisionEnv names the environment variable that forces what auto
+// resolves to on this machine: bf16 or fp32 (unset or empty: the CPU
+// decides, AutoPrecision). make test runs the packages that build models
+// with auto once more with each value forced, so that a test which
+// silently depends on the CPU it was written on fails on every machine;
+// forcing bf16 where the CPU lacks AVX512_BF16 runs native's plain-Go
+// bf16 kernel (the same sums, many times slower: for tests).
+const AutoPrecisionEnv = "MLERL_AUTO_PRECISION"
+
+// AutoPrecision is what auto means here: AutoPrecisionEnv's value when
+// set, else bf16 where the native engine's products run on AVX512_BF16
+// (native.BF16Native: the CPU has it and its AVX-512 kernels are in use)
+// and fp32 elsewhere. It is the one place that reads the variable.
+func AutoPrecision() (string, error) {
+	switch v := strings.ToLower(strings.TrimSpace(os.Getenv(AutoPrecisionEnv))); v {
+	case "":
+		if native.BF16Native() {
+			return MatmulBF16, nil
+		}
+		return MatmulFP32, nil
+	case MatmulBF16, MatmulFP32:
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want %s or %s (unset: %s where the CPU has AVX512_BF16, else %s)", AutoPrecisionEnv, v, MatmulBF16, MatmulFP32, MatmulBF16, MatmulFP32)
+	}
+}
+
+// ResolvePrecision resolves a precision key's value: auto (or "", the
+// value of configs written before the key existed) to AutoPrecision, fp32
+// and bf16 as they are (any case); anything else is an error naming the
+// valid values.
+func ResolvePrecision(mode string) (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(mode)); m {
+	case MatmulAuto, "":
+		return AutoPrecision()
+	case MatmulFP32, MatmulBF16:
+		return m, nil
+	}
+	return "", fmt.Errorf("precision %q: want %s, %s or %s", mode, MatmulAuto, MatmulFP32, MatmulBF16)
+}
+
+// ResolveMatmul resolves the precision of an engine's training products:
+// on the native engine as ResolvePrecision does; other engines compute in
+// their own precision, which auto (and fp32) names: fp32; bf16 there is
+// an error.
+func ResolveMatmul(engine, mode string) (string, error) {
+	if engine == EngineNative {
+		return ResolvePrecision(mode)
+	}
+	switch strings.ToLower(strings.TrimSpace(mode)) {
+	case MatmulAuto, MatmulFP32, "":
+		return MatmulFP32, nil
+	}
+	return "", fmt.Errorf("matmul %q: the %s engine computes in its own precision (auto or fp32; bf16 products are the %s engine's)", mode, engine, EngineNative)
+}
+
+// SetMatmul sets the precision of e's training products (auto resolved
+// by ResolveMatmul) and returns the one it computes in: fp32 or bf16.
+func SetMatmul(e Engine, mode string) (string, error) {
+	r, err := ResolveMatmul(e.Name(), mode)
+	if err != nil {
+		return "", fmt.Errorf("policy: %w", err)
+	}
+	if s, ok := e.(interface{ SetMatmul(string) (string, error) }); ok {
+		return s.SetMatmul(r)
+	}
+	return r, nil
+}
