@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -146,10 +147,26 @@ var bf16Fast *bf16Kernels
 var bf16Others []*bf16Kernels
 
 // BF16Native reports whether this CPU and build have hardware bf16
-// products (AVX512_BF16) and the float32 kernels in use are AVX-512: the
-// fact a caller resolving "auto" decides from (policy.ResolvePrecision).
-// Here it only picks the bf16 kernels (bf16Kern).
+// products (AVX512_BF16) and the float32 kernels in use are AVX-512. It
+// picks the bf16 kernels (bf16Kern); whether they are worth using is
+// BF16Faster's.
 func BF16Native() bool { return bf16Fast != nil && KernelName() == "avx512" }
+
+// BF16Faster reports whether the bf16 products outrun the float32 ones
+// on this CPU: what "auto" decides from (policy.AutoPrecision). They do
+// on AMX's tiles (amx_linux_amd64.go: BenchmarkAMXPeak about 4x
+// BenchmarkFMAPeak per CPU-second; SFT steps 1.37-1.76x float32 per
+// CPU-second on a Xeon family 6 model 207) and on AMD's AVX512_BF16
+// (Zen 4 and 5: VDPBF16PS at twice the FMA's multiply-adds; bf16 SFT
+// 1.44-1.65x float32 on an EPYC Zen 4). Intel's VDPBF16PS without the
+// tiles runs at half the FMA peak (BenchmarkBF16Peak 112 against
+// BenchmarkFMAPeak 239 GFLOP per CPU-second on that Xeon: SFT steps
+// 0.71-0.77x float32), so there float32 is the faster and auto's choice.
+func BF16Faster() bool { return BF16Native() && (bf16Fast.rowA || bf16DotFaster) }
+
+// bf16DotFaster: this CPU's VDPBF16PS does more multiply-adds per cycle
+// than its FMA (AMD's; bf16_amd64.go).
+var bf16DotFaster bool
 
 // SetMatmul sets the precision of the model's training products (Forward
 // and the backward passes; decoding is always float32), MatmulFP32 or
@@ -422,46 +439,43 @@ func bf16ConvertA(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) (_ []
 
 // bf16RowsFromColumns converts a transposed A (A(i, kk) = op.a[kk*lda +
 // i]) into rows of pairs in a (mp rows of kp, rows past m zero), for a
-// kernel that reads A row-major (rowA): 16 rows at a time, pairs of
-// stored rows into a panel of 16 columns (cvtPairs), then transposed into
-// the rows.
+// kernel that reads A row-major (rowA): first each pair of stored rows
+// into one run of pairs (cvtPairs over the whole row: pair q of every A
+// row, a [kp, mp] scratch), then the scratch transposed into the rows, 16
+// at a time (bk.transpose).
 func bf16RowsFromColumns(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) []uint32 {
 	const w = 16
 	m, k := op.m, op.k
 	kp := (k + 1) / 2
 	mp := (m + bk.mr - 1) / bk.mr * bk.mr
-	run(mp/w, 1, func(ws *workspace, lo, hi int) {
-		ws.bf16Row = growU32(ws.bf16Row, w*kp)
-		panel := ws.bf16Row
+	sp := bf16Scratch.Get().(*[]uint32)
+	defer bf16Scratch.Put(sp)
+	*sp = growU32(*sp, kp*mp)
+	cols := *sp
+	run(kp, 8, func(_ *workspace, lo, hi int) {
+		for q := lo; q < hi; q++ {
+			d := cols[q*mp : (q+1)*mp]
+			r0 := op.a[2*q*op.lda : 2*q*op.lda+m]
+			if 2*q+1 < k {
+				bk.cvtPairs(d[:m], r0, op.a[(2*q+1)*op.lda:(2*q+1)*op.lda+m])
+			} else {
+				for i, v := range r0 {
+					d[i] = uint32(toBF16(v))
+				}
+			}
+			clear(d[m:])
+		}
+	})
+	run(mp/w, 1, func(_ *workspace, lo, hi int) {
 		for p := lo; p < hi; p++ {
-			i0 := p * w
-			if i0 >= m {
-				clear(a[i0*kp : (i0+w)*kp])
-				continue
-			}
-			for q := range kp {
-				d := panel[q*w : q*w+w]
-				r0 := op.a[2*q*op.lda:]
-				if i0+w <= m && 2*q+1 < k {
-					bk.cvtPairs(d, r0[i0:i0+w], op.a[(2*q+1)*op.lda+i0:(2*q+1)*op.lda+i0+w])
-					continue
-				}
-				for r := range w {
-					var v uint32
-					if i := i0 + r; i < m {
-						v = uint32(toBF16(r0[i]))
-						if 2*q+1 < k {
-							v |= uint32(toBF16(op.a[(2*q+1)*op.lda+i])) << 16
-						}
-					}
-					d[r] = v
-				}
-			}
-			bk.transpose(a[i0*kp:(i0+w)*kp], kp, panel, w, kp, w)
+			bk.transpose(a[p*w*kp:(p+1)*w*kp], kp, cols[p*w:], mp, kp, w)
 		}
 	})
 	return a
 }
+
+// bf16Scratch holds bf16RowsFromColumns' scratch between products.
+var bf16Scratch = sync.Pool{New: func() any { return new([]uint32) }}
 
 // bf16ConvertB converts op's B into panels in b (grown as needed): from
 // pairs of rows, or when transposed from each stored row (one column's
