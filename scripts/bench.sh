@@ -29,8 +29,10 @@
 # torch.compile bf16 (the bf16 ones only where the CPU has AVX512_BF16;
 # compile time printed apart from the rates; a compile that fails is a
 # "compile failed" cell, its error printed below the tables). The native
-# engine runs as the product does (bf16 training products where the CPU
-# has AVX512_BF16, float32 otherwise and for generation and PPO) with
+# engine runs both ways where the CPU has AVX512_BF16 (bf16 and float32
+# training products; generation decodes in float32), and the tables take
+# the better per CPU-second, matmul auto's choice (bf16 where the bf16
+# products outrun float32: native.BF16Faster), with
 # GOMAXPROCS 2 (the ratio) and 1. The ratio that counts is native / the
 # best PyTorch configuration and thread count, per wall second and per
 # CPU-second (process CPU time on both sides: getrusage in Go,
@@ -106,7 +108,7 @@
 #   - llm-ppo-shared: the PPO learner step on BenchmarkPPOLearner's shared
 #     packing (4 states x 8 actions; BenchmarkLLMPPOLearner: a float32
 #     base, and with AVX512_BF16 a bf16 base with float32 products, what
-#     train ppo runs there today, and with bf16 products);
+#     train ppo ran there before its matmul key, and with bf16 products);
 #   - llama.cpp (scripts/setup_llamacpp.sh: llama-cpp-python 0.3.36's
 #     llama.cpp built for this CPU without AMX) on the same weights as
 #     GGUF files: the published Q4_1, and F32, F16 and BF16 written by
@@ -712,7 +714,7 @@ llm() { # llm COND: the real model's rows, native then PyTorch, one process per 
 			;;
 		ppo)
 			# base/products: float32; a bf16 base with float32 products (train
-			# ppo today where the CPU has AVX512_BF16); bf16 both.
+			# ppo before its matmul key, where the CPU has AVX512_BF16); bf16 both.
 			for mode in fp32/fp32 bf16/fp32 bf16/bf16; do
 				if [ "$mode" != fp32/fp32 ] && [ "$BF16" != 1 ]; then
 					continue

@@ -260,10 +260,10 @@ func BenchmarkLLMLoRASFT(b *testing.B) {
 // AdamW at 1e-5. Metrics as BenchmarkPPOLearner's, and the peak memory.
 //
 // Where the CPU has AVX512_BF16 it runs three ways: a float32 base with
-// float32 products; a bf16 base with float32 products (what train ppo
-// runs there today: base_storage auto stores the base in bf16, and PPO
-// forces float32 products, which widen each weight as they pack it); and
-// a bf16 base with bf16 products (SFT's).
+// float32 products; a bf16 base with float32 products (what train ppo ran
+// there before its matmul key: base_storage auto stored the base in bf16
+// and PPO forced float32 products, which widen each weight as they pack
+// it); and a bf16 base with bf16 products (matmul bf16).
 func BenchmarkLLMPPOLearner(b *testing.B) {
 	dir := llmDir(b)
 	_, pb := ppoBatches(4, 8, 1)
