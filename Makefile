@@ -19,8 +19,9 @@ LDFLAGS := -X github.com/mlerl/mlerl/internal/datasets.GitRevision=$(GIT_REVISIO
 build: ## build bin/mlerl
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/mlerl
 
-# AUTO_PKGS resolve `auto` (base_storage, matmul): bf16 where the CPU has
-# AVX512_BF16, else fp32, decided in one place (policy.ResolvePrecision)
+# AUTO_PKGS resolve `auto` (base_storage, matmul): bf16 where the CPU's
+# bf16 products outrun float32 (AMX tiles, or AMD's AVX512_BF16), else
+# fp32, decided in one place (policy.ResolvePrecision)
 # unless MLERL_AUTO_PRECISION forces it. make test runs them again with
 # each value forced, so that a test silently depending on the CPU it was
 # written on fails on every CPU (issue 57: the suite failed on every

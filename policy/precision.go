@@ -17,7 +17,7 @@ import (
 // chooses a precision from the CPU, and a test that builds a model names
 // the precision it checks.
 const (
-	MatmulAuto = "auto" // bf16 where the CPU has AVX512_BF16 (AutoPrecision), else fp32
+	MatmulAuto = "auto" // bf16 where the CPU's bf16 products outrun float32 (AutoPrecision), else fp32
 	MatmulFP32 = native.MatmulFP32
 	MatmulBF16 = native.MatmulBF16
 )
@@ -32,20 +32,21 @@ const (
 const AutoPrecisionEnv = "MLERL_AUTO_PRECISION"
 
 // AutoPrecision is what auto means here: AutoPrecisionEnv's value when
-// set, else bf16 where the native engine's products run on AVX512_BF16
-// (native.BF16Native: the CPU has it and its AVX-512 kernels are in use)
-// and fp32 elsewhere. It is the one place that reads the variable.
+// set, else bf16 where the native engine's bf16 products outrun its
+// float32 ones (native.BF16Faster: AMX's tiles, or AMD's AVX512_BF16;
+// Intel's AVX512_BF16 without the tiles is slower than float32) and fp32
+// elsewhere. It is the one place that reads the variable.
 func AutoPrecision() (string, error) {
 	switch v := strings.ToLower(strings.TrimSpace(os.Getenv(AutoPrecisionEnv))); v {
 	case "":
-		if native.BF16Native() {
+		if native.BF16Faster() {
 			return MatmulBF16, nil
 		}
 		return MatmulFP32, nil
 	case MatmulBF16, MatmulFP32:
 		return v, nil
 	default:
-		return "", fmt.Errorf("%s=%q: want %s or %s (unset: %s where the CPU has AVX512_BF16, else %s)", AutoPrecisionEnv, v, MatmulBF16, MatmulFP32, MatmulBF16, MatmulFP32)
+		return "", fmt.Errorf("%s=%q: want %s or %s (unset: %s where the CPU's bf16 products outrun float32, else %s)", AutoPrecisionEnv, v, MatmulBF16, MatmulFP32, MatmulBF16, MatmulFP32)
 	}
 }
 

@@ -20,11 +20,11 @@ import (
 func TestAutoPrecision(t *testing.T) {
 	t.Setenv(AutoPrecisionEnv, "")
 	want := MatmulFP32
-	if native.BF16Native() {
+	if native.BF16Faster() {
 		want = MatmulBF16
 	}
 	if got, err := AutoPrecision(); got != want || err != nil {
-		t.Errorf("auto on this CPU: %q, %v; want %q (BF16Native %v)", got, err, want, native.BF16Native())
+		t.Errorf("auto on this CPU: %q, %v; want %q (BF16Faster %v)", got, err, want, native.BF16Faster())
 	}
 	for _, forced := range []string{MatmulBF16, MatmulFP32} {
 		t.Setenv(AutoPrecisionEnv, " "+strings.ToUpper(forced))

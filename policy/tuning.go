@@ -77,7 +77,7 @@ type Tuning struct {
 	// and no adapter folder is written).
 	FullFinetune bool `yaml:"full_finetune" help:"Hugging Face policies: train every weight instead of LoRA adapters (checkpoints then hold the whole model)"`
 	// BaseStorage is native.Options.BaseStorage for the frozen base.
-	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (bf16 where the CPU has AVX512_BF16, else fp32; the printed config shows what it resolved to), bf16 or fp32"`
+	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), bf16 or fp32"`
 	// Recompute is native.Options.Recompute.
 	Recompute bool `yaml:"recompute" help:"Hugging Face policies: keep only each block's input in the forward pass and recompute its activations in the backward pass (a fraction of the memory for about one more forward of time; the native engine's: XLA plans GoMLX's memory itself)"`
 }

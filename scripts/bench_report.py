@@ -47,9 +47,18 @@ def record(cond, results, notes, mem=None):
             j = json.loads(line)
             name = j["bench"]
             unit = "new" if name.startswith("gen") or "-gen-" in name else "real"
-            if name.startswith("ppo"):
-                name, unit = name + "-sample", "sample"
             impl, t = "torch-" + j["mode"], j["threads"]
+            if name.startswith("llm-ppo") and "error" not in j:  # the real model's PPO row: real tokens too
+                res.write(f"{cond}\t{name}\t{impl}\t{t}\t{j['real_tok_per_s']}\t{j['real_tok_per_cpu_s']}\n")
+            if name.startswith("ppo") or name.startswith("llm-ppo"):
+                name, unit = name + "-sample", "sample"
+            if name.startswith("llm-gen-") and "error" not in j:
+                # Decode and prefill rates, per CPU-second by the run's CPU
+                # share (as for the native engine and llama.cpp).
+                share = j["new_tok_per_cpu_s"] / j["new_tok_per_s"]
+                for phase in ("decode", "prefill"):
+                    v = j[phase + "_tok_per_s"]
+                    res.write(f"{cond}\t{name.replace('-gen-', '-' + phase + '-')}\t{impl}\t{t}\t{v}\t{v * share}\n")
             if "error" not in j:
                 res.write(f"{cond}\t{name}\t{impl}\t{t}\t{j[unit + '_tok_per_s']}\t{j[unit + '_tok_per_cpu_s']}\n")
             if "peak_rss_gib" in j:
@@ -85,13 +94,15 @@ class Data:
         return self.rows.get((cond, name, impl, t), (NAN, NAN))
 
     def native(self, cond, name, t=2):
-        """The engine as the product runs it: bf16 training products where
-        measured (the CPU has AVX512_BF16), else float32."""
+        """The engine as the product runs it: matmul auto takes bf16 where
+        the bf16 products outrun float32 (native.BF16Faster), so the
+        better per CPU-second of the bf16 and float32 rows measured."""
+        best = ("native-fp32", (NAN, NAN))
         for impl in ("native-bf16", "native-fp32"):
             v = self.get(cond, name, impl, t)
-            if v[0] == v[0]:
-                return impl, v
-        return "native-fp32", (NAN, NAN)
+            if v[1] == v[1] and not (best[1][1] >= v[1]):
+                best = (impl, v)
+        return best
 
     def best(self, cond, names, i, impls=None):
         """The best PyTorch (value, impl, threads) on metric i (0 wall, 1
@@ -152,15 +163,21 @@ def report(d):
     print()
     print("### the machine's FMA peak (register-only float32 fused multiply-adds, the widest vectors the CPU has; GFLOP/s, per CPU-second in brackets), and the GEMM peak as a share of it")
     print()
-    print("| threads | FMA peak | GEMM peak / FMA peak | bf16 dot-product peak (VDPBF16PS) |")
-    print("|---:|---:|---:|---:|")
+    print("| threads | FMA peak | GEMM peak / FMA peak | bf16 dot-product peak (VDPBF16PS) | AMX tile peak (TDPBF16PS) |")
+    print("|---:|---:|---:|---:|---:|")
     fma, fma_cpu, bfp, bfp_cpu = {}, 0.0, {}, 0.0
     for t in (1, 2):
-        f, h = get("idle", "fma", "native", t), get("idle", "bf16peak", "native", t)
-        fma[t], bfp[t] = f[0], h[0]
-        fma_cpu, bfp_cpu = max(fma_cpu, f[1]), max(bfp_cpu, h[1])
+        f, h, x = get("idle", "fma", "native", t), get("idle", "bf16peak", "native", t), get("idle", "amxpeak", "native", t)
+        # The bf16 rows' MFU is read against the peak of the unit the
+        # engine's bf16 products run on: the tiles where it uses them.
+        bf = x if x[0] == x[0] else h
+        fma[t], bfp[t] = f[0], bf[0]
+        fma_cpu, bfp_cpu = max(fma_cpu, f[1]), max(bfp_cpu, bf[1])
         hcell = f"{h[0]:,.1f} ({h[1]:,.1f})" if h[0] == h[0] else "- (no AVX512_BF16)"
-        print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {gemm[t] / f[0] * 100:.0f}% | {hcell} |")
+        xcell = f"{x[0]:,.1f} ({x[1]:,.1f})" if x[0] == x[0] else "- (not in use)"
+        print(f"| {t} | {f[0]:,.1f} ({f[1]:,.1f}) | {gemm[t] / f[0] * 100:.0f}% | {hcell} | {xcell} |")
+
+    mem_table(d)
 
     rows = [(n, label) for n, label in ROWS if any(k[1] == n for k in d.rows)]
     for cond in d.conds:
@@ -168,7 +185,7 @@ def report(d):
             print()
             print(f"### native / PyTorch 2.x, {cond}: {what}")
             print()
-            print("Native: GOMAXPROCS=2, bf16 products where the row has them (SFT on AVX512_BF16), else float32. "
+            print("Native: GOMAXPROCS=2, the better per CPU-second of its bf16 and float32 products (matmul auto's choice: bf16 where they outrun float32), in brackets. "
                   "PyTorch: each configuration's better thread count, in brackets; the ratio is against the best of them.")
             print()
             print("| benchmark | native | PyTorch eager fp32 | eager bf16 | compiled fp32 | compiled bf16 | best PyTorch | **native / best** |")
@@ -233,6 +250,24 @@ def report(d):
                     cells.append(f"{ratio(nv[i], b)} ({where(bimpl, bt)})")
             print(f"| {label} | " + " | ".join(cells) + " |")
 
+    if any(k[2] == "native-bf16" for k in d.rows):
+        print()
+        print("### bf16 against bf16: native bf16 products / the best PyTorch bf16 autocast configuration (eager or compiled)")
+        print()
+        print("Native bf16: the dense layers' and the attention's products with bf16 inputs and float32 sums, GOMAXPROCS=2; "
+              "the engine decodes in float32, so the generation rows have no bf16 column.")
+        print()
+        print("| benchmark | " + " | ".join(heads) + " |")
+        print("|---|" + "---:|" * len(heads))
+        for name, label in rows:
+            cells = []
+            for cond in d.conds:
+                nv = d.get(cond, name, "native-bf16", 2)
+                for i in (0, 1):
+                    b, bimpl, bt = d.best(cond, {name}, i, {"torch-eager-bf16", "torch-compile-bf16"})
+                    cells.append(f"{ratio(nv[i], b)} ({where(bimpl, bt)})" if nv[i] == nv[i] else "- (float32 only)")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+
     comp = [(k, v) for k, v in d.notes.items() if k[2].startswith("torch-compile")]
     if comp:
         print()
@@ -267,7 +302,7 @@ def report(d):
             print(f"- {e}: {shown}")
 
     print()
-    print("### model FLOP utilisation against the FMA peak (float32) or the bf16 dot-product peak (bf16), at the same thread count (per CPU-second against the peak per CPU-second, in brackets)")
+    print("### model FLOP utilisation against the FMA peak (float32) or the bf16 peak (bf16: AMX's tiles where the engine uses them, else VDPBF16PS), at the same thread count (per CPU-second against the peak per CPU-second, in brackets)")
     print()
     print("model FLOPs: the matrix products of the step (dense layers per token, attention per real query-key pair, LM head where it runs), backward = 2x forward (policy/native/bench_test.go; the PPO and 32-row rows do not report them). The peaks are the idle half's. PyTorch: its best configuration per wall second.")
     print()
@@ -362,6 +397,20 @@ def report(d):
                 print(f"| {name} | best PyTorch (idle: {where(ai, at)}; contended: {where(bi, bt)}) | {num(a)} | {num(b)} | {ratio(a, b)} |")
 
 
+def mem_table(d):
+    """The memory read bandwidth (BenchmarkMemPeak), where measured."""
+    if not any(k[1] == "mem" for k in d.rows):
+        return
+    print()
+    print("### the machine's memory read bandwidth (BenchmarkMemPeak: a vector loop over 256 MB of float32 per thread; GB/s, per CPU-second in brackets)")
+    print()
+    print("| threads | " + " | ".join(c for c in ("idle", "contended") if any(k[0] == c and k[1] == "mem" for k in d.rows)) + " |")
+    conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] == "mem" for k in d.rows)]
+    print("|---:|" + "---:|" * len(conds))
+    for t in (1, 2):
+        print(f"| {t} | " + " | ".join(f"{d.get(c, 'mem', 'native', t)[0]:,.1f} ({d.get(c, 'mem', 'native', t)[1]:,.1f})" for c in conds) + " |")
+
+
 def hf_report(d):
     """The Hugging Face shapes' tables (issue 48): each side's best
     configuration (native: its better GOMAXPROCS; PyTorch: its best mode
@@ -427,6 +476,160 @@ def hf_report(d):
             print(f"- {e}: " + ", ".join(at[:4]) + (f" and {len(at) - 4} more" if len(at) > 4 else ""))
 
 
+LLM_ROWS = [("llm-gen-b1", "generation, batch 1: 448-token prompt, 160 new tokens (new tokens, prefill included)"),
+            ("llm-gen-b8", "generation, 8 rows on 2 prompts (4 each), 160 new tokens (new tokens, prefill included)"),
+            ("llm-gen-b32", "generation, 32 rows on 8 prompts (4 each), 160 new tokens (new tokens, prefill included)"),
+            ("llm-lora", "LoRA SFT, 4 rows of 609 tokens, recomputation (real tokens)"),
+            ("llm-ppo-shared-sample", "PPO learner, 4 states x 8 actions, shared prompts (sample tokens)")]
+LLM_NATIVE = [("native-fp32", "fp32"), ("native-bf16base", "bf16 base, fp32 products"), ("native-bf16", "bf16")]
+LLAMA = [("llamacpp-Q4_1", "Q4_1 (published)"), ("llamacpp-BF16", "BF16"), ("llamacpp-F16", "F16"), ("llamacpp-F32", "F32")]
+LLM_PHASES = [("llm-prefill-b1", "prefill, batch 1 (prompt tok/s)"), ("llm-decode-b1", "decode, batch 1"),
+              ("llm-decode-b8", "decode, 8 rows"), ("llm-decode-b32", "decode, 32 rows"),
+              ("llm-gen-b1", "whole generation, batch 1"), ("llm-gen-b32", "whole generation, 32 rows")]
+
+
+def llm_report(d):
+    """The real model's tables (issue 61): native / PyTorch 2.x + PEFT on
+    every row, each side and configuration at its better thread count,
+    with the peak memory; then decoding against llama.cpp on the same
+    weights in each storage."""
+    names = {n for n, _ in LLM_ROWS} | {n for n, _ in LLM_PHASES}
+    if not any(k[1] in names for k in d.rows):
+        return
+    conds = [c for c in ("idle", "contended") if any(k[0] == c and k[1] in names for k in d.rows)]
+    if not d.conds:  # BENCH_LLM=only: the bandwidth was measured with these rows
+        mem_table(d)
+
+    def top(cond, name, impls, i):
+        """(value, impl, threads): the best of impls at any thread count."""
+        t0 = (NAN, None, None)
+        for (c, n, impl, t), v in d.rows.items():
+            if c == cond and n == name and impl in impls and v[i] == v[i] and not (t0[0] >= v[i]):
+                t0 = (v[i], impl, t)
+        return t0
+
+    def gib(cond, name, impl, t):
+        v = d.mem.get((cond, name, impl, t), NAN)
+        return f"{v:.2f}" if v == v and v > 0 else "-"
+
+    torch_all = [m for m, _ in MODES]
+    below = []
+    for cond in conds:
+        for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second")):
+            print()
+            print(f"### the real model (SmolLM2-135M-Instruct), native / PyTorch 2.x + transformers + PEFT, {cond}: {what}")
+            print()
+            print("Each cell at its better thread count (native GOMAXPROCS, PyTorch threads) in brackets. Native: float32 "
+                  "(generation always: the engine decodes in float32), bf16 base and products where the CPU has AVX512_BF16, "
+                  "and for PPO a bf16 base with float32 products (what train ppo ran on AVX512_BF16 CPUs before matmul auto). The ratios: native's best / PyTorch's best, "
+                  "and float32 / float32.")
+            print()
+            print("| benchmark | native fp32 | native bf16 base, fp32 products | native bf16 | PyTorch eager fp32 | eager bf16 "
+                  "| compiled fp32 | compiled bf16 | **native / best PyTorch** | native fp32 / best PyTorch fp32 |")
+            print("|---|" + "---:|" * 9)
+            for name, label in LLM_ROWS:
+                if not any(k[0] == cond and k[1] == name for k in d.rows):
+                    continue
+                cells = []
+                for impl, _ in LLM_NATIVE:
+                    v, _, t = top(cond, name, {impl}, i)
+                    cells.append(f"{num2(v)} ({t})" if v == v else "-")
+                for m in torch_all:
+                    v, _, t = top(cond, name, {m}, i)
+                    cells.append(f"{num2(v)} ({t})" if v == v else d.why_missing(cond, name, m))
+                nv, ni, nt = top(cond, name, {m for m, _ in LLM_NATIVE}, i)
+                b, bi, bt = top(cond, name, set(torch_all), i)
+                n32 = top(cond, name, {"native-fp32"}, i)[0]
+                b32, bi32, bt32 = top(cond, name, {"torch-eager-fp32", "torch-compile-fp32"}, i)
+                if nv == nv and b == b and nv < b:
+                    below.append(f"{label}, {cond}, {what}: {nv / b:.2f}x (native {dict(LLM_NATIVE).get(ni, ni)}, {nt} / PyTorch {where(bi, bt)})")
+                print(f"| {label} | " + " | ".join(cells) + f" | **{ratio(nv, b)}** ({dict(LLM_NATIVE).get(ni, '-')} / {where(bi, bt)}) "
+                      f"| {ratio(n32, b32)} ({where(bi32, bt32)}) |")
+        print()
+        print(f"### the real model's peak memory, {cond}: peak resident memory (VmHWM, GiB) of the process behind each side's best per-CPU-second figure")
+        print()
+        print("| benchmark | native | PyTorch |")
+        print("|---|---:|---:|")
+        for name, label in LLM_ROWS:
+            nv, ni, nt = top(cond, name, {m for m, _ in LLM_NATIVE}, 1)
+            b, bi, bt = top(cond, name, set(torch_all), 1)
+            if nv == nv or b == b:
+                print(f"| {label} | {gib(cond, name, ni, nt)} ({dict(LLM_NATIVE).get(ni, '-')}, {nt}) | {gib(cond, name, bi, bt)} ({where(bi, bt)}) |")
+
+        if any(k[0] == cond and k[2].startswith("llamacpp-") for k in d.rows):
+            for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second (llama.cpp: its rate times its process's CPU share)")):
+                print()
+                print(f"### decoding the real model: native, PyTorch and llama.cpp on the same weights, {cond}: {what}")
+                print()
+                print("448-token prompts, 160 new tokens. Batch 1: llama-bench -p 448 (prefill) and -n 160 -d 448 (decode after the prompt); "
+                      "native and PyTorch: one prompt, prefill then 160 greedy steps. 8 and 32 rows: llama-batched-bench -pps (one prompt "
+                      "shared by every sequence); native and PyTorch: 2 and 8 prompts shared by 4 rows each (native shares the cache rows, "
+                      "PyTorch copies them). Decode-only rates; whole generation: new tokens over prefill and decode.")
+                print()
+                print("| engine, weights | threads | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
+                print("|---|---:|" + "---:|" * len(LLM_PHASES))
+                impls = [("native-fp32", "native, float32 (.deps/smollm2-hf)")] + [(m, f"PyTorch {LABEL[m]}") for m in torch_all] \
+                    + [(m, f"llama.cpp, {lab}") for m, lab in LLAMA]
+                for impl, lab in impls:
+                    for t in (1, 2):
+                        vals = [d.get(cond, n, impl, t)[i] for n, _ in LLM_PHASES]
+                        if any(v == v for v in vals):
+                            print(f"| {lab} | {t} | " + " | ".join(num2(v) for v in vals) + " |")
+            bw = d.get(cond, "mem", "native", 1)
+            print()
+            print(f"### decode at batch 1 against the memory bandwidth, {cond}: the weights a step streams and their rate")
+            print()
+            print(f"A batch-1 decode step reads every weight once. The machine's read bandwidth (BenchmarkMemPeak, 1 thread): "
+                  f"{bw[0]:.1f} GB/s ({bw[1]:.1f} per CPU-second). Each engine at its better thread count per CPU-second.")
+            print()
+            print("| engine, weights | MB per token | decode tok/CPU-s | GB/s per CPU-second | share of the read bandwidth | tok/CPU-s at the bandwidth |")
+            print("|---|---:|---:|---:|---:|---:|")
+            for impl, lab in [("native-fp32", "native, float32"), ("torch-compile-fp32", "PyTorch compiled fp32"),
+                              ("torch-eager-fp32", "PyTorch eager fp32")] + [(m, f"llama.cpp, {lab}") for m, lab in LLAMA]:
+                v, _, t = top(cond, "llm-decode-b1", {impl}, 1)
+                nb = max((x[0] for (c, n, m, _), x in d.rows.items() if c == cond and n == "llm-bytes" and m == impl), default=NAN)
+                if v == v and nb == nb:
+                    gbs = v * nb / 1e9
+                    print(f"| {lab} | {nb / 1e6:,.0f} | {num2(v)} ({t}) | {gbs:.1f} | {gbs / bw[1] * 100:.0f}% | {bw[1] * 1e9 / nb:,.1f} |")
+            print()
+            print(f"### native float32 / llama.cpp, {cond}: each at its better thread count (per wall second; per CPU-second in brackets)")
+            print()
+            print("| llama.cpp weights | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
+            print("|---|" + "---:|" * len(LLM_PHASES))
+            for impl, lab in LLAMA:
+                cells = []
+                for n, plab in LLM_PHASES:
+                    r = []
+                    for i in (0, 1):
+                        a, b = top(cond, n, {"native-fp32"}, i)[0], top(cond, n, {impl}, i)[0]
+                        r.append(ratio(a, b))
+                        if a == a and b == b and a < b:
+                            below.append(f"{plab} vs llama.cpp {lab}, {cond}{', per CPU-second' if i else ', wall'}: {a / b:.2f}x")
+                    cells.append(f"**{r[0]}** ({r[1]})")
+                print(f"| {lab} | " + " | ".join(cells) + " |")
+    print()
+    if below:
+        print("The real model's rows below 1.0x:")
+        print()
+        for b in below:
+            print(f"- {b}")
+    errs = collections.OrderedDict()
+    for (c, n, m, t), (_, _, e) in d.notes.items():
+        if e and n.startswith("llm-"):
+            errs.setdefault(e, []).append(f"{n} {LABEL.get(m, m)} ({c}, {t} thread{'s' if t != 1 else ''})")
+    if errs:
+        print()
+        print("PyTorch configurations of the real model's rows that did not run or failed:")
+        print()
+        for e, at in errs.items():
+            print(f"- {e}: " + ", ".join(at[:4]) + (f" and {len(at) - 4} more" if len(at) > 4 else ""))
+    comp = [(k, v) for k, v in d.notes.items() if k[1].startswith("llm-") and k[2].startswith("torch-compile") and v[0]]
+    if comp:
+        print()
+        print("torch.compile on the real model's rows: compile time (s) and recompiles while timed: " +
+              "; ".join(f"{k[1]} {LABEL[k[2]]} {k[3]}t: {v[0]} s, {v[1] or 0}" for k, v in comp))
+
+
 def num2(v):
     """A rate with three significant figures at least (the big shapes run a
     few tokens per second)."""
@@ -443,6 +646,7 @@ def main():
         if d.conds or any(k[1] == "gemm" for k in d.rows):
             report(d)
         hf_report(d)
+        llm_report(d)
     else:
         sys.exit("usage: bench_report.py record COND RESULTS NOTES [MEM] < lines | bench_report.py RESULTS FLOPS NOTES [MEM]")
 

@@ -8,29 +8,46 @@
 # prompt). Everything lands in .deps/llamacpp (git-ignored); quick when
 # already done. `make test` never needs it.
 #
+# Without AMX: -march=native turns on ggml's AMX kernels on a CPU with AMX
+# (Sapphire Rapids onward), and with this source and GCC 12 they die on
+# their first tile load (SIGILL in tinygemm_kernel_amx, measured on a Xeon
+# family 6 model 207: the tile configuration kept on the stack is
+# optimised away; llama.cpp PR 26954). The build keeps every other
+# instruction set of -march=native (AVX-512, VNNI, BF16) and passes
+# -mno-amx-*, which GCC applies whatever their order; BUILD below records
+# it, so a tree built before is rebuilt.
+#
 # Usage (from anywhere): scripts/setup_llamacpp.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PIN=0.3.36
+NOAMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+BUILD="$PIN GGML_NATIVE=ON $NOAMX"
 DIR=.deps/llamacpp
 BIN=$DIR/build/bin
-if [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-batched-bench" ] && [ "$(cat "$DIR/PIN" 2>/dev/null)" = "$PIN" ]; then
+if [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-batched-bench" ] && [ "$(cat "$DIR/PIN" 2>/dev/null)" = "$BUILD" ]; then
   echo "setup_llamacpp: ready: $BIN (llama-cpp-python $PIN's llama.cpp)"
   exit 0
 fi
 command -v cmake >/dev/null || { echo "setup_llamacpp: cmake is missing (apt-get install cmake)" >&2; exit 1; }
 command -v g++ >/dev/null || { echo "setup_llamacpp: g++ is missing (apt-get install g++)" >&2; exit 1; }
-rm -rf "$DIR" && mkdir -p "$DIR"
-echo "setup_llamacpp: fetching the llama-cpp-python==$PIN sdist from PyPI"
-pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "llama-cpp-python==$PIN" -d "$DIR/sdist"
-tar xzf "$DIR/sdist/llama_cpp_python-$PIN.tar.gz" -C "$DIR/sdist" "llama_cpp_python-$PIN/vendor/llama.cpp"
-mv "$DIR/sdist/llama_cpp_python-$PIN/vendor/llama.cpp" "$DIR/src"
-rm -rf "$DIR/sdist"
-echo "setup_llamacpp: building llama-bench and llama-batched-bench (GGML_NATIVE=ON, a few minutes)"
+if [ -f "$DIR/src/CMakeLists.txt" ] && [ "$(cat "$DIR/SRC_PIN" 2>/dev/null)" = "$PIN" ]; then
+  rm -rf "$DIR/build" "$DIR/PIN" # the source is the pinned one: only the build is redone
+else
+  rm -rf "$DIR" && mkdir -p "$DIR"
+  echo "setup_llamacpp: fetching the llama-cpp-python==$PIN sdist from PyPI"
+  pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: "llama-cpp-python==$PIN" -d "$DIR/sdist"
+  tar xzf "$DIR/sdist/llama_cpp_python-$PIN.tar.gz" -C "$DIR/sdist" "llama_cpp_python-$PIN/vendor/llama.cpp"
+  mv "$DIR/sdist/llama_cpp_python-$PIN/vendor/llama.cpp" "$DIR/src"
+  rm -rf "$DIR/sdist"
+  echo "$PIN" > "$DIR/SRC_PIN"
+fi
+echo "setup_llamacpp: building llama-bench and llama-batched-bench (GGML_NATIVE=ON without AMX, a few minutes)"
 cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DCMAKE_C_FLAGS="$NOAMX" -DCMAKE_CXX_FLAGS="$NOAMX" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >"$DIR/cmake.log" 2>&1 ||
   { echo "setup_llamacpp: cmake configure failed; see $DIR/cmake.log" >&2; exit 1; }
 cmake --build "$DIR/build" -j "$(nproc)" --target llama-bench llama-batched-bench >"$DIR/build.log" 2>&1 ||
   { echo "setup_llamacpp: build failed; see $DIR/build.log" >&2; exit 1; }
-echo "$PIN" > "$DIR/PIN"
+echo "$BUILD" > "$DIR/PIN"
 echo "setup_llamacpp: ready: $BIN (llama-cpp-python $PIN's llama.cpp)"

@@ -42,7 +42,7 @@ func sftLoss(targets []int32, weights []float32, vocab int) policy.LossFunc {
 // ppoToken is one action token of a PPO minibatch.
 type ppoToken struct {
 	Target    int32
-	OldLogP   float32       // behaviour log-prob (under the mask)
+	OldLogP   float64       // behaviour log-prob (under the mask): the sampler's, or the learner's own (old_logp recompute), as exact as the policy's then: the first ratio reads 1
 	RefLogP   float64       // the frozen reference's log-prob (under the mask), as exact as the policy's: kl_ref reads 0 while they are equal
 	Advantage float32       // the sample's advantage
 	Weight    float32       // the sample's duration weight
@@ -131,7 +131,7 @@ func ppoLoss(toks []ppoToken, valueAt []int, returns []float32, c ppoCoefs, voca
 			row := logits[i*vocab : (i+1)*vocab]
 			lp := policy.LogProbs(row, tk.Mask, 1)
 			logp := lp[tk.Target]
-			logratio := logp - float64(tk.OldLogP)
+			logratio := logp - tk.OldLogP
 			ratio := math.Exp(logratio)
 			a := float64(tk.Advantage)
 			pg1, pg2 := -a*ratio, -a*math.Min(math.Max(ratio, lo), hi)

@@ -66,8 +66,8 @@ func TestPPOLossHandComputed(t *testing.T) {
 	old0, old1 := math.Log(0.5)-0.1, math.Log(0.75)+0.5 // ratios e^0.1 (inside the clip) and e^-0.5 (below it)
 	ref0, ref1 := math.Log(0.4), math.Log(0.6)
 	toks := []ppoToken{
-		{Target: 1, OldLogP: float32(old0), RefLogP: ref0, Advantage: 2, Weight: 1.5},
-		{Target: 2, OldLogP: float32(old1), RefLogP: ref1, Advantage: 1, Weight: 0.5, Mask: m1},
+		{Target: 1, OldLogP: old0, RefLogP: ref0, Advantage: 2, Weight: 1.5},
+		{Target: 2, OldLogP: old1, RefLogP: ref1, Advantage: 1, Weight: 0.5, Mask: m1},
 		{Target: 1, OldLogP: 0, RefLogP: 0, Advantage: 3, Weight: 1, Mask: m2, Skip: true},
 	}
 	values := []float32{0.3, 0, 0}

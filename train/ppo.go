@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/mlerl/mlerl/env"
@@ -63,10 +64,19 @@ type PPOConfig struct {
 	Mode string `yaml:"mode" help:"step (actions from sampled expert states, ML-Agent) or episode (whole episodes from each task's initial state, the baseline)"`
 	// Env configures the environment of the env reward: budgets, reward
 	// terms, instrumentation, executing edits and undos in the same step.
-	Env     env.Config `yaml:"env"`
-	Engine  string     `yaml:"engine" help:"native (the CPU engine) or gomlx (GoMLX; XLA on a GPU with GOMLX_BACKEND=xla:cuda)"`
-	Decode  string     `yaml:"decode" help:"constrained (actions follow the action grammar; the PPO ratio uses the same masks) or free"`
-	Updates int        `yaml:"updates" help:"PPO updates"`
+	Env    env.Config `yaml:"env"`
+	Engine string     `yaml:"engine" help:"native (the CPU engine) or gomlx (GoMLX; XLA on a GPU with GOMLX_BACKEND=xla:cuda)"`
+	// Matmul is the precision of the learner's and the reference's
+	// products (policy.SetMatmul); the sampler decodes in float32 either
+	// way.
+	Matmul string `yaml:"matmul" help:"precision of the learner's (and the reference's) matrix products: auto (bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), fp32, or bf16 (native engine); the sampler decodes in float32 either way"`
+	// OldLogP says where the ratio's behaviour log-probabilities come
+	// from: the sampler's, or the learner's own forward before an
+	// update's first minibatch (needed when the learner's products
+	// differ from the sampler's float32 ones).
+	OldLogP string `yaml:"old_logp" help:"behaviour log-probabilities of the PPO ratio: sampler (those the float32 sampler drew with), recompute (the learner's own forward over the batch before the update's first minibatch, as verl and OpenRLHF do: the ratio starts at exactly 1 whatever the products' precision; one more forward per update) or auto (recompute where matmul resolved to bf16, else sampler)"`
+	Decode  string `yaml:"decode" help:"constrained (actions follow the action grammar; the PPO ratio uses the same masks) or free"`
+	Updates int    `yaml:"updates" help:"PPO updates"`
 	// BatchSize counts samples: batch_size / group_size states per update.
 	BatchSize int `yaml:"batch_size" help:"samples (state, action, reward) per update: batch_size / group_size states, group_size actions each"`
 	GroupSize int `yaml:"group_size" help:"actions sampled per state (K): the group whose other samples' mean reward is each one's baseline"`
@@ -148,6 +158,10 @@ const (
 	FreeTextMask  = "mask"
 	FreeTextForce = "force"
 	FreeTextTrain = "train"
+
+	OldLogPAuto      = "auto"
+	OldLogPSampler   = "sampler"
+	OldLogPRecompute = "recompute"
 )
 
 // DefaultPPOConfig holds the defaults SCIENCE.md's seed-1 runs 7 and 7b
@@ -160,7 +174,7 @@ func DefaultPPOConfig() PPOConfig {
 	return PPOConfig{
 		Data: "./data", States: schemas.RLStates.Name, SFT: "checkpoints/sft", Out: "checkpoints/ppo",
 		Budgets: policy.DefaultBudgets(), Tuning: policy.DefaultTuning(),
-		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Decode: policy.DecodeConstrained,
+		Reward: RewardEnv, Mode: ModeStep, Env: EnvRewardConfig(), Engine: policy.EngineNative, Matmul: policy.MatmulAuto, OldLogP: OldLogPAuto, Decode: policy.DecodeConstrained,
 		Updates: 20, BatchSize: 32, GroupSize: 4, Horizon: 2, Credit: CreditFirst, Advantage: AdvantageGroup, CriticWarmup: 50, NormAdv: true,
 		Minibatches: 2, UpdateEpochs: 2, TargetKL: 0.05,
 		ClipCoef: 0.2, VfCoef: 0.5, EntCoef: 0.0, KLCoef: 0.02, KLTarget: 0,
@@ -171,22 +185,37 @@ func DefaultPPOConfig() PPOConfig {
 	}
 }
 
-// Derive resolves base_storage auto to what it means on this machine
-// (config.Deriver; policy.ResolvePrecision), so that the config the stage
-// prints and every checkpoint's config.json say which storage ran. A
-// value that does not resolve is left for Validate, and the run, to
-// refuse.
+// Derive resolves base_storage, matmul and old_logp auto to what they
+// mean on this machine (config.Deriver; policy.ResolvePrecision), so that
+// the config the stage prints and every checkpoint's config.json say
+// what ran. A value that does not resolve is left for Validate, and the
+// run, to refuse.
 func (c *PPOConfig) Derive() { _ = c.resolvePrecision() }
 
 // resolvePrecision resolves the tuning's base_storage (policy.Tuning's
-// Resolved): the one place train ppo decides it.
+// Resolved), matmul (for the engine; empty, as in the configs of runs
+// from before the key, is fp32: PPO computed in float32 then) and
+// old_logp: the one place train ppo decides them.
 func (c *PPOConfig) resolvePrecision() error {
-	t, err := c.Tuning.Resolved()
-	if err != nil {
-		return err
+	t, terr := c.Tuning.Resolved()
+	if terr == nil {
+		c.Tuning = t
 	}
-	c.Tuning = t
-	return nil
+	if strings.TrimSpace(c.Matmul) == "" {
+		c.Matmul = policy.MatmulFP32
+	}
+	mm, err := policy.ResolveMatmul(c.Engine, c.Matmul)
+	if err != nil {
+		return config.Errorf("matmul", c.Matmul, "%v", err)
+	}
+	c.Matmul = mm
+	if c.OldLogP == OldLogPAuto || c.OldLogP == "" {
+		c.OldLogP = OldLogPSampler
+		if mm == policy.MatmulBF16 {
+			c.OldLogP = OldLogPRecompute
+		}
+	}
+	return terr
 }
 
 // Validate checks the config, each failure one line naming the key.
@@ -213,6 +242,12 @@ func (c PPOConfig) Validate() error {
 		return config.Errorf("engine", c.Engine, "want %s or %s", policy.EngineNative, policy.EngineGoMLX)
 	case c.Decode != policy.DecodeConstrained && c.Decode != policy.DecodeFree:
 		return config.Errorf("decode", c.Decode, "want %s or %s", policy.DecodeConstrained, policy.DecodeFree)
+	case c.Matmul != "" && c.Matmul != policy.MatmulAuto && c.Matmul != policy.MatmulFP32 && c.Matmul != policy.MatmulBF16:
+		return config.Errorf("matmul", c.Matmul, "want %s, %s or %s", policy.MatmulAuto, policy.MatmulFP32, policy.MatmulBF16)
+	case c.Matmul == policy.MatmulBF16 && c.Engine != policy.EngineNative:
+		return config.Errorf("matmul", c.Matmul, "bf16 products are the %s engine's (engine is %s): use auto or fp32", policy.EngineNative, c.Engine)
+	case c.OldLogP != "" && c.OldLogP != OldLogPAuto && c.OldLogP != OldLogPSampler && c.OldLogP != OldLogPRecompute:
+		return config.Errorf("old_logp", c.OldLogP, "want %s, %s or %s", OldLogPAuto, OldLogPSampler, OldLogPRecompute)
 	case c.Updates < 1:
 		return config.Errorf("updates", c.Updates, "must be at least 1")
 	case c.Horizon < 1:
@@ -549,6 +584,9 @@ type learned struct {
 	// skipped: the update had no sample to train (every group flat even
 	// after dynamic sampling); sums hold nothing measured.
 	skipped bool
+	// gap: how far the learner's log-probabilities were from the
+	// sampler's, where old_logp recompute measured them.
+	gap behaviourGap
 }
 
 // learn is an update's learner step, the same in every PPO loop: the
@@ -567,7 +605,7 @@ func (r *ppoRun) learn(groups []*group, adv, returns, durations []float64) (lear
 		return l, nil
 	}
 	var err error
-	if l.sums, l.epochs, err = r.update(groups, adv, returns, weights, l.lr); err != nil {
+	if l.sums, l.epochs, l.gap, err = r.update(groups, adv, returns, weights, l.lr); err != nil {
 		return l, fmt.Errorf("train ppo: update %d: %w", r.state.Update, err)
 	}
 	r.state.KLCoef = adaptKL(r.state.KLCoef, l.sums[metricKLRef], cfg.KLTarget)
@@ -589,6 +627,12 @@ func (r *ppoRun) endUpdate(ctx context.Context, rec map[string]any, l learned, c
 	} else {
 		for i, name := range ppoMetricNames {
 			rec[name] = l.sums[i]
+		}
+		if l.gap.n > 0 {
+			// old_logp recompute: the sampler's log-probabilities against
+			// the learner's, per trained action token.
+			rec["losses/behaviour_logp_gap"] = l.gap.sum / float64(l.gap.n)
+			rec["losses/behaviour_logp_gap_max"] = l.gap.max
 		}
 	}
 	if r.pol.Kind() == policy.KindHF {

@@ -105,16 +105,18 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 	if r.policy, err = s.engine(ck, r.pol, cfg.Engine, optim, uint64(cfg.Seed)); err != nil {
 		return nil, fmt.Errorf("train ppo: %w", err)
 	}
-	if r.pol.Kind() == policy.KindHF {
-		// PPO computes in float32 (policy/native/bf16.go): its behaviour
-		// log-probabilities come from float32 decoding, and bf16 products
-		// would move every ratio away from 1 before any update.
-		for _, e := range []policy.Engine{r.policy, r.ref} {
-			if _, err := policy.SetMatmul(e, policy.MatmulFP32); err != nil {
-				return nil, fmt.Errorf("train ppo: %w", err)
-			}
+	// The learner's products in matmul, and the reference's alike (its
+	// KL then reads exactly 0 before the first update). The sampler
+	// decodes in float32 whatever they are: with bf16 products the
+	// learner's log-probabilities differ from the sampler's by bf16's
+	// rounding, so old_logp recompute (auto's choice there) takes the
+	// ratio's behaviour log-probabilities from the learner's own forward.
+	for _, e := range []policy.Engine{r.policy, r.ref} {
+		if _, err := policy.SetMatmul(e, cfg.Matmul); err != nil {
+			return nil, fmt.Errorf("train ppo: %w", err)
 		}
 	}
+	fmt.Fprintf(log, "train ppo: learner and reference products %s (the sampler decodes in float32); behaviour log-probabilities: %s\n", cfg.Matmul, cfg.OldLogP)
 	r.rng = rand.New(r.pcg)
 	if cfg.Decode == policy.DecodeConstrained {
 		if r.facts, err = newStateFacts(s.st, cfg.Env); err != nil {
@@ -541,7 +543,7 @@ func (r *ppoRun) pack(samples []*sample) minibatch {
 				pos = spans[i].cont + t - 1
 			}
 			mb.idx = append(mb.idx, int32(pos))
-			tk := ppoToken{Target: tok, OldLogP: s.LogP[t]}
+			tk := ppoToken{Target: tok, OldLogP: float64(s.LogP[t])}
 			if s.Masks != nil {
 				tk.Mask = s.Masks[t]
 			}
@@ -585,7 +587,7 @@ func (r *ppoRun) values(mb minibatch) ([]float64, error) {
 // minibatches run and the number of epochs begun. The reference forward
 // runs once per update, and not at all when the KL coefficient is 0
 // (kl_ref then reads 0).
-func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr float64) (ppoStats, int, error) {
+func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr float64) (ppoStats, int, behaviourGap, error) {
 	cfg := r.cfg
 	coefs := ppoCoefs{ClipCoef: cfg.ClipCoef, ClipHigh: cfg.ClipCoefHigh, EntCoef: cfg.EntCoef, KLCoef: r.state.KLCoef}
 	if returns != nil {
@@ -604,7 +606,7 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 	numMB, epochs := 0, 0
 	vocab := r.policy.Config().Vocab
 	if len(groups) == 0 {
-		return sums, 0, nil
+		return sums, 0, behaviourGap{}, nil
 	}
 	mbGroups := (len(groups) + cfg.Minibatches - 1) / cfg.Minibatches
 	// The reference's log-probabilities do not change within an update:
@@ -620,7 +622,7 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 			mb := r.pack(ss)
 			refLogits, _, err := r.ref.Logits(mb.batch, mb.idx)
 			if err != nil {
-				return sums, 0, err
+				return sums, 0, behaviourGap{}, err
 			}
 			lp := tokenLogProbs(refLogits, mb.toks, vocab)
 			for j, s := range ss {
@@ -628,21 +630,57 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 			}
 		}
 	}
+	shuffle := func() { r.rng.Shuffle(len(g_inds), func(i, j int) { g_inds[i], g_inds[j] = g_inds[j], g_inds[i] }) }
+	// minibatch returns the samples of the minibatch of groups starting
+	// at start in the current order, and each one's index in the flat
+	// batch.
+	minibatch := func(start int) (mbSamples []*sample, flat []int) {
+		for _, gi := range g_inds[start:min(start+mbGroups, len(g_inds))] {
+			for j, s := range groups[gi].Samples {
+				mbSamples, flat = append(mbSamples, s), append(flat, first[gi]+j)
+			}
+		}
+		return mbSamples, flat
+	}
+	shuffle() // the first epoch's order
+	// old_logp recompute: the behaviour log-probabilities from the
+	// learner's own forward, before any step, on exactly the first
+	// epoch's minibatches (the same packing, so the same bits: its first
+	// minibatch's ratios read exactly 1).
+	var oldLogp map[*sample][]float64
+	var gap behaviourGap
+	if cfg.OldLogP == OldLogPRecompute {
+		oldLogp = map[*sample][]float64{}
+		for start := 0; start < len(g_inds); start += mbGroups {
+			ss, _ := minibatch(start)
+			mb := r.pack(ss)
+			logits, _, err := r.policy.Logits(mb.batch, mb.idx)
+			if err != nil {
+				return sums, 0, gap, err
+			}
+			lp := tokenLogProbs(logits, mb.toks, vocab)
+			for j, s := range ss {
+				own := lp[mb.valueAt[j] : mb.valueAt[j]+len(s.Action)]
+				oldLogp[s] = own
+				for t, l := range own {
+					if !mb.toks[mb.valueAt[j]+t].Skip {
+						gap.add(math.Abs(l - float64(s.LogP[t])))
+					}
+				}
+			}
+		}
+	}
 	stop := false
-	for range cfg.UpdateEpochs {
+	for epoch := range cfg.UpdateEpochs {
 		if stop {
 			break
 		}
 		epochs++
-		r.rng.Shuffle(len(g_inds), func(i, j int) { g_inds[i], g_inds[j] = g_inds[j], g_inds[i] })
+		if epoch > 0 {
+			shuffle()
+		}
 		for start := 0; start < len(g_inds) && !stop; start += mbGroups {
-			var mbSamples []*sample
-			var flat []int // each sample's index in the flat batch
-			for _, gi := range g_inds[start:min(start+mbGroups, len(g_inds))] {
-				for j, s := range groups[gi].Samples {
-					mbSamples, flat = append(mbSamples, s), append(flat, first[gi]+j)
-				}
-			}
+			mbSamples, flat := minibatch(start)
 			mb := r.pack(mbSamples)
 			var mbReturns []float32
 			for j, i := range flat {
@@ -653,11 +691,14 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 				if j+1 < len(flat) {
 					end = mb.valueAt[j+1]
 				}
-				ref := refLogp[mbSamples[j]]
+				ref, old := refLogp[mbSamples[j]], oldLogp[mbSamples[j]]
 				for k := mb.valueAt[j]; k < end; k++ {
 					mb.toks[k].Advantage, mb.toks[k].Weight = float32(adv[i]), float32(weights[i])
 					if ref != nil {
 						mb.toks[k].RefLogP = ref[k-mb.valueAt[j]]
+					}
+					if old != nil {
+						mb.toks[k].OldLogP = old[k-mb.valueAt[j]]
 					}
 				}
 			}
@@ -668,10 +709,10 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 			var st ppoStats
 			loss, _, err := r.policy.TrainStep(mb.batch, mb.idx, ppoLoss(mb.toks, valueAt, mbReturns, coefs, vocab, &st), lr)
 			if err != nil {
-				return sums, epochs, err
+				return sums, epochs, gap, err
 			}
 			if math.IsNaN(loss) {
-				return sums, epochs, fmt.Errorf("the loss is NaN; lower optim.lr")
+				return sums, epochs, gap, fmt.Errorf("the loss is NaN; lower optim.lr")
 			}
 			for i := range sums {
 				sums[i] += st[i]
@@ -685,8 +726,18 @@ func (r *ppoRun) update(groups []*group, adv, returns, weights []float64, lr flo
 	for i := range sums {
 		sums[i] /= float64(max(numMB, 1))
 	}
-	return sums, epochs, nil
+	return sums, epochs, gap, nil
 }
+
+// behaviourGap sums |learner - sampler| over an update's action tokens
+// (those the loss trains) when old_logp recompute replaces the sampler's
+// log-probabilities: how far the learner's products (bf16) move them.
+type behaviourGap struct {
+	sum, max float64
+	n        int
+}
+
+func (g *behaviourGap) add(d float64) { g.sum, g.max, g.n = g.sum+d, max(g.max, d), g.n+1 }
 
 // stateFacts are what the action grammar enumerates for an expert state,
 // read the way an episode reads its state (agents.StateOf on the restored

@@ -18,6 +18,7 @@ import (
 	"github.com/mlerl/mlerl/internal/datasets"
 	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/policy/native"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -420,7 +421,7 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 		}
 		worst := 0.0
 		for i, lp := range tokenLogProbs(logits, mb.toks, cfg.Vocab) {
-			worst = max(worst, math.Abs(math.Exp(lp-float64(mb.toks[i].OldLogP))-1))
+			worst = max(worst, math.Abs(math.Exp(lp-mb.toks[i].OldLogP)-1))
 		}
 		if worst > 1e-4 {
 			t.Errorf("%s: the first minibatch's ratios differ from 1 by up to %.2g", engine, worst)
@@ -431,7 +432,7 @@ func TestPPORatioIsOneOnFirstMinibatch(t *testing.T) {
 			tk := mb.toks[i]
 			tk.Mask = nil
 			lp := tokenLogProbs(logits[i*cfg.Vocab:(i+1)*cfg.Vocab], []ppoToken{tk}, cfg.Vocab)[0]
-			free = max(free, math.Abs(math.Exp(lp-float64(tk.OldLogP))-1))
+			free = max(free, math.Abs(math.Exp(lp-tk.OldLogP)-1))
 		}
 		if free < 0.1 {
 			t.Errorf("%s: ignoring the masks changes the ratios by only %.2g: the test does not test masks", engine, free)
@@ -637,5 +638,120 @@ func TestPPOSaveMergedNeedsAHuggingFacePolicy(t *testing.T) {
 	st, _ := store.Open(ctx, root)
 	if latest, err := policy.LatestCheckpoint(ctx, st, cfg.Out); err == nil && latest != "" {
 		t.Errorf("the refused run wrote checkpoint %s", latest)
+	}
+}
+
+// TestPPOBF16LogProbTolerance states how far bf16 products move the
+// learner's log-probabilities from those the float32 sampler drew with:
+// a logit through a chain of depth bf16 products is within
+// native.BF16Tolerance(depth) of float32's, relative to the largest
+// logit, and a log-probability (a logit minus the log-sum-exp of the
+// allowed ones) moves by at most twice that. Checked token by token on
+// the samples of TestPPORatioIsOneOnFirstMinibatch's model with its
+// dense products in bf16 (its heads of 16 values keep the attention in
+// float32): depth 4 per layer (q, out, ffn in, ffn out) and the LM head.
+// The ratio exp(learner - sampler) is then off 1 before any update, which
+// is what old_logp recompute removes (TestPPOBF16RatioStartsAtOne).
+func TestPPOBF16LogProbTolerance(t *testing.T) {
+	cfg := policy.Config{Vocab: 60, DModel: 32, Heads: 2, Layers: 2, Ctx: 64, PromptTokens: 32, ResponseTokens: 24}
+	const depth = 4*2 + 1
+	eng, err := policy.NewEngine(policy.EngineNative, cfg, policy.InitWeights(cfg, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.SetMatmul(eng, policy.MatmulBF16); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	var prompts [][]int32
+	for range 4 {
+		p := []int32{policy.BosID}
+		for range 3 + r.IntN(20) {
+			p = append(p, int32(policy.NumSpecial+r.IntN(cfg.Vocab-policy.NumSpecial)))
+		}
+		prompts = append(prompts, p, p, p)
+	}
+	gen := policy.Generator{Engine: eng} // decodes in float32 whatever the products' precision
+	samples, err := gen.Generate(prompts, policy.GenerateOptions{Temperature: 1, MaxNewTokens: 20, Seed: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]*sample, len(samples))
+	for i, s := range samples {
+		batch[i] = &sample{Prompt: s.Prompt, Action: s.Tokens, LogP: s.LogProbs}
+	}
+	run := &ppoRun{policy: eng}
+	mb := run.pack(batch)
+	logits, _, err := eng.Logits(mb.batch, mb.idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := 0.0
+	for _, z := range logits {
+		scale = max(scale, math.Abs(float64(z)))
+	}
+	tol := 2 * native.BF16Tolerance(depth) * scale
+	worst := 0.0
+	for i, lp := range tokenLogProbs(logits, mb.toks, cfg.Vocab) {
+		worst = max(worst, math.Abs(lp-mb.toks[i].OldLogP))
+	}
+	t.Logf("largest |log ratio| %.3g over %d tokens; tolerance %.3g (2 x BF16Tolerance(%d) %.3g x largest logit %.3g)", worst, len(mb.toks), tol, depth, native.BF16Tolerance(depth), scale)
+	if worst > tol {
+		t.Errorf("bf16 products moved a log-probability by %.3g, more than the stated %.3g", worst, tol)
+	}
+	if worst < 1e-5 {
+		t.Errorf("bf16 products moved no log-probability by more than %.2g: the products ran in float32", worst)
+	}
+}
+
+// TestPPOBF16RatioStartsAtOne: train ppo with bf16 products on a Hugging
+// Face policy (a bf16 base, fresh adapters). With old_logp recompute the
+// behaviour log-probabilities are the learner's own, so the first
+// minibatch's ratios are exactly 1 (approx_kl and clipfrac read 0 before
+// the step moves the policy), and the update records how far they were
+// from the sampler's (behaviour_logp_gap); with old_logp sampler the
+// float32 sampler's log-probabilities make approx_kl positive from the
+// start.
+func TestPPOBF16RatioStartsAtOne(t *testing.T) {
+	for _, old := range []string{OldLogPRecompute, OldLogPSampler} {
+		t.Run(old, func(t *testing.T) {
+			root := t.TempDir()
+			setupPPO(t, root)
+			cfg := tinyPPOConfig(root)
+			cfg.Policy = "hf:" + tinyHF("qwen2")
+			cfg.Budgets = policy.Budgets{Ctx: 256, PromptTokens: 160, ResponseTokens: 8}
+			cfg.Tuning.LoRA.Rank, cfg.Tuning.LoRA.Alpha, cfg.Tuning.BaseStorage = 4, 8, policy.MatmulBF16
+			cfg.Matmul, cfg.OldLogP = policy.MatmulBF16, old
+			// One minibatch and one epoch: the loss is computed once,
+			// before the step that moves the policy.
+			cfg.Updates, cfg.Minibatches, cfg.UpdateEpochs = 1, 1, 1
+			cfg.Optim.LR, cfg.MaxNewTokens = 1e-12, 4
+			var log bytes.Buffer
+			if err := RunPPOWith(context.Background(), cfg, pickD, &log); err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			if want := "learner and reference products bf16 (the sampler decodes in float32); behaviour log-probabilities: " + old; !strings.Contains(log.String(), want) {
+				t.Errorf("the log does not say %q:\n%s", want, log.String())
+			}
+			m := readMetrics(t, root, cfg.Out)[0]
+			akl, clip := m["losses/approx_kl"].(float64), m["losses/clipfrac"].(float64)
+			gap, measured := m["losses/behaviour_logp_gap"].(float64)
+			switch old {
+			case OldLogPRecompute:
+				if akl != 0 || clip != 0 {
+					t.Errorf("approx_kl %g, clipfrac %g: want exactly 0 with the learner's own log-probabilities", akl, clip)
+				}
+				if !measured || !(gap > 0) || m["losses/behaviour_logp_gap_max"].(float64) < gap {
+					t.Errorf("behaviour_logp_gap %v (max %v): want the sampler's float32 log-probabilities measured against the bf16 learner's", m["losses/behaviour_logp_gap"], m["losses/behaviour_logp_gap_max"])
+				}
+			case OldLogPSampler:
+				if !(akl > 0) {
+					t.Errorf("approx_kl %g with the sampler's float32 log-probabilities and bf16 products: want > 0", akl)
+				}
+				if measured {
+					t.Errorf("behaviour_logp_gap %g recorded without old_logp recompute", gap)
+				}
+			}
+		})
 	}
 }

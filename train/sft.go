@@ -49,7 +49,7 @@ type SFTConfig struct {
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
 	// Matmul is the precision of the training products (policy.SetMatmul).
-	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU has AVX512_BF16, else fp32; the printed config shows what it resolved to), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
+	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
 }
 
 // DefaultSFTConfig is the CPU demo: the demo model on the native engine,

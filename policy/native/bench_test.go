@@ -646,56 +646,72 @@ func ppoLossGrad(logits, values, dLogits, dValues []float32, targets []int32, va
 // with the same head positions (fused cross-entropy): the SFT rate of the
 // same engine and shape. real_tok/s counts the tokens the engine
 // processes, sample_tok/s the prompt+action tokens of every sample (what
-// the step represents).
+// the step represents). Where the CPU has AVX512_BF16 the three steps
+// also run with bf16 products (kernel=avx512-bf16/...): make bench's bf16
+// column of these rows.
 func BenchmarkPPOLearner(b *testing.B) {
 	unshared, shared := ppoBatches(4, 8, 1)
-	for _, tc := range []struct {
-		name string
-		pb   ppoBatch
-		sft  bool
-	}{{"sft", unshared, true}, {"unshared", unshared, false}, {"shared", shared, false}} {
-		b.Run("kernel="+KernelName()+"/"+tc.name, func(b *testing.B) {
-			cfg := ppoShape()
-			m, err := New(cfg, 1)
-			if err != nil {
+	kernels := []struct{ name, matmul string }{{KernelName(), MatmulFP32}}
+	if BF16Native() {
+		kernels = append(kernels, struct{ name, matmul string }{bf16Fast.name, MatmulBF16})
+	}
+	for _, kn := range kernels {
+		for _, tc := range []struct {
+			name string
+			pb   ppoBatch
+			sft  bool
+		}{{"sft", unshared, true}, {"unshared", unshared, false}, {"shared", shared, false}} {
+			benchPPOLearner(b, kn.name, kn.matmul, tc.name, tc.pb, tc.sft)
+		}
+	}
+}
+
+// benchPPOLearner is one case of BenchmarkPPOLearner: the step on pb
+// (the SFT step with sft) with products in matmul.
+func benchPPOLearner(b *testing.B, kernel, matmul, name string, pb ppoBatch, sft bool) {
+	b.Run("kernel="+kernel+"/"+name, func(b *testing.B) {
+		cfg := ppoShape()
+		m, err := New(cfg, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := m.SetMatmul(matmul); err != nil {
+			b.Fatal(err)
+		}
+		opt := NewAdamW(m, AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, ClipNorm: 1})
+		var dLogits, dValues []float32
+		step := func() {
+			m.ZeroGrad()
+			if err := m.Forward(pb.Batch); err != nil {
 				b.Fatal(err)
 			}
-			opt := NewAdamW(m, AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, ClipNorm: 1})
-			pb := tc.pb
-			var dLogits, dValues []float32
-			step := func() {
-				m.ZeroGrad()
-				if err := m.Forward(pb.Batch); err != nil {
+			if sft {
+				if _, err := m.CrossEntropyBackward(pb.idx, pb.targets, nil); err != nil {
 					b.Fatal(err)
 				}
-				if tc.sft {
-					if _, err := m.CrossEntropyBackward(pb.idx, pb.targets, nil); err != nil {
-						b.Fatal(err)
-					}
-				} else {
-					logits, values, err := m.Heads(pb.idx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					dLogits, dValues = grow(dLogits, len(logits)), grow(dValues, len(values))
-					ppoLossGrad(logits, values, dLogits, dValues, pb.targets, pb.valueAt, cfg.Vocab)
-					if err := m.Backward(pb.idx, dLogits, dValues); err != nil {
-						b.Fatal(err)
-					}
+			} else {
+				logits, values, err := m.Heads(pb.idx)
+				if err != nil {
+					b.Fatal(err)
 				}
-				opt.Step(m, 1e-5)
+				dLogits, dValues = grow(dLogits, len(logits)), grow(dValues, len(values))
+				ppoLossGrad(logits, values, dLogits, dValues, pb.targets, pb.valueAt, cfg.Vocab)
+				if err := m.Backward(pb.idx, dLogits, dValues); err != nil {
+					b.Fatal(err)
+				}
 			}
-			step() // warm-up: buffers grow to size
-			b.ResetTimer()
-			start, cpu0 := time.Now(), cpuSeconds()
-			for range b.N {
-				step()
-			}
-			secs, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
-			b.ReportMetric(float64(b.N*pb.real)/secs, "real_tok/s")
-			b.ReportMetric(float64(b.N*pb.sample)/secs, "sample_tok/s")
-			b.ReportMetric(float64(b.N*pb.real)/cpu, "real_tok/cpu-s")
-			b.ReportMetric(float64(b.N*pb.sample)/cpu, "sample_tok/cpu-s")
-		})
-	}
+			opt.Step(m, 1e-5)
+		}
+		step() // warm-up: buffers grow to size
+		b.ResetTimer()
+		start, cpu0 := time.Now(), cpuSeconds()
+		for range b.N {
+			step()
+		}
+		secs, cpu := time.Since(start).Seconds(), cpuSeconds()-cpu0
+		b.ReportMetric(float64(b.N*pb.real)/secs, "real_tok/s")
+		b.ReportMetric(float64(b.N*pb.sample)/secs, "sample_tok/s")
+		b.ReportMetric(float64(b.N*pb.real)/cpu, "real_tok/cpu-s")
+		b.ReportMetric(float64(b.N*pb.sample)/cpu, "sample_tok/cpu-s")
+	})
 }

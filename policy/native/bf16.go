@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"unsafe"
 )
 
@@ -102,14 +103,18 @@ type bf16Kernels struct {
 	// cvtPanels is cvtPairs over panels of nr columns: the pairs of
 	// columns [p*nr, p*nr+nr) go to dst[p*stride:], p < panels.
 	cvtPanels func(panels int, r0, r1 []float32, dst []uint32, stride int)
-	// cvtPanelsA converts 2*mr columns of qn pairs of rows (a transposed
-	// A's: bf16Convert) into two panels of mr: for q < qn, the pairs of
+	// cvtPanelsA (nil with rowA) converts 2*mr columns of qn pairs of
+	// rows (a transposed A's: bf16Convert) into two panels of mr: for q < qn, the pairs of
 	// src's rows 2q and 2q+1 (row stride lda), columns [0, mr), go to
 	// dst[q*mr:] and columns [mr, 2*mr) to dst[stride+q*mr:].
 	cvtPanelsA func(qn int, src []float32, lda int, dst []uint32, stride int)
 	// transpose sets dst[c*ldd + r] = src[r*lds + c] for r < rows, c <
 	// cols.
 	transpose func(dst []uint32, ldd int, src []uint32, lds, rows, cols int)
+	// rowA: micro reads A row-major only (aks 1: a row's pairs adjacent,
+	// as AMX's tiles load it), so a transposed A is converted into rows,
+	// not panels (bf16ConvertA).
+	rowA bool
 }
 
 var bf16Generic = &bf16Kernels{name: "bf16-generic", mr: 4, nr: 8, micro: microBF16Generic, cvt: cvtBF16Generic, cvtPairs: cvtPairsBF16Generic,
@@ -131,15 +136,37 @@ func cvtPanelsAGeneric(mr int) func(qn int, src []float32, lda int, dst []uint32
 	}
 }
 
-// bf16Fast is the AVX512_BF16 implementation where the build and CPU
-// have it (bf16_amd64.go), else nil.
+// bf16Fast is the hardware implementation where the build and CPU have
+// one (bf16_amd64.go: AMX's tiles where Linux gives them, else
+// AVX512_BF16), else nil.
 var bf16Fast *bf16Kernels
 
+// bf16Others are the hardware implementations this CPU has besides
+// bf16Fast (the AVX512_BF16 one where AMX is in use): the tests run them
+// too.
+var bf16Others []*bf16Kernels
+
 // BF16Native reports whether this CPU and build have hardware bf16
-// products (AVX512_BF16) and the float32 kernels in use are AVX-512: the
-// fact a caller resolving "auto" decides from (policy.ResolvePrecision).
-// Here it only picks the bf16 kernels (bf16Kern).
+// products (AVX512_BF16) and the float32 kernels in use are AVX-512. It
+// picks the bf16 kernels (bf16Kern); whether they are worth using is
+// BF16Faster's.
 func BF16Native() bool { return bf16Fast != nil && KernelName() == "avx512" }
+
+// BF16Faster reports whether the bf16 products outrun the float32 ones
+// on this CPU: what "auto" decides from (policy.AutoPrecision). They do
+// on AMX's tiles (amx_linux_amd64.go: BenchmarkAMXPeak about 4x
+// BenchmarkFMAPeak per CPU-second; SFT steps 1.37-1.76x float32 per
+// CPU-second on a Xeon family 6 model 207) and on AMD's AVX512_BF16
+// (Zen 4 and 5: VDPBF16PS at twice the FMA's multiply-adds; bf16 SFT
+// 1.44-1.65x float32 on an EPYC Zen 4). Intel's VDPBF16PS without the
+// tiles runs at half the FMA peak (BenchmarkBF16Peak 112 against
+// BenchmarkFMAPeak 239 GFLOP per CPU-second on that Xeon: SFT steps
+// 0.71-0.77x float32), so there float32 is the faster and auto's choice.
+func BF16Faster() bool { return BF16Native() && (bf16Fast.rowA || bf16DotFaster) }
+
+// bf16DotFaster: this CPU's VDPBF16PS does more multiply-adds per cycle
+// than its FMA (AMD's; bf16_amd64.go).
+var bf16DotFaster bool
 
 // SetMatmul sets the precision of the model's training products (Forward
 // and the backward passes; decoding is always float32), MatmulFP32 or
@@ -343,6 +370,9 @@ func bf16ConvertA(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) (_ []
 	mp := (m + mr - 1) / mr * mr
 	a = growU32(a, mp*kp)
 
+	if op.ta && bk.rowA {
+		return bf16RowsFromColumns(bk, op, a, run), kp, 1
+	}
 	if !op.ta {
 		ars, aks = kp, 1
 		run(mp, 32, func(_ *workspace, lo, hi int) {
@@ -407,6 +437,46 @@ func bf16ConvertA(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) (_ []
 	return a, ars, aks
 }
 
+// bf16RowsFromColumns converts a transposed A (A(i, kk) = op.a[kk*lda +
+// i]) into rows of pairs in a (mp rows of kp, rows past m zero), for a
+// kernel that reads A row-major (rowA): first each pair of stored rows
+// into one run of pairs (cvtPairs over the whole row: pair q of every A
+// row, a [kp, mp] scratch), then the scratch transposed into the rows, 16
+// at a time (bk.transpose).
+func bf16RowsFromColumns(bk *bf16Kernels, op *gemmOp, a []uint32, run bf16Runner) []uint32 {
+	const w = 16
+	m, k := op.m, op.k
+	kp := (k + 1) / 2
+	mp := (m + bk.mr - 1) / bk.mr * bk.mr
+	sp := bf16Scratch.Get().(*[]uint32)
+	defer bf16Scratch.Put(sp)
+	*sp = growU32(*sp, kp*mp)
+	cols := *sp
+	run(kp, 8, func(_ *workspace, lo, hi int) {
+		for q := lo; q < hi; q++ {
+			d := cols[q*mp : (q+1)*mp]
+			r0 := op.a[2*q*op.lda : 2*q*op.lda+m]
+			if 2*q+1 < k {
+				bk.cvtPairs(d[:m], r0, op.a[(2*q+1)*op.lda:(2*q+1)*op.lda+m])
+			} else {
+				for i, v := range r0 {
+					d[i] = uint32(toBF16(v))
+				}
+			}
+			clear(d[m:])
+		}
+	})
+	run(mp/w, 1, func(_ *workspace, lo, hi int) {
+		for p := lo; p < hi; p++ {
+			bk.transpose(a[p*w*kp:(p+1)*w*kp], kp, cols[p*w:], mp, kp, w)
+		}
+	})
+	return a
+}
+
+// bf16Scratch holds bf16RowsFromColumns' scratch between products.
+var bf16Scratch = sync.Pool{New: func() any { return new([]uint32) }}
+
 // bf16ConvertB converts op's B into panels in b (grown as needed): from
 // pairs of rows, or when transposed from each stored row (one column's
 // pairs).
@@ -417,7 +487,7 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 	panels := (n + nr - 1) / nr
 	b = growU32(b, panels*kp*nr)
 	if op.bh != nil {
-		bf16PanelsHalf(op, b, nr, run)
+		bf16PanelsHalf(bk, op, b, nr, run)
 		return b
 	}
 	if !op.tb {
@@ -478,8 +548,12 @@ func bf16ConvertB(bk *bf16Kernels, op *gemmOp, b []uint32, run bf16Runner) []uin
 }
 
 // bf16PanelsHalf is bf16ConvertB for a B stored in bfloat16 (op.bh): its
-// values are paired into the panels as they are, no rounding.
-func bf16PanelsHalf(op *gemmOp, b []uint32, nr int, run bf16Runner) {
+// values are paired into the panels as they are, no rounding. A whole
+// panel of a B stored as is pairs two rows' runs (pairsHalf); of a
+// transposed B stored with an even row length, each stored row already
+// holds its column's pairs as uint32s, and the panel is their transpose
+// (bk.transpose). Ragged panels go one value at a time.
+func bf16PanelsHalf(bk *bf16Kernels, op *gemmOp, b []uint32, nr int, run bf16Runner) {
 	n, k := op.n, op.k
 	kp := (k + 1) / 2
 	panels := (n + nr - 1) / nr
@@ -492,19 +566,39 @@ func bf16PanelsHalf(op *gemmOp, b []uint32, nr int, run bf16Runner) {
 		}
 		return uint32(op.bh[kk*op.ldb+j])
 	}
+	pairedRows := op.tb && k%2 == 0 && op.ldb%2 == 0
 	run(panels, 1, func(_ *workspace, lo, hi int) {
 		for jp := lo; jp < hi; jp++ {
-			w := min(nr, n-jp*nr)
+			j0 := jp * nr
+			w := min(nr, n-j0)
+			if w == nr && pairedRows {
+				rows := unsafe.Slice((*uint32)(unsafe.Pointer(&op.bh[j0*op.ldb])), (nr-1)*op.ldb/2+kp)
+				bk.transpose(b[jp*kp*nr:(jp+1)*kp*nr], nr, rows, op.ldb/2, nr, kp)
+				continue
+			}
 			for q := range kp {
 				dst := b[(jp*kp+q)*nr : (jp*kp+q)*nr+nr]
+				if w == nr && !op.tb && 2*q+1 < k {
+					pairsHalf(dst, op.bh[2*q*op.ldb+j0:2*q*op.ldb+j0+nr], op.bh[(2*q+1)*op.ldb+j0:(2*q+1)*op.ldb+j0+nr])
+					continue
+				}
 				for jj := range w {
-					j := jp*nr + jj
+					j := j0 + jj
 					dst[jj] = at(2*q, j) | at(2*q+1, j)<<16
 				}
 				clear(dst[w:])
 			}
 		}
 	})
+}
+
+// pairsHalf sets dst[i] = r0[i] | r1[i]<<16 for i < len(dst): two rows of
+// bfloat16 into pairs (a vector loop where the CPU has one:
+// bf16_amd64.go).
+var pairsHalf = func(dst []uint32, r0, r1 []uint16) {
+	for i := range dst {
+		dst[i] = uint32(r0[i]) | uint32(r1[i])<<16
+	}
 }
 
 // bf16Tile computes rows [i0,i1) x columns [j0,j1) of C from cv, in k

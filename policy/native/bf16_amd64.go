@@ -13,10 +13,46 @@ import (
 
 func init() {
 	if archsimd.X86.AVX512() && cpu.X86.HasAVX512BF16 && cpu.X86.HasAVX512BW {
-		bf16Fast = &bf16Kernels{name: "avx512-bf16", mr: 8, nr: 32, micro: microBF16x8x32, cvt: cvtBF16x16, cvtPairs: cvtPairsBF16x16, cvtPanels: cvtPanelsBF16x32,
+		bf16AVX512 = &bf16Kernels{name: "avx512-bf16", mr: 8, nr: 32, micro: microBF16x8x32, cvt: cvtBF16x16, cvtPairs: cvtPairsBF16x16, cvtPanels: cvtPanelsBF16x32,
 			cvtPanelsA: cvtPanelsBF16x8, transpose: transpose16}
+		bf16Fast = bf16AVX512
+		pairsHalf = pairsHalf32x512
+		var v [12]byte
+		cpuidVendor(&v)
+		// AMD's VDPBF16PS does twice the FMA's multiply-adds (Zen 4 and
+		// 5); Intel's half of them (BF16Faster).
+		bf16DotFaster = string(v[:]) == "AuthenticAMD"
+		// The tiles, where the CPU and Linux give them: several times
+		// VDPBF16PS's rate (amx_linux_amd64.go).
+		if k := amxKernels(bf16AVX512); k != nil {
+			bf16Fast, bf16Others = k, []*bf16Kernels{bf16AVX512}
+		}
 	}
 }
+
+// pairsHalf32x512 is pairsHalf 32 pairs at a time (AVX-512: zero-extend
+// each row's 16-bit values, shift the second's up by a vector of counts,
+// or them), the rest one at a time.
+func pairsHalf32x512(dst []uint32, r0, r1 []uint16) {
+	n := len(dst) &^ 31
+	if n > 0 {
+		_, _ = r0[n-1], r1[n-1]
+		s16 := archsimd.BroadcastUint32x16(16)
+		for i := 0; i < n; i += 32 {
+			a, c := archsimd.LoadUint16x32Slice(r0[i:]), archsimd.LoadUint16x32Slice(r1[i:])
+			a.GetLo().ExtendToUint32().Or(c.GetLo().ExtendToUint32().ShiftLeft(s16)).StoreSlice(dst[i:])
+			a.GetHi().ExtendToUint32().Or(c.GetHi().ExtendToUint32().ShiftLeft(s16)).StoreSlice(dst[i+16:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = uint32(r0[i]) | uint32(r1[i])<<16
+	}
+}
+
+// bf16AVX512 is the AVX512_BF16 implementation, also where the AMX one
+// is in use (its last k step; the tests compare the two).
+var bf16AVX512 *bf16Kernels
 
 //go:noescape
 func microBF16x8x32asm(kp int, a *uint32, ars, aks int, b *uint32, ldb int, c *float32, ldc int, acc bool)
@@ -35,6 +71,9 @@ func cvtPanels8BF16asm(qn int, src *float32, lda int, dst *uint32, stride int)
 
 //go:noescape
 func dpbf16Loop512(n int, a, b uint32, out *[16]float32)
+
+//go:noescape
+func cpuidVendor(out *[12]byte)
 
 func microBF16x8x32(kp int, a []uint32, ars, aks int, b []uint32, ldb int, c []float32, ldc int, acc bool) {
 	const mr, nr = 8, 32
@@ -95,7 +134,7 @@ func cvtPanelsBF16x8(qn int, src []float32, lda int, dst []uint32, stride int) {
 // lanes (exact for small values: 16 lanes x 16 accumulators x n x 2 x
 // a x b); ok is false without AVX512_BF16.
 func DPBF16Loop(n int, a, b float32) (flops, sum float64, ok bool) {
-	if bf16Fast == nil {
+	if bf16AVX512 == nil {
 		return 0, 0, false
 	}
 	pa := uint32(toBF16(a)) * 0x10001

@@ -331,3 +331,16 @@ looppanels8:
 	JNZ           looppanels8
 	VZEROUPPER
 	RET
+
+// func cpuidVendor(out *[12]byte)
+//
+// The CPU's vendor string (CPUID leaf 0: EBX, EDX, ECX), for BF16Faster.
+TEXT ·cpuidVendor(SB), NOSPLIT, $0-8
+	MOVQ out+0(FP), DI
+	XORL AX, AX
+	XORL CX, CX
+	CPUID
+	MOVL BX, 0(DI)
+	MOVL DX, 4(DI)
+	MOVL CX, 8(DI)
+	RET

@@ -20,6 +20,7 @@ func forEachBF16(t *testing.T, f func(t *testing.T, bk *bf16Kernels)) {
 	impls := []*bf16Kernels{bf16Generic}
 	if saved != nil && KernelName() == "avx512" {
 		impls = append(impls, saved)
+		impls = append(impls, bf16Others...)
 	}
 	for _, bk := range impls {
 		bf16Fast = nil
@@ -132,8 +133,12 @@ func TestCvtBF16MatchesToBF16(t *testing.T) {
 			}
 		}
 		// A's panels: two of mr pairs per k pair, down qn pairs of rows,
-		// nothing written past a panel's qn runs.
+		// nothing written past a panel's qn runs (a kernel reading A in
+		// rows has none).
 		for _, qn := range []int{1, 2, 7} {
+			if bk.rowA {
+				break
+			}
 			mr, lda, stride := bk.mr, 2*bk.mr+5, qn*bk.mr+3
 			src := bf16Inputs(r, 2*qn*lda)
 			dst := make([]uint32, 2*stride)
@@ -440,6 +445,47 @@ func TestBF16Transpose(t *testing.T) {
 					}
 					if got := dst[c*ldd+r]; got != want {
 						t.Fatalf("%d x %d: dst[%d][%d] = %#x, want %#x", rows, cols, c, r, got, want)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestGemmBF16HalfB: a B stored in bfloat16 (op.bh, a frozen base) gives
+// the bits of the same B given as float32 values that are bfloat16
+// already, as B and transposed, whole and ragged panels, even and odd k
+// and row lengths (bf16PanelsHalf's paths), with every kernel the CPU
+// has.
+func TestGemmBF16HalfB(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	forEachBF16(t, func(t *testing.T, bk *bf16Kernels) {
+		for _, sz := range [][3]int{{40, 64, 96}, {40, 70, 97}, {33, 96, 64}, {65, 32, 130}} {
+			for _, tb := range []bool{false, true} {
+				for _, pad := range []int{0, 1, 2} {
+					m, n, k := sz[0], sz[1], sz[2]
+					ldb := n + pad
+					if tb {
+						ldb = k + pad
+					}
+					rows := k
+					if tb {
+						rows = n
+					}
+					a := randSlice(r, m*k)
+					bh := make([]uint16, rows*ldb)
+					b := make([]float32, rows*ldb)
+					for i, v := range randSlice(r, rows*ldb) {
+						bh[i] = toBF16(v)
+						b[i] = fromBF16(bh[i])
+					}
+					want, got := make([]float32, m*n), make([]float32, m*n)
+					gemm(workers(), gemmOp{tb: tb, m: m, n: n, k: k, a: a, lda: k, b: b, ldb: ldb, c: want, ldc: n, bf16: true})
+					gemm(workers(), gemmOp{tb: tb, m: m, n: n, k: k, a: a, lda: k, bh: bh, ldb: ldb, c: got, ldc: n, bf16: true})
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							t.Fatalf("%dx%dx%d tb=%v ldb=%d: C[%d] = %g from bfloat16 B, %g from float32", m, n, k, tb, ldb, i, got[i], want[i])
+						}
 					}
 				}
 			}

@@ -85,7 +85,7 @@ func BenchmarkLoRASFTBig(b *testing.B) {
 				var step func(*testing.B) // built once per case, not again for each b.N
 				b.Run(name, func(b *testing.B) {
 					if step == nil {
-						step = newLoRABig(b, cfg, nr, rec == "true")
+						step = newLoRABig(b, cfg, bigLoRA{rows: nr, recompute: rec == "true", dropout: 0.05}, nil)
 					}
 					benchLoRABig(b, step, nr)
 				})
@@ -101,24 +101,44 @@ func envOr(name, def string) string {
 	return def
 }
 
-// newLoRABig builds a LoRA model of shape cfg and its optimizer, and
-// returns its SFT step on rows rows of the demo recipe, warmed up (the
-// step reports a failure on the b it is given).
-func newLoRABig(b *testing.B, cfg Config, rows int, recompute bool) func(*testing.B) {
+// bigLoRA is how newLoRABig builds its model: rows of the demo recipe per
+// step, recomputation, LoRA dropout, and the base's storage ("" is the
+// engine's default; "fp32" or "bf16" name it, bf16 products with a bf16
+// base).
+type bigLoRA struct {
+	rows      int
+	recompute bool
+	dropout   float64
+	storage   string
+}
+
+// newLoRABig builds a LoRA model of shape cfg (rank 16, alpha 32 on every
+// target), writes its base with load when load is not nil (a real
+// model's weights: llm_test.go), and returns its SFT step on o.rows rows
+// of the demo recipe with AdamW, warmed up (the step reports a failure on
+// the b it is given).
+func newLoRABig(b *testing.B, cfg Config, o bigLoRA, load func(*Model) error) func(*testing.B) {
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	t0 := time.Now()
 	m, err := NewWithOptions(cfg, Options{
-		LoRA:      LoRAConfig{Rank: 16, Alpha: 32, Dropout: 0.05, Targets: allTargets},
-		Recompute: recompute,
+		LoRA:        LoRAConfig{Rank: 16, Alpha: 32, Dropout: o.dropout, Targets: allTargets},
+		Recompute:   o.recompute,
+		BaseStorage: o.storage,
 	}, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
+	if load != nil {
+		if err := load(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rows := o.rows
 	opt := NewAdamW(m, AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, ClipNorm: 1})
 	batch, idx, targets := demoRecipeBatch(rows, cfg.Vocab)
 	m.SetTraining(true)
-	b.Logf("%d params (%d trainable), base in %s, built in %.1fs, RSS %.2f GiB", m.NumParams(), m.NumTrainable(), m.BaseStorage(), time.Since(t0).Seconds(), rssGiB("VmRSS"))
+	b.Logf("%d params (%d trainable), base in %s, %s products, built in %.1fs, RSS %.2f GiB", m.NumParams(), m.NumTrainable(), m.BaseStorage(), m.Matmul(), time.Since(t0).Seconds(), rssGiB("VmRSS"))
 	step := func(b *testing.B) {
 		m.ZeroGrad()
 		if err := m.Forward(batch); err != nil {
@@ -221,18 +241,26 @@ func BenchmarkGenerateBig(b *testing.B) {
 	}
 }
 
-// bigGen is one case of BenchmarkGenerateBig: prompts prompts of
-// bigPromptLen tokens, perPrompt rows continuing from each.
-type bigGen struct{ prompts, perPrompt, newTokens int }
+// bigGen is one case of BenchmarkGenerateBig (and BenchmarkLLMGenerate):
+// prompts prompts of promptLen tokens (0: bigPromptLen), perPrompt rows
+// continuing from each.
+type bigGen struct{ prompts, perPrompt, newTokens, promptLen int }
 
 const bigPromptLen = 300
 
+// benchGenerateBig times g's generations on m: new_tok/s and
+// new_tok/cpu-s over the whole time, decode_tok/s over the decode steps,
+// prefill_tok/s the prompt tokens over the prefills (one Extend of every
+// prompt, PackWeights included), and the process's peak memory.
 func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	cfg := m.Config
+	if g.promptLen == 0 {
+		g.promptLen = bigPromptLen
+	}
 	r := rand.New(rand.NewPCG(7, 8))
 	prompts, firsts := make([][]int32, g.prompts), make([]int, g.prompts)
 	for i := range prompts {
-		prompts[i] = randTokens(r, bigPromptLen, cfg.Vocab)
+		prompts[i] = randTokens(r, g.promptLen, cfg.Vocab)
 		firsts[i] = i * g.perPrompt
 	}
 	rows := g.prompts * g.perPrompt
@@ -240,22 +268,25 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	for i := range all {
 		all[i] = i
 	}
-	c, err := m.NewCache(rows, bigPromptLen+g.newTokens)
+	c, err := m.NewCache(rows, g.promptLen+g.newTokens)
 	if err != nil {
 		b.Fatal(err)
 	}
 	logits := make([]float32, rows*cfg.Vocab)
+	var prefillSecs float64
 	// generate prefills each prompt once, lets its rows share it, and
 	// decodes n tokens; it returns the decode steps' wall seconds.
 	generate := func(n int) float64 {
 		for i := range rows {
 			c.Reset(i)
 		}
+		t0 := time.Now()
 		m.PackWeights(c) // once per prefill, as the policy's decoder does (engine_native.go)
 		first, err := m.Extend(c, firsts, prompts)
 		if err != nil {
 			b.Fatal(err)
 		}
+		prefillSecs += time.Since(t0).Seconds()
 		for s, src := range firsts {
 			for j := range g.perPrompt {
 				if j > 0 {
@@ -270,6 +301,7 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	}
 	generate(4) // warm-up: buffers grow to size
 	var decodeSecs float64
+	prefillSecs = 0
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuSeconds()
 	for range b.N {
@@ -280,5 +312,6 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	b.ReportMetric(n/secs, "new_tok/s")
 	b.ReportMetric(n/cpu, "new_tok/cpu-s")
 	b.ReportMetric(n/decodeSecs, "decode_tok/s")
+	b.ReportMetric(float64(b.N*g.prompts*g.promptLen)/prefillSecs, "prefill_tok/s")
 	b.ReportMetric(rssGiB("VmHWM"), "peak_RSS_GiB")
 }

@@ -72,6 +72,19 @@ func BenchmarkBF16Peak(b *testing.B) {
 	})
 }
 
+// BenchmarkAMXPeak is BenchmarkFMAPeak for AMX's tiles (four TDPBF16PS
+// of 16 x 16 x 32 an iteration, their tiles loaded from L1 as the
+// micro-kernel loads them): the limit of the bf16 products where the
+// tiles are in use (amx_linux_amd64.go).
+func BenchmarkAMXPeak(b *testing.B) {
+	if _, ok := AMXLoop(0); !ok {
+		b.Skip("AMX tiles not in use: " + amxUnavailable)
+	}
+	b.Run("isa=amx-bf16", func(b *testing.B) {
+		peakLoop(b, func(n int) float64 { f, _ := AMXLoop(n / 64); return f })
+	})
+}
+
 // peakLoop runs loop (n iterations, returning its FLOPs) on GOMAXPROCS
 // goroutines, each locked to its thread, b.N times, and reports GFLOP/s
 // over the wall time and per CPU-second.
@@ -101,4 +114,47 @@ func peakLoop(b *testing.B, loop func(n int) float64) {
 	wall := time.Since(start).Seconds()
 	b.ReportMetric(total/wall/1e9, "GFLOP/s")
 	b.ReportMetric(total/(cpuSeconds()-cpu0)/1e9, "GFLOP/cpu-s")
+}
+
+// BenchmarkMemPeak is the machine's memory read bandwidth as the kernels
+// see it: GOMAXPROCS goroutines, each locked to its thread, take the
+// largest value of their own 256 MB of float32 (kern.max: a vector loop
+// that reads each value once, far beyond the caches), b.N times; GB/s is
+// the bytes read over the wall time, GB/cpu-s over the process's CPU
+// time. It is the limit of a batch-1 decode step, which streams every
+// weight once per token (make bench: 1 and 2 threads).
+func BenchmarkMemPeak(b *testing.B) {
+	if err := selectKernels(); err != nil {
+		b.Fatal(err)
+	}
+	const n = 64 << 20 // 256 MB of float32 per goroutine
+	p := runtime.GOMAXPROCS(0)
+	bufs := make([][]float32, p)
+	for i := range bufs {
+		bufs[i] = make([]float32, n)
+		for j := range bufs[i] {
+			bufs[i][j] = float32(j % 1013)
+		}
+	}
+	b.Run("kernel="+KernelName(), func(b *testing.B) {
+		var wg sync.WaitGroup
+		cpu0, start := cpuSeconds(), time.Now()
+		for range b.N {
+			for _, buf := range bufs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					if kern.max(buf) != 1012 {
+						panic("native: BenchmarkMemPeak: wrong maximum")
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		bytes := float64(b.N*p*n) * 4
+		b.ReportMetric(bytes/time.Since(start).Seconds()/1e9, "GB/s")
+		b.ReportMetric(bytes/(cpuSeconds()-cpu0)/1e9, "GB/cpu-s")
+	})
 }

@@ -110,10 +110,10 @@ func (op *gemmOp) fillBias(i, h, j, w int) {
 			copy(c, b)
 			continue
 		}
-		res := op.res[r*op.ldc+j : r*op.ldc+j+w]
-		for jj := range c {
-			c[jj] = res[jj] + b[jj]
-		}
+		// c = res + b: the residual, then the bias added by the vector
+		// kernel (1*b + c rounds once, as the sum does).
+		copy(c, op.res[r*op.ldc+j:r*op.ldc+j+w])
+		kern.axpy(c, 1, b)
 	}
 }
 

@@ -151,8 +151,27 @@ func splitmix(x uint64) uint64 {
 func dropout(pl *pool, xd, x []float32, key uint64, p float64, n, in int) {
 	thresh := dropThreshold(p)
 	keep := float32(1 / (1 - p))
+	fast := dropoutFast
+	if KernelName() != "avx512" {
+		fast = nil
+	}
 	pl.chunks(n, rowGrain, func(_, lo, hi int) {
 		i, end := lo*in, hi*in
+		if fast != nil {
+			// Up to a multiple of 4 here (a draw's first element), then
+			// blocks of 32 in the vector loop, the rest here.
+			for ; i < end && i&3 != 0; i++ {
+				if dropped(key, i, thresh) {
+					xd[i] = 0
+				} else {
+					xd[i] = x[i] * keep
+				}
+			}
+			if blocks := (end - i) / 32; blocks > 0 {
+				fast(xd[i:], x[i:], key+uint64(i>>2), blocks, thresh, keep)
+				i += 32 * blocks
+			}
+		}
 		for i < end {
 			// One draw gives the 16-bit uniforms of 4 consecutive
 			// elements (a quarter of the hashing).
@@ -171,6 +190,12 @@ func dropout(pl *pool, xd, x []float32, key uint64, p float64, n, in int) {
 		}
 	})
 }
+
+// dropoutFast, where the CPU has it, is dropout's loop over blocks of 32
+// elements, the first one a draw's first (dropout_simd_amd64.go): xd[j] =
+// 0 or x[j]*keep for j < 32*blocks, element j's draw splitmix(draw0 +
+// j/4). It gives the scalar loop's bits.
+var dropoutFast func(xd, x []float32, draw0 uint64, blocks int, thresh uint32, keep float32)
 
 // dropThreshold is p in 16 bits: an element is dropped when its 16-bit
 // uniform is below it (probability within 2⁻¹⁷ of p).

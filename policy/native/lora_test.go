@@ -501,28 +501,37 @@ func recomputeSame(t *testing.T, cfg Config, opt Options, mode string, b Batch, 
 	}
 }
 
-// TestDropoutMask: dropout's mask is dropped's, element by element,
-// whatever the chunk boundaries, and drops about p of the values.
+// TestDropoutMask: dropout's mask is dropped's and a kept value is
+// x*(1/(1-p)), element by element and bit for bit, whatever the chunk
+// boundaries and row widths (the vector loop's blocks of 32 start
+// anywhere a draw starts), in place too; and it drops about p of the
+// values.
 func TestDropoutMask(t *testing.T) {
-	const n, in, p = 300, 37, 0.3
-	x := make([]float32, n*in)
-	for i := range x {
-		x[i] = 1
-	}
-	xd := make([]float32, n*in)
-	dropout(workers(), xd, x, 12345, p, n, in)
-	drops := 0
-	for i, v := range xd {
-		want := float32(1 / (1 - p))
-		if dropped(12345, i, dropThreshold(p)) {
-			want = 0
-			drops++
+	const n, p = 300, 0.3
+	r := rand.New(rand.NewPCG(9, 10))
+	keep := float32(1 / (1 - p))
+	for _, in := range []int{37, 64, 1, 33} {
+		x := make([]float32, n*in)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
 		}
-		if v != want {
-			t.Fatalf("element %d: %v, want %v", i, v, want)
+		xd := make([]float32, n*in)
+		dropout(workers(), xd, x, 12345, p, n, in)
+		inPlace := append([]float32(nil), x...)
+		dropout(workers(), inPlace, inPlace, 12345, p, n, in)
+		drops := 0
+		for i, v := range xd {
+			want := x[i] * keep
+			if dropped(12345, i, dropThreshold(p)) {
+				want = 0
+				drops++
+			}
+			if math.Float32bits(v) != math.Float32bits(want) || math.Float32bits(inPlace[i]) != math.Float32bits(want) {
+				t.Fatalf("in %d, element %d: %v (in place %v), want %v", in, i, v, inPlace[i], want)
+			}
 		}
-	}
-	if frac := float64(drops) / (n * in); math.Abs(frac-p) > 0.02 {
-		t.Errorf("dropped %.3f of the values, want about %.1f", frac, p)
+		if frac := float64(drops) / float64(n*in); math.Abs(frac-p) > 0.02 {
+			t.Errorf("in %d: dropped %.3f of the values, want about %.1f", in, frac, p)
+		}
 	}
 }
