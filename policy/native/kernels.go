@@ -81,6 +81,13 @@ type kernels struct {
 	// backward pass (swigluGeneric, swigluBackwardGeneric).
 	swiglu         func(out, gate, up []float32)
 	swigluBackward func(dGate, dUp, dOut, gate, up []float32)
+	// qgemv computes y[r*ldy + j] = x_r · (row j0+j of q, dequantized)
+	// (+ y when acc) for j < n, r < rows, x_r at x[r*ldx:]: a product of
+	// a few rows with B in quantized blocks (gemvQuant), ws its scratch.
+	// The vector kernels multiply by the blocks, summing in another order
+	// than qgemvGeneric, within QuantTolerance of it; each is
+	// deterministic, and an output's bits do not depend on rows, j0 or n.
+	qgemv func(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool)
 }
 
 var genericKernels = &kernels{
@@ -92,6 +99,7 @@ var genericKernels = &kernels{
 	softmaxGrad: softmaxGradGeneric,
 	rmsForward:  rmsForwardGeneric, rmsBackward: rmsBackwardGeneric,
 	swiglu: swigluGeneric, swigluBackward: swigluBackwardGeneric,
+	qgemv: qgemvGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

@@ -147,6 +147,10 @@ type workspace struct {
 	bf16Row      []uint32   // gemmBF16: a panel's rows of a transposed B, converted, before their transpose
 	bf16A, bf16B []uint32   // gemmBF16Serial: converted A and B
 	attT, attB   bf16Panels // attention: a head's keys or values converted once (attnPanels)
+	qpanel       []float32  // gemmQuant: a block of B's columns dequantized into panels
+	qpairs       []uint32   // gemmQuant: the same panels converted to bf16 pairs
+	qrow         []float32  // gemmQuant: one row of a quantized matrix dequantized
+	qscratch     []float32  // the quantized kernels' scratch (converted scales, input block sums)
 	// op is the bf16 product this worker converts (gemmSerial,
 	// attnPanels): the conversion's closures take its address, which
 	// would put a local gemmOp on the heap for every product.

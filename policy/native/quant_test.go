@@ -1,0 +1,345 @@
+package native
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// quantStorages are the quantized base storages the tests run.
+var quantStorages = []string{StorageQ8_0, StorageQ4_0, StorageQ4_1}
+
+// quantConfigs are architectures whose matrices' rows (inputs) are whole
+// blocks of 32: Llama's (tied head, GQA), Qwen2's (untied head, q/k/v
+// biases), Qwen3's (q/k norm) and mlerl's own (LayerNorm, GELU, biases).
+func quantConfigs() []struct {
+	name string
+	cfg  Config
+	lo   LoRAConfig
+} {
+	return []struct {
+		name string
+		cfg  Config
+		lo   LoRAConfig
+	}{
+		{"llama", Config{Vocab: 45, DModel: 32, Heads: 4, KVHeads: 2, HeadSize: 8, Layers: 2, FFN: 64, Ctx: 40,
+			Norm: NormRMS, NormEps: 1e-5, FFNKind: FFNSwiGLU, NoQKVBias: true, NoOutBias: true, NoFFNBias: true, NoLMBias: true, TiedEmbed: true},
+			LoRAConfig{Rank: 2, Alpha: 3, Targets: allTargets}},
+		{"qwen2", Config{Vocab: 37, DModel: 32, Heads: 2, KVHeads: 1, HeadSize: 16, Layers: 2, FFN: 96, Ctx: 40, RoPEBase: 1e6,
+			Norm: NormRMS, FFNKind: FFNSwiGLU, NoOutBias: true, NoFFNBias: true, NoLMBias: true},
+			LoRAConfig{Rank: 3, Targets: []string{"q", "v", "down"}}},
+		{"qwen3", Config{Vocab: 40, DModel: 64, Heads: 2, KVHeads: 1, HeadSize: 32, Layers: 1, FFN: 64, Ctx: 40, RoPEBase: 1e6,
+			Norm: NormRMS, FFNKind: FFNSwiGLU, NoQKVBias: true, NoOutBias: true, NoFFNBias: true, QKNorm: true, TiedEmbed: true},
+			LoRAConfig{Rank: 2, Targets: []string{"k", "o", "up"}}},
+		{"mlerl", Config{Vocab: 33, DModel: 32, Heads: 2, Layers: 2, FFN: 64, Ctx: 40},
+			LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q", "k", "v", "o", "up", "down"}}},
+	}
+}
+
+// setRandom writes N(0, 0.3²) values into every parameter of m (norm
+// gains 1 + that), quantized where m stores them so.
+func setRandom(t testing.TB, m *Model, seed uint64) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 17))
+	for _, p := range m.Params() {
+		v := make([]float32, p.Size())
+		for i := range v {
+			v[i] = float32(0.3 * r.NormFloat64())
+			if strings.Contains(p.Name, "gain") {
+				v[i]++
+			}
+		}
+		if err := m.SetParam(p.Name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// copyParams writes every parameter of src into dst: quantized blocks as
+// they are where both store them so, else src's values (dequantized).
+func copyParams(t testing.TB, dst, src *Model) {
+	t.Helper()
+	for _, p := range src.Params() {
+		if p.Quant != "" {
+			if typ, blocks, err := src.ParamBlocks(p.Name); err == nil {
+				if err := dst.SetParamBlocks(p.Name, typ, blocks); err == nil {
+					continue
+				}
+			}
+		}
+		v, err := src.ParamValues(p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dst.SetParam(p.Name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestF16: f16ToF32 widens every half exactly and f32ToF16 rounds to
+// nearest even: every half comes back from its widening, and the values
+// half-way between two halves go to the even one.
+func TestF16(t *testing.T) {
+	for h := range 1 << 16 {
+		f := f16ToF32(uint16(h))
+		if f != f { // NaN stays NaN
+			if g := f32ToF16(f); g&0x7c00 != 0x7c00 || g&0x3ff == 0 {
+				t.Fatalf("NaN %#x came back as %#x", h, g)
+			}
+			continue
+		}
+		if g := f32ToF16(f); g != uint16(h) {
+			t.Fatalf("half %#x (%g) came back as %#x", h, f, g)
+		}
+		// Half-way to the next half up (same sign), for finite non-max.
+		if h&0x7fff < 0x7bff {
+			next := f16ToF32(uint16(h + 1))
+			mid := float32((float64(f) + float64(next)) / 2)
+			want := uint16(h)
+			if h&1 == 1 {
+				want = uint16(h + 1)
+			}
+			if g := f32ToF16(mid); g != want {
+				t.Fatalf("half-way between %#x and %#x (%g) rounded to %#x, want %#x", h, h+1, mid, g, want)
+			}
+		}
+	}
+	if f32ToF16(70000) != 0x7c00 || f32ToF16(-1e-9) != 0x8000 {
+		t.Errorf("overflow %#x, underflow %#x", f32ToF16(70000), f32ToF16(-1e-9))
+	}
+}
+
+// quantRef is testdata/quant_blocks.json (scripts/quant_reference.py):
+// float32 inputs, the gguf package's quantization of them and its
+// dequantization.
+type quantRef struct {
+	Rows, Cols int
+	Input      []float32
+	Types      map[string]struct {
+		Blocks      string
+		Dequantized []float32
+	}
+}
+
+// TestQuantizeMatchesGGUF: native's quantizers write the bytes the gguf
+// package (ggml's reference quantizers) writes, and its dequantization
+// gives the gguf package's values bit for bit; the blocks survive the
+// rearrangement into rows (setBlocks, blocks).
+func TestQuantizeMatchesGGUF(t *testing.T) {
+	raw, err := os.ReadFile("testdata/quant_blocks.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref quantRef
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range quantStorages {
+		r, ok := ref.Types[strings.ToUpper(name)]
+		if !ok {
+			t.Fatalf("testdata has no %s", name)
+		}
+		typ, _ := parseQuant(name)
+		q := newQmat(typ, ref.Rows, ref.Cols)
+		q.quantizeRows(ref.Input)
+		want, _ := hex.DecodeString(r.Blocks)
+		if got := q.blocks(); hex.EncodeToString(got) != r.Blocks {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%s: byte %d (block %d) is %#x, gguf wrote %#x", name, i, i/typ.blockBytes(), got[i], want[i])
+				}
+			}
+		}
+		q2 := newQmat(typ, ref.Rows, ref.Cols)
+		q2.setBlocks(want)
+		row := make([]float32, ref.Cols)
+		for j := range ref.Rows {
+			q2.dequantRow(row, j)
+			for i, v := range row {
+				if w := r.Dequantized[j*ref.Cols+i]; math.Float32bits(v) != math.Float32bits(w) {
+					t.Fatalf("%s: row %d value %d dequantizes to %v, gguf %v", name, j, i, v, w)
+				}
+			}
+		}
+	}
+}
+
+// TestQuantBase: a model whose frozen base is stored in quantized blocks
+// computes, in products of more than gemmSmallM rows (Forward, Heads,
+// the SFT loss and every trainable gradient through the frozen base,
+// with and without recomputation, in float32 and in bf16 products), bit
+// for bit what the same model computes with a float32 base holding the
+// dequantized weights; decoding (products of a few rows read from the
+// blocks) is within QuantTolerance of that model's decoding. It runs on
+// every kernel tier.
+func TestQuantBase(t *testing.T) {
+	for _, tc := range quantConfigs() {
+		for _, storage := range quantStorages {
+			for _, matmul := range []string{MatmulFP32, MatmulBF16} {
+				t.Run(tc.name+"/"+storage+"/"+matmul, func(t *testing.T) {
+					q, err := NewWithOptions(tc.cfg, Options{LoRA: tc.lo, BaseStorage: storage}, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					full, err := NewWithOptions(tc.cfg, Options{LoRA: tc.lo, BaseStorage: MatmulFP32}, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					setRandom(t, q, 3)
+					for _, p := range q.Params() {
+						if p.Quant != storage && len(p.Shape) == 2 && !p.Trainable() {
+							t.Fatalf("%s stored as %q, want %s", p.Name, p.Quant, storage)
+						}
+					}
+					// Non-zero adapters: the gradient flows through them.
+					for _, p := range q.Params() {
+						if strings.Contains(p.Name, "lora_b") {
+							for i := range p.Data {
+								p.Data[i] = float32(i%5) * 0.1
+							}
+						}
+					}
+					copyParams(t, full, q)
+					if q.BaseStorage() != storage || q.NumParams() != full.NumParams() || q.BaseBytes() >= full.BaseBytes()/2 {
+						t.Fatalf("storage %s, %d params (float32 %d), %d base bytes (float32 %d)", q.BaseStorage(), q.NumParams(), full.NumParams(), q.BaseBytes(), full.BaseBytes())
+					}
+					for _, m := range []*Model{q, full} {
+						if _, err := m.SetMatmul(matmul); err != nil {
+							t.Fatal(err)
+						}
+					}
+					rr := rand.New(rand.NewPCG(5, 6))
+					b, heads := packTrees(60, true, []tree{randTrees(rr, tc.cfg.Vocab, 20, 9, 14)}, []tree{randTrees(rr, tc.cfg.Vocab, 15, 22)})
+					idx := flatten(heads)
+					targets := randTokens(rr, len(idx), tc.cfg.Vocab)
+					seq := randTokens(rr, 15, tc.cfg.Vocab)
+					depth := 4*tc.cfg.Layers + 1
+					forEachKernel(t, func(t *testing.T) {
+						for _, rec := range []bool{false, true} {
+							var out [2][]float32
+							var loss [2]float64
+							for i, m := range []*Model{q, full} {
+								m.Recompute = rec
+								heads := forwardHeads(t, m, b, idx)
+								m.ZeroGrad()
+								if err := m.Forward(b); err != nil {
+									t.Fatal(err)
+								}
+								l, err := m.CrossEntropyBackward(idx, targets, nil)
+								if err != nil {
+									t.Fatal(err)
+								}
+								out[i], loss[i] = append(heads, m.grad...), l
+							}
+							if loss[0] != loss[1] {
+								t.Errorf("recompute %v: loss %v with a quantized base, %v with its dequantized float32 copy", rec, loss[0], loss[1])
+							}
+							for i := range out[0] {
+								if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
+									t.Fatalf("recompute %v: output %d: %v with a quantized base, %v with its dequantized copy", rec, i, out[0][i], out[1][i])
+								}
+							}
+						}
+						// A prompt (panels), then token by token (blocks).
+						for _, m := range []*Model{q, full} {
+							m.Recompute = false
+						}
+						want := decodeSteps(t, full, seq, 6)
+						got := decodeSteps(t, q, seq, 6)
+						if d := maxRelDiff(got, toF64(want), 1); d > QuantTolerance(depth) {
+							t.Errorf("decoding from the blocks differs from the dequantized float32 base's by %.2g (tolerance %.2g)", d, QuantTolerance(depth))
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// decodeSteps prefills all but the last steps tokens of seq, decodes
+// them one at a time, and returns every step's logits.
+func decodeSteps(t *testing.T, m *Model, seq []int32, steps int) []float32 {
+	t.Helper()
+	c := newCache(t, m, 1, len(seq))
+	out := extendCopy(t, m, c, []int{0}, [][]int32{seq[:len(seq)-steps]})
+	for _, tok := range seq[len(seq)-steps:] {
+		l, err := m.Decode(c, []int{0}, []int32{tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l...)
+	}
+	return out
+}
+
+// TestQuantStorageOptions: quantized storage needs a frozen base and
+// whole blocks; MatrixStorage names base matrices only; SetParamBlocks
+// takes the blocks of the matrix's format only.
+func TestQuantStorageOptions(t *testing.T) {
+	cfg := quantConfigs()[0].cfg
+	lo := LoRAConfig{Rank: 1, Targets: []string{"q"}}
+	for _, tc := range []struct {
+		cfg  Config
+		opt  Options
+		want string // the storage, or the error's text
+		err  bool
+	}{
+		{cfg, Options{BaseStorage: StorageQ4_1}, "frozen base", true},
+		{cfg, Options{LoRA: lo, BaseStorage: "q5_0"}, "q8_0, q4_0, q4_1", true},
+		{variantConfigs()[0].cfg, Options{LoRA: lo, BaseStorage: StorageQ8_0}, "not a multiple of 32", true},
+		{cfg, Options{LoRA: lo, MatrixStorage: map[string]string{"/block_0/ln_attn/rms_normalization/gain": StorageQ8_0}}, "not a base matrix", true},
+		{cfg, Options{LoRA: lo, MatrixStorage: map[string]string{"/nope": StorageQ8_0}}, "not a base matrix", true},
+		{cfg, Options{LoRA: lo, BaseStorage: " Q4_1"}, StorageQ4_1, false},
+		{cfg, Options{Frozen: true, BaseStorage: StorageQ8_0}, StorageQ8_0, false},
+		{cfg, Options{Frozen: true, BaseStorage: StorageQ4_1, MatrixStorage: map[string]string{"/token_embed/embeddings": StorageQ8_0}}, "q8_0+q4_1", false},
+		{cfg, Options{Frozen: true, MatrixStorage: map[string]string{"/block_1/ffn_down/dense/weights": StorageQ4_0}}, "fp32+q4_0", false},
+	} {
+		m, err := NewWithOptions(tc.cfg, tc.opt, 1)
+		switch {
+		case tc.err && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: got %v, want an error containing %q", tc.opt, err, tc.want)
+		case !tc.err && err != nil:
+			t.Errorf("%+v: %v", tc.opt, err)
+		case !tc.err && m.BaseStorage() != tc.want:
+			t.Errorf("%+v: base stored as %s, want %s", tc.opt, m.BaseStorage(), tc.want)
+		case !tc.err && m.Matmul() != MatmulFP32:
+			t.Errorf("%+v: products in %s, want fp32", tc.opt, m.Matmul())
+		}
+	}
+	m, err := NewWithOptions(cfg, Options{Frozen: true, BaseStorage: StorageQ4_1}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "/block_0/q/dense/weights"
+	typ, blocks, err := m.ParamBlocks(name)
+	if err != nil || typ != StorageQ4_1 || len(blocks) != 32*32/32*20 {
+		t.Fatalf("ParamBlocks: %s, %d bytes, %v", typ, len(blocks), err)
+	}
+	for _, bad := range []struct {
+		typ    string
+		blocks []byte
+		want   string
+	}{
+		{StorageQ8_0, blocks, "stored as q4_1"},
+		{StorageQ4_1, blocks[1:], "needs 640 bytes"},
+	} {
+		if err := m.SetParamBlocks(name, bad.typ, bad.blocks); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("SetParamBlocks(%s, %d bytes): %v, want %q", bad.typ, len(bad.blocks), err, bad.want)
+		}
+	}
+	if err := m.SetParamBlocks("/block_0/ln_attn/rms_normalization/gain", typ, blocks); err == nil || !strings.Contains(err.Error(), "not stored in quantized blocks") {
+		t.Errorf("SetParamBlocks on a gain: %v", err)
+	}
+	if _, err := NewWithOptions(cfg, Options{LoRA: lo, BaseStorage: StorageQ8_0}, 1); err != nil {
+		t.Fatal(err)
+	}
+	lm := newVariantModel(t, cfg, Options{LoRA: lo, BaseStorage: StorageQ8_0}, 2)
+	if err := lm.MergeLoRA(); err == nil || !strings.Contains(err.Error(), "quantized blocks") {
+		t.Errorf("MergeLoRA on a quantized base: %v", err)
+	}
+}

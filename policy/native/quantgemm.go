@@ -1,0 +1,205 @@
+package native
+
+import "fmt"
+
+// Products with a B in quantized blocks (gemmOp.bq; quant.go).
+
+// gemmQuant runs op, whose B is op.bq: a product of at most gemmSmallM
+// rows that reads the blocks' rows as B's columns (decoding) multiplies
+// by the blocks (kernels.qgemv); any other dequantizes B a block of
+// columns at a time into the panels the micro-kernels read
+// (gemmQuantPanels).
+func gemmQuant(p *pool, op gemmOp) {
+	q := op.bq
+	rows, cols := op.k, op.n
+	if op.tb {
+		rows, cols = op.n, op.k
+	}
+	if q.rows != rows || q.cols != cols {
+		panic(fmt.Sprintf("native: quantized B of %d x %d in a product of k %d, n %d (tb %v)", q.rows, q.cols, op.k, op.n, op.tb))
+	}
+	if op.m <= gemmSmallM && op.tb && !op.ta {
+		gemvQuant(p, op)
+		return
+	}
+	gemmQuantPanels(p, op)
+}
+
+// qgemvRows is how many of a quantized matrix's rows (the outputs) one
+// task of gemvQuant computes: a task's share of the weights is a few
+// tens of KB.
+const qgemvRows = 64
+
+// gemvQuant computes op's few rows (decoding) from the blocks, its
+// outputs split over the workers in tasks of qgemvRows; each output is
+// computed the same way whatever the split.
+func gemvQuant(p *pool, op gemmOp) {
+	op = op.biasFirst()
+	q := op.bq
+	work := max(op.m, 8) * op.n * op.k
+	p.runWork((op.n+qgemvRows-1)/qgemvRows, work, func(w, t int) {
+		j0 := t * qgemvRows
+		n := min(qgemvRows, op.n-j0)
+		kern.qgemv(&p.ws[w], q, j0, n, op.a, op.lda, op.m, op.c[j0:], op.ldc, op.acc)
+	})
+}
+
+// qpanelMaxBytes bounds the panels a worker dequantizes at once: B's
+// columns are taken in blocks of fewer columns when k is large (the tied
+// LM head's backward pass has k = the vocabulary).
+const qpanelMaxBytes = 4 << 20
+
+// gemmQuantPanels runs op in blocks of B's columns, one per task: the
+// task dequantizes its block (all of k) into ws.qpanel in the layout
+// packB writes (and for a bf16 product converts it to pairs as
+// bf16ConvertB does), then computes every row of C for those columns
+// with the micro-kernel. Each value of C is then the sum the same
+// product computes from B in float32, bit for bit (the tiles only choose
+// which values a call computes, never the order of a sum): a frozen
+// base in blocks gives the logits and gradients of a float32 base
+// holding its dequantized weights.
+func gemmQuantPanels(p *pool, op gemmOp) {
+	bf := op.inBF16()
+	nr := kern.nr
+	var bk *bf16Kernels
+	var cv bf16Operands
+	if bf {
+		bk = bf16Kern()
+		nr = bk.nr
+		p.gemmMu.Lock()
+		defer p.gemmMu.Unlock()
+		run := poolRunner(p, op.m*op.k*gemmNC >= parallelMinWork)
+		if in := op.bf16A; in != nil {
+			cv.a, cv.ars, cv.aks = in.a, in.ars, in.aks
+		} else {
+			cv.a, cv.ars, cv.aks = bf16ConvertA(bk, &op, p.bf16A, run)
+			p.bf16A = cv.a
+		}
+		cv.kp = (op.k + 1) / 2
+		cv.mp = (op.m + bk.mr - 1) / bk.mr * bk.mr
+		cv.bStride = cv.kp
+	}
+	// Blocks of nc columns: a multiple of 32 (a quantized row's columns
+	// split at block boundaries) and of nr, about gemmNC, smaller for
+	// more tasks (gemmMinTasks) or a large k.
+	nc := gemmNC
+	for nc > 64 && (op.n+nc-1)/nc < gemmMinTasks {
+		nc /= 2
+	}
+	for nc > 32 && op.k*nc*4 > qpanelMaxBytes {
+		nc /= 2
+	}
+	nt := (op.n + nc - 1) / nc
+	work := op.m * op.n * op.k
+	p.runWork(nt, work, func(w, t int) {
+		ws := &p.ws[w]
+		j0 := t * nc
+		j1 := min(op.n, j0+nc)
+		ws.qpanel = dequantPanels(ws, op, j0, j1, nr, ws.qpanel)
+		sub := op
+		sub.n, sub.c = j1-j0, op.c[j0:]
+		if op.bias != nil {
+			sub.bias = op.bias[j0:]
+		}
+		if op.res != nil {
+			sub.res = op.res[j0:]
+		}
+		sub.bq = nil
+		if !bf {
+			sub.packed = ws.qpanel
+			gemmTile(ws, sub, 0, op.m, 0, j1-j0)
+			return
+		}
+		ws.qpairs = pairPanels(bk, ws.qpanel, op.k, j1-j0, ws.qpairs)
+		c := cv
+		c.b = ws.qpairs
+		bf16Tile(ws, bk, sub, c, 0, op.m, 0, j1-j0)
+	})
+}
+
+// dequantPanels dequantizes columns [j0, j1) of op's B (op.bq) into
+// panels of nr columns in dst (grown): panel p at p*nr*k, row kk of it at
+// kk*nr, the last panel's missing columns zero (packB's layout).
+func dequantPanels(ws *workspace, op gemmOp, j0, j1, nr int, dst []float32) []float32 {
+	q, k := op.bq, op.k
+	w := j1 - j0
+	panels := (w + nr - 1) / nr
+	dst = grow(dst, panels*nr*k)
+	if op.tb {
+		// Column j of B is row j: dequantized whole, then spread down its
+		// panel's column.
+		ws.qrow = grow(ws.qrow, k)
+		for jj := range panels * nr {
+			panel := dst[(jj/nr)*nr*k:]
+			c := jj % nr
+			if jj >= w {
+				for kk := range k {
+					panel[kk*nr+c] = 0
+				}
+				continue
+			}
+			q.dequantRow(ws.qrow, j0+jj)
+			for kk, v := range ws.qrow {
+				panel[kk*nr+c] = v
+			}
+		}
+		return dst
+	}
+	// Row kk of B is row kk: its blocks over [j0, j1) dequantized, then cut
+	// into the panels' rows.
+	ws.qrow = grow(ws.qrow, panels*nr)
+	row := ws.qrow
+	clear(row[w:])
+	for kk := range k {
+		q.dequantRange(row, kk, j0/QuantBlock, (j1+QuantBlock-1)/QuantBlock)
+		for pn := range panels {
+			copy(dst[pn*nr*k+kk*nr:pn*nr*k+kk*nr+nr], row[pn*nr:])
+		}
+	}
+	return dst
+}
+
+// pairPanels converts float32 panels (dequantPanels' layout, k rows of nr
+// per panel, w columns) into bf16 panels of pairs of rows as bf16ConvertB
+// writes them (kp pairs of nr per panel, an odd k's last pair with a zero
+// high half) in dst (grown).
+func pairPanels(bk *bf16Kernels, src []float32, k, w int, dst []uint32) []uint32 {
+	nr := bk.nr
+	kp := (k + 1) / 2
+	panels := (w + nr - 1) / nr
+	dst = growU32(dst, panels*kp*nr)
+	var zeros []float32
+	if k%2 == 1 {
+		zeros = make([]float32, nr)
+	}
+	for pn := range panels {
+		s, d := src[pn*nr*k:], dst[pn*kp*nr:]
+		for qq := range kp {
+			r1 := zeros
+			if 2*qq+1 < k {
+				r1 = s[(2*qq+1)*nr : (2*qq+2)*nr]
+			}
+			bk.cvtPairs(d[qq*nr:qq*nr+nr], s[2*qq*nr:(2*qq+1)*nr], r1)
+		}
+	}
+	return dst
+}
+
+// qgemvGeneric is kernels.qgemv in plain Go: y[r*ldy + j] = x_r ·
+// (row j0+j of q, dequantized) for j < n and r < rows (+ y when acc),
+// each row dequantized once for every x_r and the dot products summed as
+// dotGeneric sums them. It is the reference the vector kernels are held
+// to (QuantTolerance): the product with the dequantized weights.
+func qgemvGeneric(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool) {
+	ws.qrow = grow(ws.qrow, q.cols)
+	for j := range n {
+		q.dequantRow(ws.qrow, j0+j)
+		for r := range rows {
+			s := dotGeneric(x[r*ldx:r*ldx+q.cols], ws.qrow)
+			if acc {
+				s += y[r*ldy+j]
+			}
+			y[r*ldy+j] = s
+		}
+	}
+}
