@@ -127,7 +127,7 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
 	tu := DefaultTuning()
-	tu.BaseStorage = MatmulFP32 // what ForInference stores, below: nothing to resolve
+	tu.BaseStorage = MatmulFP32 // ForInference sets the storage, below: nothing to resolve
 	pol, err := OpenSpec(spec, budgets, tu, adapter)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -152,13 +152,21 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 }
 
 // ForInference sets how a policy that only generates stores its weights:
-// a float32 base (decoding reads float32 weights; a bf16 base would be
-// widened at every prefill), no recomputation, no dropout.
+// a GGUF file's quantized blocks as they are (quant: decoding multiplies
+// by them, reading a fraction of float32's bytes per token), else a
+// float32 base (decoding reads float32 weights; a bf16 base would be
+// widened at every prefill); no recomputation, no dropout.
 func (p *Policy) ForInference() {
 	if p.Kind() != KindHF {
 		return
 	}
-	p.Model.BaseStorage, p.Model.Recompute = MatmulFP32, false
+	storage := MatmulFP32
+	if p.Source.Kind == KindGGUF {
+		if q, err := QuantizedGGUF(p.Source.Base); err == nil && q {
+			storage = StorageQuant
+		}
+	}
+	p.Model.BaseStorage, p.Model.Recompute = storage, false
 	if p.Model.LoRA != nil {
 		lo := *p.Model.LoRA
 		lo.Dropout = 0

@@ -179,9 +179,11 @@ func DefaultPPOConfig() PPOConfig {
 func (c *PPOConfig) Derive() { _ = c.resolvePrecision() }
 
 // resolvePrecision resolves the tuning's base_storage (policy.Tuning's
-// Resolved): the one place train ppo decides it.
+// ResolvedFor the policy key; started from an SFT checkpoint, whose
+// base only its policy.json names, startPolicy keeps a quantized storage
+// it recorded when this was auto): the one place train ppo decides it.
 func (c *PPOConfig) resolvePrecision() error {
-	t, err := c.Tuning.Resolved()
+	t, err := c.Tuning.ResolvedFor(c.Policy)
 	if err != nil {
 		return err
 	}

@@ -83,11 +83,13 @@ type kernels struct {
 	swigluBackward func(dGate, dUp, dOut, gate, up []float32)
 	// qgemv computes y[r*ldy + j] = x_r · (row j0+j of q, dequantized)
 	// (+ y when acc) for j < n, r < rows, x_r at x[r*ldx:]: a product of
-	// a few rows with B in quantized blocks (gemvQuant), ws its scratch.
-	// The vector kernels multiply by the blocks, summing in another order
-	// than qgemvGeneric, within QuantTolerance of it; each is
-	// deterministic, and an output's bits do not depend on rows, j0 or n.
-	qgemv func(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool)
+	// a few rows with B in quantized blocks (gemvQuant), ws its scratch;
+	// for Q4_1, sx holds each x_r's block sums (qBlockSums, stride
+	// qsxStride). The vector kernels multiply by the blocks, summing in
+	// another order than qgemvGeneric, within QuantTolerance of it; each
+	// is deterministic, and an output's bits do not depend on rows, j0 or
+	// n.
+	qgemv func(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, sx []float32, y []float32, ldy int, acc bool)
 }
 
 var genericKernels = &kernels{

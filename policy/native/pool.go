@@ -27,6 +27,7 @@ type pool struct {
 	sharedB []float32   // a transposed B packed once per gemm call
 	bf16A   []uint32    // gemmBF16: A converted to bf16 pairs
 	bf16B   []uint32    // gemmBF16: B converted and packed
+	qsx     []float32   // gemvQuant: the input rows' block sums (Q4_1)
 }
 
 type job struct {

@@ -343,3 +343,87 @@ func TestQuantStorageOptions(t *testing.T) {
 		t.Errorf("MergeLoRA on a quantized base: %v", err)
 	}
 }
+
+// randQmat is a rows x cols matrix of typ quantized from N(0, scale²)
+// values with a few blocks of larger magnitude.
+func randQmat(r *rand.Rand, typ quantType, rows, cols int, scale float64) *qmat {
+	q := newQmat(typ, rows, cols)
+	v := make([]float32, rows*cols)
+	for i := range v {
+		v[i] = float32(scale * r.NormFloat64())
+		if (i/QuantBlock)%7 == 3 {
+			v[i] *= 50
+		}
+	}
+	q.quantizeRows(v)
+	return q
+}
+
+// TestQGemvKernels: each kernel tier's few-row product from the blocks
+// is within float32 rounding of the float64 product with the dequantized
+// rows (relative to the sum of the terms' magnitudes: 2⁻¹⁸ of it), for
+// every format, widths with partial groups of blocks, ragged quads and 1
+// to 8 input rows, accumulating or not; and an output's bits are the
+// same whatever the rows, j0 and n of the call that computes it.
+func TestQGemvKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	forEachKernel(t, func(t *testing.T) {
+		ws := &workspace{}
+		for _, typ := range []quantType{qQ8_0, qQ4_0, qQ4_1} {
+			for _, cols := range []int{32, 96, 544, 576, 1536} {
+				const nrows = 23
+				q := randQmat(r, typ, nrows, cols, 0.05)
+				st := qsxStride(q.nb)
+				for _, rows := range []int{1, 3, 8} {
+					x := make([]float32, rows*(cols+5))
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					ldx := cols + 5
+					sx := make([]float32, rows*st)
+					for i := range rows {
+						qBlockSums(sx[i*st:(i+1)*st], x[i*ldx:i*ldx+cols])
+					}
+					for _, acc := range []bool{false, true} {
+						ldy := nrows + 2
+						y := make([]float32, rows*ldy)
+						for i := range y {
+							y[i] = float32(i % 5)
+						}
+						y0 := append([]float32(nil), y...)
+						kern.qgemv(ws, q, 0, nrows, x, ldx, rows, sx, y, ldy, acc)
+						w := make([]float32, cols)
+						for j := range nrows {
+							q.dequantRow(w, j)
+							for i := range rows {
+								var want, mag float64
+								for k, v := range w {
+									want += float64(x[i*ldx+k]) * float64(v)
+									mag += math.Abs(float64(x[i*ldx+k]) * float64(v))
+								}
+								if acc {
+									want += float64(y0[i*ldy+j])
+									mag += math.Abs(float64(y0[i*ldy+j]))
+								}
+								if d := math.Abs(float64(y[i*ldy+j]) - want); d > 0x1p-18*mag {
+									t.Fatalf("%s %d cols, %d rows, acc %v: y[%d][%d] = %v, want %v (off by %.2g of the terms' magnitude %g)", typ, cols, rows, acc, i, j, y[i*ldy+j], want, d/mag, mag)
+								}
+							}
+						}
+						// Each output alone: one input row, the one matrix
+						// row at its j0.
+						for i := range rows {
+							for j := range nrows {
+								one := []float32{y0[i*ldy+j]}
+								kern.qgemv(ws, q, j, 1, x[i*ldx:], ldx, 1, sx[i*st:], one, 1, acc)
+								if math.Float32bits(one[0]) != math.Float32bits(y[i*ldy+j]) {
+									t.Fatalf("%s %d cols: y[%d][%d] is %v in a call of %d rows and 23 outputs, %v alone", typ, cols, i, j, y[i*ldy+j], rows, one[0])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -36,12 +36,47 @@ const qgemvRows = 64
 func gemvQuant(p *pool, op gemmOp) {
 	op = op.biasFirst()
 	q := op.bq
+	var sx []float32
+	if q.typ == qQ4_1 {
+		p.gemmMu.Lock()
+		defer p.gemmMu.Unlock()
+		st := qsxStride(q.nb)
+		p.qsx = grow(p.qsx, op.m*st)
+		for r := range op.m {
+			qBlockSums(p.qsx[r*st:(r+1)*st], op.a[r*op.lda:r*op.lda+q.cols])
+		}
+		sx = p.qsx
+	}
 	work := max(op.m, 8) * op.n * op.k
 	p.runWork((op.n+qgemvRows-1)/qgemvRows, work, func(w, t int) {
 		j0 := t * qgemvRows
 		n := min(qgemvRows, op.n-j0)
-		kern.qgemv(&p.ws[w], q, j0, n, op.a, op.lda, op.m, op.c[j0:], op.ldc, op.acc)
+		kern.qgemv(&p.ws[w], q, j0, n, op.a, op.lda, op.m, sx, op.c[j0:], op.ldc, op.acc)
 	})
+}
+
+// qsxStride is the stride of one input row's block sums (qBlockSums):
+// whole groups of 16 (the AVX-512 kernels read 16 at a time), zero past
+// the row's blocks.
+func qsxStride(nb int) int { return (nb + 15) / 16 * 16 }
+
+// qBlockSums sets dst[b] to the sum of x's block b (32 values: four
+// partial sums over every fourth value, then (s0+s1)+(s2+s3)) and the
+// rest of dst to zero: Q4_1's m multiplies it.
+func qBlockSums(dst, x []float32) {
+	nb := len(x) / QuantBlock
+	for b := range nb {
+		blk := x[b*QuantBlock : (b+1)*QuantBlock : (b+1)*QuantBlock]
+		var s0, s1, s2, s3 float32
+		for i := 0; i < QuantBlock; i += 4 {
+			s0 += blk[i]
+			s1 += blk[i+1]
+			s2 += blk[i+2]
+			s3 += blk[i+3]
+		}
+		dst[b] = (s0 + s1) + (s2 + s3)
+	}
+	clear(dst[nb:])
 }
 
 // qpanelMaxBytes bounds the panels a worker dequantizes at once: B's
@@ -190,7 +225,7 @@ func pairPanels(bk *bf16Kernels, src []float32, k, w int, dst []uint32) []uint32
 // each row dequantized once for every x_r and the dot products summed as
 // dotGeneric sums them. It is the reference the vector kernels are held
 // to (QuantTolerance): the product with the dequantized weights.
-func qgemvGeneric(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool) {
+func qgemvGeneric(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, _ []float32, y []float32, ldy int, acc bool) {
 	ws.qrow = grow(ws.qrow, q.cols)
 	for j := range n {
 		q.dequantRow(ws.qrow, j0+j)

@@ -1,0 +1,471 @@
+//go:build goexperiment.simd && amd64
+
+#include "textflag.h"
+
+// Products of one input row with four rows of a quantized matrix
+// (quant.go), the decode step's kernels: y[j] = x · row j, for quads of
+// rows j, j+1, j+2, j+3 from the blocks as they are. Per row and block:
+//
+//	t = x[0:w]·q[0:w] + x[w:2w]·q[w:2w] (... in lanes of w)   products, then fused adds
+//	acc += t · d                                              fused, d broadcast
+//
+// and once per row, for Q4_1, macc = Σ_b m_b · sx_b in lanes of blocks
+// (sx_b the block's input sum, precomputed by the caller), so that
+// y = Σ lanes of (acc + macc), reduced in a fixed tree. The quantized
+// values reach the floats exactly: Q4's nibbles through a 16-entry table
+// (VPERMPS: 0..15 for Q4_1, -8..7 for Q4_0) or a conversion, Q8_0's
+// bytes sign-extended and converted. The sums are float32 in another
+// order than dequantize-then-multiply: QuantTolerance bounds the
+// difference, and every output's bits are those of its row alone (a
+// quad's rows never mix), whatever quad or task computes it.
+//
+// The scales are float16: a quad's d are converted 16 (AVX2: 8) at a
+// time into dbuf, interleaved as [block][row] so that the main loop reads
+// row r's d of block b at dbuf + 16b + 4r, beside the quantized values'
+// offset 16b. The conversions read up to 30 bytes past a row's scales
+// (into the next row, or the matrix's qmatPad); those lanes are never
+// used, and the m lanes past the last block are masked to zero.
+//
+// All end with VZEROUPPER (see kernels_simd_amd64.go).
+
+// qgemvArgs (quant_amd64.go) field offsets.
+#define A_X 0
+#define A_SX 8
+#define A_ROWS 16
+#define A_ROWBYTES 24
+#define A_NB16 32
+#define A_DOFF 40
+#define A_MOFF 48
+#define A_NGB 56
+#define A_QUADS 64
+#define A_DBUF 72
+#define A_TABLE 80
+#define A_MASK 88
+#define A_Y 96
+#define A_ACC 104
+
+// QUAD_ROWS points R11, R12, R13 at the rows after R10's.
+#define QUAD_ROWS \
+	LEAQ (R10)(R8*1), R11; \
+	LEAQ (R11)(R8*1), R12; \
+	LEAQ (R12)(R8*1), R13
+
+// --- AVX-512 ---
+
+// ZERO8 clears the sums and m terms of a quad.
+#define ZERO8(r0, r1, r2, r3, r4, r5, r6, r7) \
+	VPXORD r0, r0, r0; VPXORD r1, r1, r1; VPXORD r2, r2, r2; VPXORD r3, r3, r3; \
+	VPXORD r4, r4, r4; VPXORD r5, r5, r5; VPXORD r6, r6, r6; VPXORD r7, r7, r7
+
+// DBUF512 converts 16 d of each of the quad's rows at offset BX and
+// stores them in dbuf (AX) at 4·CX, interleaved [block][row]: the 4 x 16
+// transpose of the unpacks and lane shuffles.
+#define DBUF512 \
+	VCVTPH2PS (R10)(BX*1), Z12; VCVTPH2PS (R11)(BX*1), Z13; \
+	VCVTPH2PS (R12)(BX*1), Z14; VCVTPH2PS (R13)(BX*1), Z15; \
+	VUNPCKLPS Z13, Z12, Z16; VUNPCKHPS Z13, Z12, Z17; \
+	VUNPCKLPS Z15, Z14, Z18; VUNPCKHPS Z15, Z14, Z19; \
+	VUNPCKLPD Z18, Z16, Z20; VUNPCKHPD Z18, Z16, Z21; \
+	VUNPCKLPD Z19, Z17, Z22; VUNPCKHPD Z19, Z17, Z23; \
+	VSHUFF32X4 $0x44, Z21, Z20, Z24; VSHUFF32X4 $0xEE, Z21, Z20, Z25; \
+	VSHUFF32X4 $0x44, Z23, Z22, Z26; VSHUFF32X4 $0xEE, Z23, Z22, Z27; \
+	VSHUFF32X4 $0x88, Z26, Z24, Z16; VSHUFF32X4 $0xDD, Z26, Z24, Z17; \
+	VSHUFF32X4 $0x88, Z27, Z25, Z18; VSHUFF32X4 $0xDD, Z27, Z25, Z19; \
+	VMOVUPS Z16, (AX)(CX*4); VMOVUPS Z17, 64(AX)(CX*4); \
+	VMOVUPS Z18, 128(AX)(CX*4); VMOVUPS Z19, 192(AX)(CX*4)
+
+// MLOAD512 converts 16 m of each row at offset DX into Z12-Z15;
+// MMASK512 zeroes the lanes past the last block (Z31); MSUM512 adds
+// their products with the input's block sums (SI at CX) to Z4-Z7.
+#define MLOAD512 \
+	VCVTPH2PS (R10)(DX*1), Z12; VCVTPH2PS (R11)(DX*1), Z13; \
+	VCVTPH2PS (R12)(DX*1), Z14; VCVTPH2PS (R13)(DX*1), Z15
+
+#define MMASK512 \
+	VPANDD Z31, Z12, Z12; VPANDD Z31, Z13, Z13; VPANDD Z31, Z14, Z14; VPANDD Z31, Z15, Z15
+
+#define MSUM512 \
+	VMOVUPS (SI)(CX*1), Z16; \
+	VFMADD231PS Z16, Z12, Z4; VFMADD231PS Z16, Z13, Z5; \
+	VFMADD231PS Z16, Z14, Z6; VFMADD231PS Z16, Z15, Z7
+
+// REDUCE512 folds the m terms into the sums and reduces Z0-Z3 to the
+// quad's four outputs in X0, in a fixed tree.
+#define REDUCE512 \
+	VADDPS Z4, Z0, Z0; VADDPS Z5, Z1, Z1; VADDPS Z6, Z2, Z2; VADDPS Z7, Z3, Z3; \
+	VEXTRACTF64X4 $1, Z0, Y12; VEXTRACTF64X4 $1, Z1, Y13; \
+	VEXTRACTF64X4 $1, Z2, Y14; VEXTRACTF64X4 $1, Z3, Y15; \
+	VADDPS Y12, Y0, Y0; VADDPS Y13, Y1, Y1; VADDPS Y14, Y2, Y2; VADDPS Y15, Y3, Y3; \
+	VEXTRACTF128 $1, Y0, X12; VEXTRACTF128 $1, Y1, X13; \
+	VEXTRACTF128 $1, Y2, X14; VEXTRACTF128 $1, Y3, X15; \
+	VADDPS X12, X0, X0; VADDPS X13, X1, X1; VADDPS X14, X2, X2; VADDPS X15, X3, X3; \
+	VHADDPS X1, X0, X0; VHADDPS X3, X2, X2; VHADDPS X2, X0, X0
+
+// Q4 row r of the main loop (Z8, Z9: the block's input): its nibbles
+// through the table Z30, products, then acc (Z0+r) += t·d.
+#define Q4ROW512(row, t0, t1, zacc, doff) \
+	VPMOVZXBD (row)(BX*1), t0; \
+	VPSRLD $4, t0, t1; \
+	VPERMPS Z30, t0, t0; \
+	VPERMPS Z30, t1, t1; \
+	VMULPS Z8, t0, t0; \
+	VFMADD231PS Z9, t1, t0; \
+	VFMADD231PS.BCST doff(AX)(BX*1), t0, zacc
+
+// Q8 row r: 32 int8 sign-extended and converted.
+#define Q8ROW512(row, t0, t1, zacc, doff) \
+	VPMOVSXBD (row)(BX*2), t0; \
+	VPMOVSXBD 16(row)(BX*2), t1; \
+	VCVTDQ2PS t0, t0; \
+	VCVTDQ2PS t1, t1; \
+	VMULPS Z8, t0, t0; \
+	VFMADD231PS Z9, t1, t0; \
+	VFMADD231PS.BCST doff(AX)(BX*1), t0, zacc
+
+// PROLOGUE512 converts the quad's d into dbuf and, for Q4_1 (DX, the m
+// offset, not zero), sums m·sx into Z4-Z7; then points SI at the input
+// and BX at block 0. Labels are per function: one use in each.
+#define PROLOGUE512_START \
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7); \
+	MOVQ A_SX(R15), SI; MOVQ A_DOFF(R15), BX; MOVQ A_MOFF(R15), DX; XORQ CX, CX
+
+// func qgemv4Q4avx512(a *qgemvArgs)
+//
+// Q4_0 and Q4_1 (the table and A_MOFF tell them apart), quads of rows.
+// Registers: R15 the arguments, R10-R13 the quad's rows, R8 their
+// stride, DI the outputs, AX dbuf, SI the input, BX the block offset
+// (16 per block), R14 the quads left; Z0-Z3 the sums, Z4-Z7 the m terms,
+// Z8-Z9 the input block, Z30 the table, Z31 the last group's mask.
+TEXT ·qgemv4Q4avx512(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), R15
+	MOVQ A_TABLE(R15), AX
+	VMOVUPS (AX), Z30
+	MOVQ A_MASK(R15), AX
+	VMOVUPS (AX), Z31
+	MOVQ A_ROWS(R15), R10
+	MOVQ A_ROWBYTES(R15), R8
+	MOVQ A_Y(R15), DI
+	MOVQ A_DBUF(R15), AX
+	MOVQ A_QUADS(R15), R14
+
+quad:
+	QUAD_ROWS
+	PROLOGUE512_START
+
+group:
+	DBUF512
+	TESTQ DX, DX
+	JZ nom
+	MLOAD512
+	LEAQ 64(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	MMASK512
+
+nomask:
+	MSUM512
+	ADDQ $32, DX
+
+nom:
+	ADDQ $32, BX
+	ADDQ $64, CX
+	CMPQ CX, A_NGB(R15)
+	JLT group
+	MOVQ A_X(R15), SI
+	XORQ BX, BX
+
+block:
+	VMOVUPS (SI)(BX*8), Z8
+	VMOVUPS 64(SI)(BX*8), Z9
+	Q4ROW512(R10, Z10, Z11, Z0, 0)
+	Q4ROW512(R11, Z12, Z13, Z1, 4)
+	Q4ROW512(R12, Z14, Z15, Z2, 8)
+	Q4ROW512(R13, Z16, Z17, Z3, 12)
+	ADDQ $16, BX
+	CMPQ BX, A_NB16(R15)
+	JLT block
+
+	REDUCE512
+	CMPQ A_ACC(R15), $0
+	JEQ store
+	VADDPS (DI), X0, X0
+
+store:
+	VMOVUPS X0, (DI)
+	LEAQ (R13)(R8*1), R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ quad
+	VZEROUPPER
+	RET
+
+// func qgemv4Q8avx512(a *qgemvArgs)
+//
+// Q8_0, quads of rows: qgemv4Q4avx512's plan, the values at 32 per block.
+TEXT ·qgemv4Q8avx512(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), R15
+	MOVQ A_MASK(R15), AX
+	VMOVUPS (AX), Z31
+	MOVQ A_ROWS(R15), R10
+	MOVQ A_ROWBYTES(R15), R8
+	MOVQ A_Y(R15), DI
+	MOVQ A_DBUF(R15), AX
+	MOVQ A_QUADS(R15), R14
+
+quad:
+	QUAD_ROWS
+	PROLOGUE512_START
+
+group:
+	DBUF512
+	ADDQ $32, BX
+	ADDQ $64, CX
+	CMPQ CX, A_NGB(R15)
+	JLT group
+	MOVQ A_X(R15), SI
+	XORQ BX, BX
+
+block:
+	VMOVUPS (SI)(BX*8), Z8
+	VMOVUPS 64(SI)(BX*8), Z9
+	Q8ROW512(R10, Z10, Z11, Z0, 0)
+	Q8ROW512(R11, Z12, Z13, Z1, 4)
+	Q8ROW512(R12, Z14, Z15, Z2, 8)
+	Q8ROW512(R13, Z16, Z17, Z3, 12)
+	ADDQ $16, BX
+	CMPQ BX, A_NB16(R15)
+	JLT block
+
+	REDUCE512
+	CMPQ A_ACC(R15), $0
+	JEQ store
+	VADDPS (DI), X0, X0
+
+store:
+	VMOVUPS X0, (DI)
+	LEAQ (R13)(R8*1), R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ quad
+	VZEROUPPER
+	RET
+
+// --- AVX2 ---
+//
+// The same plan on 8 lanes and 16 registers: groups of 8 blocks in the
+// prologue; a block's 32 values in four vectors of 8 (Q4: bytes 0-7 give
+// values 0-7 in their low nibbles and 16-23 in their high ones, bytes
+// 8-15 values 8-15 and 24-31), t = x0·q0 + x1·q1 + x2·q2 + x3·q3 in that
+// order, the input read from memory by each product; d broadcast from
+// dbuf. Y0-Y3 the sums, Y4-Y7 the m terms, Y8-Y13 scratch, Y14 the
+// nibble mask (Q4) and Y15 the last group's mask (in the prologue) or
+// Q4_0's offset 8.0 (in the main loop).
+
+#define ZERO8Y \
+	VXORPS Y0, Y0, Y0; VXORPS Y1, Y1, Y1; VXORPS Y2, Y2, Y2; VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; VXORPS Y5, Y5, Y5; VXORPS Y6, Y6, Y6; VXORPS Y7, Y7, Y7
+
+#define PROLOGUE256_START \
+	ZERO8Y; MOVQ A_SX(R15), SI; MOVQ A_DOFF(R15), BX; MOVQ A_MOFF(R15), DX; XORQ CX, CX
+
+// DBUF256: 8 d of each row at BX, the 4 x 8 transpose, stored at 4·CX.
+#define DBUF256 \
+	VCVTPH2PS (R10)(BX*1), Y8; VCVTPH2PS (R11)(BX*1), Y9; \
+	VCVTPH2PS (R12)(BX*1), Y10; VCVTPH2PS (R13)(BX*1), Y11; \
+	VUNPCKLPS Y9, Y8, Y12; VUNPCKHPS Y9, Y8, Y13; \
+	VUNPCKLPS Y11, Y10, Y8; VUNPCKHPS Y11, Y10, Y9; \
+	VUNPCKLPD Y8, Y12, Y10; VUNPCKHPD Y8, Y12, Y11; \
+	VUNPCKLPD Y9, Y13, Y12; VUNPCKHPD Y9, Y13, Y13; \
+	VPERM2F128 $0x20, Y11, Y10, Y8; VPERM2F128 $0x20, Y13, Y12, Y9; \
+	VPERM2F128 $0x31, Y11, Y10, Y10; VPERM2F128 $0x31, Y13, Y12, Y11; \
+	VMOVUPS Y8, (AX)(CX*4); VMOVUPS Y9, 32(AX)(CX*4); \
+	VMOVUPS Y10, 64(AX)(CX*4); VMOVUPS Y11, 96(AX)(CX*4)
+
+#define MLOAD256 \
+	VCVTPH2PS (R10)(DX*1), Y8; VCVTPH2PS (R11)(DX*1), Y9; \
+	VCVTPH2PS (R12)(DX*1), Y10; VCVTPH2PS (R13)(DX*1), Y11
+
+#define MMASK256 \
+	MOVQ A_MASK(R15), R9; VMOVUPS (R9), Y15; \
+	VANDPS Y15, Y8, Y8; VANDPS Y15, Y9, Y9; VANDPS Y15, Y10, Y10; VANDPS Y15, Y11, Y11
+
+#define MSUM256 \
+	VMOVUPS (SI)(CX*1), Y12; \
+	VFMADD231PS Y12, Y8, Y4; VFMADD231PS Y12, Y9, Y5; \
+	VFMADD231PS Y12, Y10, Y6; VFMADD231PS Y12, Y11, Y7
+
+#define REDUCE256 \
+	VADDPS Y4, Y0, Y0; VADDPS Y5, Y1, Y1; VADDPS Y6, Y2, Y2; VADDPS Y7, Y3, Y3; \
+	VEXTRACTF128 $1, Y0, X12; VEXTRACTF128 $1, Y1, X13; \
+	VEXTRACTF128 $1, Y2, X8; VEXTRACTF128 $1, Y3, X9; \
+	VADDPS X12, X0, X0; VADDPS X13, X1, X1; VADDPS X8, X2, X2; VADDPS X9, X3, X3; \
+	VHADDPS X1, X0, X0; VHADDPS X3, X2, X2; VHADDPS X2, X0, X0
+
+// Q4NIB256 unpacks row's 16 bytes of nibbles into Y8-Y11 as int32:
+// values 0-7, 8-15, 16-23, 24-31.
+#define Q4NIB256(row) \
+	VPMOVZXBD (row)(BX*1), Y8; VPMOVZXBD 8(row)(BX*1), Y9; \
+	VPSRLD $4, Y8, Y10; VPSRLD $4, Y9, Y11; \
+	VPAND Y14, Y8, Y8; VPAND Y14, Y9, Y9; \
+	VCVTDQ2PS Y8, Y8; VCVTDQ2PS Y9, Y9; VCVTDQ2PS Y10, Y10; VCVTDQ2PS Y11, Y11
+
+// SUB8: Q4_0's values less 8.0 (exact).
+#define SUB8 \
+	VSUBPS Y15, Y8, Y8; VSUBPS Y15, Y9, Y9; VSUBPS Y15, Y10, Y10; VSUBPS Y15, Y11, Y11
+
+// DOT256 sums the block's products of Y8-Y11 with the input, then adds
+// t·d of the row at doff to yacc.
+#define DOT256(yacc, doff) \
+	VMULPS (SI)(BX*8), Y8, Y12; \
+	VFMADD231PS 32(SI)(BX*8), Y9, Y12; \
+	VFMADD231PS 64(SI)(BX*8), Y10, Y12; \
+	VFMADD231PS 96(SI)(BX*8), Y11, Y12; \
+	VBROADCASTSS doff(AX)(BX*1), Y13; \
+	VFMADD231PS Y13, Y12, yacc
+
+// Q8VAL256: row's 32 int8 as floats in Y8-Y11.
+#define Q8VAL256(row) \
+	VPMOVSXBD (row)(BX*2), Y8; VPMOVSXBD 8(row)(BX*2), Y9; \
+	VPMOVSXBD 16(row)(BX*2), Y10; VPMOVSXBD 24(row)(BX*2), Y11; \
+	VCVTDQ2PS Y8, Y8; VCVTDQ2PS Y9, Y9; VCVTDQ2PS Y10, Y10; VCVTDQ2PS Y11, Y11
+
+// func qgemv4Q4avx2(a *qgemvArgs)
+//
+// Q4_0 when A_TABLE is not nil (it then points at 8.0, the offset),
+// else Q4_1; quads of rows.
+TEXT ·qgemv4Q4avx2(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), R15
+	MOVQ A_ROWS(R15), R10
+	MOVQ A_ROWBYTES(R15), R8
+	MOVQ A_Y(R15), DI
+	MOVQ A_DBUF(R15), AX
+	MOVQ A_QUADS(R15), R14
+
+quad:
+	QUAD_ROWS
+	PROLOGUE256_START
+
+group:
+	DBUF256
+	TESTQ DX, DX
+	JZ nom
+	MLOAD256
+	LEAQ 32(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	MMASK256
+
+nomask:
+	MSUM256
+	ADDQ $16, DX
+
+nom:
+	ADDQ $16, BX
+	ADDQ $32, CX
+	CMPQ CX, A_NGB(R15)
+	JLT group
+	MOVQ A_X(R15), SI
+	XORQ BX, BX
+	MOVL $15, R9
+	MOVQ R9, X14
+	VPBROADCASTD X14, Y14
+	MOVQ A_TABLE(R15), R9
+	TESTQ R9, R9
+	JZ q41
+
+	VBROADCASTSS (R9), Y15
+
+q40:
+	Q4NIB256(R10)
+	SUB8
+	DOT256(Y0, 0)
+	Q4NIB256(R11)
+	SUB8
+	DOT256(Y1, 4)
+	Q4NIB256(R12)
+	SUB8
+	DOT256(Y2, 8)
+	Q4NIB256(R13)
+	SUB8
+	DOT256(Y3, 12)
+	ADDQ $16, BX
+	CMPQ BX, A_NB16(R15)
+	JLT q40
+	JMP done
+
+q41:
+	Q4NIB256(R10)
+	DOT256(Y0, 0)
+	Q4NIB256(R11)
+	DOT256(Y1, 4)
+	Q4NIB256(R12)
+	DOT256(Y2, 8)
+	Q4NIB256(R13)
+	DOT256(Y3, 12)
+	ADDQ $16, BX
+	CMPQ BX, A_NB16(R15)
+	JLT q41
+
+done:
+	REDUCE256
+	CMPQ A_ACC(R15), $0
+	JEQ store
+	VADDPS (DI), X0, X0
+
+store:
+	VMOVUPS X0, (DI)
+	LEAQ (R13)(R8*1), R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ quad
+	VZEROUPPER
+	RET
+
+// func qgemv4Q8avx2(a *qgemvArgs)
+TEXT ·qgemv4Q8avx2(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), R15
+	MOVQ A_ROWS(R15), R10
+	MOVQ A_ROWBYTES(R15), R8
+	MOVQ A_Y(R15), DI
+	MOVQ A_DBUF(R15), AX
+	MOVQ A_QUADS(R15), R14
+
+quad:
+	QUAD_ROWS
+	PROLOGUE256_START
+
+group:
+	DBUF256
+	ADDQ $16, BX
+	ADDQ $32, CX
+	CMPQ CX, A_NGB(R15)
+	JLT group
+	MOVQ A_X(R15), SI
+	XORQ BX, BX
+
+block:
+	Q8VAL256(R10)
+	DOT256(Y0, 0)
+	Q8VAL256(R11)
+	DOT256(Y1, 4)
+	Q8VAL256(R12)
+	DOT256(Y2, 8)
+	Q8VAL256(R13)
+	DOT256(Y3, 12)
+	ADDQ $16, BX
+	CMPQ BX, A_NB16(R15)
+	JLT block
+
+	REDUCE256
+	CMPQ A_ACC(R15), $0
+	JEQ store
+	VADDPS (DI), X0, X0
+
+store:
+	VMOVUPS X0, (DI)
+	LEAQ (R13)(R8*1), R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ quad
+	VZEROUPPER
+	RET
