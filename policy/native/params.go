@@ -55,7 +55,7 @@ type weights struct {
 	lnFinalGain, lnFinalOffset []float32 // [D]
 	lmW, lmB                   []float32 // [D, V], [V]; nil when tied
 	lmH                        []uint16
-	lmQ                        *qmat // rows V of D: the transpose of lmW
+	lmQ                        *qmat     // rows V of D: the transpose of lmW
 	valueW, valueB             []float32 // [D, 1], [1]
 }
 

@@ -126,4 +126,3 @@ func qgemvVec(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, sx 
 		}
 	}
 }
-
