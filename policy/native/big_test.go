@@ -64,7 +64,8 @@ func demoRecipeBatch(rows, vocab int) (Batch, []int32, []int32) {
 //	MLERL_BIG=1 GOEXPERIMENT=simd go test -run '^$' -bench 'LoRASFTBig/qwen2.5-0.5b/rows=8/recompute=true' -benchtime 2x ./policy/native/
 //
 // MLERL_BIG_SHAPES, MLERL_BIG_ROWS and MLERL_BIG_RECOMPUTE (comma
-// lists) narrow the cases.
+// lists) narrow the cases; MLERL_BIG_STORAGE stores the base in bf16 or
+// quantized blocks (bigOptions).
 func BenchmarkLoRASFTBig(b *testing.B) {
 	if os.Getenv("MLERL_BIG") != "1" {
 		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized steps (minutes each)")
@@ -108,10 +109,10 @@ func newLoRABig(b *testing.B, cfg Config, rows int, recompute bool) func(*testin
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	t0 := time.Now()
-	m, err := NewWithOptions(cfg, Options{
+	m, err := NewWithOptions(cfg, bigOptions(b, Options{
 		LoRA:      LoRAConfig{Rank: 16, Alpha: 32, Dropout: 0.05, Targets: allTargets},
 		Recompute: recompute,
-	}, 1)
+	}), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,7 +195,8 @@ func rssGiB(field string) float64 {
 //
 //	MLERL_BIG=1 GOEXPERIMENT=simd go test -run '^$' -bench 'GenerateBig/smollm2-135m/batch=1$' -benchtime 1x ./policy/native/
 //
-// MLERL_BIG_SHAPES narrows the shapes.
+// MLERL_BIG_SHAPES narrows the shapes; MLERL_BIG_STORAGE stores the
+// (frozen) base in bf16 or quantized blocks (bigOptions).
 func BenchmarkGenerateBig(b *testing.B) {
 	if os.Getenv("MLERL_BIG") != "1" {
 		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized generations (minutes each)")
@@ -211,7 +213,7 @@ func BenchmarkGenerateBig(b *testing.B) {
 					debug.FreeOSMemory()
 					resetPeakRSS()
 					var err error
-					if m, err = New(cfg, 1); err != nil {
+					if m, err = NewWithOptions(cfg, bigOptions(b, Options{}), 1); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -90,6 +90,12 @@ type kernels struct {
 	// is deterministic, and an output's bits do not depend on rows, j0 or
 	// n.
 	qgemv func(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, sx []float32, y []float32, ldy int, acc bool)
+	// qdequant sets dst to blocks [b0, b1) of row j of q dequantized,
+	// the values of dequantRange bit for bit; qtranspose, when not nil,
+	// is transposeF32 for rows a multiple of 16 and cols of 32 (the
+	// panels of gemmQuantPanels).
+	qdequant   func(q *qmat, dst []float32, j, b0, b1 int)
+	qtranspose func(dst, src []float32, rows, cols int)
 }
 
 var genericKernels = &kernels{
@@ -101,7 +107,7 @@ var genericKernels = &kernels{
 	softmaxGrad: softmaxGradGeneric,
 	rmsForward:  rmsForwardGeneric, rmsBackward: rmsBackwardGeneric,
 	swiglu: swigluGeneric, swigluBackward: swigluBackwardGeneric,
-	qgemv: qgemvGeneric,
+	qgemv: qgemvGeneric, qdequant: qdequantGeneric,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

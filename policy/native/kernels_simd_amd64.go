@@ -33,7 +33,7 @@ func init() {
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
 			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512, softmaxGrad: softmaxGrad512,
 			rmsForward: rmsForward512, rmsBackward: rmsBackward512, swiglu: swiglu512, swigluBackward: swigluBackward512,
-			qgemv: qgemv512,
+			qgemv: qgemv512, qdequant: qdequant512Row, qtranspose: qtranspose512,
 		})
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
@@ -43,7 +43,7 @@ func init() {
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
 			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256, softmaxGrad: softmaxGrad256,
 			rmsForward: rmsForward256, rmsBackward: rmsBackward256, swiglu: swiglu256, swigluBackward: swigluBackward256,
-			qgemv: qgemv256,
+			qgemv: qgemv256, qdequant: qdequantGeneric,
 		})
 	}
 }

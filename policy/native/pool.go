@@ -151,7 +151,8 @@ type workspace struct {
 	qpanel       []float32  // gemmQuant: a block of B's columns dequantized into panels
 	qpairs       []uint32   // gemmQuant: the same panels converted to bf16 pairs
 	qrow         []float32  // gemmQuant: one row of a quantized matrix dequantized
-	qscratch     []float32  // the quantized kernels' scratch (converted scales, input block sums)
+	qscratch     []float32  // the quantized kernels' scratch (converted scales, masks)
+	qx           []float32  // the quantized R-row kernels' interleaved inputs, outputs and scales
 	// op is the bf16 product this worker converts (gemmSerial,
 	// attnPanels): the conversion's closures take its address, which
 	// would put a local gemmOp on the heap for every product.

@@ -2,7 +2,10 @@
 
 package native
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // The vector kernels of products with quantized blocks (quant_amd64.s).
 
@@ -23,6 +26,9 @@ type qgemvArgs struct {
 	mask     *float32 // the last group's m lanes (all ones when whole)
 	y        *float32 // the outputs of the first quad
 	acc      int      // add to y
+	// The R-row kernels': the interleaved inputs' bytes per block and
+	// block sums' per group.
+	xStride, sxStride int
 }
 
 //go:noescape
@@ -36,6 +42,46 @@ func qgemv4Q4avx2(a *qgemvArgs)
 
 //go:noescape
 func qgemv4Q8avx2(a *qgemvArgs)
+
+//go:noescape
+func qgemvR8Q4avx512(a *qgemvArgs)
+
+//go:noescape
+func qgemvR4Q4avx512(a *qgemvArgs)
+
+//go:noescape
+func qgemvR2Q4avx512(a *qgemvArgs)
+
+//go:noescape
+func qgemvR8Q8avx512(a *qgemvArgs)
+
+//go:noescape
+func qgemvR4Q8avx512(a *qgemvArgs)
+
+//go:noescape
+func qgemvR2Q8avx512(a *qgemvArgs)
+
+//go:noescape
+func qgemvR4Q4avx2(a *qgemvArgs)
+
+//go:noescape
+func qgemvR2Q4avx2(a *qgemvArgs)
+
+//go:noescape
+func qgemvR4Q8avx2(a *qgemvArgs)
+
+//go:noescape
+func qgemvR2Q8avx2(a *qgemvArgs)
+
+// qRowKernels are the R-row kernels of each tier, most rows first, by
+// format family (Q4, Q8).
+var qRowKernels = map[int][]struct {
+	rows   int
+	q4, q8 func(*qgemvArgs)
+}{
+	16: {{8, qgemvR8Q4avx512, qgemvR8Q8avx512}, {4, qgemvR4Q4avx512, qgemvR4Q8avx512}, {2, qgemvR2Q4avx512, qgemvR2Q8avx512}},
+	8:  {{4, qgemvR4Q4avx2, qgemvR4Q8avx2}, {2, qgemvR2Q4avx2, qgemvR2Q8avx2}},
+}
 
 // q4Tables are Q4_1's and Q4_0's nibble values as floats (VPERMPS's
 // table); q4Offset is Q4_0's 8.0 for the AVX2 kernel.
@@ -101,8 +147,23 @@ func qgemvVec(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, sx 
 	case lanes == 8:
 		kernel = qgemv4Q8avx2
 	}
+	r := 0
+	for _, rk := range qRowKernels[lanes] {
+		for rows-r >= rk.rows {
+			kernel := rk.q8
+			if q.typ != qQ8_0 {
+				kernel = rk.q4
+			}
+			qgemvRowsVec(ws, q, j0, n, x[r*ldx:], ldx, rk.rows, sx, r, y[r*ldy:], ldy, acc, lanes, a, kernel)
+			r += rk.rows
+		}
+	}
+	if r == rows {
+		return
+	}
+	// One input row left: the quads.
 	quads := n / 4
-	for r := range rows {
+	for ; r < rows; r++ {
 		a.x = &x[r*ldx]
 		if q.typ == qQ4_1 {
 			a.sx = &sx[r*sxStride]
@@ -125,4 +186,72 @@ func qgemvVec(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, sx 
 			y[r*ldy+j] = v
 		}
 	}
+}
+
+// qgemvRowsVec runs an R-row kernel (R = rr input rows, from x with
+// stride ldx; their block sums at row r0 of sx) over rows [j0, j0+n):
+// the inputs interleaved block by block into ws.qx (the kernel reads
+// block b of row r at (b·R + r)·32), the outputs from ws.qy ([row][R])
+// into y (stride ldy), added to it when acc.
+func qgemvRowsVec(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rr int, sx []float32, r0 int, y []float32, ldy int, acc bool, lanes int, a qgemvArgs, kernel func(*qgemvArgs)) {
+	nb := q.nb
+	groups := (nb + lanes - 1) / lanes
+	ws.qx = grow(ws.qx, nb*rr*QuantBlock+groups*rr*lanes+n*rr+4*groups*lanes)
+	xs := ws.qx[:nb*rr*QuantBlock]
+	rest := ws.qx[nb*rr*QuantBlock:]
+	sxs, ys, dbuf := rest[:groups*rr*lanes], rest[groups*rr*lanes:groups*rr*lanes+n*rr], rest[groups*rr*lanes+n*rr:]
+	for r := range rr {
+		xr := x[r*ldx : r*ldx+q.cols]
+		for b := range nb {
+			copy(xs[(b*rr+r)*QuantBlock:(b*rr+r+1)*QuantBlock], xr[b*QuantBlock:])
+		}
+	}
+	a.x, a.xStride = &xs[0], rr*QuantBlock*4
+	if q.typ == qQ4_1 {
+		st := qsxStride(nb)
+		for r := range rr {
+			for g := range groups {
+				copy(sxs[(g*rr+r)*lanes:(g*rr+r+1)*lanes], sx[(r0+r)*st+g*lanes:])
+			}
+		}
+		a.sx, a.sxStride = &sxs[0], rr*lanes*4
+	}
+	a.rows, a.rowBytes, a.quads, a.y, a.dbuf, a.acc = &q.data[j0*q.rowBytes], q.rowBytes, n, &ys[0], &dbuf[0], 0
+	kernel(&a)
+	for r := range rr {
+		for j := range n {
+			v := ys[j*rr+r]
+			if acc {
+				v += y[r*ldy+j]
+			}
+			y[r*ldy+j] = v
+		}
+	}
+}
+
+//go:noescape
+func qdequant512(qs *byte, d, m *uint16, nb int, table, dst *float32, q8 bool)
+
+// qdequant512Row is kernels.qdequant on AVX-512.
+func qdequant512Row(q *qmat, dst []float32, j, b0, b1 int) {
+	if b1 <= b0 {
+		return
+	}
+	qs, d, m := q.rowParts(j)
+	dst = dst[:(b1-b0)*QuantBlock]
+	var mp *uint16
+	if m != nil {
+		mp = (*uint16)(unsafe.Pointer(&m[2*b0]))
+	}
+	table := &q41Table[0]
+	if q.typ == qQ4_0 {
+		table = &q40Table[0]
+	}
+	qdequant512(&qs[b0*q.typ.qsBytes()], (*uint16)(unsafe.Pointer(&d[2*b0])), mp, b1-b0, table, &dst[0], q.typ == qQ8_0)
+}
+
+// qtranspose512 is kernels.qtranspose: transpose16 on float32's bits.
+func qtranspose512(dst, src []float32, rows, cols int) {
+	u := func(f []float32) []uint32 { return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), len(f)) }
+	transpose16(u(dst), rows, u(src), cols, rows, cols)
 }

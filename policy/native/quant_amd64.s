@@ -469,3 +469,672 @@ store:
 	JNZ quad
 	VZEROUPPER
 	RET
+
+// --- Several input rows (decoding a batch): one matrix row at a time,
+// its values unpacked once for every input row. Per input row the
+// operations are the quad kernels' (the same products, fused adds,
+// m terms and reduction tree), so an output's bits are those its row
+// would get alone. The inputs come interleaved (qgemvRows: block b of
+// input row r at A_X + (b·R + r)·128, and with Q4_1 group g of its block
+// sums at A_SX + (g·R + r)·(lanes·4)), the outputs go to A_Y as [row][R]
+// floats; A_QUADS is the number of matrix rows. R10 the row, R8 the
+// stride, DI the outputs, AX dbuf (one row's d), SI the inputs, BX the
+// block offset (16 per block), CX dbuf's (4 per block), R14 the rows
+// left, R13 the input stride per block (R·128) or per group.
+
+// Extra argument offsets (qgemvArgs).
+#define A_XSTRIDE 112
+#define A_SXSTRIDE 120
+
+// RPRO512 is the R-row prologue's loop body at group offset: d into
+// dbuf, m (Z17, masked on the last group) times each input row's sums.
+#define RDBUF512 \
+	VCVTPH2PS (R10)(BX*1), Z16; VMOVUPS Z16, (AX)(CX*1)
+
+#define RMLOAD512 \
+	VCVTPH2PS (R10)(DX*1), Z17
+
+#define RMSUM512(r, zm) \
+	VFMADD231PS (r*64)(SI), Z17, zm
+
+// Per input row of a block: Z16, Z17 the block's values as floats.
+#define RROW512(r, zt, zacc) \
+	VMULPS (r*128)(SI), Z16, zt; \
+	VFMADD231PS (r*128+64)(SI), Z17, zt; \
+	VFMADD231PS.BCST (AX)(CX*1), zt, zacc
+
+#define RQ4VAL512 \
+	VPMOVZXBD (R10)(BX*1), Z16; VPSRLD $4, Z16, Z17; VPERMPS Z30, Z16, Z16; VPERMPS Z30, Z17, Z17
+
+#define RQ8VAL512 \
+	VPMOVSXBD (R10)(BX*2), Z16; VPMOVSXBD 16(R10)(BX*2), Z17; VCVTDQ2PS Z16, Z16; VCVTDQ2PS Z17, Z17
+
+// FOLD512 folds sum zacc plus m term zm to 4 floats in its X register
+// (the quad reduction's first steps).
+#define FOLD512(zacc, zm, yacc, xacc) \
+	VADDPS zm, zacc, zacc; VEXTRACTF64X4 $1, zacc, Y18; VADDPS Y18, yacc, yacc; \
+	VEXTRACTF32X4 $1, yacc, X18; VADDPS X18, xacc, xacc
+
+// The R-row kernels' shared start: table, mask, pointers.
+#define RSTART512 \
+	MOVQ a+0(FP), R15; \
+	MOVQ A_TABLE(R15), AX; TESTQ AX, AX; JZ 2(PC); VMOVUPS (AX), Z30; \
+	MOVQ A_MASK(R15), AX; VMOVUPS (AX), Z31; \
+	MOVQ A_ROWS(R15), R10; MOVQ A_ROWBYTES(R15), R8; MOVQ A_Y(R15), DI; \
+	MOVQ A_DBUF(R15), AX; MOVQ A_QUADS(R15), R14
+
+// RGROUPS512 is the prologue's loop over groups of 16 blocks (labels
+// rgroup, rnom, rnomask in the function), summing m·sx with MSUMS.
+#define RPROSTART512 \
+	MOVQ A_SX(R15), SI; MOVQ A_DOFF(R15), BX; MOVQ A_MOFF(R15), DX; XORQ CX, CX
+
+#define RPROSTEP512 \
+	ADDQ $32, BX; ADDQ $64, CX; CMPQ CX, A_NGB(R15)
+
+#define RMAINSTART \
+	MOVQ A_X(R15), SI; XORQ BX, BX; XORQ CX, CX
+
+#define RMAINSTEP \
+	ADDQ A_XSTRIDE(R15), SI; ADDQ $4, CX; ADDQ $16, BX; CMPQ BX, A_NB16(R15)
+
+// func qgemvR8Q4avx512(a *qgemvArgs): 8 input rows, Q4_0 or Q4_1.
+TEXT ·qgemvR8Q4avx512(SB), NOSPLIT, $0-8
+	RSTART512
+
+row:
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	RPROSTART512
+
+group:
+	RDBUF512
+	TESTQ DX, DX
+	JZ nom
+	RMLOAD512
+	LEAQ 64(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	VPANDD Z31, Z17, Z17
+
+nomask:
+	RMSUM512(0, Z8)
+	RMSUM512(1, Z9)
+	RMSUM512(2, Z10)
+	RMSUM512(3, Z11)
+	RMSUM512(4, Z12)
+	RMSUM512(5, Z13)
+	RMSUM512(6, Z14)
+	RMSUM512(7, Z15)
+	ADDQ $32, DX
+	ADDQ A_SXSTRIDE(R15), SI
+
+nom:
+	RPROSTEP512
+	JLT group
+	RMAINSTART
+
+block:
+	RQ4VAL512
+	RROW512(0, Z20, Z0)
+	RROW512(1, Z21, Z1)
+	RROW512(2, Z22, Z2)
+	RROW512(3, Z23, Z3)
+	RROW512(4, Z24, Z4)
+	RROW512(5, Z25, Z5)
+	RROW512(6, Z26, Z6)
+	RROW512(7, Z27, Z7)
+	RMAINSTEP
+	JLT block
+
+	FOLD512(Z0, Z8, Y0, X0)
+	FOLD512(Z1, Z9, Y1, X1)
+	FOLD512(Z2, Z10, Y2, X2)
+	FOLD512(Z3, Z11, Y3, X3)
+	FOLD512(Z4, Z12, Y4, X4)
+	FOLD512(Z5, Z13, Y5, X5)
+	FOLD512(Z6, Z14, Y6, X6)
+	FOLD512(Z7, Z15, Y7, X7)
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	VHADDPS X5, X4, X4
+	VHADDPS X7, X6, X6
+	VHADDPS X6, X4, X4
+	VMOVUPS X0, (DI)
+	VMOVUPS X4, 16(DI)
+	ADDQ R8, R10
+	ADDQ $32, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR4Q4avx512(a *qgemvArgs): 4 input rows.
+TEXT ·qgemvR4Q4avx512(SB), NOSPLIT, $0-8
+	RSTART512
+
+row:
+	ZERO8(Z0, Z1, Z2, Z3, Z8, Z9, Z10, Z11)
+	RPROSTART512
+
+group:
+	RDBUF512
+	TESTQ DX, DX
+	JZ nom
+	RMLOAD512
+	LEAQ 64(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	VPANDD Z31, Z17, Z17
+
+nomask:
+	RMSUM512(0, Z8)
+	RMSUM512(1, Z9)
+	RMSUM512(2, Z10)
+	RMSUM512(3, Z11)
+	ADDQ $32, DX
+	ADDQ A_SXSTRIDE(R15), SI
+
+nom:
+	RPROSTEP512
+	JLT group
+	RMAINSTART
+
+block:
+	RQ4VAL512
+	RROW512(0, Z20, Z0)
+	RROW512(1, Z21, Z1)
+	RROW512(2, Z22, Z2)
+	RROW512(3, Z23, Z3)
+	RMAINSTEP
+	JLT block
+
+	FOLD512(Z0, Z8, Y0, X0)
+	FOLD512(Z1, Z9, Y1, X1)
+	FOLD512(Z2, Z10, Y2, X2)
+	FOLD512(Z3, Z11, Y3, X3)
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	VMOVUPS X0, (DI)
+	ADDQ R8, R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR2Q4avx512(a *qgemvArgs): 2 input rows.
+TEXT ·qgemvR2Q4avx512(SB), NOSPLIT, $0-8
+	RSTART512
+
+row:
+	ZERO8(Z0, Z1, Z2, Z3, Z8, Z9, Z10, Z11)
+	RPROSTART512
+
+group:
+	RDBUF512
+	TESTQ DX, DX
+	JZ nom
+	RMLOAD512
+	LEAQ 64(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	VPANDD Z31, Z17, Z17
+
+nomask:
+	RMSUM512(0, Z8)
+	RMSUM512(1, Z9)
+	ADDQ $32, DX
+	ADDQ A_SXSTRIDE(R15), SI
+
+nom:
+	RPROSTEP512
+	JLT group
+	RMAINSTART
+
+block:
+	RQ4VAL512
+	RROW512(0, Z20, Z0)
+	RROW512(1, Z21, Z1)
+	RMAINSTEP
+	JLT block
+
+	FOLD512(Z0, Z8, Y0, X0)
+	FOLD512(Z1, Z9, Y1, X1)
+	VHADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSD X0, (DI)
+	ADDQ R8, R10
+	ADDQ $8, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR8Q8avx512(a *qgemvArgs): 8 input rows, Q8_0.
+TEXT ·qgemvR8Q8avx512(SB), NOSPLIT, $0-8
+	RSTART512
+
+row:
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	ZERO8(Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	RPROSTART512
+
+group:
+	RDBUF512
+	RPROSTEP512
+	JLT group
+	RMAINSTART
+
+block:
+	RQ8VAL512
+	RROW512(0, Z20, Z0)
+	RROW512(1, Z21, Z1)
+	RROW512(2, Z22, Z2)
+	RROW512(3, Z23, Z3)
+	RROW512(4, Z24, Z4)
+	RROW512(5, Z25, Z5)
+	RROW512(6, Z26, Z6)
+	RROW512(7, Z27, Z7)
+	RMAINSTEP
+	JLT block
+
+	FOLD512(Z0, Z8, Y0, X0)
+	FOLD512(Z1, Z9, Y1, X1)
+	FOLD512(Z2, Z10, Y2, X2)
+	FOLD512(Z3, Z11, Y3, X3)
+	FOLD512(Z4, Z12, Y4, X4)
+	FOLD512(Z5, Z13, Y5, X5)
+	FOLD512(Z6, Z14, Y6, X6)
+	FOLD512(Z7, Z15, Y7, X7)
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	VHADDPS X5, X4, X4
+	VHADDPS X7, X6, X6
+	VHADDPS X6, X4, X4
+	VMOVUPS X0, (DI)
+	VMOVUPS X4, 16(DI)
+	ADDQ R8, R10
+	ADDQ $32, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR4Q8avx512(a *qgemvArgs): 4 input rows, Q8_0.
+TEXT ·qgemvR4Q8avx512(SB), NOSPLIT, $0-8
+	RSTART512
+
+row:
+	ZERO8(Z0, Z1, Z2, Z3, Z8, Z9, Z10, Z11)
+	RPROSTART512
+
+group:
+	RDBUF512
+	RPROSTEP512
+	JLT group
+	RMAINSTART
+
+block:
+	RQ8VAL512
+	RROW512(0, Z20, Z0)
+	RROW512(1, Z21, Z1)
+	RROW512(2, Z22, Z2)
+	RROW512(3, Z23, Z3)
+	RMAINSTEP
+	JLT block
+
+	FOLD512(Z0, Z8, Y0, X0)
+	FOLD512(Z1, Z9, Y1, X1)
+	FOLD512(Z2, Z10, Y2, X2)
+	FOLD512(Z3, Z11, Y3, X3)
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	VMOVUPS X0, (DI)
+	ADDQ R8, R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR2Q8avx512(a *qgemvArgs): 2 input rows, Q8_0.
+TEXT ·qgemvR2Q8avx512(SB), NOSPLIT, $0-8
+	RSTART512
+
+row:
+	ZERO8(Z0, Z1, Z2, Z3, Z8, Z9, Z10, Z11)
+	RPROSTART512
+
+group:
+	RDBUF512
+	RPROSTEP512
+	JLT group
+	RMAINSTART
+
+block:
+	RQ8VAL512
+	RROW512(0, Z20, Z0)
+	RROW512(1, Z21, Z1)
+	RMAINSTEP
+	JLT block
+
+	FOLD512(Z0, Z8, Y0, X0)
+	FOLD512(Z1, Z9, Y1, X1)
+	VHADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSD X0, (DI)
+	ADDQ R8, R10
+	ADDQ $8, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// AVX2 R-row kernels (R = 4, 2): the quad kernels' operations per input
+// row; values in Y8-Y11, t in Y12, d in Y13.
+
+#define RSTART256 \
+	MOVQ a+0(FP), R15; \
+	MOVQ A_ROWS(R15), R10; MOVQ A_ROWBYTES(R15), R8; MOVQ A_Y(R15), DI; \
+	MOVQ A_DBUF(R15), AX; MOVQ A_QUADS(R15), R14; \
+	MOVL $15, R9; MOVQ R9, X14; VPBROADCASTD X14, Y14
+
+#define RPROSTART256 \
+	VXORPS Y0, Y0, Y0; VXORPS Y1, Y1, Y1; VXORPS Y2, Y2, Y2; VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; VXORPS Y5, Y5, Y5; VXORPS Y6, Y6, Y6; VXORPS Y7, Y7, Y7; \
+	MOVQ A_SX(R15), SI; MOVQ A_DOFF(R15), BX; MOVQ A_MOFF(R15), DX; XORQ CX, CX
+
+#define RDBUF256 \
+	VCVTPH2PS (R10)(BX*1), Y8; VMOVUPS Y8, (AX)(CX*1)
+
+#define RMLOAD256 \
+	VCVTPH2PS (R10)(DX*1), Y9
+
+#define RMMASK256 \
+	MOVQ A_MASK(R15), R9; VMOVUPS (R9), Y15; VANDPS Y15, Y9, Y9
+
+#define RMSUM256(r, ym) \
+	VFMADD231PS (r*32)(SI), Y9, ym
+
+#define RPROSTEP256 \
+	ADDQ $16, BX; ADDQ $32, CX; CMPQ CX, A_NGB(R15)
+
+// RBEGIN256 ends the prologue: the inputs, and Q4_0's 8.0 in Y15.
+#define RBEGIN256 \
+	MOVQ A_X(R15), SI; XORQ BX, BX; XORQ CX, CX; \
+	MOVQ A_TABLE(R15), R9; TESTQ R9, R9; JZ 2(PC); VBROADCASTSS (R9), Y15
+
+#define RROW256(r, yacc) \
+	VMULPS (r*128)(SI), Y8, Y12; \
+	VFMADD231PS (r*128+32)(SI), Y9, Y12; \
+	VFMADD231PS (r*128+64)(SI), Y10, Y12; \
+	VFMADD231PS (r*128+96)(SI), Y11, Y12; \
+	VFMADD231PS Y13, Y12, yacc
+
+#define RQ4VAL256 \
+	VPMOVZXBD (R10)(BX*1), Y8; VPMOVZXBD 8(R10)(BX*1), Y9; \
+	VPSRLD $4, Y8, Y10; VPSRLD $4, Y9, Y11; \
+	VPAND Y14, Y8, Y8; VPAND Y14, Y9, Y9; \
+	VCVTDQ2PS Y8, Y8; VCVTDQ2PS Y9, Y9; VCVTDQ2PS Y10, Y10; VCVTDQ2PS Y11, Y11; \
+	MOVQ A_TABLE(R15), R9; TESTQ R9, R9; JZ 5(PC); \
+	SUB8
+
+#define RQ8VAL256 \
+	VPMOVSXBD (R10)(BX*2), Y8; VPMOVSXBD 8(R10)(BX*2), Y9; \
+	VPMOVSXBD 16(R10)(BX*2), Y10; VPMOVSXBD 24(R10)(BX*2), Y11; \
+	VCVTDQ2PS Y8, Y8; VCVTDQ2PS Y9, Y9; VCVTDQ2PS Y10, Y10; VCVTDQ2PS Y11, Y11
+
+#define RDBC256 \
+	VBROADCASTSS (AX)(CX*1), Y13
+
+#define RMAINSTEP256 \
+	ADDQ A_XSTRIDE(R15), SI; ADDQ $4, CX; ADDQ $16, BX; CMPQ BX, A_NB16(R15)
+
+#define FOLD256(yacc, ym, xacc, xt) \
+	VADDPS ym, yacc, yacc; VEXTRACTF128 $1, yacc, xt; VADDPS xt, xacc, xacc
+
+// func qgemvR4Q4avx2(a *qgemvArgs)
+TEXT ·qgemvR4Q4avx2(SB), NOSPLIT, $0-8
+	RSTART256
+
+row:
+	RPROSTART256
+
+group:
+	RDBUF256
+	TESTQ DX, DX
+	JZ nom
+	RMLOAD256
+	LEAQ 32(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	RMMASK256
+
+nomask:
+	RMSUM256(0, Y4)
+	RMSUM256(1, Y5)
+	RMSUM256(2, Y6)
+	RMSUM256(3, Y7)
+	ADDQ $16, DX
+	ADDQ A_SXSTRIDE(R15), SI
+
+nom:
+	RPROSTEP256
+	JLT group
+	RBEGIN256
+
+block:
+	RQ4VAL256
+	RDBC256
+	RROW256(0, Y0)
+	RROW256(1, Y1)
+	RROW256(2, Y2)
+	RROW256(3, Y3)
+	RMAINSTEP256
+	JLT block
+
+	FOLD256(Y0, Y4, X0, X12)
+	FOLD256(Y1, Y5, X1, X13)
+	FOLD256(Y2, Y6, X2, X8)
+	FOLD256(Y3, Y7, X3, X9)
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	VMOVUPS X0, (DI)
+	ADDQ R8, R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR2Q4avx2(a *qgemvArgs)
+TEXT ·qgemvR2Q4avx2(SB), NOSPLIT, $0-8
+	RSTART256
+
+row:
+	RPROSTART256
+
+group:
+	RDBUF256
+	TESTQ DX, DX
+	JZ nom
+	RMLOAD256
+	LEAQ 32(CX), R9
+	CMPQ R9, A_NGB(R15)
+	JNE nomask
+	RMMASK256
+
+nomask:
+	RMSUM256(0, Y4)
+	RMSUM256(1, Y5)
+	ADDQ $16, DX
+	ADDQ A_SXSTRIDE(R15), SI
+
+nom:
+	RPROSTEP256
+	JLT group
+	RBEGIN256
+
+block:
+	RQ4VAL256
+	RDBC256
+	RROW256(0, Y0)
+	RROW256(1, Y1)
+	RMAINSTEP256
+	JLT block
+
+	FOLD256(Y0, Y4, X0, X12)
+	FOLD256(Y1, Y5, X1, X13)
+	VHADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSD X0, (DI)
+	ADDQ R8, R10
+	ADDQ $8, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR4Q8avx2(a *qgemvArgs)
+TEXT ·qgemvR4Q8avx2(SB), NOSPLIT, $0-8
+	RSTART256
+
+row:
+	RPROSTART256
+
+group:
+	RDBUF256
+	RPROSTEP256
+	JLT group
+	RBEGIN256
+
+block:
+	RQ8VAL256
+	RDBC256
+	RROW256(0, Y0)
+	RROW256(1, Y1)
+	RROW256(2, Y2)
+	RROW256(3, Y3)
+	RMAINSTEP256
+	JLT block
+
+	FOLD256(Y0, Y4, X0, X12)
+	FOLD256(Y1, Y5, X1, X13)
+	FOLD256(Y2, Y6, X2, X8)
+	FOLD256(Y3, Y7, X3, X9)
+	VHADDPS X1, X0, X0
+	VHADDPS X3, X2, X2
+	VHADDPS X2, X0, X0
+	VMOVUPS X0, (DI)
+	ADDQ R8, R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qgemvR2Q8avx2(a *qgemvArgs)
+TEXT ·qgemvR2Q8avx2(SB), NOSPLIT, $0-8
+	RSTART256
+
+row:
+	RPROSTART256
+
+group:
+	RDBUF256
+	RPROSTEP256
+	JLT group
+	RBEGIN256
+
+block:
+	RQ8VAL256
+	RDBC256
+	RROW256(0, Y0)
+	RROW256(1, Y1)
+	RMAINSTEP256
+	JLT block
+
+	FOLD256(Y0, Y4, X0, X12)
+	FOLD256(Y1, Y5, X1, X13)
+	VHADDPS X1, X0, X0
+	VHADDPS X0, X0, X0
+	VMOVSD X0, (DI)
+	ADDQ R8, R10
+	ADDQ $8, DI
+	DECQ R14
+	JNZ row
+	VZEROUPPER
+	RET
+
+// func qdequant512(qs *byte, d, m *uint16, nb int, table, dst *float32, q8 bool)
+//
+// Dequantizes nb blocks of one row into dst (32 floats each), as
+// dequantRange does, value for value: Q8_0 float(q)·d; Q4 through the
+// table (Q4_0's -8..7, Q4_1's 0..15) times d, plus m for Q4_1 (m not
+// nil), each product rounded before the sum (no fused adds).
+TEXT ·qdequant512(SB), NOSPLIT, $0-49
+	MOVQ qs+0(FP), SI
+	MOVQ d+8(FP), DX
+	MOVQ m+16(FP), R8
+	MOVQ nb+24(FP), CX
+	MOVQ table+32(FP), AX
+	MOVQ dst+40(FP), DI
+	MOVBLZX q8+48(FP), R9
+	TESTQ CX, CX
+	JZ done
+	TESTQ R9, R9
+	JNZ q8loop
+	VMOVUPS (AX), Z30
+
+q4loop:
+	VPBROADCASTW (DX), Z2
+	VCVTPH2PS Y2, Z2
+	VPMOVZXBD (SI), Z0
+	VPSRLD $4, Z0, Z1
+	VPERMPS Z30, Z0, Z0
+	VPERMPS Z30, Z1, Z1
+	VMULPS Z2, Z0, Z0
+	VMULPS Z2, Z1, Z1
+	TESTQ R8, R8
+	JZ q4store
+	VPBROADCASTW (R8), Z3
+	VCVTPH2PS Y3, Z3
+	VADDPS Z3, Z0, Z0
+	VADDPS Z3, Z1, Z1
+	ADDQ $2, R8
+
+q4store:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ $16, SI
+	ADDQ $2, DX
+	ADDQ $128, DI
+	DECQ CX
+	JNZ q4loop
+	JMP done
+
+q8loop:
+	VPBROADCASTW (DX), Z2
+	VCVTPH2PS Y2, Z2
+	VPMOVSXBD (SI), Z0
+	VPMOVSXBD 16(SI), Z1
+	VCVTDQ2PS Z0, Z0
+	VCVTDQ2PS Z1, Z1
+	VMULPS Z2, Z0, Z0
+	VMULPS Z2, Z1, Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ $32, SI
+	ADDQ $2, DX
+	ADDQ $128, DI
+	DECQ CX
+	JNZ q8loop
+
+done:
+	VZEROUPPER
+	RET

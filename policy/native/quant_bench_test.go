@@ -49,3 +49,28 @@ func BenchmarkQGemv(b *testing.B) {
 		}
 	}
 }
+
+// bigStorageEnv names the base storage of BenchmarkGenerateBig's and
+// BenchmarkLoRASFTBig's models: fp32 (unset: the default), bf16, q8_0,
+// q4_0, q4_1, or gguf, SmolLM2's published file's (Q4_1 matrices, a Q8_0
+// embedding). The weights are random, quantized where stored so: the
+// kernels' speed does not depend on their values.
+const bigStorageEnv = "MLERL_BIG_STORAGE"
+
+// bigOptions is opt with the base storage bigStorageEnv names; a base
+// stored otherwise than in float32 is frozen (Options.Frozen) when opt
+// has no adapters.
+func bigOptions(b *testing.B, opt Options) Options {
+	switch s := envOr(bigStorageEnv, MatmulFP32); s {
+	case MatmulFP32:
+	case "gguf":
+		opt.BaseStorage = StorageQ4_1
+		opt.MatrixStorage = map[string]string{"/token_embed/embeddings": StorageQ8_0}
+	case MatmulBF16, StorageQ8_0, StorageQ4_0, StorageQ4_1:
+		opt.BaseStorage = s
+	default:
+		b.Fatalf("%s=%q: want fp32, bf16, q8_0, q4_0, q4_1 or gguf", bigStorageEnv, s)
+	}
+	opt.Frozen = opt.LoRA.Rank == 0 && (opt.BaseStorage != "" || opt.MatrixStorage != nil)
+	return opt
+}

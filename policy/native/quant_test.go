@@ -374,7 +374,7 @@ func TestQGemvKernels(t *testing.T) {
 				const nrows = 23
 				q := randQmat(r, typ, nrows, cols, 0.05)
 				st := qsxStride(q.nb)
-				for _, rows := range []int{1, 3, 8} {
+				for _, rows := range []int{1, 2, 3, 5, 8} {
 					x := make([]float32, rows*(cols+5))
 					for i := range x {
 						x[i] = float32(r.NormFloat64())
@@ -420,6 +420,32 @@ func TestQGemvKernels(t *testing.T) {
 									t.Fatalf("%s %d cols: y[%d][%d] is %v in a call of %d rows and 23 outputs, %v alone", typ, cols, i, j, y[i*ldy+j], rows, one[0])
 								}
 							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestQDequantKernels: each tier's dequantization of a row's blocks
+// gives dequantRange's values bit for bit (the panels of products of
+// many rows are then those of a float32 base holding them), for every
+// format and any range of blocks.
+func TestQDequantKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	forEachKernel(t, func(t *testing.T) {
+		for _, typ := range []quantType{qQ8_0, qQ4_0, qQ4_1} {
+			q := randQmat(r, typ, 5, 544, 0.3)
+			want, got := make([]float32, q.cols), make([]float32, q.cols)
+			for j := range q.rows {
+				for _, rg := range [][2]int{{0, q.nb}, {3, 4}, {5, 17}} {
+					n := (rg[1] - rg[0]) * QuantBlock
+					q.dequantRange(want[:n], j, rg[0], rg[1])
+					kern.qdequant(q, got[:n], j, rg[0], rg[1])
+					for i := range n {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s row %d blocks %v: value %d is %v, dequantRange's %v", typ, j, rg, i, got[i], want[i])
 						}
 					}
 				}

@@ -161,21 +161,23 @@ func dequantPanels(ws *workspace, op gemmOp, j0, j1, nr int, dst []float32) []fl
 	panels := (w + nr - 1) / nr
 	dst = grow(dst, panels*nr*k)
 	if op.tb {
-		// Column j of B is row j: dequantized whole, then spread down its
-		// panel's column.
-		ws.qrow = grow(ws.qrow, k)
-		for jj := range panels * nr {
-			panel := dst[(jj/nr)*nr*k:]
-			c := jj % nr
-			if jj >= w {
-				for kk := range k {
-					panel[kk*nr+c] = 0
+		// Column j of B is row j: a panel's nr rows dequantized (zero
+		// past w), then transposed into it.
+		ws.qrow = grow(ws.qrow, nr*k)
+		rows := ws.qrow
+		for pn := range panels {
+			for jj := range nr {
+				if j := pn*nr + jj; j < w {
+					kern.qdequant(q, rows[jj*k:(jj+1)*k], j0+j, 0, q.nb)
+				} else {
+					clear(rows[jj*k : (jj+1)*k])
 				}
-				continue
 			}
-			q.dequantRow(ws.qrow, j0+jj)
-			for kk, v := range ws.qrow {
-				panel[kk*nr+c] = v
+			panel := dst[pn*nr*k : (pn+1)*nr*k]
+			if kern.qtranspose != nil && nr%16 == 0 && k%32 == 0 {
+				kern.qtranspose(panel, rows, nr, k)
+			} else {
+				transposeF32(panel, rows, nr, k)
 			}
 		}
 		return dst
@@ -186,13 +188,16 @@ func dequantPanels(ws *workspace, op gemmOp, j0, j1, nr int, dst []float32) []fl
 	row := ws.qrow
 	clear(row[w:])
 	for kk := range k {
-		q.dequantRange(row, kk, j0/QuantBlock, (j1+QuantBlock-1)/QuantBlock)
+		kern.qdequant(q, row, kk, j0/QuantBlock, (j1+QuantBlock-1)/QuantBlock)
 		for pn := range panels {
 			copy(dst[pn*nr*k+kk*nr:pn*nr*k+kk*nr+nr], row[pn*nr:])
 		}
 	}
 	return dst
 }
+
+// qdequantGeneric is kernels.qdequant in plain Go (dequantRange).
+func qdequantGeneric(q *qmat, dst []float32, j, b0, b1 int) { q.dequantRange(dst, j, b0, b1) }
 
 // pairPanels converts float32 panels (dequantPanels' layout, k rows of nr
 // per panel, w columns) into bf16 panels of pairs of rows as bf16ConvertB
