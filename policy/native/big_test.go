@@ -181,6 +181,8 @@ func rssGiB(field string) float64 {
 // counterpart of scripts/bench_torch_hf_generate.py:
 //
 //   - batch=1: one 300-token prompt, then 128 new tokens;
+//   - batch=8: one 300-token prompt, prefilled once, 8 rows continuing
+//     from it, 64 new tokens per row;
 //   - batch=32: 4 prompts of 300 tokens, each prefilled once, 8 rows
 //     per prompt continuing from it (Cache.Share, as step-wise PPO
 //     generates), 64 new tokens per row.
@@ -188,7 +190,8 @@ func rssGiB(field string) float64 {
 // Before the timed generations, one warm-up (the prefill and 4 decode
 // steps) grows the buffers. new_tok/s counts the new tokens over the
 // whole time, prefill included; new_tok/cpu-s over the process's CPU
-// time (getrusage); decode_tok/s over the decode steps only;
+// time (getrusage); decode_tok/s and decode_tok/cpu-s over the decode
+// steps only;
 // peak_RSS_GiB is the process's peak resident memory (VmHWM, reset
 // before the model is built). Like BenchmarkLoRASFTBig it needs
 // MLERL_BIG=1 and is meant to run one case per process:
@@ -206,7 +209,7 @@ func BenchmarkGenerateBig(b *testing.B) {
 		if !ok {
 			b.Fatalf("unknown shape %q", shape)
 		}
-		for _, g := range []bigGen{{prompts: 1, perPrompt: 1, newTokens: 128}, {prompts: 4, perPrompt: 8, newTokens: 64}} {
+		for _, g := range []bigGen{{prompts: 1, perPrompt: 1, newTokens: 128}, {prompts: 1, perPrompt: 8, newTokens: 64}, {prompts: 4, perPrompt: 8, newTokens: 64}} {
 			var m *Model // built once per case, not again for each b.N
 			b.Run(fmt.Sprintf("%s/batch=%d", shape, g.prompts*g.perPrompt), func(b *testing.B) {
 				if m == nil {
@@ -248,7 +251,9 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	}
 	logits := make([]float32, rows*cfg.Vocab)
 	// generate prefills each prompt once, lets its rows share it, and
-	// decodes n tokens; it returns the decode steps' wall seconds.
+	// decodes n tokens; it returns the decode steps' wall seconds and
+	// adds their CPU seconds to decodeCPU.
+	var decodeCPU float64
 	generate := func(n int) float64 {
 		for i := range rows {
 			c.Reset(i)
@@ -268,9 +273,13 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 				copy(logits[(src+j)*cfg.Vocab:(src+j+1)*cfg.Vocab], first[s*cfg.Vocab:(s+1)*cfg.Vocab])
 			}
 		}
-		return decodeGreedy(b, m, c, all, logits, n)
+		cpu0 := cpuSeconds()
+		secs := decodeGreedy(b, m, c, all, logits, n)
+		decodeCPU += cpuSeconds() - cpu0
+		return secs
 	}
 	generate(4) // warm-up: buffers grow to size
+	decodeCPU = 0
 	var decodeSecs float64
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuSeconds()
@@ -282,5 +291,6 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	b.ReportMetric(n/secs, "new_tok/s")
 	b.ReportMetric(n/cpu, "new_tok/cpu-s")
 	b.ReportMetric(n/decodeSecs, "decode_tok/s")
+	b.ReportMetric(n/decodeCPU, "decode_tok/cpu-s")
 	b.ReportMetric(rssGiB("VmHWM"), "peak_RSS_GiB")
 }
