@@ -65,7 +65,7 @@ func demoRecipeBatch(rows, vocab int) (Batch, []int32, []int32) {
 //
 // MLERL_BIG_SHAPES, MLERL_BIG_ROWS and MLERL_BIG_RECOMPUTE (comma
 // lists) narrow the cases; MLERL_BIG_STORAGE stores the base in bf16 or
-// quantized blocks (bigOptions).
+// quantized blocks (newBigModel).
 func BenchmarkLoRASFTBig(b *testing.B) {
 	if os.Getenv("MLERL_BIG") != "1" {
 		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized steps (minutes each)")
@@ -109,10 +109,10 @@ func newLoRABig(b *testing.B, cfg Config, rows int, recompute bool) func(*testin
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	t0 := time.Now()
-	m, err := NewWithOptions(cfg, bigOptions(b, Options{
+	m, err := newBigModel(b, cfg, Options{
 		LoRA:      LoRAConfig{Rank: 16, Alpha: 32, Dropout: 0.05, Targets: allTargets},
 		Recompute: recompute,
-	}), 1)
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,7 +199,8 @@ func rssGiB(field string) float64 {
 //	MLERL_BIG=1 GOEXPERIMENT=simd go test -run '^$' -bench 'GenerateBig/smollm2-135m/batch=1$' -benchtime 1x ./policy/native/
 //
 // MLERL_BIG_SHAPES narrows the shapes; MLERL_BIG_STORAGE stores the
-// (frozen) base in bf16 or quantized blocks (bigOptions).
+// (frozen) base in bf16 or quantized blocks, MLERL_BIG_ACTIVATIONS=int8
+// quantizes the inputs of its products with them (newBigModel).
 func BenchmarkGenerateBig(b *testing.B) {
 	if os.Getenv("MLERL_BIG") != "1" {
 		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized generations (minutes each)")
@@ -216,7 +217,7 @@ func BenchmarkGenerateBig(b *testing.B) {
 					debug.FreeOSMemory()
 					resetPeakRSS()
 					var err error
-					if m, err = NewWithOptions(cfg, bigOptions(b, Options{}), 1); err != nil {
+					if m, err = newBigModel(b, cfg, Options{}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -227,17 +228,23 @@ func BenchmarkGenerateBig(b *testing.B) {
 }
 
 // bigGen is one case of BenchmarkGenerateBig: prompts prompts of
-// bigPromptLen tokens, perPrompt rows continuing from each.
+// bigPromptLen tokens (MLERL_BIG_PROMPT: another length, e.g. 1 to
+// compare with llama-bench's tg128 at depth 0), perPrompt rows
+// continuing from each.
 type bigGen struct{ prompts, perPrompt, newTokens int }
 
 const bigPromptLen = 300
 
 func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	cfg := m.Config
+	promptLen, err := strconv.Atoi(envOr("MLERL_BIG_PROMPT", strconv.Itoa(bigPromptLen)))
+	if err != nil || promptLen < 1 {
+		b.Fatalf("MLERL_BIG_PROMPT=%q: want a positive number of tokens", os.Getenv("MLERL_BIG_PROMPT"))
+	}
 	r := rand.New(rand.NewPCG(7, 8))
 	prompts, firsts := make([][]int32, g.prompts), make([]int, g.prompts)
 	for i := range prompts {
-		prompts[i] = randTokens(r, bigPromptLen, cfg.Vocab)
+		prompts[i] = randTokens(r, promptLen, cfg.Vocab)
 		firsts[i] = i * g.perPrompt
 	}
 	rows := g.prompts * g.perPrompt
@@ -245,7 +252,7 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	for i := range all {
 		all[i] = i
 	}
-	c, err := m.NewCache(rows, bigPromptLen+g.newTokens)
+	c, err := m.NewCache(rows, promptLen+g.newTokens)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -83,6 +83,9 @@ type gemmOp struct {
 	// tied LM head's logits), else B's rows (the input gradient dX =
 	// dY·Wᵀ, the tied head's dh = dL·E). gemmQuant runs such a product.
 	bq *qmat
+	// q8: a product of at most gemmSmallM rows with bq quantizes its A
+	// to int8 per block and sums in integers (quant8.go).
+	q8 bool
 	// packTiles: B (as stored, not transposed) is packed by each tile,
 	// kc rows of its columns at a time, right before the micro-kernel
 	// reads them (gemmFusedB), instead of all of it once per product.

@@ -96,6 +96,17 @@ type kernels struct {
 	// panels of gemmQuantPanels).
 	qdequant   func(q *qmat, dst []float32, j, b0, b1 int)
 	qtranspose func(dst, src []float32, rows, cols int)
+	// qgemv8 is qgemv with the input quantized to int8 (quant8.go):
+	// y[r*ldy + j] for the in.rows rows of in; qgemv8Native tells that it
+	// runs on integer dot-product instructions.
+	qgemv8       func(ws *workspace, q *qmat, j0, n int, in *q8Input, y []float32, ldy int, acc bool)
+	qgemv8Native bool
+	// qprep8, when not nil, lays a quantized input out for qgemv8 and a
+	// matrix of format typ, once per product.
+	qprep8 func(in *q8Input, typ quantType)
+	// quant8, when not nil, is quantizeInput8's loop for one row x of
+	// whole blocks into q, dx, sxq and sum (the same values).
+	quant8 func(x []float32, q []int8, dx, sxq []float32, sum []int32)
 }
 
 var genericKernels = &kernels{
@@ -107,7 +118,7 @@ var genericKernels = &kernels{
 	softmaxGrad: softmaxGradGeneric,
 	rmsForward:  rmsForwardGeneric, rmsBackward: rmsBackwardGeneric,
 	swiglu: swigluGeneric, swigluBackward: swigluBackwardGeneric,
-	qgemv: qgemvGeneric, qdequant: qdequantGeneric,
+	qgemv: qgemvGeneric, qdequant: qdequantGeneric, qgemv8: qgemv8Generic,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

@@ -25,6 +25,9 @@ type Model struct {
 	// attnBF16MinHead values) the attention's training products to
 	// bfloat16 (SetMatmul; bf16.go). Decoding is float32 either way.
 	bf16 bool
+	// int8 quantizes the input of products of at most gemmSmallM rows
+	// with quantized blocks to int8 (SetQuantActivations; quant8.go).
+	int8 bool
 
 	// data and grad hold every trainable parameter and its gradient, in
 	// Params order; frozen, half and quants the frozen ones (a LoRA
@@ -632,12 +635,12 @@ func (m *Model) lmForward(logits, h []float32, k int, bf16 bool, packed []float3
 	c := m.Config
 	d, v := c.DModel, c.Vocab
 	if c.TiedEmbed {
-		gemm(m.p, gemmOp{tb: true, m: k, n: v, k: d, a: h, lda: d, b: m.w.embed, bh: m.w.embedH, bq: m.w.embedQ, ldb: d, c: logits, ldc: v, bf16: bf16, packed: packed})
+		gemm(m.p, gemmOp{tb: true, m: k, n: v, k: d, a: h, lda: d, b: m.w.embed, bh: m.w.embedH, bq: m.w.embedQ, q8: m.int8, ldb: d, c: logits, ldc: v, bf16: bf16, packed: packed})
 		return
 	}
 	op := gemmOp{m: k, n: v, k: d, a: h, lda: d, b: m.w.lmW, bh: m.w.lmH, ldb: v, c: logits, ldc: v, bias: m.w.lmB, bf16: bf16, packed: packed}
 	if m.w.lmQ != nil {
-		op.tb, op.bq = true, m.w.lmQ // its rows are the head's columns
+		op.tb, op.bq, op.q8 = true, m.w.lmQ, m.int8 // its rows are the head's columns
 	}
 	gemm(m.p, op)
 }
@@ -801,7 +804,7 @@ func (m *Model) linearForward(l int, t target, out, x []float32, xa *bf16Input, 
 		op := gemmOp{m: n, n: ln.out, k: ln.in, a: x, lda: ln.in, b: ln.w, bh: ln.h, ldb: ln.out, c: out, ldc: ln.out,
 			bias: ln.b, res: res, bf16: bf16, bf16A: xa, packed: packed}
 		if ln.q != nil {
-			op.tb, op.bq = true, ln.q // its rows are W's columns
+			op.tb, op.bq, op.q8 = true, ln.q, m.int8 // its rows are W's columns
 		}
 		gemm(m.p, op)
 	}

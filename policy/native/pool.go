@@ -28,6 +28,7 @@ type pool struct {
 	bf16A   []uint32    // gemmBF16: A converted to bf16 pairs
 	bf16B   []uint32    // gemmBF16: B converted and packed
 	qsx     []float32   // gemvQuant: the input rows' block sums (Q4_1)
+	q8      q8Input     // gemvQuant: the input rows quantized to int8
 }
 
 type job struct {

@@ -255,3 +255,147 @@ func qtranspose512(dst, src []float32, rows, cols int) {
 	u := func(f []float32) []uint32 { return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), len(f)) }
 	transpose16(u(dst), rows, u(src), cols, rows, cols)
 }
+
+// q8Args are the int8 kernels' arguments (quant_amd64.s's B_* offsets).
+type q8Args struct {
+	x        *byte    // the row's packed input (prep8)
+	dx, sxq  *float32 // its blocks' dx and dx·Σq, padded
+	rows     *byte
+	rowBytes int
+	nb       int
+	dOff     int
+	mOff     int
+	quads    int
+	idx      *int32
+	mask     *float32
+	y        *float32
+	acc      int
+}
+
+//go:noescape
+func qgemv4Q4vnni(a *q8Args)
+
+//go:noescape
+func qgemv4Q8vnni(a *q8Args)
+
+// q8Idx4 are the Q4 kernel's VPERMPS indices: for sub-group u of a group
+// of 16 blocks, each of its 4 blocks' d·dx spread over 4 lanes; q8Idx8
+// the Q8 kernel's, two vectors per sub-group, 8 lanes per block.
+var q8Idx4, q8Idx8 = func() (a [4][16]int32, b [4][2][16]int32) {
+	for u := range 4 {
+		for l := range 16 {
+			a[u][l] = int32(4*u + l/4)
+			b[u][0][l] = int32(4*u + l/8)
+			b[u][1][l] = int32(4*u + 2 + l/8)
+		}
+	}
+	return
+}()
+
+// prep8AVX512 is kernels.qprep8 for the VNNI kernels: each row's blocks
+// in sub-groups of 4 (quant_amd64.s's layout), its dx and dx·Σq padded.
+func prep8AVX512(in *q8Input, typ quantType) {
+	nb := in.nb
+	subs := (nb + 3) / 4
+	per := 192 // Q4: values 0-15, values 16-31, corrections
+	if typ == qQ8_0 {
+		per = 256 // the values, two vectors of corrections
+	}
+	in.typ, in.packStride, in.padStride = typ, subs*per, qsxStride(nb)
+	if cap(in.pack) < in.rows*in.packStride {
+		in.pack = make([]byte, in.rows*in.packStride)
+	}
+	in.pack = in.pack[:in.rows*in.packStride]
+	clear(in.pack)
+	in.dxp, in.sxqp = grow(in.dxp, in.rows*in.padStride), grow(in.sxqp, in.rows*in.padStride)
+	clear(in.dxp)
+	clear(in.sxqp)
+	put32 := func(b []byte, v int32) { b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24) }
+	qb := unsafe.Slice((*byte)(unsafe.Pointer(&in.q[0])), len(in.q))
+	for r := range in.rows {
+		pk := in.pack[r*in.packStride : (r+1)*in.packStride]
+		copy(in.dxp[r*in.padStride:], in.dx[r*nb:(r+1)*nb])
+		copy(in.sxqp[r*in.padStride:], in.sxq[r*nb:(r+1)*nb])
+		for b := range nb {
+			s, j := b/4, b%4
+			q := qb[(r*nb+b)*QuantBlock : (r*nb+b+1)*QuantBlock]
+			sum := in.sum[r*nb+b]
+			sg := pk[s*per : (s+1)*per]
+			if typ == qQ8_0 {
+				copy(sg[32*j:32*j+32], q)
+				put32(sg[128+64*(j/2)+32*(j%2):], -128*sum)
+				continue
+			}
+			copy(sg[16*j:16*j+16], q[:16])
+			copy(sg[64+16*j:64+16*j+16], q[16:])
+			if typ == qQ4_0 {
+				put32(sg[128+16*j:], -8*sum)
+			}
+		}
+	}
+}
+
+// qgemv8vnni is kernels.qgemv8 on AVX512_VNNI: the quad kernels for each
+// input row (prep8AVX512's layout); the last n%4 rows as quads of one
+// row repeated, as qgemvVec does.
+func qgemv8vnni(ws *workspace, q *qmat, j0, n int, in *q8Input, y []float32, ldy int, acc bool) {
+	if n <= 0 || in.rows <= 0 {
+		return
+	}
+	if in.typ != q.typ || in.nb != q.nb || len(q.data) < (j0+n)*q.rowBytes+qmatPad || len(y) < (in.rows-1)*ldy+n {
+		panic("native: int8 gemv out of range (input not laid out for this matrix)")
+	}
+	ws.qscratch = grow(ws.qscratch, 16+4)
+	mask, tail := ws.qscratch[:16], ws.qscratch[16:20]
+	rem := q.nb % 16
+	for i := range mask {
+		mask[i] = 0
+		if rem == 0 || i < rem {
+			mask[i] = math.Float32frombits(0xffffffff)
+		}
+	}
+	a := q8Args{nb: q.nb, dOff: q.nb * q.typ.qsBytes(), mask: &mask[0]}
+	kernel := qgemv4Q8vnni
+	a.idx = &q8Idx8[0][0][0]
+	if q.typ != qQ8_0 {
+		kernel, a.idx = qgemv4Q4vnni, &q8Idx4[0][0]
+	}
+	if q.typ == qQ4_1 {
+		a.mOff = a.dOff + 2*q.nb
+	}
+	quads := n / 4
+	for r := range in.rows {
+		a.x, a.dx, a.sxq = &in.pack[r*in.packStride], &in.dxp[r*in.padStride], &in.sxqp[r*in.padStride]
+		if quads > 0 {
+			a.rows, a.rowBytes, a.quads, a.y, a.acc = &q.data[j0*q.rowBytes], q.rowBytes, quads, &y[r*ldy], 0
+			if acc {
+				a.acc = 1
+			}
+			kernel(&a)
+		}
+		for j := 4 * quads; j < n; j++ {
+			a.rows, a.rowBytes, a.quads, a.y, a.acc = &q.data[(j0+j)*q.rowBytes], 0, 1, &tail[0], 0
+			kernel(&a)
+			v := tail[0]
+			if acc {
+				v += y[r*ldy+j]
+			}
+			y[r*ldy+j] = v
+		}
+	}
+}
+
+//go:noescape
+func quant8Row512(x *float32, nb int, q *int8, dx, sxq *float32, sum *int32)
+
+// quant8AVX512 is kernels.quant8 on AVX-512.
+func quant8AVX512(x []float32, q []int8, dx, sxq []float32, sum []int32) {
+	nb := len(x) / QuantBlock
+	if nb == 0 {
+		return
+	}
+	if len(q) < nb*QuantBlock || len(dx) < nb || len(sxq) < nb || len(sum) < nb {
+		panic("native: quant8 out of range")
+	}
+	quant8Row512(&x[0], nb, &q[0], &dx[0], &sxq[0], &sum[0])
+}

@@ -1138,3 +1138,304 @@ q8loop:
 done:
 	VZEROUPPER
 	RET
+
+// --- int8 inputs (quant8.go): AVX512_VNNI's VPDPBUSD, 64 products of a
+// u8 and an s8 summed 4 to a lane per instruction. ---
+//
+// The input comes quantized and laid out by prep8 (quant_amd64.go) in
+// sub-groups of 4 blocks: for Q4, 64 bytes of the blocks' values 0-15
+// (16 per block), 64 of their values 16-31, then 16 int32 corrections
+// (Q4_0: -8·Σq of block j in lane 4j); for Q8_0, the 4 blocks' 128
+// bytes, then two vectors of corrections (-128·Σq of a block in its
+// first lane: the weights are made unsigned by flipping their top bit,
+// w+128). A sub-group's integer sums land in lanes 4j..4j+3 for block j
+// (Q8: lanes 8j.. of two vectors), are converted exactly (they fit 24
+// bits), and scaled by d·dx spread over those lanes (VPERMPS of the 16
+// blocks' d·dx, Z8-Z11 per row, with A_IDX's indices). The group's d are
+// converted 16 at a time, the last group's lanes past the row masked to
+// zero (their scale must not be NaN: the sums there are 0, the inputs
+// past the row being zero).
+
+#define B_X 0
+#define B_DX 8
+#define B_SXQ 16
+#define B_ROWS 24
+#define B_ROWBYTES 32
+#define B_NB 40
+#define B_DOFF 48
+#define B_MOFF 56
+#define B_QUADS 64
+#define B_IDX 72
+#define B_MASK 80
+#define B_Y 88
+#define B_ACC 96
+
+// G8START converts the group's d (at block CX) into Z8-Z11, masks the
+// last group's, times dx; with Q4_1 adds m·dx·Σq to Z4-Z7. Labels nomask8
+// and nom8 in the function.
+#define D8LOAD \
+	MOVQ CX, R9; SHLQ $1, R9; ADDQ B_DOFF(R15), R9; \
+	VCVTPH2PS (R10)(R9*1), Z8; VCVTPH2PS (R11)(R9*1), Z9; \
+	VCVTPH2PS (R12)(R9*1), Z10; VCVTPH2PS (R13)(R9*1), Z11
+
+#define D8MASK \
+	VPANDD Z31, Z8, Z8; VPANDD Z31, Z9, Z9; VPANDD Z31, Z10, Z10; VPANDD Z31, Z11, Z11
+
+#define D8DX \
+	MOVQ B_DX(R15), AX; VMOVUPS (AX)(CX*4), Z18; \
+	VMULPS Z18, Z8, Z8; VMULPS Z18, Z9, Z9; VMULPS Z18, Z10, Z10; VMULPS Z18, Z11, Z11
+
+#define M8LOAD \
+	MOVQ CX, AX; SHLQ $1, AX; ADDQ AX, R9; \
+	VCVTPH2PS (R10)(R9*1), Z14; VCVTPH2PS (R11)(R9*1), Z15; \
+	VCVTPH2PS (R12)(R9*1), Z16; VCVTPH2PS (R13)(R9*1), Z17
+
+#define M8MASK \
+	VPANDD Z31, Z14, Z14; VPANDD Z31, Z15, Z15; VPANDD Z31, Z16, Z16; VPANDD Z31, Z17, Z17
+
+#define M8SUM \
+	MOVQ B_SXQ(R15), AX; VMOVUPS (AX)(CX*4), Z18; \
+	VFMADD231PS Z18, Z14, Z4; VFMADD231PS Z18, Z15, Z5; VFMADD231PS Z18, Z16, Z6; VFMADD231PS Z18, Z17, Z7
+
+// Q4ROW8: row's 4 blocks (64 bytes at BX) unpacked to u8 nibbles, dotted
+// with the input's, (Q4_0: corrected), converted, scaled, summed.
+#define Q4ROW8(row, zds, zacc) \
+	VMOVDQU64 (row)(BX*1), Z14; VPSRLW $4, Z14, Z15; \
+	VPANDD Z28, Z14, Z14; VPANDD Z28, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; VPDPBUSD (SI), Z14, Z16; VPDPBUSD 64(SI), Z15, Z16; \
+	VPADDD 128(SI), Z16, Z16; \
+	VCVTDQ2PS Z16, Z16; VPERMPS zds, Z12, Z17; VFMADD231PS Z17, Z16, zacc
+
+// Q8ROW8: row's 4 blocks (128 bytes at BX) made unsigned, dotted in two
+// vectors of 2 blocks, corrected, converted, scaled, summed.
+#define Q8ROW8(row, zds, zacc) \
+	VPXORD (row)(BX*1), Z30, Z14; VPXORD 64(row)(BX*1), Z30, Z15; \
+	VPXORD Z16, Z16, Z16; VPXORD Z17, Z17, Z17; \
+	VPDPBUSD (SI), Z14, Z16; VPDPBUSD 64(SI), Z15, Z17; \
+	VPADDD 128(SI), Z16, Z16; VPADDD 192(SI), Z17, Z17; \
+	VCVTDQ2PS Z16, Z16; VCVTDQ2PS Z17, Z17; \
+	VPERMPS zds, Z12, Z18; VPERMPS zds, Z29, Z19; \
+	VFMADD231PS Z18, Z16, zacc; VFMADD231PS Z19, Z17, zacc
+
+// func qgemv4Q4vnni(a *q8Args)
+//
+// Q4_0 and Q4_1, quads of rows, one input row. R15 the arguments, R10-R13
+// the rows, R8 their stride, DI the outputs, R14 the quads left, BX the
+// values' offset (64 per sub-group), CX the block (4 per sub-group), SI
+// the packed input (192 per sub-group); Z0-Z3 the sums, Z4-Z7 the m
+// terms, Z8-Z11 the group's d·dx, Z12 the sub-group's indices, Z28 the
+// nibble mask, Z31 the last group's lanes.
+TEXT ·qgemv4Q4vnni(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), R15
+	MOVQ B_MASK(R15), AX
+	VMOVUPS (AX), Z31
+	MOVL $15, AX
+	VPBROADCASTB AX, Z28
+	MOVQ B_ROWS(R15), R10
+	MOVQ B_ROWBYTES(R15), R8
+	MOVQ B_Y(R15), DI
+	MOVQ B_QUADS(R15), R14
+
+quad:
+	QUAD_ROWS
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	XORQ BX, BX
+	XORQ CX, CX
+	MOVQ B_X(R15), SI
+
+sub:
+	TESTQ $15, CX
+	JNZ nogroup
+	D8LOAD
+	LEAQ 16(CX), AX
+	CMPQ AX, B_NB(R15)
+	JLE nomask
+	D8MASK
+
+nomask:
+	D8DX
+	MOVQ B_MOFF(R15), R9
+	TESTQ R9, R9
+	JZ nogroup
+	M8LOAD
+	LEAQ 16(CX), AX
+	CMPQ AX, B_NB(R15)
+	JLE nommask
+	M8MASK
+
+nommask:
+	M8SUM
+
+nogroup:
+	MOVQ CX, R9
+	ANDQ $12, R9
+	SHLQ $4, R9
+	MOVQ B_IDX(R15), AX
+	VMOVDQU32 (AX)(R9*1), Z12
+	Q4ROW8(R10, Z8, Z0)
+	Q4ROW8(R11, Z9, Z1)
+	Q4ROW8(R12, Z10, Z2)
+	Q4ROW8(R13, Z11, Z3)
+	ADDQ $64, BX
+	ADDQ $4, CX
+	ADDQ $192, SI
+	CMPQ CX, B_NB(R15)
+	JLT sub
+
+	REDUCE512
+	CMPQ B_ACC(R15), $0
+	JEQ store
+	VADDPS (DI), X0, X0
+
+store:
+	VMOVUPS X0, (DI)
+	LEAQ (R13)(R8*1), R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ quad
+	VZEROUPPER
+	RET
+
+// func qgemv4Q8vnni(a *q8Args)
+//
+// Q8_0: qgemv4Q4vnni's plan, 128 bytes of values per sub-group (BX) and
+// 256 of input (SI); Z12 and Z29 the two vectors' indices, Z30 the top
+// bits.
+TEXT ·qgemv4Q8vnni(SB), NOSPLIT, $0-8
+	MOVQ a+0(FP), R15
+	MOVQ B_MASK(R15), AX
+	VMOVUPS (AX), Z31
+	MOVL $0x80, AX
+	VPBROADCASTB AX, Z30
+	MOVQ B_ROWS(R15), R10
+	MOVQ B_ROWBYTES(R15), R8
+	MOVQ B_Y(R15), DI
+	MOVQ B_QUADS(R15), R14
+
+quad:
+	QUAD_ROWS
+	ZERO8(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	XORQ BX, BX
+	XORQ CX, CX
+	MOVQ B_X(R15), SI
+
+sub:
+	TESTQ $15, CX
+	JNZ nogroup
+	D8LOAD
+	LEAQ 16(CX), AX
+	CMPQ AX, B_NB(R15)
+	JLE nomask
+	D8MASK
+
+nomask:
+	D8DX
+
+nogroup:
+	MOVQ CX, R9
+	ANDQ $12, R9
+	SHLQ $5, R9
+	MOVQ B_IDX(R15), AX
+	VMOVDQU32 (AX)(R9*1), Z12
+	VMOVDQU32 64(AX)(R9*1), Z29
+	Q8ROW8(R10, Z8, Z0)
+	Q8ROW8(R11, Z9, Z1)
+	Q8ROW8(R12, Z10, Z2)
+	Q8ROW8(R13, Z11, Z3)
+	ADDQ $128, BX
+	ADDQ $4, CX
+	ADDQ $256, SI
+	CMPQ CX, B_NB(R15)
+	JLT sub
+
+	REDUCE512
+	CMPQ B_ACC(R15), $0
+	JEQ store
+	VADDPS (DI), X0, X0
+
+store:
+	VMOVUPS X0, (DI)
+	LEAQ (R13)(R8*1), R10
+	ADDQ $16, DI
+	DECQ R14
+	JNZ quad
+	VZEROUPPER
+	RET
+
+// func quant8Row512(x *float32, nb int, q *int8, dx, sxq *float32, sum *int32)
+//
+// quantizeInput8 for one row of nb blocks: per block, d = max|x|/127,
+// id = 1/d (0 when d is), q = x·id rounded to nearest even (VCVTPS2DQ),
+// the sum of q, dx·Σq.
+TEXT ·quant8Row512(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ q+16(FP), DI
+	MOVQ dx+24(FP), R8
+	MOVQ sxq+32(FP), R9
+	MOVQ sum+40(FP), R10
+	TESTQ CX, CX
+	JZ done
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z31
+	MOVL $0x42fe0000, AX // 127.0
+	VMOVD AX, X30
+	MOVL $0x3f800000, AX // 1.0
+	VMOVD AX, X29
+
+block:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VPANDD Z31, Z0, Z2
+	VPANDD Z31, Z1, Z3
+	VMAXPS Z3, Z2, Z2
+	VEXTRACTF64X4 $1, Z2, Y3
+	VMAXPS Y3, Y2, Y2
+	VEXTRACTF128 $1, Y2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0x4e, X2, X3
+	VMAXPS X3, X2, X2
+	VPERMILPS $0xb1, X2, X3
+	VMAXPS X3, X2, X2
+	VDIVSS X30, X2, X4 // d = amax/127
+	VXORPS X5, X5, X5
+	VUCOMISS X5, X4
+	JEQ zero
+	VDIVSS X4, X29, X5 // id = 1/d
+
+zero:
+	VBROADCASTSS X5, Z5
+	VMULPS Z5, Z0, Z0
+	VMULPS Z5, Z1, Z1
+	VCVTPS2DQ Z0, Z0
+	VCVTPS2DQ Z1, Z1
+	VPMOVSDB Z0, X6
+	VPMOVSDB Z1, X7
+	VMOVDQU X6, (DI)
+	VMOVDQU X7, 16(DI)
+	VPADDD Z1, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPADDD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, (R10)
+	VMOVSS X4, (R8)
+	VCVTSI2SSL AX, X1, X1
+	VMULSS X1, X4, X1
+	VMOVSS X1, (R9)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ $4, R10
+	DECQ CX
+	JNZ block
+
+done:
+	VZEROUPPER
+	RET

@@ -8,9 +8,10 @@ import (
 
 // BenchmarkQGemv measures the decode step's product of one input row
 // with quantized matrices of SmolLM2-135M's shapes (k inputs, n
-// outputs), each format, on the kernels in use (MLERL_NATIVE_KERNEL
-// picks a tier), one thread, in the tasks gemvQuant cuts (qgemvRows
-// outputs): weights per second and GB/s of blocks read. The matrices are
+// outputs), each format, float32 and int8 inputs (quant8.go), on the
+// kernels in use (MLERL_NATIVE_KERNEL picks a tier), one thread, in the
+// tasks gemvQuant cuts (qgemvRows outputs): weights per second (wall and
+// CPU) and GB/s of blocks read. The matrices are
 // cycled over 96 MB of copies, a decode step's worth, so that the blocks
 // come from beyond the L2 cache as they do in decoding.
 func BenchmarkQGemv(b *testing.B) {
@@ -35,17 +36,34 @@ func BenchmarkQGemv(b *testing.B) {
 			qBlockSums(sx, x)
 			y := make([]float32, n)
 			ws := &workspace{}
-			b.Run(fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name), func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					q := qs[i%copies]
-					for j0 := 0; j0 < n; j0 += qgemvRows {
-						kern.qgemv(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, sx, y[j0:], n, false)
-					}
+			var in q8Input
+			quantizeInput8(&in, x, k, 1, proto.nb)
+			if kern.qprep8 != nil {
+				kern.qprep8(&in, typ)
+			}
+			for _, int8 := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name)
+				if int8 {
+					name += "/int8"
 				}
-				sec := b.Elapsed().Seconds()
-				b.ReportMetric(float64(k*n)*float64(b.N)/sec/1e9, "Gweights/s")
-				b.ReportMetric(float64(proto.bytes())*float64(b.N)/sec/1e9, "GB/s")
-			})
+				b.Run(name, func(b *testing.B) {
+					c0 := cpuSeconds()
+					for i := 0; i < b.N; i++ {
+						q := qs[i%copies]
+						for j0 := 0; j0 < n; j0 += qgemvRows {
+							if int8 {
+								kern.qgemv8(ws, q, j0, min(qgemvRows, n-j0), &in, y[j0:], n, false)
+							} else {
+								kern.qgemv(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, sx, y[j0:], n, false)
+							}
+						}
+					}
+					sec, cpu := b.Elapsed().Seconds(), cpuSeconds()-c0
+					b.ReportMetric(float64(k*n)*float64(b.N)/sec/1e9, "Gweights/s")
+					b.ReportMetric(float64(k*n)*float64(b.N)/cpu/1e9, "Gweights/cpu-s")
+					b.ReportMetric(float64(proto.bytes())*float64(b.N)/sec/1e9, "GB/s")
+				})
+			}
 		}
 	}
 }
@@ -56,6 +74,23 @@ func BenchmarkQGemv(b *testing.B) {
 // embedding). The weights are random, quantized where stored so: the
 // kernels' speed does not depend on their values.
 const bigStorageEnv = "MLERL_BIG_STORAGE"
+
+// bigActivationsEnv sets the activations of the products with quantized
+// blocks (SetQuantActivations: fp32, the default, or int8).
+const bigActivationsEnv = "MLERL_BIG_ACTIVATIONS"
+
+// newBigModel builds the model of shape cfg with opt and the storage and
+// activations bigStorageEnv and bigActivationsEnv name, seed 1.
+func newBigModel(b *testing.B, cfg Config, opt Options) (*Model, error) {
+	m, err := NewWithOptions(cfg, bigOptions(b, opt), 1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.SetQuantActivations(envOr(bigActivationsEnv, ActivationsFP32)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // bigOptions is opt with the base storage bigStorageEnv names; a base
 // stored otherwise than in float32 is frozen (Options.Frozen) when opt

@@ -453,3 +453,124 @@ func TestQDequantKernels(t *testing.T) {
 		}
 	})
 }
+
+// TestQGemv8Kernels: the int8 products (quant8.go), each kernel tier:
+// within float32 rounding (2⁻¹⁸ of the terms' magnitude) of the float64
+// product of the dequantized rows with the input rounded to its int8
+// grid (x̃ = dx·q), within Int8Bound of the float32 product with the
+// input as it is, and an output's bits the same whatever the rows, j0
+// and n of the call.
+func TestQGemv8Kernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	forEachKernel(t, func(t *testing.T) {
+		ws := &workspace{}
+		for _, typ := range []quantType{qQ8_0, qQ4_0, qQ4_1} {
+			for _, cols := range []int{32, 96, 544, 576, 1536} {
+				const nrows = 23
+				q := randQmat(r, typ, nrows, cols, 0.05)
+				for _, rows := range []int{1, 3} {
+					ldx := cols + 5
+					x := make([]float32, rows*ldx)
+					for i := range x {
+						x[i] = float32(r.NormFloat64())
+					}
+					if cols >= 96 {
+						clear(x[32:64]) // a block of zeros
+					}
+					var in q8Input
+					quantizeInput8(&in, x, ldx, rows, q.nb)
+					if kern.qprep8 != nil {
+						kern.qprep8(&in, typ)
+					}
+					for _, acc := range []bool{false, true} {
+						ldy := nrows + 2
+						y := make([]float32, rows*ldy)
+						for i := range y {
+							y[i] = float32(i % 5)
+						}
+						y0 := append([]float32(nil), y...)
+						kern.qgemv8(ws, q, 0, nrows, &in, y, ldy, acc)
+						w := make([]float32, cols)
+						for j := range nrows {
+							q.dequantRow(w, j)
+							for i := range rows {
+								var want, mag, exact float64
+								for k, v := range w {
+									xt := float64(in.dx[i*q.nb+k/QuantBlock]) * float64(in.q[i*q.nb*QuantBlock+k])
+									want += xt * float64(v)
+									mag += math.Abs(xt * float64(v))
+									exact += float64(x[i*ldx+k]) * float64(v)
+								}
+								if acc {
+									want += float64(y0[i*ldy+j])
+									exact += float64(y0[i*ldy+j])
+									mag += math.Abs(float64(y0[i*ldy+j]))
+								}
+								got := float64(y[i*ldy+j])
+								if d := math.Abs(got - want); d > 0x1p-18*mag {
+									t.Fatalf("%s %d cols, %d rows, acc %v: y[%d][%d] = %v, want %v (off by %.2g of the terms' magnitude)", typ, cols, rows, acc, i, j, got, want, d/mag)
+								}
+								if bound := Int8Bound(x[i*ldx:i*ldx+cols], w); math.Abs(got-exact) > bound+0x1p-18*mag {
+									t.Fatalf("%s %d cols: y[%d][%d] = %v is %.3g from the float32 product %v, beyond Int8Bound %.3g", typ, cols, i, j, got, math.Abs(got-exact), exact, bound)
+								}
+							}
+						}
+						for i := range rows {
+							var one q8Input
+							quantizeInput8(&one, x[i*ldx:], ldx, 1, q.nb)
+							if kern.qprep8 != nil {
+								kern.qprep8(&one, typ)
+							}
+							for j := range nrows {
+								o := []float32{y0[i*ldy+j]}
+								kern.qgemv8(ws, q, j, 1, &one, o, 1, acc)
+								if math.Float32bits(o[0]) != math.Float32bits(y[i*ldy+j]) {
+									t.Fatalf("%s %d cols: y[%d][%d] is %v in a call of %d rows and 23 outputs, %v alone", typ, cols, i, j, y[i*ldy+j], rows, o[0])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestQuantizeInput8: every tier quantizes an input row for the int8
+// products to the same integers, scales and sums (the integer sums are
+// then the same everywhere): a block of zeros, values half-way between
+// two steps (rounded to even), and normal draws.
+func TestQuantizeInput8(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	x := make([]float32, 7*QuantBlock)
+	for i := range x {
+		x[i] = float32(r.NormFloat64()) * float32(1+i/QuantBlock)
+	}
+	clear(x[32:64])
+	for i := range 32 { // block 2: max 127, so the steps are whole numbers
+		x[64+i] = float32(i) + 0.5
+	}
+	x[64] = 127
+	var want q8Input
+	saved := kern
+	kern = genericKernels
+	quantizeInput8(&want, x, len(x), 1, 7)
+	kern = saved
+	if want.q[64+1] != 2 || want.q[64+2] != 2 || want.sum[1] != 0 || want.dx[1] != 0 {
+		t.Fatalf("generic: q %v, sums %v, dx %v", want.q[64:70], want.sum, want.dx)
+	}
+	forEachKernel(t, func(t *testing.T) {
+		var got q8Input
+		quantizeInput8(&got, x, len(x), 1, 7)
+		for i := range want.q {
+			if got.q[i] != want.q[i] {
+				t.Fatalf("q[%d] = %d, generic %d", i, got.q[i], want.q[i])
+			}
+		}
+		for b := range 7 {
+			if got.dx[b] != want.dx[b] || got.sum[b] != want.sum[b] || got.sxq[b] != want.sxq[b] {
+				t.Fatalf("block %d: dx %v sum %d sxq %v, generic %v %d %v", b, got.dx[b], got.sum[b], got.sxq[b], want.dx[b], want.sum[b], want.sxq[b])
+			}
+		}
+	})
+}

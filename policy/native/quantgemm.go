@@ -36,6 +36,20 @@ const qgemvRows = 64
 func gemvQuant(p *pool, op gemmOp) {
 	op = op.biasFirst()
 	q := op.bq
+	if op.q8 {
+		p.gemmMu.Lock()
+		defer p.gemmMu.Unlock()
+		quantizeInput8(&p.q8, op.a, op.lda, op.m, q.nb)
+		in := &p.q8
+		if kern.qprep8 != nil {
+			kern.qprep8(in, q.typ)
+		}
+		p.runWork((op.n+qgemvRows-1)/qgemvRows, max(op.m, 8)*op.n*op.k, func(w, t int) {
+			j0 := t * qgemvRows
+			kern.qgemv8(&p.ws[w], q, j0, min(qgemvRows, op.n-j0), in, op.c[j0:], op.ldc, op.acc)
+		})
+		return
+	}
 	var sx []float32
 	if q.typ == qQ4_1 {
 		p.gemmMu.Lock()
