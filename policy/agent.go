@@ -37,6 +37,10 @@ type AgentOptions struct {
 	// CheckpointSelected (or "": the one the run selected by its rule,
 	// else the latest) or CheckpointLast.
 	Checkpoint string
+	// Activations is how the native engine multiplies a base kept in
+	// quantized blocks: ActivationsFP32 ("" too) or ActivationsInt8
+	// (Config.QuantActivations).
+	Activations string
 }
 
 // Decoding modes.
@@ -100,6 +104,7 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	pol.ForInference()
+	pol.Model.QuantActivations = quantActivations(pol, opts.Activations)
 	eng, _, err := ck.Engine(pol, engine, false)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -136,6 +141,7 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 		pol.Model.LoRA = nil // the base as it is: no adapters to add
 	}
 	pol.ForInference()
+	pol.Model.QuantActivations = quantActivations(pol, opts.Activations)
 	eng, err := pol.NewEngine(engine, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -149,6 +155,16 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 		a.Source += " + adapter " + pol.Source.Adapter
 	}
 	return a, nil
+}
+
+// quantActivations is Config.QuantActivations for a policy that only
+// generates, asked mode: int8 where its base is kept in quantized blocks,
+// else nothing (float32 products).
+func quantActivations(p *Policy, mode string) string {
+	if mode == ActivationsInt8 && QuantizedStorage(p.Model.BaseStorage) {
+		return ActivationsInt8
+	}
+	return ""
 }
 
 // ForInference sets how a policy that only generates stores its weights:

@@ -65,6 +65,10 @@ type Config struct {
 	LoRA        *LoRAConfig `yaml:"-" json:",omitempty"`
 	BaseStorage string      `yaml:"-" json:",omitempty"`
 	Recompute   bool        `yaml:"-" json:",omitempty"`
+	// QuantActivations is int8 when a policy that only generates asks the
+	// native engine for int8 products with its quantized base
+	// (ActivationsInt8); "" (float32) otherwise.
+	QuantActivations string `yaml:"-" json:",omitempty"`
 }
 
 // Native is the native engine's config of c: the shape, then the

@@ -105,6 +105,11 @@ func newNativeArch(cfg Config, seed uint64, base baseSource, weights []Tensor) (
 	if err != nil {
 		return nil, fmt.Errorf("policy native: %w", err)
 	}
+	if cfg.QuantActivations != "" {
+		if _, err := m.SetQuantActivations(cfg.QuantActivations); err != nil {
+			return nil, fmt.Errorf("policy native: %w", err)
+		}
+	}
 	e := &nativeEngine{cfg: cfg, m: m}
 	e.opt = native.NewAdamW(m, native.DefaultAdamWConfig())
 	shapes := map[string][]int{}

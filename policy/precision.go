@@ -158,3 +158,15 @@ func QuantizedGGUF(path string) (bool, error) {
 	}
 	return false, nil
 }
+
+// Activations of the native engine's products with a base kept in
+// quantized blocks (Config.QuantActivations; policy/native/quant8.go):
+// float32 inputs, or inputs quantized to int8 per block with integer
+// dot products (llama.cpp's arithmetic: faster decoding, logits within
+// native.Int8Bound of float32's). Only generation that trains nothing
+// asks for int8 (evaluate's activations key): a sampler's
+// log-probabilities must be the learner's to float32 rounding.
+const (
+	ActivationsFP32 = native.ActivationsFP32
+	ActivationsInt8 = native.ActivationsInt8
+)

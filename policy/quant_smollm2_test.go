@@ -16,7 +16,8 @@ import (
 // TestSmolLM2Storage measures the real SmolLM2-135M-Instruct Q4_1 file
 // (opt-in: MLERL_SMOLLM2_GGUF names it) in one base storage,
 // MLERL_SMOLLM2_STORAGE (quant, the default; fp32, bf16, q8_0...), one
-// storage per process so that each has a peak memory of its own: the
+// storage per process so that each has a peak memory of its own
+// (MLERL_SMOLLM2_ACTIVATIONS=int8: the int8 products for decoding): the
 // time to open the file and build the engine (LoRA rank 16 on every
 // target, recomputation: the SFT default), the greedy answer to the chat
 // question (transformers' own), decoding at batch 1 (a 300-token prompt,
@@ -45,6 +46,7 @@ func TestSmolLM2Storage(t *testing.T) {
 	}
 	defer p.Close()
 	opened := time.Since(start)
+	p.Model.QuantActivations = quantActivations(p, os.Getenv("MLERL_SMOLLM2_ACTIVATIONS"))
 	start = time.Now()
 	e, err := p.NewEngine(EngineNative, 1, nil)
 	if err != nil {
@@ -52,8 +54,8 @@ func TestSmolLM2Storage(t *testing.T) {
 	}
 	built := time.Since(start)
 	m := e.(*nativeEngine).m
-	t.Logf("storage %s (%s): opened in %v, engine built in %v; base %.1f MB; peak RSS %.3f GiB",
-		storage, m.BaseStorage(), opened.Round(time.Millisecond), built.Round(time.Millisecond), float64(m.BaseBytes())/1e6, vmGiB("VmHWM"))
+	t.Logf("storage %s (%s, %s activations): opened in %v, engine built in %v; base %.1f MB; peak RSS %.3f GiB",
+		storage, m.BaseStorage(), m.QuantActivations(), opened.Round(time.Millisecond), built.Round(time.Millisecond), float64(m.BaseBytes())/1e6, vmGiB("VmHWM"))
 
 	ids, err := p.hf.EncodeChat([]hf.Message{{Role: "user", Content: "What is the capital of France?"}}, true)
 	if err != nil {
@@ -69,7 +71,13 @@ func TestSmolLM2Storage(t *testing.T) {
 	}
 	answer := p.Decode(out[0].Tokens)
 	t.Logf("greedy answer %q", answer)
-	if !strings.HasPrefix(answer, "The capital of France is Paris.") {
+	switch {
+	case m.QuantActivations() == "int8":
+		// The first token's two best logits ("The", "L") are within
+		// about 0.2 of each other, and int8 inputs move the logits by
+		// more (the LM head's alone by 0.26, all products together by
+		// 1.2 of 25): the answer may start otherwise.
+	case !strings.HasPrefix(answer, "The capital of France is Paris."):
 		t.Errorf("greedy answer %q", answer)
 	}
 

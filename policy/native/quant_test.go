@@ -254,6 +254,24 @@ func TestQuantBase(t *testing.T) {
 						if d := maxRelDiff(got, toF64(want), 1); d > QuantTolerance(depth) {
 							t.Errorf("decoding from the blocks differs from the dequantized float32 base's by %.2g (tolerance %.2g)", d, QuantTolerance(depth))
 						}
+						// int8 inputs: within int8's rounding, inputs moved
+						// by up to 1/254 of their block's largest value
+						// (Int8Bound, per product), through depth products
+						// of these weights (N(0, 0.3²): gains of a few
+						// per layer): stated as 2/254 of the largest logit
+						// per product, summed.
+						if _, err := q.SetQuantActivations(ActivationsInt8); err != nil {
+							t.Fatal(err)
+						}
+						got8 := decodeSteps(t, q, seq, 6)
+						if _, err := q.SetQuantActivations(ActivationsFP32); err != nil {
+							t.Fatal(err)
+						}
+						if d := maxRelDiff(got8, toF64(want), 1); d > 2*float64(depth)/254 || d == 0 {
+							t.Errorf("int8 decoding differs from the float32 base's by %.2g of the largest logit (bound %.2g)", d, 2*float64(depth)/254)
+						} else if kern == simdKernels[0] {
+							t.Logf("int8 decoding: %.2g of the largest logit from the float32 base's (bound %.2g)", d, 2*float64(depth)/254)
+						}
 					})
 				})
 			}
