@@ -362,6 +362,9 @@ func initParams(t []paramField, seed uint64, loadedBase bool) {
 		switch p.init {
 		case initNormal:
 			for i := range s {
+				if i%(1<<14) == 0 {
+					clearVectorState() // see there: NormFloat64 calls math.Exp
+				}
 				s[i] = float32(0.02 * r.NormFloat64())
 			}
 		case initZero:

@@ -486,8 +486,9 @@ store:
 #define A_XSTRIDE 112
 #define A_SXSTRIDE 120
 
-// RPRO512 is the R-row prologue's loop body at group offset: d into
-// dbuf, m (Z17, masked on the last group) times each input row's sums.
+// The R-row prologue's steps at a group: RDBUF512 converts its 16 d
+// into dbuf; RMLOAD512 converts its m into Z17 (masked on the last group
+// by the function), RMSUM512 adds m times input row r's sums to zm.
 #define RDBUF512 \
 	VCVTPH2PS (R10)(BX*1), Z16; VMOVUPS Z16, (AX)(CX*1)
 
@@ -523,8 +524,9 @@ store:
 	MOVQ A_ROWS(R15), R10; MOVQ A_ROWBYTES(R15), R8; MOVQ A_Y(R15), DI; \
 	MOVQ A_DBUF(R15), AX; MOVQ A_QUADS(R15), R14
 
-// RGROUPS512 is the prologue's loop over groups of 16 blocks (labels
-// rgroup, rnom, rnomask in the function), summing m·sx with MSUMS.
+// RPROSTART512 and RPROSTEP512 begin and step the prologue's loop over
+// groups of 16 blocks; RMAINSTART and RMAINSTEP the main loop's over
+// blocks.
 #define RPROSTART512 \
 	MOVQ A_SX(R15), SI; MOVQ A_DOFF(R15), BX; MOVQ A_MOFF(R15), DX; XORQ CX, CX
 
@@ -1170,9 +1172,10 @@ done:
 #define B_Y 88
 #define B_ACC 96
 
-// G8START converts the group's d (at block CX) into Z8-Z11, masks the
-// last group's, times dx; with Q4_1 adds m·dx·Σq to Z4-Z7. Labels nomask8
-// and nom8 in the function.
+// At a group's first block (CX): D8LOAD converts the four rows' 16 d
+// into Z8-Z11, D8MASK masks the last group's lanes past the row, D8DX
+// multiplies them by the input's dx; with Q4_1 M8LOAD, M8MASK and M8SUM
+// add m·dx·Σq to Z4-Z7.
 #define D8LOAD \
 	MOVQ CX, R9; SHLQ $1, R9; ADDQ B_DOFF(R15), R9; \
 	VCVTPH2PS (R10)(R9*1), Z8; VCVTPH2PS (R11)(R9*1), Z9; \
