@@ -37,6 +37,10 @@ type AgentOptions struct {
 	// CheckpointSelected (or "": the one the run selected by its rule,
 	// else the latest) or CheckpointLast.
 	Checkpoint string
+	// Activations is how the native engine multiplies a base kept in
+	// quantized blocks: ActivationsFP32 ("" too) or ActivationsInt8
+	// (Config.QuantActivations).
+	Activations string
 }
 
 // Decoding modes.
@@ -78,6 +82,7 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	tr.Policy.ForInference()
+	tr.Policy.Model.QuantActivations = quantActivations(tr.Policy, opts.Activations)
 	eng, err := tr.Engine(engine)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -101,7 +106,7 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 		return nil, fmt.Errorf("agent %s: max_new_tokens %d must not be negative", name, opts.MaxNewTokens)
 	}
 	tu := DefaultTuning()
-	tu.BaseStorage = MatmulFP32 // what ForInference stores, below: nothing to resolve
+	tu.BaseStorage = MatmulFP32 // ForInference sets the storage, below: nothing to resolve
 	pol, err := OpenSpec(spec, budgets, tu, adapter)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -110,6 +115,7 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 		pol.Model.LoRA = nil // the base as it is: no adapters to add
 	}
 	pol.ForInference()
+	pol.Model.QuantActivations = quantActivations(pol, opts.Activations)
 	eng, err := pol.NewEngine(engine, 0, nil)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
@@ -125,14 +131,32 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 	return a, nil
 }
 
+// quantActivations is Config.QuantActivations for a policy that only
+// generates, asked mode: int8 where its base is kept in quantized blocks,
+// else nothing (float32 products).
+func quantActivations(p *Policy, mode string) string {
+	if mode == ActivationsInt8 && QuantizedStorage(p.Model.BaseStorage) {
+		return ActivationsInt8
+	}
+	return ""
+}
+
 // ForInference sets how a policy that only generates stores its weights:
-// a float32 base (decoding reads float32 weights; a bf16 base would be
-// widened at every prefill), no recomputation, no dropout.
+// a GGUF file's quantized blocks as they are (quant: decoding multiplies
+// by them, reading a fraction of float32's bytes per token), else a
+// float32 base (decoding reads float32 weights; a bf16 base would be
+// widened at every prefill); no recomputation, no dropout.
 func (p *Policy) ForInference() {
 	if p.Kind() != KindHF {
 		return
 	}
-	p.Model.BaseStorage, p.Model.Recompute = MatmulFP32, false
+	storage := MatmulFP32
+	if p.Source.Kind == KindGGUF {
+		if q, err := QuantizedGGUF(p.Source.Base); err == nil && q {
+			storage = StorageQuant
+		}
+	}
+	p.Model.BaseStorage, p.Model.Recompute = storage, false
 	if p.Model.LoRA != nil {
 		lo := *p.Model.LoRA
 		lo.Dropout = 0

@@ -55,16 +55,20 @@ type Config struct {
 
 	// How the weights are trained and stored, resolved from the stage's
 	// Tuning (Hugging Face policies only): LoRA adapters on a frozen base
-	// (nil: every weight trains), the frozen base's storage (bf16 or
-	// fp32: auto is resolved before, ResolvePrecision) and activation
-	// recomputation. An engine is built from them, so a checkpoint's
-	// model.json says how to rebuild its policy. BaseStorage bf16 without
-	// LoRA is a frozen base stored as a LoRA model's (inference, or a
-	// reference): the stages train every weight of such a policy in
-	// float32 instead (Tuning).
+	// (nil: every weight trains), the frozen base's storage (fp32, bf16,
+	// quant, q8_0, q4_0 or q4_1: auto is resolved before,
+	// ResolveBaseStorage) and activation recomputation. An engine is built from them, so a checkpoint's
+	// model.json says how to rebuild its policy. BaseStorage other than
+	// fp32 without LoRA is a frozen base stored as a LoRA model's
+	// (inference, or a reference): the stages train every weight of such
+	// a policy in float32 instead (Tuning).
 	LoRA        *LoRAConfig `yaml:"-" json:",omitempty"`
 	BaseStorage string      `yaml:"-" json:",omitempty"`
 	Recompute   bool        `yaml:"-" json:",omitempty"`
+	// QuantActivations is int8 when a policy that only generates asks the
+	// native engine for int8 products with its quantized base
+	// (ActivationsInt8); "" (float32) otherwise.
+	QuantActivations string `yaml:"-" json:",omitempty"`
 }
 
 // Native is the native engine's config of c: the shape, then the

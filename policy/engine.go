@@ -120,6 +120,12 @@ type Tensor struct {
 	Shape []int
 	F32   []float32
 	I64   []int64
+	// Blocks, when set (F32 nil), is a base matrix in quantized blocks
+	// of format Quant (q8_0, q4_0, q4_1) as a GGUF file stores them: its
+	// rows are the outputs of a dense weight (Shape being the native [in,
+	// out]) or the embedding's tokens (native.Model.SetParamBlocks).
+	Blocks []byte
+	Quant  string
 }
 
 // LossFunc turns the model's outputs at the requested positions (logits
@@ -265,7 +271,7 @@ const (
 // mlerl's own model; a Hugging Face policy's engines come from
 // [Policy.NewEngine].
 func NewEngine(name string, cfg Config, weights []Tensor) (Engine, error) {
-	return buildEngine(name, cfg, 0, weights, nil)
+	return buildEngine(name, cfg, 0, weights, baseSource{})
 }
 
 // weightSource gives an engine its base weights one tensor at a time, by
@@ -273,12 +279,21 @@ func NewEngine(name string, cfg Config, weights []Tensor) (Engine, error) {
 // so that the engine holds the only full copy).
 type weightSource func(set func(Tensor) error) error
 
+// baseSource is a Hugging Face policy's base for an engine: its weights,
+// and under base_storage quant the storage of each matrix a GGUF file
+// keeps in quantized blocks (native.Options.MatrixStorage; those
+// tensors come as blocks, Tensor.Blocks).
+type baseSource struct {
+	load    weightSource
+	storage map[string]string
+}
+
 // buildEngine is the one place the `engine` key chooses an engine. mlerl's
 // model (cfg.Standard) takes every weight from weights. Another
 // architecture starts from seed (fresh adapters and value head), takes
 // its base from base, then weights (a checkpoint's trained tensors) on
 // top.
-func buildEngine(name string, cfg Config, seed uint64, weights []Tensor, base weightSource) (Engine, error) {
+func buildEngine(name string, cfg Config, seed uint64, weights []Tensor, base baseSource) (Engine, error) {
 	switch name {
 	case EngineNative:
 		if cfg.Standard() {
@@ -289,7 +304,10 @@ func buildEngine(name string, cfg Config, seed uint64, weights []Tensor, base we
 		if cfg.Standard() {
 			return NewGoMLXEngine(cfg, nil, weights)
 		}
-		return newGomlxPolicyEngine(cfg, seed, base, weights)
+		if QuantizedStorage(cfg.BaseStorage) {
+			return nil, fmt.Errorf("base_storage %s: a base in quantized blocks is the %s engine's (the %s engine stores fp32 or bf16)", cfg.BaseStorage, EngineNative, EngineGoMLX)
+		}
+		return newGomlxPolicyEngine(cfg, seed, base.load, weights)
 	}
 	return nil, fmt.Errorf("engine %q is not known (known: %s, %s)", name, EngineNative, EngineGoMLX)
 }
@@ -301,9 +319,13 @@ func buildEngine(name string, cfg Config, seed uint64, weights []Tensor, base we
 // checkpoint's trained tensors, by native name) on top.
 func (p *Policy) NewEngine(name string, seed uint64, weights []Tensor) (Engine, error) {
 	if p.hf == nil {
-		return buildEngine(name, p.Model, seed, weights, nil)
+		return buildEngine(name, p.Model, seed, weights, baseSource{})
 	}
-	return buildEngine(name, p.Model, seed, weights, p.loadBase)
+	storage, err := p.matrixStorage()
+	if err != nil {
+		return nil, err
+	}
+	return buildEngine(name, p.Model, seed, weights, baseSource{load: p.loadBase, storage: storage})
 }
 
 // TrainableWeights returns the weights of e that train (every weight of

@@ -150,7 +150,7 @@ func NewGomlxEngineArch(cfg native.Config, lora native.LoRAConfig, opt GomlxArch
 	e.cos, e.sin = archRoPETable(c)
 	weights := opt.Weights
 	if weights == nil {
-		if weights, err = nativeInitialWeights(cfg, lora, opt.Seed); err != nil {
+		if weights, err = nativeInitialWeights(cfg, lora, opt.Seed, false); err != nil {
 			return nil, err
 		}
 	}
@@ -464,9 +464,12 @@ func archRoPETable(c native.Config) (cos, sin []float32) {
 }
 
 // nativeInitialWeights are the weights native.NewWithOptions draws for
-// cfg, lora and seed (the base in float32 whatever the CPU).
-func nativeInitialWeights(cfg native.Config, lora native.LoRAConfig, seed uint64) ([]Tensor, error) {
-	m, err := native.NewWithOptions(cfg, native.Options{LoRA: lora, BaseStorage: native.MatmulFP32}, seed)
+// cfg, lora and seed (the base in float32 whatever the CPU); with
+// loadedBase the base's matrices are zero, to be loaded, and the value
+// head and adapters those the native engine draws for a loaded base
+// (native.Options.LoadedBase), so that both engines start alike.
+func nativeInitialWeights(cfg native.Config, lora native.LoRAConfig, seed uint64, loadedBase bool) ([]Tensor, error) {
+	m, err := native.NewWithOptions(cfg, native.Options{LoRA: lora, BaseStorage: native.MatmulFP32, LoadedBase: loadedBase}, seed)
 	if err != nil {
 		return nil, fmt.Errorf("policy gomlx: initial weights: %w", err)
 	}

@@ -35,7 +35,7 @@ func newGomlxPolicyEngine(cfg Config, seed uint64, base weightSource, weights []
 	if cfg.LoRA != nil {
 		lora = cfg.LoRA.Native()
 	}
-	all, err := nativeInitialWeights(cfg.Native(), lora, seed)
+	all, err := nativeInitialWeights(cfg.Native(), lora, seed, base != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +48,8 @@ func newGomlxPolicyEngine(cfg Config, seed uint64, base weightSource, weights []
 		switch {
 		case !ok:
 			return fmt.Errorf("policy gomlx: the model has no weight %s (%s)", t.Name, cfg.describeArch())
+		case t.Blocks != nil:
+			return fmt.Errorf("policy gomlx: weight %s comes in %s blocks, which only the native engine keeps", t.Name, t.Quant)
 		case !slices.Equal(w.Shape, t.Shape) || len(t.F32) != len(w.F32):
 			return fmt.Errorf("policy gomlx: weight %s has shape %v (%d values), the model needs %v", t.Name, t.Shape, len(t.F32), w.Shape)
 		}

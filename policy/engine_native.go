@@ -80,16 +80,22 @@ func (e *nativeEngine) Logits(b Batch, idx []int32) ([]float32, []float32, error
 }
 
 // newNativeArch builds the native engine of a non-standard architecture
-// (a Hugging Face family, LoRA): initialised from seed, then base and
+// (a Hugging Face family, LoRA): initialised from seed (the base's
+// matrices left to be loaded, when there is a base), then base and
 // weights written over it by name.
-func newNativeArch(cfg Config, seed uint64, base weightSource, weights []Tensor) (Engine, error) {
+func newNativeArch(cfg Config, seed uint64, base baseSource, weights []Tensor) (Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opt := native.Options{BaseStorage: cfg.BaseStorage, Recompute: cfg.Recompute}
+	opt := native.Options{BaseStorage: cfg.BaseStorage, Recompute: cfg.Recompute, LoadedBase: base.load != nil}
+	if cfg.BaseStorage == StorageQuant {
+		// Each matrix as the GGUF file stores it: the blocks it keeps,
+		// float32 for the rest.
+		opt.BaseStorage, opt.MatrixStorage = MatmulFP32, base.storage
+	}
 	if cfg.LoRA != nil {
 		opt.LoRA = cfg.LoRA.Native()
-	} else if cfg.BaseStorage == MatmulBF16 {
+	} else if cfg.BaseStorage != MatmulFP32 && cfg.BaseStorage != "" {
 		// A base model stored as a LoRA model's is (frozen: only the
 		// value head trains), computing what such a model with fresh
 		// adapters computes.
@@ -98,6 +104,11 @@ func newNativeArch(cfg Config, seed uint64, base weightSource, weights []Tensor)
 	m, err := native.NewWithOptions(cfg.Native(), opt, seed)
 	if err != nil {
 		return nil, fmt.Errorf("policy native: %w", err)
+	}
+	if cfg.QuantActivations != "" {
+		if _, err := m.SetQuantActivations(cfg.QuantActivations); err != nil {
+			return nil, fmt.Errorf("policy native: %w", err)
+		}
 	}
 	e := &nativeEngine{cfg: cfg, m: m}
 	e.opt = native.NewAdamW(m, native.DefaultAdamWConfig())
@@ -110,13 +121,18 @@ func newNativeArch(cfg Config, seed uint64, base weightSource, weights []Tensor)
 		switch {
 		case !ok:
 			return fmt.Errorf("policy native: the model has no weight %s (%s)", t.Name, cfg.describeArch())
+		case t.Blocks != nil && slices.Equal(want, t.Shape):
+			if err := m.SetParamBlocks(t.Name, t.Quant, t.Blocks); err != nil {
+				return fmt.Errorf("policy native: %w", err)
+			}
+			return nil
 		case !slices.Equal(want, t.Shape) || len(t.F32) != (Tensor{Shape: want}).size():
 			return fmt.Errorf("policy native: weight %s has shape %v (%d values), the model needs %v", t.Name, t.Shape, len(t.F32), want)
 		}
 		return m.SetParam(t.Name, t.F32)
 	}
-	if base != nil {
-		if err := base(set); err != nil {
+	if base.load != nil {
+		if err := base.load(set); err != nil {
 			return nil, err
 		}
 	}

@@ -70,7 +70,7 @@ func TestGPUHFShape(t *testing.T) {
 	rows, steps, decode := envInt(t, "MLERL_GPU_HF_ROWS", 4), envInt(t, "MLERL_GPU_HF_STEPS", 5), envInt(t, "MLERL_GPU_HF_DECODE", 64)
 	lora := native.LoRAConfig{Rank: 16, Alpha: 32, Dropout: 0.05, Targets: []string{"q", "k", "v", "o", "gate", "up", "down"}}
 	t0 := time.Now()
-	weights, err := nativeInitialWeights(shape.cfg, lora, 1)
+	weights, err := nativeInitialWeights(shape.cfg, lora, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

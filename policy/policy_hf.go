@@ -161,8 +161,11 @@ func newHF(kind string, ck *hf.Checkpoint, budgets Config, tuning Tuning) (*Poli
 	if a.MaxPositionEmbeddings > 0 && cfg.Ctx > a.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("model.ctx %d exceeds config.json's max_position_embeddings %d: lower model.ctx and the budgets", cfg.Ctx, a.MaxPositionEmbeddings)
 	}
-	if err := tuning.apply(&cfg); err != nil {
+	if err := tuning.apply(&cfg, kind+":"+ck.Dir); err != nil {
 		return nil, err
+	}
+	if cfg.BaseStorage == StorageQuant && kind != KindGGUF {
+		return nil, fmt.Errorf("base_storage %s keeps a GGUF file's quantized blocks; a Hugging Face folder holds float weights: use %s (or %s, %s) to quantize them on load", StorageQuant, StorageQ8_0, StorageQ4_0, StorageQ4_1)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -409,6 +412,10 @@ func transposed(v []float32, rows, cols int) []float32 {
 // its own storage.
 func (p *Policy) loadBase(set func(Tensor) error) error {
 	w := p.hf.Weights
+	blocks, err := p.blockFormats()
+	if err != nil {
+		return err
+	}
 	for _, name := range w.Names() {
 		if rotaryBuffer.MatchString(name) {
 			continue
@@ -416,6 +423,24 @@ func (p *Policy) loadBase(set func(Tensor) error) error {
 		n, tr, ok := nativeName(name)
 		if !ok {
 			return fmt.Errorf("%s: tensor %s has no counterpart in the native engine", p.Source.Base, name)
+		}
+		if want := blocks[n]; want != "" {
+			// Kept in its blocks: the rows as stored, the shape the
+			// native one ([in, out] for a Linear).
+			format, b, info, err := w.(blockTensors).Blocks(name)
+			if err != nil {
+				return err
+			}
+			if format == want {
+				shape := slices.Clone(info.Shape)
+				if tr {
+					shape = []int{shape[1], shape[0]}
+				}
+				if err := set(Tensor{Name: n, Shape: shape, Blocks: b, Quant: format}); err != nil {
+					return fmt.Errorf("%s: tensor %s: %w", p.Source.Base, name, err)
+				}
+				continue
+			}
 		}
 		v, info, err := w.Float32(name)
 		if err != nil {
@@ -437,6 +462,52 @@ func (p *Policy) loadBase(set func(Tensor) error) error {
 		}
 	}
 	return nil
+}
+
+// blockTensors is a GGUF file's weights (gguf.Weights): tensors it
+// stores in quantized blocks come as they are.
+type blockTensors interface {
+	Blocks(name string) (format string, blocks []byte, info hf.TensorInfo, err error)
+	StoredType(name string) (gguf.Type, bool)
+}
+
+// blockFormats is, by native name, the quantized format each base matrix
+// is stored in under the policy's base_storage whose blocks the base
+// file holds as they are (those load as blocks); matrices quantized on
+// load from float values (q8_0 of a Hugging Face folder) are not listed.
+func (p *Policy) blockFormats() (map[string]string, error) {
+	st := p.Model.BaseStorage
+	bt, ok := p.hf.Weights.(blockTensors)
+	if !QuantizedStorage(st) || !ok {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, name := range p.hf.Weights.Names() {
+		n, _, ok := nativeName(name)
+		typ, stored := bt.StoredType(name)
+		if !ok || !stored {
+			continue
+		}
+		if f, ok := gguf.BlockFormat(typ); ok && (st == StorageQuant || st == f) {
+			out[n] = f
+		}
+	}
+	return out, nil
+}
+
+// matrixStorage is native.Options.MatrixStorage under base_storage
+// quant: each base matrix the GGUF file stores in Q8_0, Q4_0 or Q4_1
+// blocks, in its format, by native name (the rest float32). nil for any
+// other storage (one storage for every matrix).
+func (p *Policy) matrixStorage() (map[string]string, error) {
+	if p.Model.BaseStorage != StorageQuant {
+		return nil, nil
+	}
+	m, err := p.blockFormats()
+	if err == nil && len(m) == 0 {
+		m = map[string]string{}
+	}
+	return m, err
 }
 
 // peftModules maps native's target names to PEFT's module names.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/mlerl/mlerl/policy/gguf"
 	"github.com/mlerl/mlerl/policy/native"
 )
 
@@ -91,3 +92,82 @@ func SetMatmul(e Engine, mode string) (string, error) {
 	}
 	return r, nil
 }
+
+// Base storages beyond the precisions: a frozen base kept in ggml's
+// quantized blocks by the native engine (policy/native/quant.go).
+// StorageQuant keeps each matrix of a GGUF file in the blocks the file
+// stores it in (Q8_0, Q4_0, Q4_1; other types in float32); the formats
+// quantize every base matrix on load (blocks of that format in the file
+// are kept as they are), a Hugging Face folder's too.
+const (
+	StorageQuant = "quant"
+	StorageQ8_0  = native.StorageQ8_0
+	StorageQ4_0  = native.StorageQ4_0
+	StorageQ4_1  = native.StorageQ4_1
+)
+
+// QuantizedStorage reports whether a resolved base storage keeps
+// matrices in quantized blocks.
+func QuantizedStorage(s string) bool {
+	switch s {
+	case StorageQuant, StorageQ8_0, StorageQ4_0, StorageQ4_1:
+		return true
+	}
+	return false
+}
+
+// ResolveBaseStorage resolves base_storage for the policy spec names:
+// auto (or "") becomes quant when spec is a GGUF file whose matrices
+// are stored in blocks the native engine keeps (QuantizedGGUF: it reads
+// the file's tensor table), else what AutoPrecision says; fp32, bf16,
+// quant and the quantized formats stay as they are (any case). An empty
+// spec (a stage that learns its base later, from a checkpoint) resolves
+// auto by the CPU alone.
+func ResolveBaseStorage(mode, spec string) (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(mode)); m {
+	case MatmulAuto, "":
+		if kind, path, err := ParseSpec(spec); err == nil && kind == KindGGUF {
+			q, err := QuantizedGGUF(path)
+			if err != nil {
+				return "", err
+			}
+			if q {
+				return StorageQuant, nil
+			}
+		}
+		return AutoPrecision()
+	case MatmulFP32, MatmulBF16, StorageQuant, StorageQ8_0, StorageQ4_0, StorageQ4_1:
+		return m, nil
+	}
+	return "", fmt.Errorf("base storage %q: want %s, %s, %s, %s, %s, %s or %s", mode, MatmulAuto, MatmulFP32, MatmulBF16, StorageQuant, StorageQ8_0, StorageQ4_0, StorageQ4_1)
+}
+
+// QuantizedGGUF reports whether the GGUF file at path stores any matrix
+// in blocks the native engine keeps as they are (Q8_0, Q4_0, Q4_1):
+// base_storage auto then means quant. Only the header and the tensor
+// table are read.
+func QuantizedGGUF(path string) (bool, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, t := range f.Tensors {
+		if _, ok := gguf.BlockFormat(t.Type); ok && len(t.Dims) == 2 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Activations of the native engine's products with a base kept in
+// quantized blocks (Config.QuantActivations; policy/native/quant8.go):
+// float32 inputs, or inputs quantized to int8 per block with integer
+// dot products (llama.cpp's arithmetic: faster decoding, logits within
+// native.Int8Bound of float32's). Only generation that trains nothing
+// asks for int8 (evaluate's activations key): a sampler's
+// log-probabilities must be the learner's to float32 rounding.
+const (
+	ActivationsFP32 = native.ActivationsFP32
+	ActivationsInt8 = native.ActivationsInt8
+)

@@ -76,8 +76,15 @@ type Tuning struct {
 	// FullFinetune trains every weight (a checkpoint then holds them all,
 	// and no adapter folder is written).
 	FullFinetune bool `yaml:"full_finetune" help:"Hugging Face policies: train every weight instead of LoRA adapters (checkpoints then hold the whole model)"`
-	// BaseStorage is native.Options.BaseStorage for the frozen base.
-	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), bf16 or fp32"`
+	// BaseStorage is how the frozen base is stored (native.Options'
+	// BaseStorage and MatrixStorage): auto, fp32, bf16, quant or a
+	// quantized format (precision.go's ResolveBaseStorage).
+	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (quant for a GGUF file of quantized blocks, else bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), fp32, bf16, quant (a GGUF file's Q8_0/Q4_0/Q4_1 matrices kept in their blocks, the native engine multiplying by them), or q8_0, q4_0, q4_1 (every base matrix quantized to that format on load)"`
+	// autoStorage records that BaseStorage was auto before it was
+	// resolved without knowing the base (train ppo from an SFT
+	// checkpoint, whose policy.json names it): the stage then keeps the
+	// checkpoint's quantized storage (ResolveAutoFor).
+	autoStorage bool
 	// Recompute is native.Options.Recompute.
 	Recompute bool `yaml:"recompute" help:"Hugging Face policies: keep only each block's input in the forward pass and recompute its activations in the backward pass (a fraction of the memory for about one more forward of time; the native engine's: XLA plans GoMLX's memory itself)"`
 }
@@ -94,12 +101,12 @@ func DefaultTuning() Tuning {
 // Validate checks the tuning keys, each failure one line naming the key.
 func (t Tuning) Validate() error {
 	switch t.BaseStorage {
-	case MatmulAuto, MatmulBF16, MatmulFP32:
+	case MatmulAuto, MatmulBF16, MatmulFP32, StorageQuant, StorageQ8_0, StorageQ4_0, StorageQ4_1:
 	default:
-		return config.Errorf("base_storage", t.BaseStorage, "want %s, %s or %s", MatmulAuto, MatmulBF16, MatmulFP32)
+		return config.Errorf("base_storage", t.BaseStorage, "want %s, %s, %s, %s, %s, %s or %s", MatmulAuto, MatmulFP32, MatmulBF16, StorageQuant, StorageQ8_0, StorageQ4_0, StorageQ4_1)
 	}
 	if t.FullFinetune {
-		if t.BaseStorage == MatmulBF16 {
+		if t.BaseStorage != MatmulAuto && t.BaseStorage != MatmulFP32 {
 			return config.Errorf("base_storage", t.BaseStorage, "stores a frozen base; with full_finetune every weight trains in float32 (use auto or fp32)")
 		}
 		return nil
@@ -107,29 +114,48 @@ func (t Tuning) Validate() error {
 	return config.Nest("lora", t.LoRA.Validate())
 }
 
-// Resolved is t with base_storage resolved (ResolvePrecision): auto
-// becomes what it means on this machine, or fp32 with full_finetune
-// (every weight trains: nothing is stored in bf16). The stages resolve
-// their tuning once, as their config is loaded, so that the config they
-// print and record says which storage ran.
-func (t Tuning) Resolved() (Tuning, error) {
+// Resolved is t with base_storage resolved without knowing the base
+// (ResolvedFor with no spec).
+func (t Tuning) Resolved() (Tuning, error) { return t.ResolvedFor("") }
+
+// ResolvedFor is t with base_storage resolved for the policy spec names
+// (ResolveBaseStorage): auto becomes quant for a GGUF file of quantized
+// blocks, else what it means on this machine, or fp32 with full_finetune
+// (every weight trains: nothing is stored in bf16 or in blocks). The
+// stages resolve their tuning once, as their config is loaded, so that
+// the config they print and record says which storage ran.
+func (t Tuning) ResolvedFor(spec string) (Tuning, error) {
 	if t.FullFinetune && (t.BaseStorage == MatmulAuto || t.BaseStorage == "") {
 		t.BaseStorage = MatmulFP32
 		return t, nil
 	}
-	r, err := ResolvePrecision(t.BaseStorage)
+	auto := t.BaseStorage == MatmulAuto || t.BaseStorage == ""
+	r, err := ResolveBaseStorage(t.BaseStorage, spec)
 	if err != nil {
 		return t, config.Errorf("base_storage", t.BaseStorage, "%v", err)
 	}
-	t.BaseStorage = r
+	t.BaseStorage, t.autoStorage = r, auto && spec == ""
 	return t, nil
 }
 
+// ResolveAutoFor is, for a tuning resolved without knowing its base
+// (Resolved), the base storage to use once the base is known: a
+// checkpoint's recorded storage when it keeps its base in quantized
+// blocks and base_storage was auto (auto would have picked quant had the
+// base been known: the stage keeps what the checkpoint trained on), else
+// the resolved value.
+func (t Tuning) ResolveAutoFor(recorded string) string {
+	if t.autoStorage && !t.FullFinetune && QuantizedStorage(recorded) {
+		return recorded
+	}
+	return t.BaseStorage
+}
+
 // apply sets c's training fields from t: the adapters (none with
-// full_finetune), the base's storage (resolved: model.json records what
-// ran) and recomputation.
-func (t Tuning) apply(c *Config) error {
-	t, err := t.Resolved()
+// full_finetune), the base's storage (resolved for the base spec names:
+// model.json records what ran) and recomputation.
+func (t Tuning) apply(c *Config, spec string) error {
+	t, err := t.ResolvedFor(spec)
 	if err != nil {
 		return err
 	}
@@ -139,7 +165,7 @@ func (t Tuning) apply(c *Config) error {
 		c.LoRA = &lo
 	}
 	if c.LoRA == nil {
-		c.BaseStorage = MatmulFP32 // every weight trains: nothing to store in bf16
+		c.BaseStorage = MatmulFP32 // every weight trains: nothing to store in bf16 or in blocks
 	}
 	return nil
 }

@@ -193,11 +193,13 @@ func DefaultPPOConfig() PPOConfig {
 func (c *PPOConfig) Derive() { _ = c.resolvePrecision() }
 
 // resolvePrecision resolves the tuning's base_storage (policy.Tuning's
-// Resolved), matmul (for the engine; empty, as in the configs of runs
-// from before the key, is fp32: PPO computed in float32 then) and
-// old_logp: the one place train ppo decides them.
+// ResolvedFor the policy key; started from an SFT checkpoint, whose
+// base only its policy.json names, startPolicy keeps a quantized storage
+// it recorded when this was auto), matmul (for the engine; empty, as in
+// the configs of runs from before the key, is fp32: PPO computed in
+// float32 then) and old_logp: the one place train ppo decides them.
 func (c *PPOConfig) resolvePrecision() error {
-	t, terr := c.Tuning.Resolved()
+	t, terr := c.Tuning.ResolvedFor(c.Policy)
 	if terr == nil {
 		c.Tuning = t
 	}

@@ -168,7 +168,9 @@ func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 	}
 	if r.pol.Kind() == policy.KindHF {
 		m := &r.pol.Model
-		m.BaseStorage, m.Recompute = cfg.Tuning.BaseStorage, cfg.Tuning.Recompute // resolved (newPPORun)
+		// Resolved (newPPORun); auto keeps an SFT checkpoint's quantized base.
+		r.cfg.Tuning.BaseStorage = cfg.Tuning.ResolveAutoFor(m.BaseStorage)
+		m.BaseStorage, m.Recompute = r.cfg.Tuning.BaseStorage, cfg.Tuning.Recompute
 		if m.LoRA != nil {
 			lo := *m.LoRA
 			lo.Dropout = 0

@@ -410,6 +410,57 @@ func (w *Weights) Float32(name string) ([]float32, hf.TensorInfo, error) {
 	return v, info, nil
 }
 
+// Blocks returns a tensor stored in Q8_0, Q4_0 or Q4_1 blocks as the
+// file stores them, rows of blocks (a Linear's outputs, the embedding's
+// tokens), llama's q_proj and k_proj rows in transformers' order as
+// Float32 puts them (whole rows move, so the blocks stay as they are),
+// with its format in the native engine's terms ("q8_0", "q4_0", "q4_1")
+// and Info's shape. A tensor of another type is an error: Float32 reads
+// it.
+func (w *Weights) Blocks(name string) (format string, blocks []byte, info hf.TensorInfo, err error) {
+	g, ok := w.gguf[name]
+	if !ok {
+		return "", nil, info, fmt.Errorf("tensor %q: %w", name, hf.ErrNoTensor)
+	}
+	b, t, err := w.f.Raw(g)
+	if err != nil {
+		return "", nil, info, err
+	}
+	info = hf.TensorInfo{Name: name, DType: hf.F32, Shape: t.Shape()}
+	format, ok = BlockFormat(t.Type)
+	if !ok || len(info.Shape) != 2 {
+		return "", nil, info, fmt.Errorf("%s: tensor %q is %s, not a matrix of Q8_0, Q4_0 or Q4_1 blocks", w.f.Path, g, t.Type)
+	}
+	if h := w.heads[name]; h > 0 {
+		if b, err = permuteRowBytes(b, info.Shape[0], h); err != nil {
+			return "", nil, info, fmt.Errorf("%s: tensor %q: %w", w.f.Path, g, err)
+		}
+	}
+	return format, b, info, nil
+}
+
+// BlockFormat names a tensor type the native engine keeps in its blocks
+// (policy/native's q8_0, q4_0, q4_1 storage); ok is false for the others
+// (float types and K-quants, which it dequantizes).
+func BlockFormat(t Type) (string, bool) {
+	switch t {
+	case Q8_0:
+		return "q8_0", true
+	case Q4_0:
+		return "q4_0", true
+	case Q4_1:
+		return "q4_1", true
+	}
+	return "", false
+}
+
+// StoredType is the type a tensor (by its Hugging Face name) is stored
+// in; ok is false for a name the file does not hold.
+func (w *Weights) StoredType(name string) (Type, bool) {
+	t, ok := w.Stored(name)
+	return t.Type, ok
+}
+
 // Close closes the file.
 func (w *Weights) Close() error { return w.f.Close() }
 
@@ -439,12 +490,27 @@ func (w *Weights) dtype() hf.DType {
 // 2i + j of a head is row j*d/2 + i of transformers'. toGGUF false undoes
 // that, as transformers' GGUF loader does; true applies it, for writing.
 func permuteRows(v []float32, shape []int, heads int, toGGUF bool) ([]float32, error) {
-	if len(shape) != 2 || heads <= 0 || shape[0]%(2*heads) != 0 {
+	if len(shape) != 2 {
 		return nil, fmt.Errorf("shape %v cannot be split into %d heads of RoPE pairs", shape, heads)
 	}
-	cols := shape[1]
-	half := shape[0] / heads / 2
-	out := make([]float32, len(v))
+	return permute(v, shape[0], heads, toGGUF)
+}
+
+// permuteRowBytes is permuteRows from the file's order for rows of any
+// bytes (quantized blocks): rows rows, each len(b)/rows bytes.
+func permuteRowBytes(b []byte, rows, heads int) ([]byte, error) {
+	return permute(b, rows, heads, false)
+}
+
+// permute moves whole rows (len(v)/rows values each) as permuteRows
+// says.
+func permute[T any](v []T, rows, heads int, toGGUF bool) ([]T, error) {
+	if heads <= 0 || rows%(2*heads) != 0 || len(v)%rows != 0 {
+		return nil, fmt.Errorf("%d rows cannot be split into %d heads of RoPE pairs", rows, heads)
+	}
+	cols := len(v) / rows
+	half := rows / heads / 2
+	out := make([]T, len(v))
 	for h := range heads {
 		for i := range half {
 			for j := range 2 {

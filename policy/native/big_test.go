@@ -64,7 +64,8 @@ func demoRecipeBatch(rows, vocab int) (Batch, []int32, []int32) {
 //	MLERL_BIG=1 GOEXPERIMENT=simd go test -run '^$' -bench 'LoRASFTBig/qwen2.5-0.5b/rows=8/recompute=true' -benchtime 2x ./policy/native/
 //
 // MLERL_BIG_SHAPES, MLERL_BIG_ROWS and MLERL_BIG_RECOMPUTE (comma
-// lists) narrow the cases.
+// lists) narrow the cases; MLERL_BIG_STORAGE stores the base in bf16 or
+// quantized blocks (newBigModel).
 func BenchmarkLoRASFTBig(b *testing.B) {
 	if os.Getenv("MLERL_BIG") != "1" {
 		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized steps (minutes each)")
@@ -121,11 +122,11 @@ func newLoRABig(b *testing.B, cfg Config, o bigLoRA, load func(*Model) error) fu
 	debug.FreeOSMemory()
 	resetPeakRSS()
 	t0 := time.Now()
-	m, err := NewWithOptions(cfg, Options{
+	m, err := newBigModel(b, cfg, Options{
 		LoRA:        LoRAConfig{Rank: 16, Alpha: 32, Dropout: o.dropout, Targets: allTargets},
 		Recompute:   o.recompute,
 		BaseStorage: o.storage,
-	}, 1)
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -200,6 +201,8 @@ func rssGiB(field string) float64 {
 // counterpart of scripts/bench_torch_hf_generate.py:
 //
 //   - batch=1: one 300-token prompt, then 128 new tokens;
+//   - batch=8: one 300-token prompt, prefilled once, 8 rows continuing
+//     from it, 64 new tokens per row;
 //   - batch=32: 4 prompts of 300 tokens, each prefilled once, 8 rows
 //     per prompt continuing from it (Cache.Share, as step-wise PPO
 //     generates), 64 new tokens per row.
@@ -207,14 +210,17 @@ func rssGiB(field string) float64 {
 // Before the timed generations, one warm-up (the prefill and 4 decode
 // steps) grows the buffers. new_tok/s counts the new tokens over the
 // whole time, prefill included; new_tok/cpu-s over the process's CPU
-// time (getrusage); decode_tok/s over the decode steps only;
+// time (getrusage); decode_tok/s and decode_tok/cpu-s over the decode
+// steps only;
 // peak_RSS_GiB is the process's peak resident memory (VmHWM, reset
 // before the model is built). Like BenchmarkLoRASFTBig it needs
 // MLERL_BIG=1 and is meant to run one case per process:
 //
 //	MLERL_BIG=1 GOEXPERIMENT=simd go test -run '^$' -bench 'GenerateBig/smollm2-135m/batch=1$' -benchtime 1x ./policy/native/
 //
-// MLERL_BIG_SHAPES narrows the shapes.
+// MLERL_BIG_SHAPES narrows the shapes; MLERL_BIG_STORAGE stores the
+// (frozen) base in bf16 or quantized blocks, MLERL_BIG_ACTIVATIONS=int8
+// quantizes the inputs of its products with them (newBigModel).
 func BenchmarkGenerateBig(b *testing.B) {
 	if os.Getenv("MLERL_BIG") != "1" {
 		b.Skip("MLERL_BIG=1 runs the Hugging Face-sized generations (minutes each)")
@@ -224,14 +230,14 @@ func BenchmarkGenerateBig(b *testing.B) {
 		if !ok {
 			b.Fatalf("unknown shape %q", shape)
 		}
-		for _, g := range []bigGen{{prompts: 1, perPrompt: 1, newTokens: 128}, {prompts: 4, perPrompt: 8, newTokens: 64}} {
+		for _, g := range []bigGen{{prompts: 1, perPrompt: 1, newTokens: 128}, {prompts: 1, perPrompt: 8, newTokens: 64}, {prompts: 4, perPrompt: 8, newTokens: 64}} {
 			var m *Model // built once per case, not again for each b.N
 			b.Run(fmt.Sprintf("%s/batch=%d", shape, g.prompts*g.perPrompt), func(b *testing.B) {
 				if m == nil {
 					debug.FreeOSMemory()
 					resetPeakRSS()
 					var err error
-					if m, err = New(cfg, 1); err != nil {
+					if m, err = newBigModel(b, cfg, Options{}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -242,8 +248,9 @@ func BenchmarkGenerateBig(b *testing.B) {
 }
 
 // bigGen is one case of BenchmarkGenerateBig (and BenchmarkLLMGenerate):
-// prompts prompts of promptLen tokens (0: bigPromptLen), perPrompt rows
-// continuing from each.
+// prompts prompts of promptLen tokens (0: bigPromptLen, or
+// MLERL_BIG_PROMPT's length, e.g. 1 to compare with llama-bench's tg128
+// at depth 0), perPrompt rows continuing from each.
 type bigGen struct{ prompts, perPrompt, newTokens, promptLen int }
 
 const bigPromptLen = 300
@@ -255,7 +262,11 @@ const bigPromptLen = 300
 func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	cfg := m.Config
 	if g.promptLen == 0 {
-		g.promptLen = bigPromptLen
+		n, err := strconv.Atoi(envOr("MLERL_BIG_PROMPT", strconv.Itoa(bigPromptLen)))
+		if err != nil || n < 1 {
+			b.Fatalf("MLERL_BIG_PROMPT=%q: want a positive number of tokens", os.Getenv("MLERL_BIG_PROMPT"))
+		}
+		g.promptLen = n
 	}
 	r := rand.New(rand.NewPCG(7, 8))
 	prompts, firsts := make([][]int32, g.prompts), make([]int, g.prompts)
@@ -275,7 +286,9 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	logits := make([]float32, rows*cfg.Vocab)
 	var prefillSecs float64
 	// generate prefills each prompt once, lets its rows share it, and
-	// decodes n tokens; it returns the decode steps' wall seconds.
+	// decodes n tokens; it returns the decode steps' wall seconds and
+	// adds their CPU seconds to decodeCPU.
+	var decodeCPU float64
 	generate := func(n int) float64 {
 		for i := range rows {
 			c.Reset(i)
@@ -297,9 +310,13 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 				copy(logits[(src+j)*cfg.Vocab:(src+j+1)*cfg.Vocab], first[s*cfg.Vocab:(s+1)*cfg.Vocab])
 			}
 		}
-		return decodeGreedy(b, m, c, all, logits, n)
+		cpu0 := cpuSeconds()
+		secs := decodeGreedy(b, m, c, all, logits, n)
+		decodeCPU += cpuSeconds() - cpu0
+		return secs
 	}
 	generate(4) // warm-up: buffers grow to size
+	decodeCPU = 0
 	var decodeSecs float64
 	prefillSecs = 0
 	b.ResetTimer()
@@ -313,5 +330,6 @@ func benchGenerateBig(b *testing.B, m *Model, g bigGen) {
 	b.ReportMetric(n/cpu, "new_tok/cpu-s")
 	b.ReportMetric(n/decodeSecs, "decode_tok/s")
 	b.ReportMetric(float64(b.N*g.prompts*g.promptLen)/prefillSecs, "prefill_tok/s")
+	b.ReportMetric(n/decodeCPU, "decode_tok/cpu-s")
 	b.ReportMetric(rssGiB("VmHWM"), "peak_RSS_GiB")
 }

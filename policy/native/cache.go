@@ -65,6 +65,11 @@ func (m *Model) PackWeights(c *Cache) {
 		pw.blocks = make([]packedBlock, cfg.Layers)
 	}
 	pack := func(dst []float32, ln linear) []float32 {
+		if ln.q != nil {
+			// Quantized blocks are read as they are: packed into float32
+			// panels, the base would take float32's memory again.
+			return nil
+		}
 		return packB(p, gemmOp{k: ln.in, n: ln.out, b: ln.w, bh: ln.h, ldb: ln.out}, dst, ln.in*ln.out >= parallelMinWork)
 	}
 	for l := range cfg.Layers {
@@ -77,10 +82,13 @@ func (m *Model) PackWeights(c *Cache) {
 		}
 	}
 	d, v := cfg.DModel, cfg.Vocab
-	if cfg.TiedEmbed {
+	switch {
+	case cfg.TiedEmbed && m.w.embedQ != nil:
+		pw.lm = nil
+	case cfg.TiedEmbed:
 		pw.lm = packB(p, gemmOp{tb: true, k: d, n: v, b: m.w.embed, bh: m.w.embedH, ldb: d}, pw.lm, true)
-	} else {
-		pw.lm = pack(pw.lm, linear{w: m.w.lmW, h: m.w.lmH, in: d, out: v})
+	default:
+		pw.lm = pack(pw.lm, linear{w: m.w.lmW, h: m.w.lmH, q: m.w.lmQ, in: d, out: v})
 	}
 	pw.nr = kern.nr
 	pw.always = len(m.half) > 0

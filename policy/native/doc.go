@@ -122,6 +122,23 @@
 // precision. MergeLoRA merges into a bfloat16 base with one rounding of
 // each merged weight (lora.go says how far).
 //
+// A frozen base may also stay in ggml's quantized blocks
+// (Options.BaseStorage q8_0, q4_0 or q4_1, or per matrix
+// Options.MatrixStorage: a GGUF file's tensors as the file stores them;
+// SetParamBlocks takes the file's blocks as they are): a sixth (Q4) to a
+// third (Q8) of float32's memory. Products of more than gemmSmallM rows
+// (prefill, the training forward, the backward pass's input gradient
+// through the frozen base: QLoRA on CPU) dequantize B a block of columns
+// at a time into the micro-kernel's panels, so they compute, bit for bit,
+// what a float32 base holding the dequantized weights computes; products
+// of fewer rows (decoding) multiply by the blocks (quant_amd64.s: the
+// nibbles through a VPERMPS table, scales converted 16 at a time) within
+// QuantTolerance of that, or with SetQuantActivations int8 quantize
+// their input per block and sum in integers as llama.cpp does
+// (AVX512_VNNI; within Int8Bound). quant.go, quantgemm.go and quant8.go
+// say how; docs/design/quantized-base.md what each storage costs and
+// gives.
+//
 // Precisions are given, not chosen here: BaseStorage and SetMatmul take
 // fp32 or bf16, and "auto" (bf16 where the CPU has AVX512_BF16) is
 // resolved by the caller where it builds the model (policy's

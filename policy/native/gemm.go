@@ -77,6 +77,15 @@ type gemmOp struct {
 	// pairs its values as they are; a float32 one widens them (exactly)
 	// into packed panels first.
 	bh []uint16
+	// bq, when set, is B in quantized blocks (a frozen base matrix,
+	// Options.BaseStorage q8_0...), b being nil: with tb its rows are B's
+	// columns (B(kk, j) = row j's value kk: a dense layer's forward, the
+	// tied LM head's logits), else B's rows (the input gradient dX =
+	// dY·Wᵀ, the tied head's dh = dL·E). gemmQuant runs such a product.
+	bq *qmat
+	// q8: a product of at most gemmSmallM rows with bq quantizes its A
+	// to int8 per block and sums in integers (quant8.go).
+	q8 bool
 	// packTiles: B (as stored, not transposed) is packed by each tile,
 	// kc rows of its columns at a time, right before the micro-kernel
 	// reads them (gemmFusedB), instead of all of it once per product.
@@ -131,6 +140,10 @@ func (op gemmOp) biasFirst() gemmOp {
 // gemm runs op on the worker pool, split into tiles of C.
 func gemm(p *pool, op gemmOp) {
 	if op.m == 0 || op.n == 0 {
+		return
+	}
+	if op.bq != nil && op.packed == nil {
+		gemmQuant(p, op)
 		return
 	}
 	if op.inBF16() {
@@ -250,8 +263,8 @@ func gemmSerial(ws *workspace, op gemmOp) {
 		ws.op = gemmOp{} // holds no slices past the product
 		return
 	}
-	if op.bh != nil {
-		panic("native: gemmSerial on a bfloat16 B (dense layers go through gemm)")
+	if op.bh != nil || op.bq != nil {
+		panic("native: gemmSerial on a bfloat16 or quantized B (dense layers go through gemm)")
 	}
 	k := kern
 	switch {

@@ -81,6 +81,32 @@ type kernels struct {
 	// backward pass (swigluGeneric, swigluBackwardGeneric).
 	swiglu         func(out, gate, up []float32)
 	swigluBackward func(dGate, dUp, dOut, gate, up []float32)
+	// qgemv computes y[r*ldy + j] = x_r · (row j0+j of q, dequantized)
+	// (+ y when acc) for j < n, r < rows, x_r at x[r*ldx:]: a product of
+	// a few rows with B in quantized blocks (gemvQuant), ws its scratch;
+	// for Q4_1, sx holds each x_r's block sums (qBlockSums, stride
+	// qsxStride). The vector kernels multiply by the blocks, summing in
+	// another order than qgemvGeneric, within QuantTolerance of it; each
+	// is deterministic, and an output's bits do not depend on rows, j0 or
+	// n.
+	qgemv func(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, sx []float32, y []float32, ldy int, acc bool)
+	// qdequant sets dst to blocks [b0, b1) of row j of q dequantized,
+	// the values of dequantRange bit for bit; qtranspose, when not nil,
+	// is transposeF32 for rows a multiple of 16 and cols of 32 (the
+	// panels of gemmQuantPanels).
+	qdequant   func(q *qmat, dst []float32, j, b0, b1 int)
+	qtranspose func(dst, src []float32, rows, cols int)
+	// qgemv8 is qgemv with the input quantized to int8 (quant8.go):
+	// y[r*ldy + j] for the in.rows rows of in; qgemv8Native tells that it
+	// runs on integer dot-product instructions.
+	qgemv8       func(ws *workspace, q *qmat, j0, n int, in *q8Input, y []float32, ldy int, acc bool)
+	qgemv8Native bool
+	// qprep8, when not nil, lays a quantized input out for qgemv8 and a
+	// matrix of format typ, once per product.
+	qprep8 func(in *q8Input, typ quantType)
+	// quant8, when not nil, is quantizeInput8's loop for one row x of
+	// whole blocks into q, dx, sxq and sum (the same values).
+	quant8 func(x []float32, q []int8, dx, sxq []float32, sum []int32)
 }
 
 var genericKernels = &kernels{
@@ -92,6 +118,7 @@ var genericKernels = &kernels{
 	softmaxGrad: softmaxGradGeneric,
 	rmsForward:  rmsForwardGeneric, rmsBackward: rmsBackwardGeneric,
 	swiglu: swigluGeneric, swigluBackward: swigluBackwardGeneric,
+	qgemv: qgemvGeneric, qdequant: qdequantGeneric, qgemv8: qgemv8Generic,
 }
 
 // simdKernels lists the vector kernels this build and CPU support, best

@@ -23,17 +23,24 @@ import (
 	"math"
 	"simd/archsimd"
 	"unsafe"
+
+	"golang.org/x/sys/cpu"
 )
 
 func init() {
 	if archsimd.X86.AVX512() {
-		simdKernels = append(simdKernels, &kernels{
+		k := &kernels{
 			name: "avx512", mr: 8, nr: 32, kc: 128, packStrips: packStrips32, mrw: 4, nrw: 64,
 			micro: micro512, wide: wide512, gemv: gemv512, dot: dot512, axpy: axpy512, scale: scale512, max: max512,
 			expShift: expShift512, gelu: gelu512, geluBackward: geluBackward512, adamw: adamw512,
 			lnForward: lnForward512, lnBackward: lnBackward512, rope: rope512, softmaxGrad: softmaxGrad512,
 			rmsForward: rmsForward512, rmsBackward: rmsBackward512, swiglu: swiglu512, swigluBackward: swigluBackward512,
-		})
+			qgemv: qgemv512, qdequant: qdequant512Row, qtranspose: qtranspose512, qgemv8: qgemv8Generic,
+		}
+		if cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512BW {
+			k.qgemv8, k.qprep8, k.qgemv8Native, k.quant8 = qgemv8vnni, prep8AVX512, true, quant8AVX512
+		}
+		simdKernels = append(simdKernels, k)
 	}
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdKernels = append(simdKernels, &kernels{
@@ -42,6 +49,7 @@ func init() {
 			expShift: expShift256, gelu: gelu256, geluBackward: geluBackward256, adamw: adamw256,
 			lnForward: lnForward256, lnBackward: lnBackward256, rope: rope256, softmaxGrad: softmaxGrad256,
 			rmsForward: rmsForward256, rmsBackward: rmsBackward256, swiglu: swiglu256, swigluBackward: swigluBackward256,
+			qgemv: qgemv256, qdequant: qdequantGeneric, qgemv8: qgemv8Generic,
 		})
 	}
 }

@@ -108,12 +108,12 @@ func lnBackwardGeneric(dx, dGain, dOffset, dOut, x, gain []float32, mu, r float3
 
 // denseBackward adds xᵀ·dOut to dw and the column sums of dOut to db, and
 // sets dx = dOut·wᵀ (adds to it when accDx); dx may be nil. x is [n, in],
-// w is [in, dout], stored in bfloat16 as wh (w nil) when it is a frozen
-// base so stored; a frozen weight or bias has no gradient (dw, db nil),
-// and its products are skipped. xta, when not nil, is xᵀ converted for
-// bf16 (shareBF16A). With bf16 the products' inputs are rounded to
-// bfloat16.
-func denseBackward(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x, w []float32, wh []uint16, n, in, dout int, accDx bool) {
+// w (ln.w) is [in, dout], stored in bfloat16 as ln.h or in quantized
+// blocks as ln.q (rows dout of in: wᵀ) when it is a frozen base so
+// stored; a frozen weight or bias has no gradient (dw, db nil), and its
+// products are skipped. xta, when not nil, is xᵀ converted for bf16
+// (shareBF16A). With bf16 the products' inputs are rounded to bfloat16.
+func denseBackward(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x []float32, ln linear, n, in, dout int, accDx bool) {
 	if dw != nil {
 		gemm(p, gemmOp{ta: true, m: in, n: dout, k: n, a: x, lda: in, b: dOut, ldb: dout, c: dw, ldc: dout, acc: true, bf16: bf16, bf16A: xta})
 	}
@@ -126,7 +126,11 @@ func denseBackward(p *pool, bf16 bool, xta *bf16Input, dx, dw, db, dOut, x, w []
 		})
 	}
 	if dx != nil {
-		gemm(p, gemmOp{tb: true, m: n, n: in, k: dout, a: dOut, lda: dout, b: w, bh: wh, ldb: dout, c: dx, ldc: in, acc: accDx, bf16: bf16})
+		op := gemmOp{tb: true, m: n, n: in, k: dout, a: dOut, lda: dout, b: ln.w, bh: ln.h, ldb: dout, c: dx, ldc: in, acc: accDx, bf16: bf16}
+		if ln.q != nil {
+			op.tb, op.bq = false, ln.q // wᵀ's rows are its rows
+		}
+		gemm(p, op)
 	}
 }
 

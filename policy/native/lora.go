@@ -37,10 +37,25 @@ type Options struct {
 	// BaseStorage is how a frozen base (LoRA, or Frozen) keeps its
 	// matrices (dense layers, embedding, LM head): MatmulBF16 in bfloat16
 	// (half the memory; its training products then run in bf16 unless
-	// SetMatmul says otherwise), MatmulFP32 ("" too) in float32. Norm
+	// SetMatmul says otherwise), MatmulFP32 ("" too) in float32,
+	// StorageQ8_0, StorageQ4_0 or StorageQ4_1 in ggml's quantized blocks
+	// (quant.go: a sixth to a third of the memory; the values written are
+	// quantized, or SetParamBlocks writes blocks as they are). Norm
 	// gains, biases, adapters and the value head stay float32. "auto" is
 	// refused: its caller resolves it (bf16.go).
 	BaseStorage string
+	// MatrixStorage overrides BaseStorage for the base matrices it names
+	// (native's names, e.g. "/token_embed/embeddings"): a GGUF file's
+	// tensors kept each in its own format (SmolLM2's Q4_1 layers and
+	// Q8_0 embedding). Every name must be a matrix of the model.
+	MatrixStorage map[string]string
+	// LoadedBase tells that the caller writes every base parameter (a
+	// pretrained checkpoint's weights): the base's matrices are then not
+	// drawn at New, only zeroed (drawing them was most of the time it took
+	// to build a Hugging Face-sized model), and the value head and
+	// adapters draw their initial values from the seed alone. Without it
+	// (mlerl's own model, tests) every parameter is drawn as New draws it.
+	LoadedBase bool
 	// Frozen freezes the base of a model without adapters, as adapters
 	// do: only the value head trains. It makes a base model in the
 	// storage of a LoRA model (a bfloat16 one included) for inference or
@@ -240,6 +255,13 @@ func (m *Model) MergeLoRA() error {
 	c := m.Config
 	if m.lora.Rank == 0 {
 		return nil
+	}
+	for l := range c.Layers {
+		for t := range numTargets {
+			if ln := m.w.blocks[l].lin(c, t); ln.lora.a != nil && ln.q != nil {
+				return fmt.Errorf("native: MergeLoRA: %s is stored in quantized blocks (%s), which an update would have to be quantized into: merge from the base's own weights instead (policy's --save_merged)", targetName(c, t), ln.q.typ)
+			}
+		}
 	}
 	var wide []float32 // a bfloat16 base matrix, widened for the merge
 	for l := range c.Layers {

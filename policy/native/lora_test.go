@@ -156,7 +156,8 @@ func TestLoRAGradientsMatchFiniteDifferences(t *testing.T) {
 }
 
 // TestLoRAZeroBEqualsBase: fresh adapters (B = 0) change nothing, in
-// every storage of the base and precision of the products: a LoRA model
+// every storage of the base (float32, bfloat16, quantized blocks) and
+// precision of the products (and int8 inputs to the blocks): a LoRA model
 // computes bit for bit what the same base without adapters computes
 // (Options.Frozen: a base model in the LoRA model's storage) in Forward
 // (logits and values), in the SFT loss and the value head's gradient,
@@ -168,86 +169,99 @@ func TestLoRAGradientsMatchFiniteDifferences(t *testing.T) {
 // model does.
 func TestLoRAZeroBEqualsBase(t *testing.T) {
 	for _, tc := range loraCases() {
-		for _, storage := range []string{MatmulFP32, MatmulBF16} {
-			for _, matmul := range []string{MatmulFP32, MatmulBF16} {
-				t.Run(tc.name+"/base="+storage+"/matmul="+matmul, func(t *testing.T) {
-					base := newVariantModel(t, tc.cfg, Options{Frozen: true, BaseStorage: storage}, 5)
-					m, err := NewWithOptions(tc.cfg, Options{LoRA: tc.lo, BaseStorage: storage}, 5)
-					if err != nil {
+		zeroBEqualsBase(t, tc.name, tc.cfg, tc.lo, []string{MatmulFP32, MatmulBF16})
+	}
+	// A base in quantized blocks (quant.go), on architectures whose
+	// matrices' rows are whole blocks: the blocks copied as they are.
+	for _, tc := range quantConfigs() {
+		zeroBEqualsBase(t, tc.name, tc.cfg, tc.lo, quantStorages)
+	}
+}
+
+// zeroBEqualsBase is TestLoRAZeroBEqualsBase for one architecture and
+// adapter configuration, in each of the base storages given.
+func zeroBEqualsBase(t *testing.T, name string, cfg Config, lo LoRAConfig, storages []string) {
+	for _, storage := range storages {
+		for _, matmul := range []string{MatmulFP32, MatmulBF16, ActivationsInt8} {
+			if _, q := parseQuant(storage); matmul == ActivationsInt8 && !q {
+				continue // int8 inputs are the quantized products' (with fp32 ones otherwise)
+			}
+			t.Run(name+"/base="+storage+"/matmul="+matmul, func(t *testing.T) {
+				base := newVariantModel(t, cfg, Options{Frozen: true, BaseStorage: storage}, 5)
+				m, err := NewWithOptions(cfg, Options{LoRA: lo, BaseStorage: storage}, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				copyParams(t, m, base)
+				models := []*Model{base, m}
+				if storage == MatmulFP32 {
+					full := newVariantModel(t, cfg, Options{}, 5)
+					for _, p := range base.Params() {
+						v, _ := base.ParamValues(p.Name)
+						if err := full.SetParam(p.Name, v); err != nil {
+							t.Fatal(err)
+						}
+					}
+					models = append(models, full)
+				}
+				for _, x := range models {
+					if matmul == ActivationsInt8 {
+						if _, err := x.SetQuantActivations(ActivationsInt8); err != nil {
+							t.Fatal(err)
+						}
+						continue
+					}
+					if _, err := x.SetMatmul(matmul); err != nil {
 						t.Fatal(err)
 					}
-					for _, p := range base.Params() {
-						v, err := base.ParamValues(p.Name)
+				}
+				if base.BaseStorage() != storage || m.BaseStorage() != storage || base.NumTrainable() != cfgValueHead(cfg) {
+					t.Fatalf("storage %s / %s, %d trainable values in the frozen base; want %s and the value head's %d",
+						base.BaseStorage(), m.BaseStorage(), base.NumTrainable(), storage, cfgValueHead(cfg))
+				}
+				b := testBatch()
+				idx := realPositions(b)
+				targets := randTokens(rand.New(rand.NewPCG(3, 3)), len(idx), cfg.Vocab)
+				seq := randTokens(rand.New(rand.NewPCG(9, 9)), 12, cfg.Vocab)
+				forEachKernel(t, func(t *testing.T) {
+					var outs [][]float32
+					for _, x := range models {
+						out := forwardHeads(t, x, b, idx)
+						x.ZeroGrad()
+						if err := x.Forward(b); err != nil {
+							t.Fatal(err)
+						}
+						loss, err := x.CrossEntropyBackward(idx, targets, nil)
 						if err != nil {
 							t.Fatal(err)
 						}
-						if err := m.SetParam(p.Name, v); err != nil {
-							t.Fatal(err)
+						out = append(out, float32(loss))
+						for _, p := range x.Params() {
+							if strings.HasPrefix(p.Name, "/value_head/") {
+								out = append(out, p.Grad...)
+							}
+						}
+						out = append(out, decodeLast(t, x, seq)...)
+						out = append(out, decodeSteps(t, x, seq, 3)...) // one row, token by token
+						c := newCache(t, x, 10, 40)
+						x.PackWeights(c)
+						prompts, rows := make([][]int32, 10), make([]int, 10)
+						for i := range prompts {
+							rows[i], prompts[i] = i, seq[:2+i]
+						}
+						out = append(out, extendCopy(t, x, c, rows, prompts)...)
+						outs = append(outs, out)
+					}
+					for k, got := range outs[1:] {
+						for i, w := range outs[0] {
+							if math.Float32bits(got[i]) != math.Float32bits(w) {
+								t.Fatalf("model %d: output %d: %v (bits %#x), the frozen base without adapters %v (bits %#x)",
+									k+1, i, got[i], math.Float32bits(got[i]), w, math.Float32bits(w))
+							}
 						}
 					}
-					models := []*Model{base, m}
-					if storage == MatmulFP32 {
-						full := newVariantModel(t, tc.cfg, Options{}, 5)
-						for _, p := range base.Params() {
-							v, _ := base.ParamValues(p.Name)
-							if err := full.SetParam(p.Name, v); err != nil {
-								t.Fatal(err)
-							}
-						}
-						models = append(models, full)
-					}
-					for _, x := range models {
-						if _, err := x.SetMatmul(matmul); err != nil {
-							t.Fatal(err)
-						}
-					}
-					if base.BaseStorage() != storage || m.BaseStorage() != storage || base.NumTrainable() != cfgValueHead(tc.cfg) {
-						t.Fatalf("storage %s / %s, %d trainable values in the frozen base; want %s and the value head's %d",
-							base.BaseStorage(), m.BaseStorage(), base.NumTrainable(), storage, cfgValueHead(tc.cfg))
-					}
-					b := testBatch()
-					idx := realPositions(b)
-					targets := randTokens(rand.New(rand.NewPCG(3, 3)), len(idx), tc.cfg.Vocab)
-					seq := randTokens(rand.New(rand.NewPCG(9, 9)), 12, tc.cfg.Vocab)
-					forEachKernel(t, func(t *testing.T) {
-						var outs [][]float32
-						for _, x := range models {
-							out := forwardHeads(t, x, b, idx)
-							x.ZeroGrad()
-							if err := x.Forward(b); err != nil {
-								t.Fatal(err)
-							}
-							loss, err := x.CrossEntropyBackward(idx, targets, nil)
-							if err != nil {
-								t.Fatal(err)
-							}
-							out = append(out, float32(loss))
-							for _, p := range x.Params() {
-								if strings.HasPrefix(p.Name, "/value_head/") {
-									out = append(out, p.Grad...)
-								}
-							}
-							out = append(out, decodeLast(t, x, seq)...)
-							c := newCache(t, x, 10, 40)
-							x.PackWeights(c)
-							prompts, rows := make([][]int32, 10), make([]int, 10)
-							for i := range prompts {
-								rows[i], prompts[i] = i, seq[:2+i]
-							}
-							out = append(out, extendCopy(t, x, c, rows, prompts)...)
-							outs = append(outs, out)
-						}
-						for k, got := range outs[1:] {
-							for i, w := range outs[0] {
-								if math.Float32bits(got[i]) != math.Float32bits(w) {
-									t.Fatalf("model %d: output %d: %v (bits %#x), the frozen base without adapters %v (bits %#x)",
-										k+1, i, got[i], math.Float32bits(got[i]), w, math.Float32bits(w))
-								}
-							}
-						}
-					})
 				})
-			}
+			})
 		}
 	}
 }

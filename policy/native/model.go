@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Model is the transformer: its parameters and gradients as flat arrays
@@ -24,13 +25,17 @@ type Model struct {
 	// attnBF16MinHead values) the attention's training products to
 	// bfloat16 (SetMatmul; bf16.go). Decoding is float32 either way.
 	bf16 bool
+	// int8 quantizes the input of products of at most gemmSmallM rows
+	// with quantized blocks to int8 (SetQuantActivations; quant8.go).
+	int8 bool
 
 	// data and grad hold every trainable parameter and its gradient, in
-	// Params order; frozen and half the frozen ones (a LoRA model's base),
-	// in float32 and bfloat16.
+	// Params order; frozen, half and quants the frozen ones (a LoRA
+	// model's base), in float32, bfloat16 and quantized blocks.
 	data, grad []float32
 	frozen     []float32
 	half       []uint16
+	quants     []*qmat
 	w, g       weights // named views into the storage and into grad
 	table      []paramField
 	gtable     []paramField
@@ -74,21 +79,29 @@ func NewWithOptions(cfg Config, opt Options, seed uint64) (*Model, error) {
 		return nil, err
 	}
 	frozen := lo.Rank > 0 || opt.Frozen
-	half, err := resolveBaseStorage(opt.BaseStorage, frozen)
+	plan, err := resolveBaseStorage(opt, frozen)
 	if err != nil {
 		return nil, err
 	}
 	m := &Model{Config: cfg, p: workers(), lora: lo, seed: seed, Recompute: opt.Recompute, byName: map[string]int{}}
 	m.table = paramTable(cfg, lo, &m.w)
 	m.gtable = paramTable(cfg, lo, &m.g)
-	st := allocate(m.table, m.gtable, frozen, half)
-	m.data, m.grad, m.frozen, m.half = st.data, st.grad, st.frozen, st.half
 	for i, f := range m.table {
 		m.byName[f.name] = i
 	}
-	initParams(m.table, seed)
+	for name := range plan.by {
+		if i, ok := m.byName[name]; !ok || m.table[i].half == nil || m.table[i].role != roleBase {
+			return nil, fmt.Errorf("native: matrix storage names %q, which is not a base matrix of this model", name)
+		}
+	}
+	st, err := allocate(m.table, m.gtable, plan)
+	if err != nil {
+		return nil, err
+	}
+	m.data, m.grad, m.frozen, m.half, m.quants = st.data, st.grad, st.frozen, st.half, st.quants
+	initParams(m.table, seed, opt.LoadedBase)
 	m.cos, m.sin = ropeTables(cfg)
-	if half {
+	if len(m.half) > 0 {
 		// A bfloat16 base is meant for bf16 products; float32 ones would
 		// widen every weight at every product.
 		m.bf16 = true
@@ -96,31 +109,102 @@ func NewWithOptions(cfg Config, opt Options, seed uint64) (*Model, error) {
 	return m, nil
 }
 
-// resolveBaseStorage reports whether a base is stored in bfloat16, for
-// mode (Options.BaseStorage: fp32, bf16; "" is fp32) and whether the base
-// is frozen.
-func resolveBaseStorage(mode string, frozen bool) (bool, error) {
-	half, err := parsePrecision("base storage", mode)
-	if err != nil {
-		return false, err
+// resolveBaseStorage checks how a base is stored (Options.BaseStorage:
+// fp32, bf16 or a quantized format, "" being fp32; MatrixStorage per
+// matrix) and returns the plan; anything but fp32 needs a frozen base.
+func resolveBaseStorage(opt Options, frozen bool) (basePlan, error) {
+	plan := basePlan{frozen: frozen, by: map[string]string{}}
+	parse := func(what, mode string) (string, error) {
+		if t, ok := parseQuant(mode); ok {
+			return t.String(), nil
+		}
+		half, err := parsePrecision(what, mode)
+		if err != nil {
+			return "", fmt.Errorf("%w (or a quantized storage: %s, %s, %s)", err, StorageQ8_0, StorageQ4_0, StorageQ4_1)
+		}
+		if half {
+			return MatmulBF16, nil
+		}
+		return MatmulFP32, nil
 	}
-	if half && !frozen {
-		return false, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters, or Options.Frozen): a trained weight keeps float32", mode)
+	var err error
+	if plan.def, err = parse("base storage", opt.BaseStorage); err != nil {
+		return plan, err
 	}
-	return half, nil
+	for name, mode := range opt.MatrixStorage {
+		if plan.by[name], err = parse("storage of "+name, mode); err != nil {
+			return plan, err
+		}
+	}
+	if !frozen {
+		for _, s := range append([]string{plan.def}, mapValues(plan.by)...) {
+			if s != MatmulFP32 {
+				return plan, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters, or Options.Frozen): a trained weight keeps float32", s)
+			}
+		}
+	}
+	return plan, nil
 }
 
-// BaseStorage reports how the model keeps its base matrices: "bf16" or
-// "fp32".
-func (m *Model) BaseStorage() string {
-	if len(m.half) > 0 {
-		return MatmulBF16
+func mapValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
 	}
-	return MatmulFP32
+	return out
+}
+
+// BaseStorage reports how the model keeps its base matrices: "bf16",
+// "fp32", a quantized format (q8_0, q4_0, q4_1), or where they differ
+// (a GGUF file's tensors kept as stored) their formats joined by "+"
+// in table order ("q8_0+q4_1").
+func (m *Model) BaseStorage() string {
+	var kinds []string
+	for _, f := range m.table {
+		if f.role != roleBase || f.half == nil {
+			continue
+		}
+		k := MatmulFP32
+		switch {
+		case f.qmat() != nil:
+			k = f.qmat().typ.String()
+		case *f.dst == nil:
+			k = MatmulBF16
+		}
+		if !containsString(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return strings.Join(kinds, "+")
+}
+
+func containsString(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
 
 // NumParams is the number of scalar parameters, frozen ones included.
-func (m *Model) NumParams() int { return len(m.data) + len(m.frozen) + len(m.half) }
+func (m *Model) NumParams() int {
+	n := len(m.data) + len(m.frozen) + len(m.half)
+	for _, q := range m.quants {
+		n += q.rows * q.cols
+	}
+	return n
+}
+
+// BaseBytes is the memory the frozen base's matrices and vectors take in
+// their storage (float32, bfloat16 or blocks).
+func (m *Model) BaseBytes() int {
+	n := 4*len(m.frozen) + 2*len(m.half)
+	for _, q := range m.quants {
+		n += q.bytes()
+	}
+	return n
+}
 
 // NumTrainable is the number of trainable scalar parameters (all of them
 // without adapters): the size of the gradient and of each AdamW moment.
@@ -207,6 +291,12 @@ func (m *Model) embed(x []float32, tokens []int32) {
 	d := m.Config.DModel
 	if m.w.embed != nil {
 		embeddingForward(x, m.w.embed, tokens, d)
+		return
+	}
+	if q := m.w.embedQ; q != nil {
+		for i, t := range tokens {
+			q.dequantRow(x[i*d:(i+1)*d], int(t))
+		}
 		return
 	}
 	for i, t := range tokens {
@@ -545,10 +635,14 @@ func (m *Model) lmForward(logits, h []float32, k int, bf16 bool, packed []float3
 	c := m.Config
 	d, v := c.DModel, c.Vocab
 	if c.TiedEmbed {
-		gemm(m.p, gemmOp{tb: true, m: k, n: v, k: d, a: h, lda: d, b: m.w.embed, bh: m.w.embedH, ldb: d, c: logits, ldc: v, bf16: bf16, packed: packed})
+		gemm(m.p, gemmOp{tb: true, m: k, n: v, k: d, a: h, lda: d, b: m.w.embed, bh: m.w.embedH, bq: m.w.embedQ, q8: m.int8, ldb: d, c: logits, ldc: v, bf16: bf16, packed: packed})
 		return
 	}
-	gemm(m.p, gemmOp{m: k, n: v, k: d, a: h, lda: d, b: m.w.lmW, bh: m.w.lmH, ldb: v, c: logits, ldc: v, bias: m.w.lmB, bf16: bf16, packed: packed})
+	op := gemmOp{m: k, n: v, k: d, a: h, lda: d, b: m.w.lmW, bh: m.w.lmH, ldb: v, c: logits, ldc: v, bias: m.w.lmB, bf16: bf16, packed: packed}
+	if m.w.lmQ != nil {
+		op.tb, op.bq, op.q8 = true, m.w.lmQ, m.int8 // its rows are the head's columns
+	}
+	gemm(m.p, op)
 }
 
 // lmBackward sets dh [k, D] from dLogits [k, Vocab] through the LM head
@@ -561,10 +655,10 @@ func (m *Model) lmBackward(dh, dLogits, h []float32, k int) {
 		if m.g.embed != nil {
 			gemm(m.p, gemmOp{ta: true, m: v, n: d, k: k, a: dLogits, lda: v, b: h, ldb: d, c: m.g.embed, ldc: d, acc: true, bf16: m.bf16})
 		}
-		gemm(m.p, gemmOp{m: k, n: d, k: v, a: dLogits, lda: v, b: m.w.embed, bh: m.w.embedH, ldb: d, c: dh, ldc: d, bf16: m.bf16})
+		gemm(m.p, gemmOp{m: k, n: d, k: v, a: dLogits, lda: v, b: m.w.embed, bh: m.w.embedH, bq: m.w.embedQ, ldb: d, c: dh, ldc: d, bf16: m.bf16})
 		return
 	}
-	denseBackward(m.p, m.bf16, nil, dh, m.g.lmW, m.g.lmB, dLogits, h, m.w.lmW, m.w.lmH, k, d, v, false)
+	denseBackward(m.p, m.bf16, nil, dh, m.g.lmW, m.g.lmB, dLogits, h, linear{w: m.w.lmW, h: m.w.lmH, q: m.w.lmQ}, k, d, v, false)
 }
 
 // backState holds the gradient buffers of Backward.
@@ -707,8 +801,12 @@ func (m *Model) blockBackward(l int, ba *blockActs, x, dx []float32) {
 func (m *Model) linearForward(l int, t target, out, x []float32, xa *bf16Input, res []float32, n int, la *loraActs, bf16 bool, packed []float32, drop bool) {
 	ln := m.w.blocks[l].lin(m.Config, t)
 	if out != nil {
-		gemm(m.p, gemmOp{m: n, n: ln.out, k: ln.in, a: x, lda: ln.in, b: ln.w, bh: ln.h, ldb: ln.out, c: out, ldc: ln.out,
-			bias: ln.b, res: res, bf16: bf16, bf16A: xa, packed: packed})
+		op := gemmOp{m: n, n: ln.out, k: ln.in, a: x, lda: ln.in, b: ln.w, bh: ln.h, ldb: ln.out, c: out, ldc: ln.out,
+			bias: ln.b, res: res, bf16: bf16, bf16A: xa, packed: packed}
+		if ln.q != nil {
+			op.tb, op.bq, op.q8 = true, ln.q, m.int8 // its rows are W's columns
+		}
+		gemm(m.p, op)
 	}
 	if ln.lora.a != nil {
 		m.loraForward(l, t, ln, out, x, xa, n, la, bf16, drop)
@@ -743,7 +841,7 @@ func (m *Model) loraForward(l int, t target, ln linear, out, x []float32, xa *bf
 func (m *Model) linearBackward(l int, t target, dx, dOut, x []float32, xta *bf16Input, n int, la *loraActs, accDx bool) {
 	c, p, bs := m.Config, m.p, &m.back
 	ln, lg := m.w.blocks[l].lin(c, t), m.g.blocks[l].lin(c, t)
-	denseBackward(p, m.bf16, xta, dx, lg.w, lg.b, dOut, x, ln.w, ln.h, n, ln.in, ln.out, accDx)
+	denseBackward(p, m.bf16, xta, dx, lg.w, lg.b, dOut, x, ln, n, ln.in, ln.out, accDx)
 	if ln.lora.a == nil {
 		return
 	}

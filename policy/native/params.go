@@ -21,6 +21,11 @@ type Param struct {
 	Data  []float32 // the weights; writes change the model
 	Grad  []float32 // accumulated by Backward, cleared by ZeroGrad; nil when frozen
 	BF16  []uint16  // the weights rounded to bfloat16, when stored so (Data is then nil)
+	// Quant names the block format of a matrix stored in quantized
+	// blocks (q8_0, q4_0, q4_1; Data and BF16 are then nil): write it
+	// through Model.SetParam (quantized), SetParamOutIn or SetParamBlocks
+	// (the blocks as they are), read it through ParamValues (dequantized).
+	Quant string
 }
 
 // Size is the number of elements of Shape.
@@ -40,14 +45,17 @@ func (p Param) Trainable() bool { return p.Grad != nil }
 // gradients) in the canonical order listed by paramTable. A slice is nil
 // where the architecture has no such parameter, and in the gradients
 // where the parameter is frozen; the ...H slices hold frozen matrices
-// stored in bfloat16 (their float32 slice is then nil).
+// stored in bfloat16 and the ...Q ones frozen matrices in quantized
+// blocks (their float32 slice is then nil).
 type weights struct {
 	embed                      []float32 // [V, D]
 	embedH                     []uint16
+	embedQ                     *qmat // rows V of D: the embedding as it is
 	blocks                     []blockWeights
 	lnFinalGain, lnFinalOffset []float32 // [D]
 	lmW, lmB                   []float32 // [D, V], [V]; nil when tied
 	lmH                        []uint16
+	lmQ                        *qmat     // rows V of D: the transpose of lmW
 	valueW, valueB             []float32 // [D, 1], [1]
 }
 
@@ -67,6 +75,7 @@ type blockWeights struct {
 	ffnUpW, ffnUpB           []float32 // [D, F], [F] (SwiGLU)
 	ffnOutW, ffnOutB         []float32 // [F, D], [D]
 	half                     [numTargets][]uint16
+	quant                    [numTargets]*qmat // rows out of in: the transpose of the [in, out] weight
 	lora                     [numTargets]loraWeights
 }
 
@@ -101,8 +110,9 @@ func targetName(c Config, t target) string {
 
 // linear is one dense layer's tensors: y = x·w + b (+ the adapter).
 type linear struct {
-	w       []float32 // [in, out]; nil when stored in h (or frozen, in gradients)
+	w       []float32 // [in, out]; nil when stored in h or q (or frozen, in gradients)
 	h       []uint16  // the frozen w in bfloat16
+	q       *qmat     // the frozen w in quantized blocks, transposed: rows out of in
 	b       []float32 // [out] or nil
 	lora    loraWeights
 	in, out int
@@ -111,7 +121,7 @@ type linear struct {
 // lin returns block b's dense layer t with its shapes from c.
 func (b *blockWeights) lin(c Config, t target) linear {
 	d, f, qd, kvd := c.DModel, c.FFN, c.QDim(), c.KVDim()
-	l := linear{h: b.half[t], lora: b.lora[t]}
+	l := linear{h: b.half[t], q: b.quant[t], lora: b.lora[t]}
 	switch t {
 	case tQ:
 		l.w, l.b, l.in, l.out = b.qW, b.qB, d, qd
@@ -148,6 +158,12 @@ type paramField struct {
 	half  *[]uint16 // where a frozen copy in bfloat16 goes (matrices only), else nil
 	init  paramInit
 	role  paramRole
+	// quant is where a frozen copy in quantized blocks goes (matrices
+	// only), else nil; qT tells that its rows are the matrix's columns
+	// (a dense weight [in, out] is stored as rows out of in), not its rows
+	// (the embedding [V, D]: rows V of D).
+	quant **qmat
+	qT    bool
 }
 
 type paramInit int
@@ -175,23 +191,23 @@ func paramTable(c Config, lo loraSet, w *weights) []paramField {
 	d, f, v := c.DModel, c.FFN, c.Vocab
 	qd, kvd, dh := c.QDim(), c.KVDim(), c.HeadDim()
 	w.blocks = make([]blockWeights, c.Layers)
-	t := []paramField{{"/token_embed/embeddings", []int{v, d}, &w.embed, &w.embedH, initNormal, roleBase}}
+	t := []paramField{{"/token_embed/embeddings", []int{v, d}, &w.embed, &w.embedH, initNormal, roleBase, &w.embedQ, false}}
 	norm := func(prefix string, g, o *[]float32, width int) {
 		if c.rms() {
-			t = append(t, paramField{prefix + "/rms_normalization/gain", []int{width}, g, nil, initOne, roleBase})
+			t = append(t, paramField{prefix + "/rms_normalization/gain", []int{width}, g, nil, initOne, roleBase, nil, false})
 			return
 		}
 		t = append(t,
-			paramField{prefix + "/layer_normalization/gain", []int{width}, g, nil, initOne, roleBase},
-			paramField{prefix + "/layer_normalization/offset", []int{width}, o, nil, initZero, roleBase})
+			paramField{prefix + "/layer_normalization/gain", []int{width}, g, nil, initOne, roleBase, nil, false},
+			paramField{prefix + "/layer_normalization/offset", []int{width}, o, nil, initZero, roleBase, nil, false})
 	}
 	for l := range c.Layers {
 		b := &w.blocks[l]
 		p := fmt.Sprintf("/block_%d/", l)
 		dense := func(tg target, in, out int, wt, bs *[]float32, bias bool) {
-			t = append(t, paramField{p + targetName(c, tg) + "/dense/weights", []int{in, out}, wt, &b.half[tg], initNormal, roleBase})
+			t = append(t, paramField{p + targetName(c, tg) + "/dense/weights", []int{in, out}, wt, &b.half[tg], initNormal, roleBase, &b.quant[tg], true})
 			if bias {
-				t = append(t, paramField{p + targetName(c, tg) + "/dense/biases", []int{out}, bs, nil, initZero, roleBase})
+				t = append(t, paramField{p + targetName(c, tg) + "/dense/biases", []int{out}, bs, nil, initZero, roleBase, nil, false})
 			}
 		}
 		norm(p+"ln_attn", &b.lnAttnGain, &b.lnAttnOffset, d)
@@ -200,8 +216,8 @@ func paramTable(c Config, lo loraSet, w *weights) []paramField {
 		dense(tV, d, kvd, &b.vW, &b.vB, !c.NoQKVBias)
 		if c.QKNorm {
 			t = append(t,
-				paramField{p + "q_norm/rms_normalization/gain", []int{dh}, &b.qNorm, nil, initOne, roleBase},
-				paramField{p + "k_norm/rms_normalization/gain", []int{dh}, &b.kNorm, nil, initOne, roleBase})
+				paramField{p + "q_norm/rms_normalization/gain", []int{dh}, &b.qNorm, nil, initOne, roleBase, nil, false},
+				paramField{p + "k_norm/rms_normalization/gain", []int{dh}, &b.kNorm, nil, initOne, roleBase, nil, false})
 		}
 		dense(tOut, qd, d, &b.outW, &b.outB, !c.NoOutBias)
 		norm(p+"ln_ffn", &b.lnFFNGain, &b.lnFFNOffset, d)
@@ -213,14 +229,14 @@ func paramTable(c Config, lo loraSet, w *weights) []paramField {
 	}
 	norm("/ln_final", &w.lnFinalGain, &w.lnFinalOffset, d)
 	if !c.TiedEmbed {
-		t = append(t, paramField{"/lm_head/dense/weights", []int{d, v}, &w.lmW, &w.lmH, initNormal, roleBase})
+		t = append(t, paramField{"/lm_head/dense/weights", []int{d, v}, &w.lmW, &w.lmH, initNormal, roleBase, &w.lmQ, true})
 		if !c.NoLMBias {
-			t = append(t, paramField{"/lm_head/dense/biases", []int{v}, &w.lmB, nil, initZero, roleBase})
+			t = append(t, paramField{"/lm_head/dense/biases", []int{v}, &w.lmB, nil, initZero, roleBase, nil, false})
 		}
 	}
 	t = append(t,
-		paramField{"/value_head/dense/weights", []int{d, 1}, &w.valueW, nil, initNormal, roleValue},
-		paramField{"/value_head/dense/biases", []int{1}, &w.valueB, nil, initZero, roleValue},
+		paramField{"/value_head/dense/weights", []int{d, 1}, &w.valueW, nil, initNormal, roleValue, nil, false},
+		paramField{"/value_head/dense/biases", []int{1}, &w.valueB, nil, initZero, roleValue, nil, false},
 	)
 	if lo.Rank > 0 {
 		for l := range c.Layers {
@@ -233,8 +249,8 @@ func paramTable(c Config, lo loraSet, w *weights) []paramField {
 				p := fmt.Sprintf("/block_%d/%s/", l, targetName(c, tg))
 				a := &b.lora[tg]
 				t = append(t,
-					paramField{p + "lora_a", []int{ln.in, lo.Rank}, &a.a, nil, initKaiming, roleAdapter},
-					paramField{p + "lora_b", []int{lo.Rank, ln.out}, &a.b, nil, initZero, roleAdapter})
+					paramField{p + "lora_a", []int{ln.in, lo.Rank}, &a.a, nil, initKaiming, roleAdapter, nil, false},
+					paramField{p + "lora_b", []int{lo.Rank, ln.out}, &a.b, nil, initZero, roleAdapter, nil, false})
 			}
 		}
 	}
@@ -243,26 +259,51 @@ func paramTable(c Config, lo loraSet, w *weights) []paramField {
 
 // storage is where a model keeps its parameters: the trainable ones (with
 // their gradients) in data and grad, in table order; the frozen ones in
-// frozen (float32) and half (bfloat16).
+// frozen (float32), half (bfloat16) and quants (quantized blocks, one
+// matrix each).
 type storage struct {
 	data, grad, frozen []float32
 	half               []uint16
+	quants             []*qmat
+}
+
+// basePlan is how a model stores its frozen base matrices: def for each
+// (Options.BaseStorage), by for the ones named (Options.MatrixStorage);
+// fp32, bf16 or a quantized format. A trained base has no plan: every
+// weight is float32.
+type basePlan struct {
+	frozen bool
+	def    string
+	by     map[string]string
+}
+
+// of is the storage of parameter p: a frozen matrix's planned one, fp32
+// for everything else.
+func (b basePlan) of(p paramField) string {
+	if !b.frozen || p.role != roleBase || p.half == nil {
+		return MatmulFP32
+	}
+	if s, ok := b.by[p.name]; ok {
+		return s
+	}
+	return b.def
 }
 
 // allocate lays the parameters of table t (bound to w) and gt (bound to
 // g, the gradients' views) out in new storage: trainable ones (all of
-// them when frozenBase is false) in data and grad, frozen ones in frozen,
-// or in half when halfBase (matrices only).
-func allocate(t, gt []paramField, frozenBase, halfBase bool) storage {
+// them when the base is not frozen) in data and grad, frozen ones in
+// frozen, half or their own quantized matrix as plan says (matrices
+// only). A matrix whose rows do not split into blocks is refused.
+func allocate(t, gt []paramField, plan basePlan) (storage, error) {
 	var nTrain, nFrozen, nHalf int
-	frozen := func(p paramField) bool { return frozenBase && p.role == roleBase }
+	frozen := func(p paramField) bool { return plan.frozen && p.role == roleBase }
 	for _, p := range t {
-		switch {
+		switch st := plan.of(p); {
 		case !frozen(p):
 			nTrain += p.size()
-		case halfBase && p.half != nil:
+		case st == MatmulBF16:
 			nHalf += p.size()
-		default:
+		case st == MatmulFP32:
 			nFrozen += p.size()
 		}
 	}
@@ -270,31 +311,49 @@ func allocate(t, gt []paramField, frozenBase, halfBase bool) storage {
 	var at, fat, hat int
 	for i, p := range t {
 		n := p.size()
+		st := plan.of(p)
+		qt, quant := parseQuant(st)
 		switch {
 		case !frozen(p):
 			*p.dst = s.data[at : at+n : at+n]
 			*gt[i].dst = s.grad[at : at+n : at+n]
 			at += n
-		case halfBase && p.half != nil:
+		case st == MatmulBF16:
 			*p.half = s.half[hat : hat+n : hat+n]
 			hat += n
+		case quant:
+			rows, cols := p.shape[0], p.shape[1]
+			if p.qT {
+				rows, cols = cols, rows
+			}
+			if err := checkQuantShape(p.name, qt, rows, cols); err != nil {
+				return s, err
+			}
+			*p.quant = newQmat(qt, rows, cols)
+			s.quants = append(s.quants, *p.quant)
 		default:
 			*p.dst = s.frozen[fat : fat+n : fat+n]
 			fat += n
 		}
 	}
-	return s
+	return s, nil
 }
 
 // initParams fills the parameters deterministically from seed: weights
 // N(0, 0.02²), biases and LayerNorm offsets 0, norm gains 1, LoRA's A
 // uniform in ±1/sqrt(fan in) and B 0. Every parameter draws its values in
-// table order whatever its storage (a bfloat16 one is rounded), so a
-// model's base is the same with and without adapters.
-func initParams(t []paramField, seed uint64) {
+// table order whatever its storage (a bfloat16 one is rounded, a
+// quantized one quantized), so a model's base is the same with and
+// without adapters. With loadedBase the base's matrices are left zero,
+// their values not drawn (the caller writes them: Options.LoadedBase),
+// and the value head and adapters draw theirs in the same order.
+func initParams(t []paramField, seed uint64, loadedBase bool) {
 	r := rand.New(rand.NewPCG(seed, 0x6d6c65726c))
-	var tmp []float32
+	var tmp, tr []float32
 	for _, p := range t {
+		if loadedBase && p.role == roleBase && p.init == initNormal {
+			continue
+		}
 		s := *p.dst
 		if s == nil {
 			tmp = grow(tmp, p.size())
@@ -303,6 +362,9 @@ func initParams(t []paramField, seed uint64) {
 		switch p.init {
 		case initNormal:
 			for i := range s {
+				if i%(1<<14) == 0 {
+					clearVectorState() // see there: NormFloat64 calls math.Exp
+				}
 				s[i] = float32(0.02 * r.NormFloat64())
 			}
 		case initZero:
@@ -317,10 +379,28 @@ func initParams(t []paramField, seed uint64) {
 				s[i] = float32(bound * (2*r.Float64() - 1))
 			}
 		}
-		if *p.dst == nil {
+		switch {
+		case *p.dst != nil:
+		case p.quant != nil && *p.quant != nil:
+			tr = setQuant(*p.quant, p, s, tr)
+		default:
 			cvtBF16Generic(*p.half, s)
 		}
 	}
+}
+
+// setQuant quantizes data (p's values in the model's layout) into q,
+// transposing a dense weight's [in, out] into q's rows first (tr is
+// scratch, returned grown).
+func setQuant(q *qmat, p paramField, data, tr []float32) []float32 {
+	if !p.qT {
+		q.quantizeRows(data)
+		return tr
+	}
+	tr = grow(tr, len(data))
+	transposeF32(tr, data, p.shape[0], p.shape[1])
+	q.quantizeRows(tr)
+	return tr
 }
 
 // Params lists every parameter tensor in the canonical order, as views
@@ -331,6 +411,9 @@ func (m *Model) Params() []Param {
 		ps[i] = Param{Name: f.name, Shape: append([]int(nil), f.shape...), Data: *f.dst, Grad: *m.gtable[i].dst}
 		if f.half != nil {
 			ps[i].BF16 = *f.half
+		}
+		if q := f.qmat(); q != nil {
+			ps[i].Quant = q.typ.String()
 		}
 	}
 	return ps
@@ -361,8 +444,64 @@ func (m *Model) SetParam(name string, data []float32) error {
 		copy(*f.dst, data)
 		return nil
 	}
+	if q := f.qmat(); q != nil {
+		setQuant(q, f, data, nil)
+		return nil
+	}
 	cvtBF16Generic(*f.half, data)
 	return nil
+}
+
+// qmat returns the parameter's quantized matrix, nil when it is not
+// stored so.
+func (f paramField) qmat() *qmat {
+	if f.quant == nil {
+		return nil
+	}
+	return *f.quant
+}
+
+// SetParamBlocks writes the matrix named name, stored in quantized
+// blocks of format typ (q8_0, q4_0, q4_1), from blocks in ggml's layout
+// (a GGUF file's tensor data): rows of blocks, each block its float16
+// scales then its values, the rows being a dense weight's outputs ([out,
+// in], a Hugging Face Linear's layout) or the embedding's tokens ([V,
+// D]). The blocks are kept as they are; a matrix stored another way is
+// refused (SetParam takes float32 values for any storage).
+func (m *Model) SetParamBlocks(name, typ string, blocks []byte) error {
+	i, err := m.field(name)
+	if err != nil {
+		return err
+	}
+	f := m.table[i]
+	q := f.qmat()
+	if q == nil {
+		return fmt.Errorf("native: parameter %s is not stored in quantized blocks (SetParam takes its float32 values)", name)
+	}
+	t, _ := parseQuant(typ)
+	if t != q.typ {
+		return fmt.Errorf("native: parameter %s is stored as %s, got blocks of %q", name, q.typ, typ)
+	}
+	if want := q.rows * q.nb * t.blockBytes(); len(blocks) != want {
+		return fmt.Errorf("native: parameter %s (%d rows of %d values in %s) needs %d bytes of blocks, got %d", name, q.rows, q.cols, t, want, len(blocks))
+	}
+	q.setBlocks(blocks)
+	return nil
+}
+
+// ParamBlocks returns a copy of the matrix named name in ggml's block
+// layout (SetParamBlocks' inverse) and its format; an error when it is
+// not stored in quantized blocks.
+func (m *Model) ParamBlocks(name string) (typ string, blocks []byte, err error) {
+	i, err := m.field(name)
+	if err != nil {
+		return "", nil, err
+	}
+	q := m.table[i].qmat()
+	if q == nil {
+		return "", nil, fmt.Errorf("native: parameter %s is not stored in quantized blocks", name)
+	}
+	return q.typ.String(), q.blocks(), nil
 }
 
 // SetParamOutIn is SetParam for a matrix given as [out, in] (row-major),
@@ -381,6 +520,10 @@ func (m *Model) SetParamOutIn(name string, data []float32) error {
 		return fmt.Errorf("native: parameter %s has shape %v (%d values), got %d values", name, f.shape, f.size(), len(data))
 	}
 	in, out := f.shape[0], f.shape[1]
+	if q := f.qmat(); q != nil && f.qT {
+		q.quantizeRows(data) // its rows are the outputs already
+		return nil
+	}
 	t := make([]float32, len(data))
 	transposeF32(t, data, out, in)
 	return m.SetParam(name, t)
@@ -397,6 +540,20 @@ func (m *Model) ParamValues(name string) ([]float32, error) {
 	out := make([]float32, f.size())
 	if *f.dst != nil {
 		copy(out, *f.dst)
+		return out, nil
+	}
+	if q := f.qmat(); q != nil {
+		if !f.qT {
+			for j := range q.rows {
+				q.dequantRow(out[j*q.cols:(j+1)*q.cols], j)
+			}
+			return out, nil
+		}
+		rows := make([]float32, len(out))
+		for j := range q.rows {
+			q.dequantRow(rows[j*q.cols:(j+1)*q.cols], j)
+		}
+		transposeF32(out, rows, q.rows, q.cols)
 		return out, nil
 	}
 	for j, h := range *f.half {

@@ -27,6 +27,8 @@ type pool struct {
 	sharedB []float32   // a transposed B packed once per gemm call
 	bf16A   []uint32    // gemmBF16: A converted to bf16 pairs
 	bf16B   []uint32    // gemmBF16: B converted and packed
+	qsx     []float32   // gemvQuant: the input rows' block sums (Q4_1)
+	q8      q8Input     // gemvQuant: the input rows quantized to int8
 }
 
 type job struct {
@@ -147,6 +149,11 @@ type workspace struct {
 	bf16Row      []uint32   // gemmBF16: a panel's rows of a transposed B, converted, before their transpose
 	bf16A, bf16B []uint32   // gemmBF16Serial: converted A and B
 	attT, attB   bf16Panels // attention: a head's keys or values converted once (attnPanels)
+	qpanel       []float32  // gemmQuant: a block of B's columns dequantized into panels
+	qpairs       []uint32   // gemmQuant: the same panels converted to bf16 pairs
+	qrow         []float32  // gemmQuant: one row of a quantized matrix dequantized
+	qscratch     []float32  // the quantized kernels' scratch (converted scales, masks)
+	qx           []float32  // the quantized R-row kernels' interleaved inputs, outputs and scales
 	// op is the bf16 product this worker converts (gemmSerial,
 	// attnPanels): the conversion's closures take its address, which
 	// would put a local gemmOp on the heap for every product.

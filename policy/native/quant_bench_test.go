@@ -1,0 +1,111 @@
+package native
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkQGemv measures the decode step's product of one input row
+// with quantized matrices of SmolLM2-135M's shapes (k inputs, n
+// outputs), each format, float32 and int8 inputs (quant8.go), on the
+// kernels in use (MLERL_NATIVE_KERNEL picks a tier), one thread, in the
+// tasks gemvQuant cuts (qgemvRows outputs): weights per second (wall and
+// CPU) and GB/s of blocks read. The matrices are
+// cycled over 96 MB of copies, a decode step's worth, so that the blocks
+// come from beyond the L2 cache as they do in decoding.
+func BenchmarkQGemv(b *testing.B) {
+	if err := selectKernels(); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []quantType{qQ4_1, qQ4_0, qQ8_0} {
+		for _, s := range [][2]int{{576, 1536}, {1536, 576}, {576, 576}} {
+			k, n := s[0], s[1]
+			proto := randQmat(r, typ, n, k, 0.05)
+			copies := max(1, (96<<20)/proto.bytes())
+			qs := make([]*qmat, copies)
+			for i := range qs {
+				qs[i] = &qmat{typ: typ, rows: n, cols: k, nb: proto.nb, rowBytes: proto.rowBytes, data: append([]byte(nil), proto.data...)}
+			}
+			x := make([]float32, k)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			sx := make([]float32, qsxStride(proto.nb))
+			qBlockSums(sx, x)
+			y := make([]float32, n)
+			ws := &workspace{}
+			var in q8Input
+			quantizeInput8(&in, x, k, 1, proto.nb)
+			if kern.qprep8 != nil {
+				kern.qprep8(&in, typ)
+			}
+			for _, int8 := range []bool{false, true} {
+				name := fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name)
+				if int8 {
+					name += "/int8"
+				}
+				b.Run(name, func(b *testing.B) {
+					c0 := cpuSeconds()
+					for i := 0; i < b.N; i++ {
+						q := qs[i%copies]
+						for j0 := 0; j0 < n; j0 += qgemvRows {
+							if int8 {
+								kern.qgemv8(ws, q, j0, min(qgemvRows, n-j0), &in, y[j0:], n, false)
+							} else {
+								kern.qgemv(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, sx, y[j0:], n, false)
+							}
+						}
+					}
+					sec, cpu := b.Elapsed().Seconds(), cpuSeconds()-c0
+					b.ReportMetric(float64(k*n)*float64(b.N)/sec/1e9, "Gweights/s")
+					b.ReportMetric(float64(k*n)*float64(b.N)/cpu/1e9, "Gweights/cpu-s")
+					b.ReportMetric(float64(proto.bytes())*float64(b.N)/sec/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}
+
+// bigStorageEnv names the base storage of BenchmarkGenerateBig's and
+// BenchmarkLoRASFTBig's models: fp32 (unset: the default), bf16, q8_0,
+// q4_0, q4_1, or gguf, SmolLM2's published file's (Q4_1 matrices, a Q8_0
+// embedding). The weights are random, quantized where stored so: the
+// kernels' speed does not depend on their values.
+const bigStorageEnv = "MLERL_BIG_STORAGE"
+
+// bigActivationsEnv sets the activations of the products with quantized
+// blocks (SetQuantActivations: fp32, the default, or int8).
+const bigActivationsEnv = "MLERL_BIG_ACTIVATIONS"
+
+// newBigModel builds the model of shape cfg with opt and the storage and
+// activations bigStorageEnv and bigActivationsEnv name, seed 1.
+func newBigModel(b *testing.B, cfg Config, opt Options) (*Model, error) {
+	m, err := NewWithOptions(cfg, bigOptions(b, opt), 1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.SetQuantActivations(envOr(bigActivationsEnv, ActivationsFP32)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// bigOptions is opt with the base storage bigStorageEnv names; a base
+// stored otherwise than in float32 is frozen (Options.Frozen) when opt
+// has no adapters.
+func bigOptions(b *testing.B, opt Options) Options {
+	switch s := envOr(bigStorageEnv, MatmulFP32); s {
+	case MatmulFP32:
+	case "gguf":
+		opt.BaseStorage = StorageQ4_1
+		opt.MatrixStorage = map[string]string{"/token_embed/embeddings": StorageQ8_0}
+	case MatmulBF16, StorageQ8_0, StorageQ4_0, StorageQ4_1:
+		opt.BaseStorage = s
+	default:
+		b.Fatalf("%s=%q: want fp32, bf16, q8_0, q4_0, q4_1 or gguf", bigStorageEnv, s)
+	}
+	opt.Frozen = opt.LoRA.Rank == 0 && (opt.BaseStorage != "" || opt.MatrixStorage != nil)
+	return opt
+}
