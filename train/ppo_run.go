@@ -116,7 +116,13 @@ func newPPORun(ctx context.Context, cfg PPOConfig, log io.Writer) (*ppoRun, erro
 			return nil, fmt.Errorf("train ppo: %w", err)
 		}
 	}
-	fmt.Fprintf(log, "train ppo: learner and reference products %s (the sampler decodes in float32); behaviour log-probabilities: %s\n", cfg.Matmul, cfg.OldLogP)
+	// The config printed at start resolved base_storage auto without the
+	// base (an SFT checkpoint names it): this line says what runs.
+	storage := ""
+	if r.pol.Kind() == policy.KindHF {
+		storage = fmt.Sprintf("base stored %s; ", r.pol.Model.BaseStorage)
+	}
+	fmt.Fprintf(log, "train ppo: %slearner and reference products %s (the sampler decodes in float32); behaviour log-probabilities: %s\n", storage, cfg.Matmul, cfg.OldLogP)
 	r.rng = rand.New(r.pcg)
 	if cfg.Decode == policy.DecodeConstrained {
 		if r.facts, err = newStateFacts(s.st, cfg.Env); err != nil {
