@@ -256,15 +256,7 @@ func (q *qmat) quantizeRow(j int, x []float32) {
 		blk := x[b*QuantBlock : (b+1)*QuantBlock]
 		switch q.typ {
 		case qQ8_0:
-			var amax float32
-			for _, v := range blk {
-				amax = max(amax, float32(math.Abs(float64(v))))
-			}
-			db := amax / 127
-			var id float32
-			if db != 0 {
-				id = 1 / db
-			}
+			db, id := q8Scale(blk)
 			put(d[2*b:], db)
 			for i, v := range blk {
 				qs[32*b+i] = byte(int8(math.Round(float64(v * id))))
@@ -385,4 +377,20 @@ func checkQuantShape(name string, t quantType, rows, cols int) error {
 		return fmt.Errorf("native: %s cannot be stored as %s: its rows of %d values are not a multiple of %d (the block size)", name, t, cols, QuantBlock)
 	}
 	return nil
+}
+
+// q8Scale is the scale of a Q8_0 block, ggml's: d = max|x| / 127, and
+// its inverse (0 for a block of zeros), which the values are multiplied
+// by before rounding. The stored weights (qmat.quantizeRow) and the int8
+// activations (quant8.go) share it.
+func q8Scale(blk []float32) (d, id float32) {
+	var amax float32
+	for _, v := range blk {
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	d = amax / 127
+	if d != 0 {
+		id = 1 / d
+	}
+	return d, id
 }

@@ -109,19 +109,10 @@ func quantizeInput8(in *q8Input, x []float32, ldx, rows, nb int) {
 			continue
 		}
 		for b := range nb {
-			blk := xr[b*QuantBlock : (b+1)*QuantBlock]
-			var amax float32
-			for _, v := range blk {
-				amax = max(amax, float32(math.Abs(float64(v))))
-			}
-			d := amax / 127
-			var id float32
-			if d != 0 {
-				id = 1 / d
-			}
+			d, id := q8Scale(xr[b*QuantBlock : (b+1)*QuantBlock])
 			qs := in.q[(r*nb+b)*QuantBlock : (r*nb+b+1)*QuantBlock]
 			var s int32
-			for i, v := range blk {
+			for i, v := range xr[b*QuantBlock : (b+1)*QuantBlock] {
 				q := int8(math.RoundToEven(float64(v * id)))
 				qs[i], s = q, s+int32(q)
 			}
