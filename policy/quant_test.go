@@ -71,6 +71,11 @@ func TestResolveBaseStorage(t *testing.T) {
 	if r.ResolveAutoFor(StorageQuant) != StorageQuant || r.ResolveAutoFor(MatmulBF16) != r.BaseStorage {
 		t.Errorf("auto resolved without a base: keeps %q and %q", r.ResolveAutoFor(StorageQuant), r.ResolveAutoFor(MatmulBF16))
 	}
+	// Resolved again (train ppo: as its config loads, then as it
+	// starts), it still keeps the checkpoint's quantized storage.
+	if again, _ := r.Resolved(); again.ResolveAutoFor(StorageQuant) != StorageQuant {
+		t.Errorf("auto resolved twice without a base: gave the checkpoint's quant way to %q", again.ResolveAutoFor(StorageQuant))
+	}
 	tu.BaseStorage = MatmulFP32
 	if r, _ := tu.Resolved(); r.ResolveAutoFor(StorageQuant) != MatmulFP32 {
 		t.Errorf("explicit fp32 gave way to the checkpoint's quant")

@@ -134,7 +134,12 @@ func (t Tuning) ResolvedFor(spec string) (Tuning, error) {
 	if err != nil {
 		return t, config.Errorf("base_storage", t.BaseStorage, "%v", err)
 	}
-	t.BaseStorage, t.autoStorage = r, auto && spec == ""
+	// A tuning resolved again (train ppo resolves its config as it is
+	// loaded, then once more as it starts) keeps knowing it was auto:
+	// otherwise its second pass read the first one's bf16 or fp32 as
+	// asked for, and an SFT checkpoint's quantized base was stored in
+	// bf16 for PPO.
+	t.BaseStorage, t.autoStorage = r, (auto || t.autoStorage) && spec == ""
 	return t, nil
 }
 
