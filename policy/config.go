@@ -57,8 +57,9 @@ type Config struct {
 	// Tuning (Hugging Face policies only): LoRA adapters on a frozen base
 	// (nil: every weight trains), the frozen base's storage (fp32, bf16,
 	// quant, q8_0, q4_0 or q4_1: auto is resolved before,
-	// ResolveBaseStorage) and activation recomputation. An engine is built from them, so a checkpoint's
-	// model.json says how to rebuild its policy. BaseStorage other than
+	// ResolveBaseStorage) and activation recomputation. An engine is
+	// built from them, so a checkpoint's model.json says how to rebuild
+	// its policy. BaseStorage other than
 	// fp32 without LoRA is a frozen base stored as a LoRA model's
 	// (inference, or a reference): the stages train every weight of such
 	// a policy in float32 instead (Tuning).

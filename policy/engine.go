@@ -321,11 +321,7 @@ func (p *Policy) NewEngine(name string, seed uint64, weights []Tensor) (Engine, 
 	if p.hf == nil {
 		return buildEngine(name, p.Model, seed, weights, baseSource{})
 	}
-	storage, err := p.matrixStorage()
-	if err != nil {
-		return nil, err
-	}
-	return buildEngine(name, p.Model, seed, weights, baseSource{load: p.loadBase, storage: storage})
+	return buildEngine(name, p.Model, seed, weights, baseSource{load: p.loadBase, storage: p.matrixStorage()})
 }
 
 // TrainableWeights returns the weights of e that train (every weight of

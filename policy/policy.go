@@ -109,12 +109,7 @@ func (p *Policy) Encode(text string) ([]int32, error) {
 	if p.vocab != nil {
 		return p.vocab.Encode(p.tok, text)
 	}
-	ids := p.hf.Tokenizer.EncodeOrdinary(text)
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out, nil
+	return toInt32(p.hf.Tokenizer.EncodeOrdinary(text)), nil
 }
 
 // Decode turns model ids into text, dropping the ids that stand for no

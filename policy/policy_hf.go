@@ -327,11 +327,7 @@ func (p *Policy) chatPrompt(content string) ([]int32, error) {
 		nl := t.EncodeOrdinary("\n\n")
 		ids = append(append(append(append(ids, open), nl...), close), nl...)
 	}
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out, nil
+	return toInt32(ids), nil
 }
 
 func fileSHA256(path string) (string, error) {
@@ -412,10 +408,7 @@ func transposed(v []float32, rows, cols int) []float32 {
 // its own storage.
 func (p *Policy) loadBase(set func(Tensor) error) error {
 	w := p.hf.Weights
-	blocks, err := p.blockFormats()
-	if err != nil {
-		return err
-	}
+	blocks := p.blockFormats()
 	for _, name := range w.Names() {
 		if rotaryBuffer.MatchString(name) {
 			continue
@@ -475,11 +468,11 @@ type blockTensors interface {
 // is stored in under the policy's base_storage whose blocks the base
 // file holds as they are (those load as blocks); matrices quantized on
 // load from float values (q8_0 of a Hugging Face folder) are not listed.
-func (p *Policy) blockFormats() (map[string]string, error) {
+func (p *Policy) blockFormats() map[string]string {
 	st := p.Model.BaseStorage
 	bt, ok := p.hf.Weights.(blockTensors)
 	if !QuantizedStorage(st) || !ok {
-		return nil, nil
+		return nil
 	}
 	out := map[string]string{}
 	for _, name := range p.hf.Weights.Names() {
@@ -492,22 +485,21 @@ func (p *Policy) blockFormats() (map[string]string, error) {
 			out[n] = f
 		}
 	}
-	return out, nil
+	return out
 }
 
 // matrixStorage is native.Options.MatrixStorage under base_storage
 // quant: each base matrix the GGUF file stores in Q8_0, Q4_0 or Q4_1
 // blocks, in its format, by native name (the rest float32). nil for any
 // other storage (one storage for every matrix).
-func (p *Policy) matrixStorage() (map[string]string, error) {
+func (p *Policy) matrixStorage() map[string]string {
 	if p.Model.BaseStorage != StorageQuant {
-		return nil, nil
+		return nil
 	}
-	m, err := p.blockFormats()
-	if err == nil && len(m) == 0 {
-		m = map[string]string{}
+	if m := p.blockFormats(); len(m) > 0 {
+		return m
 	}
-	return m, err
+	return map[string]string{}
 }
 
 // peftModules maps native's target names to PEFT's module names.

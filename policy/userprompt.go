@@ -84,6 +84,7 @@ func (p *Policy) MaxPositions() int {
 	return 1 << 20
 }
 
+// toInt32 is a tokenizer's ids as model ids.
 func toInt32(ids []int) []int32 {
 	out := make([]int32, len(ids))
 	for i, id := range ids {
