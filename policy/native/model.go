@@ -2,7 +2,9 @@ package native
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -137,21 +139,13 @@ func resolveBaseStorage(opt Options, frozen bool) (basePlan, error) {
 		}
 	}
 	if !frozen {
-		for _, s := range append([]string{plan.def}, mapValues(plan.by)...) {
+		for _, s := range append([]string{plan.def}, slices.Collect(maps.Values(plan.by))...) {
 			if s != MatmulFP32 {
 				return plan, fmt.Errorf("native: base storage %q needs a frozen base (LoRA adapters, or Options.Frozen): a trained weight keeps float32", s)
 			}
 		}
 	}
 	return plan, nil
-}
-
-func mapValues(m map[string]string) []string {
-	var out []string
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // BaseStorage reports how the model keeps its base matrices: "bf16",
@@ -171,20 +165,11 @@ func (m *Model) BaseStorage() string {
 		case *f.dst == nil:
 			k = MatmulBF16
 		}
-		if !containsString(kinds, k) {
+		if !slices.Contains(kinds, k) {
 			kinds = append(kinds, k)
 		}
 	}
 	return strings.Join(kinds, "+")
-}
-
-func containsString(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // NumParams is the number of scalar parameters, frozen ones included.

@@ -543,17 +543,16 @@ func (m *Model) ParamValues(name string) ([]float32, error) {
 		return out, nil
 	}
 	if q := f.qmat(); q != nil {
-		if !f.qT {
-			for j := range q.rows {
-				q.dequantRow(out[j*q.cols:(j+1)*q.cols], j)
-			}
-			return out, nil
+		rows := out // the blocks' rows are the matrix's, or (qT) its columns
+		if f.qT {
+			rows = make([]float32, len(out))
 		}
-		rows := make([]float32, len(out))
 		for j := range q.rows {
 			q.dequantRow(rows[j*q.cols:(j+1)*q.cols], j)
 		}
-		transposeF32(out, rows, q.rows, q.cols)
+		if f.qT {
+			transposeF32(out, rows, q.rows, q.cols)
+		}
 		return out, nil
 	}
 	for j, h := range *f.half {
