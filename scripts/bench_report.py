@@ -524,6 +524,21 @@ def llm_report(d):
     torch_all = [m for m, _ in MODES]
     vs_torch = {m for m, _ in LLM_NATIVE} | set(torch_all)
     below = []
+
+    def phase_ratios(cond, impl, peer, what):
+        """impl / peer per LLM_PHASES, per wall second (bold) and per CPU-second (in
+        brackets); each phase below 1.0x goes into below as '<phase><what>, <cond>'."""
+        cells = []
+        for n, plab in LLM_PHASES:
+            r = []
+            for i in (0, 1):
+                a, b = top(cond, n, {impl}, i)[0], top(cond, n, {peer}, i)[0]
+                r.append(ratio(a, b))
+                if a == a and b == b and a < b:
+                    below.append(f"{plab}{what}, {cond}{', per CPU-second' if i else ', wall'}: {a / b:.2f}x")
+            cells.append(f"**{r[0]}** ({r[1]})")
+        return cells
+
     for cond in conds:
         for i, what in ((0, "tokens per second"), (1, "tokens per CPU-second")):
             if not any(k[0] == cond and k[1] in dict(LLM_ROWS) and k[2] in vs_torch for k in d.rows):
@@ -622,18 +637,8 @@ def llm_report(d):
                 print("| native | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
                 print("|---|" + "---:|" * len(LLM_PHASES))
                 for impl, lab in LLM_QUANT:
-                    if not any(k[0] == cond and k[2] == impl for k in d.rows):
-                        continue
-                    cells = []
-                    for n, plab in LLM_PHASES:
-                        r = []
-                        for i in (0, 1):
-                            a, b = top(cond, n, {impl}, i)[0], top(cond, n, {q41}, i)[0]
-                            r.append(ratio(a, b))
-                            if a == a and b == b and a < b:
-                                below.append(f"{plab}, {lab} vs llama.cpp Q4_1, {cond}{', per CPU-second' if i else ', wall'}: {a / b:.2f}x")
-                        cells.append(f"**{r[0]}** ({r[1]})")
-                    print(f"| {lab} | " + " | ".join(cells) + " |")
+                    if any(k[0] == cond and k[2] == impl for k in d.rows):
+                        print(f"| {lab} | " + " | ".join(phase_ratios(cond, impl, q41, f", {lab} vs llama.cpp Q4_1")) + " |")
             if not any(k[0] == cond and k[2] == "native-fp32" for k in d.rows):
                 continue
             print()
@@ -642,18 +647,8 @@ def llm_report(d):
             print("| llama.cpp weights | " + " | ".join(lab for _, lab in LLM_PHASES) + " |")
             print("|---|" + "---:|" * len(LLM_PHASES))
             for impl, lab in LLAMA:
-                if not any(k[0] == cond and k[2] == impl for k in d.rows):
-                    continue
-                cells = []
-                for n, plab in LLM_PHASES:
-                    r = []
-                    for i in (0, 1):
-                        a, b = top(cond, n, {"native-fp32"}, i)[0], top(cond, n, {impl}, i)[0]
-                        r.append(ratio(a, b))
-                        if a == a and b == b and a < b:
-                            below.append(f"{plab} vs llama.cpp {lab}, {cond}{', per CPU-second' if i else ', wall'}: {a / b:.2f}x")
-                    cells.append(f"**{r[0]}** ({r[1]})")
-                print(f"| {lab} | " + " | ".join(cells) + " |")
+                if any(k[0] == cond and k[2] == impl for k in d.rows):
+                    print(f"| {lab} | " + " | ".join(phase_ratios(cond, "native-fp32", impl, f" vs llama.cpp {lab}")) + " |")
     print()
     if below:
         print("The real model's rows below 1.0x:")
