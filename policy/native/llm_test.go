@@ -263,14 +263,17 @@ func BenchmarkLLMLoRASFT(b *testing.B) {
 // float32 products; a bf16 base with float32 products (what train ppo ran
 // there before its matmul key: base_storage auto stored the base in bf16
 // and PPO forced float32 products, which widen each weight as they pack
-// it); and a bf16 base with bf16 products (matmul bf16).
+// it); and a bf16 base with bf16 products (matmul bf16). A base kept in
+// Q4_1 blocks runs with float32 products and, with AVX512_BF16, bf16 ones.
 func BenchmarkLLMPPOLearner(b *testing.B) {
 	dir := llmDir(b)
 	_, pb := ppoBatches(4, 8, 1)
 	type variant struct{ storage, matmul string }
-	vs := []variant{{MatmulFP32, MatmulFP32}}
+	// A base in Q4_1 blocks (the published file's format, quantized here
+	// from the folder's weights) is what train ppo runs on a GGUF policy.
+	vs := []variant{{MatmulFP32, MatmulFP32}, {StorageQ4_1, MatmulFP32}}
 	if BF16Native() {
-		vs = append(vs, variant{MatmulBF16, MatmulFP32}, variant{MatmulBF16, MatmulBF16})
+		vs = append(vs, variant{MatmulBF16, MatmulFP32}, variant{MatmulBF16, MatmulBF16}, variant{StorageQ4_1, MatmulBF16})
 	}
 	for _, v := range vs {
 		b.Run("base="+v.storage+"/matmul="+v.matmul+"/shared", func(b *testing.B) {
