@@ -14,6 +14,27 @@ import (
 // sftLoss is the mean weighted negative log-likelihood of the targets
 // (response tokens) at the positions whose logits it is given.
 func sftLoss(targets []int32, weights []float32, vocab int) policy.LossFunc {
+	return sftLossStats(targets, weights, nil, vocab, nil)
+}
+
+// actionNLL sums the negative log-likelihood of the targets that write an
+// action's name, unweighted: what SFT's loss says about the decision alone.
+type actionNLL struct {
+	Sum float64
+	N   int
+}
+
+// Mean is the mean NLL per action-name token (NaN without one).
+func (a actionNLL) Mean() float64 {
+	if a.N == 0 {
+		return math.NaN()
+	}
+	return a.Sum / float64(a.N)
+}
+
+// sftLossStats is sftLoss that also adds, to st when it is not nil, the
+// NLL of the targets act marks.
+func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st *actionNLL) policy.LossFunc {
 	return func(logits, _, dLogits, _ []float32) float64 {
 		copy(dLogits, logits)
 		native.LogSoftmaxRows(dLogits, vocab) // now log p, row by row
@@ -29,6 +50,10 @@ func sftLoss(targets []int32, weights []float32, vocab int) policy.LossFunc {
 		for i, t := range targets {
 			row := dLogits[i*vocab : (i+1)*vocab]
 			loss -= float64(weights[i]) * float64(row[t])
+			if st != nil && act[i] {
+				st.Sum -= float64(row[t])
+				st.N++
+			}
 			coef := float32(float64(weights[i]) / wsum)
 			for j, lp := range row {
 				row[j] = coef * float32(math.Exp(float64(lp)))

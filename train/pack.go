@@ -14,6 +14,13 @@ type encoded struct {
 	Response int
 	// Weight is the loss weight of each response token (0: 1).
 	Weight float32
+	// Act, when Act[1] > Act[0], is the span of Tokens that writes the
+	// action's name (actionSpan): the decision among the tools, a few
+	// tokens of a response the answer format otherwise fixes. Its targets
+	// are marked in the packed batch (packedBatch.Act) and weighted
+	// ActWeight times more (0: 1).
+	Act       [2]int
+	ActWeight float32
 }
 
 // packedBatch is a batch of packed rows with next-token targets and loss
@@ -23,6 +30,8 @@ type packedBatch struct {
 	policy.Batch
 	Targets []int32
 	Weights []float32
+	// Act marks the targets that are tokens of an action's name.
+	Act []bool
 	// Real counts non-padding tokens; NumTargets weighted targets.
 	Real, NumTargets int
 	// Starts holds each example's first flat index, by position in the
@@ -73,7 +82,7 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 		b := packedBatch{Batch: policy.Batch{B: len(group), S: width}}
 		size := b.B * b.S
 		b.Tokens, b.Positions, b.Segments = make([]int32, size), make([]int32, size), make([]int32, size)
-		b.Targets, b.Weights = make([]int32, size), make([]float32, size)
+		b.Targets, b.Weights, b.Act = make([]int32, size), make([]float32, size), make([]bool, size)
 		b.Starts = make([]int, len(order))
 		for ri, r := range group {
 			at := ri * width
@@ -91,6 +100,12 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 						b.Targets[k] = e.Tokens[t+1]
 						if t+1 >= e.Response {
 							b.Weights[k] = w
+							if t+1 >= e.Act[0] && t+1 < e.Act[1] {
+								b.Act[k] = true
+								if e.ActWeight != 0 {
+									b.Weights[k] = w * e.ActWeight
+								}
+							}
 							b.NumTargets++
 						}
 					}
@@ -107,11 +122,19 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 // targets lists the weighted targets of a batch: their flat indices,
 // target ids and weights.
 func (b packedBatch) targets() (idx, targets []int32, weights []float32) {
+	idx, targets, weights, _ = b.targetsAct()
+	return idx, targets, weights
+}
+
+// targetsAct is targets with, for each, whether it writes an action's name.
+func (b packedBatch) targetsAct() (idx, targets []int32, weights []float32, act []bool) {
 	idx, targets, weights = make([]int32, 0, b.NumTargets), make([]int32, 0, b.NumTargets), make([]float32, 0, b.NumTargets)
+	act = make([]bool, 0, b.NumTargets)
 	for i, w := range b.Weights {
 		if w != 0 {
 			idx, targets, weights = append(idx, int32(i)), append(targets, b.Targets[i]), append(weights, w)
+			act = append(act, b.Act != nil && b.Act[i])
 		}
 	}
-	return idx, targets, weights
+	return idx, targets, weights, act
 }

@@ -7,8 +7,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/mlerl/mlerl/env"
 	"github.com/mlerl/mlerl/internal/catalog"
 	"github.com/mlerl/mlerl/internal/config"
 	"github.com/mlerl/mlerl/internal/datasets"
@@ -48,6 +51,11 @@ type SFTConfig struct {
 	Resume          bool `yaml:"resume" help:"continue from the latest checkpoint in out when there is one"`
 	// Response selects what the policy learns to write (see TerseResponse).
 	Response string `yaml:"response" help:"terse (the expert's action with one-word Reflection and Thought and a one-line Action Input: what a small policy can learn) or full (the expert's whole answer)"`
+	// ActionWeight weights the response tokens that write the action's
+	// name (actionSpan) against 1 for the others: the per-token mean loss
+	// otherwise gives the one decision of a terse response (which tool,
+	// e.g. keep an edit or undo it) 1/30-1/100 of an example's weight.
+	ActionWeight float64 `yaml:"action_weight" help:"loss weight of the response tokens that write the action's name (the decision among the tools), against 1 for every other response token (1: no extra weight; e.g. 5 for a pretrained policy whose loss is mostly the answer format); losses/sft_action logs their loss either way"`
 	// Matmul is the precision of the training products (policy.SetMatmul).
 	Matmul string `yaml:"matmul" help:"precision of the training matrix products: auto (bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), fp32, or bf16 (native engine; float32 weights and optimizer state either way)"`
 }
@@ -75,6 +83,8 @@ func DefaultSFTConfig() SFTConfig {
 		Seed:      1,
 		Resume:    true,
 		Response:  policy.ResponseTerse,
+
+		ActionWeight: 1,
 	}
 }
 
@@ -125,6 +135,8 @@ func (c SFTConfig) Validate() error {
 		return config.Errorf("checkpoint_every", c.CheckpointEvery, "must not be negative (0: each epoch)")
 	case c.MaxSteps < 0:
 		return config.Errorf("max_steps", c.MaxSteps, "must not be negative (0: every epoch)")
+	case !(c.ActionWeight > 0) || math.IsInf(c.ActionWeight, 0):
+		return config.Errorf("action_weight", c.ActionWeight, "must be a positive number (1: the action's tokens weigh as every other response token)")
 	case c.Response != policy.ResponseFull && c.Response != policy.ResponseTerse:
 		return config.Errorf("response", c.Response, "want %s or %s", policy.ResponseFull, policy.ResponseTerse)
 	case c.Matmul != "" && c.Matmul != policy.MatmulAuto && c.Matmul != policy.MatmulFP32 && c.Matmul != policy.MatmulBF16:
@@ -169,7 +181,46 @@ func encodeExample(pol *policy.Policy, prompt, response string) (encoded, error)
 	if err != nil {
 		return encoded{}, err
 	}
-	return encoded{Tokens: append(p, r...), Response: len(p)}, nil
+	e := encoded{Tokens: append(p, r...), Response: len(p)}
+	if start, end, ok := actionSpan(pol, response, r); ok {
+		e.Act = [2]int{len(p) + start, len(p) + end}
+	}
+	return e, nil
+}
+
+// actionSpan finds the tokens of ids (a response's, as EncodeResponse
+// wrote them) that write the action's name: the text after "Action:" to
+// the end of its line. The response's text up to the name and up to the
+// line's end are encoded alone; the span lies between, when both are
+// prefixes of ids (a tokenizer whose tokens cross either boundary gives
+// none: the example then has no action span).
+func actionSpan(pol *policy.Policy, response string, ids []int32) (start, end int, ok bool) {
+	key := env.FieldAction + ":"
+	at := 0
+	if !strings.HasPrefix(response, key) {
+		i := strings.Index(response, "\n"+key)
+		if i < 0 {
+			return 0, 0, false
+		}
+		at = i + 1
+	}
+	name := at + len(key)
+	line := len(response)
+	if j := strings.IndexByte(response[name:], '\n'); j >= 0 {
+		line = name + j
+	}
+	if strings.TrimSpace(response[name:line]) == "" {
+		return 0, 0, false
+	}
+	before, err := pol.Encode(response[:name])
+	if err != nil || !slices.Equal(before, ids[:min(len(before), len(ids))]) {
+		return 0, 0, false
+	}
+	through, err := pol.Encode(response[:line])
+	if err != nil || len(through) > len(ids) || !slices.Equal(through, ids[:len(through)]) || len(through) <= len(before) {
+		return 0, 0, false
+	}
+	return len(before), len(through), true
 }
 
 // epochOrder is the example order of an epoch: a permutation drawn from
@@ -249,6 +300,16 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	spans := 0
+	for i := range trainEx {
+		if trainEx[i].Act[1] > trainEx[i].Act[0] {
+			spans++
+			trainEx[i].ActWeight = float32(cfg.ActionWeight)
+		}
+	}
+	if spans < len(trainEx) {
+		fmt.Fprintf(log, "train sft: %d of %d responses have no action name the tokenizer writes apart (no \"Action:\" line, or its tokens cross the name's bounds): action_weight and losses/sft_action leave them out\n", len(trainEx)-spans, len(trainEx))
+	}
 	epochs := make([][]packedBatch, cfg.Epochs)
 	total := 0
 	for e := range epochs {
@@ -295,10 +356,11 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				return s.saveMerged(pol, eng, cfg.SaveMerged, cfg.Out)
 			}
 			b := batches[state.Batch]
-			idx, targets, weights := b.targets()
+			idx, targets, weights, act := b.targetsAct()
 			lr := cfg.Optim.LRAt(state.Step, total)
 			start := time.Now()
-			loss, norm, err := eng.TrainStep(b.Batch, idx, sftLoss(targets, weights, cfg.Model.Vocab), lr)
+			var actNLL actionNLL
+			loss, norm, err := eng.TrainStep(b.Batch, idx, sftLossStats(targets, weights, act, cfg.Model.Vocab, &actNLL), lr)
 			if err != nil {
 				return fmt.Errorf("train sft: update %d: %w", state.Step, err)
 			}
@@ -309,9 +371,12 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				"losses/sft": loss, "charts/lr": lr, "charts/grad_norm": norm,
 				"charts/tokens_per_s": float64(b.Real) / secs,
 				"charts/pad_fraction": 1 - float64(b.Real)/float64(b.B*b.S)}
+			if actNLL.N > 0 {
+				rec["losses/sft_action"] = actNLL.Mean()
+			}
 			if pol.Kind() == policy.KindHF {
 				rec["time/step_s"], rec["memory/peak_rss_gib"] = secs, peakRSSGiB()
-				fmt.Fprintf(log, "train sft: update %d: loss %.4f, %.1f s, %.0f real tokens/s, peak RSS %.2f GiB\n", state.Step, loss, secs, float64(b.Real)/secs, rec["memory/peak_rss_gib"])
+				fmt.Fprintf(log, "train sft: update %d: loss %.4f (action names %.4f), %.1f s, %.0f real tokens/s, peak RSS %.2f GiB\n", state.Step, loss, actNLL.Mean(), secs, float64(b.Real)/secs, rec["memory/peak_rss_gib"])
 			}
 			s.record(rec)
 			bar.Add(1, fmt.Sprintf("loss %.3f", loss))
@@ -325,12 +390,18 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 			}
 		}
 		if len(valBatches) > 0 {
-			val, n, err := validationLoss(eng, valBatches, cfg.Model.Vocab)
+			val, n, valAct, err := validationLoss(eng, valBatches, cfg.Model.Vocab)
 			if err != nil {
 				return fmt.Errorf("train sft: validation: %w", err)
 			}
-			s.record(map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val})
-			fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens\n", state.Epoch, val, n)
+			rec := map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val}
+			actText := ""
+			if valAct.N > 0 {
+				rec["losses/val_action"] = valAct.Mean()
+				actText = fmt.Sprintf(" (%.4f on the %d tokens of action names)", valAct.Mean(), valAct.N)
+			}
+			s.record(rec)
+			fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens%s\n", state.Epoch, val, n, actText)
 		}
 		state.Epoch++
 		state.Batch = 0
@@ -421,20 +492,21 @@ func encodeExamples(pol *policy.Policy, source string, rs []schemas.SFTExample) 
 }
 
 // validationLoss is the mean SFT loss per response token over batches,
-// and the number of tokens.
-func validationLoss(eng policy.Engine, batches []packedBatch, vocabSize int) (float64, int, error) {
+// the number of tokens, and the loss of the tokens of action names.
+func validationLoss(eng policy.Engine, batches []packedBatch, vocabSize int) (float64, int, actionNLL, error) {
 	sum, n := 0.0, 0
+	var act actionNLL
 	for _, b := range batches {
-		idx, targets, weights := b.targets()
+		idx, targets, weights, isAct := b.targetsAct()
 		logits, _, err := eng.Logits(b.Batch, idx)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, act, err
 		}
-		loss := sftLoss(targets, weights, vocabSize)(logits, nil, make([]float32, len(logits)), nil)
+		loss := sftLossStats(targets, weights, isAct, vocabSize, &act)(logits, nil, make([]float32, len(logits)), nil)
 		sum += loss * float64(b.NumTargets)
 		n += b.NumTargets
 	}
-	return sum / float64(max(n, 1)), n, nil
+	return sum / float64(max(n, 1)), n, act, nil
 }
 
 // requiredTexts are what the vocabulary must hold in its own tokens

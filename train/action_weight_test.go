@@ -1,0 +1,206 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mlerl/mlerl/internal/datasets"
+	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy"
+	"github.com/mlerl/mlerl/schemas"
+)
+
+// TestActionSpan: the span actionSpan finds decodes to the action's name
+// on a byte policy and on two Hugging Face tokenizers (Llama's and
+// Qwen3's; SmolLM2's where MLERL_SMOLLM2_GGUF names its file), and a response without an Action line has none.
+func TestActionSpan(t *testing.T) {
+	all := make([]int, 256)
+	for i := range all {
+		all[i] = i
+	}
+	budgets := policy.Config{Ctx: 321, PromptTokens: 256, ResponseTokens: 64}
+	pols := map[string]*policy.Policy{"bytes": policy.NewMLERL(policy.Config{ResponseTokens: 200}, policy.NewVocab(all), policy.ByteTokenizer{})}
+	for _, name := range []string{"llama", "qwen3"} {
+		p, err := policy.OpenHF(filepath.Join("..", "policy", "hf", "testdata", "ckpt", name), budgets, policy.DefaultTuning(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		pols[name] = p
+	}
+	// The real SmolLM2 tokenizer too, where make real-model fetched it.
+	if path := os.Getenv("MLERL_SMOLLM2_GGUF"); path != "" {
+		p, err := policy.OpenGGUF(path, budgets, policy.DefaultTuning(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		pols["smollm2"] = p
+	}
+	cases := []struct{ response, name string }{
+		{TerseResponse("Reflection: x\nThought: y\nAction: Undo Edit Script\nAction Input: {\"script_name\": \"train.py\"}"), "Undo Edit Script"},
+		{"Action: Final Answer\nAction Input: {\"final_answer\": \"done\"}", "Final Answer"},
+		{"Reflection: -\nThought: -\nAction: Execute Script", "Execute Script"},
+		{"Reflection: -\nAction Input: {}", ""},
+		{"Reflection: -\nThought: -\nAction:   \nAction Input: {}", ""},
+	}
+	for pname, pol := range pols {
+		for _, c := range cases {
+			ids, err := pol.EncodeResponse(c.response)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start, end, ok := actionSpan(pol, c.response, ids)
+			if c.name == "" {
+				if ok {
+					t.Errorf("%s: %q: got span %d-%d (%q), want none", pname, c.response, start, end, pol.Decode(ids[start:end]))
+				}
+				continue
+			}
+			if !ok {
+				t.Errorf("%s: %q: no span, want the tokens of %q", pname, c.response, c.name)
+				continue
+			}
+			if got := strings.TrimSpace(pol.Decode(ids[start:end])); got != c.name {
+				t.Errorf("%s: %q: span %d-%d decodes to %q, want %q", pname, c.response, start, end, got, c.name)
+			}
+		}
+	}
+}
+
+// TestPackBatchesActionWeight: the targets of an action span are marked
+// and weigh ActWeight times the example's weight; the others keep it.
+func TestPackBatchesActionWeight(t *testing.T) {
+	exs := []encoded{
+		{Tokens: []int32{2, 10, 11, 12, 13, 3}, Response: 2, Weight: 0.5, Act: [2]int{3, 5}, ActWeight: 4},
+		{Tokens: []int32{2, 14, 15, 3}, Response: 2, Act: [2]int{2, 3}}, // ActWeight 0: 1
+	}
+	b := packBatches(exs, []int{0, 1}, 2, 8)[0]
+	// Row 0: example 0's targets at flat 1..4 are tokens 2..5; tokens 3
+	// and 4 (flat 2, 3) are its action. Row 1: example 1's token 2 (flat 9).
+	wantW := []float32{0, 0.5, 2, 2, 0.5, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}
+	wantA := []bool{false, false, true, true, false, false, false, false, false, true, false, false, false, false, false, false}
+	for i := range wantW {
+		if b.Weights[i] != wantW[i] || b.Act[i] != wantA[i] {
+			t.Fatalf("flat %d: got weight %v act %v, want %v %v", i, b.Weights[i], b.Act[i], wantW[i], wantA[i])
+		}
+	}
+	_, _, w, act := b.targetsAct()
+	if want := []bool{false, true, true, false, true, false}; !slices.Equal(act, want) || len(w) != len(want) {
+		t.Errorf("targetsAct: got weights %v act %v, want act %v", w, act, want)
+	}
+}
+
+// TestSFTLossActionNLL: the action statistic is the unweighted NLL of the
+// marked targets, and weighting leaves the gradient exact.
+func TestSFTLossActionNLL(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const vocab = 5
+	logits := randomRows(r, 3*vocab)
+	targets, weights, act := []int32{1, 4, 2}, []float32{1, 6, 1}, []bool{false, true, false}
+	var st actionNLL
+	sftLossStats(targets, weights, act, vocab, &st)(logits, nil, make([]float32, len(logits)), nil)
+	row := logits[vocab : 2*vocab]
+	z := 0.0
+	for _, v := range row {
+		z += math.Exp(float64(v))
+	}
+	want := math.Log(z) - float64(row[4])
+	if st.N != 1 || math.Abs(st.Sum-want) > 1e-5 {
+		t.Errorf("got action NLL %v over %d, want %v over 1", st.Sum, st.N, want)
+	}
+	gradCheck(t, "sft action-weighted", sftLossStats(targets, weights, act, vocab, nil), logits, make([]float32, 3))
+	if !math.IsNaN((actionNLL{}).Mean()) {
+		t.Error("the mean of no action token must be NaN, not 0")
+	}
+}
+
+// writeDecisionExamples commits examples whose response is an action
+// chosen by the prompt's last word, in the terse format.
+func writeDecisionExamples(t *testing.T, root string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []schemas.SFTExample
+	for i := range n {
+		prompt, action := "ran: better", "Final Answer\nAction Input: {\"final_answer\": \"ok\"}"
+		if i%2 == 1 {
+			prompt, action = "ran: worse", "Undo Edit Script\nAction Input: {\"script_name\": \"train.py\"}"
+		}
+		split := schemas.HeldIn
+		if i%5 == 4 {
+			split = schemas.HeldOut
+		}
+		rows = append(rows, schemas.SFTExample{ExampleID: string(rune('a'+i%26)) + string(rune('a'+i/26)), TaskID: "t", Split: split,
+			Prompt: prompt, Response: "Reflection: -\nThought: -\nAction: " + action})
+	}
+	p, err := datasets.Begin(ctx, st, schemas.SFTExamples.Name, schemas.SFTExamples, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := datasets.WritePart(ctx, p, "part-00000.parquet", rows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Commit(ctx, datasets.CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSFTActionWeight: train sft logs the loss of the action names
+// (losses/sft_action per update, losses/val_action per epoch), and
+// weighting them lowers it against the same run unweighted, at the same
+// seed and number of updates; action_weight must be a positive number.
+func TestSFTActionWeight(t *testing.T) {
+	ctx := context.Background()
+	finalAction := func(weight float64) float64 {
+		root := t.TempDir()
+		writeDecisionExamples(t, root, 40)
+		cfg := tinySFTConfig(root)
+		cfg.Model.ResponseTokens = 64
+		cfg.Model.Ctx = 128
+		cfg.ActionWeight = weight
+		cfg.Epochs = 2
+		var log bytes.Buffer
+		if err := runSFT(ctx, cfg, &log); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(log.String(), "have no action name") {
+			t.Errorf("weight %v: every response has an Action line, yet the log says:\n%s", weight, log.String())
+		}
+		var last, val float64
+		for _, m := range readMetrics(t, root, cfg.Out) {
+			if v, ok := m["losses/sft_action"].(float64); ok {
+				last = v
+			}
+			if v, ok := m["losses/val_action"].(float64); ok {
+				val = v
+			}
+		}
+		if last == 0 || val == 0 {
+			t.Fatalf("weight %v: no losses/sft_action or losses/val_action in the metrics", weight)
+		}
+		return val
+	}
+	plain, weighted := finalAction(1), finalAction(8)
+	t.Logf("held-out loss of the action names: %.4f unweighted, %.4f at action_weight 8", plain, weighted)
+	if !(weighted < plain) {
+		t.Errorf("held-out loss of the action names: %.4f with action_weight 8, %.4f with 1: want it lower when weighted", weighted, plain)
+	}
+	for _, bad := range []float64{0, -1, math.Inf(1), math.NaN()} {
+		cfg := tinySFTConfig(t.TempDir())
+		cfg.ActionWeight = bad
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "action_weight") {
+			t.Errorf("action_weight %v: got %v, want a refusal naming action_weight", bad, err)
+		}
+	}
+}
