@@ -193,7 +193,7 @@ func InitialStates(ctx context.Context, st store.Store, t schemas.Task, n int, p
 		s := agents.FromEnv(e, plan, rs.MaxSteps, string(script))
 		out[i] = schemas.RLState{
 			StateID: id + "/00", TaskID: t.TaskID, Split: t.Split,
-			Prompt: agents.Compact(s, opts.CompactBudget, opts.Count), FullPrompt: agents.Full(s, opts.FullBudget, opts.Count),
+			Prompt: opts.Compact(s), FullPrompt: agents.Full(s, opts.FullBudget, opts.Count),
 			SnapshotRef: snap, Metric: t.Metric, Direction: t.Direction, MInit: mInit, MBest: mBest, MetricPrev: &mInit,
 		}
 	}

@@ -374,7 +374,7 @@ type promptSettings struct {
 func readPrompts(ctx context.Context, st store.Store, cfg Config) (promptSettings, error) {
 	var pr promptSettings
 	if cfg.Steps == "" {
-		pr.prompts = agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget}
+		pr.prompts = agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget, Format: agents.CompactFormat}
 		pr.notes = append(pr.notes, fmt.Sprintf("prompts: the default budgets (%d and %d tokens; steps is empty)", pr.prompts.FullBudget, pr.prompts.CompactBudget))
 	} else {
 		m, err := datasets.ResolveIn(ctx, st, cfg.Steps)
@@ -392,7 +392,7 @@ func readPrompts(ctx context.Context, st store.Store, cfg Config) (promptSetting
 		return pr, fmt.Errorf("evaluate: %w", err)
 	}
 	pr.opts = opts
-	pr.prompts.Counter = opts.CountName
+	pr.prompts.Counter, pr.prompts.Format = opts.CountName, opts.Format
 	return pr, nil
 }
 
@@ -700,6 +700,10 @@ func runKey(cfg Config, in *episode.Inputs, methods []*method, p agents.Prompts)
 		extra[i] = fmt.Sprintf("%s %s", m.name, m.source)
 	}
 	extra = append(extra, fmt.Sprintf("prompts %d %d %s", p.FullBudget, p.CompactBudget, p.Counter))
+	if p.Format != agents.CompactFormat1 {
+		// Format 1's key is the one evaluations made before formats had.
+		extra[len(extra)-1] += fmt.Sprintf(" format %d", p.Format)
+	}
 	return episode.RunKey(in.TasksM, in.IdeasM, c, extra...)
 }
 

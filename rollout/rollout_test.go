@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/env/agents"
 	"github.com/mlerl/mlerl/env/episode"
 	"github.com/mlerl/mlerl/ingest"
 	"github.com/mlerl/mlerl/internal/datasets"
@@ -128,7 +129,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := testConfig(root)
-	if p, ok := episode.PromptsOf(sm); !ok || p != promptOptions(cfg).Prompts() || p.Counter == "" {
+	if p, ok := episode.PromptsOf(sm); !ok || p != promptOptions(cfg).Prompts() || p.Counter == "" || p.Format != agents.CompactFormat {
 		t.Errorf("steps manifest prompts %+v (ok %v), want %+v", p, ok, promptOptions(cfg).Prompts())
 	}
 

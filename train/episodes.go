@@ -456,7 +456,7 @@ func (r *ppoRun) episodes(ctx context.Context, starts []schemas.RLState, ecfg en
 		seeds := make([]uint64, len(rows))
 		for j, i := range rows {
 			st := agents.StateOf(envs[i], plans[i], opts.MaxSteps)
-			p, err := r.pol.EncodePrompt(agents.Compact(st, opts.CompactBudget, opts.Count))
+			p, err := r.pol.EncodePrompt(opts.Compact(st))
 			if err != nil {
 				return err
 			}
@@ -697,7 +697,7 @@ func acrossGroups(live []int, k int) []int {
 // episodes that continue from, or start at, expert states then show the
 // policy the prompts it was trained on.
 func promptOptions(ctx context.Context, s *stage, maxSteps int, asRollout bool) (agents.Options, error) {
-	p := agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget}
+	p := agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget, Format: agents.CompactFormat}
 	from := "the default budgets"
 	for _, parent := range s.input.Parents {
 		if parent.Name != schemas.Steps.Name {
@@ -723,7 +723,7 @@ func promptOptions(ctx context.Context, s *stage, maxSteps int, asRollout bool) 
 	if err != nil {
 		return agents.Options{}, fmt.Errorf("train ppo: %w", err)
 	}
-	fmt.Fprintf(s.log, "train ppo: prompts rendered with budgets %d/%d tokens (%s)\n", p.FullBudget, p.CompactBudget, from)
+	fmt.Fprintf(s.log, "train ppo: prompts rendered with budgets %d/%d tokens, compact format %d (%s)\n", p.FullBudget, p.CompactBudget, opts.Format, from)
 	return opts, nil
 }
 

@@ -112,7 +112,7 @@ func ownState(parent schemas.RLState, e *env.Env, plan []string, ref string, opt
 	s.StateID = fmt.Sprintf("own-u%04d-g%02d", update, gi)
 	s.TrajectoryID = "own:" + strings.TrimPrefix(parent.TrajectoryID, "own:") // the expert trajectory it descends from
 	s.StepIndex = parent.StepIndex + int32(steps)
-	s.Prompt, s.FullPrompt, s.SnapshotRef = agents.Compact(st, opts.CompactBudget, opts.Count), "", ref
+	s.Prompt, s.FullPrompt, s.SnapshotRef = opts.Compact(st), "", ref
 	cur := e.Current()
 	s.MetricPrev = &cur
 	s.ExpertAction, s.ExpertReward, s.ExpertExecS = "", 0, 0

@@ -66,6 +66,16 @@ type Options struct {
 	CountName string
 	// MaxSteps is the environment's step limit (shown in the prompts).
 	MaxSteps int
+	// Format is the compact prompt's format (CompactFormat, or
+	// CompactFormat1 for a rollout recorded before formats).
+	Format int
+}
+
+// Compact renders s as the small policy's prompt with o's budget,
+// counter and format.
+func (o Options) Compact(s State) string {
+	s.Format = o.Format
+	return Compact(s, o.CompactBudget, o.Count)
 }
 
 // The prompts' default token budgets, the rollouts' (`full_budget`,
@@ -93,26 +103,28 @@ const (
 // trained on: a rollout records its [Prompts] and evaluation renders with
 // [NewOptionsFor] of them.
 func NewOptions(fullBudget, compactBudget, maxSteps int) Options {
-	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: ApproxCounter, CountName: CounterApprox, MaxSteps: maxSteps}
+	o := Options{FullBudget: fullBudget, CompactBudget: compactBudget, Count: ApproxCounter, CountName: CounterApprox, MaxSteps: maxSteps, Format: CompactFormat}
 	if tok, err := tokenizer.Default(); err == nil {
 		o.Count, o.CountName = tok.Count, CounterQwen3
 	}
 	return o
 }
 
-// Prompts is how an episode's prompts are rendered: the two budgets and
-// the token counter. A rollout records its own in the steps manifest
-// (Extra "prompts") so that whatever acts on its tasks later (evaluation,
-// PPO) renders the same prompts.
+// Prompts is how an episode's prompts are rendered: the two budgets, the
+// token counter and the compact prompt's format. A rollout records its
+// own in the steps manifest (Extra "prompts") so that whatever acts on its
+// tasks later (evaluation, PPO) renders the same prompts.
 type Prompts struct {
 	FullBudget    int    `json:"full_budget"`
 	CompactBudget int    `json:"compact_budget"`
 	Counter       string `json:"token_counter"`
+	// Format 0 is a rollout's from before formats were recorded: format 1.
+	Format int `json:"compact_format,omitempty"`
 }
 
 // Prompts returns the settings o renders with.
 func (o Options) Prompts() Prompts {
-	return Prompts{FullBudget: o.FullBudget, CompactBudget: o.CompactBudget, Counter: o.CountName}
+	return Prompts{FullBudget: o.FullBudget, CompactBudget: o.CompactBudget, Counter: o.CountName, Format: o.Format}
 }
 
 // NewOptionsFor returns the options that render prompts as p says. An
@@ -121,6 +133,14 @@ func (o Options) Prompts() Prompts {
 // not be the ones recorded).
 func NewOptionsFor(p Prompts, maxSteps int) (Options, error) {
 	o := NewOptions(p.FullBudget, p.CompactBudget, maxSteps)
+	switch {
+	case p.Format == 0:
+		o.Format = CompactFormat1
+	case p.Format < 0 || p.Format > CompactFormat:
+		return Options{}, fmt.Errorf("prompts of compact format %d: this binary renders formats %d to %d (a newer mlerl made them: use it)", p.Format, CompactFormat1, CompactFormat)
+	default:
+		o.Format = p.Format
+	}
 	switch p.Counter {
 	case "", o.CountName:
 		return o, nil
@@ -189,7 +209,7 @@ func RunEpisode(ctx context.Context, e *env.Env, agent Agent, traj schemas.Traje
 			break
 		}
 		st := StateOf(e, plan, opts.MaxSteps)
-		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: Compact(st, opts.CompactBudget, opts.Count), Last: observed(e, last)}
+		obs := Observation{State: st, Full: Full(st, opts.FullBudget, opts.Count), Compact: opts.Compact(st), Last: observed(e, last)}
 		snap, err := snapshot(ctx, e, traj)
 		if err != nil {
 			return nil, err

@@ -77,7 +77,24 @@ type State struct {
 	// The action grammar does not offer them then; the prompt does not
 	// show them.
 	NoEdit, NoUndo bool
+	// Format is the compact prompt's format (0: CompactFormat): what
+	// rendered the prompts a policy learnt from renders them for it later
+	// (Options.Format, recorded in a rollout's Prompts).
+	Format int
 }
+
+// Compact prompt formats. Format 1 marked a current score "(worse than
+// the best)" against the episode's best graded run only, so a first run
+// that scored below the initial script went unmarked, although the
+// expert undoes it (run 17 found 91 of the 166 undos of its SFT data in
+// such states). Format 2 compares with the better of the initial score
+// and the best run: the best so far as the expert, the reward's final
+// term and the Final Answer read it. Rollouts recorded no format before
+// format 2 (Prompts.Format 0), and they are rendered in format 1.
+const (
+	CompactFormat1 = 1
+	CompactFormat  = 2 // the current format, what new rollouts record
+)
 
 // StateOf is the state an agent acting in e sees: FromEnv with the
 // workspace's train.py (a link or FIFO a run left shows as no script).
@@ -145,7 +162,14 @@ func score(v *float64) string {
 // two numbers, and the one that decides whether to undo an edit (and run
 // the restored script, so that the better submission stands).
 func worse(s State) string {
-	if s.Best != nil && better(s.Direction, *s.Best, s.Current) {
+	if s.Best == nil {
+		return ""
+	}
+	best := *s.Best
+	if s.Format != CompactFormat1 && better(s.Direction, s.MInit, best) {
+		best = s.MInit
+	}
+	if better(s.Direction, best, s.Current) {
 		return " (worse than the best)"
 	}
 	return ""

@@ -178,6 +178,10 @@ func TestCompactMarksAWorseScore(t *testing.T) {
 	} {
 		s := state(0)
 		s.Direction, s.Current, s.Best = c.dir, c.current, &c.best
+		s.MInit = 0.5 // worse than every best here (TestCompactFormats: an initial score above the best)
+		if c.dir == "lower" {
+			s.MInit = 100
+		}
 		got := strings.Contains(Compact(s, 2000, ApproxCounter), fmt.Sprintf("current %.4f (worse than the best), best %.4f.", c.current, c.best))
 		if got != c.worse {
 			t.Errorf("%s is better, current %v, best %v: marked worse %v, want %v", c.dir, c.current, c.best, got, c.worse)
