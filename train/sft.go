@@ -300,27 +300,8 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	spans := 0
-	for i := range trainEx {
-		if trainEx[i].Act[1] > trainEx[i].Act[0] {
-			spans++
-			trainEx[i].ActWeight = float32(cfg.ActionWeight)
-		}
-	}
-	if spans < len(trainEx) {
-		fmt.Fprintf(log, "train sft: %d of %d responses have no action name the tokenizer writes apart (no \"Action:\" line, or its tokens cross the name's bounds): action_weight and losses/sft_action leave them out\n", len(trainEx)-spans, len(trainEx))
-	}
-	epochs := make([][]packedBatch, cfg.Epochs)
-	total := 0
-	for e := range epochs {
-		epochs[e] = packBatches(trainEx, epochOrder(len(trainEx), cfg.Seed, e), cfg.BatchRows, cfg.Model.Ctx)
-		total += len(epochs[e])
-	}
-	identity := make([]int, len(valEx))
-	for i := range identity {
-		identity[i] = i
-	}
-	valBatches := packBatches(valEx, identity, cfg.BatchRows, cfg.Model.Ctx)
+	weighActions(trainEx, cfg.ActionWeight, log)
+	epochs, valBatches, total := packSFT(trainEx, valEx, cfg)
 	fmt.Fprintf(log, "train sft: %d held-in examples, %d held-out, vocab %d, model %s on the %s engine (%s products), %d updates\n",
 		len(trainEx), len(valEx), pol.Size(), describeModel(pol), eng.Name(), matmul, total)
 	if refit > 0 {
@@ -390,18 +371,9 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 			}
 		}
 		if len(valBatches) > 0 {
-			val, n, valAct, err := validationLoss(eng, valBatches, cfg.Model.Vocab)
-			if err != nil {
-				return fmt.Errorf("train sft: validation: %w", err)
+			if err := validateSFT(s, eng, valBatches, cfg.Model.Vocab, state, log); err != nil {
+				return err
 			}
-			rec := map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val}
-			actText := ""
-			if valAct.N > 0 {
-				rec["losses/val_action"] = valAct.Mean()
-				actText = fmt.Sprintf(" (%.4f on the %d tokens of action names)", valAct.Mean(), valAct.N)
-			}
-			s.record(rec)
-			fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens%s\n", state.Epoch, val, n, actText)
 		}
 		state.Epoch++
 		state.Batch = 0
@@ -489,6 +461,54 @@ func encodeExamples(pol *policy.Policy, source string, rs []schemas.SFTExample) 
 		out[i] = e
 	}
 	return out, refit, nil
+}
+
+// weighActions gives the examples' action spans (actionSpan) weight w,
+// and says how many responses have none.
+func weighActions(exs []encoded, w float64, log io.Writer) {
+	spans := 0
+	for i := range exs {
+		if exs[i].Act[1] > exs[i].Act[0] {
+			spans++
+			exs[i].ActWeight = float32(w)
+		}
+	}
+	if spans < len(exs) {
+		fmt.Fprintf(log, "train sft: %d of %d responses have no action name the tokenizer writes apart (no \"Action:\" line, or its tokens cross the name's bounds): action_weight and losses/sft_action leave them out\n", len(exs)-spans, len(exs))
+	}
+}
+
+// packSFT packs every epoch's batches (each in its own order,
+// epochOrder) and the held-out ones, and counts the updates.
+func packSFT(trainEx, valEx []encoded, cfg SFTConfig) (epochs [][]packedBatch, val []packedBatch, total int) {
+	epochs = make([][]packedBatch, cfg.Epochs)
+	for e := range epochs {
+		epochs[e] = packBatches(trainEx, epochOrder(len(trainEx), cfg.Seed, e), cfg.BatchRows, cfg.Model.Ctx)
+		total += len(epochs[e])
+	}
+	identity := make([]int, len(valEx))
+	for i := range identity {
+		identity[i] = i
+	}
+	return epochs, packBatches(valEx, identity, cfg.BatchRows, cfg.Model.Ctx), total
+}
+
+// validateSFT records and logs an epoch's validation loss, and that of
+// the action names' tokens.
+func validateSFT(s *stage, eng policy.Engine, batches []packedBatch, vocab int, state sftState, log io.Writer) error {
+	val, n, act, err := validationLoss(eng, batches, vocab)
+	if err != nil {
+		return fmt.Errorf("train sft: validation: %w", err)
+	}
+	rec := map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val}
+	actText := ""
+	if act.N > 0 {
+		rec["losses/val_action"] = act.Mean()
+		actText = fmt.Sprintf(" (%.4f on the %d tokens of action names)", act.Mean(), act.N)
+	}
+	s.record(rec)
+	fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens%s\n", state.Epoch, val, n, actText)
+	return nil
 }
 
 // validationLoss is the mean SFT loss per response token over batches,
