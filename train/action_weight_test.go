@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -11,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mlerl/mlerl/internal/datasets"
-	"github.com/mlerl/mlerl/internal/store"
 	"github.com/mlerl/mlerl/policy"
 	"github.com/mlerl/mlerl/schemas"
 )
@@ -126,11 +125,6 @@ func TestSFTLossActionNLL(t *testing.T) {
 // chosen by the prompt's last word, in the terse format.
 func writeDecisionExamples(t *testing.T, root string, n int) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rows []schemas.SFTExample
 	for i := range n {
 		prompt, action := "ran: better", "Final Answer\nAction Input: {\"final_answer\": \"ok\"}"
@@ -141,19 +135,10 @@ func writeDecisionExamples(t *testing.T, root string, n int) {
 		if i%5 == 4 {
 			split = schemas.HeldOut
 		}
-		rows = append(rows, schemas.SFTExample{ExampleID: string(rune('a'+i%26)) + string(rune('a'+i/26)), TaskID: "t", Split: split,
+		rows = append(rows, schemas.SFTExample{ExampleID: fmt.Sprint(i), TaskID: "t", Split: split,
 			Prompt: prompt, Response: "Reflection: -\nThought: -\nAction: " + action})
 	}
-	p, err := datasets.Begin(ctx, st, schemas.SFTExamples.Name, schemas.SFTExamples, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := datasets.WritePart(ctx, p, "part-00000.parquet", rows); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Commit(ctx, datasets.CommitOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	commitSFTExamples(t, root, rows)
 }
 
 // TestSFTActionWeight: train sft logs the loss of the action names

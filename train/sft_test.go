@@ -26,11 +26,6 @@ import (
 // response repeats a word of the prompt.
 func writeSFTExamples(t *testing.T, root string, n int) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
 	words := []string{"alpha", "beta", "gamma", "delta", "eps"}
 	var rows []schemas.SFTExample
 	for i := range n {
@@ -41,6 +36,17 @@ func writeSFTExamples(t *testing.T, root string, n int) {
 		}
 		rows = append(rows, schemas.SFTExample{ExampleID: fmt.Sprint(i), TaskID: "t", Split: split,
 			Prompt: "echo " + w + ":", Response: " " + w + " " + w})
+	}
+	commitSFTExamples(t, root, rows)
+}
+
+// commitSFTExamples commits rows as a version of sft_examples in root.
+func commitSFTExamples(t *testing.T, root string, rows []schemas.SFTExample) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
 	}
 	p, err := datasets.Begin(ctx, st, schemas.SFTExamples.Name, schemas.SFTExamples, "test")
 	if err != nil {
