@@ -83,6 +83,12 @@ func mainStatus() int {
 		return 2
 	}
 	defer endProfile()
+	endMem, err := startMemProfile(os.Getenv(MemProfileEnv))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mlerl: %v\n", err)
+		return 2
+	}
+	defer endMem()
 	if cmd, err := newRootCommand().ExecuteContextC(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, errorLine(ctx, cmd, err))
 		var ee *exitError

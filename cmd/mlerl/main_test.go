@@ -72,3 +72,30 @@ func TestCPUProfile(t *testing.T) {
 		t.Errorf("an unwritable profile path: exit %d, stderr %q; want 2 and the variable's name", code, stderr)
 	}
 }
+
+// TestMemProfile: MLERL_MEMPROFILE writes the command's heap profile (a
+// gzipped pprof protobuf, no temporary file left beside it) and keeps its
+// exit status; a path that cannot be created stops the command with the
+// variable's name.
+func TestMemProfile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "heap.pprof")
+	t.Setenv(MemProfileEnv, path)
+	if _, stderr, code := runMain(t, "version"); code != 0 {
+		t.Fatalf("version with a heap profile: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof file", path, len(b), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	if _, _, code := runMain(t, "no-such-command"); code != 1 {
+		t.Errorf("a failing command with a heap profile: exit %d, want 1", code)
+	}
+	t.Setenv(MemProfileEnv, filepath.Join(t.TempDir(), "missing", "heap.pprof"))
+	if _, stderr, code := runMain(t, "version"); code != 2 || !strings.Contains(stderr, MemProfileEnv) {
+		t.Errorf("an unwritable profile path: exit %d, stderr %q; want 2 and the variable's name", code, stderr)
+	}
+}
