@@ -111,9 +111,9 @@ func startCPUProfile(path string) (func(), error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path)
+	f, err := createProfile(CPUProfileEnv, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w (unset it, or name a writable file)", CPUProfileEnv, err)
+		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
@@ -125,6 +125,16 @@ func startCPUProfile(path string) (func(), error) {
 			fmt.Fprintf(os.Stderr, "mlerl: %s: writing %s: %v\n", CPUProfileEnv, path, err)
 		}
 	}, nil
+}
+
+// createProfile creates the file the variable env names, or says which
+// variable named a path that cannot be created.
+func createProfile(env, path string) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (unset it, or name a writable file)", env, err)
+	}
+	return f, nil
 }
 
 // errorLine is the one line a failed command leaves on stderr. A stage

@@ -51,51 +51,33 @@ func TestErrorLine(t *testing.T) {
 	}
 }
 
-// TestCPUProfile: MLERL_CPUPROFILE writes the command's CPU profile (a
-// gzipped pprof protobuf) and keeps its exit status; a path that cannot
-// be created stops the command with the variable's name.
-func TestCPUProfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
-	t.Setenv(CPUProfileEnv, path)
-	if _, stderr, code := runMain(t, "version"); code != 0 {
-		t.Fatalf("version with a profile: exit %d: %s", code, stderr)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof file", path, len(b), err)
-	}
-	if _, _, code := runMain(t, "no-such-command"); code != 1 {
-		t.Errorf("a failing command with a profile: exit %d, want 1", code)
-	}
-	t.Setenv(CPUProfileEnv, filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
-	if _, stderr, code := runMain(t, "version"); code != 2 || !strings.Contains(stderr, CPUProfileEnv) {
-		t.Errorf("an unwritable profile path: exit %d, stderr %q; want 2 and the variable's name", code, stderr)
-	}
-}
-
-// TestMemProfile: MLERL_MEMPROFILE writes the command's heap profile (a
-// gzipped pprof protobuf, no temporary file left beside it) and keeps its
-// exit status; a path that cannot be created stops the command with the
-// variable's name.
-func TestMemProfile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "heap.pprof")
-	t.Setenv(MemProfileEnv, path)
-	if _, stderr, code := runMain(t, "version"); code != 0 {
-		t.Fatalf("version with a heap profile: exit %d: %s", code, stderr)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof file", path, len(b), err)
-	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
-		t.Errorf("temporary files left: %v", left)
-	}
-	if _, _, code := runMain(t, "no-such-command"); code != 1 {
-		t.Errorf("a failing command with a heap profile: exit %d, want 1", code)
-	}
-	t.Setenv(MemProfileEnv, filepath.Join(t.TempDir(), "missing", "heap.pprof"))
-	if _, stderr, code := runMain(t, "version"); code != 2 || !strings.Contains(stderr, MemProfileEnv) {
-		t.Errorf("an unwritable profile path: exit %d, stderr %q; want 2 and the variable's name", code, stderr)
+// TestProfiles: MLERL_CPUPROFILE and MLERL_MEMPROFILE write the command's
+// CPU and heap profiles (gzipped pprof protobufs, no temporary file left
+// beside them) and keep its exit status; a path that cannot be created
+// stops the command with the variable's name.
+func TestProfiles(t *testing.T) {
+	for _, env := range []string{CPUProfileEnv, MemProfileEnv} {
+		t.Run(env, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "profile.pprof")
+			t.Setenv(env, path)
+			if _, stderr, code := runMain(t, "version"); code != 0 {
+				t.Fatalf("version with a profile: exit %d: %s", code, stderr)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+				t.Errorf("profile %s: %d bytes, err %v: want a gzipped pprof file", path, len(b), err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+				t.Errorf("temporary files left: %v", left)
+			}
+			if _, _, code := runMain(t, "no-such-command"); code != 1 {
+				t.Errorf("a failing command with a profile: exit %d, want 1", code)
+			}
+			t.Setenv(env, filepath.Join(t.TempDir(), "missing", "profile.pprof"))
+			if _, stderr, code := runMain(t, "version"); code != 2 || !strings.Contains(stderr, env) {
+				t.Errorf("an unwritable profile path: exit %d, stderr %q; want 2 and the variable's name", code, stderr)
+			}
+		})
 	}
 }

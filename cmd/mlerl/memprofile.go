@@ -27,9 +27,9 @@ func startMemProfile(path string) (func(), error) {
 		return func() {}, nil
 	}
 	// Try the path now, so a typo stops the command before it runs.
-	f, err := os.Create(path)
+	f, err := createProfile(MemProfileEnv, path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w (unset it, or name a writable file)", MemProfileEnv, err)
+		return nil, err
 	}
 	f.Close()
 	var peak uint64
