@@ -374,7 +374,7 @@ type promptSettings struct {
 func readPrompts(ctx context.Context, st store.Store, cfg Config) (promptSettings, error) {
 	var pr promptSettings
 	if cfg.Steps == "" {
-		pr.prompts = agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget, Format: agents.CompactFormat}
+		pr.prompts = agents.DefaultPrompts()
 		pr.notes = append(pr.notes, fmt.Sprintf("prompts: the default budgets (%d and %d tokens; steps is empty)", pr.prompts.FullBudget, pr.prompts.CompactBudget))
 	} else {
 		m, err := datasets.ResolveIn(ctx, st, cfg.Steps)

@@ -91,9 +91,9 @@ func TestPackBatchesActionWeight(t *testing.T) {
 			t.Fatalf("flat %d: got weight %v act %v, want %v %v", i, b.Weights[i], b.Act[i], wantW[i], wantA[i])
 		}
 	}
-	_, _, w, act := b.targetsAct()
+	_, _, w, act := b.targets()
 	if want := []bool{false, true, true, false, true, false}; !slices.Equal(act, want) || len(w) != len(want) {
-		t.Errorf("targetsAct: got weights %v act %v, want act %v", w, act, want)
+		t.Errorf("targets: got weights %v act %v, want act %v", w, act, want)
 	}
 }
 

@@ -82,7 +82,7 @@ func BenchmarkSFT(b *testing.B) {
 				}
 				eng.SetOptim(DefaultSFTConfig().Optim)
 				step := func(bt packedBatch) {
-					idx, targets, weights := bt.targets()
+					idx, targets, weights, _ := bt.targets()
 					if head == "full" {
 						idx, targets, weights = allPositions(bt)
 					}

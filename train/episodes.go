@@ -697,7 +697,7 @@ func acrossGroups(live []int, k int) []int {
 // episodes that continue from, or start at, expert states then show the
 // policy the prompts it was trained on.
 func promptOptions(ctx context.Context, s *stage, maxSteps int, asRollout bool) (agents.Options, error) {
-	p := agents.Prompts{FullBudget: agents.DefaultFullBudget, CompactBudget: agents.DefaultCompactBudget, Format: agents.CompactFormat}
+	p := agents.DefaultPrompts()
 	from := "the default budgets"
 	for _, parent := range s.input.Parents {
 		if parent.Name != schemas.Steps.Name {

@@ -120,14 +120,8 @@ func packBatches(exs []encoded, order []int, rowsPerBatch, ctx int) []packedBatc
 }
 
 // targets lists the weighted targets of a batch: their flat indices,
-// target ids and weights.
-func (b packedBatch) targets() (idx, targets []int32, weights []float32) {
-	idx, targets, weights, _ = b.targetsAct()
-	return idx, targets, weights
-}
-
-// targetsAct is targets with, for each, whether it writes an action's name.
-func (b packedBatch) targetsAct() (idx, targets []int32, weights []float32, act []bool) {
+// target ids and weights, and whether each writes an action's name.
+func (b packedBatch) targets() (idx, targets []int32, weights []float32, act []bool) {
 	idx, targets, weights = make([]int32, 0, b.NumTargets), make([]int32, 0, b.NumTargets), make([]float32, 0, b.NumTargets)
 	act = make([]bool, 0, b.NumTargets)
 	for i, w := range b.Weights {

@@ -337,7 +337,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				return s.saveMerged(pol, eng, cfg.SaveMerged, cfg.Out)
 			}
 			b := batches[state.Batch]
-			idx, targets, weights, act := b.targetsAct()
+			idx, targets, weights, act := b.targets()
 			lr := cfg.Optim.LRAt(state.Step, total)
 			start := time.Now()
 			var actNLL actionNLL
@@ -517,7 +517,7 @@ func validationLoss(eng policy.Engine, batches []packedBatch, vocabSize int) (fl
 	sum, n := 0.0, 0
 	var act actionNLL
 	for _, b := range batches {
-		idx, targets, weights, isAct := b.targetsAct()
+		idx, targets, weights, isAct := b.targets()
 		logits, _, err := eng.Logits(b.Batch, idx)
 		if err != nil {
 			return 0, 0, act, err

@@ -369,7 +369,7 @@ func TestExampleWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := packBatches(exs, []int{0, 1}, 2, mc.Ctx)[0]
-	_, _, ws := b.targets()
+	_, _, ws, _ := b.targets()
 	sum := map[float32]int{}
 	for _, w := range ws {
 		sum[w]++

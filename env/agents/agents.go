@@ -122,6 +122,13 @@ type Prompts struct {
 	Format int `json:"compact_format,omitempty"`
 }
 
+// DefaultPrompts are the prompts of a stage that has no rollout's to
+// follow: the default budgets, the counter NewOptions picks, the current
+// format.
+func DefaultPrompts() Prompts {
+	return Prompts{FullBudget: DefaultFullBudget, CompactBudget: DefaultCompactBudget, Format: CompactFormat}
+}
+
 // Prompts returns the settings o renders with.
 func (o Options) Prompts() Prompts {
 	return Prompts{FullBudget: o.FullBudget, CompactBudget: o.CompactBudget, Counter: o.CountName, Format: o.Format}
