@@ -83,6 +83,9 @@ for l in sys.stdin:
     r = json.loads(l)
     if r.get('grid') == '$name':
         print(json.dumps(r))" > "$out/rows.jsonl"
+	# The copies name the machine's paths as $RUNS/<dir> and ./ (the
+	# checkout), as the committed records do.
+	grep -lF -e "$DIR" -e "$REPO/" "$out"/* 2>/dev/null | xargs -r sed -i "s#$DIR#\$RUNS/$(basename "$DIR")#g; s#$REPO/#./#g" || true
 	echo "run17: $name ends ($(date -u +%H:%M:%S)), $(wc -l < "$out/rows.jsonl") rows"
 }
 smollm2() { for s in $SEEDS; do grid "$s" "run17-s$s" run17.yaml "$OUT/seed-$s" --policy "gguf:$GGUF"; done; }
