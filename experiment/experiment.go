@@ -322,7 +322,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 	}
 	fmt.Fprintf(log, "experiment %s: %d arms x %d seeds = %d cells (%d done), %s budget, rows in %s\n",
 		cfg.Name, len(arms), len(cfg.Seeds), len(cells), done, cfg.Budget, p.URI())
-	bar.Add(done, "")
+	bar.Resume(done)
 	for _, c := range cells {
 		if ok, _ := p.HasPart(ctx, c.part()); ok {
 			continue

@@ -206,7 +206,7 @@ func runAsyncPPO(ctx context.Context, r *ppoRun, reward RewardFunc, curve *curve
 
 	var b asyncBatcher
 	bar := progress.New("train ppo", cfg.Updates)
-	bar.Add(r.state.Update, "")
+	bar.Resume(r.state.Update)
 	for r.state.Update < cfg.Updates {
 		start, cpu0 := time.Now(), cpuSeconds()
 		var batch, dropped []*sample

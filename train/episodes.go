@@ -90,7 +90,7 @@ func runEpisodePPO(ctx context.Context, cfg PPOConfig, log io.Writer) error {
 	defer curve.close()
 
 	bar := progress.New("train ppo", cfg.Updates)
-	bar.Add(r.state.Update, "")
+	bar.Resume(r.state.Update)
 	for r.state.Update < cfg.Updates {
 		start, cpu0 := time.Now(), cpuSeconds()
 		boundary := r.state

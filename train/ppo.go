@@ -465,7 +465,7 @@ func RunPPOWith(ctx context.Context, cfg PPOConfig, reward RewardFunc, log io.Wr
 	defer col.close()
 
 	bar := progress.New("train ppo", cfg.Updates)
-	bar.Add(r.state.Update, "")
+	bar.Resume(r.state.Update)
 	for r.state.Update < cfg.Updates {
 		start, cpu0 := time.Now(), cpuSeconds()
 		boundary := r.state // what a resume needs if this update is interrupted

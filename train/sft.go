@@ -313,7 +313,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 
 	save := func() error { return s.save(ctx, cfg.Out, state.Step, eng, cfg, pol, state) }
 	bar := progress.New("train sft", total)
-	bar.Add(state.Step, "")
+	bar.Resume(state.Step)
 	for state.Epoch < cfg.Epochs {
 		batches := epochs[state.Epoch]
 		for state.Batch < len(batches) {

@@ -28,6 +28,7 @@ type Bar struct {
 	label    string
 	total    int
 	done     int
+	resumed  int // units an earlier run did (Resume): not in this run's rate
 	start    time.Time
 	last     time.Time
 	every    time.Duration
@@ -80,6 +81,23 @@ func (b *Bar) Add(n int, note string) {
 	}
 }
 
+// Resume marks n units as done by an earlier run of the job (a resumed
+// checkpoint or dataset): they count in done/total, not in this run's
+// rate, its ETA or its final line's rate, which would otherwise read as n
+// units done in no time. A log gets one line saying where it resumed.
+func (b *Bar) Resume(n int) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done += n
+	b.resumed += n
+	if !b.tty {
+		fmt.Fprintf(b.w, "%s: resumed at %s\n", b.label, b.count())
+	}
+}
+
 // SetTotal changes the total (when it becomes known, or shrinks on resume).
 func (b *Bar) SetTotal(total int) {
 	b.mu.Lock()
@@ -91,7 +109,7 @@ func (b *Bar) SetTotal(total int) {
 // 20s 0.10/s elapsed 40s note".
 func (b *Bar) line(now time.Time) string {
 	el := now.Sub(b.start)
-	rate := float64(b.done) / el.Seconds()
+	rate := float64(b.done-b.resumed) / el.Seconds()
 	var sb strings.Builder
 	if b.total > 0 {
 		frac := float64(b.done) / float64(b.total)
@@ -104,7 +122,7 @@ func (b *Bar) line(now time.Time) string {
 			fmt.Fprintf(&sb, "[%s%s] ", strings.Repeat("=", fill), strings.Repeat(" ", width-fill))
 		}
 		fmt.Fprintf(&sb, "%d/%d (%.0f%%)", b.done, b.total, 100*frac)
-		if b.done > 0 && b.done < b.total {
+		if b.done > b.resumed && b.done < b.total {
 			eta := time.Duration(float64(b.total-b.done) / rate * float64(time.Second))
 			fmt.Fprintf(&sb, " eta %s", eta.Round(time.Second))
 		}
@@ -144,7 +162,8 @@ func (b *Bar) end(text string) {
 	}
 }
 
-// Done prints the final line: "label: finished 6/6 in 1m2s (0.10/s)", or,
+// Done prints the final line: "label: finished 6/6 in 1m2s (0.10/s)"
+// ("finished 6/6 in 20s, 4 of them resumed (0.10/s)" after Resume), or,
 // when fewer units than the total were done (the job failed; its error
 // says why), "label: stopped at 4/6 after 40s". Later calls print nothing.
 func (b *Bar) Done() {
@@ -152,7 +171,11 @@ func (b *Bar) Done() {
 	defer b.mu.Unlock()
 	el := time.Since(b.start)
 	if b.complete() {
-		b.end(fmt.Sprintf("%s: finished %s in %s (%.2f/s)", b.label, b.count(), el.Round(time.Second), float64(b.done)/el.Seconds()))
+		resumed := ""
+		if b.resumed > 0 {
+			resumed = fmt.Sprintf(", %d of them resumed", b.resumed)
+		}
+		b.end(fmt.Sprintf("%s: finished %s in %s%s (%.2f/s)", b.label, b.count(), el.Round(time.Second), resumed, float64(b.done-b.resumed)/el.Seconds()))
 		return
 	}
 	b.end(fmt.Sprintf("%s: stopped at %s after %s", b.label, b.count(), el.Round(time.Second)))

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLastLine checks the one line a bar leaves in a log, for each way a
@@ -55,5 +56,29 @@ func TestLastLine(t *testing.T) {
 				t.Errorf("Interrupted = %q (wraps Canceled: %v), want %q wrapping context.Canceled", err, errors.Is(err, context.Canceled), want)
 			}
 		})
+	}
+}
+
+// TestResume checks that units an earlier run did count in done/total but
+// not in this run's rate and ETA (a resumed job read 35 units in no time:
+// "eta 0s 13534416.09/s").
+func TestResume(t *testing.T) {
+	var buf bytes.Buffer
+	b := NewTo(&buf, false, "train ppo", 40)
+	b.Resume(35)
+	if got := buf.String(); !strings.HasSuffix(got, "train ppo: resumed at 35/40\n") {
+		t.Errorf("log %q, want a line saying where it resumed", got)
+	}
+	if l := b.line(b.start.Add(10 * time.Second)); !strings.HasPrefix(l, "35/40 (88%) 0.00/s elapsed 10s") {
+		t.Errorf("line before this run's first unit = %q, want no ETA and a rate of 0", l)
+	}
+	b.Add(1, "")
+	if l := b.line(b.start.Add(10 * time.Second)); !strings.HasPrefix(l, "36/40 (90%) eta 40s 0.10/s elapsed 10s") {
+		t.Errorf("line after one unit in 10s = %q, want 4 left at 0.10/s", l)
+	}
+	b.Add(4, "")
+	b.Done()
+	if last := buf.String()[strings.LastIndex(strings.TrimSuffix(buf.String(), "\n"), "\n")+1:]; !regexp.MustCompile(`^train ppo: finished 40/40 in \d+s, 35 of them resumed \(\d+\.\d\d/s\)\n$`).MatchString(last) {
+		t.Errorf("last line %q, want the units resumed named", last)
 	}
 }
