@@ -66,25 +66,63 @@ func (u *usage) add(v usage) { u.wallS, u.cpuS = u.wallS+v.wallS, u.cpuS+v.cpuS 
 
 // stage runs `bin args...` with its output in logs/<cell>-<what>.log, and
 // measures its wall time and CPU time (user and system, the processes it
-// waited for included: its sandboxed scripts and grader runs). A signal
-// to the experiment reaches the stage as SIGTERM, which saves its state.
-func stage(ctx context.Context, cfg Config, logDir, name string, args ...string) (usage, error) {
+// waited for included: its sandboxed scripts and grader runs), summed
+// over the stage's legs in the grid's pending version key (its ledger,
+// usage.go): a resumed stage appends to its log and adds to its usage. A
+// signal to the experiment reaches the stage as SIGTERM, which saves its
+// state.
+func stage(ctx context.Context, cfg Config, logDir, key, name string, args ...string) (usage, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return usage{}, err
 	}
-	path := filepath.Join(logDir, name+".log")
-	f, err := os.Create(path)
+	path, ledgerPath := filepath.Join(logDir, name+".log"), filepath.Join(logDir, name+".usage.json")
+	led, fresh, killed, lerr := readLedger(ledgerPath, key)
+	flags := os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	if fresh {
+		flags |= os.O_TRUNC // a new version of the grid: its own log
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return usage{}, err
 	}
 	defer f.Close()
+	if lerr != nil {
+		fmt.Fprintf(f, "# experiment: %v\n", lerr)
+	}
+	if led.Legs > 0 {
+		how := ""
+		if killed {
+			how = "; the last one was killed, counted to its last record"
+		}
+		fmt.Fprintf(f, "\n# leg %d, resumed %s (earlier legs: %.0f s wall, %.0f s CPU%s)\n", led.Legs+1, time.Now().UTC().Format(time.RFC3339), led.WallS, led.CPUS, how)
+	}
 	fmt.Fprintf(f, "# %s %s\n", cfg.Bin, strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, cfg.Bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 60 * time.Second
 	start := time.Now()
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() { // the leg so far, for a ledger that outlives a kill
+			defer close(stopped)
+			t := time.NewTicker(ledgerEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					l := led
+					l.Running = &legUsage{Started: start, WallS: time.Since(start).Seconds(), CPUS: procCPUSeconds(cmd.Process.Pid)}
+					_ = l.write(ledgerPath) // best effort: the leg's end writes it again
+				}
+			}
+		}()
+		err = cmd.Wait()
+		close(stop)
+		<-stopped
+	}
 	u := usage{wallS: time.Since(start).Seconds()}
 	// No ProcessState when the process never started (the context was
 	// cancelled before it could, or exec failed): no CPU time to read.
@@ -93,10 +131,15 @@ func stage(ctx context.Context, cfg Config, logDir, name string, args ...string)
 			u.cpuS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 		}
 	}
-	if err != nil {
-		return u, fmt.Errorf("%s %s: %v; the end of %s:\n%s", filepath.Base(cfg.Bin), args[0], err, path, tail(path, 12))
+	total := led.total(u)
+	led.Legs, led.WallS, led.CPUS = led.Legs+1, total.wallS, total.cpuS
+	if werr := led.write(ledgerPath); werr != nil {
+		fmt.Fprintf(f, "# experiment: the stage's usage ledger: %v (a resumed leg will not count this one)\n", werr)
 	}
-	return u, nil
+	if err != nil {
+		return total, fmt.Errorf("%s %s: %v; the end of %s:\n%s", filepath.Base(cfg.Bin), args[0], err, path, tail(path, 12))
+	}
+	return total, nil
 }
 
 func tail(path string, n int) string {
@@ -105,8 +148,9 @@ func tail(path string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// run trains and evaluates the cell and returns its rows.
-func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer) ([]schemas.ExperimentRow, error) {
+// run trains and evaluates the cell and returns its rows; key is the
+// grid's pending version (its stages' usage ledgers count the legs of it).
+func (c cell) run(ctx context.Context, cfg Config, st store.Store, key string, log io.Writer) ([]schemas.ExperimentRow, error) {
 	seed := fmt.Sprint(c.seed)
 	ck := fmt.Sprintf("checkpoints/xp-%s/s%d", cfg.Name, c.seed)
 	logs := filepath.Join(reportDir(cfg), "logs")
@@ -117,7 +161,7 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 	evalArgs = append(evalArgs, cfg.evalArgs()...)
 	armEval := func(fixed ...string) []string { return overrideFlags(evalArgs, fixed, c.arms[0].EvalFlags) }
 	sft := func() error {
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, cfg.sftArgs()...)...)
+		u, err := stage(ctx, cfg, logs, key, c.name()+"-train-sft", append([]string{"train", "sft", "--data", cfg.Data, "--seed", seed, "--out", ck + "/sft"}, cfg.sftArgs()...)...)
 		if c.kind == KindSFT {
 			train.add(u)
 		}
@@ -144,14 +188,14 @@ func (c cell) run(ctx context.Context, cfg Config, st store.Store, log io.Writer
 			return nil, err
 		}
 		args := append([]string{"train", "ppo", "--data", cfg.Data, "--seed", seed, "--sft", ck + "/sft", "--out", ck + "/" + c.arms[0].Name}, cfg.ppoArgs(c.arms[0])...)
-		u, err := stage(ctx, cfg, logs, c.name()+"-train-ppo", args...)
+		u, err := stage(ctx, cfg, logs, key, c.name()+"-train-ppo", args...)
 		train.add(u)
 		if err != nil {
 			return nil, err
 		}
 		evalArgs = armEval("--methods", "sft+ppo", "--sft", ck+"/sft", "--ppo", ck+"/"+c.arms[0].Name)
 	}
-	u, err := stage(ctx, cfg, logs, c.name()+"-evaluate", evalArgs...)
+	u, err := stage(ctx, cfg, logs, key, c.name()+"-evaluate", evalArgs...)
 	eval.add(u)
 	if err != nil {
 		return nil, err

@@ -327,7 +327,7 @@ func run(ctx context.Context, cfg Config, out, log io.Writer) error {
 		if ok, _ := p.HasPart(ctx, c.part()); ok {
 			continue
 		}
-		rows, err := c.run(ctx, cfg, st, log)
+		rows, err := c.run(ctx, cfg, st, p.URI(), log)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("experiment: interrupted in cell %s; rerun the same command to resume (finished cells are kept)", c.name())

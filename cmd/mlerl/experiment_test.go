@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -102,6 +103,23 @@ func TestExperimentGrid(t *testing.T) {
 		} else if len(r.Curve)+len(r.Updates)+len(r.DurationReward) > 0 {
 			t.Errorf("%s trained no PPO: %+v", r.Arm, r)
 		}
+	}
+	// The SFT stage ran twice, interrupted then resumed: its rows' cost
+	// is both legs', its log has both.
+	var led struct {
+		Legs  int     `json:"legs"`
+		WallS float64 `json:"wall_s"`
+	}
+	if b, err := os.ReadFile(filepath.Join(report, "logs", "sft-s3-train-sft.usage.json")); err != nil || json.Unmarshal(b, &led) != nil || led.Legs != 2 {
+		t.Errorf("the interrupted SFT stage's ledger: %+v (%v), want 2 legs", led, err)
+	}
+	for _, r := range rows {
+		if r.Arm == "sft" && math.Abs(r.TrainWallS-led.WallS) > 1e-9 {
+			t.Errorf("sft row's train wall %.3f s, want both legs' %.3f s", r.TrainWallS, led.WallS)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(report, "logs", "sft-s3-train-sft.log")); !strings.Contains(string(b), "# leg 2, resumed ") {
+		t.Errorf("the resumed SFT stage's log does not keep its first leg:\n%s", b)
 	}
 	if want := map[string]int{"initial": 2, "expert": 2, "sft": 2, "sft+ppo": 2}; !mapsEqual(count, want) {
 		t.Errorf("rows per arm %v, want %v (each cell once)", count, want)
