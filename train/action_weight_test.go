@@ -189,3 +189,86 @@ func TestSFTActionWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestActionAccuracy: an action name counts as right when every one of
+// its tokens is its row's most likely, and names are the runs of marked
+// targets.
+func TestActionAccuracy(t *testing.T) {
+	const vocab = 4
+	// Five targets: a two-token name (positions 1-2), an unmarked token, a
+	// one-token name (position 4). Each row's logits favour token 0 except
+	// where set.
+	row := func(best int) []float32 {
+		r := []float32{1, 0, 0, 0}
+		if best != 0 {
+			r[0], r[best] = 0, 1
+		}
+		return r
+	}
+	targets, act := []int32{2, 3, 1, 0, 2}, []bool{false, true, true, false, true}
+	weights := []float32{1, 1, 1, 1, 1}
+	tests := []struct {
+		name  string
+		bests []int
+		right int
+	}{
+		{"both names right", []int{0, 3, 1, 0, 2}, 2},
+		{"the first name's second token wrong", []int{0, 3, 2, 0, 2}, 1},
+		{"the first name's first token wrong", []int{0, 0, 1, 0, 2}, 1},
+		{"none right", []int{2, 1, 3, 1, 0}, 0},
+	}
+	for _, tt := range tests {
+		var logits []float32
+		for _, b := range tt.bests {
+			logits = append(logits, row(b)...)
+		}
+		var st actionNLL
+		sftLossStats(targets, weights, act, vocab, &st)(logits, nil, make([]float32, len(logits)), nil)
+		if st.Names != 2 || st.Right != tt.right || st.N != 3 {
+			t.Errorf("%s: %d of %d names right over %d tokens, want %d of 2 over 3", tt.name, st.Right, st.Names, st.N, tt.right)
+		}
+	}
+	// A tie is not a prediction.
+	var st actionNLL
+	sftLossStats([]int32{1}, []float32{1}, []bool{true}, 2, &st)([]float32{0.5, 0.5}, nil, make([]float32, 2), nil)
+	if st.Right != 0 || st.Names != 1 {
+		t.Errorf("tie: %d of %d right, want 0 of 1", st.Right, st.Names)
+	}
+	if !math.IsNaN((actionNLL{}).Accuracy()) {
+		t.Error("the accuracy of no action name must be NaN, not 0")
+	}
+}
+
+// TestSFTValidatesAtMaxSteps: a run stopped by max_steps inside an epoch
+// validates the model it leaves, once, also when it is run again.
+func TestSFTValidatesAtMaxSteps(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	writeDecisionExamples(t, root, 40)
+	cfg := tinySFTConfig(root)
+	cfg.Model.ResponseTokens = 64
+	cfg.Model.Ctx = 128
+	cfg.Epochs = 1
+	cfg.MaxSteps = 3 // of about 8 in the epoch
+	for run := range 2 {
+		var log bytes.Buffer
+		if err := runSFT(ctx, cfg, &log); err != nil {
+			t.Fatal(err)
+		}
+		if run == 0 && !strings.Contains(log.String(), "update 3: validation loss") {
+			t.Errorf("no validation at max_steps in the log:\n%s", log.String())
+		}
+	}
+	var vals []map[string]any
+	for _, m := range readMetrics(t, root, cfg.Out) {
+		if _, ok := m["losses/val"]; ok {
+			vals = append(vals, m)
+		}
+	}
+	if len(vals) != 1 || vals[0]["step"] != 3.0 {
+		t.Fatalf("validation records %v, want one at update 3", vals)
+	}
+	if a, ok := vals[0]["charts/val_action_accuracy"].(float64); !ok || a < 0 || a > 1 {
+		t.Errorf("charts/val_action_accuracy = %v, want a share", vals[0]["charts/val_action_accuracy"])
+	}
+}

@@ -19,9 +19,23 @@ func sftLoss(targets []int32, weights []float32, vocab int) policy.LossFunc {
 
 // actionNLL sums the negative log-likelihood of the targets that write an
 // action's name, unweighted: what SFT's loss says about the decision alone.
+// Names and Right count the action names (runs of consecutive marked
+// targets) and those whose every token is the most likely one given the
+// text before it: the decision as greedy decoding would take it from the
+// same context (teacher-forced, over the whole vocabulary, no grammar
+// mask), which a loss averaged over tokens hides.
 type actionNLL struct {
-	Sum float64
-	N   int
+	Sum          float64
+	N            int
+	Names, Right int
+}
+
+// Accuracy is the share of action names predicted right (NaN without one).
+func (a actionNLL) Accuracy() float64 {
+	if a.Names == 0 {
+		return math.NaN()
+	}
+	return float64(a.Right) / float64(a.Names)
 }
 
 // Mean is the mean NLL per action-name token (NaN without one).
@@ -47,12 +61,23 @@ func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st 
 			return 0
 		}
 		loss := 0.0
+		right := false // the current action name's tokens so far are all argmax
 		for i, t := range targets {
 			row := dLogits[i*vocab : (i+1)*vocab]
 			loss -= float64(weights[i]) * float64(row[t])
 			if st != nil && act[i] {
 				st.Sum -= float64(row[t])
 				st.N++
+				if i == 0 || !act[i-1] {
+					st.Names++
+					right = true
+				}
+				right = right && isArgmax(row, t)
+				if i == len(targets)-1 || !act[i+1] {
+					if right {
+						st.Right++
+					}
+				}
 			}
 			coef := float32(float64(weights[i]) / wsum)
 			for j, lp := range row {
@@ -62,6 +87,18 @@ func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st 
 		}
 		return loss / wsum
 	}
+}
+
+// isArgmax reports whether row's value at t is its largest (a tie counts
+// against t: greedy decoding would not be sure to take it).
+func isArgmax(row []float32, t int32) bool {
+	v := row[t]
+	for j, x := range row {
+		if x > v || x == v && int32(j) != t {
+			return false
+		}
+	}
+	return true
 }
 
 // ppoToken is one action token of a PPO minibatch.

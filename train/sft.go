@@ -166,6 +166,9 @@ type sftState struct {
 	Step  int `json:"step"`  // updates done
 	Epoch int `json:"epoch"` // current epoch (0-based)
 	Batch int `json:"batch"` // batches of the current epoch done
+	// Validated is the update the last validation ran after (0: none), so
+	// that a run stopped at max_steps and run again validates once.
+	Validated int `json:"validated,omitempty"`
 }
 
 // encodeExample tokenizes one (prompt, response) pair by the policy's
@@ -324,6 +327,13 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				return s.interrupted(ctx, fmt.Sprintf("at update %d of %d", state.Step, total), cfg.Out)
 			}
 			if cfg.MaxSteps > 0 && state.Step >= cfg.MaxSteps {
+				// Stopped inside an epoch: the model it leaves is validated
+				// as an epoch's end would be.
+				if len(valBatches) > 0 && state.Validated != state.Step {
+					if err := validateSFT(s, eng, valBatches, cfg.Model.Vocab, &state, log); err != nil {
+						return err
+					}
+				}
 				if err := save(); err != nil {
 					return err
 				}
@@ -353,11 +363,11 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 				"charts/tokens_per_s": float64(b.Real) / secs,
 				"charts/pad_fraction": 1 - float64(b.Real)/float64(b.B*b.S)}
 			if actNLL.N > 0 {
-				rec["losses/sft_action"] = actNLL.Mean()
+				rec["losses/sft_action"], rec["charts/action_accuracy"] = actNLL.Mean(), actNLL.Accuracy()
 			}
 			if pol.Kind() == policy.KindHF {
 				rec["time/step_s"], rec["memory/peak_rss_gib"] = secs, peakRSSGiB()
-				fmt.Fprintf(log, "train sft: update %d: loss %.4f (action names %.4f), %.1f s, %.0f real tokens/s, peak RSS %.2f GiB\n", state.Step, loss, actNLL.Mean(), secs, float64(b.Real)/secs, rec["memory/peak_rss_gib"])
+				fmt.Fprintf(log, "train sft: update %d: loss %.4f (action names %.4f, %d of %d right), %.1f s, %.0f real tokens/s, peak RSS %.2f GiB\n", state.Step, loss, actNLL.Mean(), actNLL.Right, actNLL.Names, secs, float64(b.Real)/secs, rec["memory/peak_rss_gib"])
 			}
 			s.record(rec)
 			bar.Add(1, fmt.Sprintf("loss %.3f", loss))
@@ -371,7 +381,7 @@ func runSFT(ctx context.Context, cfg SFTConfig, log io.Writer) error {
 			}
 		}
 		if len(valBatches) > 0 {
-			if err := validateSFT(s, eng, valBatches, cfg.Model.Vocab, state, log); err != nil {
+			if err := validateSFT(s, eng, valBatches, cfg.Model.Vocab, &state, log); err != nil {
 				return err
 			}
 		}
@@ -493,9 +503,10 @@ func packSFT(trainEx, valEx []encoded, cfg SFTConfig) (epochs [][]packedBatch, v
 	return epochs, packBatches(valEx, identity, cfg.BatchRows, cfg.Model.Ctx), total
 }
 
-// validateSFT records and logs an epoch's validation loss, and that of
-// the action names' tokens.
-func validateSFT(s *stage, eng policy.Engine, batches []packedBatch, vocab int, state sftState, log io.Writer) error {
+// validateSFT records and logs the validation loss at an epoch's end (or
+// at max_steps inside one), that of the action names' tokens and how many
+// names the model predicts.
+func validateSFT(s *stage, eng policy.Engine, batches []packedBatch, vocab int, state *sftState, log io.Writer) error {
 	val, n, act, err := validationLoss(eng, batches, vocab)
 	if err != nil {
 		return fmt.Errorf("train sft: validation: %w", err)
@@ -503,11 +514,12 @@ func validateSFT(s *stage, eng policy.Engine, batches []packedBatch, vocab int, 
 	rec := map[string]any{"stage": "sft", "step": state.Step, "epoch": state.Epoch, "losses/val": val}
 	actText := ""
 	if act.N > 0 {
-		rec["losses/val_action"] = act.Mean()
-		actText = fmt.Sprintf(" (%.4f on the %d tokens of action names)", act.Mean(), act.N)
+		rec["losses/val_action"], rec["charts/val_action_accuracy"] = act.Mean(), act.Accuracy()
+		actText = fmt.Sprintf(" (%.4f on the %d tokens of action names; %d of %d names the most likely, teacher-forced)", act.Mean(), act.N, act.Right, act.Names)
 	}
 	s.record(rec)
-	fmt.Fprintf(log, "train sft: epoch %d: validation loss %.4f on %d held-out response tokens%s\n", state.Epoch, val, n, actText)
+	state.Validated = state.Step
+	fmt.Fprintf(log, "train sft: epoch %d, update %d: validation loss %.4f on %d held-out response tokens%s\n", state.Epoch, state.Step, val, n, actText)
 	return nil
 }
 
