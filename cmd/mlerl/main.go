@@ -77,6 +77,7 @@ func main() {
 func mainStatus() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	setGCPercent()
 	endProfile, err := startCPUProfile(os.Getenv(CPUProfileEnv))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mlerl: %v\n", err)
