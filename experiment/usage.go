@@ -42,7 +42,9 @@ type legUsage struct {
 
 // readLedger returns the ledger at path for version: a fresh one when
 // there is none or it belongs to another version (fresh is true then),
-// and an unfinished leg folded into the sums (killed is true then).
+// and an unfinished leg folded into the sums (killed is true then). A
+// ledger that cannot be read is an error beside an empty, not fresh,
+// ledger: the stage goes on and its log keeps the earlier legs.
 func readLedger(path, version string) (l ledger, fresh, killed bool, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -51,8 +53,8 @@ func readLedger(path, version string) (l ledger, fresh, killed bool, err error) 
 	if err == nil {
 		err = json.Unmarshal(b, &l)
 	}
-	if err != nil {
-		return ledger{Version: version}, true, false, fmt.Errorf("%s: %v (its earlier legs are not counted; delete it to silence this)", path, err)
+	if err != nil { // not fresh: the log of the earlier legs is kept
+		return ledger{Version: version}, false, false, fmt.Errorf("%s: %v (its earlier legs are not counted; delete it to silence this)", path, err)
 	}
 	if l.Version != version {
 		return ledger{Version: version}, true, false, nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -259,6 +260,19 @@ func TestSFTResumeIsExact(t *testing.T) {
 		}
 	}
 	la, lb := readMetrics(t, full, "checkpoints/sft"), readMetrics(t, split, "checkpoints/sft")
+	// The stop at max_steps validated the model it left (one record the
+	// uninterrupted run has not); every other line is the same.
+	var stops int
+	lb = slices.DeleteFunc(lb, func(m map[string]any) bool {
+		stop := m["losses/val"] != nil && m["step"] == 5.0
+		if stop {
+			stops++
+		}
+		return stop
+	})
+	if stops != 1 {
+		t.Errorf("got %d validation records at the max_steps stop (update 5), want 1", stops)
+	}
 	if len(la) != len(lb) {
 		t.Fatalf("metrics: got %d lines after resuming, want %d", len(lb), len(la))
 	}
