@@ -33,3 +33,30 @@ func TestGCPercent(t *testing.T) {
 		}
 	}
 }
+
+// TestGCPercentByCommand: the commands that run a policy collect at
+// mlerl's target, the others at Go's default.
+func TestGCPercentByCommand(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	t.Setenv("GOGC", "")
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"train", "ppo"}, defaultGCPercent},
+		{[]string{"evaluate"}, defaultGCPercent},
+		{[]string{"ingest", "tasks"}, 100},
+		{[]string{"dataset"}, 100},
+	} {
+		debug.SetGCPercent(100)
+		root := newRootCommand()
+		cmd, _, err := root.Find(tt.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root.PersistentPreRun(cmd, nil)
+		if got := debug.SetGCPercent(100); got != tt.want {
+			t.Errorf("mlerl %v: GC target %d, want %d", tt.args, got, tt.want)
+		}
+	}
+}

@@ -44,6 +44,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			if runsThePolicy(cmd) {
+				setGCPercent()
 				if note := native.SlowBuild(); note != "" {
 					fmt.Fprintln(cmd.ErrOrStderr(), note)
 				}
@@ -77,7 +78,6 @@ func main() {
 func mainStatus() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	setGCPercent()
 	endProfile, err := startCPUProfile(os.Getenv(CPUProfileEnv))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mlerl: %v\n", err)
