@@ -131,8 +131,8 @@ func stage(ctx context.Context, cfg Config, logDir, key, name string, args ...st
 			u.cpuS = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 		}
 	}
-	total := led.total(u)
-	led.Legs, led.WallS, led.CPUS = led.Legs+1, total.wallS, total.cpuS
+	led.addLeg(u.wallS, u.cpuS)
+	total := led.usage()
 	if werr := led.write(ledgerPath); werr != nil {
 		fmt.Fprintf(f, "# experiment: the stage's usage ledger: %v (a resumed leg will not count this one)\n", werr)
 	}

@@ -60,7 +60,8 @@ func readLedger(path, version string) (l ledger, fresh, killed bool, err error) 
 		return ledger{Version: version}, true, false, nil
 	}
 	if r := l.Running; r != nil {
-		l.Legs, l.WallS, l.CPUS, l.Running = l.Legs+1, l.WallS+r.WallS, l.CPUS+r.CPUS, nil
+		l.addLeg(r.WallS, r.CPUS)
+		l.Running = nil
 		killed = true
 	}
 	return l, false, killed, nil
@@ -79,8 +80,13 @@ func (l ledger) write(path string) error {
 	return os.Rename(tmp, path)
 }
 
-// total is the ledger's sums with a leg of u added.
-func (l ledger) total(u usage) usage { return usage{wallS: l.WallS + u.wallS, cpuS: l.CPUS + u.cpuS} }
+// addLeg counts one more leg, of wallS and cpuS seconds.
+func (l *ledger) addLeg(wallS, cpuS float64) {
+	l.Legs, l.WallS, l.CPUS = l.Legs+1, l.WallS+wallS, l.CPUS+cpuS
+}
+
+// usage is what every leg counted so far took.
+func (l ledger) usage() usage { return usage{wallS: l.WallS, cpuS: l.CPUS} }
 
 // clockTicks is /proc's unit of CPU time (USER_HZ, 100 on Linux).
 const clockTicks = 100
