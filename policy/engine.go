@@ -186,6 +186,11 @@ type Decoder interface {
 	Close()
 }
 
+// newTokensExpecter is a Decoder that sizes its cache for the tokens its
+// rows will decode when told how many (before Prefill); Generate tells
+// it. Decoders without it size their caches as they do.
+type newTokensExpecter interface{ ExpectNew(n int) }
+
 // promptSources maps each prompt to the first row holding the same tokens
 // (src[i] == i for the first of each distinct prompt). Decoders prefill
 // only those rows and fork their caches to the others: the K samples

@@ -17,8 +17,9 @@ type nativeEngine struct {
 	opt *native.AdamW
 
 	// spare holds closed decoders for NewDecoder to reuse, reshaped to
-	// the rows asked for: a cache is tens to hundreds of MB (rows x Ctx
-	// keys and values per layer), and memory allocated afresh for each
+	// the rows asked for: a cache is tens to hundreds of MB (each row's
+	// prompt and continuation, keys and values per layer), and memory
+	// allocated afresh for each
 	// Generate call (each step of a batch of episodes, with fewer rows as
 	// they end) is faulted in page by page again (the Go runtime returns
 	// freed memory to the kernel).
@@ -301,6 +302,7 @@ type nativeDecoder struct {
 	// separate turns prompt sharing off (tests compare against it).
 	separate bool
 	closed   bool
+	expect   int // ExpectNew's tokens after each prompt (0: not said)
 }
 
 func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
@@ -318,7 +320,7 @@ func (e *nativeEngine) NewDecoder(rows int) (Decoder, error) {
 		if err := d.cache.Reshape(rows); err != nil {
 			return nil, fmt.Errorf("policy native: %w", err)
 		}
-		d.logits, d.closed = d.logits[:rows*e.cfg.Vocab], false
+		d.logits, d.closed, d.expect = d.logits[:rows*e.cfg.Vocab], false, 0
 		return d, nil
 	}
 	e.mu.Unlock()
@@ -336,14 +338,28 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 	if len(prompts) != d.cache.Rows() {
 		return nil, fmt.Errorf("policy native: %d prompts for %d rows", len(prompts), d.cache.Rows())
 	}
-	for r := range prompts {
-		d.cache.Reset(r)
-	}
+	d.cache.ResetAll()
 	// The weights as they are now, packed once for this prefill and the
 	// decoding steps after it (the engine's weights do not change while a
 	// decoder is in use).
 	d.e.m.PackWeights(d.cache)
+	// Each row's storage sized once for its prompt and the tokens it may
+	// decode (ExpectNew), where the caller said how many.
+	reserve := func(r int) error {
+		if d.expect <= 0 {
+			return nil
+		}
+		if err := d.cache.Reserve(r, min(len(prompts[r])+d.expect, d.cache.Capacity())); err != nil {
+			return fmt.Errorf("policy native: %w", err)
+		}
+		return nil
+	}
 	if d.separate {
+		for r := range prompts {
+			if err := reserve(r); err != nil {
+				return nil, err
+			}
+		}
 		return d.Extend(prompts)
 	}
 	src := promptSources(prompts)
@@ -351,6 +367,9 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 	for i, s := range src {
 		if s == i {
 			first[i] = prompts[i]
+			if err := reserve(i); err != nil {
+				return nil, err
+			}
 		}
 	}
 	logits, err := d.Extend(first)
@@ -365,10 +384,18 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 		if err := d.cache.Share(i, s); err != nil {
 			return nil, fmt.Errorf("policy native: %w", err)
 		}
+		if err := reserve(i); err != nil {
+			return nil, err
+		}
 		copy(logits[i*v:(i+1)*v], logits[s*v:(s+1)*v])
 	}
 	return logits, nil
 }
+
+// ExpectNew tells the decoder that each row will grow by at most n
+// tokens after its prompt, so that Prefill sizes the rows' storage once
+// (Generate calls it with MaxNewTokens).
+func (d *nativeDecoder) ExpectNew(n int) { d.expect = n }
 
 func (d *nativeDecoder) Extend(tokens [][]int32) ([]float32, error) {
 	var rows []int

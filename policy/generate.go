@@ -145,6 +145,9 @@ func (g Generator) Generate(prompts [][]int32, opts GenerateOptions) ([]Sample, 
 		return nil, fmt.Errorf("generate: %w", err)
 	}
 	defer dec.Close()
+	if e, ok := dec.(newTokensExpecter); ok {
+		e.ExpectNew(maxNew)
+	}
 	logits, err := dec.Prefill(prompts)
 	if err != nil {
 		return nil, fmt.Errorf("generate: prefill: %w", err)

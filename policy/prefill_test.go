@@ -210,6 +210,12 @@ func TestNativeDecoderReuse(t *testing.T) {
 		t.Fatalf("%d spare decoders after one closed, want 1", len(ne.spare))
 	}
 	d0 := ne.spare[0]
+	// Generate told the decoder its 12 new tokens: the prompt's row holds
+	// the prompt and 12 slots, the 11 rows sharing it 12 slots each.
+	slot := int64(2 * 4 * cfg.Layers * cfg.DModel) // a key and a value in every layer (tinyConfig: a key/value head per head)
+	if got, want := d0.cache.Bytes(), slot*int64(len(long)+12+11*12); got != want {
+		t.Errorf("12 rows sharing a %d-token prompt hold %d bytes of keys and values, want %d", len(long), got, want)
+	}
 	rows3 := [][]int32{other, short, other}
 	same("3 rows in the 12-row cache", gen(e, rows3), gen(fresh(w), rows3))
 	if len(ne.spare) != 1 || ne.spare[0] != d0 || d0.cache.MaxRows() != 12 {

@@ -232,6 +232,9 @@ func (g *ggufGen) generate(b *testing.B, prompts, perPrompt, promptLen, newToken
 			b.Fatal(err)
 		}
 		defer d.Close()
+		if e, ok := d.(newTokensExpecter); ok { // as Generate does
+			e.ExpectNew(n)
+		}
 		t0 := time.Now()
 		logits, err := d.Prefill(ps)
 		if err != nil {

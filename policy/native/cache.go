@@ -1,6 +1,9 @@
 package native
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Cache holds the keys and values (after RoPE) of every layer, one per
 // key/value head (KVHeads: grouped-query attention caches only those), for a fixed
@@ -8,7 +11,7 @@ import "fmt"
 // grows by Extend or Decode and attends only to itself. The token at
 // cache slot i of a row has RoPE position i.
 //
-// Keys are stored transposed, a head's [dh][capacity]: a decoding query's
+// Keys are stored transposed, a head's [dh][slots]: a decoding query's
 // scores q·kᵀ are then a vector-matrix product over contiguous rows (as
 // the values' p·v is), where key rows cost a dot product, with its
 // horizontal sum, per cached token.
@@ -18,10 +21,21 @@ import "fmt"
 // own storage holds only the tokens after them. Rows sharing one prompt
 // attend to it together, each of its keys read once for all of them
 // (decoding is bound by reading the cache, not by arithmetic).
+//
+// Each row's storage is its own and holds only the slots the row needs:
+// from plen (0 for a row that shares nothing) to the most tokens it was
+// reserved for (Reserve) or has grown to. A row sharing a prompt with
+// others holds only its own continuation, not a prompt's worth of unused
+// slots; capacity bounds every row. Storage freed by Reset or Reshape is
+// kept and handed to the next row that needs it (the smallest that
+// fits), so a cache reused for call after call allocates only when a row
+// needs more than any it holds, and holds at most one buffer per row it
+// was made with.
 type Cache struct {
 	rows, capacity    int
 	layers, heads, dh int
-	k, v              []float32 // [layers][rows][kv heads] of [dh][capacity] (keys), [capacity][dh] (values)
+	own               []rowStore // per row (cap: the rows it was made with)
+	free              []rowStore // storage of reset rows, for the next rows that need it
 	lens              []int
 	base, plen        []int // row r reads slots [0, plen[r]) from row base[r] (itself, plen 0: none)
 	// w, when set (PackWeights), holds the dense layers' weights packed
@@ -112,14 +126,115 @@ func (m *Model) NewCache(rows, capacity int) (*Cache, error) {
 	if rows <= 0 || capacity <= 0 || capacity > c.Ctx {
 		return nil, fmt.Errorf("native: cache of %d rows x %d tokens: need rows > 0 and 0 < capacity <= ctx %d", rows, capacity, c.Ctx)
 	}
-	size := c.Layers * rows * c.KVHeads * capacity * c.HeadDim()
 	cache := &Cache{rows: rows, capacity: capacity, layers: c.Layers, heads: c.KVHeads, dh: c.HeadDim(),
-		k: make([]float32, size), v: make([]float32, size), lens: make([]int, rows),
-		base: make([]int, rows), plen: make([]int, rows)}
+		own: make([]rowStore, rows), lens: make([]int, rows), base: make([]int, rows), plen: make([]int, rows)}
 	for r := range rows {
 		cache.base[r] = r
 	}
 	return cache, nil
+}
+
+// rowStore is one row's keys and values: n slots from its row's plen,
+// in every layer and key/value head, one buffer [layers][kv heads] of
+// [dh][n] keys then [layers][kv heads] of [n][dh] values.
+type rowStore struct {
+	buf []float32
+	n   int
+}
+
+// minGrowth is the fewest slots a row grows by when an Extend outgrows
+// its storage (a var for the tests: 1 makes every step grow).
+var minGrowth = 64
+
+// Reserve makes row r hold up to n tokens (n <= Capacity) without
+// growing its storage again: a caller that knows how long the row will
+// get (its prompt and the most tokens it may decode) reserves it once
+// instead of letting Extend grow it in steps, each a copy. A row that
+// shares another's tokens reserves only the slots after them.
+func (c *Cache) Reserve(r, n int) error {
+	if r < 0 || r >= c.rows {
+		return fmt.Errorf("native: cache Reserve row %d outside [0, %d)", r, c.rows)
+	}
+	if n > c.capacity {
+		return fmt.Errorf("native: cache Reserve(%d, %d): more than its capacity %d", r, n, c.capacity)
+	}
+	c.ensure(r, n-c.plen[r], 0)
+	return nil
+}
+
+// ensure gives row r storage for at least need slots of its own (from
+// plen), with slack more where it must grow (bounded by capacity),
+// keeping the tokens it holds.
+func (c *Cache) ensure(r, need, slack int) {
+	old := c.own[r]
+	if need <= old.n {
+		return
+	}
+	n := min(need+slack, c.capacity-c.plen[r])
+	c.own[r] = c.take(n)
+	if held := c.lens[r] - c.plen[r]; held > 0 {
+		for l := range c.layers {
+			for h := range c.heads {
+				ok, ov := c.storeHead(old, l, h)
+				nk, nv := c.head(l, r, h)
+				for e := range c.dh {
+					copy(nk[e*n:e*n+held], ok[e*old.n:e*old.n+held])
+				}
+				copy(nv[:held*c.dh], ov[:held*c.dh])
+			}
+		}
+	}
+	// The old storage is dropped, not kept: a row holds one buffer.
+}
+
+// take returns storage of at least n slots: the smallest free buffer
+// that holds them, else a new one (the smallest free buffer is dropped
+// then, so the cache holds at most one buffer per row).
+func (c *Cache) take(n int) rowStore {
+	best := -1
+	for i, f := range c.free {
+		if f.n >= n && (best < 0 || f.n < c.free[best].n) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		s := c.free[best]
+		c.free = slices.Delete(c.free, best, best+1)
+		return s
+	}
+	held := len(c.free)
+	for _, s := range c.own[:cap(c.own)] {
+		if s.buf != nil {
+			held++
+		}
+	}
+	if held >= cap(c.own) && len(c.free) > 0 {
+		small := 0
+		for i, f := range c.free {
+			if f.n < c.free[small].n {
+				small = i
+			}
+		}
+		c.free = slices.Delete(c.free, small, small+1)
+	}
+	return rowStore{buf: make([]float32, 2*c.layers*c.heads*c.dh*n), n: n}
+}
+
+// release moves row r's storage to the free buffers.
+func (c *Cache) release(r int) {
+	if c.own[r].buf != nil {
+		c.free = append(c.free, c.own[r])
+		c.own[r] = rowStore{}
+	}
+}
+
+// Bytes is the memory the cache's keys and values hold, rows' and free.
+func (c *Cache) Bytes() int64 {
+	var n int64
+	for _, s := range append(c.own[:cap(c.own)], c.free...) {
+		n += 4 * int64(len(s.buf))
+	}
+	return n
 }
 
 // Reshape empties the cache and makes it hold rows sequences (of the same
@@ -130,12 +245,23 @@ func (c *Cache) Reshape(rows int) error {
 	if rows <= 0 || rows > cap(c.lens) {
 		return fmt.Errorf("native: cache reshaped to %d rows: it holds 1 to %d", rows, cap(c.lens))
 	}
-	c.rows = rows
-	c.lens, c.base, c.plen = c.lens[:rows], c.base[:rows], c.plen[:rows]
-	for r := range rows {
-		c.Reset(r)
+	c.own = c.own[:cap(c.own)]
+	for r := range c.own {
+		c.release(r)
 	}
+	c.rows = rows
+	c.own, c.lens, c.base, c.plen = c.own[:rows], c.lens[:rows], c.base[:rows], c.plen[:rows]
+	c.ResetAll()
 	return nil
+}
+
+// ResetAll empties every row, all their storage free for the rows that
+// need it next.
+func (c *Cache) ResetAll() {
+	for r := range c.rows {
+		c.release(r)
+		c.lens[r], c.base[r], c.plen[r] = 0, r, 0
+	}
 }
 
 // MaxRows is the most rows the cache can be reshaped to.
@@ -150,9 +276,16 @@ func (c *Cache) Capacity() int { return c.capacity }
 // Len is the number of tokens in row r.
 func (c *Cache) Len(r int) int { return c.lens[r] }
 
-// Reset empties row r (its storage is reused) and ends its sharing of
-// another row's tokens.
-func (c *Cache) Reset(r int) { c.lens[r], c.base[r], c.plen[r] = 0, r, 0 }
+// Reset empties row r and ends its sharing of another row's tokens. Its
+// storage goes to the next row that needs it, unless other rows still
+// read its tokens (Extend refuses to refill it below them until they are
+// reset too).
+func (c *Cache) Reset(r int) {
+	if _, n := c.sharer(r); n == 0 {
+		c.release(r)
+	}
+	c.lens[r], c.base[r], c.plen[r] = 0, r, 0
+}
 
 // CopyRow makes row dst a copy of row src (its keys and values, every
 // layer and head, and its length), so that both continue from the same
@@ -164,17 +297,20 @@ func (c *Cache) CopyRow(dst, src int) error {
 		return err
 	}
 	from, n := c.plen[src], c.lens[src]
+	c.lens[dst], c.plen[dst] = 0, from // dst's tokens are not kept
+	c.ensure(dst, n-from, 0)
+	held, sn, dn := n-from, c.own[src].n, c.own[dst].n
 	for l := range c.layers {
 		for h := range c.heads {
 			sk, sv := c.head(l, src, h)
 			dk, dv := c.head(l, dst, h)
 			for e := range c.dh {
-				copy(dk[e*c.capacity+from:e*c.capacity+n], sk[e*c.capacity+from:])
+				copy(dk[e*dn:e*dn+held], sk[e*sn:e*sn+held])
 			}
-			copy(dv[from*c.dh:n*c.dh], sv[from*c.dh:n*c.dh])
+			copy(dv[:held*c.dh], sv[:held*c.dh])
 		}
 	}
-	c.lens[dst], c.plen[dst] = n, from
+	c.lens[dst] = n
 	c.base[dst] = c.base[src]
 	if c.base[dst] == src { // src holds all its tokens: so does dst now
 		c.base[dst] = dst
@@ -228,13 +364,19 @@ func (c *Cache) sharer(r int) (row, n int) {
 	return row, n
 }
 
-// head returns the keys [dh, capacity] and values [capacity, dh] of layer
-// l, row r, key/value head h.
-func (c *Cache) head(l, r, h int) (k, v []float32) {
-	at := ((l*c.rows+r)*c.heads + h) * c.capacity * c.dh
-	n := c.capacity * c.dh
-	return c.k[at : at+n : at+n], c.v[at : at+n : at+n]
+// head returns row r's own keys [dh, n] and values [n, dh] of layer l,
+// key/value head h: its n slots from plen[r] (stride returns n).
+func (c *Cache) head(l, r, h int) (k, v []float32) { return c.storeHead(c.own[r], l, h) }
+
+func (c *Cache) storeHead(s rowStore, l, h int) (k, v []float32) {
+	n := s.n * c.dh
+	at := (l*c.heads + h) * n
+	vat := c.layers*c.heads*n + at
+	return s.buf[at : at+n : at+n], s.buf[vat : vat+n : vat+n]
 }
+
+// stride is row r's key stride: the slots its storage holds.
+func (c *Cache) stride(r int) int { return c.own[r].n }
 
 // decodeState holds the buffers of Extend.
 type decodeState struct {
@@ -329,13 +471,19 @@ func (c *Cache) attendShared(ws *workspace, l, h0, nh, kh int, g decodeGroup, se
 		}
 		row += s.n * nh
 	}
-	bk, bv := c.head(l, g.base, kh)
-	gemmSerial(ws, gemmOp{m: tot, n: np, k: dh, a: qg, lda: dh, b: bk, ldb: c.capacity, c: probs, ldc: ldp})
+	var bk, bv []float32
+	if np > 0 {
+		bk, bv = c.head(l, g.base, kh)
+		gemmSerial(ws, gemmOp{m: tot, n: np, k: dh, a: qg, lda: dh, b: bk, ldb: c.stride(g.base), c: probs, ldc: ldp})
+	}
 	row = 0
 	for _, i := range g.segs {
 		s := segs[i]
+		// The row's own slots from np: a sharer's storage starts there,
+		// the base row's (extended with its sharers) at 0.
 		ok, _ := c.head(l, s.row, kh)
-		gemmSerial(ws, gemmOp{m: s.n * nh, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[np:], ldb: c.capacity, c: probs[row*ldp+np:], ldc: ldp})
+		at := np - c.plen[s.row]
+		gemmSerial(ws, gemmOp{m: s.n * nh, n: s.s0 + s.n - np, k: dh, a: qg[row*dh:], lda: dh, b: ok[at:], ldb: c.stride(s.row), c: probs[row*ldp+np:], ldc: ldp})
 		for r := range s.n * nh {
 			p := probs[(row+r)*ldp : (row+r+1)*ldp]
 			valid := s.s0 + r/nh + 1
@@ -346,12 +494,17 @@ func (c *Cache) attendShared(ws *workspace, l, h0, nh, kh int, g decodeGroup, se
 		}
 		row += s.n * nh
 	}
-	gemmSerial(ws, gemmOp{m: tot, n: dh, k: np, a: probs, lda: ldp, b: bv, ldb: dh, c: og, ldc: dh})
+	if np > 0 {
+		gemmSerial(ws, gemmOp{m: tot, n: dh, k: np, a: probs, lda: ldp, b: bv, ldb: dh, c: og, ldc: dh})
+	} else {
+		clear(og)
+	}
 	row = 0
 	for _, i := range g.segs {
 		s := segs[i]
 		_, ov := c.head(l, s.row, kh)
-		gemmSerial(ws, gemmOp{m: s.n * nh, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[np*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
+		at := np - c.plen[s.row]
+		gemmSerial(ws, gemmOp{m: s.n * nh, n: dh, k: s.s0 + s.n - np, a: probs[row*ldp+np:], lda: ldp, b: ov[at*dh:], ldb: dh, c: og[row*dh:], ldc: dh, acc: true})
 		for j := range s.n {
 			copy(o[(s.off+j)*d+h0*dh:(s.off+j)*d+(h0+nh)*dh], og[(row+j*nh)*dh:])
 		}
@@ -418,6 +571,12 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			ds.tokens, ds.pos = append(ds.tokens, t), append(ds.pos, int32(s0+j))
 		}
 	}
+	for _, s := range ds.segs {
+		// Storage for the new tokens, grown by a quarter more (at least
+		// minGrowth) where the row outgrows it.
+		need := s.s0 + s.n - c.plen[s.row]
+		c.ensure(s.row, need, max(need/4, minGrowth))
+	}
 	ds.groups = c.attentionGroups(ds.groups[:0], ds.segs)
 	t, d, f, dh := len(ds.tokens), cfg.DModel, cfg.FFN, cfg.HeadDim()
 	heads, kvHeads, qd, kvd := cfg.Heads, cfg.KVHeads, cfg.QDim(), cfg.KVDim()
@@ -462,13 +621,14 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 		ropeForward(p, ds.q, ds.pos, t, heads, dh, m.cos, m.sin, false)
 		ropeForward(p, ds.k, ds.pos, t, kvHeads, dh, m.cos, m.sin, false)
 		for _, s := range ds.segs {
+			n, at := c.stride(s.row), s.s0-c.plen[s.row] // own slots from plen
 			for h := range kvHeads {
 				ck, cv := c.head(l, s.row, h)
 				for j := range s.n {
 					for e, x := range ds.k[(s.off+j)*kvd+h*dh : (s.off+j)*kvd+h*dh+dh] {
-						ck[e*c.capacity+s.s0+j] = x
+						ck[e*n+at+j] = x
 					}
-					copy(cv[(s.s0+j)*dh:(s.s0+j+1)*dh], ds.v[(s.off+j)*kvd+h*dh:])
+					copy(cv[(at+j)*dh:(at+j+1)*dh], ds.v[(s.off+j)*kvd+h*dh:])
 				}
 			}
 		}
@@ -493,7 +653,7 @@ func (m *Model) Extend(c *Cache, rows []int, tokens [][]int32) ([]float32, error
 			for h := kh * per; h < (kh+1)*per; h++ {
 				ws.buf = grow(ws.buf, s.n*ldp)
 				at := s.off*qd + h*dh
-				attendForward(ws, ds.q[at:], qd, kv{}, keys{k: ck, kt: c.capacity}, cv, dh, ds.att[at:], qd, ws.buf, ldp, s.n, s.s0, dh, scale, false)
+				attendForward(ws, ds.q[at:], qd, kv{}, keys{k: ck, kt: c.stride(s.row)}, cv, dh, ds.att[at:], qd, ws.buf, ldp, s.n, s.s0, dh, scale, false)
 			}
 		})
 		lin(tOut, ds.mid, ds.att, ds.x)

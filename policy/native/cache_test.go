@@ -381,3 +381,93 @@ func TestCacheReshape(t *testing.T) {
 		t.Errorf("back to 4 rows: %v, rows %d, row 3 length %d", err, c.Rows(), c.Len(3))
 	}
 }
+
+// TestCacheGrowsInSteps runs the cache's tests again with rows that grow
+// by one slot at a time, each Extend past a row's storage a copy into a
+// larger one: decoding, forks and sharing must not see the difference.
+func TestCacheGrowsInSteps(t *testing.T) {
+	defer func(g int) { minGrowth = g }(minGrowth)
+	minGrowth = 1
+	t.Run("decode", TestDecodeMatchesForward)
+	t.Run("copy row", TestCacheCopyRow)
+	t.Run("share", TestCacheShare)
+	t.Run("packed weights", TestPackWeightsDecodeSame)
+}
+
+// TestCacheHoldsOnlyWhatRowsNeed: rows reserved for their prompt and
+// continuation hold exactly that, a row sharing a prompt only its own
+// continuation, and decoding within the reservation allocates nothing;
+// a cache reused call after call, the rows' roles swapped, holds at most
+// one buffer per row, each at most the capacity, and a call like an
+// earlier one allocates nothing new.
+func TestCacheHoldsOnlyWhatRowsNeed(t *testing.T) {
+	cfg := Config{Vocab: 13, DModel: 8, Heads: 2, Layers: 2, FFN: 12, Ctx: 100}
+	m := newTestModel(t, cfg, 31)
+	r := rand.New(rand.NewPCG(33, 34))
+	const rows, prompt, decode = 8, 40, 10
+	c := newCache(t, m, rows, cfg.Ctx)
+	slot := int64(2 * 4 * c.layers * c.heads * c.dh) // bytes: a key and a value in every layer and head
+	// call fills rows bases[0] and bases[1] with a prompt each, the other
+	// rows sharing them three apiece, reserved for decode tokens more,
+	// then decodes them.
+	call := func(bases [2]int, reserve bool) {
+		t.Helper()
+		c.ResetAll()
+		for _, b := range bases {
+			if reserve {
+				if err := c.Reserve(b, prompt+decode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := m.Extend(c, []int{b}, [][]int32{randTokens(r, prompt, cfg.Vocab)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range rows {
+			if i == bases[0] || i == bases[1] {
+				continue
+			}
+			if err := c.Share(i, bases[i%2]); err != nil {
+				t.Fatal(err)
+			}
+			if reserve {
+				if err := c.Reserve(i, prompt+decode); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		reserved := c.Bytes()
+		all := make([]int, rows)
+		for i := range all {
+			all[i] = i
+		}
+		for range decode {
+			if _, err := m.Decode(c, all, randTokens(r, rows, cfg.Vocab)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if reserve && c.Bytes() != reserved {
+			t.Errorf("decoding within the reservation went from %d to %d bytes", reserved, c.Bytes())
+		}
+	}
+	call([2]int{0, 1}, true)
+	if want := slot * (2*(prompt+decode) + 6*decode); c.Bytes() != want {
+		t.Errorf("reserved rows hold %d bytes, want %d (2 prompts and their continuations, 6 continuations)", c.Bytes(), want)
+	}
+	most := slot * rows * int64(cfg.Ctx) // the old layout: every row at the full capacity
+	for i, bases := range [][2]int{{4, 5}, {6, 7}, {4, 5}, {2, 3}} {
+		call(bases, i%2 == 0)
+		if b, n := c.Bytes(), len(c.free)+rows; b > most || n > rows {
+			t.Errorf("call %d: %d bytes in %d buffers, want at most %d in %d", i, b, n, most, rows)
+		}
+	}
+	before := c.Bytes()
+	call([2]int{2, 3}, false)
+	if c.Bytes() != before {
+		t.Errorf("a call like the last one grew the cache from %d to %d bytes", before, c.Bytes())
+	}
+	c.ResetAll()
+	if err := c.Reserve(0, cfg.Ctx+1); err == nil {
+		t.Error("Reserve past the capacity: got no error")
+	}
+}
