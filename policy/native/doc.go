@@ -27,8 +27,10 @@
 // attention). For generation, [Model.NewCache], then [Model.Extend]
 // (prompts, or forced strings) and [Model.Decode] (one token per active
 // row); [Cache.Share] lets other rows continue from a prefilled prompt
-// without a copy (their decode reads its keys once for all of them), and
-// [Cache.CopyRow] copies a row.
+// without a copy (their decode reads its keys once for all of them),
+// [Cache.CopyRow] copies a row, and [Cache.Reserve] sizes a row's own
+// storage for the tokens it will hold (each row holds only its own
+// slots, a sharing row none of the prompt's).
 //
 // # Architectures
 //
