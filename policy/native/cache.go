@@ -170,8 +170,8 @@ func (c *Cache) ensure(r, need, slack int) {
 	if need <= old.n {
 		return
 	}
-	n := min(need+slack, c.capacity-c.plen[r])
-	c.own[r] = c.take(n)
+	c.own[r] = c.take(min(need+slack, c.capacity-c.plen[r]))
+	n := c.own[r].n // the buffer taken may hold more: its own stride
 	if held := c.lens[r] - c.plen[r]; held > 0 {
 		for l := range c.layers {
 			for h := range c.heads {

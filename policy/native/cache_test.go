@@ -471,3 +471,35 @@ func TestCacheHoldsOnlyWhatRowsNeed(t *testing.T) {
 		t.Error("Reserve past the capacity: got no error")
 	}
 }
+
+// TestCacheGrowsIntoALargerFreeBuffer: a row that outgrows its storage
+// while a larger buffer is free takes that buffer, keys restrided to its
+// slots, and decodes on as a full forward does.
+func TestCacheGrowsIntoALargerFreeBuffer(t *testing.T) {
+	defer func(g int) { minGrowth = g }(minGrowth)
+	minGrowth = 1
+	cfg := Config{Vocab: 13, DModel: 8, Heads: 2, Layers: 2, FFN: 12, Ctx: 80}
+	m := newTestModel(t, cfg, 35)
+	r := rand.New(rand.NewPCG(36, 37))
+	v := cfg.Vocab
+	c := newCache(t, m, 2, cfg.Ctx)
+	seq := randTokens(r, 3, v)
+	if _, err := m.Extend(c, []int{0, 1}, [][]int32{seq, randTokens(r, 40, v)}); err != nil {
+		t.Fatal(err)
+	}
+	small := c.own[0].n
+	c.Reset(1) // row 1's 40-odd slots are free now
+	for range 6 {
+		next := randTokens(r, 1, v)
+		got := extendCopy(t, m, c, []int{0}, [][]int32{next})
+		seq = append(seq, next...)
+		want := fullLogits(t, m, seq)
+		at := len(seq) - 1
+		if d := maxRelDiff(got[:v], toF64(want[at*v:(at+1)*v]), 1); d > 1e-5 {
+			t.Fatalf("row 0 at %d tokens differs from a full forward by %.2g", len(seq), d)
+		}
+	}
+	if c.own[0].n <= small || c.own[0].n < 40 {
+		t.Errorf("row 0 grew from %d to %d slots, want the freed buffer of 40 or more", small, c.own[0].n)
+	}
+}
