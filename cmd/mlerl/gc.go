@@ -12,9 +12,9 @@ import (
 // heap grow to twice what is live before collecting; the policy stages'
 // live heap is mostly a few large pointer-free buffers (the decoders' key
 // and value caches, weights, optimiser state) that the collector never
-// scans, so collecting sooner costs little time and saves that doubling:
-// train ppo on SmolLM2 peaked at 5.6 GB resident with 100, 3.0 GB with 25,
-// for 0.3% more CPU (docs/benchmarks/memory.md).
+// scans, so collecting sooner costs little time and saves most of that
+// doubling: a train ppo update on SmolLM2 peaked at 4.1 GB resident with
+// 100, 2.9 GB with 25, for 3.6% more CPU (docs/benchmarks/memory.md).
 const defaultGCPercent = 25
 
 // setGCPercent applies defaultGCPercent unless GOGC is set (which the
