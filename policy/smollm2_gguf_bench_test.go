@@ -202,16 +202,11 @@ func (g *ggufGen) checkGreedy(b *testing.B) {
 	}
 }
 
-// generate times greedy generations of rows = prompts*perPrompt rows as
-// native's benchGenerateBig does: one warm-up of 4 new tokens, then b.N
-// generations of newTokens per row, each a NewDecoder, a Prefill of every
-// row (each distinct prompt computed once) and newTokens Extend steps
-// after an argmax of each row's logits.
-func (g *ggufGen) generate(b *testing.B, prompts, perPrompt, promptLen, newTokens int) {
-	vocab := g.p.Model.Vocab
-	r := rand.New(rand.NewPCG(7, 8)) // native's benchGenerateBig's prompts
-	rows := prompts * perPrompt
-	ps := make([][]int32, rows)
+// sharedPrompts draws prompts random prompts of promptLen ids below
+// vocab, each repeated perPrompt times in a row (the K samples of a
+// state).
+func sharedPrompts(r *rand.Rand, vocab, prompts, perPrompt, promptLen int) [][]int32 {
+	ps := make([][]int32, prompts*perPrompt)
 	for i := range prompts {
 		t := make([]int32, promptLen)
 		for j := range t {
@@ -221,6 +216,19 @@ func (g *ggufGen) generate(b *testing.B, prompts, perPrompt, promptLen, newToken
 			ps[i*perPrompt+k] = t
 		}
 	}
+	return ps
+}
+
+// generate times greedy generations of rows = prompts*perPrompt rows as
+// native's benchGenerateBig does: one warm-up of 4 new tokens, then b.N
+// generations of newTokens per row, each a NewDecoder, a Prefill of every
+// row (each distinct prompt computed once) and newTokens Extend steps
+// after an argmax of each row's logits.
+func (g *ggufGen) generate(b *testing.B, prompts, perPrompt, promptLen, newTokens int) {
+	vocab := g.p.Model.Vocab
+	r := rand.New(rand.NewPCG(7, 8)) // native's benchGenerateBig's prompts
+	rows := prompts * perPrompt
+	ps := sharedPrompts(r, vocab, prompts, perPrompt, promptLen)
 	next := make([][]int32, rows)
 	for i := range next {
 		next[i] = make([]int32, 1)

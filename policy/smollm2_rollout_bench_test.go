@@ -38,16 +38,7 @@ func BenchmarkSmolLM2GGUFRollout(b *testing.B) {
 	var tokens int
 	call := func(prompts, perPrompt, promptLen int) {
 		rows := prompts * perPrompt
-		ps := make([][]int32, rows)
-		for i := range prompts {
-			t := make([]int32, promptLen)
-			for j := range t {
-				t[j] = int32(r.IntN(vocab))
-			}
-			for k := range perPrompt {
-				ps[i*perPrompt+k] = t
-			}
-		}
+		ps := sharedPrompts(r, vocab, prompts, perPrompt, promptLen)
 		d, err := g.e.NewDecoder(rows)
 		if err != nil {
 			b.Fatal(err)
