@@ -352,3 +352,53 @@ func TestGenerateRowSeeds(t *testing.T) {
 		t.Error("3 row seeds for 2 prompts: no error")
 	}
 }
+
+// TestPrefillInChunks: prefilling the rows in groups of a few tokens
+// (prefillChunkTokens, one prompt longer than a group alone) gives the
+// logits one forward over all of them gives, at the prompts and after a
+// decoding step, to float rounding (products of fewer rows may take the
+// unpacked path).
+func TestPrefillInChunks(t *testing.T) {
+	defer func(n int) { prefillChunkTokens = n }(prefillChunkTokens)
+	cfg := tinyConfig()
+	r := rand.New(rand.NewPCG(25, 26))
+	a, b, c := randPrompt(r, 7, cfg.Vocab), randPrompt(r, 30, cfg.Vocab), randPrompt(r, 4, cfg.Vocab)
+	prompts := [][]int32{a, b, a, c, randPrompt(r, 12, cfg.Vocab), c}
+	step := make([][]int32, len(prompts))
+	for i := range step {
+		step[i] = []int32{int32(NumSpecial + r.IntN(cfg.Vocab-NumSpecial))}
+	}
+	e, err := NewEngine(EngineNative, cfg, InitWeights(cfg, 19))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(chunk int) (prefill, next []float32) {
+		t.Helper()
+		prefillChunkTokens = chunk
+		d, err := e.NewDecoder(len(prompts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		l, err := d.Prefill(prompts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefill = slices.Clone(l)
+		l, err = d.Extend(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prefill, slices.Clone(l)
+	}
+	wantP, wantN := run(1 << 30)
+	for _, chunk := range []int{1, 10, 20} {
+		gotP, gotN := run(chunk)
+		if d := relErr(gotP, wantP); d > 1e-5 {
+			t.Errorf("chunks of %d tokens: prefill logits differ by %.2g (relative)", chunk, d)
+		}
+		if d := relErr(gotN, wantN); d > 1e-5 {
+			t.Errorf("chunks of %d tokens: logits after a step differ by %.2g (relative)", chunk, d)
+		}
+	}
+}
