@@ -19,10 +19,9 @@ type nativeEngine struct {
 	// spare holds closed decoders for NewDecoder to reuse, reshaped to
 	// the rows asked for: a cache is tens to hundreds of MB (each row's
 	// prompt and continuation, keys and values per layer), and memory
-	// allocated afresh for each
-	// Generate call (each step of a batch of episodes, with fewer rows as
-	// they end) is faulted in page by page again (the Go runtime returns
-	// freed memory to the kernel).
+	// allocated afresh for each Generate call (each step of a batch of
+	// episodes, with fewer rows as they end) is faulted in page by page
+	// again (the Go runtime returns freed memory to the kernel).
 	mu    sync.Mutex
 	spare []*nativeDecoder
 }
@@ -397,7 +396,7 @@ func (d *nativeDecoder) Prefill(prompts [][]int32) ([]float32, error) {
 // for SmolLM2-135M) and the model keeps its buffers at their largest, so
 // 24 distinct 600-token prompts prefilled in one call would hold half a
 // GB of activations for the rest of the run; in groups of 2,048 tokens
-// they hold a twelfth of that, and a product of 2,048 rows is as fast
+// they hold a seventh of that, and a product of 2,048 rows is as fast
 // per token as a longer one (the weights are packed once per prefill).
 var prefillChunkTokens = 2048 // a var for the tests
 
