@@ -44,7 +44,7 @@ func BenchmarkSmolLM2GGUFRollout(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer d.Close()
-		if e, ok := d.(interface{ ExpectNew(int) }); ok {
+		if e, ok := d.(newTokensExpecter); ok { // as Generate does
 			e.ExpectNew(newTokens)
 		}
 		logits, err := d.Prefill(ps)

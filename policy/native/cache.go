@@ -245,13 +245,10 @@ func (c *Cache) Reshape(rows int) error {
 	if rows <= 0 || rows > cap(c.lens) {
 		return fmt.Errorf("native: cache reshaped to %d rows: it holds 1 to %d", rows, cap(c.lens))
 	}
-	c.own = c.own[:cap(c.own)]
-	for r := range c.own {
-		c.release(r)
-	}
+	c.ResetAll() // every row's storage freed (rows past c.rows hold none)
 	c.rows = rows
 	c.own, c.lens, c.base, c.plen = c.own[:rows], c.lens[:rows], c.base[:rows], c.plen[:rows]
-	c.ResetAll()
+	c.ResetAll() // the rows it now holds, emptied
 	return nil
 }
 
