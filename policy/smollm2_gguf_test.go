@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mlerl/mlerl/policy/hf"
 )
 
 // TestSmolLM2GGUF runs the real SmolLM2-135M-Instruct Q4_1 file (opt-in:
@@ -48,14 +46,7 @@ func TestSmolLM2GGUF(t *testing.T) {
 		t.Fatal(err)
 	}
 	built := time.Since(start)
-	ids, err := p.hf.EncodeChat([]hf.Message{{Role: "user", Content: "What is the capital of France?"}}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := make([]int32, len(ids))
-	for i, id := range ids {
-		prompt[i] = int32(id)
-	}
+	prompt := chatPrompt(t, p, "What is the capital of France?")
 	if !slices.Equal(prompt, ref.IDs) {
 		t.Fatalf("chat-rendered prompt %v, transformers' %v", prompt, ref.IDs)
 	}

@@ -8,14 +8,17 @@ Run from the repository root with the pinned venv (scripts/setup_pyref.sh):
     .deps/pyref/bin/python scripts/gguf_reference.py check DIR    # read Go's output
     .deps/pyref/bin/python scripts/gguf_reference.py check-policy DIR
     .deps/pyref/bin/python scripts/gguf_reference.py generate FILE...
+    .deps/pyref/bin/python scripts/gguf_reference.py quants [TYPE...]
+    .deps/pyref/bin/python scripts/gguf_reference.py mixes SOURCE FILE...
 
 The first form (re)writes, deterministically (fixed seeds, one CPU thread),
 policy/gguf/testdata/:
 
   quant-TYPE.gguf     one file per tensor type mlerl reads (F32, F16, BF16,
-      Q8_0, Q4_0, Q4_1 quantized by the gguf package from normal draws; Q4_K,
-      Q5_K, Q6_K as random blocks with sane f16 scales, since gguf-py has no
-      K-quant quantizer), each with one 3 x 256 tensor "t";
+      Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 quantized by the gguf package from normal
+      draws; Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS as random blocks
+      with sane f16 scales, since gguf-py has no quantizer for them), each
+      with one 3 x 256 tensor "t";
   quants.json         gguf.quants.dequantize's values of each: the sha256 of
       the float32 little-endian bytes and the first values;
   NAME.gguf           tiny random models as llama.cpp's converter lays them
@@ -53,6 +56,14 @@ transformers, each against the engine's logits.
 
 The fifth form prints gguf's reading and transformers' greedy answer to one
 question for each file (e.g. `mlerl export gguf`'s output).
+
+The sixth form writes only the quant-TYPE.gguf files (of the named types,
+or all) and quants.json, without the models.
+
+The seventh form writes policy/gguf/testdata/mixes.json from llama.cpp's
+quantizations of SOURCE (scripts/gguf_mixes.sh runs it): each FILE's
+sha256, its tensor types, and transformers' greedy answer, which
+policy's TestLlamaCppMixes compares the native engine's with.
 """
 import hashlib
 import json
@@ -94,28 +105,40 @@ def f32_sha(a):
 
 
 # ------------------------------------------------------------ tensor types
-def quant_files():
+# Where each randomly drawn type keeps its f16 scales: byte offsets within
+# a block (d first, then dmin).
+RANDOM_BLOCK_SCALES = {"Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "Q2_K": [80, 82], "Q3_K": [108],
+                       "IQ4_NL": [0], "IQ4_XS": [0]}
+
+
+def quant_files(only=None):
+    """Writes quant-TYPE.gguf for each type (those in only, when given) and
+    quants.json. The draws of a type never depend on a later one's, so a
+    type added at the end leaves every earlier file as it was."""
     rng = np.random.default_rng(58)
-    ref = {}
-    for qt in [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K]:
+    ref = json.loads((OUT / "quants.json").read_text()) if only else {}
+    for qt in [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q5_K, Q.Q6_K,
+               Q.Q5_0, Q.Q5_1, Q.Q2_K, Q.Q3_K, Q.IQ4_NL, Q.IQ4_XS]:
         rows, cols = 3, 256
         x = (rng.standard_normal((rows, cols)) * 0.7).astype(np.float32)
         x[0, :8] = [0, -0.0, 1e-8, -3.5, 65504, 2.5e-5, -1e-3, 0.1]  # edges for the float types
-        if qt in (Q.Q4_K, Q.Q5_K, Q.Q6_K):
+        if qt.name in RANDOM_BLOCK_SCALES:
+            # gguf-py has no quantizer for these: random blocks whose f16
+            # scales are set to values a quantizer would write (random
+            # bytes could be NaN).
             bsize = gguf.GGML_QUANT_SIZES[qt][1]
-            raw = rng.integers(0, 256, size=(rows, bsize), dtype=np.uint8)
-            # Each row is one 256-element block; its f16 scales are set to
-            # values a quantizer would write (random bytes could be NaN).
+            nb = cols // gguf.GGML_QUANT_SIZES[qt][0]
+            raw = rng.integers(0, 256, size=(rows, nb * bsize), dtype=np.uint8)
             for r in range(rows):
-                d = np.array([rng.uniform(1e-3, 5e-2)], dtype=np.float16).view(np.uint8)
-                if qt == Q.Q6_K:
-                    raw[r, bsize - 2:] = d
-                else:
-                    dmin = np.array([rng.uniform(1e-3, 5e-2)], dtype=np.float16).view(np.uint8)
-                    raw[r, 0:2], raw[r, 2:4] = d, dmin
+                for b in range(nb):
+                    for off in RANDOM_BLOCK_SCALES[qt.name]:
+                        o = b * bsize + off
+                        raw[r, o:o + 2] = np.array([rng.uniform(1e-3, 5e-2)], dtype=np.float16).view(np.uint8)
             data = raw
         else:
             data = gguf.quants.quantize(x, qt)
+        if only and qt.name not in only:
+            continue
         deq = gguf.quants.dequantize(data, qt).astype(np.float32).reshape(rows, cols)
         path = OUT / f"quant-{qt.name}.gguf"
         w = GGUFWriter(str(path), "none")
@@ -493,14 +516,49 @@ def generate(files):
     for f in files:
         f = Path(f)
         r = GGUFReader(str(f))
-        tok = AutoTokenizer.from_pretrained(str(f.parent), gguf_file=f.name)
-        m = AutoModelForCausalLM.from_pretrained(str(f.parent), gguf_file=f.name, dtype=torch.float32).eval()
-        ids = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)["input_ids"]
-        with torch.no_grad():
-            out = m.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
+        tok, _, out = greedy_answer(f)
         print(f"{f.name}: GGUFReader {len(r.tensors)} tensors {sorted({t.tensor_type.name for t in r.tensors})}; "
               f"transformers' greedy answer {out} {tok.decode(out)!r}")
+
+
+def greedy_answer(f):
+    """transformers' tokenizer for GGUF file f, the chat-rendered question
+    and the model's greedy answer to it (24 new tokens at most), as ids."""
+    tok = AutoTokenizer.from_pretrained(str(f.parent), gguf_file=f.name)
+    m = AutoModelForCausalLM.from_pretrained(str(f.parent), gguf_file=f.name, dtype=torch.float32).eval()
+    ids = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)["input_ids"]
+    with torch.no_grad():
+        out = m.generate(ids, max_new_tokens=24, do_sample=False)[0, ids.shape[1]:].tolist()
+    return tok, ids[0].tolist(), out
+
+
+def mixes(source, files):
+    """Writes testdata/mixes.json: for each GGUF file llama.cpp's
+    llama-quantize made from source (scripts/gguf_mixes.sh), its sha256,
+    how many tensors it holds of each type, and transformers' greedy
+    answer to the question generate() asks, as token ids."""
+    ref = {"source": Path(source).name, "source_sha256": file_sha(source),
+           "llama_cpp": os.environ.get("LLAMA_CPP_BUILD", ""), "files": {}}
+    for f in files:
+        f = Path(f)
+        r = GGUFReader(str(f))
+        counts = {}
+        for t in r.tensors:
+            counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+        tok, prompt, out = greedy_answer(f)
+        ref["files"][f.name] = {"sha256": file_sha(f), "types": dict(sorted(counts.items())),
+                                "prompt": prompt, "greedy": out, "text": tok.decode(out)}
+        print(f"{f.name}: {dict(sorted(counts.items()))}; transformers' greedy answer {tok.decode(out)!r}")
+    (OUT / "mixes.json").write_text(json.dumps(ref, indent=1) + "\n")
+
+
+def file_sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 if __name__ == "__main__":
@@ -512,6 +570,10 @@ if __name__ == "__main__":
         check_policy(sys.argv[2])
     elif len(sys.argv) > 1 and sys.argv[1] == "generate":
         generate(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "mixes":
+        mixes(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "quants":
+        quant_files(set(sys.argv[2:]) or None)
     else:
         OUT.mkdir(parents=True, exist_ok=True)
         quant_files()

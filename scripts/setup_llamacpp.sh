@@ -5,8 +5,9 @@
 # machine's gcc, for this CPU (-DGGML_NATIVE=ON), without curl. Only the
 # tools the bench runs are built: llama-bench (prompt processing and decode
 # at batch 1) and llama-batched-bench (decode of many sequences sharing a
-# prompt). Everything lands in .deps/llamacpp (git-ignored); quick when
-# already done. `make test` never needs it.
+# prompt), and llama-quantize (the k-quant mixes scripts/gguf_mixes.sh
+# checks the GGUF reader on). Everything lands in .deps/llamacpp
+# (git-ignored); quick when already done. `make test` never needs it.
 #
 # Without AMX: -march=native turns on ggml's AMX kernels on a CPU with AMX
 # (Sapphire Rapids onward), and with this source and GCC 12 they die on
@@ -25,14 +26,17 @@ NOAMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 BUILD="$PIN GGML_NATIVE=ON $NOAMX"
 DIR=.deps/llamacpp
 BIN=$DIR/build/bin
-if [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-batched-bench" ] && [ "$(cat "$DIR/PIN" 2>/dev/null)" = "$BUILD" ]; then
+TOOLS="llama-bench llama-batched-bench llama-quantize"
+if [ "$(cat "$DIR/PIN" 2>/dev/null)" = "$BUILD" ] && ! for t in $TOOLS; do [ -x "$BIN/$t" ] || echo missing; done | grep -q missing; then
   echo "setup_llamacpp: ready: $BIN (llama-cpp-python $PIN's llama.cpp)"
   exit 0
 fi
 command -v cmake >/dev/null || { echo "setup_llamacpp: cmake is missing (apt-get install cmake)" >&2; exit 1; }
 command -v g++ >/dev/null || { echo "setup_llamacpp: g++ is missing (apt-get install g++)" >&2; exit 1; }
 if [ -f "$DIR/src/CMakeLists.txt" ] && [ "$(cat "$DIR/SRC_PIN" 2>/dev/null)" = "$PIN" ]; then
-  rm -rf "$DIR/build" "$DIR/PIN" # the source is the pinned one: only the build is redone
+  # The source is the pinned one: a build of other flags is redone, one
+  # that only lacks a tool gets it added.
+  [ "$(cat "$DIR/PIN" 2>/dev/null)" = "$BUILD" ] || rm -rf "$DIR/build" "$DIR/PIN"
 else
   rm -rf "$DIR" && mkdir -p "$DIR"
   echo "setup_llamacpp: fetching the llama-cpp-python==$PIN sdist from PyPI"
@@ -42,12 +46,12 @@ else
   rm -rf "$DIR/sdist"
   echo "$PIN" > "$DIR/SRC_PIN"
 fi
-echo "setup_llamacpp: building llama-bench and llama-batched-bench (GGML_NATIVE=ON without AMX, a few minutes)"
+echo "setup_llamacpp: building $TOOLS (GGML_NATIVE=ON without AMX, a few minutes)"
 cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
   -DCMAKE_C_FLAGS="$NOAMX" -DCMAKE_CXX_FLAGS="$NOAMX" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >"$DIR/cmake.log" 2>&1 ||
   { echo "setup_llamacpp: cmake configure failed; see $DIR/cmake.log" >&2; exit 1; }
-cmake --build "$DIR/build" -j "$(nproc)" --target llama-bench llama-batched-bench >"$DIR/build.log" 2>&1 ||
+cmake --build "$DIR/build" -j "$(nproc)" --target $TOOLS >"$DIR/build.log" 2>&1 ||
   { echo "setup_llamacpp: build failed; see $DIR/build.log" >&2; exit 1; }
 echo "$BUILD" > "$DIR/PIN"
 echo "setup_llamacpp: ready: $BIN (llama-cpp-python $PIN's llama.cpp)"

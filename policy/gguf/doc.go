@@ -26,9 +26,12 @@
 // naming the file; nothing is written.
 //
 // Tensor types read: F32, F16, BF16 and ggml's block quantizations Q8_0,
-// Q4_0, Q4_1, Q4_K, Q5_K and Q6_K (quant.go documents their layouts),
+// Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS
+// (quant.go documents their layouts): every type llama.cpp's k-quant
+// mixes and legacy files hold, their fallbacks included. They are
 // dequantized exactly as the gguf Python package does (bit for bit on
-// testdata/quant-*.gguf). Written: F32, F16, BF16 and Q8_0.
+// testdata/quant-*.gguf; on llama.cpp's own mixes of SmolLM2, policy's
+// TestLlamaCppMixes). Written: F32, F16, BF16 and Q8_0.
 //
 // Layout. GGUF lists a tensor's dimensions fastest first, so a Linear's
 // [in, out] there is transformers' [out, in]. llama.cpp's converter

@@ -227,15 +227,21 @@ type Type uint32
 // The tensor types mlerl reads (F32, F16 and BF16 are also written, and
 // Q8_0).
 const (
-	F32  Type = 0
-	F16  Type = 1
-	Q4_0 Type = 2
-	Q4_1 Type = 3
-	Q8_0 Type = 8
-	Q4_K Type = 12
-	Q5_K Type = 13
-	Q6_K Type = 14
-	BF16 Type = 30
+	F32    Type = 0
+	F16    Type = 1
+	Q4_0   Type = 2
+	Q4_1   Type = 3
+	Q5_0   Type = 6
+	Q5_1   Type = 7
+	Q8_0   Type = 8
+	Q2_K   Type = 10
+	Q3_K   Type = 11
+	Q4_K   Type = 12
+	Q5_K   Type = 13
+	Q6_K   Type = 14
+	IQ4_NL Type = 20
+	IQ4_XS Type = 23
+	BF16   Type = 30
 )
 
 // typeInfo is a type's block layout: Block elements take Size bytes.
@@ -247,22 +253,28 @@ type typeInfo struct {
 // readable are the types mlerl dequantizes (quant.go), with the block
 // sizes of ggml's ggml-common.h.
 var readable = map[Type]typeInfo{
-	F32:  {"F32", 1, 4},
-	F16:  {"F16", 1, 2},
-	BF16: {"BF16", 1, 2},
-	Q8_0: {"Q8_0", 32, 34},
-	Q4_0: {"Q4_0", 32, 18},
-	Q4_1: {"Q4_1", 32, 20},
-	Q4_K: {"Q4_K", 256, 144},
-	Q5_K: {"Q5_K", 256, 176},
-	Q6_K: {"Q6_K", 256, 210},
+	F32:    {"F32", 1, 4},
+	F16:    {"F16", 1, 2},
+	BF16:   {"BF16", 1, 2},
+	Q8_0:   {"Q8_0", 32, 34},
+	Q4_0:   {"Q4_0", 32, 18},
+	Q4_1:   {"Q4_1", 32, 20},
+	Q5_0:   {"Q5_0", 32, 22},
+	Q5_1:   {"Q5_1", 32, 24},
+	Q2_K:   {"Q2_K", 256, 84},
+	Q3_K:   {"Q3_K", 256, 110},
+	Q4_K:   {"Q4_K", 256, 144},
+	Q5_K:   {"Q5_K", 256, 176},
+	Q6_K:   {"Q6_K", 256, 210},
+	IQ4_NL: {"IQ4_NL", 32, 18},
+	IQ4_XS: {"IQ4_XS", 256, 136},
 }
 
 // otherTypes are ggml's types mlerl does not read, named in refusals.
 var otherTypes = map[Type]string{
-	6: "Q5_0", 7: "Q5_1", 9: "Q8_1", 10: "Q2_K", 11: "Q3_K", 15: "Q8_K",
-	16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S",
-	22: "IQ2_S", 23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
+	9: "Q8_1", 15: "Q8_K",
+	16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 21: "IQ3_S",
+	22: "IQ2_S", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64",
 	29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0",
 }
 

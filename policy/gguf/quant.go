@@ -20,11 +20,28 @@ import (
 //	Q4_0  32 per block: f16 d, u8 q[16] (two nibbles);    x = d*(q-8)
 //	Q4_1  32 per block: f16 d, f16 m, u8 q[16];           x = d*q + m
 //	      (low nibbles are elements 0..15, high nibbles 16..31)
+//	Q5_0  32 per block: f16 d, u32 qh, u8 q[16];          x = d*(q-16)
+//	Q5_1  32 per block: f16 d, f16 m, u32 qh, u8 q[16];   x = d*q + m
+//	      (as Q4_0/Q4_1, element i's fifth bit is bit i of qh)
+//	IQ4_NL 32 per block: f16 d, u8 q[16];                 x = d*kv[q]
+//	      (kv: sixteen non-uniform levels, iq4nlValues)
+//	Q2_K 256 per block: u8 scales[16] (4-bit scale, 4-bit min), u8 q[64]
+//	      (2 bits each), f16 d, f16 dmin; per 16: x = d*sc*q - dmin*m
+//	Q3_K 256 per block: u8 hmask[32], u8 q[64], u8 scales[12] (sixteen
+//	      6-bit scales), f16 d; per 16: x = d*(sc-32)*(q - 4 unless the
+//	      hmask bit is set), q of 2 bits
 //	Q4_K 256 per block: f16 d, f16 dmin, u8 scales[12] (eight 6-bit
 //	      scale and min pairs), u8 q[128]; per 32: x = d*sc*q - dmin*m
 //	Q5_K as Q4_K with u8 qh[32] (the fifth bit) before q[128]
 //	Q6_K 256 per block: u8 ql[128], u8 qh[64], int8 scales[16], f16 d;
 //	      per 16: x = d*scale*(q-32), q of 6 bits
+//	IQ4_XS 256 per block: f16 d, u16 scales_h, u8 scales_l[4], u8 q[128];
+//	      per 32: x = d*(sc-32)*kv[q], sc of 6 bits
+//
+// llama.cpp's k-quant mixes (Q4_K_M, Q3_K_M, Q2_K...) fall back to Q5_0,
+// Q5_1, Q8_0 or IQ4_NL for a matrix whose rows are not whole 256-element
+// blocks (SmolLM2's and Qwen2.5-0.5B's hidden sizes, 576 and 896), so a
+// reader of those files needs the legacy types too.
 
 // Dequantize converts n elements of type t stored in b to float32.
 func Dequantize(t Type, b []byte, n int) ([]float32, error) {
@@ -55,7 +72,8 @@ func Dequantize(t Type, b []byte, n int) ([]float32, error) {
 		return out, nil
 	}
 	dq := map[Type]func(y []float32, blk []byte){
-		Q8_0: q8_0, Q4_0: q4_0, Q4_1: q4_1, Q4_K: q4K, Q5_K: q5K, Q6_K: q6K,
+		Q8_0: q8_0, Q4_0: q4_0, Q4_1: q4_1, Q5_0: q5_0, Q5_1: q5_1, IQ4_NL: iq4NL,
+		Q2_K: q2K, Q3_K: q3K, Q4_K: q4K, Q5_K: q5K, Q6_K: q6K, IQ4_XS: iq4XS,
 	}[t]
 	for k := range n / ti.block {
 		dq(out[k*ti.block:(k+1)*ti.block], b[k*ti.size:(k+1)*ti.size])
@@ -87,6 +105,104 @@ func q4_1(y []float32, b []byte) {
 	for i := range 16 {
 		y[i] = float32(d*float32(q[i]&0xf)) + m
 		y[i+16] = float32(d*float32(q[i]>>4)) + m
+	}
+}
+
+func q5_0(y []float32, b []byte) {
+	d := f16(b)
+	qh := binary.LittleEndian.Uint32(b[2:])
+	q := b[6:22]
+	for i := range 16 {
+		lo := q[i]&0xf | byte(qh>>i&1)<<4
+		hi := q[i]>>4 | byte(qh>>(i+16)&1)<<4
+		y[i] = d * float32(int(lo)-16)
+		y[i+16] = d * float32(int(hi)-16)
+	}
+}
+
+func q5_1(y []float32, b []byte) {
+	d, m := f16(b), f16(b[2:])
+	qh := binary.LittleEndian.Uint32(b[4:])
+	q := b[8:24]
+	for i := range 16 {
+		lo := q[i]&0xf | byte(qh>>i&1)<<4
+		hi := q[i]>>4 | byte(qh>>(i+16)&1)<<4
+		y[i] = float32(d*float32(lo)) + m
+		y[i+16] = float32(d*float32(hi)) + m
+	}
+}
+
+// iq4nlValues are IQ4_NL's and IQ4_XS's sixteen levels (ggml's
+// kvalues_iq4nl).
+var iq4nlValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func iq4NL(y []float32, b []byte) {
+	d := f16(b)
+	q := b[2:18]
+	for i := range 16 {
+		y[i] = d * float32(iq4nlValues[q[i]&0xf])
+		y[i+16] = d * float32(iq4nlValues[q[i]>>4])
+	}
+}
+
+func q2K(y []float32, b []byte) {
+	scales, q := b[0:16], b[16:80]
+	d, dmin := f16(b[80:]), f16(b[82:])
+	// Two halves of 128: each of their 32 bytes holds four 2-bit values,
+	// bits 2s..2s+1 being element 32s+l of the half; a scale byte per 16.
+	for h := range 2 {
+		for s := range 4 {
+			for l := range 32 {
+				e := 128*h + 32*s + l
+				sc := scales[e/16]
+				dl, ml := d*float32(sc&0xf), dmin*float32(sc>>4)
+				y[e] = float32(dl*float32(q[32*h+l]>>(2*s)&3)) - ml
+			}
+		}
+	}
+}
+
+func q3K(y []float32, b []byte) {
+	hmask, q, sb := b[0:32], b[32:96], b[96:108]
+	d := f16(b[108:])
+	// Scale i: its low four bits are a nibble of bytes 0-7 (low nibbles
+	// for 0-7, high for 8-15), its top two bits 2(i/4) of byte 8+i%4.
+	var scale [16]float32
+	for i := range 16 {
+		lo := sb[i%8] >> (4 * (i / 8)) & 0xf
+		hi := sb[8+i%4] >> (2 * (i / 4)) & 3
+		scale[i] = d * float32(int(lo|hi<<4)-32)
+	}
+	// The low two bits as Q2_K's; element e's high bit is bit e/32 of
+	// hmask[e%32], and a clear bit subtracts 4.
+	for h := range 2 {
+		for s := range 4 {
+			for l := range 32 {
+				e := 128*h + 32*s + l
+				v := int(q[32*h+l] >> (2 * s) & 3)
+				if hmask[l]>>(e/32)&1 == 0 {
+					v -= 4
+				}
+				y[e] = scale[e/16] * float32(v)
+			}
+		}
+	}
+}
+
+func iq4XS(y []float32, b []byte) {
+	d := f16(b)
+	sh := binary.LittleEndian.Uint16(b[2:])
+	sl, q := b[4:8], b[8:136]
+	// Eight sub-blocks of 32, each laid out as IQ4_NL's block; sub-block
+	// j's scale: a nibble of scales_l[j/2] and bits 2j..2j+1 of scales_h.
+	for j := range 8 {
+		ls := sl[j/2]>>(4*(j%2))&0xf | byte(sh>>(2*j)&3)<<4
+		dl := d * float32(int(ls)-32)
+		qs, y := q[16*j:16*j+16], y[32*j:]
+		for i := range 16 {
+			y[i] = dl * float32(iq4nlValues[qs[i]&0xf])
+			y[i+16] = dl * float32(iq4nlValues[qs[i]>>4])
+		}
 	}
 }
 

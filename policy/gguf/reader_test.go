@@ -135,10 +135,10 @@ func TestRefusals(t *testing.T) {
 		}, "tensor \"blk.0.attn_q.weight\" has unknown quantization type 99"},
 		{"unsupported quantization type", func(t *testing.T) string {
 			return patched(t, tiny, func(b []byte) []byte {
-				binary.LittleEndian.PutUint32(b[tensorField(t, b, "blk.0.attn_q.weight"):], 11)
+				binary.LittleEndian.PutUint32(b[tensorField(t, b, "blk.0.attn_q.weight"):], 16)
 				return b
 			})
-		}, "quantized as Q3_K, which mlerl does not dequantize"},
+		}, "quantized as IQ2_XXS, which mlerl does not dequantize"},
 		{"overlapping tensors", func(t *testing.T) string {
 			return patched(t, tiny, func(b []byte) []byte {
 				i := tensorField(t, b, "blk.0.attn_k.weight")
