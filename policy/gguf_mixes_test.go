@@ -68,14 +68,13 @@ func TestLlamaCppMixes(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, st := range []string{storage, MatmulFP32} {
-				tu := DefaultTuning()
-				tu.BaseStorage = st
-				p, err := OpenGGUF(path, Config{Ctx: 256, PromptTokens: 128, ResponseTokens: 32}, tu, "")
+				p, err := OpenGGUF(path, Config{Ctx: 256, PromptTokens: 128, ResponseTokens: 32}, DefaultTuning(), "")
 				if err != nil {
 					t.Fatal(err)
 				}
 				p.Model.LoRA = nil
 				p.ForInference()
+				p.Model.BaseStorage = st // ForInference picks quant for a file with blocks
 				e, err := p.NewEngine(EngineNative, 0, nil)
 				if err != nil {
 					p.Close()
@@ -92,7 +91,8 @@ func TestLlamaCppMixes(t *testing.T) {
 				if !slices.Equal(out[0].Tokens, want.Greedy) {
 					t.Errorf("%s: greedy answer %v (%q), transformers' %v (%q)", st, out[0].Tokens, p.Decode(out[0].Tokens), want.Greedy, want.Text)
 				} else {
-					t.Logf("%s: %q, transformers' tokens", st, p.Decode(out[0].Tokens))
+					m := e.(*nativeEngine).m
+					t.Logf("%s (%s): %q, transformers' tokens", st, m.BaseStorage(), p.Decode(out[0].Tokens))
 				}
 				p.Close()
 			}

@@ -83,15 +83,22 @@ func TestResolveBaseStorage(t *testing.T) {
 }
 
 // TestGGUFQuantStorage: the tiny llama GGUF (Q8_0 embedding, Q4_0, Q4_1,
-// Q8_0, F16 and BF16 projections) opened with base_storage quant keeps
-// each block matrix in its format (the float ones in float32): its
+// Q8_0, F16 and BF16 projections), and llama5 (Q5_0 and IQ4_NL, which
+// load as Q8_0 blocks, and Q5_1), opened with base_storage quant keeps
+// each block matrix in its format (the others in float32): its
 // logits over a prompt of more than 8 tokens and its LoRA gradients are
 // those of the float32 base bit for bit (transformers' from the same
 // file within 1e-4, as the float32 base's), its decoding within
 // native.QuantTolerance of the float32 base's, and a checkpoint records
 // quant and reopens its base so. q8_0 quantizes every matrix on load.
 func TestGGUFQuantStorage(t *testing.T) {
-	path := ggufTestdata("llama.gguf")
+	for _, name := range []string{"llama", "llama5"} {
+		t.Run(name, func(t *testing.T) { testGGUFQuantStorage(t, name) })
+	}
+}
+
+func testGGUFQuantStorage(t *testing.T, name string) {
+	path := ggufTestdata(name + ".gguf")
 	q := openQuantGGUF(t, path, StorageQuant)
 	f := openQuantGGUF(t, path, MatmulFP32)
 	qe, err := q.NewEngine(EngineNative, 7, nil)
@@ -129,9 +136,9 @@ func TestGGUFQuantStorage(t *testing.T) {
 	if quantized == 0 || fe.(*nativeEngine).m.BaseBytes() < 2*m.BaseBytes() {
 		t.Errorf("%d matrices in blocks, base %d bytes (float32 %d)", quantized, m.BaseBytes(), fe.(*nativeEngine).m.BaseBytes())
 	}
-	t.Logf("tiny llama: base stored as %s, %d bytes (float32: %d)", m.BaseStorage(), m.BaseBytes(), fe.(*nativeEngine).m.BaseBytes())
+	t.Logf("tiny %s: base stored as %s, %d matrices in blocks, %d bytes (float32: %d)", name, m.BaseStorage(), quantized, m.BaseBytes(), fe.(*nativeEngine).m.BaseBytes())
 
-	ids, tf := transformersLogits(t, "llama")
+	ids, tf := transformersLogits(t, name)
 	b, idx := positionsBatch(ids)
 	ql, _, err := qe.Logits(b, idx)
 	if err != nil {

@@ -25,7 +25,9 @@ policy/gguf/testdata/:
       out (names blk.N.*, Q and K of llama permuted for its RoPE, the
       tokenizer in tokenizer.ggml.*, the chat template), written with
       gguf.GGUFWriter: llama (SmolLM2's layout: pre-tokenizer smollm,
-      ChatML, tied, a tensor type per projection), llama3 (pre llama-bpe,
+      ChatML, tied, a tensor type per projection), llama5 (llama with the
+      types llama.cpp's k-quant mixes fall back to: Q5_0, IQ4_NL, Q5_1),
+      llama3 (pre llama-bpe,
       Llama 3.1's template, untied, Q8_0), qwen2 (q/k/v biases) and qwen3
       (q/k norms, head_dim 128 apart from hidden/heads, Qwen3's template), each with a byte-level BPE trained
       here by `tokenizers` on policy/hf's corpus;
@@ -237,6 +239,13 @@ MODELS = {
                   bos="<|im_start|>", eos="<|im_end|>", pad="<|im_end|>", template="llama", rope_theta=100000.0, eps=1e-5,
                   types={"token_embd": Q.Q8_0, "attn_q": Q.Q4_0, "attn_k": Q.Q4_1, "attn_v": Q.Q8_0, "attn_output": Q.F16,
                          "ffn_gate": Q.BF16, "ffn_up": Q.Q4_1, "ffn_down": Q.Q4_0}),
+    # As llama, with the types llama.cpp's k-quant mixes fall back to:
+    # Q5_0 and IQ4_NL (kept as Q8_0 blocks, Q and K's rows permuted), Q5_1.
+    "llama5": dict(arch="llama", pre="smollm", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], added=[],
+                   vocab=352, tok_vocab=330, hidden=64, heads=4, kv=2, layers=2, ffn=64, tied=True,
+                   bos="<|im_start|>", eos="<|im_end|>", pad="<|im_end|>", template="llama", rope_theta=100000.0, eps=1e-5,
+                   types={"token_embd": Q.Q8_0, "attn_q": Q.Q5_0, "attn_k": Q.IQ4_NL, "attn_v": Q.Q5_1, "attn_output": Q.Q5_0,
+                          "ffn_gate": Q.IQ4_NL, "ffn_up": Q.Q5_1, "ffn_down": Q.Q5_0}),
     "llama3": dict(arch="llama", pre="llama-bpe",
                    specials=["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], added=[],
                    vocab=320, tok_vocab=320, hidden=64, heads=4, kv=1, layers=1, ffn=64, tied=False,
@@ -355,7 +364,7 @@ def write_model(name, spec):
             x = permute(x, spec["heads"], spec["kv"])
         short = g.split(".")[-2] if g.startswith("blk.") else g.split(".")[0]
         qt = Q.F32 if t.ndim == 1 else spec["types"].get(short, spec["types"].get("*", Q.F32))
-        data = gguf.quants.quantize(x, qt)
+        data = quantize(x, qt)
         if qt in (Q.F32, Q.F16):
             w.add_tensor(g, data)
         else:
@@ -406,6 +415,24 @@ def write_model(name, spec):
     }
     (OUT / f"{name}.json").write_text(json.dumps(ref, indent=1, ensure_ascii=False) + "\n")
     print(f"{name}: {path.stat().st_size} bytes, transformers vs original max |diff| {diff:.2e}")
+
+
+def quantize(x, qt):
+    """gguf.quants.quantize, and for IQ4_NL, which gguf-py cannot
+    quantize, the nearest of its sixteen levels with d = the block's
+    largest magnitude / -127 (what a quantizer without importance weights
+    starts from); only the file's values matter, which gguf dequantizes."""
+    if qt != Q.IQ4_NL:
+        return gguf.quants.quantize(x, qt)
+    levels = np.array(gguf.quants.IQ4_NL.kvalues, dtype=np.float32)
+    blocks = x.reshape(-1, 32).astype(np.float32)
+    big = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=1, keepdims=True), axis=1)
+    d = (big / -127).astype(np.float16)
+    inv = np.where(d == 0, 0, 1 / d.astype(np.float32))
+    idx = np.abs((blocks * inv)[:, :, None] - levels[None, None, :]).argmin(axis=-1).astype(np.uint8)
+    qs = idx[:, :16] | (idx[:, 16:] << 4)
+    out = np.concatenate([d.view(np.uint8), qs], axis=1)
+    return out.reshape(*x.shape[:-1], x.shape[-1] // 32 * 18)
 
 
 def unpermute(w, n_head, n_head_kv):

@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -429,7 +430,10 @@ func (w *Weights) Blocks(name string) (format string, blocks []byte, info hf.Ten
 	info = hf.TensorInfo{Name: name, DType: hf.F32, Shape: t.Shape()}
 	format, ok = BlockFormat(t.Type)
 	if !ok || len(info.Shape) != 2 {
-		return "", nil, info, fmt.Errorf("%s: tensor %q is %s, not a matrix of Q8_0, Q4_0 or Q4_1 blocks", w.f.Path, g, t.Type)
+		return "", nil, info, fmt.Errorf("%s: tensor %q is %s, not a matrix of Q8_0, Q4_0, Q4_1, Q5_0 or IQ4_NL blocks", w.f.Path, g, t.Type)
+	}
+	if t.Type == Q5_0 || t.Type == IQ4_NL {
+		b = asQ8_0(t.Type, b)
 	}
 	if h := w.heads[name]; h > 0 {
 		if b, err = permuteRowBytes(b, info.Shape[0], h); err != nil {
@@ -439,12 +443,14 @@ func (w *Weights) Blocks(name string) (format string, blocks []byte, info hf.Ten
 	return format, b, info, nil
 }
 
-// BlockFormat names a tensor type the native engine keeps in its blocks
-// (policy/native's q8_0, q4_0, q4_1 storage); ok is false for the others
-// (float types and K-quants, which it dequantizes).
+// BlockFormat names the format the native engine keeps a tensor type's
+// blocks in (policy/native's q8_0, q4_0, q4_1 storage); ok is false for
+// the others (float types, Q5_1, the K-quants and IQ4_XS, which it
+// dequantizes). Q5_0 and IQ4_NL blocks are kept as Q8_0 blocks of the
+// same values ([Weights.Blocks] rewrites them, asQ8_0).
 func BlockFormat(t Type) (string, bool) {
 	switch t {
-	case Q8_0:
+	case Q8_0, Q5_0, IQ4_NL:
 		return "q8_0", true
 	case Q4_0:
 		return "q4_0", true
@@ -452,6 +458,38 @@ func BlockFormat(t Type) (string, bool) {
 		return "q4_1", true
 	}
 	return "", false
+}
+
+// asQ8_0 rewrites Q5_0 or IQ4_NL blocks as Q8_0 blocks holding the same
+// values. Both types are an f16 scale d times 32 small integers (q-16 in
+// [-16, 15]; IQ4_NL's levels in [-127, 113]), so a Q8_0 block with the
+// same d and those integers as int8 dequantizes to the same float32
+// values, bit for bit (d*q and q*d are one rounded product): nothing is
+// requantized. It takes 34 bytes per block against Q5_0's 22 and
+// IQ4_NL's 18, the float32 it replaces 128, and runs on the Q8_0
+// kernels. b is whole blocks ([Weights.Blocks] has checked the size).
+func asQ8_0(t Type, b []byte) []byte {
+	in := readable[t].size
+	out := make([]byte, len(b)/in*34)
+	for k := range len(b) / in {
+		blk, o := b[k*in:(k+1)*in], out[k*34:(k+1)*34]
+		copy(o[:2], blk[:2]) // d
+		q := o[2:]
+		switch t {
+		case Q5_0:
+			qh := binary.LittleEndian.Uint32(blk[2:])
+			for i, v := range blk[6:22] {
+				q[i] = byte(int8(int(v&0xf|byte(qh>>i&1)<<4) - 16))
+				q[i+16] = byte(int8(int(v>>4|byte(qh>>(i+16)&1)<<4) - 16))
+			}
+		case IQ4_NL:
+			for i, v := range blk[2:18] {
+				q[i] = byte(iq4nlValues[v&0xf])
+				q[i+16] = byte(iq4nlValues[v>>4])
+			}
+		}
+	}
+	return out
 }
 
 // StoredType is the type a tensor (by its Hugging Face name) is stored

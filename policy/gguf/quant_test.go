@@ -116,3 +116,39 @@ func TestQuantizeQ8_0(t *testing.T) {
 		t.Error("33 values quantized to Q8_0 without error")
 	}
 }
+
+// TestAsQ8_0 rewrites the Q5_0 and IQ4_NL reference blocks as Q8_0 and
+// checks that they dequantize to the same float32 values, bit for bit,
+// and that BlockFormat keeps both types as q8_0.
+func TestAsQ8_0(t *testing.T) {
+	for _, typ := range []Type{Q5_0, IQ4_NL} {
+		t.Run(typ.String(), func(t *testing.T) {
+			f, err := Open(filepath.Join("testdata", "quant-"+typ.String()+".gguf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			raw, info, err := f.Raw("t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := info.Dims[0] * info.Dims[1]
+			want, err := Dequantize(typ, raw, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Dequantize(Q8_0, asQ8_0(typ, raw), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("value %d: %g as Q8_0, %g as %s", i, got[i], want[i], typ)
+				}
+			}
+			if format, ok := BlockFormat(typ); !ok || format != "q8_0" {
+				t.Errorf("BlockFormat(%s) = %q, %v", typ, format, ok)
+			}
+		})
+	}
+}
