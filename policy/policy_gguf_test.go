@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -68,7 +69,7 @@ func transformersLogits(t *testing.T, name string) ([]int32, [][]float32) {
 // (from_pretrained with gguf_file), and the reference's on the
 // chat-rendered prompt; its Source records the file and its sha256.
 func TestGGUFPolicyLogits(t *testing.T) {
-	for _, name := range []string{"llama", "llama3", "qwen2", "qwen3"} {
+	for _, name := range []string{"llama", "llama5", "llama3", "qwen2", "qwen3"} {
 		t.Run(name, func(t *testing.T) {
 			path := ggufTestdata(name + ".gguf")
 			p := openTinyGGUF(t, path)
@@ -317,5 +318,66 @@ func TestParseSpecGGUF(t *testing.T) {
 		if _, err := OpenSpec(bad, hfBudgets(), DefaultTuning(), ""); err == nil || !strings.HasPrefix(err.Error(), "policy gguf:") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v", bad, err)
 		}
+	}
+}
+
+// TestGGUFSplitPolicy: a split model (llama.cpp's gguf-split, opened by
+// its first shard) is the whole file's policy: logits equal bit for bit;
+// its Source hashes every shard, so a checkpoint's base whose later
+// shard changed is refused when reopened.
+func TestGGUFSplitPolicy(t *testing.T) {
+	dir := t.TempDir()
+	var shards []string
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("llama-%05d-of-00003.gguf", i)
+		b, err := os.ReadFile(ggufTestdata(filepath.Join("split", name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shards = append(shards, filepath.Join(dir, name))
+		if err := os.WriteFile(shards[i-1], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	split, whole := openTinyGGUF(t, shards[0]), openTinyGGUF(t, ggufTestdata("llama.gguf"))
+	want, err := filesSHA256(shards)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if split.Source.Base != shards[0] || split.Source.FileSHA256 != want {
+		t.Errorf("source %+v, want the first shard and the shards' sha256 %s", *split.Source, want)
+	}
+	ids, _ := transformersLogits(t, "llama")
+	b, idx := positionsBatch(ids)
+	var logits [2][]float32
+	for i, p := range []*Policy{split, whole} {
+		e, err := p.NewEngine(EngineNative, 7, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if logits[i], _, err = e.Logits(b, idx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range logits[1] {
+		if math.Float32bits(logits[0][i]) != math.Float32bits(logits[1][i]) {
+			t.Fatalf("logit %d: %v from the split model, %v from the whole file", i, logits[0][i], logits[1][i])
+		}
+	}
+	if p, err := openSource(split.Source, split.Model); err != nil {
+		t.Fatalf("reopening the unchanged split model: %v", err)
+	} else {
+		p.Close()
+	}
+	last, err := os.ReadFile(shards[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	last[len(last)-1] ^= 1 // a weight's byte in the last shard
+	if err := os.WriteFile(shards[2], last, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openSource(split.Source, split.Model); err == nil || !strings.Contains(err.Error(), "has changed since the checkpoint was trained on it") {
+		t.Errorf("reopening with a changed shard: %v", err)
 	}
 }

@@ -42,8 +42,9 @@ type Source struct {
 	Kind string `json:"kind"`
 	// Base is the checkpoint folder or GGUF file, absolute; ConfigSHA256
 	// and TokenizerSHA256 are a folder's config.json's and
-	// tokenizer.json's, FileSHA256 a GGUF file's, checked whenever the
-	// checkpoint is loaded again.
+	// tokenizer.json's, FileSHA256 a GGUF file's (a split model's: its
+	// shards' bytes one after the other; Base names the first shard),
+	// checked whenever the checkpoint is loaded again.
 	Base            string `json:"base"`
 	Architecture    string `json:"architecture"`
 	ConfigSHA256    string `json:"config_sha256,omitempty"`
@@ -173,7 +174,7 @@ func newHF(kind string, ck *hf.Checkpoint, budgets Config, tuning Tuning) (*Poli
 	src := &Source{Kind: kind, Base: ck.Dir, Architecture: a.Architecture, Chat: ck.Chat.Kind, System: SystemPrompt}
 	var err error
 	if kind == KindGGUF {
-		if src.FileSHA256, err = fileSHA256(ck.Dir); err != nil {
+		if src.FileSHA256, err = ggufSHA256(ck.Dir); err != nil {
 			return nil, err
 		}
 	} else {
@@ -255,12 +256,13 @@ func openSource(src *Source, model Config) (*Policy, error) {
 	var ck *hf.Checkpoint
 	var err error
 	hashes := []struct{ file, want string }{{filepath.Join(src.Base, "config.json"), src.ConfigSHA256}, {filepath.Join(src.Base, "tokenizer.json"), src.TokenizerSHA256}}
+	hash := fileSHA256
 	switch src.Kind {
 	case KindHF:
 		ck, err = hf.Load(src.Base)
 	case KindGGUF:
 		ck, err = gguf.Load(src.Base)
-		hashes = []struct{ file, want string }{{src.Base, src.FileSHA256}}
+		hashes, hash = []struct{ file, want string }{{src.Base, src.FileSHA256}}, ggufSHA256
 	default:
 		return nil, fmt.Errorf("policy.json: kind %q: want %s or %s", src.Kind, KindHF, KindGGUF)
 	}
@@ -272,7 +274,7 @@ func openSource(src *Source, model Config) (*Policy, error) {
 		return nil, err
 	}
 	for _, f := range hashes {
-		got, err := fileSHA256(f.file)
+		got, err := hash(f.file)
 		if err != nil {
 			return fail(err)
 		}
@@ -331,14 +333,32 @@ func (p *Policy) chatPrompt(content string) ([]int32, error) {
 }
 
 func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+	return filesSHA256([]string{path})
+}
+
+// ggufSHA256 is the sha256 of a GGUF model's bytes: the file's, or a
+// split model's shards' one after the other (gguf.ShardPaths).
+func ggufSHA256(path string) (string, error) {
+	paths, err := gguf.ShardPaths(path)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	return filesSHA256(paths)
+}
+
+// filesSHA256 is the sha256 of the files' bytes one after the other.
+func filesSHA256(paths []string) (string, error) {
 	h := sha256.New()
-	if _, err := io.Copy(cleanVectorWriter{h}, f); err != nil {
-		return "", err
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(cleanVectorWriter{h}, f)
+		f.Close()
+		if err != nil {
+			return "", err
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

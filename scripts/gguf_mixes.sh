@@ -13,6 +13,7 @@
 #      file, `make real-model`), the input llama-quantize takes;
 #   3. quantizes it into each mix of MIXES under $MLERL_DEPS/smollm2-mixes
 #      (a file already there is kept);
+#      and cuts the Q4_K_M file into three shards with llama-gguf-split;
 #   4. writes policy/gguf/testdata/mixes.json with transformers' greedy
 #      answer on each file (scripts/gguf_reference.py mixes);
 #   5. runs policy's TestLlamaCppMixes, which opens each file on the native
@@ -52,6 +53,17 @@ for mix in $MIXES; do
 	fi
 	files+=("$f")
 done
+# A split model, as llama.cpp's gguf-split cuts one for download (shards
+# of at most 40 MB): opened by its first shard, it must answer as the
+# whole Q4_K_M file.
+SPLIT="$OUT/SmolLM2-135M-Instruct.Q4_K_M-split"
+if [ ! -f "$SPLIT-00001-of-00003.gguf" ]; then
+	echo "gguf_mixes: llama-gguf-split Q4_K_M" >&2
+	rm -f "$SPLIT"-*.gguf
+	"$PWD/.deps/llamacpp/build/bin/llama-gguf-split" --split --split-max-size 40M "$OUT/SmolLM2-135M-Instruct.Q4_K_M.gguf" "$SPLIT" >"$OUT/split.log" 2>&1 ||
+		{ echo "gguf_mixes: llama-gguf-split failed; see $OUT/split.log" >&2; exit 1; }
+fi
+files+=("$SPLIT-00001-of-00003.gguf")
 
 echo "gguf_mixes: transformers' answers (policy/gguf/testdata/mixes.json)" >&2
 LLAMA_CPP_BUILD="$(cat .deps/llamacpp/PIN)" OMP_NUM_THREADS=1 "$PY" scripts/gguf_reference.py mixes "$SRC" "${files[@]}" 2>/dev/null

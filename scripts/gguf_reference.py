@@ -70,6 +70,7 @@ policy's TestLlamaCppMixes compares the native engine's with.
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -567,13 +568,20 @@ def mixes(source, files):
     answer to the question generate() asks, as token ids."""
     ref = {"source": Path(source).name, "source_sha256": file_sha(source),
            "llama_cpp": os.environ.get("LLAMA_CPP_BUILD", ""), "files": {}}
+    answers = {}
     for f in files:
         f = Path(f)
-        r = GGUFReader(str(f))
         counts = {}
-        for t in r.tensors:
-            counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
-        tok, prompt, out = greedy_answer(f)
+        # A split model (gguf-split's PREFIX-split-00001-of-0000N.gguf, the
+        # first shard named) must answer as the whole file PREFIX.gguf,
+        # named before it: transformers does not read splits.
+        m = re.match(r"^(.*)-split-00001-of-(\d{5})\.gguf$", f.name)
+        shards = [f] if not m else [f.with_name(f"{m[1]}-split-{i:05d}-of-{m[2]}.gguf") for i in range(1, int(m[2]) + 1)]
+        for shard in shards:
+            for t in GGUFReader(str(shard)).tensors:
+                counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+        tok, prompt, out = answers[m[1] + ".gguf"] if m else greedy_answer(f)
+        answers[f.name] = (tok, prompt, out)
         ref["files"][f.name] = {"sha256": file_sha(f), "types": dict(sorted(counts.items())),
                                 "prompt": prompt, "greedy": out, "text": tok.decode(out)}
         print(f"{f.name}: {dict(sorted(counts.items()))}; transformers' greedy answer {tok.decode(out)!r}")

@@ -5,8 +5,8 @@
 # machine's gcc, for this CPU (-DGGML_NATIVE=ON), without curl. Only the
 # tools the bench runs are built: llama-bench (prompt processing and decode
 # at batch 1) and llama-batched-bench (decode of many sequences sharing a
-# prompt), and llama-quantize (the k-quant mixes scripts/gguf_mixes.sh
-# checks the GGUF reader on). Everything lands in .deps/llamacpp
+# prompt), llama-quantize and llama-gguf-split (the k-quant mixes and the
+# split model scripts/gguf_mixes.sh checks the GGUF reader on). Everything lands in .deps/llamacpp
 # (git-ignored); quick when already done. `make test` never needs it.
 #
 # Without AMX: -march=native turns on ggml's AMX kernels on a CPU with AMX
@@ -26,7 +26,7 @@ NOAMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 BUILD="$PIN GGML_NATIVE=ON $NOAMX"
 DIR=.deps/llamacpp
 BIN=$DIR/build/bin
-TOOLS="llama-bench llama-batched-bench llama-quantize"
+TOOLS="llama-bench llama-batched-bench llama-quantize llama-gguf-split"
 if [ "$(cat "$DIR/PIN" 2>/dev/null)" = "$BUILD" ] && ! for t in $TOOLS; do [ -x "$BIN/$t" ] || echo missing; done | grep -q missing; then
   echo "setup_llamacpp: ready: $BIN (llama-cpp-python $PIN's llama.cpp)"
   exit 0

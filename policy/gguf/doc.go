@@ -41,8 +41,12 @@
 // writer reorders them again for llama (permuteRows). Qwen files are not
 // reordered.
 //
+// A split model (llama.cpp's gguf-split, NAME-00001-of-0000N.gguf ...)
+// opens by its first shard as one File of every shard's tensors
+// (split.go).
+//
 // Files by concept: format.go (types, values), reader.go (the checked
-// reader), quant.go (dequantization, Q8_0 quantization), tokenizer.go
+// reader), split.go (split models), quant.go (dequantization, Q8_0 quantization), tokenizer.go
 // (tokenizer.ggml.* to tokenizer.json and back), model.go (GGUF to a
 // Hugging Face checkpoint), writer.go and export.go (the way out).
 //

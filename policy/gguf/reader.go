@@ -38,6 +38,9 @@ type TensorInfo struct {
 	// Offset is from the start of the data section; Size is the data's
 	// length in bytes.
 	Offset, Size int64
+	// shard is the split model's file holding it: 0 the File itself,
+	// k its shards[k-1].
+	shard int
 }
 
 // Shape is the tensor's shape row-major, slowest first (Dims reversed):
@@ -76,10 +79,27 @@ type File struct {
 	size   int64
 	r      io.ReaderAt
 	closer io.Closer
+	// shards are a split model's other files (split.go), in order.
+	shards []*File
 }
 
-// Open opens and checks a GGUF file. Close it when done.
+// Open opens and checks a GGUF file. Close it when done. The first shard
+// of a split model (llama.cpp's gguf-split, NAME-00001-of-0000N.gguf)
+// opens every shard beside it as one File (split.go).
 func Open(path string) (*File, error) {
+	f, err := openOne(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.openShards(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openOne opens and checks one file.
+func openOne(path string) (*File, error) {
 	// A FIFO or device is refused before it is opened (opening a FIFO
 	// waits for a writer); a symlink to a file is followed.
 	if st, err := os.Stat(path); err != nil {
@@ -248,12 +268,16 @@ func (f *File) checkRanges(tableEnd int64) error {
 	return nil
 }
 
-// Close closes the file.
+// Close closes the file (and a split model's other shards).
 func (f *File) Close() error {
-	if f.closer != nil {
-		return f.closer.Close()
+	var errs []error
+	for _, s := range f.shards {
+		errs = append(errs, s.Close())
 	}
-	return nil
+	if f.closer != nil {
+		errs = append(errs, f.closer.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Tensor finds a tensor's entry.
@@ -274,9 +298,13 @@ func (f *File) Raw(name string) ([]byte, TensorInfo, error) {
 	if !ok {
 		return nil, t, fmt.Errorf("%s: tensor %q: %w", f.Path, name, ErrNoTensor)
 	}
+	src := f
+	if t.shard > 0 {
+		src = f.shards[t.shard-1]
+	}
 	b := make([]byte, t.Size)
-	if _, err := f.r.ReadAt(b, f.data+t.Offset); err != nil {
-		return nil, t, fmt.Errorf("%s: tensor %q: %w", f.Path, name, err)
+	if _, err := src.r.ReadAt(b, src.data+t.Offset); err != nil {
+		return nil, t, fmt.Errorf("%s: tensor %q: %w", src.Path, name, err)
 	}
 	return b, t, nil
 }
