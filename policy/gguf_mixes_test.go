@@ -13,13 +13,14 @@ import (
 )
 
 // TestLlamaCppMixes opens llama.cpp's quantization mixes of
-// SmolLM2-135M-Instruct (opt-in: MLERL_GGUF_MIXES names, as an absolute
-// path, the folder scripts/gguf_mixes.sh writes them to) on the native
-// engine, the way
-// `mlerl generate` does, base storage auto (a mix's Q8_0 and Q4_0 matrices
-// kept in their blocks, the rest dequantized) and fp32, and checks each
-// against policy/gguf/testdata/mixes.json (transformers on the same file):
-// the file's bytes, its tensor types, the chat-rendered prompt and the
+// SmolLM2-135M-Instruct, and one of them cut into shards (opt-in:
+// MLERL_GGUF_MIXES names, as an absolute path, the folder
+// scripts/gguf_mixes.sh writes them to), on the native engine the way
+// `mlerl generate` does: base storage auto (a mix's Q8_0 and Q4_0
+// matrices kept in their blocks, Q5_0 and IQ4_NL as Q8_0 blocks, the
+// rest dequantized) and fp32. It checks each against
+// policy/gguf/testdata/mixes.json (transformers on the same file): the
+// file's bytes, its tensor types, the chat-rendered prompt and the
 // greedy answer, token for token.
 func TestLlamaCppMixes(t *testing.T) {
 	dir := os.Getenv("MLERL_GGUF_MIXES")
