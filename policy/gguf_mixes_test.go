@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/mlerl/mlerl/policy/gguf"
-	"github.com/mlerl/mlerl/policy/hf"
 )
 
 // TestLlamaCppMixes opens llama.cpp's quantization mixes of
@@ -81,7 +80,10 @@ func TestLlamaCppMixes(t *testing.T) {
 					p.Close()
 					t.Fatal(err)
 				}
-				prompt := chatPrompt(t, p, "What is the capital of France?")
+				prompt, err := p.UserTurn("What is the capital of France?")
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !slices.Equal(prompt, want.Prompt) {
 					t.Errorf("%s: chat-rendered prompt %v, transformers' %v", st, prompt, want.Prompt)
 				}
@@ -99,18 +101,4 @@ func TestLlamaCppMixes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// chatPrompt is text as one user turn in p's chat format.
-func chatPrompt(t *testing.T, p *Policy, text string) []int32 {
-	t.Helper()
-	ids, err := p.hf.EncodeChat([]hf.Message{{Role: "user", Content: text}}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
 }

@@ -46,7 +46,10 @@ func TestSmolLM2GGUF(t *testing.T) {
 		t.Fatal(err)
 	}
 	built := time.Since(start)
-	prompt := chatPrompt(t, p, "What is the capital of France?")
+	prompt, err := p.UserTurn("What is the capital of France?")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !slices.Equal(prompt, ref.IDs) {
 		t.Fatalf("chat-rendered prompt %v, transformers' %v", prompt, ref.IDs)
 	}
