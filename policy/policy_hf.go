@@ -174,7 +174,7 @@ func newHF(kind string, ck *hf.Checkpoint, budgets Config, tuning Tuning) (*Poli
 	src := &Source{Kind: kind, Base: ck.Dir, Architecture: a.Architecture, Chat: ck.Chat.Kind, System: SystemPrompt}
 	var err error
 	if kind == KindGGUF {
-		if src.FileSHA256, err = ggufSHA256(ck.Dir); err != nil {
+		if src.FileSHA256, err = filesSHA256(ggufFiles(ck)); err != nil {
 			return nil, err
 		}
 	} else {
@@ -255,14 +255,11 @@ func (p *Policy) useAdapter(dir string, tuning Tuning) error {
 func openSource(src *Source, model Config) (*Policy, error) {
 	var ck *hf.Checkpoint
 	var err error
-	hashes := []struct{ file, want string }{{filepath.Join(src.Base, "config.json"), src.ConfigSHA256}, {filepath.Join(src.Base, "tokenizer.json"), src.TokenizerSHA256}}
-	hash := fileSHA256
 	switch src.Kind {
 	case KindHF:
 		ck, err = hf.Load(src.Base)
 	case KindGGUF:
 		ck, err = gguf.Load(src.Base)
-		hashes, hash = []struct{ file, want string }{{src.Base, src.FileSHA256}}, ggufSHA256
 	default:
 		return nil, fmt.Errorf("policy.json: kind %q: want %s or %s", src.Kind, KindHF, KindGGUF)
 	}
@@ -273,13 +270,23 @@ func openSource(src *Source, model Config) (*Policy, error) {
 		ck.Close()
 		return nil, err
 	}
+	// Each hash's files, named in the refusal by the first.
+	type hashed struct {
+		files []string
+		want  string
+	}
+	config, tok := filepath.Join(src.Base, "config.json"), filepath.Join(src.Base, "tokenizer.json")
+	hashes := []hashed{{[]string{config}, src.ConfigSHA256}, {[]string{tok}, src.TokenizerSHA256}}
+	if src.Kind == KindGGUF {
+		hashes = []hashed{{ggufFiles(ck), src.FileSHA256}}
+	}
 	for _, f := range hashes {
-		got, err := hash(f.file)
+		got, err := filesSHA256(f.files)
 		if err != nil {
 			return fail(err)
 		}
 		if got != f.want {
-			return fail(fmt.Errorf("%s has changed since the checkpoint was trained on it (sha256 %.12s, policy.json records %.12s): restore the base the policy was trained from", f.file, got, f.want))
+			return fail(fmt.Errorf("%s has changed since the checkpoint was trained on it (sha256 %.12s, policy.json records %.12s): restore the base the policy was trained from", f.files[0], got, f.want))
 		}
 	}
 	p, err := newHF(src.Kind, ck, model, Tuning{FullFinetune: model.LoRA == nil, BaseStorage: MatmulFP32})
@@ -336,14 +343,14 @@ func fileSHA256(path string) (string, error) {
 	return filesSHA256([]string{path})
 }
 
-// ggufSHA256 is the sha256 of a GGUF model's bytes: the file's, or a
-// split model's shards' one after the other (gguf.ShardPaths).
-func ggufSHA256(path string) (string, error) {
-	paths, err := gguf.ShardPaths(path)
-	if err != nil {
-		return "", err
+// ggufFiles are the files a GGUF checkpoint was read from: the file, or
+// a split model's shards in order (gguf.File.Paths), whose bytes one
+// after the other Source.FileSHA256 hashes.
+func ggufFiles(ck *hf.Checkpoint) []string {
+	if w, ok := ck.Weights.(*gguf.Weights); ok {
+		return w.File().Paths()
 	}
-	return filesSHA256(paths)
+	return []string{ck.Dir}
 }
 
 // filesSHA256 is the sha256 of the files' bytes one after the other.

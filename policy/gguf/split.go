@@ -106,26 +106,12 @@ func (f *File) openShards() error {
 	return nil
 }
 
-// ShardPaths lists the files a model is read from: path alone, or, when
-// path is the first shard of a split model, every shard in order (for
-// hashing what a checkpoint was trained on).
-func ShardPaths(path string) ([]string, error) {
-	f, err := openOne(path)
-	if err != nil {
-		return nil, err
+// Paths are the files f reads: its own, then a split model's other
+// shards in order.
+func (f *File) Paths() []string {
+	out := []string{f.Path}
+	for _, s := range f.shards {
+		out = append(out, s.Path)
 	}
-	defer f.Close()
-	no, n, err := f.splitKeys()
-	if err != nil || n == 0 || no != 0 {
-		return []string{path}, err
-	}
-	m := shardName.FindStringSubmatch(path)
-	if m == nil {
-		return []string{path}, nil // Open refuses it, naming why
-	}
-	out := make([]string, n)
-	for i := range n {
-		out[i] = shardPath(m[1], i+1, n)
-	}
-	return out, nil
+	return out
 }

@@ -69,12 +69,11 @@ func TestSplitModels(t *testing.T) {
 					t.Errorf("%s made from the split model differs from the whole file's", file)
 				}
 			}
-			paths, err := ShardPaths(split.Path)
-			if err != nil || len(paths) != 3 || !strings.HasSuffix(paths[2], name+"-00003-of-00003.gguf") {
-				t.Errorf("ShardPaths: %v, %v", paths, err)
+			if paths := split.Paths(); len(paths) != 3 || !strings.HasSuffix(paths[2], name+"-00003-of-00003.gguf") {
+				t.Errorf("Paths: %v", paths)
 			}
-			if paths, err := ShardPaths(whole.Path); err != nil || len(paths) != 1 {
-				t.Errorf("ShardPaths of a whole file: %v, %v", paths, err)
+			if paths := whole.Paths(); len(paths) != 1 || paths[0] != whole.Path {
+				t.Errorf("Paths of a whole file: %v", paths)
 			}
 		})
 	}
