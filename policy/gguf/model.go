@@ -478,9 +478,9 @@ func asQ8_0(t Type, b []byte) []byte {
 		switch t {
 		case Q5_0:
 			qh := binary.LittleEndian.Uint32(blk[2:])
-			for i, v := range blk[6:22] {
-				q[i] = byte(int8(int(v&0xf|byte(qh>>i&1)<<4) - 16))
-				q[i+16] = byte(int8(int(v>>4|byte(qh>>(i+16)&1)<<4) - 16))
+			for i := range 16 {
+				lo, hi := q5(blk[6:22], qh, i)
+				q[i], q[i+16] = byte(int8(int(lo)-16)), byte(int8(int(hi)-16))
 			}
 		case IQ4_NL:
 			for i, v := range blk[2:18] {

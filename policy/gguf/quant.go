@@ -108,13 +108,18 @@ func q4_1(y []float32, b []byte) {
 	}
 }
 
+// q5 unpacks the 5-bit values of elements i and i+16 of a Q5_0 or Q5_1
+// block from its qh and its q[16]: the nibbles of q[i], and bits i and
+// i+16 of qh.
+func q5(q []byte, qh uint32, i int) (lo, hi byte) {
+	return q[i]&0xf | byte(qh>>i&1)<<4, q[i]>>4 | byte(qh>>(i+16)&1)<<4
+}
+
 func q5_0(y []float32, b []byte) {
 	d := f16(b)
 	qh := binary.LittleEndian.Uint32(b[2:])
-	q := b[6:22]
 	for i := range 16 {
-		lo := q[i]&0xf | byte(qh>>i&1)<<4
-		hi := q[i]>>4 | byte(qh>>(i+16)&1)<<4
+		lo, hi := q5(b[6:22], qh, i)
 		y[i] = d * float32(int(lo)-16)
 		y[i+16] = d * float32(int(hi)-16)
 	}
@@ -123,10 +128,8 @@ func q5_0(y []float32, b []byte) {
 func q5_1(y []float32, b []byte) {
 	d, m := f16(b), f16(b[2:])
 	qh := binary.LittleEndian.Uint32(b[4:])
-	q := b[8:24]
 	for i := range 16 {
-		lo := q[i]&0xf | byte(qh>>i&1)<<4
-		hi := q[i]>>4 | byte(qh>>(i+16)&1)<<4
+		lo, hi := q5(b[8:24], qh, i)
 		y[i] = float32(d*float32(lo)) + m
 		y[i+16] = float32(d*float32(hi)) + m
 	}
