@@ -69,7 +69,7 @@ func transformersLogits(t *testing.T, name string) ([]int32, [][]float32) {
 // (from_pretrained with gguf_file), and the reference's on the
 // chat-rendered prompt; its Source records the file and its sha256.
 func TestGGUFPolicyLogits(t *testing.T) {
-	for _, name := range []string{"llama", "llama5", "llama3", "qwen2", "qwen3"} {
+	for _, name := range []string{"llama", "llama5", "llamak", "llama3", "qwen2", "qwen3"} {
 		t.Run(name, func(t *testing.T) {
 			path := ggufTestdata(name + ".gguf")
 			p := openTinyGGUF(t, path)

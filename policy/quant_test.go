@@ -83,16 +83,17 @@ func TestResolveBaseStorage(t *testing.T) {
 }
 
 // TestGGUFQuantStorage: the tiny llama GGUF (Q8_0 embedding, Q4_0, Q4_1,
-// Q8_0, F16 and BF16 projections), and llama5 (Q5_0 and IQ4_NL, which
-// load as Q8_0 blocks, and Q5_1), opened with base_storage quant keeps
-// each block matrix in its format (the others in float32): its
+// Q8_0, F16 and BF16 projections), llama5 (Q5_0 and IQ4_NL, which load
+// as Q8_0 blocks, and Q5_1) and llamak (Q2_K-Q6_K, IQ4_XS and Q5_1, kept
+// as the file stores them), opened with base_storage quant keeps each
+// block matrix in its format (the others in float32): its
 // logits over a prompt of more than 8 tokens and its LoRA gradients are
 // those of the float32 base bit for bit (transformers' from the same
 // file within 1e-4, as the float32 base's), its decoding within
 // native.QuantTolerance of the float32 base's, and a checkpoint records
 // quant and reopens its base so. q8_0 quantizes every matrix on load.
 func TestGGUFQuantStorage(t *testing.T) {
-	for _, name := range []string{"llama", "llama5"} {
+	for _, name := range []string{"llama", "llama5", "llamak"} {
 		t.Run(name, func(t *testing.T) { testGGUFQuantStorage(t, name) })
 	}
 }
@@ -270,9 +271,15 @@ func testGGUFQuantStorage(t *testing.T, name string) {
 			worst = max(worst, math.Abs(float64(l8[i*v+j]-x)))
 		}
 	}
-	t.Logf("q8_0 on load: logits within %.3g of transformers' from the file", worst)
-	if worst > 0.1 {
-		t.Errorf("q8_0 on load: logits differ from transformers' by %.3g", worst)
+	scale = 0.0
+	for i := range tf {
+		for _, x := range tf[i] {
+			scale = max(scale, math.Abs(float64(x)))
+		}
+	}
+	t.Logf("q8_0 on load: logits within %.3g of transformers' from the file (largest logit %.3g)", worst, scale)
+	if worst > 0.03*scale { // as TestExportRoundTrip bounds a Q8_0 export
+		t.Errorf("q8_0 on load: logits differ from transformers' by %.3g, over 3%% of the largest logit %.3g", worst, scale)
 	}
 }
 

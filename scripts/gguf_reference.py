@@ -9,6 +9,7 @@ Run from the repository root with the pinned venv (scripts/setup_pyref.sh):
     .deps/pyref/bin/python scripts/gguf_reference.py check-policy DIR
     .deps/pyref/bin/python scripts/gguf_reference.py generate FILE...
     .deps/pyref/bin/python scripts/gguf_reference.py quants [TYPE...]
+    .deps/pyref/bin/python scripts/gguf_reference.py model NAME...  # one tiny model
     .deps/pyref/bin/python scripts/gguf_reference.py mixes SOURCE FILE...
 
 The first form (re)writes, deterministically (fixed seeds, one CPU thread),
@@ -27,6 +28,7 @@ policy/gguf/testdata/:
       gguf.GGUFWriter: llama (SmolLM2's layout: pre-tokenizer smollm,
       ChatML, tied, a tensor type per projection), llama5 (llama with the
       types llama.cpp's k-quant mixes fall back to: Q5_0, IQ4_NL, Q5_1),
+      llamak (llama 256 wide in the K-quants, IQ4_XS and Q5_1),
       llama3 (pre llama-bpe,
       Llama 3.1's template, untied, Q8_0), qwen2 (q/k/v biases) and qwen3
       (q/k norms, head_dim 128 apart from hidden/heads, Qwen3's template), each with a byte-level BPE trained
@@ -247,6 +249,14 @@ MODELS = {
                    bos="<|im_start|>", eos="<|im_end|>", pad="<|im_end|>", template="llama", rope_theta=100000.0, eps=1e-5,
                    types={"token_embd": Q.Q8_0, "attn_q": Q.Q5_0, "attn_k": Q.IQ4_NL, "attn_v": Q.Q5_1, "attn_output": Q.Q5_0,
                           "ffn_gate": Q.IQ4_NL, "ffn_up": Q.Q5_1, "ffn_down": Q.Q5_0}),
+    # As llama, 256 wide, with the K-quants and IQ4_XS (256-value blocks,
+    # which gguf-py cannot quantize: random_blocks) and Q5_1, which the
+    # native engine keeps as the file stores them.
+    "llamak": dict(arch="llama", pre="smollm", specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], added=[],
+                   vocab=352, tok_vocab=330, hidden=256, heads=4, kv=2, layers=1, ffn=256, tied=True,
+                   bos="<|im_start|>", eos="<|im_end|>", pad="<|im_end|>", template="llama", rope_theta=100000.0, eps=1e-5,
+                   types={"token_embd": Q.Q6_K, "attn_q": Q.Q4_K, "attn_k": Q.Q5_K, "attn_v": Q.Q3_K, "attn_output": Q.Q2_K,
+                          "ffn_gate": Q.IQ4_XS, "ffn_up": Q.Q5_1, "ffn_down": Q.Q4_K}),
     "llama3": dict(arch="llama", pre="llama-bpe",
                    specials=["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], added=[],
                    vocab=320, tok_vocab=320, hidden=64, heads=4, kv=1, layers=1, ffn=64, tied=False,
@@ -418,11 +428,60 @@ def write_model(name, spec):
     print(f"{name}: {path.stat().st_size} bytes, transformers vs original max |diff| {diff:.2e}")
 
 
+def random_blocks(x, qt):
+    """Blocks of qt for a tensor shaped as x, which gguf-py cannot quantize
+    into (the K-quants, IQ4_XS): random bytes (drawn from the shape and
+    the type, so a rerun writes the same) whose f16 scales are all set to
+    one value c, chosen so that the values' spread is x's (every value is
+    linear in the scales together)."""
+    rows, cols = x.shape
+    bvals, bsize = gguf.GGML_QUANT_SIZES[qt]
+    rng = np.random.default_rng([rows, cols, int(qt)])
+    raw = rng.integers(0, 256, size=(rows, cols // bvals, bsize), dtype=np.uint8)
+    center_mins(raw, qt, rng)
+
+    def scaled(c):
+        out = raw.copy()
+        for off in RANDOM_BLOCK_SCALES[qt.name]:
+            out[:, :, off:off + 2] = np.array([c], dtype=np.float16).view(np.uint8)
+        return out.reshape(rows, -1)
+    unit = gguf.quants.dequantize(scaled(1.0), qt).astype(np.float32)
+    return scaled(float(x.std() / unit.std()))
+
+
+def center_mins(raw, qt, rng):
+    """For the types with a min per sub-block (x = d*sc*q - dmin*m; d and
+    dmin set equal by random_blocks), draws each sub-block's scale sc and
+    sets its min m to sc times the middle of q's range, so that its values
+    straddle zero as a quantizer's do (random mins give every sub-block an
+    offset of its own, a model far more sensitive to rounding than a
+    trained one). The other random types' values are centred already."""
+    if qt == Q.Q2_K:
+        sc = rng.integers(1, 11, size=raw.shape[:2] + (16,))
+        m = np.rint(1.5 * sc).astype(np.uint8)
+        raw[:, :, 0:16] = sc.astype(np.uint8) | (m << 4)
+    elif qt in (Q.Q4_K, Q.Q5_K):
+        mid, top = (7.5, 8) if qt == Q.Q4_K else (15.5, 4)
+        sc = rng.integers(1, top + 1, size=raw.shape[:2] + (8,)).astype(np.uint8)
+        m = np.minimum(63, np.rint(mid * sc)).astype(np.uint8)
+        s = np.zeros(raw.shape[:2] + (12,), dtype=np.uint8)
+        # ggml's get_scale_min_k4 packing: pairs 0-3 in the low six bits of
+        # bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 split between the
+        # nibbles of bytes 8-11 and the top two bits of bytes 0-7.
+        s[..., 0:4] = sc[..., 0:4] | ((sc[..., 4:8] >> 4) << 6)
+        s[..., 4:8] = m[..., 0:4] | ((m[..., 4:8] >> 4) << 6)
+        s[..., 8:12] = (sc[..., 4:8] & 0xF) | ((m[..., 4:8] & 0xF) << 4)
+        raw[:, :, 4:16] = s
+
+
 def quantize(x, qt):
-    """gguf.quants.quantize, and for IQ4_NL, which gguf-py cannot
-    quantize, the nearest of its sixteen levels with d = the block's
-    largest magnitude / -127 (what a quantizer without importance weights
-    starts from); only the file's values matter, which gguf dequantizes."""
+    """gguf.quants.quantize; for IQ4_NL, which gguf-py cannot quantize,
+    the nearest of its sixteen levels with d = the block's largest
+    magnitude / -127 (what a quantizer without importance weights starts
+    from); for the K-quants and IQ4_XS random_blocks. Only the file's
+    values matter, which gguf dequantizes."""
+    if qt.name in RANDOM_BLOCK_SCALES and qt != Q.IQ4_NL:
+        return random_blocks(x, qt)
     if qt != Q.IQ4_NL:
         return gguf.quants.quantize(x, qt)
     levels = np.array(gguf.quants.IQ4_NL.kvalues, dtype=np.float32)
@@ -607,6 +666,9 @@ if __name__ == "__main__":
         generate(sys.argv[2:])
     elif len(sys.argv) > 1 and sys.argv[1] == "mixes":
         mixes(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "model":
+        for n in sys.argv[2:]:
+            write_model(n, MODELS[n])
     elif len(sys.argv) > 1 and sys.argv[1] == "quants":
         quant_files(set(sys.argv[2:]) or None)
     else:

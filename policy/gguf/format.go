@@ -256,18 +256,25 @@ var readable = map[Type]typeInfo{
 	F32:    {"F32", 1, 4},
 	F16:    {"F16", 1, 2},
 	BF16:   {"BF16", 1, 2},
-	Q8_0:   {"Q8_0", 32, 34},
-	Q4_0:   {"Q4_0", 32, 18},
-	Q4_1:   {"Q4_1", 32, 20},
-	Q5_0:   {"Q5_0", 32, 22},
-	Q5_1:   {"Q5_1", 32, 24},
-	Q2_K:   {"Q2_K", 256, 84},
-	Q3_K:   {"Q3_K", 256, 110},
-	Q4_K:   {"Q4_K", 256, 144},
-	Q5_K:   {"Q5_K", 256, 176},
-	Q6_K:   {"Q6_K", 256, 210},
-	IQ4_NL: {"IQ4_NL", 32, 18},
-	IQ4_XS: {"IQ4_XS", 256, 136},
+	Q8_0:   blockInfo(Q8_0),
+	Q4_0:   blockInfo(Q4_0),
+	Q4_1:   blockInfo(Q4_1),
+	Q5_0:   blockInfo(Q5_0),
+	Q5_1:   blockInfo(Q5_1),
+	Q2_K:   blockInfo(Q2_K),
+	Q3_K:   blockInfo(Q3_K),
+	Q4_K:   blockInfo(Q4_K),
+	Q5_K:   blockInfo(Q5_K),
+	Q6_K:   blockInfo(Q6_K),
+	IQ4_NL: blockInfo(IQ4_NL),
+	IQ4_XS: blockInfo(IQ4_XS),
+}
+
+// blockInfo is a block type's entry: policy/ggml's sizes, its name in
+// upper case.
+func blockInfo(t Type) typeInfo {
+	f := blockFormats[t]
+	return typeInfo{strings.ToUpper(f.Name), f.Values, f.Bytes}
 }
 
 // otherTypes are ggml's types mlerl does not read, named in refusals.

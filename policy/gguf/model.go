@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/mlerl/mlerl/policy/ggml"
 	"github.com/mlerl/mlerl/policy/hf"
 )
 
@@ -411,12 +412,12 @@ func (w *Weights) Float32(name string) ([]float32, hf.TensorInfo, error) {
 	return v, info, nil
 }
 
-// Blocks returns a tensor stored in Q8_0, Q4_0 or Q4_1 blocks as the
-// file stores them, rows of blocks (a Linear's outputs, the embedding's
-// tokens), llama's q_proj and k_proj rows in transformers' order as
-// Float32 puts them (whole rows move, so the blocks stay as they are),
-// with its format in the native engine's terms ("q8_0", "q4_0", "q4_1")
-// and Info's shape. A tensor of another type is an error: Float32 reads
+// Blocks returns a tensor stored in quantized blocks as the file stores
+// them, rows of blocks (a Linear's outputs, the embedding's tokens),
+// llama's q_proj and k_proj rows in transformers' order as Float32 puts
+// them (whole rows move, so the blocks stay as they are), with its
+// format in the native engine's terms ([BlockFormat]) and Info's shape.
+// A tensor of a float type, or not a matrix, is an error: Float32 reads
 // it.
 func (w *Weights) Blocks(name string) (format string, blocks []byte, info hf.TensorInfo, err error) {
 	g, ok := w.gguf[name]
@@ -430,7 +431,7 @@ func (w *Weights) Blocks(name string) (format string, blocks []byte, info hf.Ten
 	info = hf.TensorInfo{Name: name, DType: hf.F32, Shape: t.Shape()}
 	format, ok = BlockFormat(t.Type)
 	if !ok || len(info.Shape) != 2 {
-		return "", nil, info, fmt.Errorf("%s: tensor %q is %s, not a matrix of Q8_0, Q4_0, Q4_1, Q5_0 or IQ4_NL blocks", w.f.Path, g, t.Type)
+		return "", nil, info, fmt.Errorf("%s: tensor %q is %s, not a matrix of quantized blocks", w.f.Path, g, t.Type)
 	}
 	if t.Type == Q5_0 || t.Type == IQ4_NL {
 		b = asQ8_0(t.Type, b)
@@ -444,18 +445,19 @@ func (w *Weights) Blocks(name string) (format string, blocks []byte, info hf.Ten
 }
 
 // BlockFormat names the format the native engine keeps a tensor type's
-// blocks in (policy/native's q8_0, q4_0, q4_1 storage); ok is false for
-// the others (float types, Q5_1, the K-quants and IQ4_XS, which it
-// dequantizes). Q5_0 and IQ4_NL blocks are kept as Q8_0 blocks of the
-// same values ([Weights.Blocks] rewrites them, asQ8_0).
+// blocks in (policy/native's storages); ok is false for the float
+// types. Q8_0, Q4_0 and Q4_1 have kernels of their own; Q5_0 and IQ4_NL
+// blocks are kept as Q8_0 blocks of the same values ([Weights.Blocks]
+// rewrites them, asQ8_0); the others (Q5_1, the K-quants, IQ4_XS) are
+// kept as the file stores them, which the engine dequantizes row by row
+// as it computes.
 func BlockFormat(t Type) (string, bool) {
 	switch t {
 	case Q8_0, Q5_0, IQ4_NL:
 		return "q8_0", true
-	case Q4_0:
-		return "q4_0", true
-	case Q4_1:
-		return "q4_1", true
+	}
+	if f, ok := blockFormats[t]; ok {
+		return f.Name, true
 	}
 	return "", false
 }
@@ -479,13 +481,13 @@ func asQ8_0(t Type, b []byte) []byte {
 		case Q5_0:
 			qh := binary.LittleEndian.Uint32(blk[2:])
 			for i := range 16 {
-				lo, hi := q5(blk[6:22], qh, i)
+				lo, hi := ggml.Q5(blk[6:22], qh, i)
 				q[i], q[i+16] = byte(int8(int(lo)-16)), byte(int8(int(hi)-16))
 			}
 		case IQ4_NL:
 			for i, v := range blk[2:18] {
-				q[i] = byte(iq4nlValues[v&0xf])
-				q[i+16] = byte(iq4nlValues[v>>4])
+				q[i] = byte(ggml.IQ4NLValues[v&0xf])
+				q[i+16] = byte(ggml.IQ4NLValues[v>>4])
 			}
 		}
 	}

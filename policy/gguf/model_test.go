@@ -25,7 +25,7 @@ type tinyRef struct {
 	logits [][]float32
 }
 
-var tinyModels = []string{"llama", "llama5", "llama3", "qwen2", "qwen3"}
+var tinyModels = []string{"llama", "llama5", "llamak", "llama3", "qwen2", "qwen3"}
 
 func readTinyRef(t *testing.T, name string) *tinyRef {
 	t.Helper()

@@ -5,43 +5,19 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/mlerl/mlerl/policy/ggml"
 	"github.com/mlerl/mlerl/policy/hf"
 )
 
-// Dequantization of ggml's block types into float32, the engine's storage.
-// The layouts are those of ggml's ggml-common.h (block_q8_0, block_q4_K...)
-// and the arithmetic is that of ggml's dequantize_row_* in float32, with
-// each product rounded before the sum (the explicit float32 conversions
-// keep the compiler from fusing them into an FMA), so that the values
-// equal the gguf package's gguf.quants.dequantize bit for bit
+// blockFormats are the block types, as policy/ggml has them.
+var blockFormats = map[Type]*ggml.Format{
+	Q8_0: ggml.Q8_0, Q4_0: ggml.Q4_0, Q4_1: ggml.Q4_1, Q5_0: ggml.Q5_0, Q5_1: ggml.Q5_1, IQ4_NL: ggml.IQ4_NL,
+	Q2_K: ggml.Q2_K, Q3_K: ggml.Q3_K, Q4_K: ggml.Q4_K, Q5_K: ggml.Q5_K, Q6_K: ggml.Q6_K, IQ4_XS: ggml.IQ4_XS,
+}
+
+// Dequantization of ggml's block types into float32, the engine's
+// storage: policy/ggml's, bit for bit gguf.quants.dequantize
 // (testdata/quants.json).
-//
-//	Q8_0  32 per block: f16 d, int8 q[32];                x = d*q
-//	Q4_0  32 per block: f16 d, u8 q[16] (two nibbles);    x = d*(q-8)
-//	Q4_1  32 per block: f16 d, f16 m, u8 q[16];           x = d*q + m
-//	      (low nibbles are elements 0..15, high nibbles 16..31)
-//	Q5_0  32 per block: f16 d, u32 qh, u8 q[16];          x = d*(q-16)
-//	Q5_1  32 per block: f16 d, f16 m, u32 qh, u8 q[16];   x = d*q + m
-//	      (as Q4_0/Q4_1, element i's fifth bit is bit i of qh)
-//	IQ4_NL 32 per block: f16 d, u8 q[16];                 x = d*kv[q]
-//	      (kv: sixteen non-uniform levels, iq4nlValues)
-//	Q2_K 256 per block: u8 scales[16] (4-bit scale, 4-bit min), u8 q[64]
-//	      (2 bits each), f16 d, f16 dmin; per 16: x = d*sc*q - dmin*m
-//	Q3_K 256 per block: u8 hmask[32], u8 q[64], u8 scales[12] (sixteen
-//	      6-bit scales), f16 d; per 16: x = d*(sc-32)*(q - 4 unless the
-//	      hmask bit is set), q of 2 bits
-//	Q4_K 256 per block: f16 d, f16 dmin, u8 scales[12] (eight 6-bit
-//	      scale and min pairs), u8 q[128]; per 32: x = d*sc*q - dmin*m
-//	Q5_K as Q4_K with u8 qh[32] (the fifth bit) before q[128]
-//	Q6_K 256 per block: u8 ql[128], u8 qh[64], int8 scales[16], f16 d;
-//	      per 16: x = d*scale*(q-32), q of 6 bits
-//	IQ4_XS 256 per block: f16 d, u16 scales_h, u8 scales_l[4], u8 q[128];
-//	      per 32: x = d*(sc-32)*kv[q], sc of 6 bits
-//
-// llama.cpp's k-quant mixes (Q4_K_M, Q3_K_M, Q2_K...) fall back to Q5_0,
-// Q5_1, Q8_0 or IQ4_NL for a matrix whose rows are not whole 256-element
-// blocks (SmolLM2's and Qwen2.5-0.5B's hidden sizes, 576 and 896), so a
-// reader of those files needs the legacy types too.
 
 // Dequantize converts n elements of type t stored in b to float32.
 func Dequantize(t Type, b []byte, n int) ([]float32, error) {
@@ -71,213 +47,8 @@ func Dequantize(t Type, b []byte, n int) ([]float32, error) {
 		}
 		return out, nil
 	}
-	dq := map[Type]func(y []float32, blk []byte){
-		Q8_0: q8_0, Q4_0: q4_0, Q4_1: q4_1, Q5_0: q5_0, Q5_1: q5_1, IQ4_NL: iq4NL,
-		Q2_K: q2K, Q3_K: q3K, Q4_K: q4K, Q5_K: q5K, Q6_K: q6K, IQ4_XS: iq4XS,
-	}[t]
-	for k := range n / ti.block {
-		dq(out[k*ti.block:(k+1)*ti.block], b[k*ti.size:(k+1)*ti.size])
-	}
+	blockFormats[t].DequantBlocks(out, b)
 	return out, nil
-}
-
-func f16(b []byte) float32 { return hf.F16ToFloat32(binary.LittleEndian.Uint16(b)) }
-
-func q8_0(y []float32, b []byte) {
-	d := f16(b)
-	for i := range 32 {
-		y[i] = float32(int8(b[2+i])) * d
-	}
-}
-
-func q4_0(y []float32, b []byte) {
-	d := f16(b)
-	q := b[2:18]
-	for i := range 16 {
-		y[i] = d * float32(int(q[i]&0xf)-8)
-		y[i+16] = d * float32(int(q[i]>>4)-8)
-	}
-}
-
-func q4_1(y []float32, b []byte) {
-	d, m := f16(b), f16(b[2:])
-	q := b[4:20]
-	for i := range 16 {
-		y[i] = float32(d*float32(q[i]&0xf)) + m
-		y[i+16] = float32(d*float32(q[i]>>4)) + m
-	}
-}
-
-// q5 unpacks the 5-bit values of elements i and i+16 of a Q5_0 or Q5_1
-// block from its qh and its q[16]: the nibbles of q[i], and bits i and
-// i+16 of qh.
-func q5(q []byte, qh uint32, i int) (lo, hi byte) {
-	return q[i]&0xf | byte(qh>>i&1)<<4, q[i]>>4 | byte(qh>>(i+16)&1)<<4
-}
-
-func q5_0(y []float32, b []byte) {
-	d := f16(b)
-	qh := binary.LittleEndian.Uint32(b[2:])
-	for i := range 16 {
-		lo, hi := q5(b[6:22], qh, i)
-		y[i] = d * float32(int(lo)-16)
-		y[i+16] = d * float32(int(hi)-16)
-	}
-}
-
-func q5_1(y []float32, b []byte) {
-	d, m := f16(b), f16(b[2:])
-	qh := binary.LittleEndian.Uint32(b[4:])
-	for i := range 16 {
-		lo, hi := q5(b[8:24], qh, i)
-		y[i] = float32(d*float32(lo)) + m
-		y[i+16] = float32(d*float32(hi)) + m
-	}
-}
-
-// iq4nlValues are IQ4_NL's and IQ4_XS's sixteen levels (ggml's
-// kvalues_iq4nl).
-var iq4nlValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
-
-func iq4NL(y []float32, b []byte) {
-	d := f16(b)
-	q := b[2:18]
-	for i := range 16 {
-		y[i] = d * float32(iq4nlValues[q[i]&0xf])
-		y[i+16] = d * float32(iq4nlValues[q[i]>>4])
-	}
-}
-
-func q2K(y []float32, b []byte) {
-	scales, q := b[0:16], b[16:80]
-	d, dmin := f16(b[80:]), f16(b[82:])
-	// Two halves of 128: each of their 32 bytes holds four 2-bit values,
-	// bits 2s..2s+1 being element 32s+l of the half; a scale byte per 16.
-	for h := range 2 {
-		for s := range 4 {
-			for l := range 32 {
-				e := 128*h + 32*s + l
-				sc := scales[e/16]
-				dl, ml := d*float32(sc&0xf), dmin*float32(sc>>4)
-				y[e] = float32(dl*float32(q[32*h+l]>>(2*s)&3)) - ml
-			}
-		}
-	}
-}
-
-func q3K(y []float32, b []byte) {
-	hmask, q, sb := b[0:32], b[32:96], b[96:108]
-	d := f16(b[108:])
-	// Scale i: its low four bits are a nibble of bytes 0-7 (low nibbles
-	// for 0-7, high for 8-15), its top two bits 2(i/4) of byte 8+i%4.
-	var scale [16]float32
-	for i := range 16 {
-		lo := sb[i%8] >> (4 * (i / 8)) & 0xf
-		hi := sb[8+i%4] >> (2 * (i / 4)) & 3
-		scale[i] = d * float32(int(lo|hi<<4)-32)
-	}
-	// The low two bits as Q2_K's; element e's high bit is bit e/32 of
-	// hmask[e%32], and a clear bit subtracts 4.
-	for h := range 2 {
-		for s := range 4 {
-			for l := range 32 {
-				e := 128*h + 32*s + l
-				v := int(q[32*h+l] >> (2 * s) & 3)
-				if hmask[l]>>(e/32)&1 == 0 {
-					v -= 4
-				}
-				y[e] = scale[e/16] * float32(v)
-			}
-		}
-	}
-}
-
-func iq4XS(y []float32, b []byte) {
-	d := f16(b)
-	sh := binary.LittleEndian.Uint16(b[2:])
-	sl, q := b[4:8], b[8:136]
-	// Eight sub-blocks of 32, each laid out as IQ4_NL's block; sub-block
-	// j's scale: a nibble of scales_l[j/2] and bits 2j..2j+1 of scales_h.
-	for j := range 8 {
-		ls := sl[j/2]>>(4*(j%2))&0xf | byte(sh>>(2*j)&3)<<4
-		dl := d * float32(int(ls)-32)
-		qs, y := q[16*j:16*j+16], y[32*j:]
-		for i := range 16 {
-			y[i] = dl * float32(iq4nlValues[qs[i]&0xf])
-			y[i+16] = dl * float32(iq4nlValues[qs[i]>>4])
-		}
-	}
-}
-
-// scaleMinK4 unpacks the j-th 6-bit scale and min of a Q4_K/Q5_K block's
-// 12 scale bytes: the first four pairs are the low six bits of bytes 0-3
-// (scales) and 4-7 (mins); the last four take their low four bits from
-// bytes 8-11 and their top two from the spare bits of bytes 0-7.
-func scaleMinK4(j int, s []byte) (sc, m uint8) {
-	if j < 4 {
-		return s[j] & 63, s[j+4] & 63
-	}
-	return s[j+4]&0xf | (s[j-4]>>6)<<4, s[j+4]>>4 | (s[j]>>6)<<4
-}
-
-func q4K(y []float32, b []byte) {
-	d, dmin := f16(b), f16(b[2:])
-	scales, q := b[4:16], b[16:144]
-	// Four groups of 64: 32 bytes whose low nibbles are one sub-block and
-	// high nibbles the next.
-	for g := range 4 {
-		sc1, m1 := scaleMinK4(2*g, scales)
-		sc2, m2 := scaleMinK4(2*g+1, scales)
-		d1, min1 := d*float32(sc1), dmin*float32(m1)
-		d2, min2 := d*float32(sc2), dmin*float32(m2)
-		qs := q[32*g : 32*g+32]
-		for l := range 32 {
-			y[64*g+l] = float32(d1*float32(qs[l]&0xf)) - min1
-			y[64*g+32+l] = float32(d2*float32(qs[l]>>4)) - min2
-		}
-	}
-}
-
-func q5K(y []float32, b []byte) {
-	d, dmin := f16(b), f16(b[2:])
-	scales, qh, q := b[4:16], b[16:48], b[48:176]
-	// As Q4_K; sub-block j's fifth bit is bit j of qh[l].
-	for g := range 4 {
-		sc1, m1 := scaleMinK4(2*g, scales)
-		sc2, m2 := scaleMinK4(2*g+1, scales)
-		d1, min1 := d*float32(sc1), dmin*float32(m1)
-		d2, min2 := d*float32(sc2), dmin*float32(m2)
-		qs := q[32*g : 32*g+32]
-		lo, hi := uint(2*g), uint(2*g+1)
-		for l := range 32 {
-			v1 := qs[l]&0xf | (qh[l]>>lo&1)<<4
-			v2 := qs[l]>>4 | (qh[l]>>hi&1)<<4
-			y[64*g+l] = float32(d1*float32(v1)) - min1
-			y[64*g+32+l] = float32(d2*float32(v2)) - min2
-		}
-	}
-}
-
-func q6K(y []float32, b []byte) {
-	ql, qh, sc := b[0:128], b[128:192], b[192:208]
-	d := f16(b[208:])
-	// Two halves of 128: ql's 64 bytes give the low four bits of elements
-	// l, l+32 (low nibbles) and l+64, l+96 (high nibbles); qh's 32 bytes
-	// their top two bits, in pairs from bit 0 up.
-	for h := range 2 {
-		lq, hq, y := ql[64*h:], qh[32*h:], y[128*h:]
-		for l := range 32 {
-			q1 := int(lq[l]&0xf|(hq[l]>>0&3)<<4) - 32
-			q2 := int(lq[l+32]&0xf|(hq[l]>>2&3)<<4) - 32
-			q3 := int(lq[l]>>4|(hq[l]>>4&3)<<4) - 32
-			q4 := int(lq[l+32]>>4|(hq[l]>>6&3)<<4) - 32
-			for k, q := range [4]int{q1, q2, q3, q4} {
-				e := l + 32*k
-				s := d * float32(int8(sc[8*h+e/16]))
-				y[e] = s * float32(q)
-			}
-		}
-	}
 }
 
 // QuantizeQ8_0 quantizes float32 values (a multiple of 32) into Q8_0

@@ -133,9 +133,15 @@ func resolveBaseStorage(opt Options, frozen bool) (basePlan, error) {
 	if plan.def, err = parse("base storage", opt.BaseStorage); err != nil {
 		return plan, err
 	}
+	if t, _ := parseQuant(plan.def); t.raw() != nil {
+		return plan, fmt.Errorf("native: base storage %s: a matrix is kept in %s blocks only as a GGUF file stores them (Options.MatrixStorage with LoadedBase); as the storage of every matrix, use %s, %s or %s", plan.def, plan.def, StorageQ8_0, StorageQ4_0, StorageQ4_1)
+	}
 	for name, mode := range opt.MatrixStorage {
 		if plan.by[name], err = parse("storage of "+name, mode); err != nil {
 			return plan, err
+		}
+		if t, _ := parseQuant(plan.by[name]); t.raw() != nil && !opt.LoadedBase {
+			return plan, fmt.Errorf("native: storage of %s: %s blocks come only from a loaded base (Options.LoadedBase, SetParamBlocks); they cannot be quantized from float32 values", name, plan.by[name])
 		}
 	}
 	if !frozen {

@@ -381,6 +381,8 @@ func initParams(t []paramField, seed uint64, loadedBase bool) {
 		}
 		switch {
 		case *p.dst != nil:
+		case p.quant != nil && *p.quant != nil && (*p.quant).typ.raw() != nil:
+			// Written by SetParamBlocks only (LoadedBase: not reached).
 		case p.quant != nil && *p.quant != nil:
 			tr = setQuant(*p.quant, p, s, tr)
 		default:
@@ -445,11 +447,20 @@ func (m *Model) SetParam(name string, data []float32) error {
 		return nil
 	}
 	if q := f.qmat(); q != nil {
+		if q.typ.raw() != nil {
+			return rawValuesError(name, q)
+		}
 		setQuant(q, f, data, nil)
 		return nil
 	}
 	cvtBF16Generic(*f.half, data)
 	return nil
+}
+
+// rawValuesError refuses float32 values for a matrix kept in a raw
+// format's blocks, which mlerl cannot quantize into.
+func rawValuesError(name string, q *qmat) error {
+	return fmt.Errorf("native: parameter %s is kept in %s blocks, which only SetParamBlocks writes (mlerl does not quantize into %s)", name, q.typ, q.typ)
 }
 
 // qmat returns the parameter's quantized matrix, nil when it is not
@@ -462,12 +473,13 @@ func (f paramField) qmat() *qmat {
 }
 
 // SetParamBlocks writes the matrix named name, stored in quantized
-// blocks of format typ (q8_0, q4_0, q4_1), from blocks in ggml's layout
-// (a GGUF file's tensor data): rows of blocks, each block its float16
-// scales then its values, the rows being a dense weight's outputs ([out,
-// in], a Hugging Face Linear's layout) or the embedding's tokens ([V,
-// D]). The blocks are kept as they are; a matrix stored another way is
-// refused (SetParam takes float32 values for any storage).
+// blocks of format typ (q8_0, q4_0, q4_1, or a raw format: q5_1, q2_k,
+// q3_k, q4_k, q5_k, q6_k, iq4_xs), from blocks in ggml's layout (a GGUF
+// file's tensor data): rows of blocks, each block as ggml lays it out,
+// the rows being a dense weight's outputs ([out, in], a Hugging Face
+// Linear's layout) or the embedding's tokens ([V, D]). The blocks are
+// kept as they are; a matrix stored another way is refused (SetParam
+// takes float32 values for any storage but the raw formats).
 func (m *Model) SetParamBlocks(name, typ string, blocks []byte) error {
 	i, err := m.field(name)
 	if err != nil {
@@ -482,7 +494,7 @@ func (m *Model) SetParamBlocks(name, typ string, blocks []byte) error {
 	if t != q.typ {
 		return fmt.Errorf("native: parameter %s is stored as %s, got blocks of %q", name, q.typ, typ)
 	}
-	if want := q.rows * q.nb * t.blockBytes(); len(blocks) != want {
+	if want := q.rows * q.rowBytes; len(blocks) != want {
 		return fmt.Errorf("native: parameter %s (%d rows of %d values in %s) needs %d bytes of blocks, got %d", name, q.rows, q.cols, t, want, len(blocks))
 	}
 	q.setBlocks(blocks)
@@ -520,6 +532,9 @@ func (m *Model) SetParamOutIn(name string, data []float32) error {
 		return fmt.Errorf("native: parameter %s has shape %v (%d values), got %d values", name, f.shape, f.size(), len(data))
 	}
 	in, out := f.shape[0], f.shape[1]
+	if q := f.qmat(); q != nil && q.typ.raw() != nil {
+		return rawValuesError(name, q)
+	}
 	if q := f.qmat(); q != nil && f.qT {
 		q.quantizeRows(data) // its rows are the outputs already
 		return nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/mlerl/mlerl/policy/ggml"
 )
 
 // A frozen base kept in ggml's quantized blocks (Options.BaseStorage
@@ -64,9 +66,50 @@ const (
 	qQ8_0
 	qQ4_0
 	qQ4_1
+	// ggml's other formats, kept as a GGUF file stores them and
+	// dequantized a row at a time as the engine computes (raw).
+	qQ5_1
+	qQ2_K
+	qQ3_K
+	qQ4_K
+	qQ5_K
+	qQ6_K
+	qIQ4_XS
 )
 
+// rawFormats are the formats without kernels of their own, by type.
+var rawFormats = [...]*ggml.Format{
+	qQ5_1: ggml.Q5_1, qQ2_K: ggml.Q2_K, qQ3_K: ggml.Q3_K, qQ4_K: ggml.Q4_K,
+	qQ5_K: ggml.Q5_K, qQ6_K: ggml.Q6_K, qIQ4_XS: ggml.IQ4_XS,
+}
+
+// raw is the ggml format of a type kept as a GGUF file stores it (Q5_1,
+// the K-quants, IQ4_XS); nil for the kernels' own Q8_0, Q4_0 and Q4_1.
+// Such a matrix's row is its blocks as the file has them, each product
+// dequantizes the rows it reads (dequantRange: ggml's arithmetic, the
+// values policy/gguf reads), and a matrix in one cannot be quantized
+// from float32 values: only a loaded base (Options.LoadedBase) writes
+// it, with SetParamBlocks.
+func (t quantType) raw() *ggml.Format {
+	if int(t) < len(rawFormats) {
+		return rawFormats[t]
+	}
+	return nil
+}
+
+// blockValues is the number of values in one of the type's blocks: 32,
+// or 256 for the K-quants and IQ4_XS.
+func (t quantType) blockValues() int {
+	if f := t.raw(); f != nil {
+		return f.Values
+	}
+	return QuantBlock
+}
+
 func (t quantType) String() string {
+	if f := t.raw(); f != nil {
+		return f.Name
+	}
 	switch t {
 	case qQ8_0:
 		return StorageQ8_0
@@ -108,6 +151,13 @@ func parseQuant(s string) (quantType, bool) {
 	case StorageQ4_1:
 		return qQ4_1, true
 	}
+	if f, ok := ggml.ByName(s); ok {
+		for t, g := range rawFormats {
+			if g == f {
+				return quantType(t), true
+			}
+		}
+	}
 	return qNone, false
 }
 
@@ -137,6 +187,9 @@ const qmatPad = 64
 func newQmat(t quantType, rows, cols int) *qmat {
 	nb := cols / QuantBlock
 	rb := nb * t.blockBytes()
+	if f := t.raw(); f != nil {
+		rb = cols / f.Values * f.Bytes
+	}
 	return &qmat{typ: t, rows: rows, cols: cols, nb: nb, rowBytes: rb, data: make([]byte, rows*rb+qmatPad)}
 }
 
@@ -161,6 +214,10 @@ func (q *qmat) bytes() int { return q.rows * q.rowBytes }
 // setBlocks writes rows [0, rows) from src, ggml's layout (rows of
 // blocks, each block its scales then its values).
 func (q *qmat) setBlocks(src []byte) {
+	if q.typ.raw() != nil {
+		copy(q.data, src[:q.rows*q.rowBytes])
+		return
+	}
 	bb, qb := q.typ.blockBytes(), q.typ.qsBytes()
 	for j := range q.rows {
 		qs, d, m := q.rowParts(j)
@@ -177,6 +234,9 @@ func (q *qmat) setBlocks(src []byte) {
 
 // blocks returns the matrix in ggml's layout (setBlocks' inverse).
 func (q *qmat) blocks() []byte {
+	if q.typ.raw() != nil {
+		return append([]byte(nil), q.data[:q.rows*q.rowBytes]...)
+	}
 	bb, qb := q.typ.blockBytes(), q.typ.qsBytes()
 	out := make([]byte, q.rows*q.nb*bb)
 	for j := range q.rows {
@@ -203,6 +263,10 @@ func (q *qmat) dequantRow(dst []float32, j int) { q.dequantRange(dst, j, 0, q.nb
 // dequantRange sets dst to blocks [b0, b1) of row j dequantized
 // ((b1-b0)·32 values).
 func (q *qmat) dequantRange(dst []float32, j, b0, b1 int) {
+	if f := q.typ.raw(); f != nil {
+		q.dequantRaw(f, dst, j, b0, b1)
+		return
+	}
 	qs, d, m := q.rowParts(j)
 	dst = dst[:(b1-b0)*QuantBlock]
 	for b := b0; b < b1; b++ {
@@ -228,10 +292,33 @@ func (q *qmat) dequantRange(dst []float32, j, b0, b1 int) {
 	}
 }
 
+// dequantRaw is dequantRange for a raw format (f): each of f's blocks
+// that [b0, b1) covers whole is dequantized into dst, one it covers in
+// part into a block of scratch first.
+func (q *qmat) dequantRaw(f *ggml.Format, dst []float32, j, b0, b1 int) {
+	row := q.row(j)
+	per := f.Values / QuantBlock
+	var tmp [256]float32
+	for k := b0 / per; k*per < b1; k++ {
+		blk := row[k*f.Bytes : (k+1)*f.Bytes]
+		lo, hi := max(b0, k*per), min(b1, (k+1)*per)
+		out := dst[(lo-b0)*QuantBlock : (hi-b0)*QuantBlock]
+		if lo == k*per && hi == (k+1)*per {
+			f.Dequant(out, blk)
+			continue
+		}
+		f.Dequant(tmp[:f.Values], blk)
+		copy(out, tmp[(lo-k*per)*QuantBlock:])
+	}
+}
+
 // quantizeRows sets rows [0, rows) from float32 src (rows x cols,
 // row-major) quantized as ggml's reference quantizers (quantize_row_*_ref)
 // do.
 func (q *qmat) quantizeRows(src []float32) {
+	if q.typ.raw() != nil {
+		panic(fmt.Sprintf("native: a matrix in %s blocks cannot be quantized from float32 values", q.typ))
+	}
 	for j := range q.rows {
 		q.quantizeRow(j, src[j*q.cols:(j+1)*q.cols])
 	}
@@ -301,25 +388,7 @@ func (q *qmat) quantizeRow(j int, x []float32) {
 }
 
 // f16ToF32 widens an IEEE half-precision value (exact).
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf, NaN
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp == 0 && man == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal: normalize
-		e := uint32(127 - 15 + 1)
-		for man&0x400 == 0 {
-			man <<= 1
-			e--
-		}
-		return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
-}
+func f16ToF32(h uint16) float32 { return ggml.F16ToF32(h) }
 
 // f32ToF16 rounds a float32 to half precision, to nearest even (ggml's
 // GGML_FP32_TO_FP16 on x86: F16C's conversion), overflow to Inf.
@@ -373,8 +442,8 @@ func QuantTolerance(depth int) float64 { return 0x1p-19 * float64(max(depth, 1))
 // checkQuantShape reports whether a matrix of rows x cols values can be
 // stored in blocks.
 func checkQuantShape(name string, t quantType, rows, cols int) error {
-	if cols%QuantBlock != 0 {
-		return fmt.Errorf("native: %s cannot be stored as %s: its rows of %d values are not a multiple of %d (the block size)", name, t, cols, QuantBlock)
+	if cols%t.blockValues() != 0 {
+		return fmt.Errorf("native: %s cannot be stored as %s: its rows of %d values are not a multiple of %d (the block size)", name, t, cols, t.blockValues())
 	}
 	return nil
 }

@@ -196,87 +196,100 @@ func TestQuantBase(t *testing.T) {
 							t.Fatalf("%s stored as %q, want %s", p.Name, p.Quant, storage)
 						}
 					}
-					// Non-zero adapters: the gradient flows through them.
-					for _, p := range q.Params() {
-						if strings.Contains(p.Name, "lora_b") {
-							for i := range p.Data {
-								p.Data[i] = float32(i%5) * 0.1
-							}
-						}
-					}
-					copyParams(t, full, q)
-					if q.BaseStorage() != storage || q.NumParams() != full.NumParams() || q.BaseBytes() >= full.BaseBytes()/2 {
-						t.Fatalf("storage %s, %d params (float32 %d), %d base bytes (float32 %d)", q.BaseStorage(), q.NumParams(), full.NumParams(), q.BaseBytes(), full.BaseBytes())
-					}
-					for _, m := range []*Model{q, full} {
-						if _, err := m.SetMatmul(matmul); err != nil {
-							t.Fatal(err)
-						}
-					}
-					rr := rand.New(rand.NewPCG(5, 6))
-					b, heads := packTrees(60, true, []tree{randTrees(rr, tc.cfg.Vocab, 20, 9, 14)}, []tree{randTrees(rr, tc.cfg.Vocab, 15, 22)})
-					idx := flatten(heads)
-					targets := randTokens(rr, len(idx), tc.cfg.Vocab)
-					seq := randTokens(rr, 15, tc.cfg.Vocab)
-					depth := 4*tc.cfg.Layers + 1
-					forEachKernel(t, func(t *testing.T) {
-						for _, rec := range []bool{false, true} {
-							var out [2][]float32
-							var loss [2]float64
-							for i, m := range []*Model{q, full} {
-								m.Recompute = rec
-								heads := forwardHeads(t, m, b, idx)
-								m.ZeroGrad()
-								if err := m.Forward(b); err != nil {
-									t.Fatal(err)
-								}
-								l, err := m.CrossEntropyBackward(idx, targets, nil)
-								if err != nil {
-									t.Fatal(err)
-								}
-								out[i], loss[i] = append(heads, m.grad...), l
-							}
-							if loss[0] != loss[1] {
-								t.Errorf("recompute %v: loss %v with a quantized base, %v with its dequantized float32 copy", rec, loss[0], loss[1])
-							}
-							for i := range out[0] {
-								if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
-									t.Fatalf("recompute %v: output %d: %v with a quantized base, %v with its dequantized copy", rec, i, out[0][i], out[1][i])
-								}
-							}
-						}
-						// A prompt (panels), then token by token (blocks).
-						for _, m := range []*Model{q, full} {
-							m.Recompute = false
-						}
-						want := decodeSteps(t, full, seq, 6)
-						got := decodeSteps(t, q, seq, 6)
-						if d := maxRelDiff(got, toF64(want), 1); d > QuantTolerance(depth) {
-							t.Errorf("decoding from the blocks differs from the dequantized float32 base's by %.2g (tolerance %.2g)", d, QuantTolerance(depth))
-						}
-						// int8 inputs: within int8's rounding, inputs moved
-						// by up to 1/254 of their block's largest value
-						// (Int8Bound, per product), through depth products
-						// of these weights (N(0, 0.3²): gains of a few
-						// per layer): stated as 2/254 of the largest logit
-						// per product, summed.
-						if _, err := q.SetQuantActivations(ActivationsInt8); err != nil {
-							t.Fatal(err)
-						}
-						got8 := decodeSteps(t, q, seq, 6)
-						if _, err := q.SetQuantActivations(ActivationsFP32); err != nil {
-							t.Fatal(err)
-						}
-						if d := maxRelDiff(got8, toF64(want), 1); d > 2*float64(depth)/254 || d == 0 {
-							t.Errorf("int8 decoding differs from the float32 base's by %.2g of the largest logit (bound %.2g)", d, 2*float64(depth)/254)
-						} else if len(simdKernels) > 0 && kern == simdKernels[0] {
-							t.Logf("int8 decoding: %.2g of the largest logit from the float32 base's (bound %.2g)", d, 2*float64(depth)/254)
-						}
-					})
+					compareQuantBase(t, tc.cfg, q, full, storage, matmul, true)
 				})
 			}
 		}
 	}
+}
+
+// compareQuantBase checks q, a model whose base is in blocks of storage,
+// against full, a float32 model of the same config and adapters, after
+// writing q's adapters and full's weights (q's, dequantized) here:
+// products in matmul, the heads' outputs, loss and gradients bit for
+// bit, with and without recompute; decoding within QuantTolerance; with
+// int8 activations (int8), within Int8Bound's statement.
+func compareQuantBase(t *testing.T, cfg Config, q, full *Model, storage, matmul string, int8 bool) {
+	t.Helper()
+	// Non-zero adapters: the gradient flows through them.
+	for _, p := range q.Params() {
+		if strings.Contains(p.Name, "lora_b") {
+			for i := range p.Data {
+				p.Data[i] = float32(i%5) * 0.1
+			}
+		}
+	}
+	copyParams(t, full, q)
+	if q.BaseStorage() != storage || q.NumParams() != full.NumParams() || q.BaseBytes() >= full.BaseBytes()/2 {
+		t.Fatalf("storage %s, %d params (float32 %d), %d base bytes (float32 %d)", q.BaseStorage(), q.NumParams(), full.NumParams(), q.BaseBytes(), full.BaseBytes())
+	}
+	for _, m := range []*Model{q, full} {
+		if _, err := m.SetMatmul(matmul); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rr := rand.New(rand.NewPCG(5, 6))
+	b, heads := packTrees(60, true, []tree{randTrees(rr, cfg.Vocab, 20, 9, 14)}, []tree{randTrees(rr, cfg.Vocab, 15, 22)})
+	idx := flatten(heads)
+	targets := randTokens(rr, len(idx), cfg.Vocab)
+	seq := randTokens(rr, 15, cfg.Vocab)
+	depth := 4*cfg.Layers + 1
+	forEachKernel(t, func(t *testing.T) {
+		for _, rec := range []bool{false, true} {
+			var out [2][]float32
+			var loss [2]float64
+			for i, m := range []*Model{q, full} {
+				m.Recompute = rec
+				heads := forwardHeads(t, m, b, idx)
+				m.ZeroGrad()
+				if err := m.Forward(b); err != nil {
+					t.Fatal(err)
+				}
+				l, err := m.CrossEntropyBackward(idx, targets, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[i], loss[i] = append(heads, m.grad...), l
+			}
+			if loss[0] != loss[1] {
+				t.Errorf("recompute %v: loss %v with a quantized base, %v with its dequantized float32 copy", rec, loss[0], loss[1])
+			}
+			for i := range out[0] {
+				if math.Float32bits(out[0][i]) != math.Float32bits(out[1][i]) {
+					t.Fatalf("recompute %v: output %d: %v with a quantized base, %v with its dequantized copy", rec, i, out[0][i], out[1][i])
+				}
+			}
+		}
+		// A prompt (panels), then token by token (blocks).
+		for _, m := range []*Model{q, full} {
+			m.Recompute = false
+		}
+		want := decodeSteps(t, full, seq, 6)
+		got := decodeSteps(t, q, seq, 6)
+		if d := maxRelDiff(got, toF64(want), 1); d > QuantTolerance(depth) {
+			t.Errorf("decoding from the blocks differs from the dequantized float32 base's by %.2g (tolerance %.2g)", d, QuantTolerance(depth))
+		}
+		if !int8 {
+			return
+		}
+		// int8 inputs: within int8's rounding, inputs moved by up to
+		// 1/254 of their block's largest value (Int8Bound, per product),
+		// through depth products of these weights (N(0, 0.3²): gains of
+		// a few per layer): stated as 2/254 of the largest logit per
+		// product, summed.
+		if _, err := q.SetQuantActivations(ActivationsInt8); err != nil {
+			t.Fatal(err)
+		}
+		got8 := decodeSteps(t, q, seq, 6)
+		if _, err := q.SetQuantActivations(ActivationsFP32); err != nil {
+			t.Fatal(err)
+		}
+		if d := maxRelDiff(got8, toF64(want), 1); d > 2*float64(depth)/254 || d == 0 {
+			t.Errorf("int8 decoding differs from the float32 base's by %.2g of the largest logit (bound %.2g)", d, 2*float64(depth)/254)
+		} else if len(simdKernels) > 0 && kern == simdKernels[0] {
+			t.Logf("int8 decoding: %.2g of the largest logit from the float32 base's (bound %.2g)", d, 2*float64(depth)/254)
+		}
+	})
 }
 
 // decodeSteps prefills all but the last steps tokens of seq, decodes

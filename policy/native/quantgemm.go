@@ -36,6 +36,10 @@ const qgemvRows = 64
 func gemvQuant(p *pool, op gemmOp) {
 	op = op.biasFirst()
 	q := op.bq
+	if q.typ.raw() != nil {
+		gemvRaw(p, op)
+		return
+	}
 	if op.q8 {
 		p.gemmMu.Lock()
 		defer p.gemmMu.Unlock()
@@ -67,6 +71,39 @@ func gemvQuant(p *pool, op gemmOp) {
 		n := min(qgemvRows, op.n-j0)
 		kern.qgemv(&p.ws[w], q, j0, n, op.a, op.lda, op.m, sx, op.c[j0:], op.ldc, op.acc)
 	})
+}
+
+// gemvRaw is gemvQuant for a matrix in a raw format (Q5_1, the
+// K-quants, IQ4_XS), which has no kernels of its own: each row of a
+// task dequantized once (ggml's values, as a float32 base holds them),
+// then its dot product with every input row (kernels.dot). Int8
+// activations (op.q8) do not apply to it.
+func gemvRaw(p *pool, op gemmOp) {
+	q := op.bq
+	p.runWork((op.n+qgemvRows-1)/qgemvRows, max(op.m, 8)*op.n*op.k, func(w, t int) {
+		ws := &p.ws[w]
+		ws.qrow = grow(ws.qrow, q.cols)
+		row := ws.qrow[:q.cols]
+		for j := t * qgemvRows; j < min(op.n, (t+1)*qgemvRows); j++ {
+			q.dequantRow(row, j)
+			for r := range op.m {
+				s := kern.dot(op.a[r*op.lda:r*op.lda+q.cols], row)
+				if op.acc {
+					s += op.c[r*op.ldc+j]
+				}
+				op.c[r*op.ldc+j] = s
+			}
+		}
+	})
+}
+
+// qdequant is kernels.qdequant, or for a raw format dequantRange.
+func qdequant(q *qmat, dst []float32, j, b0, b1 int) {
+	if q.typ.raw() != nil {
+		q.dequantRange(dst, j, b0, b1)
+		return
+	}
+	kern.qdequant(q, dst, j, b0, b1)
 }
 
 // qsxStride is the stride of one input row's block sums (qBlockSums):
@@ -182,7 +219,7 @@ func dequantPanels(ws *workspace, op gemmOp, j0, j1, nr int, dst []float32) []fl
 		for pn := range panels {
 			for jj := range nr {
 				if j := pn*nr + jj; j < w {
-					kern.qdequant(q, rows[jj*k:(jj+1)*k], j0+j, 0, q.nb)
+					qdequant(q, rows[jj*k:(jj+1)*k], j0+j, 0, q.nb)
 				} else {
 					clear(rows[jj*k : (jj+1)*k])
 				}
@@ -202,7 +239,7 @@ func dequantPanels(ws *workspace, op gemmOp, j0, j1, nr int, dst []float32) []fl
 	row := ws.qrow
 	clear(row[w:])
 	for kk := range k {
-		kern.qdequant(q, row, kk, j0/QuantBlock, (j1+QuantBlock-1)/QuantBlock)
+		qdequant(q, row, kk, j0/QuantBlock, (j1+QuantBlock-1)/QuantBlock)
 		for pn := range panels {
 			copy(dst[pn*nr*k+kk*nr:pn*nr*k+kk*nr+nr], row[pn*nr:])
 		}

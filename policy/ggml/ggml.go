@@ -1,0 +1,313 @@
+// Package ggml holds ggml's quantized block formats: their sizes and
+// their dequantization into float32, shared by the GGUF reader
+// (policy/gguf, which reads any of them) and the native engine
+// (policy/native, which keeps a frozen base's matrices in them and
+// dequantizes as it computes).
+package ggml
+
+import (
+	"encoding/binary"
+	"math"
+	"strings"
+)
+
+// Dequantization of ggml's block types into float32, the engine's storage.
+// The layouts are those of ggml's ggml-common.h (block_q8_0, block_q4_K...)
+// and the arithmetic is that of ggml's dequantize_row_* in float32, with
+// each product rounded before the sum (the explicit float32 conversions
+// keep the compiler from fusing them into an FMA), so that the values
+// equal the gguf package's gguf.quants.dequantize bit for bit
+// (testdata/quants.json).
+//
+//	Q8_0  32 per block: f16 d, int8 q[32];                x = d*q
+//	Q4_0  32 per block: f16 d, u8 q[16] (two nibbles);    x = d*(q-8)
+//	Q4_1  32 per block: f16 d, f16 m, u8 q[16];           x = d*q + m
+//	      (low nibbles are elements 0..15, high nibbles 16..31)
+//	Q5_0  32 per block: f16 d, u32 qh, u8 q[16];          x = d*(q-16)
+//	Q5_1  32 per block: f16 d, f16 m, u32 qh, u8 q[16];   x = d*q + m
+//	      (as Q4_0/Q4_1, element i's fifth bit is bit i of qh)
+//	IQ4_NL 32 per block: f16 d, u8 q[16];                 x = d*kv[q]
+//	      (kv: sixteen non-uniform levels, iq4nlValues)
+//	Q2_K 256 per block: u8 scales[16] (4-bit scale, 4-bit min), u8 q[64]
+//	      (2 bits each), f16 d, f16 dmin; per 16: x = d*sc*q - dmin*m
+//	Q3_K 256 per block: u8 hmask[32], u8 q[64], u8 scales[12] (sixteen
+//	      6-bit scales), f16 d; per 16: x = d*(sc-32)*(q - 4 unless the
+//	      hmask bit is set), q of 2 bits
+//	Q4_K 256 per block: f16 d, f16 dmin, u8 scales[12] (eight 6-bit
+//	      scale and min pairs), u8 q[128]; per 32: x = d*sc*q - dmin*m
+//	Q5_K as Q4_K with u8 qh[32] (the fifth bit) before q[128]
+//	Q6_K 256 per block: u8 ql[128], u8 qh[64], int8 scales[16], f16 d;
+//	      per 16: x = d*scale*(q-32), q of 6 bits
+//	IQ4_XS 256 per block: f16 d, u16 scales_h, u8 scales_l[4], u8 q[128];
+//	      per 32: x = d*(sc-32)*kv[q], sc of 6 bits
+//
+// llama.cpp's k-quant mixes (Q4_K_M, Q3_K_M, Q2_K...) fall back to Q5_0,
+// Q5_1, Q8_0 or IQ4_NL for a matrix whose rows are not whole 256-element
+// blocks (SmolLM2's and Qwen2.5-0.5B's hidden sizes, 576 and 896), so a
+// reader of those files needs the legacy types too.
+
+// A Format is one block type: Values values in Bytes bytes per block,
+// and Dequant, which sets y[:Values] to one block's values.
+type Format struct {
+	Name    string // ggml's name in lower case: "q4_k"
+	Values  int
+	Bytes   int
+	Dequant func(y []float32, blk []byte)
+}
+
+// The formats, ggml-common.h's block sizes.
+var (
+	Q8_0   = &Format{"q8_0", 32, 34, q8_0}
+	Q4_0   = &Format{"q4_0", 32, 18, q4_0}
+	Q4_1   = &Format{"q4_1", 32, 20, q4_1}
+	Q5_0   = &Format{"q5_0", 32, 22, q5_0}
+	Q5_1   = &Format{"q5_1", 32, 24, q5_1}
+	IQ4_NL = &Format{"iq4_nl", 32, 18, iq4NL}
+	Q2_K   = &Format{"q2_k", 256, 84, q2K}
+	Q3_K   = &Format{"q3_k", 256, 110, q3K}
+	Q4_K   = &Format{"q4_k", 256, 144, q4K}
+	Q5_K   = &Format{"q5_k", 256, 176, q5K}
+	Q6_K   = &Format{"q6_k", 256, 210, q6K}
+	IQ4_XS = &Format{"iq4_xs", 256, 136, iq4XS}
+)
+
+// Formats lists them.
+var Formats = []*Format{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS}
+
+// ByName finds a format by its name, in any case ("Q4_K", "q4_k").
+func ByName(s string) (*Format, bool) {
+	for _, f := range Formats {
+		if strings.EqualFold(f.Name, strings.TrimSpace(s)) {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// DequantBlocks sets y (a whole number of blocks' values) from src, the same
+// number of blocks.
+func (f *Format) DequantBlocks(y []float32, src []byte) {
+	for k := range len(y) / f.Values {
+		f.Dequant(y[k*f.Values:(k+1)*f.Values], src[k*f.Bytes:(k+1)*f.Bytes])
+	}
+}
+
+// F16ToF32 widens an IEEE half-precision value (exact).
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // Inf, NaN
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp == 0 && man == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalize
+		e := uint32(127 - 15 + 1)
+		for man&0x400 == 0 {
+			man <<= 1
+			e--
+		}
+		return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
+}
+
+func f16(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }
+
+func q8_0(y []float32, b []byte) {
+	d := f16(b)
+	for i := range 32 {
+		y[i] = float32(int8(b[2+i])) * d
+	}
+}
+
+func q4_0(y []float32, b []byte) {
+	d := f16(b)
+	q := b[2:18]
+	for i := range 16 {
+		y[i] = d * float32(int(q[i]&0xf)-8)
+		y[i+16] = d * float32(int(q[i]>>4)-8)
+	}
+}
+
+func q4_1(y []float32, b []byte) {
+	d, m := f16(b), f16(b[2:])
+	q := b[4:20]
+	for i := range 16 {
+		y[i] = float32(d*float32(q[i]&0xf)) + m
+		y[i+16] = float32(d*float32(q[i]>>4)) + m
+	}
+}
+
+// Q5 unpacks the 5-bit values of elements i and i+16 of a Q5_0 or Q5_1
+// block from its qh and its q[16]: the nibbles of q[i], and bits i and
+// i+16 of qh.
+func Q5(q []byte, qh uint32, i int) (lo, hi byte) {
+	return q[i]&0xf | byte(qh>>i&1)<<4, q[i]>>4 | byte(qh>>(i+16)&1)<<4
+}
+
+func q5_0(y []float32, b []byte) {
+	d := f16(b)
+	qh := binary.LittleEndian.Uint32(b[2:])
+	for i := range 16 {
+		lo, hi := Q5(b[6:22], qh, i)
+		y[i] = d * float32(int(lo)-16)
+		y[i+16] = d * float32(int(hi)-16)
+	}
+}
+
+func q5_1(y []float32, b []byte) {
+	d, m := f16(b), f16(b[2:])
+	qh := binary.LittleEndian.Uint32(b[4:])
+	for i := range 16 {
+		lo, hi := Q5(b[8:24], qh, i)
+		y[i] = float32(d*float32(lo)) + m
+		y[i+16] = float32(d*float32(hi)) + m
+	}
+}
+
+// IQ4NLValues are IQ4_NL's and IQ4_XS's sixteen levels (ggml's
+// kvalues_iq4nl).
+var IQ4NLValues = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+
+func iq4NL(y []float32, b []byte) {
+	d := f16(b)
+	q := b[2:18]
+	for i := range 16 {
+		y[i] = d * float32(IQ4NLValues[q[i]&0xf])
+		y[i+16] = d * float32(IQ4NLValues[q[i]>>4])
+	}
+}
+
+func q2K(y []float32, b []byte) {
+	scales, q := b[0:16], b[16:80]
+	d, dmin := f16(b[80:]), f16(b[82:])
+	// Two halves of 128: each of their 32 bytes holds four 2-bit values,
+	// bits 2s..2s+1 being element 32s+l of the half; a scale byte per 16.
+	for h := range 2 {
+		for s := range 4 {
+			for l := range 32 {
+				e := 128*h + 32*s + l
+				sc := scales[e/16]
+				dl, ml := d*float32(sc&0xf), dmin*float32(sc>>4)
+				y[e] = float32(dl*float32(q[32*h+l]>>(2*s)&3)) - ml
+			}
+		}
+	}
+}
+
+func q3K(y []float32, b []byte) {
+	hmask, q, sb := b[0:32], b[32:96], b[96:108]
+	d := f16(b[108:])
+	// Scale i: its low four bits are a nibble of bytes 0-7 (low nibbles
+	// for 0-7, high for 8-15), its top two bits 2(i/4) of byte 8+i%4.
+	var scale [16]float32
+	for i := range 16 {
+		lo := sb[i%8] >> (4 * (i / 8)) & 0xf
+		hi := sb[8+i%4] >> (2 * (i / 4)) & 3
+		scale[i] = d * float32(int(lo|hi<<4)-32)
+	}
+	// The low two bits as Q2_K's; element e's high bit is bit e/32 of
+	// hmask[e%32], and a clear bit subtracts 4.
+	for h := range 2 {
+		for s := range 4 {
+			for l := range 32 {
+				e := 128*h + 32*s + l
+				v := int(q[32*h+l] >> (2 * s) & 3)
+				if hmask[l]>>(e/32)&1 == 0 {
+					v -= 4
+				}
+				y[e] = scale[e/16] * float32(v)
+			}
+		}
+	}
+}
+
+func iq4XS(y []float32, b []byte) {
+	d := f16(b)
+	sh := binary.LittleEndian.Uint16(b[2:])
+	sl, q := b[4:8], b[8:136]
+	// Eight sub-blocks of 32, each laid out as IQ4_NL's block; sub-block
+	// j's scale: a nibble of scales_l[j/2] and bits 2j..2j+1 of scales_h.
+	for j := range 8 {
+		ls := sl[j/2]>>(4*(j%2))&0xf | byte(sh>>(2*j)&3)<<4
+		dl := d * float32(int(ls)-32)
+		qs, y := q[16*j:16*j+16], y[32*j:]
+		for i := range 16 {
+			y[i] = dl * float32(IQ4NLValues[qs[i]&0xf])
+			y[i+16] = dl * float32(IQ4NLValues[qs[i]>>4])
+		}
+	}
+}
+
+// scaleMinK4 unpacks the j-th 6-bit scale and min of a Q4_K/Q5_K block's
+// 12 scale bytes: the first four pairs are the low six bits of bytes 0-3
+// (scales) and 4-7 (mins); the last four take their low four bits from
+// bytes 8-11 and their top two from the spare bits of bytes 0-7.
+func scaleMinK4(j int, s []byte) (sc, m uint8) {
+	if j < 4 {
+		return s[j] & 63, s[j+4] & 63
+	}
+	return s[j+4]&0xf | (s[j-4]>>6)<<4, s[j+4]>>4 | (s[j]>>6)<<4
+}
+
+func q4K(y []float32, b []byte) {
+	d, dmin := f16(b), f16(b[2:])
+	scales, q := b[4:16], b[16:144]
+	// Four groups of 64: 32 bytes whose low nibbles are one sub-block and
+	// high nibbles the next.
+	for g := range 4 {
+		sc1, m1 := scaleMinK4(2*g, scales)
+		sc2, m2 := scaleMinK4(2*g+1, scales)
+		d1, min1 := d*float32(sc1), dmin*float32(m1)
+		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		qs := q[32*g : 32*g+32]
+		for l := range 32 {
+			y[64*g+l] = float32(d1*float32(qs[l]&0xf)) - min1
+			y[64*g+32+l] = float32(d2*float32(qs[l]>>4)) - min2
+		}
+	}
+}
+
+func q5K(y []float32, b []byte) {
+	d, dmin := f16(b), f16(b[2:])
+	scales, qh, q := b[4:16], b[16:48], b[48:176]
+	// As Q4_K; sub-block j's fifth bit is bit j of qh[l].
+	for g := range 4 {
+		sc1, m1 := scaleMinK4(2*g, scales)
+		sc2, m2 := scaleMinK4(2*g+1, scales)
+		d1, min1 := d*float32(sc1), dmin*float32(m1)
+		d2, min2 := d*float32(sc2), dmin*float32(m2)
+		qs := q[32*g : 32*g+32]
+		lo, hi := uint(2*g), uint(2*g+1)
+		for l := range 32 {
+			v1 := qs[l]&0xf | (qh[l]>>lo&1)<<4
+			v2 := qs[l]>>4 | (qh[l]>>hi&1)<<4
+			y[64*g+l] = float32(d1*float32(v1)) - min1
+			y[64*g+32+l] = float32(d2*float32(v2)) - min2
+		}
+	}
+}
+
+func q6K(y []float32, b []byte) {
+	ql, qh, sc := b[0:128], b[128:192], b[192:208]
+	d := f16(b[208:])
+	// Two halves of 128: ql's 64 bytes give the low four bits of elements
+	// l, l+32 (low nibbles) and l+64, l+96 (high nibbles); qh's 32 bytes
+	// their top two bits, in pairs from bit 0 up.
+	for h := range 2 {
+		lq, hq, y := ql[64*h:], qh[32*h:], y[128*h:]
+		for l := range 32 {
+			q1 := int(lq[l]&0xf|(hq[l]>>0&3)<<4) - 32
+			q2 := int(lq[l+32]&0xf|(hq[l]>>2&3)<<4) - 32
+			q3 := int(lq[l]>>4|(hq[l]>>4&3)<<4) - 32
+			q4 := int(lq[l+32]>>4|(hq[l]>>6&3)<<4) - 32
+			for k, q := range [4]int{q1, q2, q3, q4} {
+				e := l + 32*k
+				s := d * float32(int8(sc[8*h+e/16]))
+				y[e] = s * float32(q)
+			}
+		}
+	}
+}
