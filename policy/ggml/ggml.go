@@ -53,22 +53,26 @@ type Format struct {
 	Values  int
 	Bytes   int
 	Dequant func(y []float32, blk []byte)
+
+	// blocks, where set, is DequantBlocks on vector registers (simd_amd64.go),
+	// the same values bit for bit.
+	blocks func(y []float32, src []byte)
 }
 
 // The formats, ggml-common.h's block sizes.
 var (
-	Q8_0   = &Format{"q8_0", 32, 34, q8_0}
-	Q4_0   = &Format{"q4_0", 32, 18, q4_0}
-	Q4_1   = &Format{"q4_1", 32, 20, q4_1}
-	Q5_0   = &Format{"q5_0", 32, 22, q5_0}
-	Q5_1   = &Format{"q5_1", 32, 24, q5_1}
-	IQ4_NL = &Format{"iq4_nl", 32, 18, iq4NL}
-	Q2_K   = &Format{"q2_k", 256, 84, q2K}
-	Q3_K   = &Format{"q3_k", 256, 110, q3K}
-	Q4_K   = &Format{"q4_k", 256, 144, q4K}
-	Q5_K   = &Format{"q5_k", 256, 176, q5K}
-	Q6_K   = &Format{"q6_k", 256, 210, q6K}
-	IQ4_XS = &Format{"iq4_xs", 256, 136, iq4XS}
+	Q8_0   = &Format{Name: "q8_0", Values: 32, Bytes: 34, Dequant: q8_0}
+	Q4_0   = &Format{Name: "q4_0", Values: 32, Bytes: 18, Dequant: q4_0}
+	Q4_1   = &Format{Name: "q4_1", Values: 32, Bytes: 20, Dequant: q4_1}
+	Q5_0   = &Format{Name: "q5_0", Values: 32, Bytes: 22, Dequant: q5_0}
+	Q5_1   = &Format{Name: "q5_1", Values: 32, Bytes: 24, Dequant: q5_1}
+	IQ4_NL = &Format{Name: "iq4_nl", Values: 32, Bytes: 18, Dequant: iq4NL}
+	Q2_K   = &Format{Name: "q2_k", Values: 256, Bytes: 84, Dequant: q2K}
+	Q3_K   = &Format{Name: "q3_k", Values: 256, Bytes: 110, Dequant: q3K}
+	Q4_K   = &Format{Name: "q4_k", Values: 256, Bytes: 144, Dequant: q4K}
+	Q5_K   = &Format{Name: "q5_k", Values: 256, Bytes: 176, Dequant: q5K}
+	Q6_K   = &Format{Name: "q6_k", Values: 256, Bytes: 210, Dequant: q6K}
+	IQ4_XS = &Format{Name: "iq4_xs", Values: 256, Bytes: 136, Dequant: iq4XS}
 )
 
 // Formats lists them.
@@ -87,6 +91,10 @@ func ByName(s string) (*Format, bool) {
 // DequantBlocks sets y (a whole number of blocks' values) from src, the same
 // number of blocks.
 func (f *Format) DequantBlocks(y []float32, src []byte) {
+	if f.blocks != nil {
+		f.blocks(y, src)
+		return
+	}
 	for k := range len(y) / f.Values {
 		f.Dequant(y[k*f.Values:(k+1)*f.Values], src[k*f.Bytes:(k+1)*f.Bytes])
 	}

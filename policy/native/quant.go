@@ -292,23 +292,26 @@ func (q *qmat) dequantRange(dst []float32, j, b0, b1 int) {
 	}
 }
 
-// dequantRaw is dequantRange for a raw format (f): each of f's blocks
-// that [b0, b1) covers whole is dequantized into dst, one it covers in
-// part into a block of scratch first.
+// dequantRaw is dequantRange for a raw format (f): each run of f's
+// blocks that [b0, b1) covers whole in one call (f.DequantBlocks: on
+// vector registers where the format has them), a block it covers in part
+// (at either end) into a block of scratch first.
 func (q *qmat) dequantRaw(f *ggml.Format, dst []float32, j, b0, b1 int) {
 	row := q.row(j)
 	per := f.Values / QuantBlock
 	var tmp [256]float32
-	for k := b0 / per; k*per < b1; k++ {
-		blk := row[k*f.Bytes : (k+1)*f.Bytes]
-		lo, hi := max(b0, k*per), min(b1, (k+1)*per)
-		out := dst[(lo-b0)*QuantBlock : (hi-b0)*QuantBlock]
-		if lo == k*per && hi == (k+1)*per {
-			f.Dequant(out, blk)
+	for b := b0; b < b1; {
+		k := b / per
+		end := min(b1, (k+1)*per)
+		if b == k*per && end == (k+1)*per {
+			k1 := b1 / per
+			f.DequantBlocks(dst[(b-b0)*QuantBlock:(k1*per-b0)*QuantBlock], row[k*f.Bytes:k1*f.Bytes])
+			b = k1 * per
 			continue
 		}
-		f.Dequant(tmp[:f.Values], blk)
-		copy(out, tmp[(lo-k*per)*QuantBlock:])
+		f.Dequant(tmp[:f.Values], row[k*f.Bytes:(k+1)*f.Bytes])
+		copy(dst[(b-b0)*QuantBlock:(end-b0)*QuantBlock], tmp[(b-k*per)*QuantBlock:])
+		b = end
 	}
 }
 

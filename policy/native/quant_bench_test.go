@@ -109,3 +109,68 @@ func bigOptions(b *testing.B, opt Options) Options {
 	opt.Frozen = opt.LoRA.Rank == 0 && (opt.BaseStorage != "" || opt.MatrixStorage != nil)
 	return opt
 }
+
+// BenchmarkQGemvRaw measures the decode step's product of one input row
+// with a matrix in each raw format (kept as a GGUF file stores it:
+// qgemvRaw dequantizes each row, then its dot product) of the shape of
+// SmolLM2-135M's ffn_down (1536 inputs, 576 outputs: the matrices
+// llama.cpp's Q4_K_M stores in Q4_K and Q6_K), against the float32
+// product with the same values (kernels.gemv: what a base dequantized on
+// load computes), one thread, matrices cycled over 96 MB of copies as in
+// BenchmarkQGemv. Metrics: weights per second (wall and CPU) and GB/s of
+// the storage read.
+func BenchmarkQGemvRaw(b *testing.B) {
+	if err := selectKernels(); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	const k, n = 1536, 576
+	x := make([]float32, k)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	y := make([]float32, n)
+	ws := &workspace{}
+	report := func(b *testing.B, c0 float64, bytes int) {
+		sec, cpu := b.Elapsed().Seconds(), cpuSeconds()-c0
+		b.ReportMetric(float64(k*n)*float64(b.N)/sec/1e9, "Gweights/s")
+		b.ReportMetric(float64(k*n)*float64(b.N)/cpu/1e9, "Gweights/cpu-s")
+		b.ReportMetric(float64(bytes)*float64(b.N)/sec/1e9, "GB/s")
+	}
+	for _, typ := range []quantType{qQ4_K, qQ6_K, qQ5_K, qQ3_K, qQ2_K, qIQ4_XS, qQ5_1} {
+		proto := newQmat(typ, n, k)
+		proto.setBlocks(randRawBlocks(r, typ, n*k/typ.blockValues()))
+		copies := max(1, (96<<20)/proto.bytes())
+		qs := make([]*qmat, copies)
+		for i := range qs {
+			qs[i] = &qmat{typ: typ, rows: n, cols: k, nb: proto.nb, rowBytes: proto.rowBytes, data: append([]byte(nil), proto.data...)}
+		}
+		b.Run(fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name), func(b *testing.B) {
+			c0 := cpuSeconds()
+			for i := 0; i < b.N; i++ {
+				q := qs[i%copies]
+				for j0 := 0; j0 < n; j0 += qgemvRows {
+					qgemvRaw(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, y[j0:], n, false)
+				}
+			}
+			report(b, c0, proto.bytes())
+		})
+	}
+	// The float32 product: B as the dense layer holds it ([in, out]).
+	w := make([]float32, k*n)
+	for i := range w {
+		w[i] = float32(0.05 * r.NormFloat64())
+	}
+	copies := max(1, (96<<20)/(4*k*n))
+	ws32 := make([][]float32, copies)
+	for i := range ws32 {
+		ws32[i] = append([]float32(nil), w...)
+	}
+	b.Run(fmt.Sprintf("fp32/%dx%d/%s", k, n, kern.name), func(b *testing.B) {
+		c0 := cpuSeconds()
+		for i := 0; i < b.N; i++ {
+			kern.gemv(x, ws32[i%copies], n, y, false)
+		}
+		report(b, c0, 4*k*n)
+	})
+}

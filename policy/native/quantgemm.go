@@ -74,27 +74,33 @@ func gemvQuant(p *pool, op gemmOp) {
 }
 
 // gemvRaw is gemvQuant for a matrix in a raw format (Q5_1, the
-// K-quants, IQ4_XS), which has no kernels of its own: each row of a
-// task dequantized once (ggml's values, as a float32 base holds them),
-// then its dot product with every input row (kernels.dot). Int8
-// activations (op.q8) do not apply to it.
+// K-quants, IQ4_XS), which has no kernels of its own: qgemvRaw on tasks
+// of qgemvRows outputs. Int8 activations (op.q8) do not apply to it.
 func gemvRaw(p *pool, op gemmOp) {
 	q := op.bq
 	p.runWork((op.n+qgemvRows-1)/qgemvRows, max(op.m, 8)*op.n*op.k, func(w, t int) {
-		ws := &p.ws[w]
-		ws.qrow = grow(ws.qrow, q.cols)
-		row := ws.qrow[:q.cols]
-		for j := t * qgemvRows; j < min(op.n, (t+1)*qgemvRows); j++ {
-			q.dequantRow(row, j)
-			for r := range op.m {
-				s := kern.dot(op.a[r*op.lda:r*op.lda+q.cols], row)
-				if op.acc {
-					s += op.c[r*op.ldc+j]
-				}
-				op.c[r*op.ldc+j] = s
-			}
-		}
+		j0 := t * qgemvRows
+		qgemvRaw(&p.ws[w], q, j0, min(qgemvRows, op.n-j0), op.a, op.lda, op.m, op.c[j0:], op.ldc, op.acc)
 	})
+}
+
+// qgemvRaw is kernels.qgemv's job for a raw format: y[r*ldy + j] = x_r ·
+// (row j0+j of q) for j < n and r < rows (+ y when acc), each row
+// dequantized once (ggml's values, as a float32 base holds them) into
+// ws.qrow, then its dot product with every input row (kernels.dot).
+func qgemvRaw(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool) {
+	ws.qrow = grow(ws.qrow, q.cols)
+	row := ws.qrow[:q.cols]
+	for j := range n {
+		q.dequantRow(row, j0+j)
+		for r := range rows {
+			s := kern.dot(x[r*ldx:r*ldx+q.cols], row)
+			if acc {
+				s += y[r*ldy+j]
+			}
+			y[r*ldy+j] = s
+		}
+	}
 }
 
 // qdequant is kernels.qdequant, or for a raw format dequantRange.

@@ -1,0 +1,127 @@
+//go:build goexperiment.simd && amd64
+
+package ggml
+
+// Q4_K, Q5_K and Q6_K dequantized on AVX-512 (simd/archsimd), 16 values
+// a vector: the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
+// to 32-bit lanes, converted, times the sub-block's scale (a product
+// rounded on its own) and for Q4_K/Q5_K minus its min: the scalar
+// functions' operations one for one, so the same bits.
+//
+// Each block's scalar part (its float16 scales, the sub-blocks' scale and
+// min products) is done before its first vector instruction, the vector
+// part reads those products with vector loads only (bcast), and each
+// block ends with VZEROUPPER: Go's scalar float code, a float load
+// included, is legacy SSE, which pays a large penalty on Intel CPUs while
+// the upper register halves are dirty (policy/native's
+// kernels_simd_amd64.go says more). Shifts take their counts in vectors
+// (VPSRLVD): ShiftAllRight's count goes through a general register into
+// an XMM register, which cost about 200 ns a shift here (these functions
+// ran 6-10 times slower than the scalar ones with it).
+
+import (
+	"encoding/binary"
+	"simd/archsimd"
+)
+
+func init() {
+	if archsimd.X86.AVX512() {
+		Q4_K.blocks = q4KBlocks512
+		Q5_K.blocks = q5KBlocks512
+		Q6_K.blocks = q6KBlocks512
+	}
+}
+
+// bcast is v[i] in 16 lanes, read by a vector load (v has room for 3
+// more values past i).
+func bcast(v []float32, i int) archsimd.Float32x16 {
+	return archsimd.LoadFloat32x4Slice(v[i:]).Broadcast1To16()
+}
+
+// kScales sets the eight sub-blocks' d·sc and dmin·m of a Q4_K or Q5_K
+// block (scalar float work, before any vector instruction).
+func kScales(b []byte, ds, ms *[11]float32) {
+	d, dmin := F16ToF32(binary.LittleEndian.Uint16(b)), F16ToF32(binary.LittleEndian.Uint16(b[2:]))
+	for j := range 8 {
+		sc, m := scaleMinK4(j, b[4:16])
+		ds[j], ms[j] = d*float32(sc), dmin*float32(m)
+	}
+}
+
+func q4KBlocks512(y []float32, src []byte) {
+	var ds, ms [11]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*144:(k+1)*144], y[k*256:(k+1)*256]
+		kScales(b, &ds, &ms)
+		fifteen, four := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4)
+		q := b[16:144]
+		for g := range 4 {
+			d1, m1 := bcast(ds[:], 2*g), bcast(ms[:], 2*g)
+			d2, m2 := bcast(ds[:], 2*g+1), bcast(ms[:], 2*g+1)
+			for h := range 2 {
+				u := archsimd.LoadUint8x16Slice(q[32*g+16*h:]).ExtendToUint32()
+				lo := u.And(fifteen).AsInt32x16().ConvertToFloat32()
+				hi := u.ShiftRight(four).AsInt32x16().ConvertToFloat32()
+				d1.Mul(lo).Sub(m1).StoreSlice(yk[64*g+16*h:])
+				d2.Mul(hi).Sub(m2).StoreSlice(yk[64*g+32+16*h:])
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q5KBlocks512(y []float32, src []byte) {
+	var ds, ms [11]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*176:(k+1)*176], y[k*256:(k+1)*256]
+		kScales(b, &ds, &ms)
+		fifteen, one, four := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(1), archsimd.BroadcastUint32x16(4)
+		qh, q := b[16:48], b[48:176]
+		for g := range 4 {
+			d1, m1 := bcast(ds[:], 2*g), bcast(ms[:], 2*g)
+			d2, m2 := bcast(ds[:], 2*g+1), bcast(ms[:], 2*g+1)
+			lo, hi := archsimd.BroadcastUint32x16(uint32(2*g)), archsimd.BroadcastUint32x16(uint32(2*g+1))
+			for h := range 2 {
+				u := archsimd.LoadUint8x16Slice(q[32*g+16*h:]).ExtendToUint32()
+				hb := archsimd.LoadUint8x16Slice(qh[16*h:]).ExtendToUint32()
+				v1 := u.And(fifteen).Or(hb.ShiftRight(lo).And(one).ShiftLeft(four))
+				v2 := u.ShiftRight(four).Or(hb.ShiftRight(hi).And(one).ShiftLeft(four))
+				d1.Mul(v1.AsInt32x16().ConvertToFloat32()).Sub(m1).StoreSlice(yk[64*g+16*h:])
+				d2.Mul(v2.AsInt32x16().ConvertToFloat32()).Sub(m2).StoreSlice(yk[64*g+32+16*h:])
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q6KBlocks512(y []float32, src []byte) {
+	var s [19]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*210:(k+1)*210], y[k*256:(k+1)*256]
+		d := F16ToF32(binary.LittleEndian.Uint16(b[208:]))
+		for i, sc := range b[192:208] {
+			s[i] = d * float32(int8(sc))
+		}
+		fifteen, three := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(3)
+		two, four, six := archsimd.BroadcastUint32x16(2), archsimd.BroadcastUint32x16(4), archsimd.BroadcastUint32x16(6)
+		thirtyTwo := archsimd.BroadcastInt32x16(32)
+		for h := range 2 {
+			lq, hq, yh := b[64*h:], b[128+32*h:], yk[128*h:]
+			for l0 := 0; l0 < 32; l0 += 16 {
+				a := archsimd.LoadUint8x16Slice(lq[l0:]).ExtendToUint32()
+				c := archsimd.LoadUint8x16Slice(lq[l0+32:]).ExtendToUint32()
+				e := archsimd.LoadUint8x16Slice(hq[l0:]).ExtendToUint32()
+				q1 := a.And(fifteen).Or(e.And(three).ShiftLeft(four))
+				q2 := c.And(fifteen).Or(e.ShiftRight(two).And(three).ShiftLeft(four))
+				q3 := a.ShiftRight(four).Or(e.ShiftRight(four).And(three).ShiftLeft(four))
+				q4 := c.ShiftRight(four).Or(e.ShiftRight(six).And(three).ShiftLeft(four))
+				// Element l+32k of the half: scale 8h + (l+32k)/16.
+				for kk, v := range [4]archsimd.Uint32x16{q1, q2, q3, q4} {
+					sc := bcast(s[:], 8*h+2*kk+l0/16)
+					sc.Mul(v.AsInt32x16().Sub(thirtyTwo).ConvertToFloat32()).StoreSlice(yh[l0+32*kk:])
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
