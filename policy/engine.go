@@ -121,7 +121,8 @@ type Tensor struct {
 	F32   []float32
 	I64   []int64
 	// Blocks, when set (F32 nil), is a base matrix in quantized blocks
-	// of format Quant (q8_0, q4_0, q4_1) as a GGUF file stores them: its
+	// of format Quant (q8_0, q4_0, q4_1, or a raw format: q5_1, the
+	// K-quants, iq4_xs) as a GGUF file stores them: its
 	// rows are the outputs of a dense weight (Shape being the native [in,
 	// out]) or the embedding's tokens (native.Model.SetParamBlocks).
 	Blocks []byte

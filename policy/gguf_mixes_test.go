@@ -95,7 +95,11 @@ func TestLlamaCppMixes(t *testing.T) {
 					t.Errorf("%s: greedy answer %v (%q), transformers' %v (%q)", st, out[0].Tokens, p.Decode(out[0].Tokens), want.Greedy, want.Text)
 				} else {
 					m := e.(*nativeEngine).m
-					t.Logf("%s (%s): %q, transformers' tokens", st, m.BaseStorage(), p.Decode(out[0].Tokens))
+					bytes := m.BaseBytes() // a base that is not frozen is float32 weights
+					if bytes == 0 {
+						bytes = 4 * m.NumParams()
+					}
+					t.Logf("%s (%s, base %.1f MB): %q, transformers' tokens", st, m.BaseStorage(), float64(bytes)/1e6, p.Decode(out[0].Tokens))
 				}
 				p.Close()
 			}

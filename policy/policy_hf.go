@@ -516,8 +516,9 @@ func (p *Policy) blockFormats() map[string]string {
 }
 
 // matrixStorage is native.Options.MatrixStorage under base_storage
-// quant: each base matrix the GGUF file stores in Q8_0, Q4_0 or Q4_1
-// blocks, in its format, by native name (the rest float32). nil for any
+// quant: each base matrix the GGUF file stores in quantized blocks, in
+// the format the engine keeps them in (gguf.BlockFormat), by native name
+// (the rest float32). nil for any
 // other storage (one storage for every matrix).
 func (p *Policy) matrixStorage() map[string]string {
 	if p.Model.BaseStorage != StorageQuant {

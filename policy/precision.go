@@ -143,7 +143,7 @@ func ResolveBaseStorage(mode, spec string) (string, error) {
 }
 
 // QuantizedGGUF reports whether the GGUF file at path stores any matrix
-// in blocks the native engine keeps as they are (Q8_0, Q4_0, Q4_1):
+// in quantized blocks, which the native engine keeps (gguf.BlockFormat):
 // base_storage auto then means quant. Only the header and the tensor
 // table are read.
 func QuantizedGGUF(path string) (bool, error) {

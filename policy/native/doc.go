@@ -128,7 +128,9 @@
 // (Options.BaseStorage q8_0, q4_0 or q4_1, or per matrix
 // Options.MatrixStorage: a GGUF file's tensors as the file stores them;
 // SetParamBlocks takes the file's blocks as they are): a sixth (Q4) to a
-// third (Q8) of float32's memory. Products of more than gemmSmallM rows
+// third (Q8) of float32's memory. Q5_1, the K-quants and IQ4_XS are kept
+// so too (raw formats: no kernels of their own, each product
+// dequantizes the rows it reads; quant.go). Products of more than gemmSmallM rows
 // (prefill, the training forward, the backward pass's input gradient
 // through the frozen base: QLoRA on CPU) dequantize B a block of columns
 // at a time into the micro-kernel's panels, so they compute, bit for bit,

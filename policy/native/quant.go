@@ -14,7 +14,10 @@ import (
 // their float16 scales, the bytes of a GGUF file's tensor rearranged, so
 // that a model opened from a quantized file computes with the file's
 // weights as they are, in about a sixth (Q4) or a third (Q8) of float32's
-// memory, and reads that much less per decoded token.
+// memory, and reads that much less per decoded token. ggml's other
+// formats (Q5_1, the K-quants, IQ4_XS: the raw formats, quantType.raw)
+// are kept as the file's rows of blocks and dequantized a row at a time
+// by every product (policy/ggml's code, the reader's).
 //
 //	Q8_0  y = d·q            q int8,  d float16           34 bytes per 32
 //	Q4_0  y = d·(q-8)        q 4 bits, d float16           18 bytes per 32
