@@ -496,7 +496,8 @@ func (e *Env) materialise(files blobs.Files, tree *blobs.Tree) error {
 	for _, en := range tree.Entries {
 		e.stored[en.Hash] = true
 	}
-	dir, err := os.MkdirTemp(e.cfg.WorkDir, "mlerl-ws-"+safeName(e.s.Spec.TaskID)+"-")
+	sweepStale(e.cfg.WorkDir) // what killed processes left (workspace.go)
+	dir, err := os.MkdirTemp(e.cfg.WorkDir, workspacePattern(e.s.Spec.TaskID))
 	if err != nil {
 		return fmt.Errorf("env: workspace folder: %w", err)
 	}
