@@ -81,7 +81,7 @@ func LoadAgent(ctx context.Context, st store.Store, dir, name, engine string, op
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	tr.Policy.ForInference()
+	tr.Policy.ForInference(engine)
 	tr.Policy.Model.QuantActivations = quantActivations(tr.Policy, opts.Activations)
 	eng, err := tr.Engine(engine)
 	if err != nil {
@@ -114,7 +114,7 @@ func OpenAgent(name, spec, adapter string, budgets Config, engine string, opts A
 	if adapter == "" {
 		pol.Model.LoRA = nil // the base as it is: no adapters to add
 	}
-	pol.ForInference()
+	pol.ForInference(engine)
 	pol.Model.QuantActivations = quantActivations(pol, opts.Activations)
 	eng, err := pol.NewEngine(engine, 0, nil)
 	if err != nil {
@@ -141,17 +141,19 @@ func quantActivations(p *Policy, mode string) string {
 	return ""
 }
 
-// ForInference sets how a policy that only generates stores its weights:
-// a GGUF file's quantized blocks as they are (quant: decoding multiplies
-// by them, reading a fraction of float32's bytes per token), else a
-// float32 base (decoding reads float32 weights; a bf16 base would be
-// widened at every prefill); no recomputation, no dropout.
-func (p *Policy) ForInference() {
+// ForInference sets how a policy that only generates on the named engine
+// stores its weights: on the native engine a GGUF file's quantized
+// blocks as they are (quant: decoding multiplies by them, reading a
+// fraction of float32's bytes per token), else (and on GoMLX, which
+// keeps no blocks) a float32 base (decoding reads float32 weights; a
+// bf16 base would be widened at every prefill); no recomputation, no
+// dropout.
+func (p *Policy) ForInference(engine string) {
 	if p.Kind() != KindHF {
 		return
 	}
 	storage := MatmulFP32
-	if p.Source.Kind == KindGGUF {
+	if p.Source.Kind == KindGGUF && engine != EngineGoMLX {
 		if q, err := QuantizedGGUF(p.Source.Base); err == nil && q {
 			storage = StorageQuant
 		}

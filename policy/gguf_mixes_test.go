@@ -73,7 +73,7 @@ func TestLlamaCppMixes(t *testing.T) {
 					t.Fatal(err)
 				}
 				p.Model.LoRA = nil
-				p.ForInference()
+				p.ForInference(EngineNative)
 				p.Model.BaseStorage = st // ForInference picks quant for a file with blocks
 				e, err := p.NewEngine(EngineNative, 0, nil)
 				if err != nil {

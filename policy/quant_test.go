@@ -65,20 +65,54 @@ func TestResolveBaseStorage(t *testing.T) {
 		t.Errorf("full_finetune auto: %q, %v (want fp32: every weight trains)", r.BaseStorage, err)
 	}
 	// Resolved without the base, auto keeps a checkpoint's quantized
-	// storage; an explicit value does not.
+	// storage; an explicit value does not; on GoMLX (no blocks) it does
+	// not either.
 	tu = DefaultTuning()
 	r, _ := tu.Resolved()
-	if r.ResolveAutoFor(StorageQuant) != StorageQuant || r.ResolveAutoFor(MatmulBF16) != r.BaseStorage {
-		t.Errorf("auto resolved without a base: keeps %q and %q", r.ResolveAutoFor(StorageQuant), r.ResolveAutoFor(MatmulBF16))
+	if r.ResolveAutoFor(StorageQuant, EngineNative) != StorageQuant || r.ResolveAutoFor(MatmulBF16, EngineNative) != r.BaseStorage {
+		t.Errorf("auto resolved without a base: keeps %q and %q", r.ResolveAutoFor(StorageQuant, EngineNative), r.ResolveAutoFor(MatmulBF16, EngineNative))
+	}
+	if got := r.ResolveAutoFor(StorageQuant, EngineGoMLX); got != r.BaseStorage {
+		t.Errorf("auto on gomlx kept the checkpoint's quant: %q, want %q", got, r.BaseStorage)
 	}
 	// Resolved again (train ppo: as its config loads, then as it
 	// starts), it still keeps the checkpoint's quantized storage.
-	if again, _ := r.Resolved(); again.ResolveAutoFor(StorageQuant) != StorageQuant {
-		t.Errorf("auto resolved twice without a base: gave the checkpoint's quant way to %q", again.ResolveAutoFor(StorageQuant))
+	if again, _ := r.Resolved(); again.ResolveAutoFor(StorageQuant, EngineNative) != StorageQuant {
+		t.Errorf("auto resolved twice without a base: gave the checkpoint's quant way to %q", again.ResolveAutoFor(StorageQuant, EngineNative))
 	}
 	tu.BaseStorage = MatmulFP32
-	if r, _ := tu.Resolved(); r.ResolveAutoFor(StorageQuant) != MatmulFP32 {
+	if r, _ := tu.Resolved(); r.ResolveAutoFor(StorageQuant, EngineNative) != MatmulFP32 {
 		t.Errorf("explicit fp32 gave way to the checkpoint's quant")
+	}
+	// A stage on GoMLX: auto on a quantized GGUF file is the float
+	// precision auto means elsewhere; an explicit quant is left for the
+	// engine to refuse, naming the native engine.
+	spec := "gguf:" + ggufTestdata("llamak.gguf")
+	tu = DefaultTuning()
+	if r, err := tu.ResolvedForEngine(spec, EngineNative); err != nil || r.BaseStorage != StorageQuant {
+		t.Errorf("auto on the native engine: %q, %v; want quant", r.BaseStorage, err)
+	}
+	if r, err := tu.ResolvedForEngine(spec, EngineGoMLX); err != nil || r.BaseStorage != cpu {
+		t.Errorf("auto on gomlx: %q, %v; want %q", r.BaseStorage, err, cpu)
+	}
+	tu.BaseStorage = StorageQuant
+	if r, err := tu.ResolvedForEngine(spec, EngineGoMLX); err != nil || r.BaseStorage != StorageQuant {
+		t.Errorf("explicit quant on gomlx: %q, %v", r.BaseStorage, err)
+	}
+	// A policy that only generates keeps the file's blocks on the native
+	// engine only, and builds a GoMLX engine from the same file.
+	p := openQuantGGUF(t, ggufTestdata("llamak.gguf"), MatmulFP32)
+	p.Model.LoRA = nil
+	p.ForInference(EngineGoMLX)
+	if p.Model.BaseStorage != MatmulFP32 {
+		t.Errorf("ForInference(gomlx): base_storage %s, want fp32", p.Model.BaseStorage)
+	}
+	if _, err := p.NewEngine(EngineGoMLX, 1, nil); err != nil {
+		t.Errorf("gomlx engine on a quantized GGUF for inference: %v", err)
+	}
+	p.ForInference(EngineNative)
+	if p.Model.BaseStorage != StorageQuant {
+		t.Errorf("ForInference(native): base_storage %s, want quant", p.Model.BaseStorage)
 	}
 }
 
@@ -297,7 +331,7 @@ func TestQuantStorageRefusals(t *testing.T) {
 		t.Errorf("gomlx with quant: %v", err)
 	}
 	abs, _ := filepath.Abs(ggufTestdata("llama.gguf"))
-	p.ForInference()
+	p.ForInference(EngineNative)
 	if p.Model.BaseStorage != StorageQuant || p.Source.Base != abs {
 		t.Errorf("ForInference keeps %q for a quantized GGUF file", p.Model.BaseStorage)
 	}

@@ -130,7 +130,7 @@ func openGGUFGen(b *testing.B, path, storage, activations string, ctx int) *gguf
 		b.Fatal(err)
 	}
 	p.Model.LoRA = nil // the base as it is: no adapters
-	p.ForInference()
+	p.ForInference(EngineNative)
 	if storage == StorageQuant && p.Model.BaseStorage != StorageQuant {
 		p.Close()
 		b.Fatalf("%s: ForInference keeps base_storage %s, not quant: the file holds no Q8_0/Q4_0/Q4_1 matrices", path, p.Model.BaseStorage)

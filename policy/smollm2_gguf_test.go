@@ -39,7 +39,7 @@ func TestSmolLM2GGUF(t *testing.T) {
 	defer p.Close()
 	opened := time.Since(start)
 	p.Model.LoRA = nil
-	p.ForInference()
+	p.ForInference(EngineNative)
 	start = time.Now()
 	e, err := p.NewEngine(EngineNative, 0, nil)
 	if err != nil {

@@ -143,14 +143,31 @@ func (t Tuning) ResolvedFor(spec string) (Tuning, error) {
 	return t, nil
 }
 
+// ResolvedForEngine is ResolvedFor for a stage that runs the named
+// engine: auto's quant (a GGUF file's blocks kept as they are) is the
+// native engine's alone, so on GoMLX auto means the precision it means
+// for a float base (AutoPrecision) instead.
+func (t Tuning) ResolvedForEngine(spec, engine string) (Tuning, error) {
+	auto := t.BaseStorage == MatmulAuto || t.BaseStorage == ""
+	r, err := t.ResolvedFor(spec)
+	if err != nil || !auto || engine != EngineGoMLX || !QuantizedStorage(r.BaseStorage) {
+		return r, err
+	}
+	if r.BaseStorage, err = AutoPrecision(); err != nil {
+		return t, config.Errorf("base_storage", t.BaseStorage, "%v", err)
+	}
+	return r, nil
+}
+
 // ResolveAutoFor is, for a tuning resolved without knowing its base
 // (Resolved), the base storage to use once the base is known: a
 // checkpoint's recorded storage when it keeps its base in quantized
 // blocks and base_storage was auto (auto would have picked quant had the
 // base been known: the stage keeps what the checkpoint trained on), else
+// the resolved value. On GoMLX (engine), which keeps no blocks, it is
 // the resolved value.
-func (t Tuning) ResolveAutoFor(recorded string) string {
-	if t.autoStorage && !t.FullFinetune && QuantizedStorage(recorded) {
+func (t Tuning) ResolveAutoFor(recorded, engine string) string {
+	if t.autoStorage && !t.FullFinetune && QuantizedStorage(recorded) && engine != EngineGoMLX {
 		return recorded
 	}
 	return t.BaseStorage

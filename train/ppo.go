@@ -199,7 +199,7 @@ func (c *PPOConfig) Derive() { _ = c.resolvePrecision() }
 // the configs of runs from before the key, is fp32: PPO computed in
 // float32 then) and old_logp: the one place train ppo decides them.
 func (c *PPOConfig) resolvePrecision() error {
-	t, terr := c.Tuning.ResolvedFor(c.Policy)
+	t, terr := c.Tuning.ResolvedForEngine(c.Policy, c.Engine)
 	if terr == nil {
 		c.Tuning = t
 	}

@@ -175,7 +175,7 @@ func (r *ppoRun) startPolicy(ctx context.Context) (*policy.Checkpoint, error) {
 	if r.pol.Kind() == policy.KindHF {
 		m := &r.pol.Model
 		// Resolved (newPPORun); auto keeps an SFT checkpoint's quantized base.
-		r.cfg.Tuning.BaseStorage = cfg.Tuning.ResolveAutoFor(m.BaseStorage)
+		r.cfg.Tuning.BaseStorage = cfg.Tuning.ResolveAutoFor(m.BaseStorage, cfg.Engine)
 		m.BaseStorage, m.Recompute = r.cfg.Tuning.BaseStorage, cfg.Tuning.Recompute
 		if m.LoRA != nil {
 			lo := *m.LoRA

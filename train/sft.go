@@ -98,7 +98,7 @@ func (c *SFTConfig) Derive() { _ = c.resolvePrecision() }
 // resolvePrecision resolves matmul (for the engine) and the tuning's
 // base_storage: the one place train sft decides them.
 func (c *SFTConfig) resolvePrecision() error {
-	t, terr := c.Tuning.ResolvedFor(c.Policy)
+	t, terr := c.Tuning.ResolvedForEngine(c.Policy, c.Engine)
 	if terr == nil {
 		c.Tuning = t
 	}

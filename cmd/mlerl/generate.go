@@ -282,7 +282,7 @@ func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy,
 		if cfg.Adapter == "" {
 			pol.Model.LoRA = nil // the model as it is
 		}
-		pol.ForInference()
+		pol.ForInference(cfg.Engine)
 		source = pol.SpecOf()
 		if cfg.Adapter != "" {
 			source += " + adapter " + pol.Source.Adapter
@@ -298,7 +298,7 @@ func openGenerator(ctx context.Context, cfg generateConfig) (pol *policy.Policy,
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("checkpoint %s: %w", cfg.Checkpoint, err)
 	}
-	tr.Policy.ForInference()
+	tr.Policy.ForInference(cfg.Engine)
 	return tr.Policy, func() (policy.Engine, error) { return tr.Engine(cfg.Engine) }, tr.Source, nil
 }
 
