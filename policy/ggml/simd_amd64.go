@@ -3,7 +3,7 @@
 package ggml
 
 // Q4_K, Q5_K and Q6_K dequantized on AVX-512 (simd/archsimd), 16 values
-// a vector: the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
+// a vector, or on AVX2 (Zen 3, Intel before AVX-512), 8: the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
 // to 32-bit lanes, converted, times the sub-block's scale (a product
 // rounded on its own) and for Q4_K/Q5_K minus its min: the scalar
 // functions' operations one for one, so the same bits.
@@ -25,10 +25,15 @@ import (
 )
 
 func init() {
-	if archsimd.X86.AVX512() {
+	switch {
+	case archsimd.X86.AVX512():
 		Q4_K.blocks = q4KBlocks512
 		Q5_K.blocks = q5KBlocks512
 		Q6_K.blocks = q6KBlocks512
+	case archsimd.X86.AVX2():
+		Q4_K.blocks = q4KBlocks256
+		Q5_K.blocks = q5KBlocks256
+		Q6_K.blocks = q6KBlocks256
 	}
 }
 
@@ -119,6 +124,108 @@ func q6KBlocks512(y []float32, src []byte) {
 				for kk, v := range [4]archsimd.Uint32x16{q1, q2, q3, q4} {
 					sc := bcast(s[:], 8*h+2*kk+l0/16)
 					sc.Mul(v.AsInt32x16().Sub(thirtyTwo).ConvertToFloat32()).StoreSlice(yh[l0+32*kk:])
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+// The AVX2 forms: as above on 8 lanes, each 16 bytes loaded once and
+// widened in two halves (bytes8).
+
+// bcast8 is v[i] in 8 lanes, read by a vector load (see bcast).
+func bcast8(v []float32, i int) archsimd.Float32x8 {
+	return archsimd.LoadFloat32x4Slice(v[i:]).Broadcast1To8()
+}
+
+// bytes8 widens q[o:o+16] to two vectors of 8 lanes: bytes o..o+7 and
+// o+8..o+15.
+func bytes8(q []byte, o int) (lo, hi archsimd.Uint32x8) {
+	v := archsimd.LoadUint8x16Slice(q[o:])
+	w := v.AsUint64x2()
+	return v.ExtendLo8ToUint32(), w.InterleaveHi(w).AsUint8x16().ExtendLo8ToUint32()
+}
+
+func q4KBlocks256(y []float32, src []byte) {
+	var ds, ms [11]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*144:(k+1)*144], y[k*256:(k+1)*256]
+		kScales(b, &ds, &ms)
+		fifteen, four := archsimd.BroadcastUint32x8(15), archsimd.BroadcastUint32x8(4)
+		q := b[16:144]
+		for g := range 4 {
+			d1, m1 := bcast8(ds[:], 2*g), bcast8(ms[:], 2*g)
+			d2, m2 := bcast8(ds[:], 2*g+1), bcast8(ms[:], 2*g+1)
+			for h := range 2 {
+				u0, u1 := bytes8(q, 32*g+16*h)
+				for i, u := range [2]archsimd.Uint32x8{u0, u1} {
+					o := 16*h + 8*i
+					d1.Mul(u.And(fifteen).AsInt32x8().ConvertToFloat32()).Sub(m1).StoreSlice(yk[64*g+o:])
+					d2.Mul(u.ShiftRight(four).AsInt32x8().ConvertToFloat32()).Sub(m2).StoreSlice(yk[64*g+32+o:])
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q5KBlocks256(y []float32, src []byte) {
+	var ds, ms [11]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*176:(k+1)*176], y[k*256:(k+1)*256]
+		kScales(b, &ds, &ms)
+		fifteen, one, four := archsimd.BroadcastUint32x8(15), archsimd.BroadcastUint32x8(1), archsimd.BroadcastUint32x8(4)
+		qh, q := b[16:48], b[48:176]
+		for g := range 4 {
+			d1, m1 := bcast8(ds[:], 2*g), bcast8(ms[:], 2*g)
+			d2, m2 := bcast8(ds[:], 2*g+1), bcast8(ms[:], 2*g+1)
+			lo, hi := archsimd.BroadcastUint32x8(uint32(2*g)), archsimd.BroadcastUint32x8(uint32(2*g+1))
+			for h := range 2 {
+				u0, u1 := bytes8(q, 32*g+16*h)
+				h0, h1 := bytes8(qh, 16*h)
+				for i, u := range [2]archsimd.Uint32x8{u0, u1} {
+					hb := [2]archsimd.Uint32x8{h0, h1}[i]
+					o := 16*h + 8*i
+					v1 := u.And(fifteen).Or(hb.ShiftRight(lo).And(one).ShiftLeft(four))
+					v2 := u.ShiftRight(four).Or(hb.ShiftRight(hi).And(one).ShiftLeft(four))
+					d1.Mul(v1.AsInt32x8().ConvertToFloat32()).Sub(m1).StoreSlice(yk[64*g+o:])
+					d2.Mul(v2.AsInt32x8().ConvertToFloat32()).Sub(m2).StoreSlice(yk[64*g+32+o:])
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q6KBlocks256(y []float32, src []byte) {
+	var s [19]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*210:(k+1)*210], y[k*256:(k+1)*256]
+		d := F16ToF32(binary.LittleEndian.Uint16(b[208:]))
+		for i, sc := range b[192:208] {
+			s[i] = d * float32(int8(sc))
+		}
+		fifteen, three := archsimd.BroadcastUint32x8(15), archsimd.BroadcastUint32x8(3)
+		two, four, six := archsimd.BroadcastUint32x8(2), archsimd.BroadcastUint32x8(4), archsimd.BroadcastUint32x8(6)
+		thirtyTwo := archsimd.BroadcastInt32x8(32)
+		for h := range 2 {
+			lq, hq, yh := b[64*h:], b[128+32*h:], yk[128*h:]
+			for l0 := 0; l0 < 32; l0 += 16 {
+				a0, a1 := bytes8(lq, l0)
+				c0, c1 := bytes8(lq, l0+32)
+				e0, e1 := bytes8(hq, l0)
+				for i := range 2 {
+					a, c, e := [2]archsimd.Uint32x8{a0, a1}[i], [2]archsimd.Uint32x8{c0, c1}[i], [2]archsimd.Uint32x8{e0, e1}[i]
+					q1 := a.And(fifteen).Or(e.And(three).ShiftLeft(four))
+					q2 := c.And(fifteen).Or(e.ShiftRight(two).And(three).ShiftLeft(four))
+					q3 := a.ShiftRight(four).Or(e.ShiftRight(four).And(three).ShiftLeft(four))
+					q4 := c.ShiftRight(four).Or(e.ShiftRight(six).And(three).ShiftLeft(four))
+					l := l0 + 8*i
+					for kk, v := range [4]archsimd.Uint32x8{q1, q2, q3, q4} {
+						sc := bcast8(s[:], 8*h+2*kk+l0/16)
+						sc.Mul(v.AsInt32x8().Sub(thirtyTwo).ConvertToFloat32()).StoreSlice(yh[l+32*kk:])
+					}
 				}
 			}
 		}

@@ -5,6 +5,7 @@ package ggml
 import (
 	"math"
 	"math/rand/v2"
+	"simd/archsimd"
 	"syscall"
 	"testing"
 )
@@ -12,15 +13,32 @@ import (
 // scaleOffsets are each format's float16 fields in a block.
 var scaleOffsets = map[*Format][]int{Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208}}
 
-// TestVectorBlocks: the AVX-512 dequantizers give the scalar ones' values
-// bit for bit, on random blocks (every byte drawn; the float16 scales
-// any finite half, subnormals and negatives included).
+// vectorForms are each format's vector dequantizers and the CPU feature
+// each needs.
+var vectorForms = []struct {
+	f       *Format
+	name    string
+	blocks  func(y []float32, src []byte)
+	present func() bool
+}{
+	{Q4_K, "avx512", q4KBlocks512, archsimd.X86.AVX512}, {Q5_K, "avx512", q5KBlocks512, archsimd.X86.AVX512}, {Q6_K, "avx512", q6KBlocks512, archsimd.X86.AVX512},
+	{Q4_K, "avx2", q4KBlocks256, archsimd.X86.AVX2}, {Q5_K, "avx2", q5KBlocks256, archsimd.X86.AVX2}, {Q6_K, "avx2", q6KBlocks256, archsimd.X86.AVX2},
+}
+
+// TestVectorBlocks: each vector dequantizer this CPU runs (AVX-512 and
+// AVX2 where it has both: each is tested, whichever the package uses)
+// gives the scalar one's values bit for bit, on random blocks (every
+// byte drawn; the float16 scales any finite half, subnormals and
+// negatives included).
 func TestVectorBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for f, offs := range scaleOffsets {
-		if f.blocks == nil {
-			t.Skipf("%s: no vector dequantizer on this CPU (AVX-512)", f.Name)
+	ran := 0
+	for _, vf := range vectorForms {
+		if !vf.present() {
+			continue
 		}
+		ran++
+		f, offs := vf.f, scaleOffsets[vf.f]
 		const n = 37
 		src := make([]byte, n*f.Bytes)
 		for i := range src {
@@ -36,15 +54,18 @@ func TestVectorBlocks(t *testing.T) {
 			}
 		}
 		got, want := make([]float32, n*f.Values), make([]float32, n*f.Values)
-		f.DequantBlocks(got, src)
+		vf.blocks(got, src)
 		for k := range n {
 			f.Dequant(want[k*f.Values:(k+1)*f.Values], src[k*f.Bytes:(k+1)*f.Bytes])
 		}
 		for i := range want {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s: value %d (block %d) is %v, the scalar dequantizer's %v", f.Name, i, i/f.Values, got[i], want[i])
+				t.Fatalf("%s %s: value %d (block %d) is %v, the scalar dequantizer's %v", f.Name, vf.name, i, i/f.Values, got[i], want[i])
 			}
 		}
+	}
+	if ran == 0 {
+		t.Skip("no vector dequantizer on this CPU (AVX-512 or AVX2)")
 	}
 }
 
@@ -76,8 +97,10 @@ func BenchmarkDequant(b *testing.B) {
 				b.ReportMetric((cpuSeconds()-c)/float64(b.N)/float64(n*256)*1e9, "cpu-ns/value")
 			})
 		}
-		if f.blocks != nil {
-			run("vector", func() { f.DequantBlocks(y, src) })
+		for _, vf := range vectorForms {
+			if vf.f == f && vf.present() {
+				run(vf.name, func() { vf.blocks(y, src) })
+			}
 		}
 		run("scalar", func() {
 			for k := range n {
