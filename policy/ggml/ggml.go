@@ -188,34 +188,48 @@ func iq4NL(y []float32, b []byte) {
 	}
 }
 
-func q2K(y []float32, b []byte) {
-	scales, q := b[0:16], b[16:80]
+// q2KScales sets a Q2_K block's sixteen sub-block scales d·sc and mins
+// dmin·m (arrays with room for vector loads past the sixteenth).
+func q2KScales(b []byte, dl, ml *[19]float32) {
 	d, dmin := f16(b[80:]), f16(b[82:])
+	for i, sc := range b[0:16] {
+		dl[i], ml[i] = d*float32(sc&0xf), dmin*float32(sc>>4)
+	}
+}
+
+func q2K(y []float32, b []byte) {
+	var dl, ml [19]float32
+	q2KScales(b, &dl, &ml)
+	q := b[16:80]
 	// Two halves of 128: each of their 32 bytes holds four 2-bit values,
 	// bits 2s..2s+1 being element 32s+l of the half; a scale byte per 16.
 	for h := range 2 {
 		for s := range 4 {
 			for l := range 32 {
 				e := 128*h + 32*s + l
-				sc := scales[e/16]
-				dl, ml := d*float32(sc&0xf), dmin*float32(sc>>4)
-				y[e] = float32(dl*float32(q[32*h+l]>>(2*s)&3)) - ml
+				y[e] = float32(dl[e/16]*float32(q[32*h+l]>>(2*s)&3)) - ml[e/16]
 			}
 		}
 	}
 }
 
-func q3K(y []float32, b []byte) {
-	hmask, q, sb := b[0:32], b[32:96], b[96:108]
-	d := f16(b[108:])
-	// Scale i: its low four bits are a nibble of bytes 0-7 (low nibbles
-	// for 0-7, high for 8-15), its top two bits 2(i/4) of byte 8+i%4.
-	var scale [16]float32
+// q3KScales sets a Q3_K block's sixteen sub-block scales d·(sc-32):
+// scale i's low four bits are a nibble of bytes 0-7 of its scales (low
+// nibbles for 0-7, high for 8-15), its top two bits 2(i/4) of byte
+// 8+i%4.
+func q3KScales(b []byte, scale *[19]float32) {
+	sb, d := b[96:108], f16(b[108:])
 	for i := range 16 {
 		lo := sb[i%8] >> (4 * (i / 8)) & 0xf
 		hi := sb[8+i%4] >> (2 * (i / 4)) & 3
 		scale[i] = d * float32(int(lo|hi<<4)-32)
 	}
+}
+
+func q3K(y []float32, b []byte) {
+	var scale [19]float32
+	q3KScales(b, &scale)
+	hmask, q := b[0:32], b[32:96]
 	// The low two bits as Q2_K's; element e's high bit is bit e/32 of
 	// hmask[e%32], and a clear bit subtracts 4.
 	for h := range 2 {

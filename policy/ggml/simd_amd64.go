@@ -2,8 +2,8 @@
 
 package ggml
 
-// Q4_K, Q5_K and Q6_K dequantized on AVX-512 (simd/archsimd), 16 values
-// a vector, or on AVX2 (Zen 3, Intel before AVX-512), 8: the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
+// The K-quants (Q2_K to Q6_K) dequantized on AVX-512 (simd/archsimd), 16
+// values a vector, or on AVX2 (Zen 3, Intel before AVX-512), 8: the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
 // to 32-bit lanes, converted, times the sub-block's scale (a product
 // rounded on its own) and for Q4_K/Q5_K minus its min: the scalar
 // functions' operations one for one, so the same bits.
@@ -27,10 +27,14 @@ import (
 func init() {
 	switch {
 	case archsimd.X86.AVX512():
+		Q2_K.blocks = q2KBlocks512
+		Q3_K.blocks = q3KBlocks512
 		Q4_K.blocks = q4KBlocks512
 		Q5_K.blocks = q5KBlocks512
 		Q6_K.blocks = q6KBlocks512
 	case archsimd.X86.AVX2():
+		Q2_K.blocks = q2KBlocks256
+		Q3_K.blocks = q3KBlocks256
 		Q4_K.blocks = q4KBlocks256
 		Q5_K.blocks = q5KBlocks256
 		Q6_K.blocks = q6KBlocks256
@@ -225,6 +229,103 @@ func q6KBlocks256(y []float32, src []byte) {
 					for kk, v := range [4]archsimd.Uint32x8{q1, q2, q3, q4} {
 						sc := bcast8(s[:], 8*h+2*kk+l0/16)
 						sc.Mul(v.AsInt32x8().Sub(thirtyTwo).ConvertToFloat32()).StoreSlice(yh[l+32*kk:])
+					}
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+// Q2_K and Q3_K: four 2-bit values a byte (bits 2s..2s+1 are element
+// 32s+l of a half of 128), Q3_K's third bit from hmask (bit 4h+s of
+// hmask[l]; clear subtracts 4), a scale (and Q2_K's min) per 16 values.
+
+func q2KBlocks512(y []float32, src []byte) {
+	var dl, ml [19]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*84:(k+1)*84], y[k*256:(k+1)*256]
+		q2KScales(b, &dl, &ml)
+		three := archsimd.BroadcastUint32x16(3)
+		for h := range 2 {
+			for l0 := 0; l0 < 32; l0 += 16 {
+				u := archsimd.LoadUint8x16Slice(b[16+32*h+l0:]).ExtendToUint32()
+				for s := range 4 {
+					v := u.ShiftRight(archsimd.BroadcastUint32x16(uint32(2 * s))).And(three).AsInt32x16().ConvertToFloat32()
+					e := 128*h + 32*s + l0
+					bcast(dl[:], e/16).Mul(v).Sub(bcast(ml[:], e/16)).StoreSlice(yk[e:])
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q3KBlocks512(y []float32, src []byte) {
+	var sc [19]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*110:(k+1)*110], y[k*256:(k+1)*256]
+		q3KScales(b, &sc)
+		one, two, three := archsimd.BroadcastUint32x16(1), archsimd.BroadcastUint32x16(2), archsimd.BroadcastUint32x16(3)
+		four := archsimd.BroadcastInt32x16(4)
+		for h := range 2 {
+			for l0 := 0; l0 < 32; l0 += 16 {
+				u := archsimd.LoadUint8x16Slice(b[32+32*h+l0:]).ExtendToUint32()
+				hm := archsimd.LoadUint8x16Slice(b[l0:]).ExtendToUint32()
+				for s := range 4 {
+					v := u.ShiftRight(archsimd.BroadcastUint32x16(uint32(2 * s))).And(three)
+					hb := hm.ShiftRight(archsimd.BroadcastUint32x16(uint32(4*h + s))).And(one).ShiftLeft(two)
+					e := 128*h + 32*s + l0
+					bcast(sc[:], e/16).Mul(v.Or(hb).AsInt32x16().Sub(four).ConvertToFloat32()).StoreSlice(yk[e:])
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q2KBlocks256(y []float32, src []byte) {
+	var dl, ml [19]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*84:(k+1)*84], y[k*256:(k+1)*256]
+		q2KScales(b, &dl, &ml)
+		three := archsimd.BroadcastUint32x8(3)
+		for h := range 2 {
+			for l0 := 0; l0 < 32; l0 += 16 {
+				u0, u1 := bytes8(b, 16+32*h+l0)
+				for s := range 4 {
+					sh := archsimd.BroadcastUint32x8(uint32(2 * s))
+					for i, u := range [2]archsimd.Uint32x8{u0, u1} {
+						v := u.ShiftRight(sh).And(three).AsInt32x8().ConvertToFloat32()
+						e := 128*h + 32*s + l0
+						bcast8(dl[:], e/16).Mul(v).Sub(bcast8(ml[:], e/16)).StoreSlice(yk[e+8*i:])
+					}
+				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q3KBlocks256(y []float32, src []byte) {
+	var sc [19]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*110:(k+1)*110], y[k*256:(k+1)*256]
+		q3KScales(b, &sc)
+		one, two, three := archsimd.BroadcastUint32x8(1), archsimd.BroadcastUint32x8(2), archsimd.BroadcastUint32x8(3)
+		four := archsimd.BroadcastInt32x8(4)
+		for h := range 2 {
+			for l0 := 0; l0 < 32; l0 += 16 {
+				u0, u1 := bytes8(b, 32+32*h+l0)
+				h0, h1 := bytes8(b, l0)
+				for s := range 4 {
+					sh, hs := archsimd.BroadcastUint32x8(uint32(2*s)), archsimd.BroadcastUint32x8(uint32(4*h+s))
+					for i, u := range [2]archsimd.Uint32x8{u0, u1} {
+						hm := [2]archsimd.Uint32x8{h0, h1}[i]
+						v := u.ShiftRight(sh).And(three)
+						hb := hm.ShiftRight(hs).And(one).ShiftLeft(two)
+						e := 128*h + 32*s + l0
+						bcast8(sc[:], e/16).Mul(v.Or(hb).AsInt32x8().Sub(four).ConvertToFloat32()).StoreSlice(yk[e+8*i:])
 					}
 				}
 			}

@@ -11,7 +11,7 @@ import (
 )
 
 // scaleOffsets are each format's float16 fields in a block.
-var scaleOffsets = map[*Format][]int{Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208}}
+var scaleOffsets = map[*Format][]int{Q2_K: {80, 82}, Q3_K: {108}, Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208}}
 
 // vectorForms are each format's vector dequantizers and the CPU feature
 // each needs.
@@ -21,7 +21,9 @@ var vectorForms = []struct {
 	blocks  func(y []float32, src []byte)
 	present func() bool
 }{
+	{Q2_K, "avx512", q2KBlocks512, archsimd.X86.AVX512}, {Q3_K, "avx512", q3KBlocks512, archsimd.X86.AVX512},
 	{Q4_K, "avx512", q4KBlocks512, archsimd.X86.AVX512}, {Q5_K, "avx512", q5KBlocks512, archsimd.X86.AVX512}, {Q6_K, "avx512", q6KBlocks512, archsimd.X86.AVX512},
+	{Q2_K, "avx2", q2KBlocks256, archsimd.X86.AVX2}, {Q3_K, "avx2", q3KBlocks256, archsimd.X86.AVX2},
 	{Q4_K, "avx2", q4KBlocks256, archsimd.X86.AVX2}, {Q5_K, "avx2", q5KBlocks256, archsimd.X86.AVX2}, {Q6_K, "avx2", q6KBlocks256, archsimd.X86.AVX2},
 }
 
@@ -76,7 +78,7 @@ func TestVectorBlocks(t *testing.T) {
 // GOMAXPROCS=1 so that the CPU is this goroutine's.
 func BenchmarkDequant(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, f := range []*Format{Q4_K, Q5_K, Q6_K} {
+	for _, f := range []*Format{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
 		const n = 1536 * 576 / 256
 		src := make([]byte, n*f.Bytes)
 		for i := range src {
