@@ -246,19 +246,29 @@ func q3K(y []float32, b []byte) {
 	}
 }
 
-func iq4XS(y []float32, b []byte) {
+// iq4XSScales sets an IQ4_XS block's eight sub-block scales d·(ls-32):
+// sub-block j's ls is a nibble of scales_l[j/2] and bits 2j..2j+1 of
+// scales_h.
+func iq4XSScales(b []byte, dl *[11]float32) {
 	d := f16(b)
 	sh := binary.LittleEndian.Uint16(b[2:])
-	sl, q := b[4:8], b[8:136]
-	// Eight sub-blocks of 32, each laid out as IQ4_NL's block; sub-block
-	// j's scale: a nibble of scales_l[j/2] and bits 2j..2j+1 of scales_h.
+	sl := b[4:8]
 	for j := range 8 {
 		ls := sl[j/2]>>(4*(j%2))&0xf | byte(sh>>(2*j)&3)<<4
-		dl := d * float32(int(ls)-32)
+		dl[j] = d * float32(int(ls)-32)
+	}
+}
+
+func iq4XS(y []float32, b []byte) {
+	var dl [11]float32
+	iq4XSScales(b, &dl)
+	q := b[8:136]
+	// Eight sub-blocks of 32, each laid out as IQ4_NL's block.
+	for j := range 8 {
 		qs, y := q[16*j:16*j+16], y[32*j:]
 		for i := range 16 {
-			y[i] = dl * float32(IQ4NLValues[qs[i]&0xf])
-			y[i+16] = dl * float32(IQ4NLValues[qs[i]>>4])
+			y[i] = dl[j] * float32(IQ4NLValues[qs[i]&0xf])
+			y[i+16] = dl[j] * float32(IQ4NLValues[qs[i]>>4])
 		}
 	}
 }

@@ -2,8 +2,9 @@
 
 package ggml
 
-// The K-quants (Q2_K to Q6_K) dequantized on AVX-512 (simd/archsimd), 16
-// values a vector, or on AVX2 (Zen 3, Intel before AVX-512), 8: the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
+// The K-quants (Q2_K to Q6_K) and Q5_1 dequantized on AVX-512
+// (simd/archsimd), 16 values a vector, or on AVX2 (Zen 3, Intel before
+// AVX-512), 8, and IQ4_XS on AVX-512 (its levels through VPERMPS): the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
 // to 32-bit lanes, converted, times the sub-block's scale (a product
 // rounded on its own) and for Q4_K/Q5_K minus its min: the scalar
 // functions' operations one for one, so the same bits.
@@ -32,12 +33,15 @@ func init() {
 		Q4_K.blocks = q4KBlocks512
 		Q5_K.blocks = q5KBlocks512
 		Q6_K.blocks = q6KBlocks512
+		IQ4_XS.blocks = iq4XSBlocks512
+		Q5_1.blocks = q51Blocks512
 	case archsimd.X86.AVX2():
 		Q2_K.blocks = q2KBlocks256
 		Q3_K.blocks = q3KBlocks256
 		Q4_K.blocks = q4KBlocks256
 		Q5_K.blocks = q5KBlocks256
 		Q6_K.blocks = q6KBlocks256
+		Q5_1.blocks = q51Blocks256
 	}
 }
 
@@ -328,6 +332,97 @@ func q3KBlocks256(y []float32, src []byte) {
 						bcast8(sc[:], e/16).Mul(v.Or(hb).AsInt32x8().Sub(four).ConvertToFloat32()).StoreSlice(yk[e+8*i:])
 					}
 				}
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+// iq4XSLevels are IQ4NLValues as float32 (exact), VPERMPS's table.
+var iq4XSLevels = func() (t [16]float32) {
+	for i, v := range IQ4NLValues {
+		t[i] = float32(v)
+	}
+	return t
+}()
+
+func iq4XSBlocks512(y []float32, src []byte) {
+	var dl [11]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*136:(k+1)*136], y[k*256:(k+1)*256]
+		iq4XSScales(b, &dl)
+		table := archsimd.LoadFloat32x16(&iq4XSLevels)
+		fifteen, four := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4)
+		for j := range 8 {
+			u := archsimd.LoadUint8x16Slice(b[8+16*j:]).ExtendToUint32()
+			s := bcast(dl[:], j)
+			s.Mul(table.Permute(u.And(fifteen))).StoreSlice(yk[32*j:])
+			s.Mul(table.Permute(u.ShiftRight(four))).StoreSlice(yk[32*j+16:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+// Q5_1: blocks of 32, so a run of blocks' float16 d and m are widened
+// first (q51Chunk blocks at a time), then the vector pass: element i's
+// fifth bit is bit i of qh (i < 16, the low nibbles) or i+16.
+
+const q51Chunk = 64
+
+// q51Scales widens the d and m of blocks [k0, k0+n) of src.
+func q51Scales(src []byte, k0, n int, d, m *[q51Chunk + 3]float32) {
+	for k := range n {
+		b := src[(k0+k)*24:]
+		d[k], m[k] = f16(b), f16(b[2:])
+	}
+}
+
+// lanes16 is 0..15 and 16..31 (shift counts for qh's bits).
+var lanes16 = [32]uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}
+
+func q51Blocks512(y []float32, src []byte) {
+	var d, m [q51Chunk + 3]float32
+	nb := len(y) / 32
+	for k0 := 0; k0 < nb; k0 += q51Chunk {
+		n := min(q51Chunk, nb-k0)
+		q51Scales(src, k0, n, &d, &m)
+		fifteen, one, four := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(1), archsimd.BroadcastUint32x16(4)
+		lo, hi := archsimd.LoadUint32x16Slice(lanes16[:16]), archsimd.LoadUint32x16Slice(lanes16[16:])
+		for k := range n {
+			b, yk := src[(k0+k)*24:(k0+k+1)*24], y[(k0+k)*32:(k0+k+1)*32]
+			qh := archsimd.LoadUint8x16Slice(b[4:20]).AsUint32x4().Broadcast1To16()
+			u := archsimd.LoadUint8x16Slice(b[8:24]).ExtendToUint32()
+			v0 := u.And(fifteen).Or(qh.ShiftRight(lo).And(one).ShiftLeft(four))
+			v1 := u.ShiftRight(four).Or(qh.ShiftRight(hi).And(one).ShiftLeft(four))
+			dk, mk := bcast(d[:], k), bcast(m[:], k)
+			dk.Mul(v0.AsInt32x16().ConvertToFloat32()).Add(mk).StoreSlice(yk)
+			dk.Mul(v1.AsInt32x16().ConvertToFloat32()).Add(mk).StoreSlice(yk[16:])
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+func q51Blocks256(y []float32, src []byte) {
+	var d, m [q51Chunk + 3]float32
+	nb := len(y) / 32
+	for k0 := 0; k0 < nb; k0 += q51Chunk {
+		n := min(q51Chunk, nb-k0)
+		q51Scales(src, k0, n, &d, &m)
+		fifteen, one, four := archsimd.BroadcastUint32x8(15), archsimd.BroadcastUint32x8(1), archsimd.BroadcastUint32x8(4)
+		var sh [4]archsimd.Uint32x8
+		for i := range sh {
+			sh[i] = archsimd.LoadUint32x8Slice(lanes16[8*i:])
+		}
+		for k := range n {
+			b, yk := src[(k0+k)*24:(k0+k+1)*24], y[(k0+k)*32:(k0+k+1)*32]
+			qh := archsimd.LoadUint8x16Slice(b[4:20]).AsUint32x4().Broadcast1To8()
+			u0, u1 := bytes8(b, 8)
+			dk, mk := bcast8(d[:], k), bcast8(m[:], k)
+			for i, u := range [2]archsimd.Uint32x8{u0, u1} {
+				v0 := u.And(fifteen).Or(qh.ShiftRight(sh[i]).And(one).ShiftLeft(four))
+				v1 := u.ShiftRight(four).Or(qh.ShiftRight(sh[i+2]).And(one).ShiftLeft(four))
+				dk.Mul(v0.AsInt32x8().ConvertToFloat32()).Add(mk).StoreSlice(yk[8*i:])
+				dk.Mul(v1.AsInt32x8().ConvertToFloat32()).Add(mk).StoreSlice(yk[16+8*i:])
 			}
 		}
 		archsimd.ClearAVXUpperBits()

@@ -11,7 +11,7 @@ import (
 )
 
 // scaleOffsets are each format's float16 fields in a block.
-var scaleOffsets = map[*Format][]int{Q2_K: {80, 82}, Q3_K: {108}, Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208}}
+var scaleOffsets = map[*Format][]int{Q2_K: {80, 82}, Q3_K: {108}, Q4_K: {0, 2}, Q5_K: {0, 2}, Q6_K: {208}, IQ4_XS: {0}, Q5_1: {0, 2}}
 
 // vectorForms are each format's vector dequantizers and the CPU feature
 // each needs.
@@ -23,7 +23,8 @@ var vectorForms = []struct {
 }{
 	{Q2_K, "avx512", q2KBlocks512, archsimd.X86.AVX512}, {Q3_K, "avx512", q3KBlocks512, archsimd.X86.AVX512},
 	{Q4_K, "avx512", q4KBlocks512, archsimd.X86.AVX512}, {Q5_K, "avx512", q5KBlocks512, archsimd.X86.AVX512}, {Q6_K, "avx512", q6KBlocks512, archsimd.X86.AVX512},
-	{Q2_K, "avx2", q2KBlocks256, archsimd.X86.AVX2}, {Q3_K, "avx2", q3KBlocks256, archsimd.X86.AVX2},
+	{IQ4_XS, "avx512", iq4XSBlocks512, archsimd.X86.AVX512}, {Q5_1, "avx512", q51Blocks512, archsimd.X86.AVX512},
+	{Q2_K, "avx2", q2KBlocks256, archsimd.X86.AVX2}, {Q3_K, "avx2", q3KBlocks256, archsimd.X86.AVX2}, {Q5_1, "avx2", q51Blocks256, archsimd.X86.AVX2},
 	{Q4_K, "avx2", q4KBlocks256, archsimd.X86.AVX2}, {Q5_K, "avx2", q5KBlocks256, archsimd.X86.AVX2}, {Q6_K, "avx2", q6KBlocks256, archsimd.X86.AVX2},
 }
 
@@ -41,7 +42,10 @@ func TestVectorBlocks(t *testing.T) {
 		}
 		ran++
 		f, offs := vf.f, scaleOffsets[vf.f]
-		const n = 37
+		n := 37
+		if f.Values == 32 {
+			n = 37*8 + 5 // more than one chunk of Q5_1's scales
+		}
 		src := make([]byte, n*f.Bytes)
 		for i := range src {
 			src[i] = byte(r.Uint32())
@@ -78,8 +82,8 @@ func TestVectorBlocks(t *testing.T) {
 // GOMAXPROCS=1 so that the CPU is this goroutine's.
 func BenchmarkDequant(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, f := range []*Format{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K} {
-		const n = 1536 * 576 / 256
+	for _, f := range []*Format{Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, Q5_1} {
+		n := 1536 * 576 / f.Values
 		src := make([]byte, n*f.Bytes)
 		for i := range src {
 			src[i] = byte(r.Uint32())
@@ -89,14 +93,14 @@ func BenchmarkDequant(b *testing.B) {
 				src[k*f.Bytes+o], src[k*f.Bytes+o+1] = 0, 0x3c // 1.0
 			}
 		}
-		y := make([]float32, n*256)
+		y := make([]float32, n*f.Values)
 		run := func(name string, do func()) {
 			b.Run(f.Name+"/"+name, func(b *testing.B) {
 				c := cpuSeconds()
 				for range b.N {
 					do()
 				}
-				b.ReportMetric((cpuSeconds()-c)/float64(b.N)/float64(n*256)*1e9, "cpu-ns/value")
+				b.ReportMetric((cpuSeconds()-c)/float64(b.N)/float64(n*f.Values)*1e9, "cpu-ns/value")
 			})
 		}
 		for _, vf := range vectorForms {
@@ -106,7 +110,7 @@ func BenchmarkDequant(b *testing.B) {
 		}
 		run("scalar", func() {
 			for k := range n {
-				f.Dequant(y[k*256:(k+1)*256], src[k*f.Bytes:(k+1)*f.Bytes])
+				f.Dequant(y[k*f.Values:(k+1)*f.Values], src[k*f.Bytes:(k+1)*f.Bytes])
 			}
 		})
 	}
