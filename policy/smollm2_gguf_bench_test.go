@@ -133,7 +133,7 @@ func openGGUFGen(b *testing.B, path, storage, activations string, ctx int) *gguf
 	p.ForInference(EngineNative)
 	if storage == StorageQuant && p.Model.BaseStorage != StorageQuant {
 		p.Close()
-		b.Fatalf("%s: ForInference keeps base_storage %s, not quant: the file holds no Q8_0/Q4_0/Q4_1 matrices", path, p.Model.BaseStorage)
+		b.Fatalf("%s: ForInference keeps base_storage %s, not quant: the file holds no quantized matrices", path, p.Model.BaseStorage)
 	}
 	p.Model.BaseStorage = storage
 	p.Model.QuantActivations = quantActivations(p, activations)

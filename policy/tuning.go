@@ -79,7 +79,7 @@ type Tuning struct {
 	// BaseStorage is how the frozen base is stored (native.Options'
 	// BaseStorage and MatrixStorage): auto, fp32, bf16, quant or a
 	// quantized format (precision.go's ResolveBaseStorage).
-	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (quant for a GGUF file of quantized blocks, else bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), fp32, bf16, quant (a GGUF file's Q8_0/Q4_0/Q4_1 matrices kept in their blocks, the native engine multiplying by them), or q8_0, q4_0, q4_1 (every base matrix quantized to that format on load)"`
+	BaseStorage string `yaml:"base_storage" help:"Hugging Face policies with LoRA: how the frozen base is stored: auto (quant for a GGUF file of quantized blocks on the native engine, else bf16 where the CPU's bf16 products outrun float32: AMX tiles, or AMD's AVX512_BF16; else fp32; the printed config shows what it resolved to), fp32, bf16, quant (a GGUF file's quantized matrices kept in their blocks, the native engine multiplying by them: Q8_0/Q4_0/Q4_1 directly, the K-quants, IQ4 and Q5 types dequantized as it computes), or q8_0, q4_0, q4_1 (every base matrix quantized to that format on load)"`
 	// autoStorage records that BaseStorage was auto before it was
 	// resolved without knowing the base (train ppo from an SFT
 	// checkpoint, whose policy.json names it): the stage then keeps the
