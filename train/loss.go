@@ -62,7 +62,7 @@ func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st 
 		}
 		loss := 0.0
 		right := false // the current action name's tokens so far are all argmax
-		for i, t := range targets {
+		for i, t := range targets { // the loss and statistics from log p
 			row := dLogits[i*vocab : (i+1)*vocab]
 			loss -= float64(weights[i]) * float64(row[t])
 			if st != nil && act[i] {
@@ -79,9 +79,13 @@ func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st 
 					}
 				}
 			}
+		}
+		native.ExpRows(dLogits[:len(targets)*vocab], vocab) // now p
+		for i, t := range targets { // the gradient: w_i/Σw · (p - onehot(t))
+			row := dLogits[i*vocab : (i+1)*vocab]
 			coef := float32(float64(weights[i]) / wsum)
-			for j, lp := range row {
-				row[j] = coef * float32(math.Exp(float64(lp)))
+			for j, p := range row {
+				row[j] = coef * p
 			}
 			row[t] -= coef
 		}

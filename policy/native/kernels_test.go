@@ -292,6 +292,28 @@ func TestVectorHelpers(t *testing.T) {
 	})
 }
 
+// TestExpRows: each kernel tier's ExpRows is math.Exp within 2⁻²¹ of the
+// value (a few float32 roundings), over log-probabilities' range, with
+// exp of a masked -1e30 exactly 0.
+func TestExpRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	x := make([]float32, 5*41)
+	for i := range x {
+		x[i] = float32(-40 * r.Float64())
+	}
+	x[3], x[50] = -1e30, 0
+	forEachKernel(t, func(t *testing.T) {
+		got := append([]float32(nil), x...)
+		ExpRows(got, 41)
+		for i, v := range x {
+			want := math.Exp(float64(v))
+			if math.Abs(float64(got[i])-want) > 0x1p-21*want || want == 0 && got[i] != 0 {
+				t.Errorf("exp(%g) = %g, want %g", v, got[i], want)
+			}
+		}
+	})
+}
+
 func TestLogSoftmaxRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	x := randSlice(r, 3*37)

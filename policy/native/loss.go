@@ -151,3 +151,22 @@ func LogSoftmaxRows(x []float32, cols int) {
 		p.ws[w].buf = tmp
 	})
 }
+
+// ExpRows sets every value of x (rows of cols values) to its
+// exponential, the rows split over the workers, with the kernels' expf
+// (kernels.expShift: within a few float32 roundings of math.Exp). SFT's
+// loss turns its log-probabilities into the probabilities of its
+// gradient with it: a vocabulary's worth per target token.
+func ExpRows(x []float32, cols int) {
+	if cols <= 0 || len(x)%cols != 0 {
+		panic(fmt.Sprintf("native: ExpRows: %d values are not rows of %d", len(x), cols))
+	}
+	if err := selectKernels(); err != nil {
+		panic(err)
+	}
+	p := workers()
+	p.chunks(len(x)/cols, 16, func(w, lo, hi int) {
+		kern.expShift(x[lo*cols:hi*cols], 0, 1)
+	})
+}
+
