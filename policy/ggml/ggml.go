@@ -17,7 +17,8 @@ import (
 // each product rounded before the sum (the explicit float32 conversions
 // keep the compiler from fusing them into an FMA), so that the values
 // equal the gguf package's gguf.quants.dequantize bit for bit
-// (testdata/quants.json).
+// (policy/gguf/testdata/quants.json, TestDequantizeMatchesGGUF: the
+// vector forms of simd_amd64.go included, as gguf.Dequantize uses them).
 //
 //	Q8_0  32 per block: f16 d, int8 q[32];                x = d*q
 //	Q4_0  32 per block: f16 d, u8 q[16] (two nibbles);    x = d*(q-8)
@@ -27,7 +28,7 @@ import (
 //	Q5_1  32 per block: f16 d, f16 m, u32 qh, u8 q[16];   x = d*q + m
 //	      (as Q4_0/Q4_1, element i's fifth bit is bit i of qh)
 //	IQ4_NL 32 per block: f16 d, u8 q[16];                 x = d*kv[q]
-//	      (kv: sixteen non-uniform levels, iq4nlValues)
+//	      (kv: sixteen non-uniform levels, IQ4NLValues)
 //	Q2_K 256 per block: u8 scales[16] (4-bit scale, 4-bit min), u8 q[64]
 //	      (2 bits each), f16 d, f16 dmin; per 16: x = d*sc*q - dmin*m
 //	Q3_K 256 per block: u8 hmask[32], u8 q[64], u8 scales[12] (sixteen
