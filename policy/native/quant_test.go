@@ -41,11 +41,15 @@ func quantConfigs() []struct {
 }
 
 // setRandom writes N(0, 0.3²) values into every parameter of m (norm
-// gains 1 + that), quantized where m stores them so.
+// gains 1 + that), quantized where m stores them so; a matrix in a raw
+// format (which takes blocks only) is left as it is.
 func setRandom(t testing.TB, m *Model, seed uint64) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 17))
 	for _, p := range m.Params() {
+		if q, _ := parseQuant(p.Quant); q.raw() != nil {
+			continue
+		}
 		v := make([]float32, p.Size())
 		for i := range v {
 			v[i] = float32(0.3 * r.NormFloat64())

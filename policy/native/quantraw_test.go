@@ -89,7 +89,7 @@ func rawConfigs() []struct {
 
 // newRawModel is a model of cfg whose every base matrix is kept in typ's
 // blocks (MatrixStorage, a loaded base), written with random blocks; the
-// other parameters random as setRandom draws them.
+// other parameters as setRandom draws them.
 func newRawModel(t *testing.T, cfg Config, lo LoRAConfig, typ quantType, seed uint64) *Model {
 	t.Helper()
 	plain, err := NewWithOptions(cfg, Options{LoRA: lo}, 1)
@@ -106,23 +106,13 @@ func newRawModel(t *testing.T, cfg Config, lo LoRAConfig, typ quantType, seed ui
 	if err != nil {
 		t.Fatal(err)
 	}
+	setRandom(t, m, seed)
 	r := rand.New(rand.NewPCG(seed, 19))
 	for _, p := range m.Params() {
 		if p.Quant != "" {
 			if err := m.SetParamBlocks(p.Name, p.Quant, randRawBlocks(r, typ, p.Size()/typ.blockValues())); err != nil {
 				t.Fatal(err)
 			}
-			continue
-		}
-		v := make([]float32, p.Size())
-		for i := range v {
-			v[i] = float32(0.3 * r.NormFloat64())
-			if strings.Contains(p.Name, "gain") {
-				v[i]++
-			}
-		}
-		if err := m.SetParam(p.Name, v); err != nil {
-			t.Fatal(err)
 		}
 	}
 	return m
