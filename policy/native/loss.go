@@ -169,4 +169,3 @@ func ExpRows(x []float32, cols int) {
 		kern.expShift(x[lo*cols:hi*cols], 0, 1)
 	})
 }
-
