@@ -62,7 +62,8 @@ func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st 
 		}
 		loss := 0.0
 		right := false // the current action name's tokens so far are all argmax
-		for i, t := range targets { // the loss and statistics from log p
+		// The loss and the statistics, from log p.
+		for i, t := range targets {
 			row := dLogits[i*vocab : (i+1)*vocab]
 			loss -= float64(weights[i]) * float64(row[t])
 			if st != nil && act[i] {
@@ -81,7 +82,8 @@ func sftLossStats(targets []int32, weights []float32, act []bool, vocab int, st 
 			}
 		}
 		native.ExpRows(dLogits[:len(targets)*vocab], vocab) // now p
-		for i, t := range targets { // the gradient: w_i/Σw · (p - onehot(t))
+		// The gradient: w_i/Σw · (p - onehot(t)).
+		for i, t := range targets {
 			row := dLogits[i*vocab : (i+1)*vocab]
 			coef := float32(float64(weights[i]) / wsum)
 			for j, p := range row {
