@@ -2,9 +2,9 @@
 
 package ggml
 
-// The K-quants (Q2_K to Q6_K) and Q5_1 dequantized on AVX-512
+// The K-quants (Q2_K to Q6_K), IQ4_XS and Q5_1 dequantized on AVX-512
 // (simd/archsimd), 16 values a vector, or on AVX2 (Zen 3, Intel before
-// AVX-512), 8, and IQ4_XS on AVX-512 (its levels through VPERMPS): the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
+// AVX-512), 8 (IQ4_XS's levels through VPERMPS, or VPSHUFB on AVX2): the nibbles (and Q5_K's fifth, Q6_K's top two bits) widened
 // to 32-bit lanes, converted, times the sub-block's scale (a product
 // rounded on its own) and for Q4_K/Q5_K minus its min: the scalar
 // functions' operations one for one, so the same bits.
@@ -42,6 +42,7 @@ func init() {
 		Q5_K.blocks = q5KBlocks256
 		Q6_K.blocks = q6KBlocks256
 		Q5_1.blocks = q51Blocks256
+		IQ4_XS.blocks = iq4XSBlocks256
 	}
 }
 
@@ -423,6 +424,29 @@ func q51Blocks256(y []float32, src []byte) {
 				v1 := u.ShiftRight(four).Or(qh.ShiftRight(sh[i+2]).And(one).ShiftLeft(four))
 				dk.Mul(v0.AsInt32x8().ConvertToFloat32()).Add(mk).StoreSlice(yk[8*i:])
 				dk.Mul(v1.AsInt32x8().ConvertToFloat32()).Add(mk).StoreSlice(yk[16+8*i:])
+			}
+		}
+		archsimd.ClearAVXUpperBits()
+	}
+}
+
+// iq4XSBlocks256 is IQ4_XS on AVX2: each 16 bytes' nibbles looked up in
+// the sixteen int8 levels (VPSHUFB), widened 8 at a time.
+func iq4XSBlocks256(y []float32, src []byte) {
+	var dl [11]float32
+	for k := range len(y) / 256 {
+		b, yk := src[k*136:(k+1)*136], y[k*256:(k+1)*256]
+		iq4XSScales(b, &dl)
+		table := archsimd.LoadInt8x16Slice(IQ4NLValues[:])
+		fifteen, four := archsimd.BroadcastUint8x16(15), archsimd.BroadcastUint16x8(4)
+		for j := range 8 {
+			v := archsimd.LoadUint8x16Slice(b[8+16*j:])
+			s := bcast8(dl[:], j)
+			for h, idx := range [2]archsimd.Uint8x16{v.And(fifteen), v.AsUint16x8().ShiftRight(four).AsUint8x16().And(fifteen)} {
+				kv := table.PermuteOrZero(idx.AsInt8x16())
+				w := kv.AsInt64x2()
+				s.Mul(kv.ExtendLo8ToInt32().ConvertToFloat32()).StoreSlice(yk[32*j+16*h:])
+				s.Mul(w.InterleaveHi(w).AsInt8x16().ExtendLo8ToInt32().ConvertToFloat32()).StoreSlice(yk[32*j+16*h+8:])
 			}
 		}
 		archsimd.ClearAVXUpperBits()

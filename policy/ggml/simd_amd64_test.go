@@ -25,6 +25,7 @@ var vectorForms = []struct {
 	{Q4_K, "avx512", q4KBlocks512, archsimd.X86.AVX512}, {Q5_K, "avx512", q5KBlocks512, archsimd.X86.AVX512}, {Q6_K, "avx512", q6KBlocks512, archsimd.X86.AVX512},
 	{IQ4_XS, "avx512", iq4XSBlocks512, archsimd.X86.AVX512}, {Q5_1, "avx512", q51Blocks512, archsimd.X86.AVX512},
 	{Q2_K, "avx2", q2KBlocks256, archsimd.X86.AVX2}, {Q3_K, "avx2", q3KBlocks256, archsimd.X86.AVX2}, {Q5_1, "avx2", q51Blocks256, archsimd.X86.AVX2},
+	{IQ4_XS, "avx2", iq4XSBlocks256, archsimd.X86.AVX2},
 	{Q4_K, "avx2", q4KBlocks256, archsimd.X86.AVX2}, {Q5_K, "avx2", q5KBlocks256, archsimd.X86.AVX2}, {Q6_K, "avx2", q6KBlocks256, archsimd.X86.AVX2},
 }
 
