@@ -1,8 +1,9 @@
-// Package ggml holds ggml's quantized block formats: their sizes and
-// their dequantization into float32, shared by the GGUF reader
+// Package ggml holds ggml's quantized block formats: their sizes, their
+// dequantization into float32, and for Q4_K, Q5_K and Q6_K a fused dot
+// product with a float32 vector (Format.Dot), shared by the GGUF reader
 // (policy/gguf, which reads any of them) and the native engine
 // (policy/native, which keeps a frozen base's matrices in them and
-// dequantizes as it computes).
+// dequantizes, or for one input row takes Dot, as it computes).
 package ggml
 
 import (
@@ -58,6 +59,8 @@ type Format struct {
 	// blocks, where set, is DequantBlocks on vector registers (simd_amd64.go),
 	// the same values bit for bit.
 	blocks func(y []float32, src []byte)
+	// dot, where set, is Dot on vector registers (dot_amd64.go).
+	dot func(x []float32, src []byte, scratch []float32) float32
 }
 
 // The formats, ggml-common.h's block sizes.
@@ -101,25 +104,48 @@ func (f *Format) DequantBlocks(y []float32, src []byte) {
 	}
 }
 
+// HasDot says whether Dot has a fused form for f on this CPU (Q4_K, Q5_K
+// and Q6_K on AVX-512 or AVX2). Without one, a caller dequantizes
+// (DequantBlocks) and takes its own dot product.
+func (f *Format) HasDot() bool { return f.dot != nil }
+
+// DotScratch is the length of the scratch Dot needs for n values: each
+// block's scales, unpacked.
+func DotScratch(n int) int { return 8*(n/256) + 4 }
+
+// Dot is x · the values of src's blocks (len(x) of them, a whole number
+// of blocks) without writing the values anywhere: the decode step's
+// product of one input row with a quantized row. scratch has at least
+// DotScratch(len(x)) values. The sum is within float32 rounding of the
+// dot product of DequantBlocks's values, not bit for bit (dot_amd64.go).
+// It panics unless HasDot.
+func (f *Format) Dot(x []float32, src []byte, scratch []float32) float32 {
+	nb := len(x) / f.Values
+	return f.dot(x[:nb*f.Values], src[:nb*f.Bytes], scratch[:DotScratch(len(x))])
+}
+
 // F16ToF32 widens an IEEE half-precision value (exact).
-func F16ToF32(h uint16) float32 {
+func F16ToF32(h uint16) float32 { return math.Float32frombits(f16Bits(h)) }
+
+// f16Bits is F16ToF32's value's bits, by integer instructions only.
+func f16Bits(h uint16) uint32 {
 	sign := uint32(h>>15) << 31
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h) & 0x3ff
 	switch {
 	case exp == 0x1f: // Inf, NaN
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+		return sign | 0x7f800000 | man<<13
 	case exp == 0 && man == 0:
-		return math.Float32frombits(sign)
+		return sign
 	case exp == 0: // subnormal: normalize
 		e := uint32(127 - 15 + 1)
 		for man&0x400 == 0 {
 			man <<= 1
 			e--
 		}
-		return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
+		return sign | e<<23 | (man&0x3ff)<<13
 	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
+	return sign | (exp+127-15)<<23 | man<<13
 }
 
 func f16(b []byte) float32 { return F16ToF32(binary.LittleEndian.Uint16(b)) }

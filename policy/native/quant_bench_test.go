@@ -112,7 +112,8 @@ func bigOptions(b *testing.B, opt Options) Options {
 
 // BenchmarkQGemvRaw measures the decode step's product of one input row
 // with a matrix in each raw format (kept as a GGUF file stores it:
-// qgemvRaw dequantizes each row, then its dot product) of the shape of
+// qgemvRaw dequantizes each row, then its dot product, or for Q4_K, Q5_K
+// and Q6_K takes ggml's fused dot product: both forms measured) of the shape of
 // SmolLM2-135M's ffn_down (1536 inputs, 576 outputs: the matrices
 // llama.cpp's Q4_K_M stores in Q4_K and Q6_K), against the float32
 // product with the same values (kernels.gemv: what a base dequantized on
@@ -145,16 +146,28 @@ func BenchmarkQGemvRaw(b *testing.B) {
 		for i := range qs {
 			qs[i] = &qmat{typ: typ, rows: n, cols: k, nb: proto.nb, rowBytes: proto.rowBytes, data: append([]byte(nil), proto.data...)}
 		}
-		b.Run(fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name), func(b *testing.B) {
-			c0 := cpuSeconds()
-			for i := 0; i < b.N; i++ {
-				q := qs[i%copies]
-				for j0 := 0; j0 < n; j0 += qgemvRows {
-					qgemvRaw(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, y[j0:], n, false)
-				}
+		forms := []bool{false}
+		if typ.raw().HasDot() {
+			forms = []bool{true, false}
+		}
+		for _, fused := range forms {
+			name := fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name)
+			if len(forms) > 1 {
+				name += map[bool]string{true: "/fused", false: "/dequant"}[fused]
 			}
-			report(b, c0, proto.bytes())
-		})
+			b.Run(name, func(b *testing.B) {
+				defer func(was bool) { fusedRawDot = was }(fusedRawDot)
+				fusedRawDot = fused
+				c0 := cpuSeconds()
+				for i := 0; i < b.N; i++ {
+					q := qs[i%copies]
+					for j0 := 0; j0 < n; j0 += qgemvRows {
+						qgemvRaw(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, y[j0:], n, false)
+					}
+				}
+				report(b, c0, proto.bytes())
+			})
+		}
 	}
 	// The float32 product: B as the dense layer holds it ([in, out]).
 	w := make([]float32, k*n)

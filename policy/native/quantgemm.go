@@ -1,6 +1,10 @@
 package native
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mlerl/mlerl/policy/ggml"
+)
 
 // Products with a B in quantized blocks (gemmOp.bq; quant.go).
 
@@ -88,7 +92,23 @@ func gemvRaw(p *pool, op gemmOp) {
 // (row j0+j of q) for j < n and r < rows (+ y when acc), each row
 // dequantized once (ggml's values, as a float32 base holds them) into
 // ws.qrow, then its dot product with every input row (kernels.dot).
+// With one input row (decoding one sequence), a format that has a fused
+// dot product on this CPU (ggml's Format.Dot: Q4_K, Q5_K, Q6_K) takes it
+// instead, which never writes the row's values: the same sums to within
+// float32 rounding.
 func qgemvRaw(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool) {
+	if f := q.typ.raw(); rows == 1 && f != nil && f.HasDot() && fusedRawDot {
+		ws.qscratch = grow(ws.qscratch, ggml.DotScratch(q.cols))
+		xr := x[:q.cols]
+		for j := range n {
+			s := f.Dot(xr, q.row(j0+j), ws.qscratch)
+			if acc {
+				s += y[j]
+			}
+			y[j] = s
+		}
+		return
+	}
 	ws.qrow = grow(ws.qrow, q.cols)
 	row := ws.qrow[:q.cols]
 	for j := range n {
@@ -102,6 +122,10 @@ func qgemvRaw(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y [
 		}
 	}
 }
+
+// fusedRawDot lets qgemvRaw take ggml's fused dot products; the tests and
+// BenchmarkQGemvRaw turn it off to compare with dequantizing each row.
+var fusedRawDot = true
 
 // qdequant is kernels.qdequant, or for a raw format dequantRange.
 func qdequant(q *qmat, dst []float32, j, b0, b1 int) {
