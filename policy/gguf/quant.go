@@ -38,7 +38,7 @@ func Dequantize(t Type, b []byte, n int) ([]float32, error) {
 		return out, nil
 	case F16:
 		for i := range out {
-			out[i] = hf.F16ToFloat32(le.Uint16(b[2*i:]))
+			out[i] = ggml.F16ToF32(le.Uint16(b[2*i:]))
 		}
 		return out, nil
 	case BF16:

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mlerl/mlerl/policy/ggml"
 	"github.com/mlerl/mlerl/policy/hf"
 )
 
@@ -183,7 +184,7 @@ func checkRounded(t *testing.T, typ Type, name string, shape []int, want, got []
 		case typ == BF16:
 			w = math.Float32frombits(uint32(hf.Float32ToBF16(want[i])) << 16)
 		case typ == F16 || !q8:
-			w = hf.F16ToFloat32(hf.Float32ToF16(want[i]))
+			w = ggml.F16ToF32(hf.Float32ToF16(want[i]))
 		default:
 			// Q8_0: rows are whole blocks; the block's step d is
 			// max|x|/127, stored as f16: q*d_f16 is within d/2 of x plus

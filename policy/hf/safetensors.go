@@ -12,6 +12,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mlerl/mlerl/policy/ggml"
 )
 
 // DType is a safetensors element type.
@@ -340,33 +342,11 @@ func decode(b []byte, d DType) []float32 {
 	case F16:
 		out := make([]float32, len(b)/2)
 		for i := range out {
-			out[i] = F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = ggml.F16ToF32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 		return out
 	}
 	return nil
-}
-
-// F16ToFloat32 converts an IEEE half-precision value.
-func F16ToFloat32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := int(h>>10) & 0x1f
-	frac := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // inf or NaN
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp == 0 && frac == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal, frac * 2^-24: shift k times to (1.m) * 2^(-14-k)
-		k := 0
-		for frac&0x400 == 0 {
-			frac <<= 1
-			k++
-		}
-		frac &= 0x3ff
-		return math.Float32frombits(sign | uint32(-14-k+127)<<23 | frac<<13)
-	}
-	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | frac<<13)
 }
 
 // Float32ToBF16 rounds to the nearest bfloat16, ties to even, as

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mlerl/mlerl/policy/ggml"
 )
 
 // rawFile builds a safetensors file from a header value and data bytes,
@@ -187,7 +189,7 @@ func TestFloatConversions(t *testing.T) {
 	}
 	// Every half value survives f16 -> f32 -> f16.
 	for h := range 1 << 16 {
-		f := F16ToFloat32(uint16(h))
+		f := ggml.F16ToF32(uint16(h))
 		if f != f {
 			continue
 		}
