@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -102,6 +103,7 @@ type ggufGen struct {
 	p           *Policy
 	e           Engine
 	m           *native.Model
+	path        string
 	ggufBytes   int64
 	activations string
 }
@@ -142,7 +144,7 @@ func openGGUFGen(b *testing.B, path, storage, activations string, ctx int) *gguf
 		p.Close()
 		b.Fatal(err)
 	}
-	g := &ggufGen{p: p, e: e, m: e.(*nativeEngine).m, ggufBytes: tensorBytes, activations: activations}
+	g := &ggufGen{p: p, e: e, m: e.(*nativeEngine).m, path: path, ggufBytes: tensorBytes, activations: activations}
 	if got := g.m.QuantActivations(); activations == ActivationsInt8 && got != ActivationsInt8 {
 		p.Close()
 		b.Fatalf("the engine runs %s activations, not int8", got)
@@ -155,9 +157,10 @@ func openGGUFGen(b *testing.B, path, storage, activations string, ctx int) *gguf
 
 // checkGreedy fails b unless the engine's greedy answer to the chat
 // question, with float32 inputs, is transformers' (the committed
-// reference of TestSmolLM2GGUF): the benchmark then times the real model,
-// loaded right. An int8 engine is switched to float32 inputs for the
-// check and back; its own answer is logged.
+// reference of TestSmolLM2GGUF, or for one of scripts/gguf_mixes.sh's
+// files, by its name, TestLlamaCppMixes' in mixes.json): the benchmark
+// then times the real model, loaded right. An int8 engine is switched to
+// float32 inputs for the check and back; its own answer is logged.
 func (g *ggufGen) checkGreedy(b *testing.B) {
 	raw, err := os.ReadFile(ggufTestdata("smollm2.json"))
 	if err != nil {
@@ -166,6 +169,21 @@ func (g *ggufGen) checkGreedy(b *testing.B) {
 	var ref struct{ IDs, Greedy []int32 }
 	if err := json.Unmarshal(raw, &ref); err != nil {
 		b.Fatal(err)
+	}
+	wantText := "The capital of France is Paris."
+	if raw, err := os.ReadFile(ggufTestdata("mixes.json")); err == nil {
+		var mixes struct {
+			Files map[string]struct {
+				Greedy []int32
+				Text   string
+			}
+		}
+		if err := json.Unmarshal(raw, &mixes); err != nil {
+			b.Fatal(err)
+		}
+		if m, ok := mixes.Files[filepath.Base(g.path)]; ok {
+			ref.Greedy, wantText = m.Greedy, m.Text
+		}
 	}
 	ids, err := g.p.hf.EncodeChat([]hf.Message{{Role: "user", Content: "What is the capital of France?"}}, true)
 	if err != nil {
@@ -179,7 +197,7 @@ func (g *ggufGen) checkGreedy(b *testing.B) {
 		b.Fatalf("chat-rendered question %v, transformers' %v", question, ref.IDs)
 	}
 	answer := func() []int32 {
-		out, err := Generator{Engine: g.e, Policy: g.p}.Generate([][]int32{question}, GenerateOptions{MaxNewTokens: 24})
+		out, err := Generator{Engine: g.e, Policy: g.p}.Generate([][]int32{question}, GenerateOptions{MaxNewTokens: max(24, len(ref.Greedy))})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -197,7 +215,7 @@ func (g *ggufGen) checkGreedy(b *testing.B) {
 		}()
 	}
 	got := answer()
-	if text := g.p.Decode(got); !slices.Equal(got, ref.Greedy) || !strings.HasPrefix(text, "The capital of France is Paris.") {
+	if text := g.p.Decode(got); !slices.Equal(got, ref.Greedy) || !strings.HasPrefix(text, wantText) {
 		b.Fatalf("greedy answer %v (%q) with float32 inputs, transformers' %v: the file is not decoded as transformers reads it", got, text, ref.Greedy)
 	}
 }

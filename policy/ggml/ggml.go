@@ -61,6 +61,8 @@ type Format struct {
 	blocks func(y []float32, src []byte)
 	// dot, where set, is Dot on vector registers (dot_amd64.go).
 	dot func(x []float32, src []byte, scratch []float32) float32
+	// dot2, where set, is Dot2 (dot2_amd64.go).
+	dot2 func(xa, xb []float32, src []byte, scratch []float32) (float32, float32)
 }
 
 // The formats, ggml-common.h's block sizes.
@@ -122,6 +124,18 @@ func DotScratch(n int) int { return 8*(n/256) + 4 }
 func (f *Format) Dot(x []float32, src []byte, scratch []float32) float32 {
 	nb := len(x) / f.Values
 	return f.dot(x[:nb*f.Values], src[:nb*f.Bytes], scratch[:DotScratch(len(x))])
+}
+
+// HasDot2 says whether Dot2 has a fused form for f on this CPU (Q4_K,
+// Q5_K and Q6_K on AVX-512).
+func (f *Format) HasDot2() bool { return f.dot2 != nil }
+
+// Dot2 is Dot for two vectors of the same length at once: each block's
+// levels converted once for both. Each result has Dot's bits. It panics
+// unless HasDot2.
+func (f *Format) Dot2(xa, xb []float32, src []byte, scratch []float32) (float32, float32) {
+	nb := len(xa) / f.Values
+	return f.dot2(xa[:nb*f.Values], xb[:nb*f.Values], src[:nb*f.Bytes], scratch[:DotScratch(len(xa))])
 }
 
 // F16ToF32 widens an IEEE half-precision value (exact).

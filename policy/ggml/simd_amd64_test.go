@@ -246,3 +246,34 @@ func BenchmarkDot(b *testing.B) {
 		}
 	}
 }
+
+// TestDot2: each two-row fused form gives, for each of its rows, the
+// one-row form's result bit for bit (the same operations in the same
+// order), on random blocks and rows of 1 to 7 blocks.
+func TestDot2(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	forms := []struct {
+		f    *Format
+		dot2 func(xa, xb []float32, src []byte, s []float32) (float32, float32)
+		dot  func(x []float32, src []byte, s []float32) float32
+	}{{Q4_K, q4KDot2x512, q4KDot512}, {Q5_K, q5KDot2x512, q5KDot512}, {Q6_K, q6KDot2x512, q6KDot512}}
+	if !archsimd.X86.AVX512() {
+		t.Skip("the two-row forms are AVX-512 only")
+	}
+	for _, fm := range forms {
+		for trial := range 40 {
+			n := 1 + trial%7
+			src := randomBlocks(r, fm.f, n)
+			xa, xb := make([]float32, n*256), make([]float32, n*256)
+			for i := range xa {
+				xa[i], xb[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			s := make([]float32, DotScratch(len(xa)))
+			a, b := fm.dot2(xa, xb, src, s)
+			wa, wb := fm.dot(xa, src, s), fm.dot(xb, src, s)
+			if math.Float32bits(a) != math.Float32bits(wa) || math.Float32bits(b) != math.Float32bits(wb) {
+				t.Fatalf("%s, %d blocks: two-row form %v, %v; one-row form %v, %v", fm.f.Name, n, a, b, wa, wb)
+			}
+		}
+	}
+}

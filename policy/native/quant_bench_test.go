@@ -132,10 +132,18 @@ func BenchmarkQGemvRaw(b *testing.B) {
 	}
 	y := make([]float32, n)
 	ws := &workspace{}
-	report := func(b *testing.B, c0 float64, bytes int) {
+	// Two to eight input rows (evaluation's lockstep episodes, at most
+	// gemmSmallM) for the formats with a two-row fused form: weights/s
+	// counts each weight once per row.
+	xs, ys := make([]float32, 8*k), make([]float32, 8*n)
+	copy(xs, x)
+	for i := k; i < 8*k; i++ {
+		xs[i] = float32(r.NormFloat64())
+	}
+	report := func(b *testing.B, c0 float64, rows, bytes int) {
 		sec, cpu := b.Elapsed().Seconds(), cpuSeconds()-c0
-		b.ReportMetric(float64(k*n)*float64(b.N)/sec/1e9, "Gweights/s")
-		b.ReportMetric(float64(k*n)*float64(b.N)/cpu/1e9, "Gweights/cpu-s")
+		b.ReportMetric(float64(rows*k*n)*float64(b.N)/sec/1e9, "Gweights/s")
+		b.ReportMetric(float64(rows*k*n)*float64(b.N)/cpu/1e9, "Gweights/cpu-s")
 		b.ReportMetric(float64(bytes)*float64(b.N)/sec/1e9, "GB/s")
 	}
 	for _, typ := range []quantType{qQ4_K, qQ6_K, qQ5_K, qQ3_K, qQ2_K, qIQ4_XS, qQ5_1} {
@@ -150,23 +158,31 @@ func BenchmarkQGemvRaw(b *testing.B) {
 		if typ.raw().HasDot() {
 			forms = []bool{true, false}
 		}
-		for _, fused := range forms {
-			name := fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name)
-			if len(forms) > 1 {
-				name += map[bool]string{true: "/fused", false: "/dequant"}[fused]
+		for _, rows := range []int{1, 2, 4, 8} {
+			if rows > 1 && !typ.raw().HasDot2() {
+				continue
 			}
-			b.Run(name, func(b *testing.B) {
-				defer func(was bool) { fusedRawDot = was }(fusedRawDot)
-				fusedRawDot = fused
-				c0 := cpuSeconds()
-				for i := 0; i < b.N; i++ {
-					q := qs[i%copies]
-					for j0 := 0; j0 < n; j0 += qgemvRows {
-						qgemvRaw(ws, q, j0, min(qgemvRows, n-j0), x, k, 1, y[j0:], n, false)
-					}
+			for _, fused := range forms {
+				name := fmt.Sprintf("%s/%dx%d/%s", typ, k, n, kern.name)
+				if rows > 1 {
+					name += fmt.Sprintf("/rows=%d", rows)
 				}
-				report(b, c0, proto.bytes())
-			})
+				if len(forms) > 1 {
+					name += map[bool]string{true: "/fused", false: "/dequant"}[fused]
+				}
+				b.Run(name, func(b *testing.B) {
+					defer func(was bool) { fusedRawDot = was }(fusedRawDot)
+					fusedRawDot = fused
+					c0 := cpuSeconds()
+					for i := 0; i < b.N; i++ {
+						q := qs[i%copies]
+						for j0 := 0; j0 < n; j0 += qgemvRows {
+							qgemvRaw(ws, q, j0, min(qgemvRows, n-j0), xs, k, rows, ys[j0:], n, false)
+						}
+					}
+					report(b, c0, rows, proto.bytes())
+				})
+			}
 		}
 	}
 	// The float32 product: B as the dense layer holds it ([in, out]).
@@ -184,6 +200,6 @@ func BenchmarkQGemvRaw(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			kern.gemv(x, ws32[i%copies], n, y, false)
 		}
-		report(b, c0, 4*k*n)
+		report(b, c0, 1, 4*k*n)
 	})
 }

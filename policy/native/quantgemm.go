@@ -92,20 +92,32 @@ func gemvRaw(p *pool, op gemmOp) {
 // (row j0+j of q) for j < n and r < rows (+ y when acc), each row
 // dequantized once (ggml's values, as a float32 base holds them) into
 // ws.qrow, then its dot product with every input row (kernels.dot).
-// With one input row (decoding one sequence), a format that has a fused
-// dot product on this CPU (ggml's Format.Dot: Q4_K, Q5_K, Q6_K) takes it
-// instead, which never writes the row's values: the same sums to within
-// float32 rounding.
+// A format that has a fused dot product on this CPU (ggml's Format.Dot:
+// Q4_K, Q5_K, Q6_K) takes it instead, which never writes the row's
+// values: with one input row (decoding one sequence), and with more
+// where it also has the two-row form (Format.Dot2, on AVX-512:
+// evaluation decodes a task's episodes in lockstep), input rows in
+// pairs. The same sums to within float32 rounding.
 func qgemvRaw(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y []float32, ldy int, acc bool) {
-	if f := q.typ.raw(); rows == 1 && f != nil && f.HasDot() && fusedRawDot {
+	if f := q.typ.raw(); f != nil && f.HasDot() && fusedRawDot && (rows == 1 || f.HasDot2()) {
 		ws.qscratch = grow(ws.qscratch, ggml.DotScratch(q.cols))
-		xr := x[:q.cols]
-		for j := range n {
-			s := f.Dot(xr, q.row(j0+j), ws.qscratch)
+		put := func(r, j int, s float32) {
 			if acc {
-				s += y[j]
+				s += y[r*ldy+j]
 			}
-			y[j] = s
+			y[r*ldy+j] = s
+		}
+		for j := range n {
+			row := q.row(j0 + j)
+			r := 0
+			for ; r+2 <= rows; r += 2 {
+				a, b := f.Dot2(x[r*ldx:r*ldx+q.cols], x[(r+1)*ldx:(r+1)*ldx+q.cols], row, ws.qscratch)
+				put(r, j, a)
+				put(r+1, j, b)
+			}
+			if r < rows {
+				put(r, j, f.Dot(x[r*ldx:r*ldx+q.cols], row, ws.qscratch))
+			}
 		}
 		return
 	}

@@ -193,6 +193,72 @@ func TestRawDequantRange(t *testing.T) {
 	}
 }
 
+// TestQGemvRawFused: for every raw format, qgemvRaw with 1 to 5 input
+// rows (strided, as decoding lays them out; accumulating into y or not)
+// gives the float64 products of the dequantized rows within float32
+// rounding of the terms' magnitudes, both by the row-by-row path (each
+// weight row dequantized, then kernels.dot) and by the form the format
+// takes on this CPU: the fused dot
+// products of Q4_K, Q5_K and Q6_K (rows in pairs where the two-row form
+// exists), the other formats' row-by-row path itself.
+func TestQGemvRawFused(t *testing.T) {
+	if err := selectKernels(); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, typ := range rawTypes() {
+		const n, cols, ldx, ldy = 7, 768, 800, 9
+		q := newQmat(typ, n, cols)
+		q.setBlocks(randRawBlocks(r, typ, n*cols/typ.blockValues()))
+		for rows := 1; rows <= 5; rows++ {
+			x := make([]float32, rows*ldx)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			for _, acc := range []bool{false, true} {
+				y0 := make([]float32, rows*ldy)
+				for i := range y0 {
+					y0[i] = float32(r.NormFloat64())
+				}
+				got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
+				ws := &workspace{}
+				qgemvRaw(ws, q, 0, n, x, ldx, rows, got, ldy, acc)
+				fusedRawDot = false
+				qgemvRaw(ws, q, 0, n, x, ldx, rows, want, ldy, acc)
+				fusedRawDot = true
+				row := make([]float32, cols)
+				for j := range n {
+					q.dequantRow(row, j)
+					for rr := range rows {
+						var ref, mag float64
+						for i, v := range row {
+							ref += float64(v) * float64(x[rr*ldx+i])
+							mag += math.Abs(float64(v) * float64(x[rr*ldx+i]))
+						}
+						if acc {
+							ref += float64(y0[rr*ldy+j])
+							mag += math.Abs(float64(y0[rr*ldy+j]))
+						}
+						for _, c := range []struct {
+							path string
+							v    float32
+						}{{"this CPU's", got[rr*ldy+j]}, {"the row-by-row", want[rr*ldy+j]}} {
+							if d := math.Abs(float64(c.v) - ref); !(d <= 1e-5*mag) {
+								t.Fatalf("%s, %d rows (acc %v): output %d of row %d is %v by %s path, the float64 product of the dequantized row %v", typ, rows, acc, j, rr, c.v, c.path, ref)
+							}
+						}
+					}
+				}
+				for i := range got { // the outputs past n in each row's stride stay as they were
+					if i%ldy >= n && got[i] != y0[i] {
+						t.Fatalf("%s, %d rows: y[%d] past the outputs was written", typ, rows, i)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestRawStorageOptions: a raw format is a storage for the matrices of a
 // loaded base only, written by SetParamBlocks (float32 values are
 // refused: mlerl does not quantize into it), of whole 256-value blocks.
