@@ -366,6 +366,15 @@ type state struct {
 	// evaluation's records, never shown to the agent or used by rewards.
 	CurrentPrivate *float64 `json:"current_private,omitempty"`
 	BestPrivate    *float64 `json:"best_private,omitempty"`
+	// Base is the score the next edited run's improvement is measured
+	// from: the score of the last graded run that followed an edit (m_init
+	// before any). A re-run of an unchanged workspace moves Current (the
+	// standing submission) but not Base, so the improvement terms of an
+	// episode add up to its last edited run's gain over m_init: a script
+	// whose score varies from run to run cannot bank a low unedited re-run
+	// as the baseline of its next edit. Nil (snapshots made before it):
+	// Current.
+	Base *float64 `json:"base,omitempty"`
 	// Edited: the workspace changed since the last graded run.
 	Edited     bool           `json:"edited"`
 	History    []HistoryEntry `json:"history"`
@@ -428,6 +437,7 @@ type StepResult struct {
 	DoneReason string
 
 	editedBeforeRun bool          // the workspace had changed since the last graded run
+	baseBefore      float64       // the improvement's baseline before the step (state.Base)
 	saved           string        // the file an edit wrote, or an undo restored
 	unchanged       bool          // an edit left its file as it was
 	replayCredit    time.Duration // a replayed run's original time less the replay's
@@ -440,7 +450,7 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, CurrentPrivate: copyPtr(spec.MInitPrivate), Backups: map[string][]*[]byte{}}}
+	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, Base: copyPtr(&spec.MInit), CurrentPrivate: copyPtr(spec.MInitPrivate), Backups: map[string][]*[]byte{}}}
 	if err := e.init(); err != nil {
 		return nil, err
 	}
@@ -640,7 +650,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	}
 	start := time.Now()
 	e.s.Steps++
-	r := StepResult{Step: e.s.Steps, MetricBefore: e.s.Current, BestBefore: copyPtr(e.s.Best)}
+	r := StepResult{Step: e.s.Steps, MetricBefore: e.s.Current, BestBefore: copyPtr(e.s.Best), baseBefore: e.base()}
 	a, err := Parse(actionText)
 	if err != nil {
 		var fe *FormatError
@@ -660,7 +670,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	r.Observation = truncateMiddle(r.Observation, e.cfg.ObservationChars)
 	r.Reward = ComputeReward(e.cfg.Reward, RewardInput{
 		Outcome: r.Outcome, Executed: r.Executed, Edited: r.editedBeforeRun,
-		Prev: r.MetricBefore, New: r.MetricAfter,
+		Prev: r.MetricBefore, Base: &r.baseBefore, New: r.MetricAfter,
 		MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction,
 		Markers:     len(r.Markers),
 		FinalAnswer: r.Action != nil && r.Action.Name == FinalAnswer && r.Outcome == OutcomeSuccess, Best: r.BestBefore,
@@ -875,6 +885,9 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		}
 		r.MetricAfter = &score
 		e.s.Current, e.s.CurrentPrivate = score, private
+		if e.s.Edited {
+			e.s.Base = copyPtr(&score)
+		}
 		if e.s.Best == nil || e.better(score, *e.s.Best) {
 			e.s.Best, e.s.BestPrivate = &score, copyPtr(private)
 		}
@@ -934,6 +947,15 @@ func (e *Env) instrument(ctx context.Context, rel string, src []byte, nonce stri
 	case errors.As(err, &noCredit):
 	}
 	return req, noCredit, nil
+}
+
+// base is the score the next edited run's improvement is measured from
+// (state.Base).
+func (e *Env) base() float64 {
+	if e.s.Base != nil {
+		return *e.s.Base
+	}
+	return e.s.Current
 }
 
 func (e *Env) better(a, b float64) bool {

@@ -115,6 +115,11 @@ type RewardInput struct {
 	// the run's submission, nil unless the submission was valid.
 	Prev float64
 	New  *float64
+	// Base is the score the improvement is measured from: the score of the
+	// last graded run that followed an edit, m_init before any (nil:
+	// Prev). An unedited re-run moves Prev, the standing submission's
+	// score, but not Base.
+	Base *float64
 	// MInit, MBest and Direction come from the task.
 	MInit, MBest float64
 	Direction    string
@@ -169,7 +174,8 @@ func (r Reward) Rows() []schemas.RewardTerm {
 //     plus markers = MarkerValue x markers reached; with NoValid on, the
 //     error term is replaced by no_valid = NoValidPen.
 //   - success (a graded, valid submission): after an edit, improvement =
-//     squash(s x (m_new - m_prev) / scale) where s is +1 for
+//     squash(s x (m_new - m_base) / scale), m_base the score of the last
+//     graded run after an edit (m_init before any; Base), where s is +1 for
 //     higher-is-better and -1 for lower-is-better metrics, and scale is
 //     |m_best - m_init|, or |m_init| when m_best == m_init, or 1 when both
 //     are 0; binary = 1 when that improvement is positive; score = s x m_new.
@@ -224,7 +230,11 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 		if !in.Executed || in.New == nil {
 			break
 		}
-		gain := sign * (*in.New - in.Prev) / improvementScale(in.MInit, in.MBest)
+		from := in.Prev
+		if in.Base != nil {
+			from = *in.Base
+		}
+		gain := sign * (*in.New - from) / improvementScale(in.MInit, in.MBest)
 		if in.Edited && c.Improvement {
 			add(TermImprovement, squash(c.Squash, gain))
 		}
