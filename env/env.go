@@ -438,6 +438,7 @@ type StepResult struct {
 
 	editedBeforeRun bool          // the workspace had changed since the last graded run
 	baseBefore      float64       // the improvement's baseline before the step (state.Base)
+	idle            bool          // a timeout of a run that waited rather than computed (idleTimeout)
 	saved           string        // the file an edit wrote, or an undo restored
 	unchanged       bool          // an edit left its file as it was
 	replayCredit    time.Duration // a replayed run's original time less the replay's
@@ -675,6 +676,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 		Markers:     len(r.Markers),
 		FinalAnswer: r.Action != nil && r.Action.Name == FinalAnswer && r.Outcome == OutcomeSuccess, Best: r.BestBefore,
 		UnchangedEdit: r.unchanged && r.Outcome == OutcomeSuccess,
+		IdleTimeout:   r.idle,
 	})
 	r.WallDuration = time.Since(start) + r.replayCredit
 	e.s.Elapsed += r.WallDuration
@@ -902,6 +904,11 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		r.Outcome = OutcomeTimeout
 		r.Detail = fmt.Sprintf("no result within %v", timeout)
 		fmt.Fprintf(&obs, "\nThe script was stopped after the time limit of %v.", timeout.Round(time.Second))
+		if idleTimeout(res) {
+			r.idle = true
+			r.Detail += fmt.Sprintf(", idle (CPU time %v)", res.CPUTime.Round(time.Millisecond))
+			fmt.Fprintf(&obs, " It spent that time waiting, not computing (%v of CPU time): a run that sleeps out its time limit is not the timeout the reward excuses, and counts as a failed run.", res.CPUTime.Round(time.Millisecond))
+		}
 	case sandbox.OOM:
 		r.Outcome = OutcomeOOM
 		r.Detail = "out of memory"
@@ -926,6 +933,25 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 	}
 	r.Observation = obs.String()
 	return nil
+}
+
+// idleShare: a timed-out run whose CPU time is under this share of its
+// wall time spent it waiting (time.sleep, a blocking read, a join on
+// nothing), not computing.
+const idleShare = 0.05
+
+// idleTimeout reports whether a timed-out run was idle: a script that
+// sleeps out its time limit on purpose, to earn the timeout's corner-case
+// 0 in place of a failed run's -1 (and, with duration-aware weighting,
+// the largest weight of its batch). Judged only where the sandbox counted
+// every process of the run (a CPU cgroup: Result.CPUs > 0), so that
+// workers a script waits for, killed unreaped at the limit, are not
+// missed; a computing run held to its cores uses nearly all its wall
+// time. A script that busy-loops instead still times out as the corner
+// case: it cannot be told from a slow honest run by its resources.
+func idleTimeout(res sandbox.Result) bool {
+	return res.Outcome == sandbox.Timeout && res.CPUs > 0 && res.Duration > 0 &&
+		res.CPUTime.Seconds() < idleShare*res.CPUs*res.Duration.Seconds()
 }
 
 // instrument makes the sandbox request of an execution: the script with

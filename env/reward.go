@@ -130,6 +130,10 @@ type RewardInput struct {
 	Best        *float64
 	// UnchangedEdit marks an accepted edit that left its file as it was.
 	UnchangedEdit bool
+	// IdleTimeout marks a timeout of a run that waited rather than
+	// computed (a script sleeping out its limit): a failed run, not the
+	// corner case.
+	IdleTimeout bool
 }
 
 // Term is one named reward term.
@@ -169,7 +173,8 @@ func (r Reward) Rows() []schemas.RewardTerm {
 //   - a valid non-running action (list, inspect, understand, edit, undo,
 //     copy, final answer): no term, total 0.
 //   - timeout, oom, editor_error: corner_case = 0 (with CornerCase off,
-//     timeout and oom count as errors instead).
+//     timeout and oom count as errors instead; an idle timeout, a run
+//     that slept out its limit, always does).
 //   - script_error, killed, output_limit, invalid_submission: error = -1,
 //     plus markers = MarkerValue x markers reached; with NoValid on, the
 //     error term is replaced by no_valid = NoValidPen.
@@ -209,7 +214,7 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 			add(TermFormat, -1)
 		}
 	case OutcomeTimeout, OutcomeOOM:
-		if c.CornerCase {
+		if c.CornerCase && !in.IdleTimeout {
 			add(TermCornerCase, 0)
 		} else {
 			failed()

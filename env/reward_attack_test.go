@@ -1,11 +1,17 @@
 package env
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/store"
 )
 
 // Reward hacks that use only valid actions: the agent writes a script
@@ -97,5 +103,64 @@ func TestUneditedFirstRunsDoNotMoveTheBaseline(t *testing.T) {
 		if r.Outcome != OutcomeSuccess || math.Abs(r.Reward.Total-want[i]) > 1e-9 {
 			t.Fatalf("step %d %s: outcome %s, reward %+.2f, want success and %+.2f", i+1, r.Action.Name, r.Outcome, r.Reward.Total, want[i])
 		}
+	}
+}
+
+// TestSleepingOutTheLimitIsNotACornerCase: a timeout earns the corner
+// case's 0 where a crash earns -1, so a script about to fail could sleep
+// out its time limit instead. Through the real sandbox (warm runner, a
+// 3 s limit): a run that sleeps is a failed run (-1, plus its markers), a run that computes
+// until the limit keeps the corner case (0). Where no CPU cgroup counts
+// the run's processes the sleep cannot be told and the test says so.
+func TestSleepingOutTheLimitIsNotACornerCase(t *testing.T) {
+	python := realPython(t)
+	hostileOnce.Do(func() { hostileRunner, hostileErr = sandbox.NewWarm(context.Background(), python) })
+	if hostileErr != nil {
+		t.Fatal(hostileErr)
+	}
+	for _, tc := range []struct {
+		name, script string
+		idle         bool
+	}{
+		{"sleeps", "import time\ntime.sleep(60)\n", true},
+		{"waits on a pipe", "import os\nr, w = os.pipe()\nos.read(r, 1)\n", true},
+		{"computes", "x = 0\nwhile True:\n    x += 1\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := store.NewLocal(t.TempDir())
+			cfg := testConfig(t)
+			cfg.Python, cfg.Runner, cfg.Instrumenter = python, hostileRunner, nil
+			spec := fixture(t, st, false)
+			spec.TimeLimit = 3 * time.Second
+			e, err := New(context.Background(), cfg, spec, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if err := os.WriteFile(filepath.Join(e.Dir(), "attack.py"), []byte(tc.script), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			metered := &meteredRunner{Runner: hostileRunner}
+			e.cfg.Runner = metered
+			r := step(t, e, act(ExecuteScript, "attack.py"))
+			res := metered.result()
+			if r.Outcome != OutcomeTimeout || res == nil {
+				t.Fatalf("outcome %s, want timeout:\n%s", r.Outcome, r.Observation)
+			}
+			t.Logf("%s: CPU time %v in %v (held to %g core): reward %+.1f", tc.name, res.CPUTime, res.Duration, res.CPUs, r.Reward.Total)
+			if res.CPUs == 0 {
+				t.Skip("no CPU cgroup here: an idle run cannot be told from one whose workers were not counted")
+			}
+			want := 0.0 // the corner case
+			if tc.idle {
+				want = -1 + 0.1*float64(len(r.Markers)) // a failed run, with the markers it reached
+			}
+			if math.Abs(r.Reward.Total-want) > 1e-9 {
+				t.Fatalf("reward %+.1f, want %+.1f:\n%s", r.Reward.Total, want, r.Observation)
+			}
+			if idle := strings.Contains(r.Observation, "waiting, not computing"); idle != tc.idle {
+				t.Fatalf("the observation does not say whether the run was idle:\n%s", r.Observation)
+			}
+		})
 	}
 }
