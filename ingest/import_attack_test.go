@@ -1,10 +1,16 @@
 package ingest
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mlerl/mlerl/internal/sandbox"
+	"github.com/mlerl/mlerl/internal/tasks"
 )
 
 // TestImportRefusesPublicAnswers: a source whose public data holds the
@@ -81,5 +87,64 @@ func checkLeakRefused(t *testing.T, im Imported, file string, leak bool) {
 	}
 	if _, err := os.Stat(im.Dir); err == nil {
 		t.Errorf("%s was written", im.Dir)
+	}
+}
+
+// TestGeneratedGraderRefusesCostlySubmissions: the grader an import
+// writes runs outside the sandbox, and a grader that crashes or does not
+// finish fails the step (and with it a training batch). A submission
+// built to cost it gets a quick invalid verdict with a short reason: a
+// header of 200,000 repeated names (pandas' time is quadratic in them:
+// past 30 s before), 6,000 distinct labels for an mcc or qwk task (a
+// dense 6,000 x 6,000 confusion matrix; 20,000 asked for 3 GiB), and far
+// more rows than the answers.
+func TestGeneratedGraderRefusesCostlySubmissions(t *testing.T) {
+	needPython(t)
+	python, _ := sandbox.FindPython("")
+	grader, _ := templatesFS.ReadFile("templates/grade.py")
+	const n = 6000
+	var answers, distinct, long strings.Builder
+	answers.WriteString("id,y\n")
+	distinct.WriteString("id,y\n")
+	long.WriteString("id,y\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&answers, "%d,%d\n", i, i%3)
+		fmt.Fprintf(&distinct, "%d,%d\n", i, i)
+	}
+	for i := 0; i < 50*n; i++ {
+		fmt.Fprintf(&long, "%d,0\n", i)
+	}
+	for _, c := range []struct{ name, metric, sub, reason string }{
+		{"repeated names", "accuracy", strings.Repeat("a,", 200000) + "a\n1,2\n", "more than the 1000 allowed"},
+		{"a first row past the header bytes", "accuracy", "id,y\n1," + strings.Repeat("x", 2<<20) + "\n", "first row does not end within"},
+		{"distinct labels, mcc", "mcc", distinct.String(), "6000 distinct labels, more than the 1000 allowed"},
+		{"distinct labels, qwk", "qwk", distinct.String(), "6000 distinct labels, more than the 1000 allowed"},
+		{"far too many rows", "accuracy", long.String(), fmt.Sprintf("more than %d rows", n)},
+		{"the answers, mcc", "mcc", answers.String(), ""},
+		{"the answers, qwk", "qwk", answers.String(), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{
+				"private/grade.py":    string(grader),
+				"private/grade.json":  fmt.Sprintf(`{"id_column": "id", "target_columns": ["y"], "metric": %q}`, c.metric),
+				"private/answers.csv": answers.String(),
+				"submission.csv":      c.sub,
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			g, err := tasks.RunGrader(ctx, python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+			t.Logf("%s: %+.200v, %v in %v", c.name, g, err, time.Since(start).Round(time.Millisecond))
+			if c.reason == "" {
+				if err != nil || !g.Valid || g.Score != 1 {
+					t.Fatalf("got %+v, %v; want valid, score 1", g, err)
+				}
+				return
+			}
+			if err != nil || g.Valid || !strings.Contains(g.Reason, c.reason) || len(g.Reason) > 500 {
+				t.Fatalf("got %+.300v, %v; want invalid, a reason of at most 500 bytes saying %q", g, err, c.reason)
+			}
+		})
 	}
 }
