@@ -368,12 +368,13 @@ type state struct {
 	BestPrivate    *float64 `json:"best_private,omitempty"`
 	// Base is the score the next edited run's improvement is measured
 	// from: the score of the last graded run that followed an edit (m_init
-	// before any). A re-run of an unchanged workspace moves Current (the
-	// standing submission) but not Base, so the improvement terms of an
-	// episode add up to its last edited run's gain over m_init: a script
-	// whose score varies from run to run cannot bank a low unedited re-run
-	// as the baseline of its next edit. Nil (snapshots made before it):
-	// Current.
+	// before any), raised by any later run of the unchanged workspace that
+	// scored better, never lowered by one. A re-run of an unchanged
+	// workspace moves Current (the standing submission) whichever way it
+	// goes, but a script whose score varies from run to run cannot bank a
+	// low unedited re-run as the baseline of its next edit (a one-character
+	// edit would then earn the headroom again, every cycle). Nil
+	// (snapshots made before it): Current.
 	Base *float64 `json:"base,omitempty"`
 	// Edited: the workspace changed since the last graded run.
 	Edited     bool           `json:"edited"`
@@ -887,7 +888,7 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		}
 		r.MetricAfter = &score
 		e.s.Current, e.s.CurrentPrivate = score, private
-		if e.s.Edited {
+		if e.s.Edited || e.better(score, e.base()) {
 			e.s.Base = copyPtr(&score)
 		}
 		if e.s.Best == nil || e.better(score, *e.s.Best) {

@@ -116,8 +116,9 @@ type RewardInput struct {
 	Prev float64
 	New  *float64
 	// Base is the score the improvement is measured from: the score of the
-	// last graded run that followed an edit, m_init before any (nil:
-	// Prev). An unedited re-run moves Prev, the standing submission's
+	// last graded run that followed an edit (m_init before any), or of a
+	// later unedited re-run that scored better (nil: Prev). An unedited
+	// re-run that scores worse moves Prev, the standing submission's
 	// score, but not Base.
 	Base *float64
 	// MInit, MBest and Direction come from the task.
@@ -180,7 +181,8 @@ func (r Reward) Rows() []schemas.RewardTerm {
 //     error term is replaced by no_valid = NoValidPen.
 //   - success (a graded, valid submission): after an edit, improvement =
 //     squash(s x (m_new - m_base) / scale), m_base the score of the last
-//     graded run after an edit (m_init before any; Base), where s is +1 for
+//     graded run after an edit (m_init before any), raised by a better
+//     unedited re-run since (Base), where s is +1 for
 //     higher-is-better and -1 for lower-is-better metrics, and scale is
 //     |m_best - m_init|, or |m_init| when m_best == m_init, or 1 when both
 //     are 0; binary = 1 when that improvement is positive; score = s x m_new.

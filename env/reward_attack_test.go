@@ -82,17 +82,18 @@ func TestRerunsDoNotLowerTheImprovementBaseline(t *testing.T) {
 	}
 }
 
-// TestUneditedFirstRunsDoNotMoveTheBaseline: the same with the toggling
+// TestUneditedRunsOnlyRaiseTheBaseline: the same with the toggling
 // script as the task's own (no edit yet): the episode's first runs are
-// unedited, and the first edited run is measured from m_init, not from
-// whatever the last unedited run scored.
-func TestUneditedFirstRunsDoNotMoveTheBaseline(t *testing.T) {
+// unedited. The first (1.0, better than m_init 0.5) raises the baseline,
+// as measuring the initial script first does (env's Example); the second
+// (0.0) does not lower it, so the edited run's 1.0 earns nothing.
+func TestUneditedRunsOnlyRaiseTheBaseline(t *testing.T) {
 	e, _ := newTestEnv(t, false)
 	e.cfg.Reward.Squash = SquashNone
 	if err := os.WriteFile(filepath.Join(e.Dir(), "train.py"), []byte(toggleScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := []float64{0, 0, 0, 1} // 1.0 and 0.0 unedited, the edit, then 1.0 against m_init 0.5 (scale 0.5)
+	want := []float64{0, 0, 0, 0} // 1.0 and 0.0 unedited, the edit, then 1.0 against the baseline 1.0
 	for i, text := range []string{
 		act(ExecuteScript, "train.py"),
 		act(ExecuteScript, "train.py"),
