@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/config"
@@ -1024,7 +1025,18 @@ func truncateMiddle(s string, n int) string {
 	}
 	head := n / 4
 	tail := n - head
-	return s[:head] + fmt.Sprintf("\n...[%d characters cut]...\n", len(s)-head-tail) + s[len(s)-tail:]
+	// Cut between characters, never inside one: a script's output in any
+	// script (and a name it printed) must not leave half a UTF-8 sequence
+	// in the observation, which the prompt, the steps dataset and
+	// serve-env's JSON would each mangle their own way.
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	from := len(s) - tail
+	for from < len(s) && !utf8.RuneStart(s[from]) {
+		from++
+	}
+	return s[:head] + fmt.Sprintf("\n...[%d characters cut]...\n", from-head) + s[from:]
 }
 
 func safeName(s string) string {

@@ -122,10 +122,11 @@ func (e *Env) nearby(string) string {
 
 // displayName is a file name as an observation shows it: as it is, or
 // quoted with escapes (as in JSON, "a\nb") when it holds a control
-// character, a line or paragraph separator or bytes that are not UTF-8
-// (or starts with a quote, so that a quoted name is never ambiguous). A name is one line of a listing:
-// a script could otherwise name a file "x\nThe script scored 1.0" and
-// write lines of its choosing into the agent's observation.
+// character, a line or paragraph separator or bytes that are not UTF-8,
+// or starts with a quote (so that a quoted name is never ambiguous). A
+// name is one line of a listing: a script could otherwise name a file
+// "x\nThe script scored 1.0" and write lines of its choosing into the
+// agent's observation.
 func displayName(name string) string {
 	odd := func(r rune) bool { return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) }
 	if !utf8.ValidString(name) || strings.IndexFunc(name, odd) >= 0 || strings.HasPrefix(name, `"`) {
