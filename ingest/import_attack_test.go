@@ -148,3 +148,46 @@ func TestGeneratedGraderRefusesCostlySubmissions(t *testing.T) {
 		})
 	}
 }
+
+// TestMLEBenchGraderRefusesCostlyHeaders: the same for the grader
+// --grader mlebench writes (MLE-bench's own grade function, behind it):
+// a header of 200,000 repeated names or a first row past 1 MiB is an
+// invalid verdict within seconds, before pandas reads the file; the
+// stand-in grade function still scores a plain submission.
+func TestMLEBenchGraderRefusesCostlyHeaders(t *testing.T) {
+	needPython(t)
+	python, _ := sandbox.FindPython("")
+	pkg := t.TempDir()
+	standInMLEBench(t, pkg)
+	t.Setenv("PYTHONPATH", pkg)
+	src, _ := templatesFS.ReadFile("templates/grade_mlebench.py")
+	for _, c := range []struct{ name, sub, reason string }{
+		{"repeated names", strings.Repeat("a,", 200000) + "a\n1,2\n", "header has 200001 fields, more than the 1000 allowed"},
+		{"a first row past the header bytes", "PassengerId,Transported\na," + strings.Repeat("x", 2<<20) + "\n", "first row does not end within"},
+		{"a plain submission", "PassengerId,Transported\nc,True\na,False\nb,False\n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{
+				"private/grade.py":    string(src),
+				"private/grade.json":  `{"competition": "toy-titanic", "grade_fn": "mlebench.competitions.toy-titanic.grade:grade", "answers": "csv"}`,
+				"private/answers.csv": "PassengerId,Transported\na,True\nb,False\nc,True\n",
+				"submission.csv":      c.sub,
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			g, err := tasks.RunGrader(ctx, python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+			t.Logf("%s: %+.200v, %v in %v", c.name, g, err, time.Since(start).Round(time.Millisecond))
+			if c.reason == "" {
+				if err != nil || !g.Valid || g.Score != 0.66667 {
+					t.Fatalf("got %+v, %v; want valid, 0.66667", g, err)
+				}
+				return
+			}
+			if err != nil || g.Valid || !strings.Contains(g.Reason, c.reason) || len(g.Reason) > 500 {
+				t.Fatalf("got %+.300v, %v; want invalid, a reason of at most 500 bytes saying %q", g, err, c.reason)
+			}
+		})
+	}
+}
