@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mlerl/mlerl/internal/blobs"
 	"github.com/mlerl/mlerl/internal/config"
@@ -366,6 +367,16 @@ type state struct {
 	// evaluation's records, never shown to the agent or used by rewards.
 	CurrentPrivate *float64 `json:"current_private,omitempty"`
 	BestPrivate    *float64 `json:"best_private,omitempty"`
+	// Base is the score the next edited run's improvement is measured
+	// from: the score of the last graded run that followed an edit (m_init
+	// before any), raised by any later run of the unchanged workspace that
+	// scored better, never lowered by one. A re-run of an unchanged
+	// workspace moves Current (the standing submission) whichever way it
+	// goes, but a script whose score varies from run to run cannot bank a
+	// low unedited re-run as the baseline of its next edit (a one-character
+	// edit would then earn the headroom again, every cycle). Nil
+	// (snapshots made before it): Current.
+	Base *float64 `json:"base,omitempty"`
 	// Edited: the workspace changed since the last graded run.
 	Edited     bool           `json:"edited"`
 	History    []HistoryEntry `json:"history"`
@@ -428,6 +439,8 @@ type StepResult struct {
 	DoneReason string
 
 	editedBeforeRun bool          // the workspace had changed since the last graded run
+	baseBefore      float64       // the improvement's baseline before the step (state.Base)
+	idle            bool          // a timeout of a run that waited rather than computed (idleTimeout)
 	saved           string        // the file an edit wrote, or an undo restored
 	unchanged       bool          // an edit left its file as it was
 	replayCredit    time.Duration // a replayed run's original time less the replay's
@@ -440,7 +453,7 @@ func New(ctx context.Context, cfg Config, spec Spec, st store.Store) (*Env, erro
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, CurrentPrivate: copyPtr(spec.MInitPrivate), Backups: map[string][]*[]byte{}}}
+	e := &Env{cfg: cfg, st: st, s: state{Spec: spec, Current: spec.MInit, Base: copyPtr(&spec.MInit), CurrentPrivate: copyPtr(spec.MInitPrivate), Backups: map[string][]*[]byte{}}}
 	if err := e.init(); err != nil {
 		return nil, err
 	}
@@ -640,7 +653,7 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	}
 	start := time.Now()
 	e.s.Steps++
-	r := StepResult{Step: e.s.Steps, MetricBefore: e.s.Current, BestBefore: copyPtr(e.s.Best)}
+	r := StepResult{Step: e.s.Steps, MetricBefore: e.s.Current, BestBefore: copyPtr(e.s.Best), baseBefore: e.base()}
 	a, err := Parse(actionText)
 	if err != nil {
 		var fe *FormatError
@@ -660,11 +673,12 @@ func (e *Env) Step(ctx context.Context, actionText string) (StepResult, error) {
 	r.Observation = truncateMiddle(r.Observation, e.cfg.ObservationChars)
 	r.Reward = ComputeReward(e.cfg.Reward, RewardInput{
 		Outcome: r.Outcome, Executed: r.Executed, Edited: r.editedBeforeRun,
-		Prev: r.MetricBefore, New: r.MetricAfter,
+		Prev: r.MetricBefore, Base: &r.baseBefore, New: r.MetricAfter,
 		MInit: e.s.Spec.MInit, MBest: e.s.Spec.MBest, Direction: e.s.Spec.Direction,
 		Markers:     len(r.Markers),
 		FinalAnswer: r.Action != nil && r.Action.Name == FinalAnswer && r.Outcome == OutcomeSuccess, Best: r.BestBefore,
 		UnchangedEdit: r.unchanged && r.Outcome == OutcomeSuccess,
+		IdleTimeout:   r.idle,
 	})
 	r.WallDuration = time.Since(start) + r.replayCredit
 	e.s.Elapsed += r.WallDuration
@@ -875,6 +889,9 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		}
 		r.MetricAfter = &score
 		e.s.Current, e.s.CurrentPrivate = score, private
+		if e.s.Edited || e.better(score, e.base()) {
+			e.s.Base = copyPtr(&score)
+		}
 		if e.s.Best == nil || e.better(score, *e.s.Best) {
 			e.s.Best, e.s.BestPrivate = &score, copyPtr(private)
 		}
@@ -889,6 +906,11 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 		r.Outcome = OutcomeTimeout
 		r.Detail = fmt.Sprintf("no result within %v", timeout)
 		fmt.Fprintf(&obs, "\nThe script was stopped after the time limit of %v.", timeout.Round(time.Second))
+		if idleTimeout(res) {
+			r.idle = true
+			r.Detail += fmt.Sprintf(", idle (CPU time %v)", res.CPUTime.Round(time.Millisecond))
+			fmt.Fprintf(&obs, " It spent that time waiting, not computing (%v of CPU time): a run that sleeps out its time limit is not the timeout the reward excuses, and counts as a failed run.", res.CPUTime.Round(time.Millisecond))
+		}
 	case sandbox.OOM:
 		r.Outcome = OutcomeOOM
 		r.Detail = "out of memory"
@@ -915,6 +937,25 @@ func (e *Env) execute(ctx context.Context, a Action, r *StepResult) error {
 	return nil
 }
 
+// idleShare: a timed-out run whose CPU time is under this share of its
+// wall time spent it waiting (time.sleep, a blocking read, a join on
+// nothing), not computing.
+const idleShare = 0.05
+
+// idleTimeout reports whether a timed-out run was idle: a script that
+// sleeps out its time limit on purpose, to earn the timeout's corner-case
+// 0 in place of a failed run's -1 (and, with duration-aware weighting,
+// the largest weight of its batch). Judged only where the sandbox counted
+// every process of the run (a CPU cgroup: Result.CPUs > 0), so that
+// workers a script waits for, killed unreaped at the limit, are not
+// missed; a computing run held to its cores uses nearly all its wall
+// time. A script that busy-loops instead still times out as the corner
+// case: it cannot be told from a slow honest run by its resources.
+func idleTimeout(res sandbox.Result) bool {
+	return res.Outcome == sandbox.Timeout && res.CPUs > 0 && res.Duration > 0 &&
+		res.CPUTime.Seconds() < idleShare*res.CPUs*res.Duration.Seconds()
+}
+
 // instrument makes the sandbox request of an execution: the script with
 // its markers (and the lines they print) when the instrumenter accepts
 // it, else as written (noCredit says why a script was refused credit; a
@@ -934,6 +975,15 @@ func (e *Env) instrument(ctx context.Context, rel string, src []byte, nonce stri
 	case errors.As(err, &noCredit):
 	}
 	return req, noCredit, nil
+}
+
+// base is the score the next edited run's improvement is measured from
+// (state.Base).
+func (e *Env) base() float64 {
+	if e.s.Base != nil {
+		return *e.s.Base
+	}
+	return e.s.Current
 }
 
 func (e *Env) better(a, b float64) bool {
@@ -975,7 +1025,18 @@ func truncateMiddle(s string, n int) string {
 	}
 	head := n / 4
 	tail := n - head
-	return s[:head] + fmt.Sprintf("\n...[%d characters cut]...\n", len(s)-head-tail) + s[len(s)-tail:]
+	// Cut between characters, never inside one: a script's output in any
+	// script (and a name it printed) must not leave half a UTF-8 sequence
+	// in the observation, which the prompt, the steps dataset and
+	// serve-env's JSON would each mangle their own way.
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	from := len(s) - tail
+	for from < len(s) && !utf8.RuneStart(s[from]) {
+		from++
+	}
+	return s[:head] + fmt.Sprintf("\n...[%d characters cut]...\n", from-head) + s[from:]
 }
 
 func safeName(s string) string {

@@ -12,7 +12,9 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mlerl/mlerl/internal/llm"
@@ -109,13 +111,28 @@ func (e *Env) nearby(string) string {
 	}
 	var names []string
 	for _, d := range ents {
-		names = append(names, d.Name())
+		names = append(names, displayName(d.Name()))
 	}
 	sort.Strings(names)
 	if len(names) > 20 {
 		names = append(names[:20], "...")
 	}
 	return " (the workspace holds: " + strings.Join(names, ", ") + ")"
+}
+
+// displayName is a file name as an observation shows it: as it is, or
+// quoted with escapes (as in JSON, "a\nb") when it holds a control
+// character, a line or paragraph separator or bytes that are not UTF-8,
+// or starts with a quote (so that a quoted name is never ambiguous). A
+// name is one line of a listing: a script could otherwise name a file
+// "x\nThe script scored 1.0" and write lines of its choosing into the
+// agent's observation.
+func displayName(name string) string {
+	odd := func(r rune) bool { return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) }
+	if !utf8.ValidString(name) || strings.IndexFunc(name, odd) >= 0 || strings.HasPrefix(name, `"`) {
+		return strconv.Quote(name)
+	}
+	return name
 }
 
 // writeFile saves content at rel, pushing the previous version (or its
@@ -175,11 +192,11 @@ func (e *Env) listFiles(a Action, r *StepResult) error {
 	for _, d := range ents {
 		switch {
 		case d.IsDir():
-			lines = append(lines, d.Name()+"/")
+			lines = append(lines, displayName(d.Name())+"/")
 		case d.Type()&fs.ModeSymlink != 0:
-			lines = append(lines, d.Name()+"@")
+			lines = append(lines, displayName(d.Name())+"@")
 		default:
-			lines = append(lines, d.Name())
+			lines = append(lines, displayName(d.Name()))
 		}
 	}
 	sort.Strings(lines)

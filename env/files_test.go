@@ -3,6 +3,7 @@ package env
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestSummarize(t *testing.T) {
@@ -38,6 +39,14 @@ func TestTruncateMiddle(t *testing.T) {
 	got := truncateMiddle(s, 40)
 	if !strings.HasPrefix(got, strings.Repeat("a", 10)+"\n...[160 characters cut]...\n") || !strings.HasSuffix(got, strings.Repeat("z", 30)) {
 		t.Fatalf("got %q", got)
+	}
+	// Multi-byte characters are never cut in half: 3-byte runes around
+	// both cut points.
+	wide := strings.Repeat("€", 100)
+	for n := 30; n < 50; n++ {
+		if got := truncateMiddle(wide, n); !utf8.ValidString(got) {
+			t.Fatalf("truncateMiddle(%d) cut a character: %q", n, got)
+		}
 	}
 	if got := truncateMiddle("short", 40); got != "short" {
 		t.Fatalf("got %q", got)

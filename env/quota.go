@@ -3,6 +3,9 @@ package env
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/mlerl/mlerl/internal/safefile"
@@ -64,6 +67,10 @@ func (e *Env) usage() (sandbox.WorkspaceUsage, error) {
 
 // checkWrite refuses a write of n bytes to rel (replacing old bytes, or a
 // new file when old < 0) that would take the workspace past its quota.
+// The folders of rel's path that do not exist yet count too, since the
+// write creates them: without them a Copy File to "a/a/.../x" made a
+// folder chain thousands deep in one step, past the depth and entry
+// limits, and every later write and run of the episode was refused.
 func (e *Env) checkWrite(rel string, n, old int64) error {
 	u, err := e.usage()
 	if err != nil {
@@ -74,6 +81,16 @@ func (e *Env) checkWrite(rel string, n, old int64) error {
 		old = 0
 	}
 	u.Bytes += n - old
+	parts := strings.Split(rel, "/")
+	u.Depth = max(u.Depth, len(parts))
+	cur := e.dir
+	for i, p := range parts[:len(parts)-1] {
+		cur = filepath.Join(cur, p)
+		if _, err := os.Lstat(cur); err != nil {
+			u.Entries += len(parts) - 1 - i // this folder and those below it
+			break
+		}
+	}
 	if why := e.quota().Exceeded(u); why != "" {
 		return refuse("writing %s (%s) would leave the workspace with %s, over its quota (%s)", rel, safefile.Bytes(n), why, e.quotaKeys())
 	}

@@ -115,6 +115,12 @@ type RewardInput struct {
 	// the run's submission, nil unless the submission was valid.
 	Prev float64
 	New  *float64
+	// Base is the score the improvement is measured from: the score of the
+	// last graded run that followed an edit (m_init before any), or of a
+	// later unedited re-run that scored better (nil: Prev). An unedited
+	// re-run that scores worse moves Prev, the standing submission's
+	// score, but not Base.
+	Base *float64
 	// MInit, MBest and Direction come from the task.
 	MInit, MBest float64
 	Direction    string
@@ -125,6 +131,10 @@ type RewardInput struct {
 	Best        *float64
 	// UnchangedEdit marks an accepted edit that left its file as it was.
 	UnchangedEdit bool
+	// IdleTimeout marks a timeout of a run that waited rather than
+	// computed (a script sleeping out its limit): a failed run, not the
+	// corner case.
+	IdleTimeout bool
 }
 
 // Term is one named reward term.
@@ -164,12 +174,15 @@ func (r Reward) Rows() []schemas.RewardTerm {
 //   - a valid non-running action (list, inspect, understand, edit, undo,
 //     copy, final answer): no term, total 0.
 //   - timeout, oom, editor_error: corner_case = 0 (with CornerCase off,
-//     timeout and oom count as errors instead).
+//     timeout and oom count as errors instead; an idle timeout, a run
+//     that slept out its limit, always does).
 //   - script_error, killed, output_limit, invalid_submission: error = -1,
 //     plus markers = MarkerValue x markers reached; with NoValid on, the
 //     error term is replaced by no_valid = NoValidPen.
 //   - success (a graded, valid submission): after an edit, improvement =
-//     squash(s x (m_new - m_prev) / scale) where s is +1 for
+//     squash(s x (m_new - m_base) / scale), m_base the score of the last
+//     graded run after an edit (m_init before any), raised by a better
+//     unedited re-run since (Base), where s is +1 for
 //     higher-is-better and -1 for lower-is-better metrics, and scale is
 //     |m_best - m_init|, or |m_init| when m_best == m_init, or 1 when both
 //     are 0; binary = 1 when that improvement is positive; score = s x m_new.
@@ -203,7 +216,7 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 			add(TermFormat, -1)
 		}
 	case OutcomeTimeout, OutcomeOOM:
-		if c.CornerCase {
+		if c.CornerCase && !in.IdleTimeout {
 			add(TermCornerCase, 0)
 		} else {
 			failed()
@@ -224,7 +237,11 @@ func ComputeReward(c RewardConfig, in RewardInput) Reward {
 		if !in.Executed || in.New == nil {
 			break
 		}
-		gain := sign * (*in.New - in.Prev) / improvementScale(in.MInit, in.MBest)
+		from := in.Prev
+		if in.Base != nil {
+			from = *in.Base
+		}
+		gain := sign * (*in.New - from) / improvementScale(in.MInit, in.MBest)
 		if in.Edited && c.Improvement {
 			add(TermImprovement, squash(c.Squash, gain))
 		}

@@ -55,6 +55,8 @@ func TestComputeReward(t *testing.T) {
 		{"successful edit (no run yet)", def, hi(RewardInput{Outcome: OutcomeSuccess, Edited: true}), 0, map[string]float64{}},
 		{"editor failure is a corner case", def, hi(RewardInput{Outcome: OutcomeEditorError}), 0, map[string]float64{TermCornerCase: 0}},
 		{"timeout", def, hi(run(OutcomeTimeout)), 0, map[string]float64{TermCornerCase: 0}},
+		{"idle timeout", def, hi(withMarkers(RewardInput{Outcome: OutcomeTimeout, Executed: true, Edited: true, IdleTimeout: true}, 1)), -0.9, map[string]float64{TermError: -1, TermMarkers: 0.1}},
+		{"edited run measured from its base", def, hi(RewardInput{Outcome: OutcomeSuccess, Executed: true, Edited: true, Prev: 0.6, Base: fp(0.7), New: fp(0.8)}), 0.5, map[string]float64{TermImprovement: 0.5}},
 		{"oom", def, hi(run(OutcomeOOM)), 0, map[string]float64{TermCornerCase: 0}},
 		{"timeout without corner-case term", noCorner, hi(withMarkers(run(OutcomeTimeout), 2)), -0.8, map[string]float64{TermError: -1, TermMarkers: 0.2}},
 		{"script error, no markers", def, hi(run(OutcomeScriptError)), -1, map[string]float64{TermError: -1, TermMarkers: 0}},

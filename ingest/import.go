@@ -716,3 +716,135 @@ func claim(seen map[string]string, id, source, why string) *Imported {
 var taskIDRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
 
 func float64p(v float64) *float64 { return &v }
+
+// maxLeakCheckBytes bounds what refuseAnswerLeaks reads of one public
+// file (a data file larger than this is not compared).
+const maxLeakCheckBytes = 1 << 30
+
+// refuseAnswerLeaks marks the draft incomplete when a public file (one of
+// d.workspace, from the source folder named folder) holds the hidden
+// answers (the file answers, named answersName in messages): a copy of the answers file, or a CSV with the id column and
+// the target columns whose values are the answers' own for every test
+// id (labels left in the public data by a preparer, a copy made by
+// hand). A script could copy such a file to submission.csv and score
+// perfectly without learning anything. A file that merely shares the
+// columns (a sample submission of constant guesses, train.csv with other
+// ids) is not one; neither is anything when the answers' targets take a
+// single value, where a constant guess would match them all.
+func (d *draft) refuseAnswerLeaks(folder, answersName, answers, idCol string, targets []string) {
+	want, err := readAnswers(answers, idCol, targets)
+	if err != nil {
+		want = nil // the grader's checks report an answers file without these columns
+	}
+	raw, _ := readSource(filepath.Dir(answers), filepath.Base(answers), maxLeakCheckBytes)
+	if len(raw) == 0 {
+		raw = nil
+	}
+	distinct := map[string]bool{}
+	for _, v := range want {
+		distinct[v] = true
+	}
+	names := make([]string, 0, len(d.workspace))
+	for rel := range d.workspace {
+		names = append(names, rel)
+	}
+	sort.Strings(names)
+	for _, rel := range names {
+		src := d.workspace[rel]
+		leak := false
+		if st, err := os.Stat(src); err == nil && raw != nil && st.Size() == int64(len(raw)) {
+			if b, err := readSource(filepath.Dir(src), filepath.Base(src), maxLeakCheckBytes); err == nil && bytes.Equal(b, raw) {
+				leak = true
+			}
+		}
+		if !leak && len(distinct) > 1 && strings.EqualFold(filepath.Ext(rel), ".csv") {
+			leak = holdsAnswers(src, idCol, targets, want)
+		}
+		if leak {
+			d.incomplete("%s%s: holds the hidden answers (the %s of every test id, as %s has them); a script could copy it to submission.csv and score without learning: remove it from %s (or strip its %s column), then import again",
+				folder, rel, strings.Join(targets, ", "), answersName, folder, strings.Join(targets, ", "))
+		}
+	}
+}
+
+// readAnswers maps each id of the answers file to its target values
+// (joined by a NUL, each trimmed).
+func readAnswers(path, idCol string, targets []string) (map[string]string, error) {
+	out := map[string]string{}
+	err := eachRow(path, idCol, targets, func(id, vals string) bool {
+		out[id] = vals
+		return true
+	})
+	return out, err
+}
+
+// holdsAnswers reports whether the CSV file path has the columns idCol
+// and targets with want's values for every id of want.
+func holdsAnswers(path, idCol string, targets []string, want map[string]string) bool {
+	matched := map[string]bool{}
+	err := eachRow(path, idCol, targets, func(id, vals string) bool {
+		if w, ok := want[id]; ok {
+			if w != vals {
+				return false
+			}
+			matched[id] = true
+		}
+		return true
+	})
+	return err == nil && len(matched) == len(want)
+}
+
+// errNoColumns: the file lacks a column eachRow needs.
+var errNoColumns = errors.New("columns missing")
+
+// eachRow calls f with the trimmed id and the NUL-joined trimmed target
+// values of each row of the CSV file path (read through openSource, at
+// most maxLeakCheckBytes), until f returns false.
+func eachRow(path, idCol string, targets []string, f func(id, vals string) bool) error {
+	fh, err := openSource(filepath.Dir(path), filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	r := csv.NewReader(io.LimitReader(fh, maxLeakCheckBytes))
+	r.FieldsPerRecord = -1
+	r.ReuseRecord = true
+	h, err := r.Read()
+	if err != nil {
+		return err
+	}
+	col := map[string]int{}
+	for i, c := range h {
+		col[strings.TrimSpace(strings.TrimPrefix(c, "\ufeff"))] = i
+	}
+	idx := []int{}
+	for _, c := range append([]string{idCol}, targets...) {
+		i, ok := col[c]
+		if !ok {
+			return errNoColumns
+		}
+		idx = append(idx, i)
+	}
+	vals := make([]string, len(targets))
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if idx[0] >= len(rec) {
+			continue
+		}
+		for k, i := range idx[1:] {
+			vals[k] = ""
+			if i < len(rec) {
+				vals[k] = strings.TrimSpace(rec[i])
+			}
+		}
+		if !f(strings.TrimSpace(rec[idx[0]]), strings.Join(vals, "\x00")) {
+			return nil
+		}
+	}
+}

@@ -144,6 +144,9 @@ func importMLAgentBenchOne(dir, dst string, opts ImportOptions, seen map[string]
 			d.missing("private/answers.csv: want an id column then the target column(s)")
 		}
 	}
+	if idCol != "" {
+		d.refuseAnswerLeaks("env/", "scripts/"+filepath.Base(answers), answers, idCol, targets)
+	}
 	if known && idCol != "" {
 		if err := d.addGrader(idCol, targets, m.name); err != nil {
 			return Imported{}, err

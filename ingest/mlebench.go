@@ -271,6 +271,9 @@ func importMLEBenchOne(dir, dst string, opts ImportOptions, seen map[string]stri
 	} else {
 		idCol, targets = h[0], h[1:]
 	}
+	if answers != "" && idCol != "" {
+		d.refuseAnswerLeaks("prepared/public/", "prepared/private/"+answersName, answers, idCol, targets)
+	}
 	if official {
 		d.addMLEBenchGrader(cfg)
 		if known && idCol != "" && answers != "" {

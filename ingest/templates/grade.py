@@ -31,6 +31,73 @@ def invalid(reason):
 
 POSITIVE = ("1", "1.0", "true", "yes", "y", "pos", "positive")
 
+# A submission is read only after its header and first row are checked:
+# each must end within HEADER_BYTES and hold at most max_columns() fields
+# (pandas takes time quadratic in a header's repeated names: 200,000 of
+# them ran past any grade timeout, failing the step). Label metrics built
+# on a confusion matrix (mcc, qwk) allocate it dense over every label the
+# two columns hold: a submission may use at most max_labels() distinct
+# labels (20,000 distinct guesses asked for a 3 GiB matrix, in a grader
+# that runs outside the sandbox).
+HEADER_BYTES = 1 << 20
+
+
+def max_columns(cfg):
+    return max(1000, 4 * (1 + len(cfg["target_columns"])))
+
+
+def max_labels(true_labels):
+    return max(1000, 4 * true_labels)
+
+
+def brief(s, n=80):
+    """s cut to n characters: a reason quotes the submission, never at length."""
+    s = str(s)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def check_header(path, cfg):
+    """Refuses a submission whose header or first row (its first two lines
+    that are not blank) has more than max_columns fields or does not end
+    within HEADER_BYTES, before pandas reads it."""
+    import csv
+    import io
+
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES + 1)
+    cut = len(head) > HEADER_BYTES
+    text = head[:HEADER_BYTES].decode("utf-8", "replace").lstrip("\ufeff")
+    lines = io.StringIO(text, newline="")
+    what = ["header", "first row"]
+    seen = 0
+    limit = csv.field_size_limit(HEADER_BYTES)
+    try:
+        for rec in csv.reader(lines):
+            if len(rec) <= 1 and not "".join(rec).strip():
+                continue
+            if cut and lines.tell() >= len(text):
+                break  # the line may go on past the bytes read
+            if len(rec) > max_columns(cfg):
+                invalid("the submission's %s has %d fields, more than the %d allowed; want columns %s" % (what[seen], len(rec), max_columns(cfg), ", ".join([cfg["id_column"]] + cfg["target_columns"])))
+            seen += 1
+            if seen == len(what):
+                return
+    except csv.Error as e:
+        invalid("the submission's %s is not a readable CSV line: %s" % (what[seen], brief(e, 200)))
+    finally:
+        csv.field_size_limit(limit)
+    if cut:
+        invalid("the submission's %s does not end within its first %d bytes" % (what[seen], HEADER_BYTES))
+
+
+def check_labels(sub, ans, c):
+    """Refuses a submission column with more distinct labels than
+    max_labels allows for the answers' (see HEADER_BYTES)."""
+    want = len(set(norm_labels(ans[c])))
+    got = len(set(norm_labels(sub[c])))
+    if got > max_labels(want):
+        invalid("submission column %r holds %d distinct labels, more than the %d allowed (the answers have %d); predict the answers' labels" % (c, got, max_labels(want), want))
+
 
 def norm_labels(s):
     """Labels as comparable strings: '1.0' and '1' agree, 'True' and 'true' too."""
@@ -71,6 +138,7 @@ def binary_truth(y, pos_label):
 
 def score(metric, sub, ans, targets, cfg):
     import numpy as np
+    import pandas as pd
     from sklearn import metrics as skm
 
     per_col = []
@@ -85,9 +153,11 @@ def score(metric, sub, ans, targets, cfg):
                 pos = positive(ans[c], cfg.get("pos_label"))
                 per_col.append(skm.f1_score((t == pos).astype(int), (p == pos).astype(int), zero_division=0))
             elif metric == "mcc":
+                check_labels(sub, ans, c)
                 per_col.append(skm.matthews_corrcoef(t, p))
             elif metric == "qwk":
                 ti, pi = numeric(ans, c, "answers"), numeric(sub, c, "submission")
+                check_labels(pd.DataFrame({c: pi.round()}), pd.DataFrame({c: ti.round()}), c)
                 per_col.append(skm.cohen_kappa_score(ti.round().astype(int), pi.round().astype(int), weights="quadratic"))
             else:
                 per_col.append(skm.f1_score(t, p, average=metric.split("_")[1]))
@@ -166,25 +236,29 @@ def main():
     sub_path, ans_path = sys.argv[1], sys.argv[2]
     if not os.path.isfile(sub_path):
         invalid("no submission file %s" % os.path.basename(sub_path))
-    try:
-        sub = pd.read_csv(sub_path, dtype={cfg["id_column"]: str})
-    except Exception as e:  # any parse failure is the submission's fault
-        invalid("submission is not a readable CSV: %s" % str(e).splitlines()[0])
     ans = pd.read_csv(ans_path, dtype={cfg["id_column"]: str})
+    check_header(sub_path, cfg)
+    try:
+        # One row past the answers' is enough to refuse an over-long file.
+        sub = pd.read_csv(sub_path, dtype={cfg["id_column"]: str}, nrows=len(ans) + 1)
+    except Exception as e:  # any parse failure is the submission's fault
+        invalid("submission is not a readable CSV: %s" % brief(str(e).splitlines()[0] if str(e) else type(e).__name__, 200))
     part = read_parts(sys.argv[3], pd.read_csv(ans_path, dtype=str, keep_default_na=False)) if len(sys.argv) == 4 else None
     idc, targets = cfg["id_column"], cfg["target_columns"]
     missing = [c for c in [idc] + targets if c not in sub.columns]
     if missing:
         invalid("submission lacks column(s) %s; want %s" % (", ".join(missing), ", ".join([idc] + targets)))
+    if len(sub) > len(ans):
+        invalid("submission has more than %d rows, want one per test id" % len(ans))
     if len(sub) != len(ans):
         invalid("submission has %d rows, want %d (one per test id)" % (len(sub), len(ans)))
     sub[idc] = sub[idc].astype(str).str.strip()
     ans[idc] = ans[idc].astype(str).str.strip()
     if sub[idc].duplicated().any():
-        invalid("submission repeats id %s" % sub[idc][sub[idc].duplicated()].iloc[0])
+        invalid("submission repeats id %s" % brief(sub[idc][sub[idc].duplicated()].iloc[0]))
     unknown = set(sub[idc]) - set(ans[idc])
     if unknown:
-        invalid("submission has ids not in the test set, e.g. %s" % sorted(unknown)[0])
+        invalid("submission has ids not in the test set, e.g. %s" % brief(sorted(unknown)[0]))
     sub = sub.set_index(idc).loc[ans[idc]].reset_index()
     ans = ans.reset_index(drop=True)
     for c in targets:
@@ -206,4 +280,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except SystemExit:
+        raise
+    except Exception as e:  # never a traceback for a bad submission: a crash fails the step
+        invalid("could not grade the submission: %s: %s" % (type(e).__name__, brief(e, 300)))

@@ -51,6 +51,49 @@ def one_line(e):
     return "%s: %s" % (type(e).__name__, text) if text else type(e).__name__
 
 
+# A submission is read only after its header and first row are checked:
+# each must end within HEADER_BYTES and hold at most max(MAX_COLUMNS, 4 x
+# the answers' columns) fields. This grader runs outside the sandbox, and
+# one that does not finish fails the step: pandas takes time quadratic in
+# a header's repeated names (200,000 of them ran for minutes).
+MAX_COLUMNS = 1000
+HEADER_BYTES = 1 << 20
+
+
+def check_header(path, max_fields):
+    """Refuses (an invalid verdict) a submission whose header or first row
+    (its first two lines that are not blank) has more than max_fields
+    fields or does not end within HEADER_BYTES."""
+    import csv
+    import io
+
+    with open(path, "rb") as f:
+        head = f.read(HEADER_BYTES + 1)
+    cut = len(head) > HEADER_BYTES
+    text = head[:HEADER_BYTES].decode("utf-8", "replace").lstrip("\ufeff")
+    lines = io.StringIO(text, newline="")
+    what = ["header", "first row"]
+    seen = 0
+    limit = csv.field_size_limit(HEADER_BYTES)
+    try:
+        for rec in csv.reader(lines):
+            if len(rec) <= 1 and not "".join(rec).strip():
+                continue
+            if cut and lines.tell() >= len(text):
+                break  # the line may go on past the bytes read
+            if len(rec) > max_fields:
+                verdict(False, reason="the submission's %s has %d fields, more than the %d allowed" % (what[seen], len(rec), max_fields))
+            seen += 1
+            if seen == len(what):
+                return
+    except csv.Error as e:
+        verdict(False, reason="the submission's %s is not a readable CSV line (%s)" % (what[seen], one_line(e)))
+    finally:
+        csv.field_size_limit(limit)
+    if cut:
+        verdict(False, reason="the submission's %s does not end within its first %d bytes" % (what[seen], HEADER_BYTES))
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         broken("usage: grade.py <submission.csv> <answers.csv> [<parts.csv>]")
@@ -81,15 +124,17 @@ def main():
 
     if not os.path.isfile(sub_path):
         verdict(False, reason="no submission file %s" % os.path.basename(sub_path))
+    if cfg.get("answers") == "jsonl":
+        with open(ans_path) as f:
+            answers = [json.loads(line) for line in f if line.strip()]
+        check_header(sub_path, MAX_COLUMNS)
+    else:
+        answers = read_csv(ans_path)
+        check_header(sub_path, max(MAX_COLUMNS, 4 * answers.shape[1]))
     try:
         submission = read_csv(sub_path)
     except Exception as e:
         verdict(False, reason="the submission is not a readable CSV file (%s)" % one_line(e))
-    if cfg.get("answers") == "jsonl":
-        with open(ans_path) as f:
-            answers = [json.loads(line) for line in f if line.strip()]
-    else:
-        answers = read_csv(ans_path)
     def grade(sub, ans, where):
         try:
             score = grade_fn(sub, ans)
