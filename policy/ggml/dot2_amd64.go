@@ -2,8 +2,8 @@
 
 package ggml
 
-// Fused dot products of two float32 vectors with one row of Q4_K, Q5_K
-// or Q6_K blocks (Format.Dot2): evaluation decodes a task's episodes in
+// Fused dot products of two float32 vectors with one row of Q4_K, Q5_K,
+// Q6_K or IQ4_XS blocks (Format.Dot2): evaluation decodes a task's episodes in
 // lockstep, two or more input rows a product, and the one-row form
 // would convert each block's levels to float32 once per input row. Here
 // they are converted once and multiplied by both rows; otherwise the
@@ -14,7 +14,7 @@ import "simd/archsimd"
 
 func init() {
 	if archsimd.X86.AVX512() {
-		Q4_K.dot2, Q5_K.dot2, Q6_K.dot2 = q4KDot2x512, q5KDot2x512, q6KDot2x512
+		Q4_K.dot2, Q5_K.dot2, Q6_K.dot2, IQ4_XS.dot2 = q4KDot2x512, q5KDot2x512, q6KDot2x512, iq4XSDot2x512
 	}
 }
 
@@ -134,6 +134,41 @@ func q6KDot2x512(xa, xb []float32, src []byte, s []float32) (float32, float32) {
 				b1b = q3.Mul(archsimd.LoadFloat32x16Slice(hb[l0+64:])).MulAdd(s3, b1b)
 				b2b = q4.Mul(archsimd.LoadFloat32x16Slice(hb[l0+96:])).MulAdd(s4, b2b)
 			}
+		}
+		d := bcast(s, 8*k+4)
+		acca = b1a.Add(b2a).MulAdd(d, acca)
+		accb = b1b.Add(b2b).MulAdd(d, accb)
+	}
+	var t [32]float32
+	acca.StoreSlice(t[:])
+	accb.StoreSlice(t[16:])
+	archsimd.ClearAVXUpperBits()
+	return hsumArray(t[:16]), hsumArray(t[16:])
+}
+
+// iq4XSDot2x512 is iq4XSDot512 for two input rows.
+func iq4XSDot2x512(xa, xb []float32, src []byte, s []float32) (float32, float32) {
+	nb := len(xa) / 256
+	xb = xb[:len(xa)]
+	iq4XSPrep(s, src, nb)
+	table := archsimd.LoadFloat32x16(&iq4XSLevels)
+	fifteen, four := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4)
+	var sc [19]float32
+	var acca, accb archsimd.Float32x16
+	for k := range nb {
+		b, ka, kb := src[k*136:(k+1)*136], xa[k*256:(k+1)*256], xb[k*256:(k+1)*256]
+		archsimd.LoadUint8x16(scaleBytes(s, k)).AsInt8x16().ExtendToInt32().ConvertToFloat32().StoreSlice(sc[:])
+		var b1a, b2a, b1b, b2b archsimd.Float32x16
+		for j := 0; j < 8; j += 2 {
+			u := archsimd.LoadUint8x16Slice(b[8+16*j:]).ExtendToUint32()
+			v := archsimd.LoadUint8x16Slice(b[8+16*(j+1):]).ExtendToUint32()
+			ul, uh := table.Permute(u.And(fifteen)), table.Permute(u.ShiftRight(four))
+			vl, vh := table.Permute(v.And(fifteen)), table.Permute(v.ShiftRight(four))
+			s1, s2 := bcast(sc[:], j), bcast(sc[:], j+1)
+			b1a = uh.MulAdd(archsimd.LoadFloat32x16Slice(ka[32*j+16:]), ul.Mul(archsimd.LoadFloat32x16Slice(ka[32*j:]))).MulAdd(s1, b1a)
+			b2a = vh.MulAdd(archsimd.LoadFloat32x16Slice(ka[32*j+48:]), vl.Mul(archsimd.LoadFloat32x16Slice(ka[32*j+32:]))).MulAdd(s2, b2a)
+			b1b = uh.MulAdd(archsimd.LoadFloat32x16Slice(kb[32*j+16:]), ul.Mul(archsimd.LoadFloat32x16Slice(kb[32*j:]))).MulAdd(s1, b1b)
+			b2b = vh.MulAdd(archsimd.LoadFloat32x16Slice(kb[32*j+48:]), vl.Mul(archsimd.LoadFloat32x16Slice(kb[32*j+32:]))).MulAdd(s2, b2b)
 		}
 		d := bcast(s, 8*k+4)
 		acca = b1a.Add(b2a).MulAdd(d, acca)

@@ -4,7 +4,7 @@ package ggml
 
 // Fused dot products of a float32 vector with a row of Q4_K, Q5_K or
 // Q6_K blocks (llama.cpp's Q4_K_M and Q5_K_M store most of a large
-// model's matrices in these three): the decode step multiplies one
+// model's matrices in these three), and on AVX-512 of IQ4_XS: the decode step multiplies one
 // input row by every row of a matrix, and dequantizing each row into
 // memory, then reading it back for the dot product, costs a store and a
 // load per value that this form does not pay. Per sub-block it sums the
@@ -34,7 +34,7 @@ import (
 func init() {
 	switch {
 	case archsimd.X86.AVX512():
-		Q4_K.dot, Q5_K.dot, Q6_K.dot = q4KDot512, q5KDot512, q6KDot512
+		Q4_K.dot, Q5_K.dot, Q6_K.dot, IQ4_XS.dot = q4KDot512, q5KDot512, q6KDot512, iq4XSDot512
 	case archsimd.X86.AVX2() && archsimd.X86.FMA():
 		Q4_K.dot, Q5_K.dot, Q6_K.dot = q4KDot256, q5KDot256, q6KDot256
 	}
@@ -295,4 +295,52 @@ func q6KDot256(x []float32, src []byte, s []float32) float32 {
 		acc = b1.Add(b2).MulAdd(bcast8(s, 8*k+4), acc)
 	}
 	return hsum256(acc)
+}
+
+// iq4XSPrep sets block k's scratch to its eight sub-blocks' 6-bit scales
+// less 32 (int8, bytes 0-7; 8-15 zero) and d's bits, for the nb IQ4_XS
+// blocks of src (iq4XSScales's values before d multiplies them).
+func iq4XSPrep(s []float32, src []byte, nb int) {
+	for k := range nb {
+		b := src[k*136 : k*136+8]
+		sh := binary.LittleEndian.Uint16(b[2:])
+		sc := scaleBytes(s, k)
+		for j := range 8 {
+			ls := b[4+j/2]>>(4*(j%2))&0xf | byte(sh>>(2*j)&3)<<4
+			sc[j] = uint8(int8(ls) - 32)
+		}
+		for j := 8; j < 16; j++ {
+			sc[j] = 0
+		}
+		scratchWords(s, k)[4] = f16Bits(binary.LittleEndian.Uint16(b))
+	}
+}
+
+// iq4XSDot512: per sub-block of 32, 16 bytes whose low nibbles index
+// the levels of values 0-15 and high nibbles 16-31 (iq4XS), looked up
+// by VPERMPS as iq4XSBlocks512 does.
+func iq4XSDot512(x []float32, src []byte, s []float32) float32 {
+	nb := len(x) / 256
+	iq4XSPrep(s, src, nb)
+	table := archsimd.LoadFloat32x16(&iq4XSLevels)
+	fifteen, four := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4)
+	var sc [19]float32
+	var acc archsimd.Float32x16
+	for k := range nb {
+		b, xk := src[k*136:(k+1)*136], x[k*256:(k+1)*256]
+		archsimd.LoadUint8x16(scaleBytes(s, k)).AsInt8x16().ExtendToInt32().ConvertToFloat32().StoreSlice(sc[:])
+		var b1, b2 archsimd.Float32x16
+		for j := 0; j < 8; j += 2 {
+			u := archsimd.LoadUint8x16Slice(b[8+16*j:]).ExtendToUint32()
+			v := archsimd.LoadUint8x16Slice(b[8+16*(j+1):]).ExtendToUint32()
+			p1 := table.Permute(u.And(fifteen)).Mul(archsimd.LoadFloat32x16Slice(xk[32*j:]))
+			p1 = table.Permute(u.ShiftRight(four)).MulAdd(archsimd.LoadFloat32x16Slice(xk[32*j+16:]), p1)
+			p2 := table.Permute(v.And(fifteen)).Mul(archsimd.LoadFloat32x16Slice(xk[32*j+32:]))
+			p2 = table.Permute(v.ShiftRight(four)).MulAdd(archsimd.LoadFloat32x16Slice(xk[32*j+48:]), p2)
+			b1 = p1.MulAdd(bcast(sc[:], j), b1)
+			b2 = p2.MulAdd(bcast(sc[:], j+1), b2)
+		}
+		acc = b1.Add(b2).MulAdd(bcast(s, 8*k+4), acc)
+	}
+	return hsum512(acc)
 }

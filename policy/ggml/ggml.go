@@ -1,6 +1,6 @@
 // Package ggml holds ggml's quantized block formats: their sizes, their
-// dequantization into float32, and for Q4_K, Q5_K and Q6_K a fused dot
-// product with a float32 vector (Format.Dot), shared by the GGUF reader
+// dequantization into float32, and for Q4_K, Q5_K, Q6_K and IQ4_XS a
+// fused dot product with a float32 vector (Format.Dot), shared by the GGUF reader
 // (policy/gguf, which reads any of them) and the native engine
 // (policy/native, which keeps a frozen base's matrices in them and
 // dequantizes, or for one input row takes Dot, as it computes).
@@ -107,7 +107,7 @@ func (f *Format) DequantBlocks(y []float32, src []byte) {
 }
 
 // HasDot says whether Dot has a fused form for f on this CPU (Q4_K, Q5_K
-// and Q6_K on AVX-512 or AVX2). Without one, a caller dequantizes
+// and Q6_K on AVX-512 or AVX2, IQ4_XS on AVX-512). Without one, a caller dequantizes
 // (DequantBlocks) and takes its own dot product.
 func (f *Format) HasDot() bool { return f.dot != nil }
 
@@ -127,7 +127,7 @@ func (f *Format) Dot(x []float32, src []byte, scratch []float32) float32 {
 }
 
 // HasDot2 says whether Dot2 has a fused form for f on this CPU (Q4_K,
-// Q5_K and Q6_K on AVX-512).
+// Q5_K, Q6_K and IQ4_XS on AVX-512).
 func (f *Format) HasDot2() bool { return f.dot2 != nil }
 
 // Dot2 is Dot for two vectors of the same length at once: each block's

@@ -132,6 +132,7 @@ var dotForms = []struct {
 	present func() bool
 }{
 	{Q4_K, "avx512", q4KDot512, archsimd.X86.AVX512}, {Q5_K, "avx512", q5KDot512, archsimd.X86.AVX512}, {Q6_K, "avx512", q6KDot512, archsimd.X86.AVX512},
+	{IQ4_XS, "avx512", iq4XSDot512, archsimd.X86.AVX512},
 	{Q4_K, "avx2", q4KDot256, archsimd.X86.AVX2}, {Q5_K, "avx2", q5KDot256, archsimd.X86.AVX2}, {Q6_K, "avx2", q6KDot256, archsimd.X86.AVX2},
 }
 
@@ -164,9 +165,10 @@ func TestDot(t *testing.T) {
 				b := src[k*f.Bytes : (k+1)*f.Bytes]
 				f.Dequant(vals[k*f.Values:], b)
 				// The terms' magnitudes: |d|·sc·q + |dmin|·m, the values of
-				// the block with d's sign cleared and dmin's set (Q6_K: |value|).
+				// the block with d's sign cleared and dmin's set (Q6_K and
+				// IQ4_XS, without mins: |value|).
 				copy(blk, b)
-				if f != Q6_K {
+				if f == Q4_K || f == Q5_K {
 					blk[1] &^= 0x80
 					blk[3] |= 0x80
 				}
@@ -220,7 +222,7 @@ func BenchmarkDot(b *testing.B) {
 		x[i] = float32(r.NormFloat64())
 	}
 	s, y := make([]float32, DotScratch(cols)), make([]float32, cols)
-	for _, f := range []*Format{Q4_K, Q5_K, Q6_K} {
+	for _, f := range []*Format{Q4_K, Q5_K, Q6_K, IQ4_XS} {
 		rb := cols / f.Values * f.Bytes
 		src := randomBlocks(r, f, rows*cols/f.Values)
 		run := func(name string, do func(row []byte)) {
@@ -256,7 +258,7 @@ func TestDot2(t *testing.T) {
 		f    *Format
 		dot2 func(xa, xb []float32, src []byte, s []float32) (float32, float32)
 		dot  func(x []float32, src []byte, s []float32) float32
-	}{{Q4_K, q4KDot2x512, q4KDot512}, {Q5_K, q5KDot2x512, q5KDot512}, {Q6_K, q6KDot2x512, q6KDot512}}
+	}{{Q4_K, q4KDot2x512, q4KDot512}, {Q5_K, q5KDot2x512, q5KDot512}, {Q6_K, q6KDot2x512, q6KDot512}, {IQ4_XS, iq4XSDot2x512, iq4XSDot512}}
 	if !archsimd.X86.AVX512() {
 		t.Skip("the two-row forms are AVX-512 only")
 	}
