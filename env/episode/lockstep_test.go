@@ -82,6 +82,18 @@ func TestLockstepReportsTheWait(t *testing.T) {
 		_, _, err := early.Act(ctx, agents.Observation{Compact: "m0"})
 		done <- err
 	}()
+	// The early member's request is pending before the late one's wait
+	// begins (on a loaded machine the goroutine may start after a bare
+	// sleep has begun, and its wait come out shorter than late).
+	for {
+		ls.mu.Lock()
+		n := len(ls.pending)
+		ls.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	time.Sleep(late)
 	if _, _, err := last.Act(ctx, agents.Observation{Compact: "m1"}); err != nil {
 		t.Fatal(err)
