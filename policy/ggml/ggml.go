@@ -1,9 +1,9 @@
 // Package ggml holds ggml's quantized block formats: their sizes, their
-// dequantization into float32, and for Q4_K, Q5_K, Q6_K and IQ4_XS a
-// fused dot product with a float32 vector (Format.Dot), shared by the GGUF reader
-// (policy/gguf, which reads any of them) and the native engine
-// (policy/native, which keeps a frozen base's matrices in them and
-// dequantizes, or for one input row takes Dot, as it computes).
+// dequantization into float32, and for Q4_K, Q5_K, Q6_K and IQ4_XS fused
+// dot products with float32 vectors (Format.Dot, Format.Dot2), shared by
+// the GGUF reader (policy/gguf, which reads any of them) and the native
+// engine (policy/native, which keeps a frozen base's matrices in them and
+// dequantizes, or in decoding takes the dot products, as it computes).
 package ggml
 
 import (
@@ -107,8 +107,8 @@ func (f *Format) DequantBlocks(y []float32, src []byte) {
 }
 
 // HasDot says whether Dot has a fused form for f on this CPU (Q4_K, Q5_K
-// and Q6_K on AVX-512 or AVX2, IQ4_XS on AVX-512). Without one, a caller dequantizes
-// (DequantBlocks) and takes its own dot product.
+// and Q6_K on AVX-512 or AVX2, IQ4_XS on AVX-512). Without one, a caller
+// dequantizes (DequantBlocks) and takes its own dot product.
 func (f *Format) HasDot() bool { return f.dot != nil }
 
 // DotScratch is the length of the scratch Dot needs for n values: each
