@@ -4,13 +4,14 @@ package ggml
 
 // Fused dot products of a float32 vector with a row of Q4_K, Q5_K or
 // Q6_K blocks (llama.cpp's Q4_K_M and Q5_K_M store most of a large
-// model's matrices in these three), and on AVX-512 of IQ4_XS: the decode step multiplies one
-// input row by every row of a matrix, and dequantizing each row into
-// memory, then reading it back for the dot product, costs a store and a
-// load per value that this form does not pay. Per sub-block it sums the
-// integer levels times x, then multiplies by the sub-block's scale once
-// (an FMA into the accumulator); Q4_K's and Q5_K's mins multiply the sum
-// of x over the sub-block (dmin·m·Σx), Q6_K's offset 32 is taken off the
+// model's matrices in these three), and on AVX-512 of IQ4_XS blocks: the
+// decode step multiplies one input row by every row of a matrix, and
+// dequantizing each row into memory, then reading it back for the dot
+// product, costs a store and a load per value that this form does not
+// pay. Per sub-block it sums the integer levels (IQ4_XS's looked up)
+// times x, then multiplies by the sub-block's scale once (an FMA into
+// the accumulator); Q4_K's and Q5_K's mins multiply the sum of x over
+// the sub-block (dmin·m·Σx), Q6_K's offset 32 is taken off the
 // integers. So the products are rounded in another order than
 // DequantBlocks's values and a dot product of them: equal to within
 // float32 rounding of the sum (TestDot), not bit for bit.
