@@ -23,7 +23,6 @@ func kDot2x512(xa, xb []float32, src []byte, s []float32, bs int, five bool) (fl
 	nb := len(xa) / 256
 	xb = xb[:len(xa)]
 	kPrep(s, src, nb, bs)
-	fifteen, four, one := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4), archsimd.BroadcastUint32x16(1)
 	var sc [19]float32
 	var acca, accma, accb, accmb archsimd.Float32x16
 	for k := range nb {
@@ -35,21 +34,7 @@ func kDot2x512(xa, xb []float32, src []byte, s []float32, bs int, five bool) (fl
 		}
 		var b1a, b2a, bma, b1b, b2b, bmb archsimd.Float32x16
 		for g := range 4 {
-			u0 := archsimd.LoadUint8x16Slice(q[32*g:]).ExtendToUint32()
-			u1 := archsimd.LoadUint8x16Slice(q[32*g+16:]).ExtendToUint32()
-			l0, l1 := u0.And(fifteen), u1.And(fifteen)
-			h0, h1 := u0.ShiftRight(four), u1.ShiftRight(four)
-			if five {
-				lo, hi := archsimd.BroadcastUint32x16(uint32(2*g)), archsimd.BroadcastUint32x16(uint32(2*g+1))
-				e0 := archsimd.LoadUint8x16Slice(qh).ExtendToUint32()
-				e1 := archsimd.LoadUint8x16Slice(qh[16:]).ExtendToUint32()
-				l0 = l0.Or(e0.ShiftRight(lo).And(one).ShiftLeft(four))
-				l1 = l1.Or(e1.ShiftRight(lo).And(one).ShiftLeft(four))
-				h0 = h0.Or(e0.ShiftRight(hi).And(one).ShiftLeft(four))
-				h1 = h1.Or(e1.ShiftRight(hi).And(one).ShiftLeft(four))
-			}
-			fl0, fl1 := l0.AsInt32x16().ConvertToFloat32(), l1.AsInt32x16().ConvertToFloat32()
-			fh0, fh1 := h0.AsInt32x16().ConvertToFloat32(), h1.AsInt32x16().ConvertToFloat32()
+			fl0, fl1, fh0, fh1 := kLevels512(q, qh, g, five)
 			d1, d2 := bcast(sc[:], 2*g), bcast(sc[:], 2*g+1)
 			m1, m2 := bcast(sc[:], 8+2*g), bcast(sc[:], 9+2*g)
 
@@ -77,15 +62,20 @@ func kDot2x512(xa, xb []float32, src []byte, s []float32, bs int, five bool) (fl
 		accb = b1b.Add(b2b).MulAdd(d, accb)
 		accmb = bmb.MulAdd(dmin, accmb)
 	}
-	var t [32]float32
-	acca.Sub(accma).StoreSlice(t[:])
-	accb.Sub(accmb).StoreSlice(t[16:])
-	archsimd.ClearAVXUpperBits()
-	return hsumArray(t[:16]), hsumArray(t[16:])
+	return hsum2(acca.Sub(accma), accb.Sub(accmb))
 }
 
-// hsumArray is hsum512's sum of 16 stored lanes, in its order.
-func hsumArray(t []float32) float32 {
+// hsum2 is hsum512 of a and of b.
+func hsum2(a, b archsimd.Float32x16) (float32, float32) {
+	var t [32]float32
+	a.StoreSlice(t[:])
+	b.StoreSlice(t[16:])
+	archsimd.ClearAVXUpperBits()
+	return sum16(t[:16]), sum16(t[16:])
+}
+
+// sum16 is hsum512's sum of 16 stored lanes, in its order.
+func sum16(t []float32) float32 {
 	t = t[:16]
 	return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])) +
 		((t[8] + t[9]) + (t[10] + t[11])) + ((t[12] + t[13]) + (t[14] + t[15]))
@@ -139,11 +129,7 @@ func q6KDot2x512(xa, xb []float32, src []byte, s []float32) (float32, float32) {
 		acca = b1a.Add(b2a).MulAdd(d, acca)
 		accb = b1b.Add(b2b).MulAdd(d, accb)
 	}
-	var t [32]float32
-	acca.StoreSlice(t[:])
-	accb.StoreSlice(t[16:])
-	archsimd.ClearAVXUpperBits()
-	return hsumArray(t[:16]), hsumArray(t[16:])
+	return hsum2(acca, accb)
 }
 
 // iq4XSDot2x512 is iq4XSDot512 for two input rows.
@@ -174,9 +160,5 @@ func iq4XSDot2x512(xa, xb []float32, src []byte, s []float32) (float32, float32)
 		acca = b1a.Add(b2a).MulAdd(d, acca)
 		accb = b1b.Add(b2b).MulAdd(d, accb)
 	}
-	var t [32]float32
-	acca.StoreSlice(t[:])
-	accb.StoreSlice(t[16:])
-	archsimd.ClearAVXUpperBits()
-	return hsumArray(t[:16]), hsumArray(t[16:])
+	return hsum2(acca, accb)
 }

@@ -79,8 +79,7 @@ func hsum512(v archsimd.Float32x16) float32 {
 	var t [16]float32
 	v.Store(&t)
 	archsimd.ClearAVXUpperBits()
-	return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7])) +
-		((t[8] + t[9]) + (t[10] + t[11])) + ((t[12] + t[13]) + (t[14] + t[15]))
+	return sum16(t[:])
 }
 
 func hsum256(v archsimd.Float32x8) float32 {
@@ -95,6 +94,29 @@ func scaleBytes(s []float32, k int) *[16]uint8 {
 	return (*[16]uint8)(unsafe.Pointer(&s[8*k : 8*k+4][0]))
 }
 
+// kLevels512 are group g's levels of a Q4_K (five false) or Q5_K block
+// as float32: sub-block 2g's values 0-15 and 16-31 (low nibbles of q's
+// bytes 32g..32g+31), then sub-block 2g+1's (high nibbles), Q5_K's fifth
+// bit (bit j of qh[l] for sub-block j) added.
+func kLevels512(q, qh []byte, g int, five bool) (l0, l1, h0, h1 archsimd.Float32x16) {
+	fifteen, four, one := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4), archsimd.BroadcastUint32x16(1)
+	u0 := archsimd.LoadUint8x16Slice(q[32*g:]).ExtendToUint32()
+	u1 := archsimd.LoadUint8x16Slice(q[32*g+16:]).ExtendToUint32()
+	a0, a1 := u0.And(fifteen), u1.And(fifteen)
+	b0, b1 := u0.ShiftRight(four), u1.ShiftRight(four)
+	if five {
+		lo, hi := archsimd.BroadcastUint32x16(uint32(2*g)), archsimd.BroadcastUint32x16(uint32(2*g+1))
+		e0 := archsimd.LoadUint8x16Slice(qh).ExtendToUint32()
+		e1 := archsimd.LoadUint8x16Slice(qh[16:]).ExtendToUint32()
+		a0 = a0.Or(e0.ShiftRight(lo).And(one).ShiftLeft(four))
+		a1 = a1.Or(e1.ShiftRight(lo).And(one).ShiftLeft(four))
+		b0 = b0.Or(e0.ShiftRight(hi).And(one).ShiftLeft(four))
+		b1 = b1.Or(e1.ShiftRight(hi).And(one).ShiftLeft(four))
+	}
+	return a0.AsInt32x16().ConvertToFloat32(), a1.AsInt32x16().ConvertToFloat32(),
+		b0.AsInt32x16().ConvertToFloat32(), b1.AsInt32x16().ConvertToFloat32()
+}
+
 // kDot512 is Q4_K's (five false) or Q5_K's fused dot product: per group
 // of 64 values, 32 bytes whose low nibbles are sub-block 2g and high
 // nibbles 2g+1 (Q5_K's fifth bits from qh, bit j of qh[l] for sub-block
@@ -102,7 +124,6 @@ func scaleBytes(s []float32, k int) *[16]uint8 {
 func kDot512(x []float32, src []byte, s []float32, bs int, five bool) float32 {
 	nb := len(x) / 256
 	kPrep(s, src, nb, bs)
-	fifteen, four, one := archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4), archsimd.BroadcastUint32x16(1)
 	var sc [19]float32
 	var acc, accm archsimd.Float32x16
 	for k := range nb {
@@ -118,25 +139,9 @@ func kDot512(x []float32, src []byte, s []float32, bs int, five bool) float32 {
 			x1 := archsimd.LoadFloat32x16Slice(xk[64*g+16:])
 			x2 := archsimd.LoadFloat32x16Slice(xk[64*g+32:])
 			x3 := archsimd.LoadFloat32x16Slice(xk[64*g+48:])
-			u0 := archsimd.LoadUint8x16Slice(q[32*g:]).ExtendToUint32()
-			u1 := archsimd.LoadUint8x16Slice(q[32*g+16:]).ExtendToUint32()
-			l0, l1 := u0.And(fifteen), u1.And(fifteen)
-			h0, h1 := u0.ShiftRight(four), u1.ShiftRight(four)
-			if five {
-				lo, hi := archsimd.BroadcastUint32x16(uint32(2*g)), archsimd.BroadcastUint32x16(uint32(2*g+1))
-				e0 := archsimd.LoadUint8x16Slice(qh).ExtendToUint32()
-				e1 := archsimd.LoadUint8x16Slice(qh[16:]).ExtendToUint32()
-				l0 = l0.Or(e0.ShiftRight(lo).And(one).ShiftLeft(four))
-				l1 = l1.Or(e1.ShiftRight(lo).And(one).ShiftLeft(four))
-				h0 = h0.Or(e0.ShiftRight(hi).And(one).ShiftLeft(four))
-				h1 = h1.Or(e1.ShiftRight(hi).And(one).ShiftLeft(four))
-			}
-			p1 := l0.AsInt32x16().ConvertToFloat32().Mul(x0)
-			p1 = l1.AsInt32x16().ConvertToFloat32().MulAdd(x1, p1)
-			p2 := h0.AsInt32x16().ConvertToFloat32().Mul(x2)
-			p2 = h1.AsInt32x16().ConvertToFloat32().MulAdd(x3, p2)
-			b1 = p1.MulAdd(bcast(sc[:], 2*g), b1)
-			b2 = p2.MulAdd(bcast(sc[:], 2*g+1), b2)
+			l0, l1, h0, h1 := kLevels512(q, qh, g, five)
+			b1 = l1.MulAdd(x1, l0.Mul(x0)).MulAdd(bcast(sc[:], 2*g), b1)
+			b2 = h1.MulAdd(x3, h0.Mul(x2)).MulAdd(bcast(sc[:], 2*g+1), b2)
 			bm = x0.Add(x1).MulAdd(bcast(sc[:], 8+2*g), bm)
 			bm = x2.Add(x3).MulAdd(bcast(sc[:], 9+2*g), bm)
 		}
