@@ -4,17 +4,17 @@ package ggml
 
 // Fused dot products of a float32 vector with a row of Q4_K, Q5_K or
 // Q6_K blocks (llama.cpp's Q4_K_M and Q5_K_M store most of a large
-// model's matrices in these three), and on AVX-512 of IQ4_XS blocks: the
-// decode step multiplies one input row by every row of a matrix, and
-// dequantizing each row into memory, then reading it back for the dot
-// product, costs a store and a load per value that this form does not
-// pay. Per sub-block it sums the integer levels (IQ4_XS's looked up)
-// times x, then multiplies by the sub-block's scale once (an FMA into
-// the accumulator); Q4_K's and Q5_K's mins multiply the sum of x over
-// the sub-block (dmin·m·Σx), Q6_K's offset 32 is taken off the
-// integers. So the products are rounded in another order than
-// DequantBlocks's values and a dot product of them: equal to within
-// float32 rounding of the sum (TestDot), not bit for bit.
+// model's matrices in these three), and on AVX-512 of IQ4_XS, Q2_K and
+// Q3_K blocks: the decode step multiplies one input row by every row of
+// a matrix, and dequantizing each row into memory, then reading it back
+// for the dot product, costs a store and a load per value that this
+// form does not pay. Per sub-block it sums the integer levels (IQ4_XS's
+// looked up) times x, then multiplies by the sub-block's scale once (an
+// FMA into the accumulator); the mins (Q2_K, Q4_K, Q5_K) multiply the
+// sum of x over the sub-block (dmin·m·Σx), Q6_K's offset 32 and Q3_K's
+// 4 are taken off the integers. So the products are rounded in another
+// order than DequantBlocks's values and a dot product of them: equal to
+// within float32 rounding of the sum (TestDot), not bit for bit.
 //
 // A first pass over the row's blocks does their scalar part with integer
 // instructions only (ggml's packed 6-bit scales and mins unpacked to
@@ -36,6 +36,7 @@ func init() {
 	switch {
 	case archsimd.X86.AVX512():
 		Q4_K.dot, Q5_K.dot, Q6_K.dot, IQ4_XS.dot = q4KDot512, q5KDot512, q6KDot512, iq4XSDot512
+		Q2_K.dot, Q3_K.dot = q2KDot512, q3KDot512
 	case archsimd.X86.AVX2() && archsimd.X86.FMA():
 		Q4_K.dot, Q5_K.dot, Q6_K.dot = q4KDot256, q5KDot256, q6KDot256
 	}
@@ -345,6 +346,102 @@ func iq4XSDot512(x []float32, src []byte, s []float32) float32 {
 			p2 = table.Permute(v.ShiftRight(four)).MulAdd(archsimd.LoadFloat32x16Slice(xk[32*j+48:]), p2)
 			b1 = p1.MulAdd(bcast(sc[:], j), b1)
 			b2 = p2.MulAdd(bcast(sc[:], j+1), b2)
+		}
+		acc = b1.Add(b2).MulAdd(bcast(s, 8*k+4), acc)
+	}
+	return hsum512(acc)
+}
+
+// q2KPrep sets block k's words 4 and 5 to the nb Q2_K blocks' d and
+// dmin (their 4-bit scales and mins are read from the blocks as they
+// are).
+func q2KPrep(s []float32, src []byte, nb int) {
+	for k := range nb {
+		b := src[k*84 : (k+1)*84]
+		w := scratchWords(s, k)
+		w[4], w[5] = f16Bits(binary.LittleEndian.Uint16(b[80:])), f16Bits(binary.LittleEndian.Uint16(b[82:]))
+	}
+}
+
+// q2KDot512: per half of 128, each of 32 bytes holds four 2-bit values
+// (bits 2s..2s+1: element 32s+l), a scale (low nibble) and a min (high
+// nibble) per 16 values (q2K).
+func q2KDot512(x []float32, src []byte, s []float32) float32 {
+	nb := len(x) / 256
+	q2KPrep(s, src, nb)
+	three, fifteen, four := archsimd.BroadcastUint32x16(3), archsimd.BroadcastUint32x16(15), archsimd.BroadcastUint32x16(4)
+	var sc, ms [19]float32
+	var acc, accm archsimd.Float32x16
+	for k := range nb {
+		b, xk := src[k*84:(k+1)*84], x[k*256:(k+1)*256]
+		u := archsimd.LoadUint8x16Slice(b).ExtendToUint32()
+		u.And(fifteen).AsInt32x16().ConvertToFloat32().StoreSlice(sc[:])
+		u.ShiftRight(four).AsInt32x16().ConvertToFloat32().StoreSlice(ms[:])
+		var b1, bm archsimd.Float32x16
+		for h := range 2 {
+			for l0 := 0; l0 < 32; l0 += 16 {
+				q := archsimd.LoadUint8x16Slice(b[16+32*h+l0:]).ExtendToUint32()
+				for sh := range 4 {
+					v := q.ShiftRight(archsimd.BroadcastUint32x16(uint32(2 * sh))).And(three).AsInt32x16().ConvertToFloat32()
+					e := 128*h + 32*sh + l0
+					xv := archsimd.LoadFloat32x16Slice(xk[e:])
+					b1 = v.Mul(xv).MulAdd(bcast(sc[:], e/16), b1)
+					bm = xv.MulAdd(bcast(ms[:], e/16), bm)
+				}
+			}
+		}
+		acc = b1.MulAdd(bcast(s, 8*k+4), acc)
+		accm = bm.MulAdd(bcast(s, 8*k+5), accm)
+	}
+	return hsum512(acc.Sub(accm))
+}
+
+// q3KPrep sets block k's scratch to its sixteen 6-bit scales less 32
+// (int8, bytes 0-15; q3KScales's values before d multiplies them) and
+// d's bits, for the nb Q3_K blocks of src.
+func q3KPrep(s []float32, src []byte, nb int) {
+	for k := range nb {
+		b := src[k*110 : (k+1)*110]
+		sb := b[96:108]
+		sc := scaleBytes(s, k)
+		for i := range 16 {
+			lo := sb[i%8] >> (4 * (i / 8)) & 0xf
+			hi := sb[8+i%4] >> (2 * (i / 4)) & 3
+			sc[i] = uint8(int8(lo|hi<<4) - 32)
+		}
+		scratchWords(s, k)[4] = f16Bits(binary.LittleEndian.Uint16(b[108:]))
+	}
+}
+
+// q3KDot512: Q2_K's layout of the low two bits; element e's third bit is
+// bit e/32 of hmask[e%32], and a clear bit subtracts 4 (q3K).
+func q3KDot512(x []float32, src []byte, s []float32) float32 {
+	nb := len(x) / 256
+	q3KPrep(s, src, nb)
+	one, two, three := archsimd.BroadcastUint32x16(1), archsimd.BroadcastUint32x16(2), archsimd.BroadcastUint32x16(3)
+	four := archsimd.BroadcastInt32x16(4)
+	var sc [19]float32
+	var acc archsimd.Float32x16
+	for k := range nb {
+		b, xk := src[k*110:(k+1)*110], x[k*256:(k+1)*256]
+		archsimd.LoadUint8x16(scaleBytes(s, k)).AsInt8x16().ExtendToInt32().ConvertToFloat32().StoreSlice(sc[:])
+		var b1, b2 archsimd.Float32x16
+		for h := range 2 {
+			for l0 := 0; l0 < 32; l0 += 16 {
+				u := archsimd.LoadUint8x16Slice(b[32+32*h+l0:]).ExtendToUint32()
+				hm := archsimd.LoadUint8x16Slice(b[l0:]).ExtendToUint32()
+				for sh := range 4 {
+					v := u.ShiftRight(archsimd.BroadcastUint32x16(uint32(2 * sh))).And(three)
+					hb := hm.ShiftRight(archsimd.BroadcastUint32x16(uint32(4*h + sh))).And(one).ShiftLeft(two)
+					e := 128*h + 32*sh + l0
+					p := v.Or(hb).AsInt32x16().Sub(four).ConvertToFloat32().Mul(archsimd.LoadFloat32x16Slice(xk[e:]))
+					if sh%2 == 0 {
+						b1 = p.MulAdd(bcast(sc[:], e/16), b1)
+					} else {
+						b2 = p.MulAdd(bcast(sc[:], e/16), b2)
+					}
+				}
+			}
 		}
 		acc = b1.Add(b2).MulAdd(bcast(s, 8*k+4), acc)
 	}

@@ -1,6 +1,6 @@
 // Package ggml holds ggml's quantized block formats: their sizes, their
-// dequantization into float32, and for Q4_K, Q5_K, Q6_K and IQ4_XS fused
-// dot products with float32 vectors (Format.Dot, Format.Dot2), shared by
+// dequantization into float32, and for the K-quants and IQ4_XS fused dot
+// products with float32 vectors (Format.Dot, Format.Dot2), shared by
 // the GGUF reader (policy/gguf, which reads any of them) and the native
 // engine (policy/native, which keeps a frozen base's matrices in them and
 // dequantizes, or in decoding takes the dot products, as it computes).
@@ -107,7 +107,7 @@ func (f *Format) DequantBlocks(y []float32, src []byte) {
 }
 
 // HasDot says whether Dot has a fused form for f on this CPU (Q4_K, Q5_K
-// and Q6_K on AVX-512 or AVX2, IQ4_XS on AVX-512). Without one, a caller
+// and Q6_K on AVX-512 or AVX2, IQ4_XS, Q2_K and Q3_K on AVX-512). Without one, a caller
 // dequantizes (DequantBlocks) and takes its own dot product.
 func (f *Format) HasDot() bool { return f.dot != nil }
 

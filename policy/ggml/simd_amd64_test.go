@@ -132,7 +132,7 @@ var dotForms = []struct {
 	present func() bool
 }{
 	{Q4_K, "avx512", q4KDot512, archsimd.X86.AVX512}, {Q5_K, "avx512", q5KDot512, archsimd.X86.AVX512}, {Q6_K, "avx512", q6KDot512, archsimd.X86.AVX512},
-	{IQ4_XS, "avx512", iq4XSDot512, archsimd.X86.AVX512},
+	{IQ4_XS, "avx512", iq4XSDot512, archsimd.X86.AVX512}, {Q2_K, "avx512", q2KDot512, archsimd.X86.AVX512}, {Q3_K, "avx512", q3KDot512, archsimd.X86.AVX512},
 	{Q4_K, "avx2", q4KDot256, archsimd.X86.AVX2}, {Q5_K, "avx2", q5KDot256, archsimd.X86.AVX2}, {Q6_K, "avx2", q6KDot256, archsimd.X86.AVX2},
 }
 
@@ -165,12 +165,17 @@ func TestDot(t *testing.T) {
 				b := src[k*f.Bytes : (k+1)*f.Bytes]
 				f.Dequant(vals[k*f.Values:], b)
 				// The terms' magnitudes: |d|·sc·q + |dmin|·m, the values of
-				// the block with d's sign cleared and dmin's set (Q6_K and
-				// IQ4_XS, without mins: |value|).
+				// the block with d's sign cleared and dmin's set (Q2_K's
+				// d and dmin are at bytes 80 and 82; Q3_K, Q6_K and IQ4_XS,
+				// without mins: |value|).
 				copy(blk, b)
-				if f == Q4_K || f == Q5_K {
+				switch f {
+				case Q4_K, Q5_K:
 					blk[1] &^= 0x80
 					blk[3] |= 0x80
+				case Q2_K:
+					blk[81] &^= 0x80
+					blk[83] |= 0x80
 				}
 				f.Dequant(mags[k*f.Values:], blk)
 			}
@@ -222,7 +227,7 @@ func BenchmarkDot(b *testing.B) {
 		x[i] = float32(r.NormFloat64())
 	}
 	s, y := make([]float32, DotScratch(cols)), make([]float32, cols)
-	for _, f := range []*Format{Q4_K, Q5_K, Q6_K, IQ4_XS} {
+	for _, f := range []*Format{Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K} {
 		rb := cols / f.Values * f.Bytes
 		src := randomBlocks(r, f, rows*cols/f.Values)
 		run := func(name string, do func(row []byte)) {

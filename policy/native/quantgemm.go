@@ -93,7 +93,7 @@ func gemvRaw(p *pool, op gemmOp) {
 // dequantized once (ggml's values, as a float32 base holds them) into
 // ws.qrow, then its dot product with every input row (kernels.dot).
 // A format that has a fused dot product on this CPU (ggml's Format.Dot:
-// Q4_K, Q5_K, Q6_K, IQ4_XS) takes it instead, which never writes the
+// the K-quants, IQ4_XS) takes it instead, which never writes the
 // row's values: with one input row (decoding one sequence), and with
 // more where it also has the two-row form (Format.Dot2, on AVX-512:
 // evaluation decodes a task's episodes in lockstep), input rows in
