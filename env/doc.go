@@ -62,9 +62,12 @@
 // format error, refused action or invalid edit; 0 for other non-running
 // actions and for timeouts, out-of-memory runs and editor failures; -1 plus
 // 0.1 per marker reached for a failed run; and for a graded run after an
-// edit, (m_new - m_prev) / (m_best - m_init), sign-flipped for
-// lower-is-better metrics and clipped to [-1, 1]. Re-running an unchanged
-// workspace earns 0, so a lucky re-run of a random script is not rewarded.
+// edit, (m_new - m_base) / (m_best - m_init), sign-flipped for
+// lower-is-better metrics and clipped to [-1, 1], m_base the last edited
+// run's score (m_init before any; raised, never lowered, by a re-run).
+// Re-running an unchanged workspace earns 0, so a lucky re-run of a
+// random script is not rewarded, nor can an unlucky one lower the next
+// edit's baseline; a timeout that slept out its limit is a failed run.
 // With Config.ExecuteAfterEdit an edit runs its script in the same step
 // and so carries its own improvement (for step-wise RL).
 package env

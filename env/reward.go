@@ -12,7 +12,7 @@ const (
 	TermFormat      = "format"         // -1: the response did not parse, or the action was refused or an invalid edit
 	TermError       = "error"          // -1: the script crashed, was killed, flooded its output or wrote no valid submission
 	TermCornerCase  = "corner_case"    // 0: timeout, out of memory, editor failure (not the agent's fault)
-	TermImprovement = "improvement"    // squashed (m_new - m_prev) / (m_best - m_init), direction-signed
+	TermImprovement = "improvement"    // squashed (m_new - m_base) / (m_best - m_init), direction-signed (RewardInput.Base)
 	TermBinary      = "binary"         // +1 when an edit improved the score, else 0 (the ML-Agent ablation)
 	TermScore       = "score"          // the grader's score, sign flipped for lower-is-better (second paper)
 	TermMarkers     = "markers"        // +MarkerCredit per instrumentation marker reached by a failed run
