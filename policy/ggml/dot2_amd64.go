@@ -3,12 +3,13 @@
 package ggml
 
 // Fused dot products of two float32 vectors with one row of Q4_K, Q5_K,
-// Q6_K or IQ4_XS blocks (Format.Dot2): evaluation decodes a task's episodes in
-// lockstep, two or more input rows a product, and the one-row form
-// would convert each block's levels to float32 once per input row. Here
-// they are converted once and multiplied by both rows; otherwise the
-// arithmetic is Dot's (dot_amd64.go), so each of the two sums is the
-// one-row form's in the same order: the same bits (TestDot2).
+// Q6_K or IQ4_XS blocks (Format.Dot2): evaluation decodes a task's
+// episodes in lockstep, two or more input rows a product, and the
+// one-row form would convert each block's levels to float32 once per
+// input row. Here they are converted once and multiplied by both rows;
+// otherwise the arithmetic is Dot's (dot_amd64.go), so each of the two
+// sums is the one-row form's in the same order: the same bits
+// (TestDot2).
 
 import "simd/archsimd"
 
