@@ -124,18 +124,12 @@ func TestGeneratedGraderRefusesCostlySubmissions(t *testing.T) {
 		{"the answers, qwk", "qwk", answers.String(), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			writeFiles(t, dir, map[string]string{
+			g, err := gradeSubmission(t, python, c.name, map[string]string{
 				"private/grade.py":    string(grader),
 				"private/grade.json":  fmt.Sprintf(`{"id_column": "id", "target_columns": ["y"], "metric": %q}`, c.metric),
 				"private/answers.csv": answers.String(),
 				"submission.csv":      c.sub,
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			start := time.Now()
-			g, err := tasks.RunGrader(ctx, python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
-			t.Logf("%s: %+.200v, %v in %v", c.name, g, err, time.Since(start).Round(time.Millisecond))
 			if c.reason == "" {
 				if err != nil || !g.Valid || g.Score != 1 {
 					t.Fatalf("got %+v, %v; want valid, score 1", g, err)
@@ -167,18 +161,12 @@ func TestMLEBenchGraderRefusesCostlyHeaders(t *testing.T) {
 		{"a plain submission", "PassengerId,Transported\nc,True\na,False\nb,False\n", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := t.TempDir()
-			writeFiles(t, dir, map[string]string{
+			g, err := gradeSubmission(t, python, c.name, map[string]string{
 				"private/grade.py":    string(src),
 				"private/grade.json":  `{"competition": "toy-titanic", "grade_fn": "mlebench.competitions.toy-titanic.grade:grade", "answers": "csv"}`,
 				"private/answers.csv": "PassengerId,Transported\na,True\nb,False\nc,True\n",
 				"submission.csv":      c.sub,
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			start := time.Now()
-			g, err := tasks.RunGrader(ctx, python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
-			t.Logf("%s: %+.200v, %v in %v", c.name, g, err, time.Since(start).Round(time.Millisecond))
 			if c.reason == "" {
 				if err != nil || !g.Valid || g.Score != 0.66667 {
 					t.Fatalf("got %+v, %v; want valid, 0.66667", g, err)
@@ -190,4 +178,19 @@ func TestMLEBenchGraderRefusesCostlyHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gradeSubmission writes files (a task's private/ folder and
+// submission.csv) into a fresh folder, runs its grader on the submission
+// with 20 s to answer, and logs what it said and how long it took.
+func gradeSubmission(t *testing.T, python, name string, files map[string]string) (tasks.Grade, error) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFiles(t, dir, files)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	g, err := tasks.RunGrader(ctx, python, filepath.Join(dir, "private"), filepath.Join(dir, "submission.csv"))
+	t.Logf("%s: %+.200v, %v in %v", name, g, err, time.Since(start).Round(time.Millisecond))
+	return g, err
 }
