@@ -101,11 +101,15 @@ dirs = sys.argv[1:]
 if not dirs:
     sys.exit("usage: pool.py docs/run17/seed-<S>...")
 for d in dirs:
-    read(f"{d}/rows.jsonl", "")
-    try:
-        read(f"{d}/5m/rows.jsonl", "-5m")
-    except FileNotFoundError:
-        pass
+    found = 0
+    for path, suffix in ((f"{d}/rows.jsonl", ""), (f"{d}/5m/rows.jsonl", "-5m")):
+        try:
+            read(path, suffix)
+            found += 1
+        except FileNotFoundError:
+            print(f"note: {path} is not there; {d} counts without it")
+    if not found:
+        sys.exit(f"pool.py: {d} has neither rows.jsonl nor 5m/rows.jsonl; pass docs/run17/seed-<S> folders")
 print("seeds:", " ".join(sorted(set(seeds))))
 print("scored on:", ", ".join(sorted(scored)), "(private: the part of the hidden answers no agent saw a score of)")
 present = {arm for (arm, _, _) in units}
