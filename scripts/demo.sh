@@ -135,9 +135,9 @@ parts = ["%s on %s tasks (SFT %s, the scripted expert %s)" % (pct(h.get((s, "sft
          for s in ("held-out", "held-in") if (s, "sft+ppo") in h]
 print(" and ".join(parts))' 2>/dev/null || true)
 if [ -s docs/current-result.txt ]; then
-	result="The project's result is its latest pre-declared five-seed run (SCIENCE.md), $(tr '\n' ' ' < docs/current-result.txt | sed 's/ *$//')"
+	result="The project's results are its latest pre-declared multi-seed runs (SCIENCE.md): $(tr '\n' ' ' < docs/current-result.txt | sed 's/ *$//')"
 else
-	result="The project's result is its latest pre-declared five-seed run: see SCIENCE.md (docs/current-result.txt, its one-line summary, is missing)."
+	result="The project's results are its latest pre-declared multi-seed runs: see SCIENCE.md (docs/current-result.txt, its one-line summary, is missing)."
 fi
 {
 	printf 'In short: the demo ran every stage once on %s tasks of the built-in demo suite in %ss on %s cores: the scripted expert'"'"'s %s trajectories per held-in task, SFT of %s updates, PPO of %s updates (%s skipped for want of any group with a signal; the checkpoint evaluated as SFT+PPO was chosen on the held-in learning curve: %s), then %s trajectories per task and method (%s for SFT and SFT+PPO). ' \
