@@ -327,8 +327,9 @@ func pct(x float64) string {
 
 // writeBehaviours writes what each method did on a split's tasks (methods
 // that took steps): edit and execute shares of its steps, the share of its
-// edits that changed nothing, and of its trajectories that ran the script
-// and that gave a Final Answer.
+// edits that changed nothing, of its trajectories that ran the script,
+// gave a Final Answer and ended on an unrun change, and how many of them
+// made a better script and how many of those kept it.
 func writeBehaviours(w io.Writer, s Summary, split string) {
 	var bs []Behaviour
 	for _, b := range s.Behaviours {
@@ -339,8 +340,8 @@ func writeBehaviours(w io.Writer, s Summary, split string) {
 	if len(bs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "What the agents did: edits and executions as shares of their steps, edits that left the file unchanged as a share of the edits, trajectories that ran the script at least once, that ended with a Final Answer, and that ended with a change to the script no run followed (edits or undos after the last Execute Script: wasted steps, the score is the last run's) as shares of the trajectories.\n\n")
-	fmt.Fprintf(w, "| method | trajectories | steps | edits | unchanged edits | executes | ran the script | final answer | ended on an unrun change |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "What the agents did: edits and executions as shares of their steps, edits that left the file unchanged as a share of the edits, trajectories that ran the script at least once, that ended with a Final Answer, and that ended with a change to the script no run followed (edits or undos after the last Execute Script: wasted steps, the score is the last run's) as shares of the trajectories; then the trajectories with a graded run better than the initial script (the run the public part ranked best, scored on the reported answers) and, of those, the ones whose final submission kept a better score (the others made a better script and lost it: undone, edited over, or a worse last run).\n\n")
+	fmt.Fprintf(w, "| method | trajectories | steps | edits | unchanged edits | executes | ran the script | final answer | ended on an unrun change | found a better script | kept it |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	pc := func(a, b int) string {
 		if b == 0 {
 			return "-"
@@ -348,8 +349,9 @@ func writeBehaviours(w io.Writer, s Summary, split string) {
 		return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
 	}
 	for _, b := range bs {
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", b.Method, b.Trajectories, b.Steps, pc(b.Edits, b.Steps), pc(b.Unchanged, b.Edits),
-			pc(b.Executes, b.Steps), pc(b.RanScript, b.Trajectories), pc(b.FinalAnswer, b.Trajectories), pc(b.Unrun, b.Trajectories))
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %d (%s) | %d of %d |\n", b.Method, b.Trajectories, b.Steps, pc(b.Edits, b.Steps), pc(b.Unchanged, b.Edits),
+			pc(b.Executes, b.Steps), pc(b.RanScript, b.Trajectories), pc(b.FinalAnswer, b.Trajectories), pc(b.Unrun, b.Trajectories),
+			b.Found, pc(b.Found, b.Trajectories), b.Kept, b.Found)
 	}
 	fmt.Fprintln(w)
 }

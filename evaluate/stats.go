@@ -119,8 +119,9 @@ type Summary struct {
 }
 
 // Behaviour is what one method's agents did on one split's tasks: how
-// often they edited, how many of those edits changed nothing, and how many
-// of their trajectories ran the script and gave a Final Answer.
+// often they edited, how many of those edits changed nothing, how many of
+// their trajectories ran the script and gave a Final Answer, and how many
+// made a better script and kept it.
 type Behaviour struct {
 	Method       string `json:"method"`
 	Split        string `json:"split"`
@@ -136,6 +137,14 @@ type Behaviour struct {
 	// last Execute Script (or undos of edits that were run). Their last
 	// steps were wasted: the score is the last run's submission.
 	Unrun int `json:"trajectories_unrun_change"`
+	// Found counts the trajectories in which a graded run beat the initial
+	// script (the run the public part ranked best, BestScore, better than
+	// m_init on the reported answers), and Kept those of them whose final
+	// submission still did: Found - Kept is how often an agent made a
+	// better script and lost it again (undone, edited over, or followed
+	// by a worse last run). Run 17's SmolLM2 SFT policy lost 35 of 41.
+	Found int `json:"trajectories_found_better"`
+	Kept  int `json:"trajectories_kept_better"`
 }
 
 // behaviours counts Behaviour per (split, method) in Summary order.
@@ -176,6 +185,12 @@ func behaviours(rows []schemas.EvalResult, methods []string) []Behaviour {
 		}
 		if pending != 0 {
 			b.Unrun++
+		}
+		if r.BestScore != nil && better(r.Direction, *r.BestScore, r.MInit) {
+			b.Found++
+			if better(r.Direction, r.FinalScore, r.MInit) {
+				b.Kept++
+			}
 		}
 		if ran {
 			b.RanScript++

@@ -176,17 +176,25 @@ func TestBehaviours(t *testing.T) {
 		return schemas.EvalResult{Method: method, TaskID: "a", Split: split, Direction: schemas.HigherIsBetter, MInit: 1, FinalScore: 1,
 			Actions: actions, Feedback: feedback}
 	}
+	// scored sets a row's final score and its best run's score.
+	scored := func(r schemas.EvalResult, final, best float64) schemas.EvalResult {
+		r.FinalScore, r.BestScore = final, &best
+		return r
+	}
 	rows := []schemas.EvalResult{
-		// An edit, the same edit again (unchanged), a run, a Final Answer.
-		row(MethodPPO, schemas.HeldIn, []string{"Edit Script (AI)", "Edit Script (AI)", "Execute Script", "Final Answer"},
-			"The edited file is saved to train.py.", "The edit left train.py unchanged.", "The script ran.", "Done."),
+		// An edit, the same edit again (unchanged), a run, a Final Answer:
+		// a better script found and kept.
+		scored(row(MethodPPO, schemas.HeldIn, []string{"Edit Script (AI)", "Edit Script (AI)", "Execute Script", "Final Answer"},
+			"The edited file is saved to train.py.", "The edit left train.py unchanged.", "The script ran.", "Done."), 1.2, 1.2),
 		// Edits only: never runs, never answers.
 		row(MethodPPO, schemas.HeldIn, []string{"Edit Script (AI)", "Edit Script Segment"}, "The edit left train.py unchanged."),
-		row(MethodSFT, schemas.HeldIn, []string{"Execute Script"}, "The script ran."),
+		// A run that only matched the initial script: nothing found.
+		scored(row(MethodSFT, schemas.HeldIn, []string{"Execute Script"}, "The script ran."), 1, 1),
 		// A run edit undone without a rerun, then an edit and its undo:
-		// the script at the end is not the last run's.
-		row(MethodSFT, schemas.HeldIn, []string{"Edit Script (AI)", "Execute Script", "Undo Edit Script", "Edit Script (AI)", "Undo Edit Script"},
-			"The edited file is saved to train.py.", "The script ran.", "Undone.", "The edited file is saved to train.py.", "Undone."),
+		// the script at the end is not the last run's. Its run was better
+		// than the initial script, and lost.
+		scored(row(MethodSFT, schemas.HeldIn, []string{"Edit Script (AI)", "Execute Script", "Undo Edit Script", "Edit Script (AI)", "Undo Edit Script"},
+			"The edited file is saved to train.py.", "The script ran.", "Undone.", "The edited file is saved to train.py.", "Undone."), 1, 1.3),
 		// An edit undone before any run: nothing left unrun.
 		row(MethodSFT, schemas.HeldIn, []string{"Execute Script", "Edit Script (AI)", "Undo Edit Script", "Final Answer"},
 			"The script ran.", "The edited file is saved to train.py.", "Undone.", "Done."),
@@ -196,7 +204,12 @@ func TestBehaviours(t *testing.T) {
 			r.Outcomes = []string{"success", "editor_error"}
 			return r
 		}(),
-		row(MethodPPO, schemas.HeldOut, []string{"List Files"}, "files"),
+		// Lower is better: a run below m_init found, the final kept below.
+		func() schemas.EvalResult {
+			r := scored(row(MethodPPO, schemas.HeldOut, []string{"List Files"}, "files"), 0.95, 0.9)
+			r.Direction = schemas.LowerIsBetter
+			return r
+		}(),
 	}
 	s := Summarize(rows)
 	var ppo *Behaviour
@@ -211,7 +224,8 @@ func TestBehaviours(t *testing.T) {
 	// The second trajectory's first edit left the script unchanged, its
 	// second (no feedback recorded) counts as a change, never run: one
 	// unrun change.
-	want := Behaviour{Method: MethodPPO, Split: schemas.HeldIn, Trajectories: 2, Steps: 6, Edits: 4, Unchanged: 2, Executes: 1, RanScript: 1, FinalAnswer: 1, Unrun: 1}
+	want := Behaviour{Method: MethodPPO, Split: schemas.HeldIn, Trajectories: 2, Steps: 6, Edits: 4, Unchanged: 2, Executes: 1, RanScript: 1, FinalAnswer: 1, Unrun: 1,
+		Found: 1, Kept: 1}
 	if *ppo != want {
 		t.Errorf("sft+ppo held-in: got %+v, want %+v", *ppo, want)
 	}
@@ -219,13 +233,19 @@ func TestBehaviours(t *testing.T) {
 		if b.Method == MethodSFT && (b.Trajectories != 4 || b.Unrun != 1) {
 			t.Errorf("sft held-in: %d trajectories, %d ended on an unrun change; want 4 and 1 (the undo of a run edit)", b.Trajectories, b.Unrun)
 		}
+		if b.Method == MethodSFT && (b.Found != 1 || b.Kept != 0) {
+			t.Errorf("sft held-in: found %d, kept %d; want 1 and 0 (the undone run; a run equal to m_init is not better)", b.Found, b.Kept)
+		}
+		if b.Split == schemas.HeldOut && (b.Found != 1 || b.Kept != 1) {
+			t.Errorf("sft+ppo held-out (lower is better): found %d, kept %d; want 1 and 1", b.Found, b.Kept)
+		}
 	}
 	if s.Behaviours[0].Split != schemas.HeldOut {
 		t.Errorf("held-out first: %+v", s.Behaviours)
 	}
 	var buf strings.Builder
 	writeBehaviours(&buf, s, schemas.HeldIn)
-	if out := buf.String(); !strings.Contains(out, "| sft+ppo | 2 | 6 | 67% | 50% | 17% | 50% | 50% | 50% |") {
+	if out := buf.String(); !strings.Contains(out, "| sft+ppo | 2 | 6 | 67% | 50% | 17% | 50% | 50% | 50% | 1 (50%) | 1 of 1 |") {
 		t.Errorf("report table:\n%s", out)
 	}
 }

@@ -164,7 +164,7 @@ def behaviour(path, names):
         if m:
             split = m.group(1)
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if split and len(cells) == 9 and cells[0] in names and cells[1].isdigit() and re.fullmatch(r"\d+%|-", cells[3]):
+        if split and len(cells) in (9, 11) and cells[0] in names and cells[1].isdigit() and re.fullmatch(r"\d+%|-", cells[3]):
             pct = lambda c: float(c.rstrip("%")) / 100 if c != "-" else 0.0
             out[split] = (int(cells[1]), int(cells[2]), pct(cells[3]), pct(cells[4]), pct(cells[6]), pct(cells[7]), pct(cells[8]))
     return out
