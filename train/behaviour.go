@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/mlerl/mlerl/env"
+	"github.com/mlerl/mlerl/internal/tasks"
 	"github.com/mlerl/mlerl/schemas"
 )
 
@@ -14,9 +15,25 @@ import (
 // edits, episodes that ran the script at least once and that gave a
 // Final Answer. Recorded per update from the training episodes and per
 // learning-curve point from its evaluation episodes, so that a collapse
-// into repeated edits is visible while it happens.
+// into repeated edits is visible while it happens. The curve's episodes
+// also count, as evaluate's Found and Kept, those that made a better
+// script than the initial one and those that kept it to the end.
 type behaviour struct {
 	episodes, steps, edits, unchanged, executes, ran, final int
+	scored, found, kept                                     int // curve episodes only (scores)
+}
+
+// scores counts one finished episode's best and final scores against the
+// task's initial score (nil: no graded run).
+func (b *behaviour) scores(direction string, mInit float64, best, final *float64) {
+	b.scored++
+	if best == nil || !tasks.Better(direction, *best, mInit) {
+		return
+	}
+	b.found++
+	if final != nil && tasks.Better(direction, *final, mInit) {
+		b.kept++
+	}
 }
 
 // step counts one step of an episode by its action name and whether it
@@ -96,6 +113,8 @@ func (b behaviour) record(rec map[string]any, prefix string) {
 	put("execute_share", b.executes, b.steps)
 	put("ran_script_share", b.ran, b.episodes)
 	put("final_answer_share", b.final, b.episodes)
+	put("found_better_share", b.found, b.scored)
+	put("kept_better_share", b.kept, b.found)
 	if b.episodes > 0 {
 		rec[prefix+"episodes"] = b.episodes
 	}

@@ -237,6 +237,8 @@ func (r *ppoRun) curvePoint(ctx context.Context, c *curveEval) (bool, error) {
 					finals[start+k] = *ep.Trajectory.FinalMetric
 				}
 				beh[j.Task.Split].episode(ep.Steps)
+				spec := env.SpecFromTask(j.Task)
+				beh[j.Task.Split].scores(spec.Direction, spec.MInit, ep.Trajectory.BestMetric, ep.Trajectory.FinalMetric)
 				for _, s := range ep.Steps {
 					steps[start+k]++
 					if env.Accepted(env.Outcome(s.Outcome)) {

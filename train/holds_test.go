@@ -380,6 +380,23 @@ func TestBehaviourCountsAsEvaluation(t *testing.T) {
 	if e.unchanged != 1 || e.ran != 1 || e.edits != 1 {
 		t.Errorf("episode counts %+v: want 1 unchanged edit and the script run", e)
 	}
+	// Curve episodes' scores, as evaluate's Found and Kept: a better run
+	// kept, one lost, one equal to m_init (not better), one never graded;
+	// lower is better.
+	f := func(x float64) *float64 { return &x }
+	var c behaviour
+	c.scores(schemas.LowerIsBetter, 10, f(8), f(9))
+	c.scores(schemas.LowerIsBetter, 10, f(8), f(10))
+	c.scores(schemas.LowerIsBetter, 10, f(10), f(10))
+	c.scores(schemas.LowerIsBetter, 10, nil, nil)
+	rec = map[string]any{}
+	c.record(rec, "curve/held-in/behaviour/")
+	if rec["curve/held-in/behaviour/found_better_share"] != 2.0/4 || rec["curve/held-in/behaviour/kept_better_share"] != 1.0/2 {
+		t.Errorf("curve scores %+v recorded %v: want found 2 of 4, kept 1 of 2", c, rec)
+	}
+	if _, ok := empty["behaviour/found_better_share"]; ok {
+		t.Errorf("no scored episodes: recorded %v", empty)
+	}
 }
 
 // TestCurveTasks: curve.max_tasks keeps at most N tasks per split, the
