@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mlerl/mlerl/internal/store"
+	"github.com/mlerl/mlerl/policy/ggml"
 	"github.com/mlerl/mlerl/policy/gguf"
 	"github.com/mlerl/mlerl/policy/native"
 )
@@ -256,6 +257,33 @@ func testGGUFQuantStorage(t *testing.T, name string) {
 		t.Errorf("decoding from the blocks differs from the float32 base's by %.2g of the largest logit (tolerance %.2g)", diff/scale, native.QuantTolerance(depth))
 	}
 	t.Logf("decoding from the blocks vs the float32 base: %.2g of the largest logit (tolerance %.2g)", diff/scale, native.QuantTolerance(depth))
+
+	// Int8 activations: the products of the decode steps take int8
+	// inputs (per 32 for Q4_0, Q4_1 and Q8_0 blocks on AVX512_VNNI, per
+	// 256 for Q4_K, Q5_K and Q6_K: ggml.Format.DotQ8), so the logits move
+	// by the inputs' rounding (about 1/254 of a block's largest input).
+	if _, err := m.SetQuantActivations(native.ActivationsInt8); err != nil {
+		t.Fatal(err)
+	}
+	id := decode(qe)
+	if _, err := m.SetQuantActivations(native.ActivationsFP32); err != nil {
+		t.Fatal(err)
+	}
+	diff8 := 0.0
+	for i := range fd {
+		diff8 = max(diff8, math.Abs(float64(id[i]-fd[i])))
+	}
+	// On these tiny random models the rounding moves the largest logit by
+	// 2-3% (measured: 0.021-0.029); a wrong min or offset term moves it by
+	// 5% to 160%. llamak's K-quant matrices take the int8 form wherever it
+	// exists, which moves them at all (float32 inputs: 2.5e-6).
+	if diff8/scale > 0.045 {
+		t.Errorf("decoding with int8 activations differs from the float32 base's by %.2g of the largest logit (allowed 0.045)", diff8/scale)
+	}
+	if name == "llamak" && ggml.Q4_K.HasDotQ8() && diff8/scale < 1e-4 {
+		t.Errorf("decoding with int8 activations: %.2g of the largest logit from the float32 base's, as with float32 inputs: the K-quants' int8 form did not run", diff8/scale)
+	}
+	t.Logf("decoding with int8 activations vs the float32 base: %.2g of the largest logit", diff8/scale)
 
 	// A checkpoint records quant and reopens its base so.
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 // Package ggml holds ggml's quantized block formats: their sizes, their
 // dequantization into float32, and for the K-quants and IQ4_XS fused dot
-// products with float32 vectors (Format.Dot, Format.Dot2), shared by
+// products with float32 vectors (Format.Dot, Format.Dot2) and, for Q4_K,
+// Q5_K and Q6_K, with vectors quantized to int8 (Format.DotQ8), shared by
 // the GGUF reader (policy/gguf, which reads any of them) and the native
 // engine (policy/native, which keeps a frozen base's matrices in them and
 // dequantizes, or in decoding takes the dot products, as it computes).
@@ -63,6 +64,8 @@ type Format struct {
 	dot func(x []float32, src []byte, scratch []float32) float32
 	// dot2, where set, is Dot2 (dot2_amd64.go).
 	dot2 func(xa, xb []float32, src []byte, scratch []float32) (float32, float32)
+	// dotQ8, where set, is DotQ8 (dotq8_amd64.go).
+	dotQ8 func(x *Q8K, src []byte, scratch []float32) float32
 }
 
 // The formats, ggml-common.h's block sizes.
@@ -136,6 +139,69 @@ func (f *Format) HasDot2() bool { return f.dot2 != nil }
 func (f *Format) Dot2(xa, xb []float32, src []byte, scratch []float32) (float32, float32) {
 	nb := len(xa) / f.Values
 	return f.dot2(xa[:nb*f.Values], xb[:nb*f.Values], src[:nb*f.Bytes], scratch[:DotScratch(len(xa))])
+}
+
+// Q8K is a vector quantized for DotQ8, per block of 256 values as
+// llama.cpp's block_q8_K: each block's scale D = max|x|/127, its values
+// Q = round(x/D) (to even) in int8, and BSums, each 16 of them summed.
+type Q8K struct {
+	D     []float32
+	Q     []int8
+	BSums []int16
+}
+
+// Quantize sets q from x (a whole number of blocks of 256), reusing q's
+// slices where they are long enough.
+func (q *Q8K) Quantize(x []float32) {
+	nb := len(x) / 256
+	q.D = growTo(q.D, nb)
+	q.Q = growTo(q.Q, nb*256)
+	q.BSums = growTo(q.BSums, nb*16)
+	for k := range nb {
+		blk := x[k*256 : (k+1)*256]
+		var amax float32
+		for _, v := range blk {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		d, id := amax/127, float32(0)
+		if d != 0 {
+			id = 1 / d
+		}
+		q.D[k] = d
+		for g := range 16 {
+			var s int16
+			for i, v := range blk[16*g : 16*g+16] {
+				v := int8(math.RoundToEven(float64(v * id)))
+				q.Q[k*256+16*g+i], s = v, s+int16(v)
+			}
+			q.BSums[k*16+g] = s
+		}
+	}
+}
+
+func growTo[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// HasDotQ8 says whether DotQ8 has a form for f on this CPU (Q4_K, Q5_K
+// and Q6_K on AVX2 or AVX-512).
+func (f *Format) HasDotQ8() bool { return f.dotQ8 != nil }
+
+// DotQ8 is Dot with the vector quantized (Q8K.Quantize), as llama.cpp's
+// ggml_vec_dot_q4_K_q8_K computes it: per block the products of the
+// integer levels and the int8 values summed exactly in integers, times
+// the sub-blocks' scales, the mins times the BSums; only each block's
+// d·D scaling and the sum over blocks are float32. So it is the dot
+// product of DequantBlocks's values with x rounded to the int8 grid (D·Q),
+// to within float32 rounding (TestDotQ8): like Dot's, but for x's
+// rounding, at most D/2 per value. scratch has at least DotScratch(len
+// of x) values. It panics unless HasDotQ8.
+func (f *Format) DotQ8(x *Q8K, src []byte, scratch []float32) float32 {
+	nb := len(x.D)
+	return f.dotQ8(x, src[:nb*f.Bytes], scratch[:DotScratch(nb*256)])
 }
 
 // F16ToF32 widens an IEEE half-precision value (exact).

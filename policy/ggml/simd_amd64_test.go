@@ -246,6 +246,13 @@ func BenchmarkDot(b *testing.B) {
 				run("dot-"+df.name, func(row []byte) { df.dot(x, row, s) })
 			}
 		}
+		for _, df := range dotQ8Forms {
+			if df.f == f && f.HasDotQ8() {
+				var q Q8K
+				q.Quantize(x)
+				run("dotq8-avx2", func(row []byte) { df.dot(&q, row, s) })
+			}
+		}
 		for _, vf := range vectorForms {
 			if vf.f == f && vf.present() {
 				run("dequant-"+vf.name, func(row []byte) { vf.blocks(y, row) })
@@ -280,6 +287,81 @@ func TestDot2(t *testing.T) {
 			wa, wb := fm.dot(xa, src, s), fm.dot(xb, src, s)
 			if math.Float32bits(a) != math.Float32bits(wa) || math.Float32bits(b) != math.Float32bits(wb) {
 				t.Fatalf("%s, %d blocks: two-row form %v, %v; one-row form %v, %v", fm.f.Name, n, a, b, wa, wb)
+			}
+		}
+	}
+}
+
+// dotQ8Forms are the int8 dot products (dotq8_amd64.go) and the CPU
+// feature each needs.
+var dotQ8Forms = []struct {
+	f   *Format
+	dot func(x *Q8K, src []byte, s []float32) float32
+}{{Q4_K, q4KDotQ8}, {Q5_K, q5KDotQ8}, {Q6_K, q6KDotQ8}}
+
+// TestDotQ8: each int8 dot product equals the float64 dot product of the
+// scalar dequantizer's values with the vector as Q8K holds it (D·Q), to
+// within float32 rounding of the sum of the terms' magnitudes, on random
+// blocks with any finite float16 scales, rows of 1 to 7 blocks, inputs of
+// mixed scales per block and an all-zero block (D = 0).
+func TestDotQ8(t *testing.T) {
+	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
+		t.Skip("no AVX2 on this CPU")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, df := range dotQ8Forms {
+		f := df.f
+		for trial := range 60 {
+			n := 1 + trial%7
+			src := randomBlocks(r, f, n)
+			x := make([]float32, n*256)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * math.Exp(float64(i/256%3)))
+			}
+			if trial%5 == 4 {
+				clear(x[:256])
+			}
+			var q Q8K
+			q.Quantize(x)
+			vals, mags := make([]float32, len(x)), make([]float32, len(x))
+			blk := make([]byte, f.Bytes)
+			var want, bound float64
+			for k := range n {
+				b := src[k*f.Bytes : (k+1)*f.Bytes]
+				f.Dequant(vals[k*256:], b)
+				// The terms' magnitudes: Q4_K and Q5_K |d|·sc·q + |dmin|·m
+				// (d's sign cleared, dmin's set); Q6_K sums sc·q over its
+				// unsigned levels (up to 63) and takes 32·sc off apart, so
+				// its terms reach 95·|d·sc|: three times the all-63
+				// block's values (31·d·sc).
+				copy(blk, b)
+				switch f {
+				case Q4_K, Q5_K:
+					blk[1] &^= 0x80
+					blk[3] |= 0x80
+				case Q6_K:
+					for i := range 192 {
+						blk[i] = 0xff
+					}
+				}
+				f.Dequant(mags[k*256:], blk)
+				if f == Q6_K {
+					for i := range mags[k*256 : (k+1)*256] {
+						mags[k*256+i] *= 3.1
+					}
+				}
+			}
+			for i := range x {
+				xq := float64(q.D[i/256]) * float64(q.Q[i])
+				want += xq * float64(vals[i])
+				bound += math.Abs(xq * float64(mags[i]))
+			}
+			got := df.dot(&q, src, make([]float32, DotScratch(len(x))))
+			if d := math.Abs(float64(got) - want); !(d <= 4e-6*bound) {
+				t.Fatalf("%s, %d blocks: dot %v, the dequantized values' %v (off by %.3g, allowed %.3g)", f.Name, n, got, want, d, 4e-6*bound)
+			}
+			if !f.HasDotQ8() || f.DotQ8(&q, src, make([]float32, DotScratch(len(x)))) != got {
+				t.Fatalf("%s: Format.DotQ8 is not this CPU's form", f.Name)
 			}
 		}
 	}

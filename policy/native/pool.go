@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mlerl/mlerl/policy/ggml"
 )
 
 // pool is a small fixed set of worker goroutines that block on a channel
@@ -29,6 +31,7 @@ type pool struct {
 	bf16B   []uint32    // gemmBF16: B converted and packed
 	qsx     []float32   // gemvQuant: the input rows' block sums (Q4_1)
 	q8      q8Input     // gemvQuant: the input rows quantized to int8
+	q8k     []ggml.Q8K  // gemvRaw: the input rows quantized to int8 per 256 (K-quants)
 }
 
 type job struct {

@@ -40,7 +40,9 @@ const (
 // SetQuantActivations sets how products of at most gemmSmallM rows with
 // quantized blocks treat their input: ActivationsFP32 (float32, the
 // default) or ActivationsInt8 (quantized to int8 per block, integer dot
-// products: quant8.go). It returns the mode as the model records it.
+// products: quant8.go for Q4_0, Q4_1 and Q8_0 blocks, ggml.Format.DotQ8
+// for Q4_K, Q5_K and Q6_K; the other raw formats keep float32 inputs).
+// It returns the mode as the model records it.
 func (m *Model) SetQuantActivations(mode string) (string, error) {
 	switch strings.ToLower(strings.TrimSpace(mode)) {
 	case ActivationsFP32, "":

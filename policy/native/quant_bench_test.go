@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mlerl/mlerl/policy/ggml"
 )
 
 // BenchmarkQGemv measures the decode step's product of one input row
@@ -178,6 +180,24 @@ func BenchmarkQGemvRaw(b *testing.B) {
 						q := qs[i%copies]
 						for j0 := 0; j0 < n; j0 += qgemvRows {
 							qgemvRaw(ws, q, j0, min(qgemvRows, n-j0), xs, k, rows, ys[j0:], n, false)
+						}
+					}
+					report(b, c0, rows, proto.bytes())
+				})
+			}
+			if f := typ.raw(); f.HasDotQ8() {
+				// int8 inputs (gemvRaw with op.q8): each product quantizes
+				// its input rows once, counted in the time.
+				q8 := make([]ggml.Q8K, rows)
+				b.Run(fmt.Sprintf("%s/%dx%d/%s/rows=%d/int8", typ, k, n, kern.name, rows), func(b *testing.B) {
+					c0 := cpuSeconds()
+					for i := 0; i < b.N; i++ {
+						q := qs[i%copies]
+						for r := range q8 {
+							q8[r].Quantize(xs[r*k : (r+1)*k])
+						}
+						for j0 := 0; j0 < n; j0 += qgemvRows {
+							qgemvRawQ8(ws, q, f, j0, min(qgemvRows, n-j0), q8, ys[j0:], n, false)
 						}
 					}
 					report(b, c0, rows, proto.bytes())

@@ -79,9 +79,27 @@ func gemvQuant(p *pool, op gemmOp) {
 
 // gemvRaw is gemvQuant for a matrix in a raw format (Q5_1, the
 // K-quants, IQ4_XS), which has no kernels of its own: qgemvRaw on tasks
-// of qgemvRows outputs. Int8 activations (op.q8) do not apply to it.
+// of qgemvRows outputs. With int8 activations (op.q8), a format that has
+// ggml's int8 dot product on this CPU (Format.DotQ8: Q4_K, Q5_K, Q6_K)
+// takes it, the input rows quantized once per product to int8 per block
+// of 256 (ggml.Q8K, llama.cpp's Q8_K); the others keep float32 inputs.
 func gemvRaw(p *pool, op gemmOp) {
 	q := op.bq
+	if f := q.typ.raw(); op.q8 && f.HasDotQ8() && fusedRawDot {
+		p.gemmMu.Lock()
+		defer p.gemmMu.Unlock()
+		if len(p.q8k) < op.m {
+			p.q8k = append(p.q8k, make([]ggml.Q8K, op.m-len(p.q8k))...)
+		}
+		for r := range op.m {
+			p.q8k[r].Quantize(op.a[r*op.lda : r*op.lda+q.cols])
+		}
+		p.runWork((op.n+qgemvRows-1)/qgemvRows, max(op.m, 8)*op.n*op.k, func(w, t int) {
+			j0 := t * qgemvRows
+			qgemvRawQ8(&p.ws[w], q, f, j0, min(qgemvRows, op.n-j0), p.q8k[:op.m], op.c[j0:], op.ldc, op.acc)
+		})
+		return
+	}
 	p.runWork((op.n+qgemvRows-1)/qgemvRows, max(op.m, 8)*op.n*op.k, func(w, t int) {
 		j0 := t * qgemvRows
 		qgemvRaw(&p.ws[w], q, j0, min(qgemvRows, op.n-j0), op.a, op.lda, op.m, op.c[j0:], op.ldc, op.acc)
@@ -135,8 +153,25 @@ func qgemvRaw(ws *workspace, q *qmat, j0, n int, x []float32, ldx, rows int, y [
 	}
 }
 
-// fusedRawDot lets qgemvRaw take ggml's fused dot products; the tests and
-// BenchmarkQGemvRaw turn it off to compare with dequantizing each row.
+// qgemvRawQ8 is qgemvRaw with the input rows quantized (gemvRaw):
+// y[r*ldy + j] = f.DotQ8(x[r], row j0+j of q) (+ y when acc).
+func qgemvRawQ8(ws *workspace, q *qmat, f *ggml.Format, j0, n int, x []ggml.Q8K, y []float32, ldy int, acc bool) {
+	ws.qscratch = grow(ws.qscratch, ggml.DotScratch(q.cols))
+	for j := range n {
+		row := q.row(j0 + j)
+		for r := range x {
+			s := f.DotQ8(&x[r], row, ws.qscratch)
+			if acc {
+				s += y[r*ldy+j]
+			}
+			y[r*ldy+j] = s
+		}
+	}
+}
+
+// fusedRawDot lets qgemvRaw take ggml's fused dot products (and gemvRaw
+// the int8 ones); the tests and BenchmarkQGemvRaw turn it off to compare
+// with dequantizing each row.
 var fusedRawDot = true
 
 // qdequant is kernels.qdequant, or for a raw format dequantRange.

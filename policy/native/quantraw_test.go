@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/mlerl/mlerl/policy/ggml"
 )
 
 // rawScales places and sizes each raw format's float16 scales in a
@@ -305,5 +307,79 @@ func TestRawStorageOptions(t *testing.T) {
 		if err := m.SetParamBlocks(name, b.typ, b.blocks); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("SetParamBlocks(%s, %d bytes): %v, want %q", b.typ, len(b.blocks), err, b.want)
 		}
+	}
+}
+
+// TestGemvRawInt8: with int8 activations, a product of a few rows with a
+// Q4_K, Q5_K or Q6_K matrix (gemm, as decoding calls it) equals the
+// float64 product of the dequantized rows with the inputs as ggml.Q8K
+// rounds them, to within float32 rounding of the terms' magnitudes, for
+// 1-5 strided rows with and without accumulation; the outputs past n in
+// each row's stride stay as they were. Formats without the int8 form
+// keep float32 inputs (the float32 product's tolerance).
+func TestGemvRawInt8(t *testing.T) {
+	if err := selectKernels(); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(25, 26))
+	p := newPool(3)
+	ran := 0
+	for _, typ := range rawTypes() {
+		f := typ.raw()
+		const n, cols, ldx, ldy = 70, 768, 800, 73
+		q := newQmat(typ, n, cols)
+		q.setBlocks(randRawBlocks(r, typ, n*cols/typ.blockValues()))
+		if f.HasDotQ8() {
+			ran++
+		}
+		for rows := 1; rows <= 5; rows++ {
+			x := make([]float32, rows*ldx)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			for _, acc := range []bool{false, true} {
+				y0 := make([]float32, rows*ldy)
+				for i := range y0 {
+					y0[i] = float32(r.NormFloat64())
+				}
+				got := append([]float32(nil), y0...)
+				gemm(p, gemmOp{tb: true, m: rows, n: n, k: cols, a: x, lda: ldx, c: got, ldc: ldy, acc: acc, bq: q, q8: true})
+				row := make([]float32, cols)
+				for rr := range rows {
+					xr := x[rr*ldx : rr*ldx+cols]
+					if f.HasDotQ8() {
+						var q8 ggml.Q8K
+						q8.Quantize(xr)
+						xr = make([]float32, cols)
+						for i := range xr {
+							xr[i] = q8.D[i/256] * float32(q8.Q[i])
+						}
+					}
+					for j := range n {
+						q.dequantRow(row, j)
+						var ref, mag float64
+						for i, v := range row {
+							ref += float64(v) * float64(xr[i])
+							mag += math.Abs(float64(v) * float64(xr[i]))
+						}
+						if acc {
+							ref += float64(y0[rr*ldy+j])
+							mag += math.Abs(float64(y0[rr*ldy+j]))
+						}
+						if d := math.Abs(float64(got[rr*ldy+j]) - ref); !(d <= 1e-5*mag) {
+							t.Fatalf("%s (int8 form %v), %d rows (acc %v): output %d of row %d is %v, the float64 product %v", typ, f.HasDotQ8(), rows, acc, j, rr, got[rr*ldy+j], ref)
+						}
+					}
+				}
+				for i := range got {
+					if i%ldy >= n && got[i] != y0[i] {
+						t.Fatalf("%s, %d rows: y[%d] past the outputs was written", typ, rows, i)
+					}
+				}
+			}
+		}
+	}
+	if ran == 0 {
+		t.Skip("no int8 dot product on this CPU (AVX2)")
 	}
 }
