@@ -155,7 +155,9 @@ func TestRawQuantBase(t *testing.T) {
 						// 256-block's largest input) makes of them in these
 						// tiny random models: measured 0.011-0.013 of the
 						// largest logit (Q4_K), 0.034-0.043 (Q6_K), 0.11
-						// (Q5_K). The products themselves are checked
+						// (Q5_K; float32 products of the inputs rounded to
+						// the same int8 grid move them by the same 0.113:
+						// the rounding, not the kernel). The products themselves are checked
 						// exactly (ggml's TestDotQ8, TestGemvRawInt8); this
 						// bound catches a path that did not run, or ran
 						// wild (a min's sign: 1.6 of the largest).
