@@ -238,15 +238,9 @@ func TestQGemvRawFused(t *testing.T) {
 		q := newQmat(typ, n, cols)
 		q.setBlocks(randRawBlocks(r, typ, n*cols/typ.blockValues()))
 		for rows := 1; rows <= 5; rows++ {
-			x := make([]float32, rows*ldx)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
+			x := randSlice(r, rows*ldx)
 			for _, acc := range []bool{false, true} {
-				y0 := make([]float32, rows*ldy)
-				for i := range y0 {
-					y0[i] = float32(r.NormFloat64())
-				}
+				y0 := randSlice(r, rows*ldy)
 				got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
 				ws := &workspace{}
 				qgemvRaw(ws, q, 0, n, x, ldx, rows, got, ldy, acc)
@@ -358,15 +352,9 @@ func TestGemvRawInt8(t *testing.T) {
 			ran++
 		}
 		for rows := 1; rows <= 5; rows++ {
-			x := make([]float32, rows*ldx)
-			for i := range x {
-				x[i] = float32(r.NormFloat64())
-			}
+			x := randSlice(r, rows*ldx)
 			for _, acc := range []bool{false, true} {
-				y0 := make([]float32, rows*ldy)
-				for i := range y0 {
-					y0[i] = float32(r.NormFloat64())
-				}
+				y0 := randSlice(r, rows*ldy)
 				got := append([]float32(nil), y0...)
 				gemm(p, gemmOp{tb: true, m: rows, n: n, k: cols, a: x, lda: ldx, c: got, ldc: ldy, acc: acc, bq: q, q8: true})
 				row := make([]float32, cols)
