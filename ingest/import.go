@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -744,12 +746,7 @@ func (d *draft) refuseAnswerLeaks(folder, answersName, answers, idCol string, ta
 	for _, v := range want {
 		distinct[v] = true
 	}
-	names := make([]string, 0, len(d.workspace))
-	for rel := range d.workspace {
-		names = append(names, rel)
-	}
-	sort.Strings(names)
-	for _, rel := range names {
+	for _, rel := range slices.Sorted(maps.Keys(d.workspace)) {
 		src := d.workspace[rel]
 		leak := false
 		if st, err := os.Stat(src); err == nil && raw != nil && st.Size() == int64(len(raw)) {
